@@ -1,0 +1,18 @@
+// cli.h: the mtac subcommands and small helpers they share.
+#ifndef MTAC_CLI_H
+#define MTAC_CLI_H
+
+int cmd_attn(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+// Parses a positive integer flag value; prints an error naming the flag and returns 0 if bad.
+int cli_parse_pos_int(const char *flag, const char *s, int *out);
+
+// Sets the OpenMP and BLAS thread counts (n >= 1).
+void cli_set_threads(int n);
+
+// Seconds on a monotonic clock.
+double cli_now(void);
+
+#endif

@@ -1,0 +1,135 @@
+// cmd_attn.c: `mtac attn --in IN.safetensors --out OUT.safetensors`: the operator on a file.
+#include "cli.h"
+#include "io/attn_io.h"
+#include "io/safetensors.h"
+#include "mta.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N]\n"
+            "\n"
+            "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
+            "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
+            "    w_pre (H,c_q,c_k)          pre-softmax key-query convolution (c_k odd)\n"
+            "    w_pre_head (H,H)           pre-softmax head mixing\n"
+            "    w_post (H,c_q,c_k)         post-softmax key-query convolution\n"
+            "    w_post_head (H/c_h,c_h,c_h) post-softmax head convolution\n"
+            "    gn_weight (d)              group norm (metadata depth_scale \"1\" and layer_id N add depth scaling)\n"
+            "    gate_w (d), gate_b (1)     output gate\n"
+            "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
+            "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
+            "  The format is documented in docs/formats.md.\n");
+}
+
+int cmd_attn(int argc, char **argv) {
+    const char *in = NULL, *outp = NULL;
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "mtac attn: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--in")) in = argv[++i];
+        else if (!strcmp(a, "--out")) outp = argv[++i];
+        else if (!strcmp(a, "--threads")) {
+            if (!cli_parse_pos_int("--threads", argv[++i], &threads)) return 2;
+        } else {
+            fprintf(stderr, "mtac attn: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!in || !outp) {
+        fprintf(stderr, "mtac attn: --in and --out are required (see --help)\n");
+        return 2;
+    }
+    if (threads) cli_set_threads(threads);
+
+    char err[512];
+    st_file f;
+    if (st_read(in, &f, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s\n", err);
+        return 1;
+    }
+    attn_problem pr;
+    if (attn_problem_from_file(&f, NULL, &pr, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s: %s\n", in, err);
+        st_free(&f);
+        return 1;
+    }
+    const mta_config *c = &pr.cfg;
+    const size_t n = (size_t)c->B * c->H * c->T * c->d;
+    mta_ctx *ctx = NULL;
+    mta_params p = attn_problem_params(&pr);
+    // One block: out, dq, dk, dv, then the parameter gradients.
+    size_t ngrad = 0;
+    for (int i = 0; i < ATTN_N_PARAMS; i++) ngrad += pr.param_numel[i];
+    float *buf = calloc(4 * n + ngrad, sizeof(float));
+    int rc = 1;
+    if (!buf) {
+        fprintf(stderr, "mtac attn: out of memory\n");
+        goto done;
+    }
+    if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
+        fprintf(stderr, "mtac attn: %s\n", err);
+        goto done;
+    }
+    float *out = buf, *dq = buf + n, *dk = buf + 2 * n, *dv = buf + 3 * n;
+    if (mta_forward(ctx, pr.q, pr.k, pr.v, &p, out) != MTA_OK) {
+        fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(ctx));
+        goto done;
+    }
+    st_tensor ts[4 + ATTN_N_PARAMS];
+    char names[ATTN_N_PARAMS][32];
+    int nt = 0;
+    const st_tensor *qt = st_find(&f, "q");
+    const char *base[4] = {"out", "grad.q", "grad.k", "grad.v"};
+    float *bd[4] = {out, dq, dk, dv};
+    int nbase = pr.dout ? 4 : 1;
+    for (int i = 0; i < nbase; i++) {
+        ts[nt] = *qt;
+        ts[nt].name = (char *)base[i];
+        ts[nt++].data = bd[i];
+    }
+    if (pr.dout) {
+        float *gp[ATTN_N_PARAMS] = {0};
+        float *cur = buf + 4 * n;
+        for (int i = 0; i < ATTN_N_PARAMS; i++) {
+            if (!pr.param[i]) continue;
+            gp[i] = cur;
+            cur += pr.param_numel[i];
+            const st_tensor *pt = st_find(&f, attn_param_names[i]);
+            snprintf(names[i], sizeof names[i], "grad.%s", attn_param_names[i]);
+            ts[nt] = *pt;
+            ts[nt].name = names[i];
+            ts[nt++].data = gp[i];
+        }
+        mta_grads g = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5], gp[6]};
+        if (mta_backward(ctx, pr.q, pr.k, pr.v, &p, pr.dout, dq, dk, dv, &g) != MTA_OK) {
+            fprintf(stderr, "mtac attn: backward failed: %s\n", mta_ctx_error(ctx));
+            goto done;
+        }
+    }
+    if (st_write(outp, ts, nt, NULL, 0, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s\n", err);
+        goto done;
+    }
+    printf("mtac attn: B=%d H=%d T=%d d=%d, steps:%s%s%s%s%s%s; wrote %d tensor%s to %s\n", c->B, c->H, c->T, c->d,
+           c->pre_cq ? " pre-conv" : "", c->pre_head_mix ? " head-mix" : "", c->post_cq ? " post-conv" : "",
+           c->post_ch ? " head-conv" : "", c->group_norm ? (c->depth_scale ? " group-norm(depth-scaled)" : " group-norm") : "",
+           c->gate ? " gate" : "", nt, nt == 1 ? "" : "s", outp);
+    rc = 0;
+done:
+    mta_destroy(ctx);
+    free(buf);
+    st_free(&f);
+    return rc;
+}

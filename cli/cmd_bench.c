@@ -1,0 +1,341 @@
+// cmd_bench.c: `mtac bench attn`: forward+backward time and peak memory of plain causal attention
+// and MTA (the 830M layer setting) in this library, beside the naive PyTorch MTA of tests/ref.
+#include "cli.h"
+#include "mta.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtac bench attn [options]\n"
+            "\n"
+            "Times forward+backward of (a) plain causal attention and (b) MTA in this library and (c) the\n"
+            "naive PyTorch MTA (tests/ref/bench_torch.py, when torch is installed), at one thread count.\n"
+            "MTA uses the 830M layer setting: pre- and post-softmax 6x11 key-query convolutions, pre-softmax\n"
+            "head mixing, post-softmax head convolution over all heads, group norm and gate.\n"
+            "Peak memory is the growth of the process's peak resident set during the measured call.\n"
+            "\n"
+            "options:\n"
+            "  --T LIST          sequence lengths, comma separated (default 512,1024,2048,4096)\n"
+            "  --B N, --H N, --d N  batch, heads, head dim (default 1, 8, 64)\n"
+            "  --threads N       OpenMP/BLAS threads for every implementation (default: all cores)\n"
+            "  --reps N          timed repetitions, the best is reported (default 1; one warm-up first)\n"
+            "  --impl LIST       any of plain,mta,torch (default plain,mta,torch)\n"
+            "  --python PATH     Python with torch for the PyTorch reference (default /usr/bin/python3)\n"
+            "  --torch-script P  default tests/ref/bench_torch.py (run from the repository root)\n"
+            "  --json            one JSON object per line instead of a table\n");
+}
+
+// Peak-RSS measurement: writing 5 to clear_refs resets VmHWM, so HWM - RSS after the call is the
+// memory the call itself touched at its peak.
+static long proc_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = atol(line + kl + 1);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+static void reset_peak(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+static void fill_randn(float *x, size_t n, uint64_t *s, float scale) {
+    for (size_t i = 0; i < n; i += 2) {
+        // Box-Muller on a 64-bit LCG: plenty for benchmark inputs.
+        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u1 = ((*s >> 11) + 1.0) / 9007199254740993.0;
+        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u2 = (*s >> 11) / 9007199254740992.0;
+        double r = sqrt(-2.0 * log(u1));
+        x[i] = (float)(scale * r * cos(6.283185307179586 * u2));
+        if (i + 1 < n) x[i + 1] = (float)(scale * r * sin(6.283185307179586 * u2));
+    }
+}
+
+typedef struct {
+    double fwd_bwd_s, peak_mb, workspace_mb, matmul_gflops;
+    int ok;
+} result;
+
+static mta_config mta830m(int B, int H, int T, int d) {
+    mta_config c = mta_config_default(B, H, T, d);
+    c.pre_cq = 6, c.pre_ck = 11, c.pre_head_mix = 1;
+    c.post_cq = 6, c.post_ck = 11, c.post_ch = H;
+    c.group_norm = 1, c.gate = 1;
+    return c;
+}
+
+static result run_c(const mta_config *c, int reps) {
+    result r = {0};
+    const size_t n = (size_t)c->B * c->H * c->T * c->d;
+    mta_param_sizes ps = mta_param_sizes_of(c);
+    size_t np = ps.w_pre + ps.w_pre_head + ps.w_post + ps.w_post_head + ps.gn_weight + ps.gate_w + ps.gate_b;
+    float *buf = malloc((8 * n + 2 * np) * sizeof(float));
+    if (!buf) return r;
+    float *q = buf, *k = q + n, *v = k + n, *dout = v + n, *out = dout + n, *dq = out + n, *dk = dq + n,
+          *dv = dk + n, *w = dv + n, *gw = w + np;
+    uint64_t seed = 42;
+    fill_randn(buf, 4 * n, &seed, 1.0f);
+    fill_randn(w, np, &seed, 0.05f);
+    float *pw[7], *pg[7];
+    size_t sz[7] = {ps.w_pre, ps.w_pre_head, ps.w_post, ps.w_post_head, ps.gn_weight, ps.gate_w, ps.gate_b};
+    for (int i = 0, off = 0; i < 7; off += (int)sz[i], i++) {
+        pw[i] = sz[i] ? w + off : NULL;
+        pg[i] = sz[i] ? gw + off : NULL;
+    }
+    // Identity kernels plus the noise drawn above, as a trained model's would roughly be.
+    float *tmp = calloc(np ? np : 1, sizeof(float));
+    if (tmp) {
+        float *tw[7];
+        for (int i = 0, off = 0; i < 7; off += (int)sz[i], i++) tw[i] = sz[i] ? tmp + off : NULL;
+        mta_params_init_identity(c, tw[0], tw[1], tw[2], tw[3], tw[4], tw[6]);
+        for (size_t i = 0; i < np; i++) w[i] += tmp[i];
+        free(tmp);
+    }
+    mta_params p = {pw[0], pw[1], pw[2], pw[3], pw[4], pw[5], pw[6]};
+    mta_grads g = {pg[0], pg[1], pg[2], pg[3], pg[4], pg[5], pg[6]};
+    char err[256];
+    mta_ctx *ctx;
+    if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
+        fprintf(stderr, "mtac bench: %s\n", err);
+        free(buf);
+        return r;
+    }
+    double best = 1e30;
+    long base = 0, hwm = 0;
+    for (int it = 0; it <= reps; it++) {
+        if (it == 0) {
+            // The first call allocates the workspace: its peak is what a training step needs.
+            reset_peak();
+            base = proc_status_kb("VmRSS");
+        }
+        memset(dq, 0, 3 * n * sizeof(float));
+        memset(gw, 0, np * sizeof(float));
+        mta_ctx_reset_stats(ctx);
+        double t0 = cli_now();
+        if (mta_forward(ctx, q, k, v, &p, out) || mta_backward(ctx, q, k, v, &p, dout, dq, dk, dv, &g)) {
+            fprintf(stderr, "mtac bench: %s\n", mta_ctx_error(ctx));
+            break;
+        }
+        double t = cli_now() - t0;
+        if (it == 0) hwm = proc_status_kb("VmHWM");
+        // With reps >= 1 the first call is a warm-up and is not timed.
+        if (it > 0 || reps == 0) {
+            if (t < best) {
+                best = t;
+                mta_stats s = mta_ctx_stats(ctx);
+                r.matmul_gflops = s.matmul_s > 0 ? s.matmul_flop / s.matmul_s * 1e-9 : 0;
+            }
+            r.ok = 1;
+        }
+    }
+    r.fwd_bwd_s = best;
+    r.peak_mb = (hwm - base) / 1024.0;
+    r.workspace_mb = mta_ctx_workspace_bytes(ctx) / 1048576.0;
+    mta_destroy(ctx);
+    free(buf);
+    return r;
+}
+
+// Runs the PyTorch reference as a child process and reads its JSON line.
+static result run_torch(const char *python, const char *script, const mta_config *c, int threads, int reps) {
+    result r = {0};
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s --T %d --H %d --d %d --B %d --threads %d --config mta830m --reps %d --warmup 0",
+             python, script, c->T, c->H, c->d, c->B, threads, reps);
+    FILE *pf = popen(cmd, "r");
+    if (!pf) return r;
+    char line[1024];
+    while (fgets(line, sizeof line, pf)) {
+        const char *a = strstr(line, "\"fwd_bwd_s\":"), *b = strstr(line, "\"peak_mb\":");
+        if (a && b) {
+            r.fwd_bwd_s = atof(a + 12);
+            r.peak_mb = atof(b + 10);
+            r.ok = 1;
+        }
+    }
+    int st = pclose(pf);
+    if (st != 0) r.ok = 0;
+    return r;
+}
+
+static double sgemm_rate_gflops(void) {
+    const int n = 2048;
+    float *a = malloc(3 * (size_t)n * n * sizeof(float));
+    if (!a) return 0;
+    uint64_t seed = 7;
+    fill_randn(a, 3 * (size_t)n * n, &seed, 1.0f);
+    double best = 1e30;
+    for (int it = 0; it < 3; it++) {
+        double t0 = cli_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, a + (size_t)n * n, n, 0.0f,
+                    a + 2 * (size_t)n * n, n);
+        double t = cli_now() - t0;
+        if (t < best) best = t;
+    }
+    free(a);
+    return 2.0 * n * n * (double)n / best * 1e-9;
+}
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p && n < max) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 1 << 20 || (*end != ',' && *end != '\0')) return 0;
+        out[n++] = (int)x;
+        p = *end ? end + 1 : end;
+    }
+    return *p ? 0 : n;
+}
+
+static void cpu_name(char *buf, size_t n) {
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c += 2;
+                c[strcspn(c, "\n")] = 0;
+                snprintf(buf, n, "%s", c);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+static int bench_attn(int argc, char **argv) {
+    int Ts[16] = {512, 1024, 2048, 4096}, nT = 4, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
+    int json = 0, do_plain = 1, do_mta = 1, do_torch = 1;
+    const char *python = "/usr/bin/python3", *script = "tests/ref/bench_torch.py";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "mtac bench attn: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *val = argv[++i];
+        if (!strcmp(a, "--T")) {
+            if (!(nT = parse_list(val, Ts, 16))) {
+                fprintf(stderr, "mtac bench attn: --T expects a comma-separated list of positive integers, got '%s'\n", val);
+                return 2;
+            }
+        } else if (!strcmp(a, "--B")) {
+            if (!cli_parse_pos_int(a, val, &B)) return 2;
+        } else if (!strcmp(a, "--H")) {
+            if (!cli_parse_pos_int(a, val, &H)) return 2;
+        } else if (!strcmp(a, "--d")) {
+            if (!cli_parse_pos_int(a, val, &d)) return 2;
+        } else if (!strcmp(a, "--threads")) {
+            if (!cli_parse_pos_int(a, val, &threads)) return 2;
+        } else if (!strcmp(a, "--reps")) {
+            if (!cli_parse_pos_int(a, val, &reps)) return 2;
+        } else if (!strcmp(a, "--python")) {
+            python = val;
+        } else if (!strcmp(a, "--torch-script")) {
+            script = val;
+        } else if (!strcmp(a, "--impl")) {
+            do_plain = strstr(val, "plain") != NULL, do_mta = strstr(val, "mta") != NULL,
+            do_torch = strstr(val, "torch") != NULL;
+            if (!do_plain && !do_mta && !do_torch) {
+                fprintf(stderr, "mtac bench attn: --impl expects plain, mta and/or torch, got '%s'\n", val);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "mtac bench attn: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    cli_set_threads(threads);
+    char cpu[256];
+    cpu_name(cpu, sizeof cpu);
+    double peak = sgemm_rate_gflops();
+    if (json)
+        printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\"}\n", threads, peak, cpu);
+    else {
+        printf("machine: %s, %d threads; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads, peak);
+        printf("%-6s %-12s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s",
+               "%sgemm");
+    }
+    for (int ti = 0; ti < nT; ti++) {
+        int T = Ts[ti];
+        mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d);
+        char err[256];
+        if (mta_config_check(&mta, err, sizeof err)) {
+            fprintf(stderr, "mtac bench attn: %s\n", err);
+            return 2;
+        }
+        result rs[3] = {{0}};
+        const char *names[3] = {"mtac_plain", "mtac_mta", "torch_naive_mta"};
+        if (do_plain) rs[0] = run_c(&plain, reps);
+        if (do_mta) rs[1] = run_c(&mta, reps);
+        if (do_torch) {
+            rs[2] = run_torch(python, script, &mta, threads, reps);
+            if (!rs[2].ok && !json && ti == 0)
+                fprintf(stderr, "mtac bench attn: the PyTorch reference did not run (%s %s); skipping it\n", python, script);
+        }
+        for (int i = 0; i < 3; i++) {
+            if (!rs[i].ok) continue;
+            if (json) {
+                printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,"
+                       "\"peak_mb\":%.1f",
+                       names[i], T, B, H, d, threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
+                if (i < 2)
+                    printf(",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f", rs[i].workspace_mb,
+                           rs[i].matmul_gflops, peak);
+                printf("}\n");
+            } else {
+                char ratio[32] = "", mm[32] = "", pct[32] = "";
+                if (rs[0].ok) snprintf(ratio, sizeof ratio, "%.2fx", rs[i].fwd_bwd_s / rs[0].fwd_bwd_s);
+                if (i < 2) {
+                    snprintf(mm, sizeof mm, "%.1f", rs[i].matmul_gflops);
+                    snprintf(pct, sizeof pct, "%.0f%%", 100 * rs[i].matmul_gflops / peak);
+                }
+                printf("%-6d %-12s %10.3f %9.1f %9s %12s %9s\n", T, names[i] + (i < 2 ? 5 : 0), rs[i].fwd_bwd_s,
+                       rs[i].peak_mb, ratio, mm, pct);
+            }
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fprintf(argc < 2 ? stderr : stdout, "usage: mtac bench attn [options]   (mtac bench attn --help)\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "attn")) return bench_attn(argc - 1, argv + 1);
+    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn)\n", argv[1]);
+    return 2;
+}

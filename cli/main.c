@@ -1,0 +1,63 @@
+// main.c: the mtac command-line tool: dispatches to subcommands.
+#include "cli.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "mtac: Multi-Token Attention in C\n"
+            "\n"
+            "usage: mtac <command> [options]   (mtac <command> --help for details)\n"
+            "\n"
+            "commands:\n"
+            "  attn    run the MTA operator on tensors from a safetensors file (forward, and backward if dout)\n"
+            "  bench   benchmarks: `mtac bench attn` times plain attention, MTA and the naive PyTorch MTA\n"
+            "  demo    a short tour of the operator: MTA vs plain attention, identity kernels, gradients\n");
+}
+
+int cli_parse_pos_int(const char *flag, const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long x = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || end == s || *end != '\0' || x < 1 || x > 1000000000) {
+        fprintf(stderr, "mtac: %s expects a positive integer, got '%s'\n", flag, s ? s : "(nothing)");
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
+void cli_set_threads(int n) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "attn")) return cmd_attn(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "demo")) return cmd_demo(argc - 1, argv + 1);
+    fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

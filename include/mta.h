@@ -1,0 +1,129 @@
+// mta.h: the Multi-Token Attention operator (see docs/spec pointer in README; semantics in
+// shared/mta-spec.md section 2). Forward and backward of the MTA attention core on float32
+// tensors laid out (B,H,T,d), row-major, one (batch, head) slab after another.
+//
+// Usage:
+//   mta_config cfg = mta_config_default(B, H, T, d);   // plain causal attention
+//   cfg.pre_cq = 6; cfg.pre_ck = 11;                    // switch steps on
+//   mta_ctx *ctx; char err[256];
+//   if (mta_create(&ctx, &cfg, err, sizeof err) != MTA_OK) { fprintf(stderr, "%s\n", err); ... }
+//   mta_forward(ctx, q, k, v, &params, out);
+//   mta_backward(ctx, q, k, v, &params, dout, dq, dk, dv, &grads);  // after a forward
+//   mta_destroy(ctx);
+//
+// Threading: a context holds the activations its forward saved for its backward, so one context
+// serves one call at a time; distinct contexts are independent and may be used concurrently.
+// There is no global state. Inside a call, OpenMP and BLAS use the threads they are given
+// (omp_set_num_threads / OMP_NUM_THREADS).
+#ifndef MTA_H
+#define MTA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MTA_OK = 0,
+    MTA_ERR_INVALID = 1,   // a size, flag or kernel shape is not allowed
+    MTA_ERR_NULL = 2,      // a required tensor pointer is NULL
+    MTA_ERR_OVERFLOW = 3,  // a size product overflows
+    MTA_ERR_NOMEM = 4,     // allocation failed
+    MTA_ERR_STATE = 5,     // backward called without a matching forward
+} mta_status;
+
+// Which implementation runs behind the API. Only the reference (materialising) path exists now;
+// fused CPU and CUDA kernels will be added as further backends with the same semantics.
+typedef enum {
+    MTA_BACKEND_REFERENCE = 0,
+} mta_backend;
+
+// Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
+typedef struct {
+    int B, H, T, d;
+    int pre_cq, pre_ck;   // step 2: pre-softmax key-query conv, kernel (H, pre_cq, pre_ck); 0,0 = off
+    int pre_head_mix;     // step 3: pre-softmax head mixing, kernel (H, H); 0 = off
+    int post_cq, post_ck; // step 5: post-softmax key-query conv, kernel (H, post_cq, post_ck); 0,0 = off
+    int post_ch;          // step 6: post-softmax head conv group size, kernel (H/c_h, c_h, c_h); 0 = off
+    int group_norm;       // step 8: per-head RMS group norm with weight (d); 0 = off
+    int depth_scale;      // step 8: multiply the normed output by (1 - lambda(layer_id)); needs group_norm
+    int layer_id;         // 0-based layer index for depth scaling
+    int gate;             // step 9: sigmoid gate with weight (d) and bias (1); 0 = off
+    mta_backend backend;
+} mta_config;
+
+// Parameters of the enabled steps; a pointer must be non-NULL exactly when its step is on.
+typedef struct {
+    const float *w_pre;        // (H, pre_cq, pre_ck)
+    const float *w_pre_head;   // (H, H): S2[h] = sum_h' w_pre_head[h,h'] S1[h']
+    const float *w_post;       // (H, post_cq, post_ck)
+    const float *w_post_head;  // (H/c_h, c_h, c_h): P2[g*c_h+o] = sum_n w[g,n,o] P1[g*c_h+n]
+    const float *gn_weight;    // (d)
+    const float *gate_w;       // (d)
+    const float *gate_b;       // (1)
+} mta_params;
+
+// Gradients of the parameters, same shapes. NULL skips that gradient.
+typedef struct {
+    float *w_pre, *w_pre_head, *w_post, *w_post_head, *gn_weight, *gate_w, *gate_b;
+} mta_grads;
+
+typedef struct mta_ctx mta_ctx;
+
+// A config with every MTA step off (plain causal attention).
+mta_config mta_config_default(int B, int H, int T, int d);
+
+// Checks a config; on error writes a message to msg (if non-NULL) and returns the status.
+mta_status mta_config_check(const mta_config *cfg, char *msg, size_t msg_len);
+
+// Identity initialisation of the present parameters (spec section 2): conv kernels are 1 at
+// [c_q-1, (c_k-1)/2], head mix and head conv are identities, gn_weight = 1, gate_b = 0.
+// gate_w is left untouched (it is drawn from a truncated normal by the model).
+void mta_params_init_identity(const mta_config *cfg, float *w_pre, float *w_pre_head, float *w_post,
+                              float *w_post_head, float *gn_weight, float *gate_b);
+
+// Element counts of each parameter tensor for a config (0 when the step is off).
+typedef struct {
+    size_t w_pre, w_pre_head, w_post, w_post_head, gn_weight, gate_w, gate_b;
+} mta_param_sizes;
+mta_param_sizes mta_param_sizes_of(const mta_config *cfg);
+
+// Creates a context (validates cfg; workspace is allocated on first use).
+mta_status mta_create(mta_ctx **ctx, const mta_config *cfg, char *msg, size_t msg_len);
+void mta_destroy(mta_ctx *ctx);
+
+// Forward: q, k, v, out are (B,H,T,d). Saves what the backward needs inside ctx.
+mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float *v,
+                       const mta_params *p, float *out);
+
+// Backward of the last forward on this context (same q, k, v, p). Gradients are ADDED to dq, dk,
+// dv (B,H,T,d) and to every non-NULL buffer of g, so zero them first (the llm.c convention,
+// which lets a model accumulate over micro-batches).
+mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const float *v,
+                        const mta_params *p, const float *dout, float *dq, float *dk, float *dv,
+                        const mta_grads *g);
+
+// The last error message of a context ("" if none).
+const char *mta_ctx_error(const mta_ctx *ctx);
+const char *mta_status_str(mta_status s);
+
+// Bytes of workspace the context holds now (for memory reports).
+size_t mta_ctx_workspace_bytes(const mta_ctx *ctx);
+
+// Wall time and floating-point operations of the matrix products (sgemm) of the calls made so far
+// on a context, for benchmarks; reset with mta_ctx_reset_stats.
+typedef struct {
+    double matmul_s, matmul_flop;
+} mta_stats;
+mta_stats mta_ctx_stats(const mta_ctx *ctx);
+void mta_ctx_reset_stats(mta_ctx *ctx);
+
+// lambda_l = 0.8 - 0.6*exp(-0.3*l), the DIFF Transformer depth rule; scale is (1 - lambda_l).
+float mta_depth_scale(int layer_id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# setup.sh: install what mtac needs on Debian/Ubuntu (apt-get), then build it into build/.
+#   scripts/setup.sh            install packages (with sudo when not root) and build
+#   MTAC_NO_TORCH=1 scripts/setup.sh   skip PyTorch (the reference tests are then skipped)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libcmocka-dev)
+# The independent PyTorch reference (tests/ref) runs on Debian's torch, offline.
+[ "${MTAC_NO_TORCH:-0}" = 1 ] || pkgs+=(python3 python3-numpy python3-torch)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+echo "setup: built build/mtac"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# test.sh: build and run the whole test suite twice: a release build (build/) and a build with
+# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/). Run scripts/setup.sh once first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTAC_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure

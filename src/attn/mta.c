@@ -1,0 +1,226 @@
+// mta.c: the public operator API: configuration checks, contexts, dispatch to a backend.
+#include "attn/mta_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mta_status_str(mta_status s) {
+    switch (s) {
+    case MTA_OK: return "ok";
+    case MTA_ERR_INVALID: return "invalid argument";
+    case MTA_ERR_NULL: return "required tensor is NULL";
+    case MTA_ERR_OVERFLOW: return "size overflow";
+    case MTA_ERR_NOMEM: return "out of memory";
+    case MTA_ERR_STATE: return "backward without a forward";
+    }
+    return "unknown status";
+}
+
+mta_config mta_config_default(int B, int H, int T, int d) {
+    mta_config c;
+    memset(&c, 0, sizeof c);
+    c.B = B, c.H = H, c.T = T, c.d = d;
+    c.backend = MTA_BACKEND_REFERENCE;
+    return c;
+}
+
+float mta_depth_scale(int layer_id) { return 1.0f - (0.8f - 0.6f * expf(-0.3f * (float)layer_id)); }
+
+static mta_status say(char *msg, size_t n, mta_status s, const char *fmt, ...) {
+    if (msg && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, n, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+// a*b*... on size_t with overflow detection; returns 0 on overflow.
+static int mul_ok(size_t *acc, size_t x) {
+    if (x != 0 && *acc > SIZE_MAX / x) return 0;
+    *acc *= x;
+    return 1;
+}
+
+static mta_status check_conv(const char *name, int cq, int ck, char *msg, size_t n) {
+    if (cq == 0 && ck == 0) return MTA_OK;
+    if (cq < 1 || ck < 1)
+        return say(msg, n, MTA_ERR_INVALID, "%s kernel size %dx%d: both must be >= 1 (or both 0 = off)", name, cq, ck);
+    if (ck % 2 == 0)
+        return say(msg, n, MTA_ERR_INVALID, "%s kernel key size c_k=%d must be odd (the window is centred on the key)", name, ck);
+    if (cq > 65536 || ck > 65536)
+        return say(msg, n, MTA_ERR_INVALID, "%s kernel size %dx%d is too large", name, cq, ck);
+    return MTA_OK;
+}
+
+static int is_flag(int x) { return x == 0 || x == 1; }
+
+mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
+    if (!c) return say(msg, n, MTA_ERR_NULL, "config is NULL");
+    if (c->B < 1 || c->H < 1 || c->T < 1 || c->d < 1)
+        return say(msg, n, MTA_ERR_INVALID, "sizes must be >= 1: B=%d H=%d T=%d d=%d", c->B, c->H, c->T, c->d);
+    mta_status s = check_conv("pre-softmax conv", c->pre_cq, c->pre_ck, msg, n);
+    if (s) return s;
+    s = check_conv("post-softmax conv", c->post_cq, c->post_ck, msg, n);
+    if (s) return s;
+    if (!is_flag(c->pre_head_mix) || !is_flag(c->group_norm) || !is_flag(c->depth_scale) || !is_flag(c->gate))
+        return say(msg, n, MTA_ERR_INVALID, "pre_head_mix, group_norm, depth_scale and gate are flags (0 or 1)");
+    if (c->post_ch < 0 || (c->post_ch > 0 && c->H % c->post_ch != 0))
+        return say(msg, n, MTA_ERR_INVALID, "head conv group size c_h=%d must divide H=%d", c->post_ch, c->H);
+    if (c->depth_scale && !c->group_norm)
+        return say(msg, n, MTA_ERR_INVALID, "depth scaling applies to the group norm output: enable group_norm");
+    if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
+    if (c->backend != MTA_BACKEND_REFERENCE)
+        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d", (int)c->backend);
+    // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
+    // times a small count of maps, must fit in size_t and in ptrdiff_t.
+    size_t maps = 1, acts = 1;
+    if (!mul_ok(&maps, (size_t)c->B) || !mul_ok(&maps, (size_t)c->H) || !mul_ok(&maps, (size_t)c->T) ||
+        !mul_ok(&maps, (size_t)c->T) || !mul_ok(&maps, 8 * sizeof(float)) || maps > (size_t)PTRDIFF_MAX)
+        return say(msg, n, MTA_ERR_OVERFLOW, "B*H*T*T maps overflow: B=%d H=%d T=%d", c->B, c->H, c->T);
+    if (!mul_ok(&acts, (size_t)c->B) || !mul_ok(&acts, (size_t)c->H) || !mul_ok(&acts, (size_t)c->T) ||
+        !mul_ok(&acts, (size_t)c->d) || !mul_ok(&acts, 8 * sizeof(float)) || acts > (size_t)PTRDIFF_MAX)
+        return say(msg, n, MTA_ERR_OVERFLOW, "B*H*T*d tensors overflow: B=%d H=%d T=%d d=%d", c->B, c->H, c->T, c->d);
+    // The backward's per-row kernel-gradient partials: (B*H*T) rows of up to max(c_q*c_k, H).
+    size_t part = 1;
+    size_t pre = (size_t)c->pre_cq * c->pre_ck, post = (size_t)c->post_cq * c->post_ck;
+    size_t per = pre > post ? pre : post;
+    if ((size_t)c->H > per) per = (size_t)c->H;
+    if (!mul_ok(&part, (size_t)c->B) || !mul_ok(&part, (size_t)c->H) || !mul_ok(&part, (size_t)c->T) ||
+        !mul_ok(&part, per) || !mul_ok(&part, sizeof(float)) || part > (size_t)PTRDIFF_MAX)
+        return say(msg, n, MTA_ERR_OVERFLOW, "kernel-gradient workspace overflows");
+    if (msg && n) msg[0] = '\0';
+    return MTA_OK;
+}
+
+mta_param_sizes mta_param_sizes_of(const mta_config *c) {
+    mta_param_sizes s;
+    memset(&s, 0, sizeof s);
+    if (c->pre_cq) s.w_pre = (size_t)c->H * c->pre_cq * c->pre_ck;
+    if (c->pre_head_mix) s.w_pre_head = (size_t)c->H * c->H;
+    if (c->post_cq) s.w_post = (size_t)c->H * c->post_cq * c->post_ck;
+    if (c->post_ch) s.w_post_head = (size_t)c->H * c->post_ch;
+    if (c->group_norm) s.gn_weight = (size_t)c->d;
+    if (c->gate) s.gate_w = (size_t)c->d, s.gate_b = 1;
+    return s;
+}
+
+static void conv_identity(float *w, int H, int cq, int ck) {
+    memset(w, 0, (size_t)H * cq * ck * sizeof(float));
+    for (int h = 0; h < H; h++) w[(size_t)h * cq * ck + (size_t)(cq - 1) * ck + (ck - 1) / 2] = 1.0f;
+}
+
+void mta_params_init_identity(const mta_config *c, float *w_pre, float *w_pre_head, float *w_post,
+                              float *w_post_head, float *gn_weight, float *gate_b) {
+    if (w_pre && c->pre_cq) conv_identity(w_pre, c->H, c->pre_cq, c->pre_ck);
+    if (w_post && c->post_cq) conv_identity(w_post, c->H, c->post_cq, c->post_ck);
+    if (w_pre_head && c->pre_head_mix) {
+        memset(w_pre_head, 0, (size_t)c->H * c->H * sizeof(float));
+        for (int h = 0; h < c->H; h++) w_pre_head[h * c->H + h] = 1.0f;
+    }
+    if (w_post_head && c->post_ch) {
+        int ch = c->post_ch;
+        memset(w_post_head, 0, (size_t)c->H * ch * sizeof(float));
+        for (int g = 0; g < c->H / ch; g++)
+            for (int n = 0; n < ch; n++) w_post_head[((size_t)g * ch + n) * ch + n] = 1.0f;
+    }
+    if (gn_weight && c->group_norm)
+        for (int i = 0; i < c->d; i++) gn_weight[i] = 1.0f;
+    if (gate_b && c->gate) gate_b[0] = 0.0f;
+}
+
+mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+float *mta_alloc_floats(mta_ctx *ctx, size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (p) ctx->bytes += n * sizeof(float);
+    return p;
+}
+
+mta_status mta_create(mta_ctx **out, const mta_config *cfg, char *msg, size_t n) {
+    if (!out) return say(msg, n, MTA_ERR_NULL, "ctx output pointer is NULL");
+    *out = NULL;
+    mta_status s = mta_config_check(cfg, msg, n);
+    if (s) return s;
+    mta_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return say(msg, n, MTA_ERR_NOMEM, "out of memory allocating the context");
+    ctx->cfg = *cfg;
+    *out = ctx;
+    return MTA_OK;
+}
+
+void mta_destroy(mta_ctx *ctx) {
+    if (!ctx) return;
+    mta_ref_free(ctx);
+    free(ctx);
+}
+
+const char *mta_ctx_error(const mta_ctx *ctx) { return ctx ? ctx->err : "ctx is NULL"; }
+mta_stats mta_ctx_stats(const mta_ctx *ctx) {
+    mta_stats z = {0, 0};
+    return ctx ? ctx->stats : z;
+}
+void mta_ctx_reset_stats(mta_ctx *ctx) {
+    if (ctx) ctx->stats.matmul_s = ctx->stats.matmul_flop = 0;
+}
+size_t mta_ctx_workspace_bytes(const mta_ctx *ctx) { return ctx ? ctx->bytes : 0; }
+
+// Each enabled step needs its parameters, and a disabled one must not be given any: a present
+// tensor for a step that is off almost always means a config that does not match the weights.
+static mta_status check_params(mta_ctx *ctx, const mta_params *p) {
+    const mta_config *c = &ctx->cfg;
+    struct { const char *name; const void *ptr; int on; } t[] = {
+        {"w_pre", p->w_pre, c->pre_cq > 0},
+        {"w_pre_head", p->w_pre_head, c->pre_head_mix},
+        {"w_post", p->w_post, c->post_cq > 0},
+        {"w_post_head", p->w_post_head, c->post_ch > 0},
+        {"gn_weight", p->gn_weight, c->group_norm},
+        {"gate_w", p->gate_w, c->gate},
+        {"gate_b", p->gate_b, c->gate},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (t[i].on && !t[i].ptr) return mta_fail(ctx, MTA_ERR_NULL, "parameter %s is NULL but its step is on", t[i].name);
+        if (!t[i].on && t[i].ptr) return mta_fail(ctx, MTA_ERR_INVALID, "parameter %s is given but its step is off in the config", t[i].name);
+    }
+    return MTA_OK;
+}
+
+static const mta_params no_params;
+
+mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float *v,
+                       const mta_params *p, float *out) {
+    if (!ctx) return MTA_ERR_NULL;
+    if (!q || !k || !v || !out) return mta_fail(ctx, MTA_ERR_NULL, "q, k, v and out must be non-NULL");
+    if (!p) p = &no_params;
+    mta_status s = check_params(ctx, p);
+    if (s) return s;
+    ctx->have_forward = 0;
+    s = mta_ref_forward(ctx, q, k, v, p, out);
+    if (s == MTA_OK) ctx->have_forward = 1;
+    return s;
+}
+
+mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const float *v,
+                        const mta_params *p, const float *dout, float *dq, float *dk, float *dv,
+                        const mta_grads *g) {
+    if (!ctx) return MTA_ERR_NULL;
+    if (!ctx->have_forward) return mta_fail(ctx, MTA_ERR_STATE, "mta_backward called before a successful mta_forward on this context");
+    if (!q || !k || !v || !dout || !dq || !dk || !dv)
+        return mta_fail(ctx, MTA_ERR_NULL, "q, k, v, dout, dq, dk and dv must be non-NULL");
+    if (!p) p = &no_params;
+    mta_status s = check_params(ctx, p);
+    if (s) return s;
+    static const mta_grads no_grads;
+    return mta_ref_backward(ctx, q, k, v, p, dout, dq, dk, dv, g ? g : &no_grads);
+}

@@ -1,0 +1,398 @@
+// mta_ref.c: the reference (materialising) MTA backend. It holds every (T,T) map the backward
+// needs, so its memory is O(B*H*T^2); the fused backend (a later issue) will not.
+//
+// Forward, per batch element (spec section 2), maps (B,H,T,T), tensors (B,H,T,d):
+//   Z  = mask(q k^T / sqrt(d))          scores, zero where j > i
+//   S1 = qkconv(Z, w_pre)               if the pre-softmax conv is on, else S1 = Z
+//   S2 = headmix(S1, w_pre_head)        if head mixing is on, else S2 = S1
+//   P  = softmax_causal(S2)             in place on S2's buffer
+//   P1 = mask(qkconv(P, w_post))        if the post-softmax conv is on, else P1 = P
+//   P2 = headconv(P1, w_post_head)      if the head conv is on, else P2 = P1
+//   O  = P2 v;  Y = groupnorm(O);  out = Y * sigmoid(Y . gate_w + gate_b)
+// The backward walks the same chain in reverse with two gradient maps used in turn.
+#include "attn/conv.h"
+#include "attn/mta_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    ROW_BLOCK = 256,  // rows per causal matrix-product block: block [i0,i1) needs keys [0,i1)
+    ROW_TASK = 16,    // rows per OpenMP task in the map loops
+};
+
+static const float GN_EPS = 1e-5f;
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+// Row-major sgemm C = alpha op(A) op(B) + beta C, timed and counted into st (for benchmarks).
+static void sgemm(mta_stats *st, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc) {
+    double t0 = omp_get_wtime();
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+                lda, b, ldb, beta, c, ldc);
+    st->matmul_s += omp_get_wtime() - t0;
+    st->matmul_flop += 2.0 * m * n * k;
+}
+
+// ---- causal matrix products on one (batch, head) slab -------------------------------------
+
+// s = scale * q k^T for j <= i, zero above the diagonal. q, k: (T,d); s: (T,T).
+static void scores_causal(mta_stats *st, const float *q, const float *k, int T, int d, float scale, float *s) {
+    for (int i0 = 0; i0 < T; i0 += ROW_BLOCK) {
+        int i1 = imin(T, i0 + ROW_BLOCK);
+        sgemm(st, 0, 1, i1 - i0, i1, d, scale, q + (size_t)i0 * d, d, k, d,
+                    0.0f, s + (size_t)i0 * T, T);
+    }
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < T; i++) memset(s + (size_t)i * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
+}
+
+// o = p v with p zero above the diagonal. p: (T,T); v, o: (T,d).
+static void apply_values(mta_stats *st, const float *p, const float *v, int T, int d, float *o) {
+    for (int i0 = 0; i0 < T; i0 += ROW_BLOCK) {
+        int i1 = imin(T, i0 + ROW_BLOCK);
+        sgemm(st, 0, 0, i1 - i0, d, i1, 1.0f, p + (size_t)i0 * T, T, v, d,
+                    0.0f, o + (size_t)i0 * d, d);
+    }
+}
+
+// Backward of o = p v: dp = do v^T (causal part only; entries above the diagonal inside a block
+// are left as computed and never read), dv += p^T do.
+static void apply_values_backward(mta_stats *st, const float *p, const float *v, const float *dout, int T, int d, float *dp,
+                                  float *dv) {
+    for (int i0 = 0; i0 < T; i0 += ROW_BLOCK) {
+        int i1 = imin(T, i0 + ROW_BLOCK);
+        sgemm(st, 0, 1, i1 - i0, i1, d, 1.0f, dout + (size_t)i0 * d, d, v, d,
+                    0.0f, dp + (size_t)i0 * T, T);
+        sgemm(st, 1, 0, i1, d, i1 - i0, 1.0f, p + (size_t)i0 * T, T,
+                    dout + (size_t)i0 * d, d, 1.0f, dv, d);
+    }
+}
+
+// Backward of s = scale * q k^T given ds zero above the diagonal: dq += scale ds k, dk += scale ds^T q.
+static void scores_backward(mta_stats *st, const float *ds, const float *q, const float *k, int T, int d, float scale, float *dq,
+                            float *dk) {
+    for (int i0 = 0; i0 < T; i0 += ROW_BLOCK) {
+        int i1 = imin(T, i0 + ROW_BLOCK);
+        sgemm(st, 0, 0, i1 - i0, d, i1, scale, ds + (size_t)i0 * T, T, k, d,
+                    1.0f, dq + (size_t)i0 * d, d);
+        sgemm(st, 1, 0, i1, d, i1 - i0, scale, ds + (size_t)i0 * T, T,
+                    q + (size_t)i0 * d, d, 1.0f, dk, d);
+    }
+}
+
+// ---- whole-tensor steps over all (batch, head) slabs -----------------------------------------
+
+// out = qkconv(in) for every slab; w: (H,cq,ck).
+static void qkconv_all(const mta_config *c, const float *in, const float *w, int cq, int ck, float *out) {
+    const int T = c->T, BH = c->B * c->H, nt = (T + ROW_TASK - 1) / ROW_TASK;
+    const size_t TT = (size_t)T * T;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < BH * nt; t++) {
+        int bh = t / nt, r0 = (t % nt) * ROW_TASK, h = bh % c->H;
+        qkconv_forward_rows(in + bh * TT, w + (size_t)h * cq * ck, T, cq, ck, r0, imin(T, r0 + ROW_TASK),
+                            out + bh * TT);
+    }
+}
+
+// din = qkconv^T(dout); dw += kernel gradient (when non-NULL), reduced over (b, i) in order.
+static void qkconv_all_backward(const mta_config *c, const float *dout, const float *in, const float *w, int cq,
+                                int ck, float *din, float *dw, float *partial) {
+    const int T = c->T, H = c->H, BH = c->B * c->H, nt = (T + ROW_TASK - 1) / ROW_TASK, K = cq * ck;
+    const size_t TT = (size_t)T * T;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < BH * nt; t++) {
+        int bh = t / nt, r0 = (t % nt) * ROW_TASK, r1 = imin(T, r0 + ROW_TASK), h = bh % H;
+        const float *wh = w + (size_t)h * K;
+        qkconv_backward_input_rows(dout + bh * TT, wh, T, cq, ck, r0, r1, din + bh * TT);
+        if (dw)
+            for (int i = r0; i < r1; i++)
+                qkconv_backward_weight_row(dout + bh * TT, in + bh * TT, T, cq, ck, i,
+                                           partial + ((size_t)bh * T + i) * K);
+    }
+    if (!dw) return;
+    #pragma omp parallel for schedule(static)
+    for (int hk = 0; hk < H * K; hk++) {
+        int h = hk / K, kk = hk % K;
+        float acc = 0.0f;
+        for (int b = 0; b < c->B; b++)
+            for (int i = 0; i < T; i++) acc += partial[(((size_t)b * H + h) * T + i) * K + kk];
+        dw[hk] += acc;
+    }
+}
+
+// out = headmix(in) with the (H,H) matrix m, mixing within groups of G heads.
+static void headmix_all(const mta_config *c, const float *in, const float *m, int G, float *out) {
+    const int T = c->T, H = c->H;
+    const size_t HTT = (size_t)H * T * T;
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < c->B * T; t++) {
+        int b = t / T, i = t % T;
+        headmix_forward_row(in + b * HTT, m, H, G, T, i, out + b * HTT);
+    }
+}
+
+// din = headmix^T(dout); dm += (H,H) kernel gradient when non-NULL.
+static void headmix_all_backward(const mta_config *c, const float *dout, const float *in, const float *m, int G,
+                                 float *din, float *dm, float *partial) {
+    const int T = c->T, H = c->H;
+    const size_t HTT = (size_t)H * T * T, HH = (size_t)H * H;
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < c->B * T; t++) {
+        int b = t / T, i = t % T;
+        headmix_backward_row(dout + b * HTT, in + b * HTT, m, H, G, T, i, din + b * HTT,
+                             dm ? partial + (size_t)t * HH : NULL);
+    }
+    if (!dm) return;
+    #pragma omp parallel for schedule(static)
+    for (int e = 0; e < (int)HH; e++) {
+        float acc = 0.0f;
+        for (int t = 0; t < c->B * T; t++) acc += partial[(size_t)t * HH + e];
+        dm[e] += acc;
+    }
+}
+
+// The head convolution's kernel (H/ch, ch, ch), indexed [g, in, out], as a block-diagonal (H,H)
+// mixing matrix indexed [out, in].
+static void headconv_matrix(const float *w, int H, int ch, float *m) {
+    memset(m, 0, (size_t)H * H * sizeof(float));
+    for (int g = 0; g < H / ch; g++)
+        for (int n = 0; n < ch; n++)
+            for (int o = 0; o < ch; o++) m[(g * ch + o) * H + g * ch + n] = w[((size_t)g * ch + n) * ch + o];
+}
+
+// ---- group norm and gate, per (batch, head, position) row of d ----------------------------
+
+static void norm_gate_forward(const mta_config *c, const mta_params *p, mta_ref_state *st, float *out) {
+    const int d = c->d;
+    const int rows = c->B * c->H * c->T;
+    const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
+    #pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *o = st->o + (size_t)r * d;
+        float *y = st->y + (size_t)r * d, *dst = out + (size_t)r * d;
+        if (c->group_norm) {
+            float ss = 0.0f;
+            for (int e = 0; e < d; e++) ss += o[e] * o[e];
+            float rs = 1.0f / sqrtf(ss / d + GN_EPS);
+            st->rstd[r] = rs;
+            for (int e = 0; e < d; e++) y[e] = o[e] * rs * p->gn_weight[e] * ds;
+        } else {
+            memcpy(y, o, (size_t)d * sizeof(float));
+        }
+        if (c->gate) {
+            float z = p->gate_b[0];
+            for (int e = 0; e < d; e++) z += p->gate_w[e] * y[e];
+            float g = 1.0f / (1.0f + expf(-z));
+            st->gate[r] = g;
+            for (int e = 0; e < d; e++) dst[e] = y[e] * g;
+        } else {
+            memcpy(dst, y, (size_t)d * sizeof(float));
+        }
+    }
+}
+
+// dO from dout through the gate and the norm; parameter gradients summed per (b,h) slab in
+// position order, then over slabs in order, so the result does not depend on the thread count.
+static void norm_gate_backward(const mta_config *c, const mta_params *p, mta_ref_state *st, const float *dout,
+                               const mta_grads *g) {
+    const int d = c->d, T = c->T, BH = c->B * c->H;
+    const int np = 2 * d + 1;  // per slab: dgamma (d), dgate_w (d), dgate_b (1)
+    const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < BH; bh++) {
+        float *acc = st->partial + (size_t)bh * np;
+        memset(acc, 0, (size_t)np * sizeof(float));
+        for (int i = 0; i < T; i++) {
+            size_t r = (size_t)bh * T + i;
+            const float *go = dout + r * d, *o = st->o + r * d, *y = st->y + r * d;
+            float *dy = st->dO + r * d;  // dy is built in place, then turned into dO
+            if (c->gate) {
+                float gv = st->gate[r], dot = 0.0f;
+                for (int e = 0; e < d; e++) dot += go[e] * y[e];
+                float dz = dot * gv * (1.0f - gv);
+                for (int e = 0; e < d; e++) {
+                    acc[d + e] += dz * y[e];
+                    dy[e] = go[e] * gv + dz * p->gate_w[e];
+                }
+                acc[2 * d] += dz;
+            } else {
+                memcpy(dy, go, (size_t)d * sizeof(float));
+            }
+            if (c->group_norm) {
+                // y = o * rs * gamma * ds with rs = (mean(o^2)+eps)^-1/2:
+                // do = rs*u - rs^3/d * o * (u . o), u = dy * gamma * ds.
+                float rs = st->rstd[r], uo = 0.0f;
+                for (int e = 0; e < d; e++) {
+                    acc[e] += dy[e] * o[e] * rs * ds;
+                    dy[e] *= p->gn_weight[e] * ds;
+                    uo += dy[e] * o[e];
+                }
+                float k3 = rs * rs * rs * uo / d;
+                for (int e = 0; e < d; e++) dy[e] = rs * dy[e] - k3 * o[e];
+            }
+        }
+    }
+    for (int bh = 0; bh < BH; bh++) {
+        const float *acc = st->partial + (size_t)bh * np;
+        if (c->group_norm && g->gn_weight)
+            for (int e = 0; e < d; e++) g->gn_weight[e] += acc[e];
+        if (c->gate) {
+            if (g->gate_w)
+                for (int e = 0; e < d; e++) g->gate_w[e] += acc[d + e];
+            if (g->gate_b) g->gate_b[0] += acc[2 * d];
+        }
+    }
+}
+
+// ---- buffers -------------------------------------------------------------------------------
+
+static size_t map_floats(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->T; }
+static size_t act_floats(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
+
+static mta_status forward_buffers(mta_ctx *ctx) {
+    const mta_config *c = &ctx->cfg;
+    mta_ref_state *st = &ctx->ref;
+    if (st->z) return MTA_OK;
+    const size_t nm = map_floats(c), na = act_floats(c), nr = (size_t)c->B * c->H * c->T;
+    int ok = (st->z = mta_alloc_floats(ctx, nm)) != NULL;
+    if (ok && c->pre_cq) ok = (st->s1 = mta_alloc_floats(ctx, nm)) != NULL;
+    if (ok && c->pre_head_mix) ok = (st->s2 = mta_alloc_floats(ctx, nm)) != NULL;
+    if (ok && c->post_cq) ok = (st->p1 = mta_alloc_floats(ctx, nm)) != NULL;
+    if (ok && c->post_ch) ok = (st->p2 = mta_alloc_floats(ctx, nm)) != NULL;
+    if (ok) ok = (st->o = mta_alloc_floats(ctx, na)) && (st->y = mta_alloc_floats(ctx, na)) &&
+                 (st->rstd = mta_alloc_floats(ctx, nr)) && (st->gate = mta_alloc_floats(ctx, nr)) &&
+                 (st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H)) &&
+                 (st->hconv_grad = mta_alloc_floats(ctx, (size_t)c->H * c->H));
+    if (!ok) {
+        mta_ref_free(ctx);
+        return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the forward workspace (%zu bytes per map)",
+                        nm * sizeof(float));
+    }
+    return MTA_OK;
+}
+
+static mta_status backward_buffers(mta_ctx *ctx) {
+    const mta_config *c = &ctx->cfg;
+    mta_ref_state *st = &ctx->ref;
+    if (st->g1) return MTA_OK;
+    const size_t nm = map_floats(c), rows = (size_t)c->B * c->H * c->T;
+    // Per-row kernel-gradient partials: the largest of the conv kernels (cq*ck per (b,h,i) row),
+    // the mixing matrices (H*H per (b,i) row) and the norm/gate parameters (2d+1 per slab).
+    size_t per = (size_t)c->pre_cq * c->pre_ck;
+    if ((size_t)c->post_cq * c->post_ck > per) per = (size_t)c->post_cq * c->post_ck;
+    if ((size_t)c->H > per) per = (size_t)c->H;
+    size_t np = rows * per;
+    if ((size_t)c->B * c->H * (2 * c->d + 1) > np) np = (size_t)c->B * c->H * (2 * c->d + 1);
+    int ok = (st->g1 = mta_alloc_floats(ctx, nm)) && (st->g2 = mta_alloc_floats(ctx, nm)) &&
+             (st->dO = mta_alloc_floats(ctx, act_floats(c))) && (st->partial = mta_alloc_floats(ctx, np));
+    if (!ok) return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the backward workspace");
+    return MTA_OK;
+}
+
+void mta_ref_free(mta_ctx *ctx) {
+    mta_ref_state *st = &ctx->ref;
+    float *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->o, st->y, st->rstd, st->gate, st->hconv, st->hconv_grad,
+                    st->g1, st->g2, st->dO, st->partial};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    memset(st, 0, sizeof *st);
+    ctx->bytes = 0;
+    ctx->have_forward = 0;
+}
+
+// The logical maps of the chain, given which steps are on (see the top of this file).
+typedef struct {
+    float *z, *mix_in, *p, *hconv_in, *pv;
+} chain;
+
+static chain chain_of(const mta_config *c, const mta_ref_state *st) {
+    chain ch;
+    ch.z = st->z;
+    ch.mix_in = c->pre_cq ? st->s1 : st->z;
+    ch.p = c->pre_head_mix ? st->s2 : ch.mix_in;
+    ch.hconv_in = c->post_cq ? st->p1 : ch.p;
+    ch.pv = c->post_ch ? st->p2 : ch.hconv_in;
+    return ch;
+}
+
+// ---- forward and backward ----------------------------------------------------------------------
+
+mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                           float *out) {
+    const mta_config *c = &ctx->cfg;
+    mta_status s = forward_buffers(ctx);
+    if (s) return s;
+    mta_ref_state *st = &ctx->ref;
+    const int T = c->T, d = c->d, BH = c->B * c->H;
+    const size_t TT = (size_t)T * T, Td = (size_t)T * d;
+    const float scale = 1.0f / sqrtf((float)d);
+    chain ch = chain_of(c, st);
+
+    for (int bh = 0; bh < BH; bh++) scores_causal(&ctx->stats, q + bh * Td, k + bh * Td, T, d, scale, ch.z + bh * TT);
+    if (c->pre_cq) qkconv_all(c, ch.z, p->w_pre, c->pre_cq, c->pre_ck, st->s1);
+    if (c->pre_head_mix) headmix_all(c, ch.mix_in, p->w_pre_head, c->H, st->s2);
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < BH * T; t++) softmax_causal_row(ch.p + (size_t)(t / T) * TT, T, t % T);
+    if (c->post_cq) qkconv_all(c, ch.p, p->w_post, c->post_cq, c->post_ck, st->p1);
+    if (c->post_ch) {
+        headconv_matrix(p->w_post_head, c->H, c->post_ch, st->hconv);
+        headmix_all(c, ch.hconv_in, st->hconv, c->post_ch, st->p2);
+    }
+    for (int bh = 0; bh < BH; bh++) apply_values(&ctx->stats, ch.pv + bh * TT, v + bh * Td, T, d, st->o + bh * Td);
+    norm_gate_forward(c, p, st, out);
+    return MTA_OK;
+}
+
+mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                            const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    const mta_config *c = &ctx->cfg;
+    mta_status s = backward_buffers(ctx);
+    if (s) return s;
+    mta_ref_state *st = &ctx->ref;
+    const int T = c->T, d = c->d, H = c->H, BH = c->B * c->H;
+    const size_t TT = (size_t)T * T, Td = (size_t)T * d;
+    const float scale = 1.0f / sqrtf((float)d);
+    chain ch = chain_of(c, st);
+    float *cur = st->g1, *spare = st->g2, *tmp;
+
+    norm_gate_backward(c, p, st, dout, g);
+    for (int bh = 0; bh < BH; bh++)
+        apply_values_backward(&ctx->stats, ch.pv + bh * TT, v + bh * Td, st->dO + bh * Td, T, d, cur + bh * TT, dv + bh * Td);
+    if (c->post_ch) {
+        // st->hconv still holds this forward's matrix; the (H,H) gradient of that matrix maps
+        // back to the kernel as dw[g,n,o] = dm[g*ch+o, g*ch+n].
+        float *dm = g->w_post_head ? st->hconv_grad : NULL;
+        if (dm) memset(dm, 0, (size_t)H * H * sizeof(float));
+        headmix_all_backward(c, cur, ch.hconv_in, st->hconv, c->post_ch, spare, dm, st->partial);
+        if (dm) {
+            const int chs = c->post_ch;
+            for (int gi = 0; gi < H / chs; gi++)
+                for (int n = 0; n < chs; n++)
+                    for (int o = 0; o < chs; o++)
+                        g->w_post_head[((size_t)gi * chs + n) * chs + o] += dm[(gi * chs + o) * H + gi * chs + n];
+        }
+        tmp = cur, cur = spare, spare = tmp;
+    }
+    if (c->post_cq) {
+        qkconv_all_backward(c, cur, ch.p, p->w_post, c->post_cq, c->post_ck, spare, g->w_post, st->partial);
+        tmp = cur, cur = spare, spare = tmp;
+    }
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < BH * T; t++)
+        softmax_causal_backward_row(ch.p + (size_t)(t / T) * TT, cur + (size_t)(t / T) * TT, T, t % T);
+    if (c->pre_head_mix) {
+        headmix_all_backward(c, cur, ch.mix_in, p->w_pre_head, H, spare, g->w_pre_head, st->partial);
+        tmp = cur, cur = spare, spare = tmp;
+    }
+    if (c->pre_cq) {
+        qkconv_all_backward(c, cur, ch.z, p->w_pre, c->pre_cq, c->pre_ck, spare, g->w_pre, st->partial);
+        tmp = cur, cur = spare, spare = tmp;
+    }
+    for (int bh = 0; bh < BH; bh++)
+        scores_backward(&ctx->stats, cur + bh * TT, q + bh * Td, k + bh * Td, T, d, scale, dq + bh * Td, dk + bh * Td);
+    return MTA_OK;
+}

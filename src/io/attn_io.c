@@ -1,0 +1,159 @@
+// attn_io.c: reading an MTA operator problem from safetensors tensors (see attn_io.h).
+#include "io/attn_io.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const attn_param_names[ATTN_N_PARAMS] = {"w_pre",     "w_pre_head", "w_post", "w_post_head",
+                                                     "gn_weight", "gate_w",     "gate_b"};
+enum { P_PRE, P_PRE_HEAD, P_POST, P_POST_HEAD, P_GN, P_GATE_W, P_GATE_B };
+
+static int fail(char *err, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void shape_str(const st_tensor *t, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+    if (used < n) snprintf(buf + used, n - used, ")");
+}
+
+// Checks t's shape against want[0..ndim) (entries < 0 match anything).
+static int shape_is(const st_tensor *t, int ndim, const int64_t *want) {
+    if (t->ndim != ndim) return 0;
+    for (int i = 0; i < ndim; i++)
+        if (want[i] >= 0 && t->shape[i] != want[i]) return 0;
+    return 1;
+}
+
+static int bad_shape(const st_tensor *t, const char *expect, char *err, size_t n) {
+    char got[128];
+    shape_str(t, got, sizeof got);
+    return fail(err, n, "tensor '%s' has shape %s, expected %s", t->name, got, expect);
+}
+
+static int is_known(const char *name) {
+    const char *inputs[] = {"q", "k", "v", "dout"};
+    for (size_t i = 0; i < 4; i++)
+        if (!strcmp(name, inputs[i])) return 1;
+    for (int i = 0; i < ATTN_N_PARAMS; i++)
+        if (!strcmp(name, attn_param_names[i])) return 1;
+    return 0;
+}
+
+static int parse_int(const char *s, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0') return 0;
+    *out = x;
+    return 1;
+}
+
+int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err, size_t n) {
+    memset(pr, 0, sizeof *pr);
+    for (int i = 0; i < f->n_tensors; i++) {
+        const char *name = f->tensors[i].name;
+        if (is_known(name)) continue;
+        if (ignore_prefix && !strncmp(name, ignore_prefix, strlen(ignore_prefix))) continue;
+        return fail(err, n,
+                    "unknown tensor '%s' (expected q, k, v, dout, w_pre, w_pre_head, w_post, w_post_head, "
+                    "gn_weight, gate_w, gate_b)",
+                    name);
+    }
+    const st_tensor *q = st_find(f, "q"), *k = st_find(f, "k"), *v = st_find(f, "v");
+    if (!q || !k || !v) return fail(err, n, "tensors q, k and v are required (missing %s)", !q ? "q" : !k ? "k" : "v");
+    if (q->ndim != 4) return bad_shape(q, "(B,H,T,d)", err, n);
+    for (int i = 0; i < 4; i++)
+        if (q->shape[i] < 1 || q->shape[i] > 0x7fffffff)
+            return fail(err, n, "q has a dimension of size %lld; sizes must be in 1..2^31-1", (long long)q->shape[i]);
+    const int B = (int)q->shape[0], H = (int)q->shape[1], T = (int)q->shape[2], d = (int)q->shape[3];
+    char qs[128];
+    shape_str(q, qs, sizeof qs);
+    if (!shape_is(k, 4, q->shape)) return bad_shape(k, qs, err, n);
+    if (!shape_is(v, 4, q->shape)) return bad_shape(v, qs, err, n);
+    const st_tensor *dout = st_find(f, "dout");
+    if (dout && !shape_is(dout, 4, q->shape)) return bad_shape(dout, qs, err, n);
+
+    mta_config c = mta_config_default(B, H, T, d);
+    const st_tensor *t[ATTN_N_PARAMS];
+    for (int i = 0; i < ATTN_N_PARAMS; i++) t[i] = st_find(f, attn_param_names[i]);
+    char want[128];
+    if (t[P_PRE]) {
+        int64_t s[3] = {H, -1, -1};
+        snprintf(want, sizeof want, "(H=%d, c_q, c_k)", H);
+        if (!shape_is(t[P_PRE], 3, s)) return bad_shape(t[P_PRE], want, err, n);
+        if (t[P_PRE]->shape[1] < 1 || t[P_PRE]->shape[2] < 1 || t[P_PRE]->shape[1] > 65536 || t[P_PRE]->shape[2] > 65536)
+            return bad_shape(t[P_PRE], "kernel sizes in 1..65536", err, n);
+        c.pre_cq = (int)t[P_PRE]->shape[1], c.pre_ck = (int)t[P_PRE]->shape[2];
+    }
+    if (t[P_PRE_HEAD]) {
+        int64_t s[2] = {H, H};
+        snprintf(want, sizeof want, "(H,H) = (%d,%d)", H, H);
+        if (!shape_is(t[P_PRE_HEAD], 2, s)) return bad_shape(t[P_PRE_HEAD], want, err, n);
+        c.pre_head_mix = 1;
+    }
+    if (t[P_POST]) {
+        int64_t s[3] = {H, -1, -1};
+        snprintf(want, sizeof want, "(H=%d, c_q, c_k)", H);
+        if (!shape_is(t[P_POST], 3, s)) return bad_shape(t[P_POST], want, err, n);
+        if (t[P_POST]->shape[1] < 1 || t[P_POST]->shape[2] < 1 || t[P_POST]->shape[1] > 65536 ||
+            t[P_POST]->shape[2] > 65536)
+            return bad_shape(t[P_POST], "kernel sizes in 1..65536", err, n);
+        c.post_cq = (int)t[P_POST]->shape[1], c.post_ck = (int)t[P_POST]->shape[2];
+    }
+    if (t[P_POST_HEAD]) {
+        const st_tensor *w = t[P_POST_HEAD];
+        snprintf(want, sizeof want, "(H/c_h, c_h, c_h) with H=%d", H);
+        if (w->ndim != 3 || w->shape[1] != w->shape[2] || w->shape[1] < 1 || w->shape[1] > H ||
+            w->shape[0] * w->shape[1] != H)
+            return bad_shape(w, want, err, n);
+        c.post_ch = (int)w->shape[1];
+    }
+    int64_t sd[1] = {d}, s1[1] = {1};
+    snprintf(want, sizeof want, "(d) = (%d)", d);
+    if (t[P_GN]) {
+        if (!shape_is(t[P_GN], 1, sd)) return bad_shape(t[P_GN], want, err, n);
+        c.group_norm = 1;
+    }
+    if (!t[P_GATE_W] != !t[P_GATE_B]) return fail(err, n, "gate_w and gate_b must be given together");
+    if (t[P_GATE_W]) {
+        if (!shape_is(t[P_GATE_W], 1, sd)) return bad_shape(t[P_GATE_W], want, err, n);
+        if (!shape_is(t[P_GATE_B], 1, s1) && t[P_GATE_B]->ndim != 0) return bad_shape(t[P_GATE_B], "(1)", err, n);
+        c.gate = 1;
+    }
+    const char *lid = st_meta_get(f, "layer_id"), *dsc = st_meta_get(f, "depth_scale");
+    if (lid) {
+        long x;
+        if (!parse_int(lid, &x) || x < 0 || x > 1000000)
+            return fail(err, n, "metadata layer_id='%s' is not a non-negative integer", lid);
+        c.layer_id = (int)x;
+    }
+    if (dsc) {
+        if (strcmp(dsc, "0") && strcmp(dsc, "1")) return fail(err, n, "metadata depth_scale='%s' must be \"0\" or \"1\"", dsc);
+        c.depth_scale = dsc[0] == '1';
+    }
+    if (mta_config_check(&c, err, n) != MTA_OK) return -1;
+
+    pr->cfg = c;
+    pr->q = q->data, pr->k = k->data, pr->v = v->data, pr->dout = dout ? dout->data : NULL;
+    for (int i = 0; i < ATTN_N_PARAMS; i++) {
+        pr->param[i] = t[i] ? t[i]->data : NULL;
+        pr->param_numel[i] = t[i] ? t[i]->numel : 0;
+    }
+    return 0;
+}
+
+mta_params attn_problem_params(const attn_problem *pr) {
+    mta_params p = {pr->param[P_PRE],   pr->param[P_PRE_HEAD], pr->param[P_POST],  pr->param[P_POST_HEAD],
+                    pr->param[P_GN],    pr->param[P_GATE_W],   pr->param[P_GATE_B]};
+    return p;
+}

@@ -1,0 +1,218 @@
+// test_attn_invariants.c: properties the operator must have whatever its parameters:
+// identity kernels reproduce plain attention, causality, determinism, and a clear error for
+// every kind of bad input.
+#include "testutil.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+// With identity kernels every convolution and mixing step is the identity, so MTA must equal
+// plain causal attention, forward and backward (spec section 2, "Initialisation").
+static void identity_case(int B, int H, int T, int d, int cq, int ck, int ch) {
+    mta_config plain = mta_config_default(B, H, T, d);
+    mta_config id = plain;
+    id.pre_cq = cq, id.pre_ck = ck, id.pre_head_mix = 1, id.post_cq = cq, id.post_ck = ck, id.post_ch = ch;
+    tu_case *a = tu_case_new(&plain, 5, 1.5f, 0.0f), *b = tu_case_new(&id, 5, 1.5f, 0.0f);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(tu_case_run(a, 1), MTA_OK);
+    assert_int_equal(tu_case_run(b, 1), MTA_OK);
+    assert_true(tu_max_abs_diff(a->out, b->out, a->n) <= 1e-6);
+    assert_true(tu_max_abs_diff(a->dq, b->dq, a->n) <= 1e-6);
+    assert_true(tu_max_abs_diff(a->dk, b->dk, a->n) <= 1e-6);
+    assert_true(tu_max_abs_diff(a->dv, b->dv, a->n) <= 1e-6);
+    // and the output is not trivially zero
+    assert_true(tu_max_abs(a->out, a->n) > 0.1);
+    tu_case_free(a);
+    tu_case_free(b);
+}
+
+static void test_identity_equals_plain(void **s) {
+    (void)s;
+    identity_case(1, 2, 9, 8, 3, 5, 2);
+    identity_case(2, 4, 37, 16, 6, 11, 4);
+    identity_case(1, 3, 4, 5, 2, 9, 1);     // T < c_k
+    identity_case(1, 8, 300, 32, 6, 11, 8); // spans two causal matmul blocks
+}
+
+// out[i] may depend only on positions <= i: changing q, k, v after i leaves rows <= i unchanged.
+static void test_causality(void **s) {
+    (void)s;
+    mta_config cfg = tu_config_all(2, 4, 23, 8, 3, 5, 2);
+    tu_case *a = tu_case_new(&cfg, 9, 1.0f, 0.3f);
+    assert_non_null(a);
+    assert_int_equal(tu_case_run(a, 0), MTA_OK);
+    float *ref = malloc(a->n * sizeof(float));
+    assert_non_null(ref);
+    memcpy(ref, a->out, a->n * sizeof(float));
+    const int T = cfg.T, d = cfg.d;
+    for (int cut = 0; cut < T - 1; cut += 5) {
+        uint64_t sd = 100 + cut;
+        for (int bh = 0; bh < cfg.B * cfg.H; bh++)
+            for (int t = cut + 1; t < T; t++)
+                for (int e = 0; e < d; e++) {
+                    size_t i = ((size_t)bh * T + t) * d + e;
+                    a->q[i] = tu_randn(&sd), a->k[i] = tu_randn(&sd), a->v[i] = tu_randn(&sd);
+                }
+        assert_int_equal(tu_case_run(a, 0), MTA_OK);
+        for (int bh = 0; bh < cfg.B * cfg.H; bh++)
+            for (int t = 0; t <= cut; t++)
+                for (int e = 0; e < d; e++) {
+                    size_t i = ((size_t)bh * T + t) * d + e;
+                    assert_true(a->out[i] == ref[i]);
+                }
+        memcpy(ref, a->out, a->n * sizeof(float));
+    }
+    free(ref);
+    tu_case_free(a);
+}
+
+// Same inputs, same results bit for bit (fixed-order reductions), also across runs.
+static void test_deterministic(void **s) {
+    (void)s;
+    mta_config cfg = tu_config_all(2, 4, 50, 8, 3, 5, 4);
+    tu_case *a = tu_case_new(&cfg, 3, 1.0f, 0.3f), *b = tu_case_new(&cfg, 3, 1.0f, 0.3f);
+    assert_int_equal(tu_case_run(a, 1), MTA_OK);
+    assert_int_equal(tu_case_run(b, 1), MTA_OK);
+    assert_memory_equal(a->mem, b->mem, (8 * a->n) * sizeof(float));
+    for (int i = 0; i < 7; i++)
+        if (a->wn[i]) assert_memory_equal(a->gw[i], b->gw[i], a->wn[i] * sizeof(float));
+    tu_case_free(a);
+    tu_case_free(b);
+}
+
+// Gradients are added to the buffers given (the documented convention).
+static void test_backward_accumulates(void **s) {
+    (void)s;
+    mta_config cfg = tu_config_all(1, 2, 7, 4, 2, 3, 2);
+    tu_case *a = tu_case_new(&cfg, 4, 1.0f, 0.3f);
+    assert_int_equal(tu_case_run(a, 1), MTA_OK);
+    float dq0 = a->dq[3], gw0 = a->gw[0][1];
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, &cfg, NULL, 0), MTA_OK);
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &a->p, a->out), MTA_OK);
+    assert_int_equal(mta_backward(ctx, a->q, a->k, a->v, &a->p, a->dout, a->dq, a->dk, a->dv, &a->g), MTA_OK);
+    assert_float_equal(a->dq[3], 2 * dq0, 1e-6 * (1 + fabsf(dq0)));
+    assert_float_equal(a->gw[0][1], 2 * gw0, 1e-5 * (1 + fabsf(gw0)));
+    mta_destroy(ctx);
+    tu_case_free(a);
+}
+
+static void expect_config_error(mta_config c, mta_status want, const char *needle) {
+    char msg[256] = "";
+    mta_ctx *ctx = (mta_ctx *)1;
+    assert_int_equal(mta_create(&ctx, &c, msg, sizeof msg), want);
+    assert_null(ctx);
+    if (!strstr(msg, needle)) fail_msg("message '%s' does not mention '%s'", msg, needle);
+}
+
+static void test_bad_configs(void **s) {
+    (void)s;
+    mta_config ok = mta_config_default(1, 4, 8, 8), c;
+    c = ok, c.T = 0;
+    expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
+    c = ok, c.B = -3;
+    expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
+    c = ok, c.d = 0;
+    expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
+    c = ok, c.pre_cq = 2, c.pre_ck = 4;
+    expect_config_error(c, MTA_ERR_INVALID, "must be odd");
+    c = ok, c.post_cq = 2, c.post_ck = 6;
+    expect_config_error(c, MTA_ERR_INVALID, "must be odd");
+    c = ok, c.pre_cq = 0, c.pre_ck = 3;
+    expect_config_error(c, MTA_ERR_INVALID, "both must be >= 1");
+    c = ok, c.post_cq = -1, c.post_ck = 3;
+    expect_config_error(c, MTA_ERR_INVALID, "both must be >= 1");
+    c = ok, c.post_ch = 3;
+    expect_config_error(c, MTA_ERR_INVALID, "must divide H");
+    c = ok, c.post_ch = -1;
+    expect_config_error(c, MTA_ERR_INVALID, "must divide H");
+    c = ok, c.gate = 2;
+    expect_config_error(c, MTA_ERR_INVALID, "flags");
+    c = ok, c.depth_scale = 1;
+    expect_config_error(c, MTA_ERR_INVALID, "group_norm");
+    c = ok, c.group_norm = 1, c.layer_id = -1;
+    expect_config_error(c, MTA_ERR_INVALID, "layer_id");
+    c = ok, c.backend = (mta_backend)7;
+    expect_config_error(c, MTA_ERR_INVALID, "backend");
+    c = mta_config_default(1 << 30, 1 << 30, 1 << 30, 64);
+    expect_config_error(c, MTA_ERR_OVERFLOW, "overflow");
+    c = mta_config_default(1, 1, 1 << 30, 1 << 30);
+    expect_config_error(c, MTA_ERR_OVERFLOW, "overflow");
+    assert_int_equal(mta_config_check(NULL, NULL, 0), MTA_ERR_NULL);
+    assert_int_equal(mta_create(NULL, &ok, NULL, 0), MTA_ERR_NULL);
+}
+
+static void test_bad_calls(void **s) {
+    (void)s;
+    mta_config cfg = tu_config_all(1, 2, 5, 4, 2, 3, 2);
+    tu_case *a = tu_case_new(&cfg, 1, 1.0f, 0.1f);
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, &cfg, NULL, 0), MTA_OK);
+    // backward before any forward
+    assert_int_equal(mta_backward(ctx, a->q, a->k, a->v, &a->p, a->dout, a->dq, a->dk, a->dv, &a->g), MTA_ERR_STATE);
+    assert_non_null(strstr(mta_ctx_error(ctx), "before"));
+    // NULL tensors
+    assert_int_equal(mta_forward(ctx, NULL, a->k, a->v, &a->p, a->out), MTA_ERR_NULL);
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &a->p, NULL), MTA_ERR_NULL);
+    assert_int_equal(mta_forward(NULL, a->q, a->k, a->v, &a->p, a->out), MTA_ERR_NULL);
+    // a parameter missing for an enabled step
+    mta_params p = a->p;
+    p.w_post = NULL;
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &p, a->out), MTA_ERR_NULL);
+    assert_non_null(strstr(mta_ctx_error(ctx), "w_post"));
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, NULL, a->out), MTA_ERR_NULL);
+    // a failed forward leaves no state for a backward
+    assert_int_equal(mta_backward(ctx, a->q, a->k, a->v, &a->p, a->dout, a->dq, a->dk, a->dv, &a->g), MTA_ERR_STATE);
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &a->p, a->out), MTA_OK);
+    assert_int_equal(mta_backward(ctx, a->q, a->k, a->v, &a->p, NULL, a->dq, a->dk, a->dv, &a->g), MTA_ERR_NULL);
+    mta_destroy(ctx);
+    // a parameter given for a step that is off
+    mta_config plain = mta_config_default(1, 2, 5, 4);
+    assert_int_equal(mta_create(&ctx, &plain, NULL, 0), MTA_OK);
+    mta_params extra = {0};
+    extra.gn_weight = a->w[4];
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &extra, a->out), MTA_ERR_INVALID);
+    assert_non_null(strstr(mta_ctx_error(ctx), "gn_weight"));
+    mta_destroy(ctx);
+    mta_destroy(NULL);
+    tu_case_free(a);
+}
+
+static void test_param_sizes_and_identity(void **s) {
+    (void)s;
+    mta_config cfg = tu_config_all(1, 4, 8, 6, 3, 5, 2);
+    mta_param_sizes ps = mta_param_sizes_of(&cfg);
+    assert_int_equal(ps.w_pre, 4 * 3 * 5);
+    assert_int_equal(ps.w_pre_head, 16);
+    assert_int_equal(ps.w_post_head, 4 * 2);
+    assert_int_equal(ps.gn_weight, 6);
+    assert_int_equal(ps.gate_b, 1);
+    float w[60], hc[8];
+    mta_params_init_identity(&cfg, w, NULL, NULL, hc, NULL, NULL);
+    for (int h = 0; h < 4; h++)
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 5; c++) assert_true(w[(h * 3 + a) * 5 + c] == ((a == 2 && c == 2) ? 1.0f : 0.0f));
+    float want_hc[8] = {1, 0, 0, 1, 1, 0, 0, 1};
+    assert_memory_equal(hc, want_hc, sizeof hc);
+    assert_float_equal(mta_depth_scale(0), 0.8f, 1e-6);
+    assert_float_equal(mta_depth_scale(3), 1.0f - (0.8f - 0.6f * expf(-0.9f)), 1e-6);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_identity_equals_plain), cmocka_unit_test(test_causality),
+        cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
+        cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_param_sizes_and_identity),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
