@@ -281,9 +281,9 @@ static int bench_attn(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     double peak = sgemm_rate_gflops();
     if (json)
-        printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\"}\n", threads, peak, cpu);
+        printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\",\"blas_core\":\"%s\"}\n", threads, peak, cpu, openblas_get_corename());
     else {
-        printf("machine: %s, %d threads; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads, peak);
+        printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads, openblas_get_corename(), peak);
         printf("%-6s %-12s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s",
                "%sgemm");
     }

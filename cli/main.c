@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 #include <time.h>
 
 static void usage(FILE *f) {
@@ -44,7 +46,24 @@ double cli_now(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+// OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its generic
+// "Prescott" SSE3 kernels, 2.5-5x slower than the AVX2/AVX-512 ones the CPU can run. When that
+// happened and the user chose no core, restart once with the kernels the CPU supports.
+// MTAC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice.
+static void fix_blas_core(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE") || getenv("MTAC_KEEP_BLAS_CORE")) return;
+    const char *core = openblas_get_corename();
+    if (!core || strcasecmp(core, "prescott") != 0) return;
+    const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+    if (!want) return;
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    setenv("MTAC_KEEP_BLAS_CORE", "1", 1);  // never loop
+    execv("/proc/self/exe", argv);
+    // exec failed: carry on with the generic kernels
+}
+
 int main(int argc, char **argv) {
+    fix_blas_core(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -1,0 +1,426 @@
+// safetensors.c: read and write the safetensors format (see safetensors.h, docs/formats.md).
+// The JSON header is parsed and printed with cJSON; everything in it is checked against the file
+// before any tensor data is touched, so a malformed or truncated file fails with a message.
+#include "io/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// Tensor bytes are copied straight into floats, so the host must be little-endian like the format.
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c assumes a little-endian host"
+#endif
+
+#define ST_MAX_HEADER (100u * 1000u * 1000u) // a larger header is corrupt, not a real file
+#define ST_MAX_EXACT 9007199254740992.0      // 2^53: larger doubles are not exact integers
+
+static int fail(char *err, size_t n, const char *fmt, ...) {
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int host_is_little_endian(void) {
+    uint32_t x = 1;
+    unsigned char b;
+    memcpy(&b, &x, 1);
+    return b == 1;
+}
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+// A JSON number that is an exact non-negative integer (cJSON stores all numbers as doubles).
+// Returns 1 and sets *out, 0 if not a number / not an integer / too large, -1 if negative.
+static int json_uint(const cJSON *it, uint64_t *out) {
+    if (!cJSON_IsNumber(it)) return 0;
+    double d = it->valuedouble;
+    if (d < 0) return -1;
+    if (!(d <= ST_MAX_EXACT)) return 0; // also rejects NaN and inf
+    uint64_t u = (uint64_t)d;
+    if ((double)u != d) return 0;
+    *out = u;
+    return 1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// ----------------------------------------------------------------------------
+// reading
+
+const st_tensor *st_find(const st_file *f, const char *name) {
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
+    return NULL;
+}
+
+const char *st_meta_get(const st_file *f, const char *key) {
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta[i].key, key)) return f->meta[i].value;
+    return NULL;
+}
+
+void st_free(st_file *f) {
+    for (int i = 0; i < f->n_tensors; i++) {
+        free(f->tensors[i].name);
+        free(f->tensors[i].data);
+    }
+    for (int i = 0; i < f->n_meta; i++) {
+        free(f->meta[i].key);
+        free(f->meta[i].value);
+    }
+    free(f->tensors);
+    free(f->meta);
+    memset(f, 0, sizeof *f); // so a second st_free is a no-op
+}
+
+// Reads the whole file into a malloc'd buffer.
+static int read_all(const char *path, unsigned char **buf, size_t *len, char *err, size_t n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return fail(err, n, "%s: cannot open: %s", path, strerror(errno));
+    long sz = -1;
+    if (fseek(fp, 0, SEEK_END) == 0) sz = ftell(fp);
+    if (sz < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+        int e = errno;
+        fclose(fp);
+        return fail(err, n, "%s: cannot determine file size: %s", path, strerror(e));
+    }
+    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
+    if (!b) {
+        fclose(fp);
+        return fail(err, n, "%s: out of memory reading %ld bytes", path, sz);
+    }
+    size_t got = fread(b, 1, (size_t)sz, fp);
+    int rerr = ferror(fp);
+    fclose(fp);
+    if (got != (size_t)sz || rerr) {
+        free(b);
+        return fail(err, n, "%s: short read (%zu of %ld bytes)", path, got, sz);
+    }
+    *buf = b;
+    *len = (size_t)sz;
+    return 0;
+}
+
+// Parses one header entry into t (name already set); data is the data section of data_len bytes.
+static int parse_tensor(const char *path, const cJSON *e, const unsigned char *data, size_t data_len, st_tensor *t,
+                        char *err, size_t n) {
+    const char *nm = t->name;
+    if (!cJSON_IsObject(e)) return fail(err, n, "%s: header entry for tensor '%s' is not an object", path, nm);
+
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    if (!cJSON_IsString(dtype)) return fail(err, n, "%s: tensor '%s' has no string dtype", path, nm);
+    if (strcmp(dtype->valuestring, "F32"))
+        return fail(err, n, "%s: unsupported dtype %s for tensor '%s' (only F32)", path, dtype->valuestring, nm);
+
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    if (!cJSON_IsArray(shape)) return fail(err, n, "%s: tensor '%s' has no shape array", path, nm);
+    int ndim = cJSON_GetArraySize(shape);
+    if (ndim > ST_MAX_DIMS)
+        return fail(err, n, "%s: tensor '%s' has ndim %d > %d (ST_MAX_DIMS)", path, nm, ndim, ST_MAX_DIMS);
+    size_t numel = 1;
+    int i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, shape) {
+        uint64_t v;
+        int r = json_uint(d, &v);
+        if (r < 0) return fail(err, n, "%s: tensor '%s' has a negative dimension in shape", path, nm);
+        if (r == 0) return fail(err, n, "%s: tensor '%s' shape entry %d is not an integer", path, nm, i);
+        if (v != 0 && numel > SIZE_MAX / v) return fail(err, n, "%s: tensor '%s' shape product overflows", path, nm);
+        numel *= (size_t)v;
+        t->shape[i++] = (int64_t)v;
+    }
+    t->ndim = ndim;
+    t->numel = numel;
+    if (numel > SIZE_MAX / sizeof(float)) return fail(err, n, "%s: tensor '%s' shape product overflows", path, nm);
+
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    uint64_t be[2];
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(cJSON_GetArrayItem(offs, 0), &be[0]) != 1 ||
+        json_uint(cJSON_GetArrayItem(offs, 1), &be[1]) != 1)
+        return fail(err, n, "%s: tensor '%s' data_offsets must be two non-negative integers", path, nm);
+    if (be[0] > be[1])
+        return fail(err, n, "%s: tensor '%s' data_offsets begin %llu > end %llu", path, nm, (unsigned long long)be[0],
+                    (unsigned long long)be[1]);
+    if (be[1] > data_len)
+        return fail(err, n, "%s: tensor '%s' data_offsets end %llu is beyond the data section (%zu bytes)", path, nm,
+                    (unsigned long long)be[1], data_len);
+    size_t nbytes = numel * sizeof(float);
+    if (be[1] - be[0] != nbytes)
+        return fail(err, n, "%s: tensor '%s' data_offsets span %llu bytes but shape needs %zu", path, nm,
+                    (unsigned long long)(be[1] - be[0]), nbytes);
+
+    // The data may sit at any offset, so copy rather than cast.
+    t->data = malloc(nbytes ? nbytes : 1);
+    if (!t->data) return fail(err, n, "%s: out of memory for tensor '%s'", path, nm);
+    if (nbytes) memcpy(t->data, data + be[0], nbytes);
+    return 0;
+}
+
+// Parses the header JSON (nul-terminated) into out; data is the data section.
+static int parse_header(const char *path, const char *hdr, const unsigned char *data, size_t data_len, st_file *out,
+                        char *err, size_t n) {
+    cJSON *root = cJSON_ParseWithOpts(hdr, NULL, 1);
+    if (!root) return fail(err, n, "%s: header is not valid JSON", path);
+    int rc = -1;
+    const char **names = NULL;
+    if (!cJSON_IsObject(root)) {
+        fail(err, n, "%s: header is not a JSON object", path);
+        goto done;
+    }
+
+    // Count entries and reject duplicate keys (cJSON keeps both copies of a repeated key).
+    int n_keys = cJSON_GetArraySize(root), n_t = 0, k = 0;
+    names = malloc((size_t)(n_keys ? n_keys : 1) * sizeof *names);
+    if (!names) {
+        fail(err, n, "%s: out of memory", path);
+        goto done;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        names[k++] = e->string;
+        if (strcmp(e->string, "__metadata__")) n_t++;
+    }
+    qsort(names, (size_t)n_keys, sizeof *names, cmp_str);
+    for (int i = 1; i < n_keys; i++)
+        if (!strcmp(names[i - 1], names[i])) {
+            fail(err, n, "%s: duplicate header entry '%s'", path, names[i]);
+            goto done;
+        }
+
+    out->tensors = calloc((size_t)(n_t ? n_t : 1), sizeof *out->tensors);
+    if (!out->tensors) {
+        fail(err, n, "%s: out of memory", path);
+        goto done;
+    }
+    cJSON_ArrayForEach(e, root) {
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) {
+                fail(err, n, "%s: __metadata__ is not an object", path);
+                goto done;
+            }
+            int nm = cJSON_GetArraySize(e);
+            out->meta = calloc((size_t)(nm ? nm : 1), sizeof *out->meta);
+            if (!out->meta) {
+                fail(err, n, "%s: out of memory", path);
+                goto done;
+            }
+            const cJSON *kv;
+            cJSON_ArrayForEach(kv, e) {
+                if (!cJSON_IsString(kv)) {
+                    fail(err, n, "%s: __metadata__ value for '%s' is not a string", path, kv->string);
+                    goto done;
+                }
+                st_meta_kv *m = &out->meta[out->n_meta];
+                m->key = dup_str(kv->string);
+                m->value = dup_str(kv->valuestring);
+                out->n_meta++; // count first so st_free releases a half-filled entry
+                if (!m->key || !m->value) {
+                    fail(err, n, "%s: out of memory", path);
+                    goto done;
+                }
+            }
+            continue;
+        }
+        st_tensor *t = &out->tensors[out->n_tensors];
+        t->name = dup_str(e->string);
+        out->n_tensors++;
+        if (!t->name) {
+            fail(err, n, "%s: out of memory", path);
+            goto done;
+        }
+        if (parse_tensor(path, e, data, data_len, t, err, n)) goto done;
+    }
+    rc = 0;
+done:
+    free(names);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int st_read(const char *path, st_file *f, char *err, size_t n) {
+    memset(f, 0, sizeof *f);
+    if (!host_is_little_endian()) return fail(err, n, "%s: big-endian hosts are not supported", path);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (read_all(path, &buf, &len, err, n)) return -1;
+
+    int rc = -1;
+    char *hdr = NULL;
+    st_file out = {0};
+    if (len < 8) {
+        fail(err, n, "%s: file is %zu bytes, shorter than the 8-byte header length", path, len);
+        goto done;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | buf[i];
+    if (hlen > ST_MAX_HEADER) {
+        fail(err, n, "%s: header length %llu is absurd (> %u bytes)", path, (unsigned long long)hlen, ST_MAX_HEADER);
+        goto done;
+    }
+    if (hlen > len - 8) {
+        fail(err, n, "%s: header length %llu is larger than the file (%zu bytes)", path, (unsigned long long)hlen, len);
+        goto done;
+    }
+    // cJSON wants a nul-terminated string; an embedded NUL would silently cut the header short.
+    if (memchr(buf + 8, 0, (size_t)hlen)) {
+        fail(err, n, "%s: header is not valid JSON (contains a NUL byte)", path);
+        goto done;
+    }
+    hdr = malloc((size_t)hlen + 1);
+    if (!hdr) {
+        fail(err, n, "%s: out of memory", path);
+        goto done;
+    }
+    memcpy(hdr, buf + 8, (size_t)hlen);
+    hdr[hlen] = '\0';
+    size_t data_off = 8 + (size_t)hlen;
+    if (parse_header(path, hdr, buf + data_off, len - data_off, &out, err, n)) goto done;
+    *f = out;
+    rc = 0;
+done:
+    if (rc) st_free(&out);
+    free(hdr);
+    free(buf);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// writing
+
+static int check_tensors(const st_tensor *ts, int nt, const st_meta_kv *meta, int nm, char *err, size_t n) {
+    if (nt < 0 || nm < 0 || (nt > 0 && !ts) || (nm > 0 && !meta)) return fail(err, n, "invalid tensor/metadata list");
+    for (int i = 0; i < nt; i++) {
+        const st_tensor *t = &ts[i];
+        if (!t->name) return fail(err, n, "tensor %d has no name", i);
+        if (!strcmp(t->name, "__metadata__")) return fail(err, n, "tensor %d is named __metadata__", i);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(ts[j].name, t->name)) return fail(err, n, "duplicate tensor name '%s'", t->name);
+        if (t->ndim < 0 || t->ndim > ST_MAX_DIMS)
+            return fail(err, n, "tensor '%s' has ndim %d (must be 0..%d)", t->name, t->ndim, ST_MAX_DIMS);
+        size_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            int64_t v = t->shape[d];
+            if (v < 0 || (double)v > ST_MAX_EXACT)
+                return fail(err, n, "tensor '%s' has invalid dimension %lld", t->name, (long long)v);
+            if (v != 0 && numel > SIZE_MAX / sizeof(float) / (uint64_t)v)
+                return fail(err, n, "tensor '%s' shape product overflows", t->name);
+            numel *= (size_t)v;
+        }
+        if (numel != t->numel)
+            return fail(err, n, "tensor '%s' numel %zu does not match its shape (%zu)", t->name, t->numel, numel);
+        if (numel > 0 && !t->data) return fail(err, n, "tensor '%s' has no data", t->name);
+    }
+    for (int i = 0; i < nm; i++)
+        if (!meta[i].key || !meta[i].value) return fail(err, n, "metadata entry %d has a NULL key or value", i);
+    return 0;
+}
+
+// Builds the unformatted JSON header; data_offsets follow the tensors in order.
+static char *build_header(const st_tensor *ts, int nt, const st_meta_kv *meta, int nm) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    int ok = 1;
+    if (nm > 0) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        ok = m != NULL;
+        for (int i = 0; ok && i < nm; i++)
+            ok = cJSON_AddStringToObject(m, meta[i].key, meta[i].value) != NULL;
+    }
+    uint64_t off = 0;
+    for (int i = 0; ok && i < nt; i++) {
+        const st_tensor *t = &ts[i];
+        cJSON *e = cJSON_AddObjectToObject(root, t->name);
+        cJSON *shape = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+        cJSON *offs = e ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+        ok = e && shape && offs && cJSON_AddStringToObject(e, "dtype", "F32");
+        for (int d = 0; ok && d < t->ndim; d++) {
+            cJSON *v = cJSON_CreateNumber((double)t->shape[d]);
+            ok = v && cJSON_AddItemToArray(shape, v);
+        }
+        uint64_t end = off + (uint64_t)t->numel * sizeof(float);
+        cJSON *b = ok ? cJSON_CreateNumber((double)off) : NULL;
+        ok = b && cJSON_AddItemToArray(offs, b);
+        cJSON *en = ok ? cJSON_CreateNumber((double)end) : NULL;
+        ok = en && cJSON_AddItemToArray(offs, en);
+        off = end;
+    }
+    char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+int st_write(const char *path, const st_tensor *ts, int nt, const st_meta_kv *meta, int nm, char *err, size_t n) {
+    if (!host_is_little_endian()) return fail(err, n, "%s: big-endian hosts are not supported", path);
+    if (check_tensors(ts, nt, meta, nm, err, n)) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err && n ? err : "");
+        return fail(err, n, "%s: cannot write: %s", path, why);
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < nt; i++)
+        total += (uint64_t)ts[i].numel * sizeof(float);
+    if ((double)total > ST_MAX_EXACT) return fail(err, n, "%s: cannot write: data too large", path);
+
+    char *json = build_header(ts, nt, meta, nm);
+    if (!json) return fail(err, n, "%s: out of memory building the header", path);
+    // Pad with spaces (valid JSON whitespace) so the data section starts 8-byte aligned.
+    size_t jlen = strlen(json), hlen = (jlen + 7) / 8 * 8;
+    char *tmp = malloc(strlen(path) + 5);
+    char *hdr = malloc(8 + hlen);
+    if (!tmp || !hdr) {
+        free(json), free(tmp), free(hdr);
+        return fail(err, n, "%s: out of memory", path);
+    }
+    sprintf(tmp, "%s.tmp", path);
+    for (int i = 0; i < 8; i++)
+        hdr[i] = (char)(((uint64_t)hlen >> (8 * i)) & 0xff);
+    memcpy(hdr + 8, json, jlen);
+    memset(hdr + 8 + jlen, ' ', hlen - jlen);
+    free(json);
+
+    int rc = -1;
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        fail(err, n, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        goto done; // nothing created, so nothing to remove
+    }
+    int ok = fwrite(hdr, 1, 8 + hlen, fp) == 8 + hlen;
+    for (int i = 0; ok && i < nt; i++)
+        if (ts[i].numel) ok = fwrite(ts[i].data, sizeof(float), ts[i].numel, fp) == ts[i].numel;
+    // fsync before rename so a crash never leaves a renamed file with missing data.
+    if (ok) ok = fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    int e = errno;
+    if (fclose(fp) != 0 && ok) ok = 0, e = errno;
+    if (!ok) {
+        fail(err, n, "%s: error writing %s: %s", path, tmp, strerror(e));
+        remove(tmp);
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        fail(err, n, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        remove(tmp);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(tmp);
+    free(hdr);
+    return rc;
+}
