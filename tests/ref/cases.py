@@ -1,0 +1,83 @@
+"""Shared helpers for the fixture generator and the randomised checker: build one MTA case
+(float32 inputs and parameters) from a small spec dict, and compute the float64 reference
+output and gradients of sum(out * dout) with tests/ref/mta_ref.py."""
+import torch
+
+from mta_ref import mta_forward, PARAM_NAMES
+
+# spec keys: B H T d, pre=(c_q,c_k)|None, pre_head=bool, post=(c_q,c_k)|None, c_h=int|None,
+#            gn=bool, gate=bool, depth_scale=bool, layer_id=int|None
+
+
+def make_case(spec, gen):
+    """Returns (tensors: dict name -> float32 torch tensor, metadata: dict str -> str)."""
+    B, H, T, d = spec['B'], spec['H'], spec['T'], spec['d']
+    f32 = torch.float32
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=f32)
+
+    t = {'q': randn(B, H, T, d), 'k': randn(B, H, T, d), 'v': randn(B, H, T, d)}
+    if spec.get('pre'):
+        c_q, c_k = spec['pre']
+        w = torch.zeros(H, c_q, c_k, dtype=f32)
+        w[:, c_q - 1, (c_k - 1) // 2] = 1
+        t['w_pre'] = w + 0.3 * randn(H, c_q, c_k)
+    if spec.get('pre_head'):
+        t['w_pre_head'] = torch.eye(H, dtype=f32) + 0.3 * randn(H, H)
+    if spec.get('post'):
+        c_q, c_k = spec['post']
+        w = torch.zeros(H, c_q, c_k, dtype=f32)
+        w[:, c_q - 1, (c_k - 1) // 2] = 1
+        t['w_post'] = w + 0.3 * randn(H, c_q, c_k)
+    if spec.get('c_h'):
+        c_h = spec['c_h']
+        assert H % c_h == 0
+        t['w_post_head'] = torch.eye(c_h, dtype=f32).repeat(H // c_h, 1, 1) + 0.3 * randn(H // c_h, c_h, c_h)
+    if spec.get('gn'):
+        t['gn_weight'] = 1 + 0.3 * randn(d)
+    if spec.get('gate'):
+        t['gate_w'] = 0.3 * randn(d)
+        t['gate_b'] = 0.3 * randn(1)
+    t['dout'] = randn(B, H, T, d)
+    meta = {}
+    if spec.get('depth_scale') or spec.get('layer_id') is not None:
+        meta['layer_id'] = str(int(spec.get('layer_id') or 0))
+        meta['depth_scale'] = '1' if spec.get('depth_scale') else '0'
+    return t, meta
+
+
+def reference(tensors, meta):
+    """float64 forward + backward of sum(out*dout). Returns dict 'out', 'grad.q', ..., 'grad.<param>'
+    (float64 torch tensors)."""
+    x = {n: v.detach().to(torch.float64).clone().requires_grad_(n != 'dout') for n, v in tensors.items()}
+    params = {n: x[n] for n in PARAM_NAMES if n in x}
+    layer_id = int(meta.get('layer_id', '0'))
+    depth_scale = meta.get('depth_scale', '0') == '1'
+    out = mta_forward(x['q'], x['k'], x['v'], **params, layer_id=layer_id, depth_scale=depth_scale)
+    (out * x['dout']).sum().backward()
+    res = {'out': out.detach()}
+    for n in ['q', 'k', 'v'] + list(params):
+        res['grad.' + n] = x[n].grad.detach()
+    return res
+
+
+def describe(spec):
+    parts = [f"B={spec['B']} H={spec['H']} T={spec['T']} d={spec['d']}"]
+    if spec.get('pre'):
+        parts.append('pre %dx%d' % tuple(spec['pre']))
+    if spec.get('pre_head'):
+        parts.append('pre head mix')
+    if spec.get('post'):
+        parts.append('post %dx%d' % tuple(spec['post']))
+    if spec.get('c_h'):
+        parts.append(f"post head conv c_h={spec['c_h']}")
+    if spec.get('gn'):
+        parts.append('group norm')
+    if spec.get('depth_scale'):
+        parts.append(f"depth scale l={spec.get('layer_id', 0)}")
+    elif spec.get('layer_id') is not None:
+        parts.append(f"layer_id={spec['layer_id']} depth scale off")
+    if spec.get('gate'):
+        parts.append('gate')
+    return ', '.join(parts)

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Checks `mtac attn` against the independent PyTorch autograd reference on freshly drawn cases.
+
+    /usr/bin/python3 tests/ref/check_against_torch.py --mtac build/mtac [--cases N] [--seed S]
+
+For each case: draw a configuration and float32 tensors, write IN.safetensors (q, k, v, the present
+parameters, dout, metadata layer_id/depth_scale), run `MTAC attn --in IN --out OUT`, read `out`,
+`grad.q`, `grad.k`, `grad.v`, `grad.<param>` from OUT and compare each with the float64 reference
+(gradients of sum(out * dout)). A tensor passes when
+    max|mtac - ref| / max(max|ref|, 0.1) <= tol      (default tol 2e-4)
+i.e. the error is measured against the tensor's own scale, as float32 accumulation errors are,
+with a floor: some gradients are structurally ~0 (a per-head scale that group norm cancels) and
+then only float32 rounding of O(1) terms, ~1e-6, is left to compare.
+Prints one line per case and ends with "N passed, M failed"; exit status 1 if any failed,
+77 (CTest's skip code here) if torch is not importable, 2 on bad usage.
+The cases use a different seed from the committed fixtures (tests/ref/gen_fixtures.py).
+"""
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+except ImportError:
+    print('check_against_torch: torch is not importable with %s; skipping' % sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st  # noqa: E402
+from cases import make_case, reference, describe  # noqa: E402
+
+DEFAULT_SEED = 777  # the fixtures use 20240601
+
+
+def C(B=1, H=2, T=13, d=4, **kw):
+    s = dict(B=B, H=H, T=T, d=d)
+    s.update(kw)
+    return s
+
+
+def fixed_cases(rng):
+    """Hand-picked combinations drawn first: edge shapes, the 830M-like layer, a few bigger ones."""
+    big_T = [rng.randint(64, 130) for _ in range(3)]
+    return [
+        C(T=rng.choice([5, 13, 33])),                                       # plain
+        C(H=4, T=21, d=7, pre=(6, 11), pre_head=True, post=(6, 11), c_h=4, gn=True, gate=True),
+        C(H=4, T=19, d=8, pre=(3, 5), pre_head=True, post=(2, 7), c_h=2, gn=True, gate=True,
+          depth_scale=True, layer_id=rng.randint(1, 23)),
+        C(H=2, T=3, d=5, pre=(2, 9), post=(4, 11), c_h=2),                  # T < c_k, T < c_q
+        C(H=1, T=17, d=3, pre=(1, 5), pre_head=True, post=(3, 1), c_h=1, gn=True, gate=True),
+        C(B=3, H=3, T=1, d=2, pre=(2, 3), pre_head=True, post=(2, 3), c_h=3, gn=True, gate=True),
+        C(B=2, H=4, T=big_T[0], d=16, pre=(6, 11), pre_head=True, post=(6, 11), c_h=4, gn=True,
+          gate=True),                                                       # 830M-like, bigger
+        C(B=1, H=4, T=big_T[1], d=32, pre=(6, 11), post=(6, 11)),
+        C(B=1, H=4, T=big_T[2], d=24, pre_head=True, c_h=2, gn=True, depth_scale=True, layer_id=3,
+          gate=True),
+    ]
+
+
+def random_case(rng):
+    """A random configuration: each step on with probability 1/2, kernel sizes anywhere in range."""
+    H = rng.choice([1, 2, 3, 4, 6])
+    s = C(B=rng.choice([1, 1, 2, 3]), H=H, T=rng.choice([1, 2, 3, 5, 7, 13, 16, 17, 31, 37, 48, 70]),
+          d=rng.choice([1, 2, 3, 4, 5, 8, 9, 16]))
+    if rng.random() < 0.5:
+        s['pre'] = (rng.randint(1, 6), rng.choice([1, 3, 5, 7, 9, 11]))
+    if rng.random() < 0.5:
+        s['pre_head'] = True
+    if rng.random() < 0.5:
+        s['post'] = (rng.randint(1, 6), rng.choice([1, 3, 5, 7, 9, 11]))
+    if rng.random() < 0.5:
+        s['c_h'] = rng.choice([c for c in range(1, H + 1) if H % c == 0])
+    if rng.random() < 0.5:
+        s['gn'] = True
+        if rng.random() < 0.4:
+            s['depth_scale'] = True
+            s['layer_id'] = rng.randint(0, 23)
+    if rng.random() < 0.5:
+        s['gate'] = True
+    return s
+
+
+def compare(got, exp, tol):
+    """Returns (ok, worst_name, worst_rel, messages) over every expected tensor."""
+    ok, worst, worst_rel, msgs = True, '-', 0.0, []
+    for name, ref in exp.items():
+        if name not in got:
+            ok = False
+            msgs.append(f'missing {name}')
+            continue
+        a = torch.from_numpy(got[name]).to(torch.float64)
+        if tuple(a.shape) != tuple(ref.shape):
+            ok = False
+            msgs.append(f'{name}: shape {tuple(a.shape)}, want {tuple(ref.shape)}')
+            continue
+        if a.numel() == 0:
+            continue
+        if not torch.isfinite(a).all():
+            ok = False
+            msgs.append(f'{name}: non-finite values')
+            continue
+        err = float((a - ref).abs().max())
+        rel = err / max(float(ref.abs().max()), 0.1)
+        if rel > worst_rel:
+            worst, worst_rel = name, rel
+        if rel > tol:
+            ok = False
+            msgs.append(f'{name}: max err {err:.3g}, rel {rel:.3g} > {tol:g}')
+    extra = sorted(set(got) - set(exp))
+    if extra:
+        msgs.append('note: extra outputs ' + ', '.join(extra))
+    return ok, worst, worst_rel, msgs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--mtac', required=True, help='path to the mtac executable')
+    ap.add_argument('--cases', type=int, default=30, help='number of cases (default 30)')
+    ap.add_argument('--seed', type=int, default=DEFAULT_SEED, help=f'seed (default {DEFAULT_SEED})')
+    ap.add_argument('--tol', type=float, default=2e-4, help='relative tolerance (default 2e-4)')
+    ap.add_argument('--keep', action='store_true', help='keep the files of failed cases')
+    args = ap.parse_args()
+    if not (os.path.isfile(args.mtac) and os.access(args.mtac, os.X_OK)):
+        print(f'check_against_torch: {args.mtac} is not an executable file', file=sys.stderr)
+        return 2
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+
+    rng = random.Random(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    specs = fixed_cases(rng)
+    while len(specs) < args.cases:
+        specs.append(random_case(rng))
+    specs = specs[:args.cases]
+
+    passed = failed = 0
+    with tempfile.TemporaryDirectory(prefix='mtac_check_') as tmp:
+        for n, spec in enumerate(specs):
+            tensors, meta = make_case(spec, gen)
+            exp = reference(tensors, meta)
+            inp = os.path.join(tmp, f'case{n}_in.safetensors')
+            out = os.path.join(tmp, f'case{n}_out.safetensors')
+            st.save(inp, {k: v.numpy() for k, v in tensors.items()}, meta)
+            cmd = [args.mtac, 'attn', '--in', inp, '--out', out]
+            try:
+                r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+                rc, log = r.returncode, r.stdout.decode(errors='replace')
+            except subprocess.TimeoutExpired:
+                rc, log = 'timeout', ''
+            if rc != 0:
+                ok, worst, worst_rel, msgs = False, '-', float('nan'), [f'mtac exit {rc}: {log.strip()[-500:]}']
+            else:
+                try:
+                    got, _ = st.load(out)
+                    ok, worst, worst_rel, msgs = compare(got, exp, args.tol)
+                except (OSError, ValueError, KeyError) as e:
+                    ok, worst, worst_rel, msgs = False, '-', float('nan'), [f'cannot read {out}: {e}']
+            passed += ok
+            failed += not ok
+            print(f'case {n:2d} {"ok  " if ok else "FAIL"} worst {worst} rel {worst_rel:.2e} | {describe(spec)}'
+                  + (f' layer_id={meta["layer_id"]}' if 'layer_id' in meta and not spec.get('depth_scale') else ''))
+            for m in msgs:
+                print('        ' + m)
+            if not ok and args.keep:
+                keep = tempfile.mkdtemp(prefix=f'mtac_check_case{n}_')
+                for p in (inp, out):
+                    if os.path.exists(p):
+                        os.replace(p, os.path.join(keep, os.path.basename(p)))
+                print(f'        kept in {keep}')
+            sys.stdout.flush()
+    print(f'{passed} passed, {failed} failed')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
