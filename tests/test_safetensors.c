@@ -328,6 +328,8 @@ static void test_duplicate_names(void **state) {
                      "\"q\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
                      8, "duplicate header entry 'q'");
     expect_fail_json("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "duplicate header entry '__metadata__'");
+    expect_fail_json("{\"__metadata__\":{\"layer_id\":\"1\",\"x\":\"y\",\"layer_id\":\"2\"}}", 0,
+                     "duplicate __metadata__ key 'layer_id'");
 }
 
 static void test_bad_metadata(void **state) {
@@ -343,6 +345,19 @@ static void test_error_after_good_tensor(void **state) {
     expect_fail_json("{\"__metadata__\":{\"a\":\"b\"},\"ok\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                      "\"q\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[4,6]}}",
                      6, "unsupported dtype F16");
+}
+
+static void test_not_regular_file(void **state) {
+    (void)state;
+    // A directory opens fine on Linux; it must be refused before its bogus size is trusted.
+    char dir[64] = "/tmp/mtac_st_dir_XXXXXX", err[256] = "";
+    assert_non_null(mkdtemp(dir));
+    st_file f;
+    assert_int_equal(st_read(dir, &f, err, sizeof err), -1);
+    assert_non_null(strstr(err, dir));
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_null(f.tensors);
+    assert_int_equal(rmdir(dir), 0);
 }
 
 static void test_truncated(void **state) {
@@ -398,6 +413,17 @@ static void test_write_invalid_tensors(void **state) {
     t.data = x, t.shape[0] = -2;
     assert_int_equal(st_write(path, &t, 1, NULL, 0, err, sizeof err), -1);
     assert_non_null(strstr(err, "invalid dimension"));
+    t.shape[0] = 2, t.ndim = ST_MAX_DIMS + 1;
+    assert_int_equal(st_write(path, &t, 1, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ndim 9"));
+    t.ndim = 1;
+    st_tensor two[2] = {t, t};
+    assert_int_equal(st_write(path, two, 2, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "duplicate tensor name 'x'"));
+    const st_meta_kv meta[2] = {{"layer_id", "1"}, {"layer_id", "2"}};
+    assert_int_equal(st_write(path, &t, 1, meta, 2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "duplicate metadata key 'layer_id'"));
+    assert_non_null(strstr(err, path));
     assert_int_not_equal(access(path, F_OK), 0); // nothing was created
 }
 
@@ -432,6 +458,27 @@ static void test_failed_write_keeps_old_file(void **state) {
     unlink(path);
 }
 
+static void test_write_error_keeps_old_file(void **state) {
+    (void)state;
+    // The temp path is a symlink to /dev/full, so the data cannot be written (ENOSPC): the
+    // error is reported, the temp path removed, and the old file left as it was.
+    if (access("/dev/full", W_OK) != 0) skip();
+    char path[64], tmp[80], err[512] = "";
+    tmp_name(path);
+    write_good(path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_equal(symlink("/dev/full", tmp), 0);
+    float x[1] = {9};
+    st_tensor t = {.name = "x", .ndim = 1, .shape = {1}, .numel = 1, .data = x};
+    assert_int_equal(st_write(path, &t, 1, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "error writing"));
+    struct stat sb;
+    assert_int_not_equal(lstat(tmp, &sb), 0); // the temp path is gone
+    check_good(path);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
@@ -456,10 +503,12 @@ int main(void) {
         cmocka_unit_test(test_duplicate_names),
         cmocka_unit_test(test_bad_metadata),
         cmocka_unit_test(test_error_after_good_tensor),
+        cmocka_unit_test(test_not_regular_file),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_write_missing_dir),
         cmocka_unit_test(test_write_invalid_tensors),
         cmocka_unit_test(test_failed_write_keeps_old_file),
+        cmocka_unit_test(test_write_error_keeps_old_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

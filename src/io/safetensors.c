@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // Tensor bytes are copied straight into floats, so the host must be little-endian like the format.
@@ -60,6 +61,24 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+// cJSON keeps every copy of a repeated key, so duplicates must be found by hand. Sorting the keys
+// keeps this O(n log n) even for a hostile header with millions of entries.
+// Returns 0 and sets *dup to a repeated key (or NULL), -1 if out of memory.
+static int find_duplicate_key(const cJSON *obj, const char **dup) {
+    *dup = NULL;
+    int n = cJSON_GetArraySize(obj), k = 0;
+    if (n < 2) return 0;
+    const char **keys = malloc((size_t)n * sizeof *keys);
+    if (!keys) return -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, obj) keys[k++] = e->string;
+    qsort(keys, (size_t)n, sizeof *keys, cmp_str);
+    for (int i = 1; i < n && !*dup; i++)
+        if (!strcmp(keys[i - 1], keys[i])) *dup = keys[i];
+    free(keys);
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 // reading
 
@@ -93,27 +112,37 @@ void st_free(st_file *f) {
 static int read_all(const char *path, unsigned char **buf, size_t *len, char *err, size_t n) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return fail(err, n, "%s: cannot open: %s", path, strerror(errno));
-    long sz = -1;
-    if (fseek(fp, 0, SEEK_END) == 0) sz = ftell(fp);
-    if (sz < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+    // Only regular files: a directory opens fine on Linux but seeking to its end reports a
+    // bogus huge size, and devices/pipes have no size at all.
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0) {
         int e = errno;
         fclose(fp);
-        return fail(err, n, "%s: cannot determine file size: %s", path, strerror(e));
+        return fail(err, n, "%s: cannot stat: %s", path, strerror(e));
     }
-    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
+    if (!S_ISREG(sb.st_mode)) {
+        fclose(fp);
+        return fail(err, n, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
+    }
+    if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX - 1) {
+        fclose(fp);
+        return fail(err, n, "%s: file too large to read", path);
+    }
+    size_t sz = (size_t)sb.st_size;
+    unsigned char *b = malloc(sz ? sz : 1);
     if (!b) {
         fclose(fp);
-        return fail(err, n, "%s: out of memory reading %ld bytes", path, sz);
+        return fail(err, n, "%s: out of memory reading %zu bytes", path, sz);
     }
-    size_t got = fread(b, 1, (size_t)sz, fp);
+    size_t got = fread(b, 1, sz, fp);
     int rerr = ferror(fp);
     fclose(fp);
-    if (got != (size_t)sz || rerr) {
+    if (got != sz || rerr) {
         free(b);
-        return fail(err, n, "%s: short read (%zu of %ld bytes)", path, got, sz);
+        return fail(err, n, "%s: short read (%zu of %zu bytes)", path, got, sz);
     }
     *buf = b;
-    *len = (size_t)sz;
+    *len = sz;
     return 0;
 }
 
@@ -178,30 +207,25 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
     cJSON *root = cJSON_ParseWithOpts(hdr, NULL, 1);
     if (!root) return fail(err, n, "%s: header is not valid JSON", path);
     int rc = -1;
-    const char **names = NULL;
+    const char *dup;
     if (!cJSON_IsObject(root)) {
         fail(err, n, "%s: header is not a JSON object", path);
         goto done;
     }
-
-    // Count entries and reject duplicate keys (cJSON keeps both copies of a repeated key).
-    int n_keys = cJSON_GetArraySize(root), n_t = 0, k = 0;
-    names = malloc((size_t)(n_keys ? n_keys : 1) * sizeof *names);
-    if (!names) {
+    if (find_duplicate_key(root, &dup)) {
         fail(err, n, "%s: out of memory", path);
         goto done;
     }
+    if (dup) {
+        fail(err, n, "%s: duplicate header entry '%s'", path, dup);
+        goto done;
+    }
+
+    int n_t = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, root) {
-        names[k++] = e->string;
         if (strcmp(e->string, "__metadata__")) n_t++;
     }
-    qsort(names, (size_t)n_keys, sizeof *names, cmp_str);
-    for (int i = 1; i < n_keys; i++)
-        if (!strcmp(names[i - 1], names[i])) {
-            fail(err, n, "%s: duplicate header entry '%s'", path, names[i]);
-            goto done;
-        }
 
     out->tensors = calloc((size_t)(n_t ? n_t : 1), sizeof *out->tensors);
     if (!out->tensors) {
@@ -212,6 +236,14 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
         if (!strcmp(e->string, "__metadata__")) {
             if (!cJSON_IsObject(e)) {
                 fail(err, n, "%s: __metadata__ is not an object", path);
+                goto done;
+            }
+            if (find_duplicate_key(e, &dup)) {
+                fail(err, n, "%s: out of memory", path);
+                goto done;
+            }
+            if (dup) {
+                fail(err, n, "%s: duplicate __metadata__ key '%s'", path, dup);
                 goto done;
             }
             int nm = cJSON_GetArraySize(e);
@@ -248,7 +280,6 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
     }
     rc = 0;
 done:
-    free(names);
     cJSON_Delete(root);
     return rc;
 }
@@ -327,8 +358,11 @@ static int check_tensors(const st_tensor *ts, int nt, const st_meta_kv *meta, in
             return fail(err, n, "tensor '%s' numel %zu does not match its shape (%zu)", t->name, t->numel, numel);
         if (numel > 0 && !t->data) return fail(err, n, "tensor '%s' has no data", t->name);
     }
-    for (int i = 0; i < nm; i++)
+    for (int i = 0; i < nm; i++) {
         if (!meta[i].key || !meta[i].value) return fail(err, n, "metadata entry %d has a NULL key or value", i);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(meta[j].key, meta[i].key)) return fail(err, n, "duplicate metadata key '%s'", meta[i].key);
+    }
     return 0;
 }
 
