@@ -159,7 +159,7 @@ static result run_c(const mta_config *c, int reps) {
 static result run_torch(const char *python, const char *script, const mta_config *c, int threads, int reps) {
     result r = {0};
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s --T %d --H %d --d %d --B %d --threads %d --config mta830m --reps %d --warmup 0",
+    snprintf(cmd, sizeof cmd, "%s %s --T %d --H %d --d %d --B %d --threads %d --config mta830m --reps %d --warmup 1",
              python, script, c->T, c->H, c->d, c->B, threads, reps);
     FILE *pf = popen(cmd, "r");
     if (!pf) return r;
@@ -284,7 +284,7 @@ static int bench_attn(int argc, char **argv) {
         printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\",\"blas_core\":\"%s\"}\n", threads, peak, cpu, openblas_get_corename());
     else {
         printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads, openblas_get_corename(), peak);
-        printf("%-6s %-12s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s",
+        printf("%-6s %-16s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s",
                "%sgemm");
     }
     for (int ti = 0; ti < nT; ti++) {
@@ -321,7 +321,7 @@ static int bench_attn(int argc, char **argv) {
                     snprintf(mm, sizeof mm, "%.1f", rs[i].matmul_gflops);
                     snprintf(pct, sizeof pct, "%.0f%%", 100 * rs[i].matmul_gflops / peak);
                 }
-                printf("%-6d %-12s %10.3f %9.1f %9s %12s %9s\n", T, names[i] + (i < 2 ? 5 : 0), rs[i].fwd_bwd_s,
+                printf("%-6d %-16s %10.3f %9.1f %9s %12s %9s\n", T, names[i] + (i < 2 ? 5 : 0), rs[i].fwd_bwd_s,
                        rs[i].peak_mb, ratio, mm, pct);
             }
             fflush(stdout);

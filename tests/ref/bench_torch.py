@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Naive PyTorch MTA timing (the baseline `mtac bench attn` compares against).
 
     /usr/bin/python3 tests/ref/bench_torch.py --T 1024 --H 4 --d 64 --threads 1 --config mta830m [--B 1] [--reps 3] [--warmup 1]
@@ -7,10 +8,13 @@ config mta830m : pre and post key-query conv c_q=6, c_k=11 (F.conv2d, groups=H),
                  head mix, post-softmax head conv with c_h=H, group norm, gate (mta_ref.mta_forward).
 Times forward + backward of (out*dout).sum() in float32 (best of --reps, after --warmup runs).
 Peak memory: writes "5" to /proc/self/clear_refs (resets VmHWM), reads VmRSS as the baseline, and
-after the timed runs reports peak_mb = (VmHWM - baseline) / 1024.
+after the timed runs reports peak_mb = (VmHWM - baseline) / 1024. Before that, glibc's
+malloc_trim(0) hands memory freed by the warm-up runs back to the OS, so that with --warmup the
+baseline does not already hold the warm-up's (now free) buffers.
 Prints one JSON line. Exit 77 when torch is not importable.
 """
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -19,7 +23,8 @@ import time
 try:
     import torch
 except ImportError:
-    print('bench_torch: torch is not importable (use /usr/bin/python3); skipping')
+    print('bench_torch: torch is not importable with %s (use /usr/bin/python3); skipping'
+          % sys.executable, file=sys.stderr)
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,6 +88,10 @@ def main():
         step()
     for t in [q, k, v] + list(params.values()):
         t.grad = None
+    try:  # release freed heap pages so the RSS baseline is what is live now (glibc only)
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
     try:
         with open('/proc/self/clear_refs', 'w') as f:
             f.write('5')

@@ -7,10 +7,18 @@ For each case: draw a configuration and float32 tensors, write IN.safetensors (q
 parameters, dout, metadata layer_id/depth_scale), run `MTAC attn --in IN --out OUT`, read `out`,
 `grad.q`, `grad.k`, `grad.v`, `grad.<param>` from OUT and compare each with the float64 reference
 (gradients of sum(out * dout)). A tensor passes when
-    max|mtac - ref| / max(max|ref|, 0.1) <= tol      (default tol 2e-4)
-i.e. the error is measured against the tensor's own scale, as float32 accumulation errors are,
-with a floor: some gradients are structurally ~0 (a per-head scale that group norm cancels) and
-then only float32 rounding of O(1) terms, ~1e-6, is left to compare.
+    max|mtac - ref| <= tol * max(max|ref|, FLOOR * case_scale)      (tol 2e-4, FLOOR 0.05)
+where case_scale is the largest |value| among all expected tensors of the case: the error is
+measured against the tensor's own scale, as float32 accumulation errors are, with a floor.
+Why the floor: some gradients are zero in exact arithmetic by a symmetry, so any float32
+implementation (torch's own float32 run included) returns pure rounding noise for them. Group
+norm cancels any per-(head, position) scale of O, so with c_h = 1 the post head "convolution" is a
+per-head scale and grad.w_post_head ~ 0; with T = 1 every attention map is a single number and
+grad.w_post ~ 0 too. That noise grows with the size of the terms summed (B, H, T), hence a floor
+relative to the case's scale rather than an absolute one. Over ~2,400 cases that noise was
+mostly <= 3e-7 * case_scale, at worst ~3.5e-6 * case_scale (T = 1, d = 2 with group norm, where
+the norm is ill-conditioned too; torch's float32 run is as far off); the floor, 1e-5 * case_scale,
+sits above that and far below any real error.
 Prints one line per case and ends with "N passed, M failed"; exit status 1 if any failed,
 77 (CTest's skip code here) if torch is not importable, 2 on bad usage.
 The cases use a different seed from the committed fixtures (tests/ref/gen_fixtures.py).
@@ -33,6 +41,7 @@ import st  # noqa: E402
 from cases import make_case, reference, describe  # noqa: E402
 
 DEFAULT_SEED = 777  # the fixtures use 20240601
+FLOOR = 0.05  # see the module docstring
 
 
 def C(B=1, H=2, T=13, d=4, **kw):
@@ -73,7 +82,8 @@ def random_case(rng):
         s['post'] = (rng.randint(1, 6), rng.choice([1, 3, 5, 7, 9, 11]))
     if rng.random() < 0.5:
         s['c_h'] = rng.choice([c for c in range(1, H + 1) if H % c == 0])
-    if rng.random() < 0.5:
+    # group norm at d = 1 is sign(O)*|O|/sqrt(O^2+eps), badly conditioned near O = 0: rarer there
+    if rng.random() < (0.5 if s['d'] > 1 else 0.15):
         s['gn'] = True
         if rng.random() < 0.4:
             s['depth_scale'] = True
@@ -84,8 +94,10 @@ def random_case(rng):
 
 
 def compare(got, exp, tol):
-    """Returns (ok, worst_name, worst_rel, messages) over every expected tensor."""
+    """Returns (ok, worst_name, worst_rel, messages) over every expected tensor; rel is the error
+    over max(max|ref|, FLOOR * case_scale), to be <= tol."""
     ok, worst, worst_rel, msgs = True, '-', 0.0, []
+    case_scale = max([float(r.abs().max()) for r in exp.values() if r.numel()] + [1e-30])
     for name, ref in exp.items():
         if name not in got:
             ok = False
@@ -103,12 +115,13 @@ def compare(got, exp, tol):
             msgs.append(f'{name}: non-finite values')
             continue
         err = float((a - ref).abs().max())
-        rel = err / max(float(ref.abs().max()), 0.1)
+        rel = err / max(float(ref.abs().max()), FLOOR * case_scale)
         if rel > worst_rel:
             worst, worst_rel = name, rel
         if rel > tol:
             ok = False
-            msgs.append(f'{name}: max err {err:.3g}, rel {rel:.3g} > {tol:g}')
+            msgs.append(f'{name}: max err {err:.3g} (max|ref| {float(ref.abs().max()):.3g}, case scale '
+                        f'{case_scale:.3g}), rel {rel:.3g} > {tol:g}')
     extra = sorted(set(got) - set(exp))
     if extra:
         msgs.append('note: extra outputs ' + ', '.join(extra))
