@@ -122,10 +122,14 @@ int cmd_attn(int argc, char **argv) {
         fprintf(stderr, "mtac attn: %s\n", err);
         goto done;
     }
-    printf("mtac attn: B=%d H=%d T=%d d=%d, steps:%s%s%s%s%s%s; wrote %d tensor%s to %s\n", c->B, c->H, c->T, c->d,
-           c->pre_cq ? " pre-conv" : "", c->pre_head_mix ? " head-mix" : "", c->post_cq ? " post-conv" : "",
-           c->post_ch ? " head-conv" : "", c->group_norm ? (c->depth_scale ? " group-norm(depth-scaled)" : " group-norm") : "",
-           c->gate ? " gate" : "", nt, nt == 1 ? "" : "s", outp);
+    char steps[160] = "";
+    const char *step_names[] = {" pre-conv", " head-mix", " post-conv", " head-conv",
+                           c->depth_scale ? " group-norm(depth-scaled)" : " group-norm", " gate"};
+    const int on[] = {c->pre_cq > 0, c->pre_head_mix, c->post_cq > 0, c->post_ch > 0, c->group_norm, c->gate};
+    for (int i = 0; i < 6; i++)
+        if (on[i]) strncat(steps, step_names[i], sizeof steps - strlen(steps) - 1);
+    printf("mtac attn: B=%d H=%d T=%d d=%d, steps:%s; wrote %d tensor%s to %s\n", c->B, c->H, c->T, c->d,
+           steps[0] ? steps : " none (plain causal attention)", nt, nt == 1 ? "" : "s", outp);
     rc = 0;
 done:
     mta_destroy(ctx);

@@ -1,0 +1,144 @@
+// test_attn_io.c: building an operator problem from a file's tensors (what `mtac attn` reads):
+// shapes that disagree, kernels the operator refuses, and bad metadata all give clear errors.
+#include "io/attn_io.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static float zeros[4096];
+
+typedef struct {
+    st_tensor t[12];
+    st_meta_kv m[4];
+    st_file f;
+} fake_file;
+
+static void add(fake_file *ff, const char *name, int ndim, int64_t a, int64_t b, int64_t c, int64_t d) {
+    st_tensor *t = &ff->t[ff->f.n_tensors++];
+    memset(t, 0, sizeof *t);
+    t->name = (char *)name;
+    t->ndim = ndim;
+    int64_t s[4] = {a, b, c, d};
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) t->shape[i] = s[i], t->numel *= (size_t)s[i];
+    t->data = zeros;
+}
+
+static void meta(fake_file *ff, const char *k, const char *v) {
+    ff->m[ff->f.n_meta].key = (char *)k;
+    ff->m[ff->f.n_meta++].value = (char *)v;
+}
+
+// q, k, v of shape (1,4,6,8).
+static void base(fake_file *ff) {
+    memset(ff, 0, sizeof *ff);
+    ff->f.tensors = ff->t;
+    ff->f.meta = ff->m;
+    add(ff, "q", 4, 1, 4, 6, 8);
+    add(ff, "k", 4, 1, 4, 6, 8);
+    add(ff, "v", 4, 1, 4, 6, 8);
+}
+
+static void expect_error(fake_file *ff, const char *needle) {
+    attn_problem pr;
+    char err[256] = "";
+    assert_int_equal(attn_problem_from_file(&ff->f, NULL, &pr, err, sizeof err), -1);
+    if (!strstr(err, needle)) fail_msg("error '%s' does not mention '%s'", err, needle);
+}
+
+static void test_good_problem(void **s) {
+    (void)s;
+    fake_file ff;
+    base(&ff);
+    add(&ff, "w_pre", 3, 4, 6, 11, 0);
+    add(&ff, "w_pre_head", 2, 4, 4, 0, 0);
+    add(&ff, "w_post", 3, 4, 2, 3, 0);
+    add(&ff, "w_post_head", 3, 2, 2, 2, 0);
+    add(&ff, "gn_weight", 1, 8, 0, 0, 0);
+    add(&ff, "gate_w", 1, 8, 0, 0, 0);
+    add(&ff, "gate_b", 1, 1, 0, 0, 0);
+    add(&ff, "dout", 4, 1, 4, 6, 8);
+    meta(&ff, "layer_id", "3");
+    meta(&ff, "depth_scale", "1");
+    attn_problem pr;
+    char err[256];
+    assert_int_equal(attn_problem_from_file(&ff.f, NULL, &pr, err, sizeof err), 0);
+    const mta_config *c = &pr.cfg;
+    assert_int_equal(c->B * 1000 + c->H * 100 + c->T * 10 + c->d, 1000 + 400 + 60 + 8);
+    assert_int_equal(c->pre_cq, 6);
+    assert_int_equal(c->pre_ck, 11);
+    assert_int_equal(c->post_cq, 2);
+    assert_int_equal(c->post_ck, 3);
+    assert_int_equal(c->post_ch, 2);
+    assert_true(c->pre_head_mix && c->group_norm && c->gate && c->depth_scale);
+    assert_int_equal(c->layer_id, 3);
+    assert_non_null(pr.dout);
+}
+
+static void test_bad_problems(void **s) {
+    (void)s;
+    fake_file ff;
+    base(&ff);
+    ff.f.n_tensors = 2;  // no v
+    expect_error(&ff, "missing v");
+    base(&ff);
+    ff.t[1].shape[2] = 5;
+    expect_error(&ff, "tensor 'k' has shape");
+    base(&ff);
+    ff.t[0].ndim = 3;
+    expect_error(&ff, "(B,H,T,d)");
+    base(&ff);
+    add(&ff, "dout", 4, 1, 4, 6, 7);
+    expect_error(&ff, "'dout'");
+    base(&ff);
+    add(&ff, "w_pre", 3, 4, 2, 4, 0);
+    expect_error(&ff, "must be odd");
+    base(&ff);
+    add(&ff, "w_pre", 3, 3, 2, 5, 0);
+    expect_error(&ff, "'w_pre'");
+    base(&ff);
+    add(&ff, "w_post_head", 3, 3, 3, 3, 0);  // 3 groups of 3 heads != H = 4
+    expect_error(&ff, "w_post_head");
+    base(&ff);
+    add(&ff, "gate_w", 1, 8, 0, 0, 0);
+    expect_error(&ff, "together");
+    base(&ff);
+    add(&ff, "gn_weight", 1, 7, 0, 0, 0);
+    expect_error(&ff, "gn_weight");
+    base(&ff);
+    add(&ff, "bias", 1, 8, 0, 0, 0);
+    expect_error(&ff, "unknown tensor 'bias'");
+    base(&ff);
+    add(&ff, "gn_weight", 1, 8, 0, 0, 0);
+    meta(&ff, "layer_id", "two");
+    expect_error(&ff, "layer_id");
+    base(&ff);
+    add(&ff, "gn_weight", 1, 8, 0, 0, 0);
+    meta(&ff, "depth_scale", "yes");
+    expect_error(&ff, "depth_scale");
+    base(&ff);
+    meta(&ff, "depth_scale", "1");  // depth scaling without group norm
+    expect_error(&ff, "group_norm");
+}
+
+static void test_ignore_prefix(void **s) {
+    (void)s;
+    fake_file ff;
+    base(&ff);
+    add(&ff, "expect.out", 4, 1, 4, 6, 8);
+    attn_problem pr;
+    char err[256];
+    assert_int_equal(attn_problem_from_file(&ff.f, "expect.", &pr, err, sizeof err), 0);
+    assert_int_equal(attn_problem_from_file(&ff.f, NULL, &pr, err, sizeof err), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_good_problem), cmocka_unit_test(test_bad_problems),
+                                       cmocka_unit_test(test_ignore_prefix)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
