@@ -51,6 +51,7 @@ typedef struct {
     int depth_scale;      // step 8: multiply the normed output by (1 - lambda(layer_id)); needs group_norm
     int layer_id;         // 0-based layer index for depth scaling
     int gate;             // step 9: sigmoid gate with weight (d) and bias (1); 0 = off
+    float dropout;        // step 7: dropout probability on the attention weights in training, [0, 1)
     mta_backend backend;
 } mta_config;
 
@@ -104,6 +105,11 @@ mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float
 mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const float *v,
                         const mta_params *p, const float *dout, float *dq, float *dk, float *dv,
                         const mta_grads *g);
+
+// Dropout (cfg.dropout > 0) applies only to forwards made while training is on (default off).
+// The mask is a pure function of (seed, b, h, i, j), so the backward regenerates it and a given
+// seed always drops the same entries; pass a new seed for each step.
+void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
 
 // The last error message of a context ("" if none).
 const char *mta_ctx_error(const mta_ctx *ctx);

@@ -74,6 +74,8 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
         return say(msg, n, MTA_ERR_INVALID, "head conv group size c_h=%d must divide H=%d", c->post_ch, c->H);
     if (c->depth_scale && !c->group_norm)
         return say(msg, n, MTA_ERR_INVALID, "depth scaling applies to the group norm output: enable group_norm");
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        return say(msg, n, MTA_ERR_INVALID, "dropout=%g must be in [0, 1)", (double)c->dropout);
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
     if (c->backend != MTA_BACKEND_REFERENCE)
         return say(msg, n, MTA_ERR_INVALID, "unknown backend %d", (int)c->backend);
@@ -164,6 +166,12 @@ void mta_destroy(mta_ctx *ctx) {
     if (!ctx) return;
     mta_ref_free(ctx);
     free(ctx);
+}
+
+void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed) {
+    if (!ctx) return;
+    ctx->training = training != 0;
+    ctx->seed = seed;
 }
 
 const char *mta_ctx_error(const mta_ctx *ctx) { return ctx ? ctx->err : "ctx is NULL"; }

@@ -11,7 +11,8 @@ typedef struct {
     float *s1;      // after the pre-softmax conv (input of head mixing)
     float *s2;      // after head mixing; softmax runs in place, so this becomes P
     float *p1;      // after the post-softmax conv
-    float *p2;      // after the post-softmax head conv (multiplies V)
+    float *p2;      // after the post-softmax head conv
+    float *pd;      // P2 with dropout applied (multiplies V when dropout is active)
     float *o;       // (B,H,T,d) attention output before group norm
     float *y;       // (B,H,T,d) after group norm (input of the gate)
     float *rstd;    // (B,H,T) 1/sqrt(mean(o^2)+eps) of group norm
@@ -27,6 +28,8 @@ struct mta_ctx {
     mta_config cfg;
     char err[256];
     int have_forward;
+    int training, dropout_on;  // dropout_on: the last forward applied dropout
+    uint64_t seed;
     size_t bytes;   // workspace currently held
     mta_stats stats;
     mta_ref_state ref;

@@ -8,6 +8,7 @@
 //   P  = softmax_causal(S2)             in place on S2's buffer
 //   P1 = mask(qkconv(P, w_post))        if the post-softmax conv is on, else P1 = P
 //   P2 = headconv(P1, w_post_head)      if the head conv is on, else P2 = P1
+//   D  = dropout mask / (1-p)          training only; O = (D * P2) v
 //   O  = P2 v;  Y = groupnorm(O);  out = Y * sigmoid(Y . gate_w + gate_b)
 // The backward walks the same chain in reverse with two gradient maps used in turn.
 #include "attn/conv.h"
@@ -264,6 +265,7 @@ static mta_status forward_buffers(mta_ctx *ctx) {
     if (ok && c->pre_head_mix) ok = (st->s2 = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->post_cq) ok = (st->p1 = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->post_ch) ok = (st->p2 = mta_alloc_floats(ctx, nm)) != NULL;
+    if (ok && c->dropout > 0) ok = (st->pd = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok) ok = (st->o = mta_alloc_floats(ctx, na)) && (st->y = mta_alloc_floats(ctx, na)) &&
                  (st->rstd = mta_alloc_floats(ctx, nr)) && (st->gate = mta_alloc_floats(ctx, nr)) &&
                  (st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H)) &&
@@ -296,7 +298,7 @@ static mta_status backward_buffers(mta_ctx *ctx) {
 
 void mta_ref_free(mta_ctx *ctx) {
     mta_ref_state *st = &ctx->ref;
-    float *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->o, st->y, st->rstd, st->gate, st->hconv, st->hconv_grad,
+    float *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->pd, st->o, st->y, st->rstd, st->gate, st->hconv, st->hconv_grad,
                     st->g1, st->g2, st->dO, st->partial};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memset(st, 0, sizeof *st);
@@ -317,6 +319,33 @@ static chain chain_of(const mta_config *c, const mta_ref_state *st) {
     ch.hconv_in = c->post_cq ? st->p1 : ch.p;
     ch.pv = c->post_ch ? st->p2 : ch.hconv_in;
     return ch;
+}
+
+// ---- attention dropout --------------------------------------------------------------------
+
+// Keep-or-drop of entry (slab, i, j): a hash of the seed and the entry's index (splitmix64
+// finaliser), compared with p. Regenerated in the backward instead of stored.
+static inline int dropout_keep(uint64_t seed, size_t idx, uint32_t threshold) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (idx + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return (uint32_t)(z >> 32) >= threshold;
+}
+
+// dst = src * mask / (1-p) on the causal part of every row (zero above the diagonal).
+static void dropout_apply(const mta_ctx *ctx, const float *src, float *dst) {
+    const mta_config *c = &ctx->cfg;
+    const int T = c->T, BH = c->B * c->H;
+    const uint32_t thr = (uint32_t)((double)c->dropout * 4294967296.0);
+    const float scale = 1.0f / (1.0f - c->dropout);
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < BH * T; t++) {
+        const size_t row = (size_t)t * T;
+        const int i = t % T;
+        for (int j = 0; j <= i; j++) dst[row + j] = dropout_keep(ctx->seed, row + j, thr) ? src[row + j] * scale : 0.0f;
+        for (int j = i + 1; j < T; j++) dst[row + j] = 0.0f;
+    }
 }
 
 // ---- forward and backward ----------------------------------------------------------------------
@@ -342,7 +371,10 @@ mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const f
         headconv_matrix(p->w_post_head, c->H, c->post_ch, st->hconv);
         headmix_all(c, ch.hconv_in, st->hconv, c->post_ch, st->p2);
     }
-    for (int bh = 0; bh < BH; bh++) apply_values(&ctx->stats, ch.pv + bh * TT, v + bh * Td, T, d, st->o + bh * Td);
+    ctx->dropout_on = c->dropout > 0 && ctx->training;
+    if (ctx->dropout_on) dropout_apply(ctx, ch.pv, st->pd);
+    const float *pv = ctx->dropout_on ? st->pd : ch.pv;
+    for (int bh = 0; bh < BH; bh++) apply_values(&ctx->stats, pv + bh * TT, v + bh * Td, T, d, st->o + bh * Td);
     norm_gate_forward(c, p, st, out);
     return MTA_OK;
 }
@@ -360,8 +392,10 @@ mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const 
     float *cur = st->g1, *spare = st->g2, *tmp;
 
     norm_gate_backward(c, p, st, dout, g);
+    const float *pv = ctx->dropout_on ? st->pd : ch.pv;
     for (int bh = 0; bh < BH; bh++)
-        apply_values_backward(&ctx->stats, ch.pv + bh * TT, v + bh * Td, st->dO + bh * Td, T, d, cur + bh * TT, dv + bh * Td);
+        apply_values_backward(&ctx->stats, pv + bh * TT, v + bh * Td, st->dO + bh * Td, T, d, cur + bh * TT, dv + bh * Td);
+    if (ctx->dropout_on) dropout_apply(ctx, cur, cur);  // the same mask and scale on the gradient
     if (c->post_ch) {
         // st->hconv still holds this forward's matrix; the (H,H) gradient of that matrix maps
         // back to the kernel as dw[g,n,o] = dm[g*ch+o, g*ch+n].

@@ -1,0 +1,206 @@
+// config.c: the model configuration: checks, JSON reading and writing (docs/model.md).
+#include "model/model.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *msg, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int model_default_hidden(int dim) {
+    const int multiple_of = 256;
+    int h = (int)(2 * 4 * (long)dim / 3);
+    return multiple_of * ((h + multiple_of - 1) / multiple_of);
+}
+
+int model_config_check(const model_config *c, char *msg, size_t n) {
+    if (c->dim < 1 || c->n_layers < 1 || c->n_heads < 1 || c->vocab_size < 1 || c->hidden_dim < 1)
+        return fail(msg, n, "dim, n_layers, n_heads, vocab_size and hidden_dim must be >= 1");
+    if (c->n_layers > MODEL_MAX_LAYERS) return fail(msg, n, "n_layers=%d exceeds %d", c->n_layers, MODEL_MAX_LAYERS);
+    if (c->dim % c->n_heads) return fail(msg, n, "dim=%d is not divisible by n_heads=%d", c->dim, c->n_heads);
+    if ((c->dim / c->n_heads) % 2) return fail(msg, n, "head dim %d must be even for RoPE", c->dim / c->n_heads);
+    if (!(c->rope_theta > 0) || !(c->norm_eps > 0)) return fail(msg, n, "rope_theta and norm_eps must be > 0");
+    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1)) return fail(msg, n, "attn_dropout must be in [0, 1)");
+    if (!c->mta) return 0;
+    mta_config t = model_layer_mta_config(c, 0, 1, 1);
+    t.pre_cq = c->pre_cq, t.pre_ck = c->pre_ck, t.post_cq = c->post_cq, t.post_ck = c->post_ck;
+    char m2[200];
+    if (mta_config_check(&t, m2, sizeof m2)) return fail(msg, n, "mta: %s", m2);
+    return 0;
+}
+
+mta_config model_layer_mta_config(const model_config *c, int l, int B, int T) {
+    mta_config m = mta_config_default(B, c->n_heads, T, c->dim / c->n_heads);
+    m.dropout = c->attn_dropout;
+    if (!c->mta) return m;
+    if (c->qk_layer[l]) {
+        m.pre_cq = c->pre_cq, m.pre_ck = c->pre_ck;
+        m.post_cq = c->post_cq, m.post_ck = c->post_ck;
+    }
+    m.pre_head_mix = c->pre_head_mix, m.post_ch = c->post_ch;
+    m.group_norm = c->group_norm, m.depth_scale = c->depth_scale, m.gate = c->gate;
+    m.layer_id = l;
+    return m;
+}
+
+// Reads an integer member (exact, within [lo, hi]); absent leaves *out.
+static int get_int(const cJSON *o, const char *key, int lo, int hi, int *out, char *msg, size_t n) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it) return 0;
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo ||
+        it->valuedouble > hi)
+        return fail(msg, n, "config: '%s' must be an integer in [%d, %d]", key, lo, hi);
+    *out = (int)it->valuedouble;
+    return 0;
+}
+
+static int get_float(const cJSON *o, const char *key, float *out, char *msg, size_t n) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it) return 0;
+    if (!cJSON_IsNumber(it)) return fail(msg, n, "config: '%s' must be a number", key);
+    *out = (float)it->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *o, const char *key, int *out, char *msg, size_t n) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it) return 0;
+    if (!cJSON_IsBool(it)) return fail(msg, n, "config: '%s' must be true or false", key);
+    *out = cJSON_IsTrue(it);
+    return 0;
+}
+
+static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed, const char *where, char *msg,
+                      size_t n) {
+    for (const cJSON *it = o->child; it; it = it->next) {
+        int ok = 0;
+        for (int i = 0; i < n_allowed; i++) ok |= !strcmp(it->string, allowed[i]);
+        if (!ok) return fail(msg, n, "config: unknown key '%s'%s", it->string, where);
+    }
+    return 0;
+}
+
+int model_config_from_json(const char *json, model_config *c, char *msg, size_t n) {
+    memset(c, 0, sizeof *c);
+    c->rope_theta = 1e5f, c->norm_eps = 1e-5f;
+    cJSON *root = cJSON_Parse(json);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return fail(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    }
+    static const char *const top[] = {"dim", "n_layers", "n_heads", "vocab_size", "hidden_dim", "rope_theta",
+                                      "norm_eps", "attn_dropout", "mta"};
+    static const char *const mk[] = {"qk_layers", "pre_cq", "pre_ck", "post_cq", "post_ck", "pre_head_mix",
+                                     "post_ch", "group_norm", "depth_scale", "gate"};
+    int rc = check_keys(root, top, 9, "", msg, n);
+    if (!rc) rc = get_int(root, "dim", 1, 1 << 20, &c->dim, msg, n);
+    if (!rc) rc = get_int(root, "n_layers", 1, MODEL_MAX_LAYERS, &c->n_layers, msg, n);
+    if (!rc) rc = get_int(root, "n_heads", 1, 1 << 16, &c->n_heads, msg, n);
+    if (!rc) rc = get_int(root, "vocab_size", 1, 1 << 24, &c->vocab_size, msg, n);
+    if (!rc) rc = get_int(root, "hidden_dim", 1, 1 << 22, &c->hidden_dim, msg, n);
+    if (!rc) rc = get_float(root, "rope_theta", &c->rope_theta, msg, n);
+    if (!rc) rc = get_float(root, "norm_eps", &c->norm_eps, msg, n);
+    if (!rc) rc = get_float(root, "attn_dropout", &c->attn_dropout, msg, n);
+    if (!rc && (!c->dim || !c->n_layers || !c->n_heads || !c->vocab_size))
+        rc = fail(msg, n, "config: dim, n_layers, n_heads and vocab_size are required");
+    if (!rc && !c->hidden_dim) c->hidden_dim = model_default_hidden(c->dim);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "mta");
+    if (!rc && m && !cJSON_IsNull(m)) {
+        if (!cJSON_IsObject(m)) rc = fail(msg, n, "config: 'mta' must be an object or null");
+        if (!rc) rc = check_keys(m, mk, 10, " in 'mta'", msg, n);
+        c->mta = 1;
+        if (!rc) rc = get_int(m, "pre_cq", 0, 4096, &c->pre_cq, msg, n);
+        if (!rc) rc = get_int(m, "pre_ck", 0, 4096, &c->pre_ck, msg, n);
+        if (!rc) rc = get_int(m, "post_cq", 0, 4096, &c->post_cq, msg, n);
+        if (!rc) rc = get_int(m, "post_ck", 0, 4096, &c->post_ck, msg, n);
+        if (!rc) rc = get_int(m, "post_ch", 0, 1 << 16, &c->post_ch, msg, n);
+        if (!rc) rc = get_bool(m, "pre_head_mix", &c->pre_head_mix, msg, n);
+        if (!rc) rc = get_bool(m, "group_norm", &c->group_norm, msg, n);
+        if (!rc) rc = get_bool(m, "depth_scale", &c->depth_scale, msg, n);
+        if (!rc) rc = get_bool(m, "gate", &c->gate, msg, n);
+        const cJSON *ql = cJSON_GetObjectItemCaseSensitive(m, "qk_layers");
+        if (!rc && ql) {
+            if (!cJSON_IsArray(ql)) rc = fail(msg, n, "config: 'qk_layers' must be an array of layer indices");
+            for (const cJSON *it = ql ? ql->child : NULL; !rc && it; it = it->next) {
+                if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+                    it->valuedouble >= c->n_layers)
+                    rc = fail(msg, n, "config: qk_layers entries must be layer indices in [0, %d)", c->n_layers);
+                else
+                    c->qk_layer[(int)it->valuedouble] = 1;
+            }
+        }
+    }
+    cJSON_Delete(root);
+    if (!rc) rc = model_config_check(c, msg, n);
+    return rc;
+}
+
+int model_config_load(const char *path, model_config *c, char *msg, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(msg, n, "%s: cannot open config", path);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb || cap > (64u << 20)) {
+                free(nb ? nb : buf);
+                fclose(f);
+                return fail(msg, n, "%s: config too large or out of memory", path);
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) break;
+    }
+    fclose(f);
+    buf[len] = 0;
+    char inner[256];
+    int rc = model_config_from_json(buf, c, inner, sizeof inner);
+    free(buf);
+    if (rc) return fail(msg, n, "%s: %s", path, inner);
+    return 0;
+}
+
+char *model_config_to_json(const model_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "dim", c->dim);
+    cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_dim", c->hidden_dim);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
+    cJSON_AddNumberToObject(o, "attn_dropout", c->attn_dropout);
+    if (c->mta) {
+        cJSON *m = cJSON_AddObjectToObject(o, "mta");
+        cJSON *ql = cJSON_AddArrayToObject(m, "qk_layers");
+        for (int l = 0; l < c->n_layers; l++)
+            if (c->qk_layer[l]) cJSON_AddItemToArray(ql, cJSON_CreateNumber(l));
+        cJSON_AddNumberToObject(m, "pre_cq", c->pre_cq);
+        cJSON_AddNumberToObject(m, "pre_ck", c->pre_ck);
+        cJSON_AddNumberToObject(m, "post_cq", c->post_cq);
+        cJSON_AddNumberToObject(m, "post_ck", c->post_ck);
+        cJSON_AddBoolToObject(m, "pre_head_mix", c->pre_head_mix);
+        cJSON_AddNumberToObject(m, "post_ch", c->post_ch);
+        cJSON_AddBoolToObject(m, "group_norm", c->group_norm);
+        cJSON_AddBoolToObject(m, "depth_scale", c->depth_scale);
+        cJSON_AddBoolToObject(m, "gate", c->gate);
+    } else {
+        cJSON_AddNullToObject(o, "mta");
+    }
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}

@@ -1,0 +1,540 @@
+// model.c: the MTA transformer, forward and backward (docs/model.md).
+// Shapes: N = B*T rows; x (N,D); q, k, v, attention out (B,H,T,d); FFN hidden (N,F); logits (N,V).
+// Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
+#include "model/model.h"
+#include "io/safetensors.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_TENSORS = 16 * MODEL_MAX_LAYERS + 2 };
+
+typedef struct {
+    float *x_in, *xn1, *rms1, *q, *k, *v, *ao, *aoc, *x_mid, *xn2, *rms2, *h1, *h3, *hg;
+} layer_acts;
+
+struct model {
+    model_config cfg;
+    int d;                    // head dim
+    model_tensor tensors[MAX_TENSORS];
+    int n_tensors;
+    size_t num_params;
+    float *params, *grads;
+    model_weights w, g;
+    // activations of the last forward, for batches up to (cap_B, cap_T)
+    int B, T, cap_B, cap_T, have_targets, n_valid;
+    int training;
+    uint64_t seed;
+    int *tokens, *targets;
+    float *acts;
+    layer_acts la[MODEL_MAX_LAYERS];
+    float *xf, *xnf, *rmsf, *logits, *rope_cos, *rope_sin;
+    // backward scratch
+    float *dx, *dxn, *dlin, *dq, *dk, *dv, *dao, *dh1, *dh3, *dlogits;
+    mta_ctx *ctx[MODEL_MAX_LAYERS];
+};
+
+static int fail(char *msg, size_t n, const char *fmt, ...) {
+    if (msg && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+// ---- parameter layout ---------------------------------------------------------------------
+
+static float *add_tensor(model *m, float *base, int build, const char *name, int ndim, int64_t a, int64_t b,
+                         int64_t c, size_t *off) {
+    size_t numel = (size_t)a * (ndim > 1 ? (size_t)b : 1) * (ndim > 2 ? (size_t)c : 1);
+    if (build) {
+        model_tensor *t = &m->tensors[m->n_tensors++];
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->ndim = ndim;
+        t->shape[0] = a, t->shape[1] = b, t->shape[2] = c;
+        t->offset = *off, t->numel = numel;
+    }
+    float *p = base ? base + *off : NULL;
+    *off += numel;
+    return p;
+}
+
+static const char *lname(char *buf, int l, const char *suffix) {
+    snprintf(buf, 80, "layers.%d.%s", l, suffix);
+    return buf;
+}
+
+// Walks the parameters in their fixed order: builds the tensor table (build = 1) and/or returns
+// named pointers into base (params or grads). Returns the total count.
+static size_t layout(model *m, float *base, int build, model_weights *w) {
+    const model_config *c = &m->cfg;
+    const int D = c->dim, H = c->n_heads, F = c->hidden_dim, d = D / H;
+    size_t off = 0;
+    char nm[80];
+    memset(w, 0, sizeof *w);
+    w->tok_embeddings = add_tensor(m, base, build, "tok_embeddings.weight", 2, c->vocab_size, D, 0, &off);
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_weights *L = &w->layer[l];
+        mta_config mc = model_layer_mta_config(c, l, 1, 1);
+        L->attn_norm = add_tensor(m, base, build, lname(nm, l, "attention_norm.weight"), 1, D, 0, 0, &off);
+        L->wq = add_tensor(m, base, build, lname(nm, l, "attention.wq.weight"), 2, D, D, 0, &off);
+        L->wk = add_tensor(m, base, build, lname(nm, l, "attention.wk.weight"), 2, D, D, 0, &off);
+        L->wv = add_tensor(m, base, build, lname(nm, l, "attention.wv.weight"), 2, D, D, 0, &off);
+        L->wo = add_tensor(m, base, build, lname(nm, l, "attention.wo.weight"), 2, D, D, 0, &off);
+        if (mc.pre_cq) L->w_pre = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_pre"), 3, H, mc.pre_cq, mc.pre_ck, &off);
+        if (mc.pre_head_mix) L->w_pre_head = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_pre_head"), 2, H, H, 0, &off);
+        if (mc.post_cq)
+            L->w_post = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_post"), 3, H, mc.post_cq, mc.post_ck, &off);
+        if (mc.post_ch)
+            L->w_post_head = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_post_head"), 3, H / mc.post_ch,
+                                        mc.post_ch, mc.post_ch, &off);
+        if (mc.group_norm) L->gn_weight = add_tensor(m, base, build, lname(nm, l, "attention.mta.gn_weight"), 1, d, 0, 0, &off);
+        if (mc.gate) {
+            L->gate_w = add_tensor(m, base, build, lname(nm, l, "attention.mta.gate_w"), 1, d, 0, 0, &off);
+            L->gate_b = add_tensor(m, base, build, lname(nm, l, "attention.mta.gate_b"), 1, 1, 0, 0, &off);
+        }
+        L->ffn_norm = add_tensor(m, base, build, lname(nm, l, "ffn_norm.weight"), 1, D, 0, 0, &off);
+        L->w1 = add_tensor(m, base, build, lname(nm, l, "feed_forward.w1.weight"), 2, F, D, 0, &off);
+        L->w2 = add_tensor(m, base, build, lname(nm, l, "feed_forward.w2.weight"), 2, D, F, 0, &off);
+        L->w3 = add_tensor(m, base, build, lname(nm, l, "feed_forward.w3.weight"), 2, F, D, 0, &off);
+    }
+    w->norm = add_tensor(m, base, build, "norm.weight", 1, D, 0, 0, &off);
+    return off;
+}
+
+model *model_create(const model_config *c, char *msg, size_t n) {
+    if (model_config_check(c, msg, n)) return NULL;
+    model *m = calloc(1, sizeof *m);
+    if (!m) {
+        fail(msg, n, "out of memory");
+        return NULL;
+    }
+    m->cfg = *c;
+    m->d = c->dim / c->n_heads;
+    model_weights tmp;
+    m->num_params = layout(m, NULL, 1, &tmp);
+    m->params = calloc(m->num_params, sizeof(float));
+    m->grads = calloc(m->num_params, sizeof(float));
+    if (!m->params || !m->grads) {
+        fail(msg, n, "out of memory for %zu parameters", m->num_params);
+        model_free(m);
+        return NULL;
+    }
+    layout(m, m->params, 0, &m->w);
+    layout(m, m->grads, 0, &m->g);
+    return m;
+}
+
+static void free_acts(model *m) {
+    free(m->acts);
+    free(m->tokens);
+    m->acts = NULL, m->tokens = NULL, m->targets = NULL;
+    for (int l = 0; l < MODEL_MAX_LAYERS; l++) {
+        mta_destroy(m->ctx[l]);
+        m->ctx[l] = NULL;
+    }
+    m->cap_B = m->cap_T = 0;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    free_acts(m);
+    free(m->params);
+    free(m->grads);
+    free(m);
+}
+
+const model_config *model_cfg(const model *m) { return &m->cfg; }
+size_t model_num_params(const model *m) { return m->num_params; }
+float *model_params(model *m) { return m->params; }
+float *model_grads(model *m) { return m->grads; }
+const float *model_logits(const model *m) { return m->logits; }
+void model_zero_grad(model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+
+const model_tensor *model_tensors(const model *m, int *count) {
+    *count = m->n_tensors;
+    return m->tensors;
+}
+
+model_weights model_weights_of(model *m, float *base) {
+    model_weights w;
+    layout(m, base, 0, &w);
+    return w;
+}
+
+// ---- initialisation -------------------------------------------------------------------------
+
+static double rng_uniform(uint64_t *s) {
+    // splitmix64: small, fast, good enough for initialisation and reproducible everywhere
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static void trunc_normal(float *x, size_t n, float std, uint64_t *s) {
+    for (size_t i = 0; i < n; i++) {
+        double z;
+        do z = sqrt(-2.0 * log(rng_uniform(s))) * cos(6.283185307179586 * rng_uniform(s));
+        while (fabs(z) > 3.0);
+        x[i] = (float)(z * std);
+    }
+}
+
+static void fill(float *x, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+void model_init(model *m, uint64_t seed) {
+    const model_config *c = &m->cfg;
+    const int D = c->dim, F = c->hidden_dim;
+    const float sd = 1.0f / sqrtf((float)D), sf = 1.0f / sqrtf((float)F);
+    uint64_t s = seed;
+    memset(m->params, 0, m->num_params * sizeof(float));
+    trunc_normal(m->w.tok_embeddings, (size_t)c->vocab_size * D, sd, &s);
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_weights *L = &m->w.layer[l];
+        mta_config mc = model_layer_mta_config(c, l, 1, 1);
+        fill(L->attn_norm, D, 1.0f);
+        fill(L->ffn_norm, D, 1.0f);
+        trunc_normal(L->wq, (size_t)D * D, sd, &s);
+        trunc_normal(L->wk, (size_t)D * D, sd, &s);
+        trunc_normal(L->wv, (size_t)D * D, sd, &s);
+        trunc_normal(L->wo, (size_t)D * D, sd, &s);
+        trunc_normal(L->w1, (size_t)F * D, sd, &s);
+        trunc_normal(L->w3, (size_t)F * D, sd, &s);
+        trunc_normal(L->w2, (size_t)D * F, sf, &s);
+        mta_params_init_identity(&mc, L->w_pre, L->w_pre_head, L->w_post, L->w_post_head, L->gn_weight, L->gate_b);
+        if (L->gate_w) trunc_normal(L->gate_w, (size_t)m->d, sd, &s);
+    }
+    fill(m->w.norm, D, 1.0f);
+}
+
+// ---- building blocks ------------------------------------------------------------------------
+
+// y (N,out) = x (N,in) W^T, W (out,in).
+static void linear_forward(float *y, const float *x, const float *W, int N, int in, int out) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+}
+
+// dx (N,in) = dy W (added to beta * dx); dW (out,in) += dy^T x.
+static void linear_backward(float *dx, float beta, float *dW, const float *dy, const float *x, const float *W, int N,
+                            int in, int out) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, dy, out, W, in, beta, dx, in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW, in);
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w per row of D; rs saves 1/sqrt(...).
+static void rmsnorm_forward(float *y, float *rs, const float *x, const float *w, int N, int D, float eps) {
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * D;
+        float ss = 0.0f;
+        for (int e = 0; e < D; e++) ss += xi[e] * xi[e];
+        float r = 1.0f / sqrtf(ss / D + eps);
+        rs[i] = r;
+        for (int e = 0; e < D; e++) y[(size_t)i * D + e] = xi[e] * r * w[e];
+    }
+}
+
+// dx += rs*u - rs^3/D * x * (u . x) with u = dy*w;  dw += sum_rows dy * x * rs (rows in order).
+static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *rs, const float *w,
+                             int N, int D) {
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * D, *gi = dy + (size_t)i * D;
+        float r = rs[i], ux = 0.0f;
+        for (int e = 0; e < D; e++) ux += gi[e] * w[e] * xi[e];
+        float k3 = r * r * r * ux / D;
+        for (int e = 0; e < D; e++) dx[(size_t)i * D + e] += r * gi[e] * w[e] - k3 * xi[e];
+    }
+    for (int i = 0; i < N; i++)
+        for (int e = 0; e < D; e++) dw[e] += dy[(size_t)i * D + e] * x[(size_t)i * D + e] * rs[i];
+}
+
+// (B,T,H*d) rows -> (B,H,T,d) heads, rotating pairs (2i, 2i+1) by angle t*theta^(-2i/d) when
+// cs/sn are given (RoPE).
+static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn) {
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *s = src + ((size_t)b * T + t) * H * d + (size_t)h * d;
+                float *o = dst + (((size_t)b * H + h) * T + t) * d;
+                if (!cs) {
+                    memcpy(o, s, (size_t)d * sizeof(float));
+                    continue;
+                }
+                for (int i = 0; i < d / 2; i++) {
+                    float c = cs[(size_t)t * (d / 2) + i], sn_ = sn[(size_t)t * (d / 2) + i];
+                    float x0 = s[2 * i], x1 = s[2 * i + 1];
+                    o[2 * i] = x0 * c - x1 * sn_;
+                    o[2 * i + 1] = x0 * sn_ + x1 * c;
+                }
+            }
+}
+
+// The inverse: (B,H,T,d) -> (B,T,H*d), rotating back by -angle (the transpose of the rotation,
+// which is also the gradient of split_heads).
+static void merge_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn) {
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *s = src + (((size_t)b * H + h) * T + t) * d;
+                float *o = dst + ((size_t)b * T + t) * H * d + (size_t)h * d;
+                if (!cs) {
+                    memcpy(o, s, (size_t)d * sizeof(float));
+                    continue;
+                }
+                for (int i = 0; i < d / 2; i++) {
+                    float c = cs[(size_t)t * (d / 2) + i], sn_ = sn[(size_t)t * (d / 2) + i];
+                    float g0 = s[2 * i], g1 = s[2 * i + 1];
+                    o[2 * i] = g0 * c + g1 * sn_;
+                    o[2 * i + 1] = -g0 * sn_ + g1 * c;
+                }
+            }
+}
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// ---- activations ----------------------------------------------------------------------------
+
+static float *take(float **p, size_t count) {
+    float *r = *p;
+    *p += count;
+    return r;
+}
+
+static int ensure_acts(model *m, int B, int T, char *msg, size_t n) {
+    if (B == m->cap_B && T == m->cap_T) return 0;
+    free_acts(m);
+    const model_config *c = &m->cfg;
+    const size_t N = (size_t)B * T, D = c->dim, F = c->hidden_dim, V = c->vocab_size, L = c->n_layers;
+    const size_t per_layer = 9 * N * D + 2 * N + 3 * N * F;
+    const size_t total = L * per_layer + 2 * N * D + N + 2 * N * V + (size_t)T * (m->d / 2) * 2 +
+                         3 * N * D + 4 * N * D + 2 * N * F;
+    m->acts = calloc(total, sizeof(float));
+    m->tokens = malloc(2 * N * sizeof(int));
+    if (!m->acts || !m->tokens) {
+        free_acts(m);
+        return fail(msg, n, "out of memory for activations (B=%d, T=%d)", B, T);
+    }
+    m->targets = m->tokens + N;
+    float *p = m->acts;
+    for (size_t l = 0; l < L; l++) {
+        layer_acts *a = &m->la[l];
+        a->x_in = take(&p, N * D), a->xn1 = take(&p, N * D), a->rms1 = take(&p, N);
+        a->q = take(&p, N * D), a->k = take(&p, N * D), a->v = take(&p, N * D), a->ao = take(&p, N * D), a->aoc = take(&p, N * D);
+        a->x_mid = take(&p, N * D), a->xn2 = take(&p, N * D), a->rms2 = take(&p, N);
+        a->h1 = take(&p, N * F), a->h3 = take(&p, N * F), a->hg = take(&p, N * F);
+    }
+    m->xf = take(&p, N * D), m->xnf = take(&p, N * D), m->rmsf = take(&p, N), m->logits = take(&p, N * V), m->dlogits = take(&p, N * V);
+    m->rope_cos = take(&p, (size_t)T * (m->d / 2)), m->rope_sin = take(&p, (size_t)T * (m->d / 2));
+    m->dx = take(&p, N * D), m->dxn = take(&p, N * D), m->dlin = take(&p, N * D);
+    m->dq = take(&p, N * D), m->dk = take(&p, N * D), m->dv = take(&p, N * D), m->dao = take(&p, N * D);
+    m->dh1 = take(&p, N * F), m->dh3 = take(&p, N * F);
+    for (int l = 0; l < c->n_layers; l++) {
+        mta_config mc = model_layer_mta_config(c, l, B, T);
+        if (mta_create(&m->ctx[l], &mc, msg, n) != MTA_OK) {
+            free_acts(m);
+            return -1;
+        }
+    }
+    // RoPE table in double: angle t * theta^(-2i/d)
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < m->d / 2; i++) {
+            double ang = t * pow((double)c->rope_theta, -2.0 * i / m->d);
+            m->rope_cos[(size_t)t * (m->d / 2) + i] = (float)cos(ang);
+            m->rope_sin[(size_t)t * (m->d / 2) + i] = (float)sin(ang);
+        }
+    m->cap_B = B, m->cap_T = T;
+    return 0;
+}
+
+static mta_params layer_mta_params(const layer_weights *L) {
+    mta_params p = {L->w_pre, L->w_pre_head, L->w_post, L->w_post_head, L->gn_weight, L->gate_w, L->gate_b};
+    return p;
+}
+
+void model_set_training(model *m, int training, uint64_t seed) {
+    m->training = training != 0;
+    m->seed = seed;
+}
+
+// ---- forward and backward -----------------------------------------------------------------------
+
+int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg, size_t n) {
+    const model_config *c = &m->cfg;
+    if (B < 1 || T < 1) return fail(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
+    if (ensure_acts(m, B, T, msg, n)) return -1;
+    const int D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
+    const int N = B * T;
+    for (int i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= V) return fail(msg, n, "token %d at position %d is outside [0, %d)", tokens[i], i, V);
+        if (targets && (targets[i] < -1 || targets[i] >= V))
+            return fail(msg, n, "target %d at position %d is outside [-1, %d)", targets[i], i, V);
+    }
+    memcpy(m->tokens, tokens, (size_t)N * sizeof(int));
+    m->have_targets = targets != NULL;
+    if (targets) memcpy(m->targets, targets, (size_t)N * sizeof(int));
+    m->B = B, m->T = T;
+
+    float *x = m->la[0].x_in;
+    for (int i = 0; i < N; i++) memcpy(x + (size_t)i * D, m->w.tok_embeddings + (size_t)tokens[i] * D, D * sizeof(float));
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_acts *a = &m->la[l];
+        const layer_weights *L = &m->w.layer[l];
+        rmsnorm_forward(a->xn1, a->rms1, a->x_in, L->attn_norm, N, D, c->norm_eps);
+        linear_forward(m->dlin, a->xn1, L->wq, N, D, D);
+        split_heads(a->q, m->dlin, B, T, H, d, m->rope_cos, m->rope_sin);
+        linear_forward(m->dlin, a->xn1, L->wk, N, D, D);
+        split_heads(a->k, m->dlin, B, T, H, d, m->rope_cos, m->rope_sin);
+        linear_forward(m->dlin, a->xn1, L->wv, N, D, D);
+        split_heads(a->v, m->dlin, B, T, H, d, NULL, NULL);
+        mta_params p = layer_mta_params(L);
+        mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
+        if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
+            return fail(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
+        merge_heads(a->aoc, a->ao, B, T, H, d, NULL, NULL);
+        linear_forward(a->x_mid, a->aoc, L->wo, N, D, D);
+        for (size_t i = 0; i < (size_t)N * D; i++) a->x_mid[i] += a->x_in[i];
+        rmsnorm_forward(a->xn2, a->rms2, a->x_mid, L->ffn_norm, N, D, c->norm_eps);
+        linear_forward(a->h1, a->xn2, L->w1, N, D, F);
+        linear_forward(a->h3, a->xn2, L->w3, N, D, F);
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < (size_t)N * F; i++) a->hg[i] = a->h1[i] * sigmoidf(a->h1[i]) * a->h3[i];
+        float *next = l + 1 < c->n_layers ? m->la[l + 1].x_in : m->xf;
+        linear_forward(next, a->hg, L->w2, N, F, D);
+        for (size_t i = 0; i < (size_t)N * D; i++) next[i] += a->x_mid[i];
+    }
+    rmsnorm_forward(m->xnf, m->rmsf, m->xf, m->w.norm, N, D, c->norm_eps);
+    linear_forward(m->logits, m->xnf, m->w.tok_embeddings, N, D, V);
+    if (!targets) return 0;
+
+    // Mean cross-entropy over the targets that are not -1; dlogits = (softmax - onehot) / count.
+    int valid = 0;
+    for (int i = 0; i < N; i++) valid += targets[i] >= 0;
+    m->n_valid = valid;
+    double total = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *z = m->logits + (size_t)i * V;
+        float *g = m->dlogits + (size_t)i * V;
+        if (targets[i] < 0) {
+            memset(g, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        float mx = z[0];
+        for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+        double se = 0.0;
+        for (int j = 0; j < V; j++) se += exp((double)z[j] - mx);
+        total += log(se) + mx - z[targets[i]];
+        for (int j = 0; j < V; j++) g[j] = (float)(exp((double)z[j] - mx) / se) / valid;
+        g[targets[i]] -= 1.0f / valid;
+    }
+    if (loss) *loss = valid ? (float)(total / valid) : 0.0f;
+    return 0;
+}
+
+int model_backward(model *m, char *msg, size_t n) {
+    const model_config *c = &m->cfg;
+    if (!m->have_targets) return fail(msg, n, "model_backward needs a forward with targets first");
+    const int B = m->B, T = m->T, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
+    const int N = B * T;
+    model_weights *G = &m->g;
+    const model_weights *W = &m->w;
+
+    // logits = xnf E^T (tied): dE += dlogits^T xnf, dxnf = dlogits E
+    linear_backward(m->dxn, 0.0f, G->tok_embeddings, m->dlogits, m->xnf, W->tok_embeddings, N, D, V);
+    memset(m->dx, 0, (size_t)N * D * sizeof(float));
+    rmsnorm_backward(m->dx, G->norm, m->dxn, m->xf, m->rmsf, W->norm, N, D);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        layer_acts *a = &m->la[l];
+        const layer_weights *L = &W->layer[l];
+        layer_weights *LG = &G->layer[l];
+        // x_next = x_mid + hg w2^T; hg = silu(h1) * h3
+        float *dhg = m->dh1;
+        linear_backward(dhg, 0.0f, LG->w2, m->dx, a->hg, L->w2, N, F, D);
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < (size_t)N * F; i++) {
+            float s = sigmoidf(a->h1[i]), gg = dhg[i];
+            m->dh3[i] = gg * a->h1[i] * s;
+            dhg[i] = gg * a->h3[i] * s * (1.0f + a->h1[i] * (1.0f - s));  // now dh1
+        }
+        linear_backward(m->dxn, 0.0f, LG->w1, m->dh1, a->xn2, L->w1, N, D, F);
+        linear_backward(m->dxn, 1.0f, LG->w3, m->dh3, a->xn2, L->w3, N, D, F);
+        rmsnorm_backward(m->dx, LG->ffn_norm, m->dxn, a->x_mid, a->rms2, L->ffn_norm, N, D);  // dx = d x_mid
+        // x_mid = x_in + aoc wo^T
+        linear_backward(m->dlin, 0.0f, LG->wo, m->dx, a->aoc, L->wo, N, D, D);
+        split_heads(m->dao, m->dlin, B, T, H, d, NULL, NULL);
+        memset(m->dq, 0, 3 * (size_t)N * D * sizeof(float));  // dq, dk, dv are contiguous
+        mta_params p = layer_mta_params(L);
+        mta_grads g = {LG->w_pre, LG->w_pre_head, LG->w_post, LG->w_post_head, LG->gn_weight, LG->gate_w, LG->gate_b};
+        if (mta_backward(m->ctx[l], a->q, a->k, a->v, &p, m->dao, m->dq, m->dk, m->dv, &g) != MTA_OK)
+            return fail(msg, n, "layer %d attention backward: %s", l, mta_ctx_error(m->ctx[l]));
+        merge_heads(m->dlin, m->dq, B, T, H, d, m->rope_cos, m->rope_sin);
+        linear_backward(m->dxn, 0.0f, LG->wq, m->dlin, a->xn1, L->wq, N, D, D);
+        merge_heads(m->dlin, m->dk, B, T, H, d, m->rope_cos, m->rope_sin);
+        linear_backward(m->dxn, 1.0f, LG->wk, m->dlin, a->xn1, L->wk, N, D, D);
+        merge_heads(m->dlin, m->dv, B, T, H, d, NULL, NULL);
+        linear_backward(m->dxn, 1.0f, LG->wv, m->dlin, a->xn1, L->wv, N, D, D);
+        rmsnorm_backward(m->dx, LG->attn_norm, m->dxn, a->x_in, a->rms1, L->attn_norm, N, D);  // dx = d x_in
+    }
+    // embedding lookup: rows in order, so repeated tokens sum deterministically
+    for (int i = 0; i < N; i++) {
+        float *ge = G->tok_embeddings + (size_t)m->tokens[i] * D;
+        for (int e = 0; e < D; e++) ge[e] += m->dx[(size_t)i * D + e];
+    }
+    return 0;
+}
+
+// ---- weights as safetensors ----------------------------------------------------------------------
+
+int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
+    st_tensor ts[MAX_TENSORS];
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        memset(&ts[i], 0, sizeof ts[i]);
+        ts[i].name = (char *)t->name;
+        ts[i].ndim = t->ndim;
+        for (int k = 0; k < t->ndim; k++) ts[i].shape[k] = t->shape[k];
+        ts[i].numel = t->numel;
+        ts[i].data = m->params + t->offset;
+    }
+    return st_write(path, ts, m->n_tensors, NULL, 0, msg, n);
+}
+
+int model_load_weights(model *m, const char *path, char *msg, size_t n) {
+    st_file f;
+    char err[512];
+    if (st_read(path, &f, err, sizeof err)) return fail(msg, n, "%s", err);
+    int rc = 0;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        const model_tensor *t = &m->tensors[i];
+        const st_tensor *s = st_find(&f, t->name);
+        if (!s) {
+            rc = fail(msg, n, "%s: missing tensor '%s' (does the config match the weights?)", path, t->name);
+            break;
+        }
+        int same = s->ndim == t->ndim;
+        for (int k = 0; same && k < t->ndim; k++) same = s->shape[k] == t->shape[k];
+        if (!same) rc = fail(msg, n, "%s: tensor '%s' has the wrong shape for this config", path, t->name);
+        else memcpy(m->params + t->offset, s->data, t->numel * sizeof(float));
+    }
+    if (!rc && f.n_tensors != m->n_tensors) {
+        for (int i = 0; i < f.n_tensors && !rc; i++) {
+            int known = 0;
+            for (int j = 0; j < m->n_tensors && !known; j++) known = !strcmp(f.tensors[i].name, m->tensors[j].name);
+            if (!known) rc = fail(msg, n, "%s: unexpected tensor '%s' for this config", path, f.tensors[i].name);
+        }
+    }
+    st_free(&f);
+    return rc;
+}

@@ -1,0 +1,99 @@
+// model.h: the Llama-style MTA transformer (docs/model.md, shared/mta-spec.md section 3).
+// Forward and backward over token batches (B,T); parameters in one allocation with named
+// pointers; weights load and save as safetensors with the documented names.
+#ifndef MTAC_MODEL_H
+#define MTAC_MODEL_H
+
+#include "mta.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { MODEL_MAX_LAYERS = 256 };
+
+typedef struct {
+    int dim, n_layers, n_heads, vocab_size, hidden_dim;
+    float rope_theta, norm_eps, attn_dropout;
+    // MTA; mta = 0 is the baseline Transformer
+    int mta;
+    unsigned char qk_layer[MODEL_MAX_LAYERS];  // 1 where the key-query convolutions apply
+    int pre_cq, pre_ck, post_cq, post_ck, pre_head_mix, post_ch, group_norm, depth_scale, gate;
+} model_config;
+
+// Default SwiGLU width: 256 * ceil(int(8*dim/3) / 256).
+int model_default_hidden(int dim);
+
+// Checks a config (sizes, head split, kernel shapes); message in msg. 0 on success.
+int model_config_check(const model_config *c, char *msg, size_t n);
+
+// Reads a config JSON (docs/model.md); unknown keys are errors. 0 on success.
+int model_config_from_json(const char *json, model_config *c, char *msg, size_t n);
+int model_config_load(const char *path, model_config *c, char *msg, size_t n);
+// Writes the config as JSON (malloc'd string; caller frees).
+char *model_config_to_json(const model_config *c);
+
+// Named presets (toy, toy-baseline, lm1m, lm10m, 300m, 830m, each also "-baseline"): 0, or -1
+// for an unknown name. model_preset_names lists them.
+int model_preset(const char *name, model_config *c);
+const char *model_preset_names(void);
+
+// The MTA operator config of layer l at batch B and length T.
+mta_config model_layer_mta_config(const model_config *c, int l, int B, int T);
+
+// One named parameter tensor inside the parameter block.
+typedef struct {
+    char name[80];
+    int ndim;
+    int64_t shape[3];
+    size_t offset, numel;
+} model_tensor;
+
+typedef struct {
+    float *attn_norm, *wq, *wk, *wv, *wo;
+    float *w_pre, *w_pre_head, *w_post, *w_post_head, *gn_weight, *gate_w, *gate_b;  // NULL if absent
+    float *ffn_norm, *w1, *w2, *w3;
+} layer_weights;
+
+typedef struct {
+    float *tok_embeddings;   // (V, D); also the output projection (tied)
+    layer_weights layer[MODEL_MAX_LAYERS];
+    float *norm;             // (D)
+} model_weights;
+
+typedef struct model model;
+
+// Allocates a model with zeroed parameters and gradients. NULL with a message on failure.
+model *model_create(const model_config *c, char *msg, size_t n);
+void model_free(model *m);
+
+const model_config *model_cfg(const model *m);
+size_t model_num_params(const model *m);
+float *model_params(model *m);   // all parameters, model_num_params floats
+float *model_grads(model *m);    // their gradients, same layout
+const model_tensor *model_tensors(const model *m, int *count);
+model_weights model_weights_of(model *m, float *base);  // named pointers into params or grads
+
+// Initialisation (spec section 3): truncated normal std dim^-0.5 (cut at 3 std) for embeddings,
+// wq, wk, wv, wo, w1, w3 and the gate weight; w2 std hidden^-0.5; norms 1; MTA identity kernels.
+void model_init(model *m, uint64_t seed);
+
+// Forward over tokens (B,T) (ids in [0,V)). With targets (B,T) (-1 = ignored) it also computes
+// the mean cross-entropy loss into *loss and keeps what model_backward needs. logits (B,T,V) are
+// available from model_logits after the call. Returns 0, or -1 with a message.
+int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg,
+                  size_t n);
+const float *model_logits(const model *m);
+
+// Training mode: attention dropout (attn_dropout > 0) applies to the forwards that follow, with
+// masks drawn from seed (give each step its own seed). Off by default (evaluation).
+void model_set_training(model *m, int training, uint64_t seed);
+
+// Backward of the last forward with targets: gradients are ADDED to model_grads.
+int model_backward(model *m, char *msg, size_t n);
+void model_zero_grad(model *m);
+
+// Weights as safetensors with the names of docs/model.md.
+int model_save_weights(const model *m, const char *path, char *msg, size_t n);
+int model_load_weights(model *m, const char *path, char *msg, size_t n);
+
+#endif

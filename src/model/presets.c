@@ -1,0 +1,67 @@
+// presets.c: named model configurations (docs/model.md): the paper's toy-task and 830M/300M
+// layouts, and small language models sized for a 2-core CPU.
+#include "model/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+// The 830M pattern: Q-K convolutions c_q=6, c_k=11 before and after the softmax in layers
+// 2, 6, 10, ...; head mixing, head convolution over all heads, group norm and gate everywhere.
+static void mta_830m_pattern(model_config *c) {
+    c->mta = 1;
+    for (int l = 2; l < c->n_layers; l += 4) c->qk_layer[l] = 1;
+    c->pre_cq = 6, c->pre_ck = 11, c->post_cq = 6, c->post_ck = 11;
+    c->pre_head_mix = 1, c->post_ch = c->n_heads, c->group_norm = 1, c->gate = 1;
+}
+
+static model_config base(int dim, int layers, int heads, int vocab, int hidden) {
+    model_config c;
+    memset(&c, 0, sizeof c);
+    c.dim = dim, c.n_layers = layers, c.n_heads = heads, c.vocab_size = vocab;
+    c.hidden_dim = hidden ? hidden : model_default_hidden(dim);
+    c.rope_theta = 1e5f, c.norm_eps = 1e-5f;
+    return c;
+}
+
+static const char *const names[] = {"toy", "toy-baseline", "lm1m", "lm1m-baseline", "lm10m", "lm10m-baseline",
+                                    "300m", "300m-baseline", "830m", "830m-baseline"};
+
+int model_preset(const char *name, model_config *c) {
+    const int BYTE_VOCAB = 259;  // 256 bytes + BOS, EOS, PAD
+    const char *dash = strstr(name, "-baseline");
+    int baseline = dash && !strcmp(dash, "-baseline");
+    size_t stem = baseline ? (size_t)(dash - name) : strlen(name);
+    if (stem == 3 && !strncmp(name, "toy", 3)) {
+        // Paper Table 1 setting: pre-softmax Q-K conv only, c_q=2, c_k=9, in all 4 layers.
+        *c = base(256, 4, 2, 32, 768);
+        c->attn_dropout = 0.1f;
+        if (!baseline) {
+            c->mta = 1;
+            for (int l = 0; l < 4; l++) c->qk_layer[l] = 1;
+            c->pre_cq = 2, c->pre_ck = 9;
+        }
+    } else if (stem == 4 && !strncmp(name, "lm1m", 4)) {
+        *c = base(128, 4, 4, BYTE_VOCAB, 384);
+        if (!baseline) mta_830m_pattern(c);
+    } else if (stem == 5 && !strncmp(name, "lm10m", 5)) {
+        *c = base(320, 8, 8, BYTE_VOCAB, 864);
+        if (!baseline) mta_830m_pattern(c);
+    } else if (stem == 4 && !strncmp(name, "300m", 4)) {
+        *c = base(1024, 20, 16, 128256, 0);
+        if (!baseline) mta_830m_pattern(c);
+    } else if (stem == 4 && !strncmp(name, "830m", 4)) {
+        *c = base(1536, 24, 16, 128256, 0);
+        if (!baseline) mta_830m_pattern(c);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+const char *model_preset_names(void) {
+    static char buf[256];
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? ", " : "", names[i]);
+    return buf;
+}

@@ -1,0 +1,267 @@
+// test_model.c: the MTA transformer: config parsing, presets and parameter counts, gradients
+// against finite differences, identity MTA == baseline, causality, dropout, weights round trip.
+#include "model/model.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static const char *TINY_MTA =
+    "{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 11, \"hidden_dim\": 12,"
+    " \"mta\": {\"qk_layers\": [1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 2, \"post_ck\": 3,"
+    " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true, \"gate\": true}}";
+
+static model *make(const char *json, uint64_t seed) {
+    model_config c;
+    char msg[256];
+    if (model_config_from_json(json, &c, msg, sizeof msg)) fail_msg("%s", msg);
+    model *m = model_create(&c, msg, sizeof msg);
+    if (!m) fail_msg("%s", msg);
+    model_init(m, seed);
+    return m;
+}
+
+static void tokens_for(int *tok, int *tgt, int n, int V, uint64_t seed) {
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        tok[i] = (int)((seed >> 33) % V);
+        tgt[i] = (i % 4 == 3) ? -1 : (int)((seed >> 13) % V);  // some ignored targets
+    }
+}
+
+static void test_presets_and_counts(void **s) {
+    (void)s;
+    model_config c;
+    char msg[256];
+    assert_int_equal(model_preset("830m", &c), 0);
+    model *m = model_create(&c, msg, sizeof msg);
+    assert_non_null(m);
+    assert_int_equal(model_num_params(m), 876583320);  // the paper's MTA count
+    model_free(m);
+    assert_int_equal(model_preset("830m-baseline", &c), 0);
+    m = model_create(&c, msg, sizeof msg);
+    assert_int_equal(model_num_params(m), 876553728);  // the paper's baseline count
+    model_free(m);
+    const char *ok[] = {"toy", "toy-baseline", "lm1m", "lm10m-baseline", "300m"};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(model_preset(ok[i], &c), 0);
+        assert_int_equal(model_config_check(&c, msg, sizeof msg), 0);
+    }
+    assert_int_equal(model_preset("830m-base", &c), -1);
+    assert_int_equal(model_preset("nope", &c), -1);
+}
+
+static void expect_bad(const char *json, const char *needle) {
+    model_config c;
+    char msg[256] = "";
+    assert_int_equal(model_config_from_json(json, &c, msg, sizeof msg), -1);
+    if (!strstr(msg, needle)) fail_msg("'%s' does not mention '%s'", msg, needle);
+}
+
+static void test_config_errors(void **s) {
+    (void)s;
+    expect_bad("{", "not a JSON object");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"dmi\": 3}", "unknown key 'dmi'");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 3, \"vocab_size\": 5}", "not divisible");
+    expect_bad("{\"dim\": 8.5, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}", "integer");
+    expect_bad("{\"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}", "required");
+    expect_bad("{\"dim\": 6, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}", "even");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"qk_layers\": [2]}}",
+               "qk_layers");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"pre_cq\": 2, \"pre_ck\": 4}}",
+               "odd");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"gate\": 1}}", "true or false");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"post_ch\": 3}}", "divide");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": 1.5}", "dropout");
+    // and the round trip through JSON
+    model_config c, c2;
+    char msg[256];
+    assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
+    char *js = model_config_to_json(&c);
+    assert_int_equal(model_config_from_json(js, &c2, msg, sizeof msg), 0);
+    free(js);
+    assert_memory_equal(&c, &c2, sizeof c);
+}
+
+static double loss_of(model *m, const int *tok, const int *tgt, int B, int T) {
+    float loss;
+    char msg[256];
+    if (model_forward(m, tok, tgt, B, T, &loss, msg, sizeof msg)) fail_msg("%s", msg);
+    return loss;
+}
+
+// Every parameter tensor: central differences of the loss against the backward.
+static void gradcheck_model(const char *json, float dropout) {
+    model_config c;
+    char msg[256];
+    assert_int_equal(model_config_from_json(json, &c, msg, sizeof msg), 0);
+    c.attn_dropout = dropout;
+    model *m = model_create(&c, msg, sizeof msg);
+    model_init(m, 3);
+    // perturb MTA kernels away from identity so every path carries gradient
+    int nt;
+    const model_tensor *ts = model_tensors(m, &nt);
+    uint64_t sd = 77;
+    for (int i = 0; i < nt; i++)
+        if (strstr(ts[i].name, ".mta.") || strstr(ts[i].name, "norm"))
+            for (size_t j = 0; j < ts[i].numel; j++) model_params(m)[ts[i].offset + j] += 0.2f * tu_randn(&sd);
+    const int B = 2, T = 6;
+    int tok[12], tgt[12];
+    tokens_for(tok, tgt, B * T, c.vocab_size, 5);
+    model_set_training(m, dropout > 0, 1234);
+    model_zero_grad(m);
+    loss_of(m, tok, tgt, B, T);
+    assert_int_equal(model_backward(m, msg, sizeof msg), 0);
+    float *g = malloc(model_num_params(m) * sizeof(float));
+    memcpy(g, model_grads(m), model_num_params(m) * sizeof(float));
+    int bad = 0, checked = 0;
+    const float eps = 3e-3f;  // small: the loss curves fast in the MTA kernels
+    for (int i = 0; i < nt; i++) {
+        size_t stride = ts[i].numel > 12 ? ts[i].numel / 12 : 1;
+        for (size_t j = 0; j < ts[i].numel; j += stride) {
+            float *p = model_params(m) + ts[i].offset + j;
+            float p0 = *p;
+            *p = p0 + eps;
+            double lp = loss_of(m, tok, tgt, B, T);
+            *p = p0 - eps;
+            double lm = loss_of(m, tok, tgt, B, T);
+            *p = p0;
+            double fd = (lp - lm) / (2 * eps), an = g[ts[i].offset + j];
+            checked++;
+            if (fabs(fd - an) > 2e-3 + 2e-2 * fabs(an)) {
+                if (bad < 8) fprintf(stderr, "  %s[%zu]: analytic %.6g, finite difference %.6g\n", ts[i].name, j, an, fd);
+                bad++;
+            }
+        }
+    }
+    fprintf(stderr, "  %d of %d parameter entries checked against finite differences\n", checked - bad, checked);
+    free(g);
+    model_free(m);
+    assert_int_equal(bad, 0);
+}
+
+static void test_gradcheck_mta(void **s) {
+    (void)s;
+    gradcheck_model(TINY_MTA, 0.0f);
+}
+
+static void test_gradcheck_baseline(void **s) {
+    (void)s;
+    gradcheck_model("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 11, \"hidden_dim\": 12}", 0.0f);
+}
+
+static void test_gradcheck_dropout(void **s) {
+    (void)s;
+    gradcheck_model(TINY_MTA, 0.3f);  // a fixed seed fixes the mask, so the loss is smooth
+}
+
+// Identity kernels (no norm, no gate) reproduce the baseline with the same other weights.
+static void test_identity_mta_equals_baseline(void **s) {
+    (void)s;
+    const char *mj = "{\"dim\": 16, \"n_layers\": 2, \"n_heads\": 4, \"vocab_size\": 13, \"hidden_dim\": 24,"
+                     " \"mta\": {\"qk_layers\": [0, 1], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2, \"post_ck\": 3,"
+                     " \"pre_head_mix\": true, \"post_ch\": 2}}";
+    model *a = make(mj, 9);
+    model *b = make("{\"dim\": 16, \"n_layers\": 2, \"n_heads\": 4, \"vocab_size\": 13, \"hidden_dim\": 24}", 9);
+    // copy every baseline tensor of a into b by name (the MTA tensors are identity in a)
+    int na, nb;
+    const model_tensor *ta = model_tensors(a, &na), *tb = model_tensors(b, &nb);
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < na; j++)
+            if (!strcmp(tb[i].name, ta[j].name))
+                memcpy(model_params(b) + tb[i].offset, model_params(a) + ta[j].offset, tb[i].numel * sizeof(float));
+    int tok[2 * 9], tgt[2 * 9];
+    tokens_for(tok, tgt, 18, 13, 2);
+    double la = loss_of(a, tok, tgt, 2, 9), lb = loss_of(b, tok, tgt, 2, 9);
+    assert_true(fabs(la - lb) < 1e-6);
+    assert_true(tu_max_abs_diff(model_logits(a), model_logits(b), 2 * 9 * 13) < 1e-5);
+    model_free(a);
+    model_free(b);
+}
+
+// Logits at position t do not depend on tokens after t.
+static void test_causal(void **s) {
+    (void)s;
+    model *m = make(TINY_MTA, 4);
+    int tok[10], tgt[10];
+    tokens_for(tok, tgt, 10, 11, 8);
+    loss_of(m, tok, tgt, 1, 10);
+    float ref[10 * 11];
+    memcpy(ref, model_logits(m), sizeof ref);
+    tok[7] = (tok[7] + 1) % 11, tok[9] = (tok[9] + 5) % 11;
+    loss_of(m, tok, tgt, 1, 10);
+    assert_memory_equal(ref, model_logits(m), 7 * 11 * sizeof(float));
+    assert_true(tu_max_abs_diff(ref + 7 * 11, model_logits(m) + 7 * 11, 11) > 0);
+    model_free(m);
+}
+
+static void test_dropout_modes(void **s) {
+    (void)s;
+    model_config c;
+    char msg[256];
+    assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
+    model *plain = model_create(&c, msg, sizeof msg);
+    c.attn_dropout = 0.5f;
+    model *drop = model_create(&c, msg, sizeof msg);
+    model_init(plain, 1), model_init(drop, 1);
+    int tok[12], tgt[12];
+    tokens_for(tok, tgt, 12, 11, 3);
+    double l0 = loss_of(plain, tok, tgt, 2, 6), le = loss_of(drop, tok, tgt, 2, 6);
+    assert_true(l0 == le);  // evaluation: no dropout
+    model_set_training(drop, 1, 42);
+    double l1 = loss_of(drop, tok, tgt, 2, 6), l1b = loss_of(drop, tok, tgt, 2, 6);
+    model_set_training(drop, 1, 43);
+    double l2 = loss_of(drop, tok, tgt, 2, 6);
+    assert_true(l1 == l1b);  // same seed, same mask
+    assert_true(l1 != l0 && l2 != l1);
+    model_free(plain);
+    model_free(drop);
+}
+
+static void test_weights_round_trip(void **s) {
+    (void)s;
+    model *a = make(TINY_MTA, 11), *b = make(TINY_MTA, 12);
+    char msg[512];
+    const char *path = "/tmp/mtac_test_model.safetensors";
+    assert_int_equal(model_save_weights(a, path, msg, sizeof msg), 0);
+    assert_int_equal(model_load_weights(b, path, msg, sizeof msg), 0);
+    assert_memory_equal(model_params(a), model_params(b), model_num_params(a) * sizeof(float));
+    model *c = make("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 11, \"hidden_dim\": 12}", 1);
+    assert_int_equal(model_load_weights(c, path, msg, sizeof msg), -1);  // extra MTA tensors
+    assert_non_null(strstr(msg, "unexpected tensor"));
+    model_free(a), model_free(b), model_free(c);
+    remove(path);
+}
+
+static void test_bad_tokens(void **s) {
+    (void)s;
+    model *m = make(TINY_MTA, 1);
+    int tok[4] = {1, 2, 11, 0}, tgt[4] = {1, 1, 1, 1};
+    char msg[256];
+    float loss;
+    assert_int_equal(model_forward(m, tok, tgt, 1, 4, &loss, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "outside"));
+    tok[2] = 3, tgt[1] = -2;
+    assert_int_equal(model_forward(m, tok, tgt, 1, 4, &loss, msg, sizeof msg), -1);
+    assert_int_equal(model_forward(m, tok, tgt, 0, 4, &loss, msg, sizeof msg), -1);
+    model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_presets_and_counts),  cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_gradcheck_mta),       cmocka_unit_test(test_gradcheck_baseline),
+        cmocka_unit_test(test_gradcheck_dropout),   cmocka_unit_test(test_identity_mta_equals_baseline),
+        cmocka_unit_test(test_causal),              cmocka_unit_test(test_dropout_modes),
+        cmocka_unit_test(test_weights_round_trip),  cmocka_unit_test(test_bad_tokens),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
