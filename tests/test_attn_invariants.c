@@ -207,12 +207,49 @@ static void test_param_sizes_and_identity(void **s) {
     assert_float_equal(mta_depth_scale(3), 1.0f - (0.8f - 0.6f * expf(-0.9f)), 1e-6);
 }
 
+// Dropout: off outside training, a fixed seed fixes the mask, and about p of the weights drop.
+static void test_dropout(void **s) {
+    (void)s;
+    mta_config cfg = tu_config_all(1, 2, 64, 8, 2, 3, 2), dcfg = cfg;
+    dcfg.dropout = 0.25f;
+    tu_case *a = tu_case_new(&cfg, 2, 1.0f, 0.2f), *b = tu_case_new(&dcfg, 2, 1.0f, 0.2f);
+    assert_int_equal(tu_case_run(a, 0), MTA_OK);
+    assert_int_equal(tu_case_run(b, 0), MTA_OK);  // a new context is not training
+    assert_memory_equal(a->out, b->out, a->n * sizeof(float));
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, &dcfg, NULL, 0), MTA_OK);
+    float *o1 = malloc(a->n * sizeof(float)), *o2 = malloc(a->n * sizeof(float));
+    mta_set_dropout(ctx, 1, 99);
+    assert_int_equal(mta_forward(ctx, b->q, b->k, b->v, &b->p, o1), MTA_OK);
+    assert_int_equal(mta_forward(ctx, b->q, b->k, b->v, &b->p, o2), MTA_OK);
+    assert_memory_equal(o1, o2, a->n * sizeof(float));
+    assert_true(tu_max_abs_diff(o1, a->out, a->n) > 1e-3);
+    mta_destroy(ctx);
+    // the fraction dropped, seen through plain attention with v = one-hot of the key position
+    mta_config pc = mta_config_default(1, 1, 200, 200);
+    pc.dropout = 0.25f;
+    size_t n = 200 * 200;
+    float *q = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float)), *o = calloc(n, sizeof(float));
+    for (int t = 0; t < 200; t++) v[t * 200 + t] = 1.0f;  // o[i,j] = dropped-and-scaled P[i,j]
+    assert_int_equal(mta_create(&ctx, &pc, NULL, 0), MTA_OK);
+    mta_set_dropout(ctx, 1, 5);
+    assert_int_equal(mta_forward(ctx, q, q, v, NULL, o), MTA_OK);
+    long zeros = 0, total = 0;
+    for (int i = 0; i < 200; i++)
+        for (int j = 0; j <= i; j++) zeros += o[i * 200 + j] == 0.0f, total++;
+    double frac = (double)zeros / total;
+    assert_true(frac > 0.23 && frac < 0.27);
+    mta_destroy(ctx);
+    free(q), free(v), free(o), free(o1), free(o2);
+    tu_case_free(a), tu_case_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_equals_plain), cmocka_unit_test(test_causality),
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),
-        cmocka_unit_test(test_param_sizes_and_identity),
+        cmocka_unit_test(test_param_sizes_and_identity), cmocka_unit_test(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
