@@ -20,7 +20,11 @@ static void usage(FILE *f) {
             "commands:\n"
             "  attn    run the MTA operator on tensors from a safetensors file (forward, and backward if dout)\n"
             "  bench   benchmarks: `mtac bench attn` times plain attention, MTA and the naive PyTorch MTA\n"
-            "  demo    a short tour of the operator: MTA vs plain attention, identity kernels, gradients\n");
+            "  demo    a short tour of the operator: MTA vs plain attention, identity kernels, gradients\n"
+            "  data    turn text files (default: the King James Bible) into token shards\n"
+            "  train   train an MTA or baseline language model; --resume continues a run\n"
+            "  eval    validation loss and perplexity of a trained run\n"
+            "  sample  generate text from a trained run\n");
 }
 
 int cli_parse_pos_int(const char *flag, const char *s, int *out) {
@@ -76,6 +80,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "attn")) return cmd_attn(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "demo")) return cmd_demo(argc - 1, argv + 1);
+    if (!strcmp(cmd, "data")) return cmd_data(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
     fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,145 @@
+// cmd_sample.c: `mtac sample`: generate text from a trained run (byte-level tokens), recomputing
+// the whole context for every new token.
+#include "cli.h"
+#include "train/train.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: mtac sample --run DIR [--prompt TEXT] [--tokens N] [--temperature X] [--top-p P] [--seed S]\n\n"
+               "Continues TEXT (default: read from standard input when it is not a terminal, else \"\\n\")\n"
+               "with N (default 200) bytes sampled from the run's model, streaming them as they come.\n"
+               "Temperature 0 is greedy; top-p keeps the smallest set of tokens with that much probability.\n");
+}
+
+static double urand(uint64_t *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return ((*s >> 11) + 0.5) / 9007199254740992.0;
+}
+
+typedef struct {
+    float p;
+    int id;
+} cand;
+
+static int by_prob_desc(const void *a, const void *b) {
+    float x = ((const cand *)a)->p, y = ((const cand *)b)->p;
+    return x < y ? 1 : x > y ? -1 : ((const cand *)a)->id - ((const cand *)b)->id;
+}
+
+// Draws a token from logits z (V) at temperature tau with nucleus top_p.
+static int sample_token(const float *z, int V, float tau, float top_p, uint64_t *rng, cand *c) {
+    int best = 0;
+    for (int j = 1; j < V; j++) best = z[j] > z[best] ? j : best;
+    if (tau <= 0) return best;
+    double sum = 0;
+    for (int j = 0; j < V; j++) {
+        c[j].id = j;
+        c[j].p = (float)exp((z[j] - z[best]) / tau);
+        sum += c[j].p;
+    }
+    qsort(c, (size_t)V, sizeof *c, by_prob_desc);
+    double keep = 0;
+    int k = 0;
+    while (k < V && (k == 0 || keep < top_p * sum)) keep += c[k++].p;
+    double r = urand(rng) * keep, acc = 0;
+    for (int j = 0; j < k; j++)
+        if ((acc += c[j].p) >= r) return c[j].id;
+    return c[k - 1].id;
+}
+
+int cmd_sample(int argc, char **argv) {
+    const char *run = NULL, *prompt = NULL;
+    int ntok = 200, seed = 1;
+    float tau = 0.8f, top_p = 0.95f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "mtac sample: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        char *end;
+        if (!strcmp(a, "--run")) run = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--tokens")) { if (!cli_parse_pos_int(a, v, &ntok)) return 2; }
+        else if (!strcmp(a, "--seed")) { if (!cli_parse_pos_int(a, v, &seed)) return 2; }
+        else if (!strcmp(a, "--temperature")) {
+            tau = strtof(v, &end);
+            if (*end || !(tau >= 0 && tau <= 100)) { fprintf(stderr, "mtac sample: --temperature expects a number in [0, 100]\n"); return 2; }
+        } else if (!strcmp(a, "--top-p")) {
+            top_p = strtof(v, &end);
+            if (*end || !(top_p > 0 && top_p <= 1)) { fprintf(stderr, "mtac sample: --top-p expects a number in (0, 1]\n"); return 2; }
+        } else {
+            fprintf(stderr, "mtac sample: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!run) {
+        fprintf(stderr, "mtac sample: --run DIR is required (see --help)\n");
+        return 2;
+    }
+    train_config c;
+    train_config_default(&c);
+    char err[1024], path[1100];
+    snprintf(path, sizeof path, "%s/config.json", run);
+    if (train_config_load(&c, path, err, sizeof err) || train_config_finish(&c, err, sizeof err)) {
+        fprintf(stderr, "mtac sample: %s\n", err);
+        return 1;
+    }
+    if (c.model.vocab_size < 256) {
+        fprintf(stderr, "mtac sample: the run's vocabulary (%d) is not byte-level text\n", c.model.vocab_size);
+        return 1;
+    }
+    model *m = model_create(&c.model, err, sizeof err);
+    snprintf(path, sizeof path, "%s/model.safetensors", run);
+    if (!m || model_load_weights(m, path, err, sizeof err)) {
+        fprintf(stderr, "mtac sample: %s\n", err);
+        model_free(m);
+        return 1;
+    }
+    const int ctx = c.seq_len, V = c.model.vocab_size;
+    int *toks = malloc(((size_t)ntok + 65536) * sizeof(int)), *tgt = malloc((size_t)ctx * sizeof(int));
+    cand *cd = malloc((size_t)V * sizeof *cd);
+    int n = 0;
+    if (prompt) {
+        for (const unsigned char *p = (const unsigned char *)prompt; *p && n < 65536; p++) toks[n++] = *p;
+    } else if (!isatty(STDIN_FILENO)) {
+        int ch;
+        while (n < 65536 && (ch = getchar()) != EOF) toks[n++] = ch;
+    }
+    if (n == 0) toks[n++] = '\n';
+    for (int i = 0; i < n; i++) putchar(toks[i]);
+    fflush(stdout);
+    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 7;
+    double t0 = cli_now();
+    int rc = 0, made = 0;
+    for (; made < ntok; made++) {
+        int start = n > ctx ? n - ctx : 0, T = n - start;
+        for (int i = 0; i < T; i++) tgt[i] = -1;
+        float loss;
+        if (model_forward(m, toks + start, tgt, 1, T, &loss, err, sizeof err)) {
+            fprintf(stderr, "\nmtac sample: %s\n", err);
+            rc = 1;
+            break;
+        }
+        int t = sample_token(model_logits(m) + (size_t)(T - 1) * V, V, tau, top_p, &rng, cd);
+        toks[n++] = t;
+        if (t < 256) putchar(t);
+        fflush(stdout);
+    }
+    double dt = cli_now() - t0;
+    fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s]\n", made, dt, made / dt);
+    free(toks), free(tgt), free(cd);
+    model_free(m);
+    return rc;
+}

@@ -1,0 +1,146 @@
+// cmd_train.c: `mtac train` (and `mtac eval`): train an MTA or baseline model on token shards.
+#include "cli.h"
+#include "train/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtac train [--preset NAME] [--config FILE.json] [--steps N] [--out DIR] [--KEY VALUE ...]\n"
+            "       mtac train --resume DIR [--steps N] [--KEY VALUE ...]\n"
+            "\n"
+            "Trains a model on token shards made by `mtac data` (train.bin, val.bin in --data), printing a\n"
+            "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
+            "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
+            "DIR/config.json. Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and stops; --resume continues the\n"
+            "run exactly where it stopped. A config file holds the keys below and optionally a \"model\" object\n"
+            "(docs/model.md); flags override it. Unknown keys are errors. Presets: %s.\n"
+            "\nkeys:\n",
+            "toy, lm1m, lm10m, 300m, 830m (each also -baseline)");
+    train_config_print_keys();
+    fprintf(f, "\n");
+}
+
+// Applies --KEY VALUE pairs (everything but --config, --resume) to c.
+static int apply_flags(train_config *c, int argc, char **argv) {
+    char err[512];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2)) {
+            fprintf(stderr, "mtac train: unexpected argument '%s' (see --help)\n", a);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "mtac train: %s needs a value (see --help)\n", a);
+            return -1;
+        }
+        if (!strcmp(a, "--config") || !strcmp(a, "--resume")) {
+            i++;
+            continue;
+        }
+        if (train_config_set(c, a + 2, argv[++i], err, sizeof err)) {
+            fprintf(stderr, "mtac train: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    const char *config = NULL, *resume = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
+        if (!strcmp(argv[i], "--resume") && i + 1 < argc) resume = argv[i + 1];
+    }
+    train_config c;
+    train_config_default(&c);
+    char err[1024];
+    if (resume) {
+        // the run's own saved configuration first, then any file and flags on top
+        char path[1100];
+        snprintf(path, sizeof path, "%s/config.json", resume);
+        if (train_config_load(&c, path, err, sizeof err)) {
+            fprintf(stderr, "mtac train: cannot resume: %s\n", err);
+            return 1;
+        }
+    }
+    if (config && train_config_load(&c, config, err, sizeof err)) {
+        fprintf(stderr, "mtac train: %s\n", err);
+        return 2;
+    }
+    if (apply_flags(&c, argc, argv)) return 2;
+    if (resume) snprintf(c.out, sizeof c.out, "%s", resume);
+    if (train_config_finish(&c, err, sizeof err)) {
+        fprintf(stderr, "mtac train: %s\n", err);
+        return 2;
+    }
+    if (train_run(&c, resume != NULL, err, sizeof err)) {
+        fprintf(stderr, "mtac train: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *run = NULL, *data = NULL;
+    int batches = 16, B = 0, T = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: mtac eval --run DIR [--data DIR] [--batches N] [--batch-size B] [--seq-len T]\n\n"
+                   "Validation loss and perplexity of a run's weights (DIR/model.safetensors) on DATA/val.bin\n"
+                   "(default: the run's own data directory and batch shape).\n");
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "mtac eval: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--run")) run = v;
+        else if (!strcmp(a, "--data")) data = v;
+        else if (!strcmp(a, "--batches")) { if (!cli_parse_pos_int(a, v, &batches)) return 2; }
+        else if (!strcmp(a, "--batch-size")) { if (!cli_parse_pos_int(a, v, &B)) return 2; }
+        else if (!strcmp(a, "--seq-len")) { if (!cli_parse_pos_int(a, v, &T)) return 2; }
+        else {
+            fprintf(stderr, "mtac eval: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!run) {
+        fprintf(stderr, "mtac eval: --run DIR is required (see --help)\n");
+        return 2;
+    }
+    train_config c;
+    train_config_default(&c);
+    char err[1024], path[1100];
+    snprintf(path, sizeof path, "%s/config.json", run);
+    if (train_config_load(&c, path, err, sizeof err) || train_config_finish(&c, err, sizeof err)) {
+        fprintf(stderr, "mtac eval: %s\n", err);
+        return 1;
+    }
+    model *m = model_create(&c.model, err, sizeof err);
+    snprintf(path, sizeof path, "%s/model.safetensors", run);
+    if (!m || model_load_weights(m, path, err, sizeof err)) {
+        fprintf(stderr, "mtac eval: %s\n", err);
+        model_free(m);
+        return 1;
+    }
+    char val[1100];
+    snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);
+    double loss;
+    int rc = train_eval_loss(m, val, B ? B : c.batch_size, T ? T : c.seq_len, batches, &loss, err, sizeof err);
+    if (rc) fprintf(stderr, "mtac eval: %s\n", err);
+    else printf("val loss %.4f  perplexity %.3f  (%d batches of %d x %d from %s)\n", loss, exp(loss), batches,
+                B ? B : c.batch_size, T ? T : c.seq_len, val);
+    model_free(m);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,54 @@
+// train.h: training runs: the run configuration (JSON file + command-line overrides), the loop
+// with gradient accumulation, evaluation, metrics, checkpoints and resume (docs/training.md).
+#ifndef MTAC_TRAIN_H
+#define MTAC_TRAIN_H
+
+#include "model/model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char preset[32];          // model preset name; the "model" object of a config file overrides it
+    model_config model;
+    int have_model;
+    int steps, batch_size, seq_len, grad_accum;
+    char schedule[16];        // constant | linear | cosine
+    float lr, min_lr;
+    int warmup;
+    float beta1, beta2, eps, weight_decay, clip;
+    long long seed;
+    int eval_every, eval_batches, save_every, log_every;
+    char data[512];           // directory with train.bin and val.bin (mtac data)
+    char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
+} train_config;
+
+// Defaults: preset lm1m, 200 steps, batch 8 x 128, AdamW 1e-3 (0.9, 0.98, 1e-8), weight decay
+// 0.05, clip 1.0, cosine schedule with 20 warmup steps, seed 42, evaluation every 50 steps.
+void train_config_default(train_config *c);
+
+// Sets one key (a config-file key or a --flag name without the dashes; '-' and '_' are the same)
+// from its text value. Returns 0, or -1 with a message for an unknown key or a bad value.
+int train_config_set(train_config *c, const char *key, const char *value, char *err, size_t n);
+
+// Applies a JSON config file: top-level keys as train_config_set, "model" an object as in
+// docs/model.md. Unknown keys are errors.
+int train_config_load(train_config *c, const char *path, char *err, size_t n);
+
+// The resolved model config (preset unless a model object was given) and final checks.
+int train_config_finish(train_config *c, char *err, size_t n);
+
+// The whole run configuration as JSON (malloc'd).
+char *train_config_to_json(const train_config *c);
+
+// Lists the keys with their meaning (for --help).
+void train_config_print_keys(void);
+
+// Runs (or, with resume, continues) training. Returns 0 when the run finished or was
+// interrupted after saving its checkpoint; -1 with a message on failure.
+int train_run(const train_config *c, int resume, char *err, size_t n);
+
+// Mean loss over the validation shard in nbatches sequential windows of (B, T).
+int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n);
+
+#endif

@@ -1,0 +1,182 @@
+// train_config.c: the training run configuration: one table of keys serves the config file,
+// the command-line flags and the JSON copy saved with every run.
+#include "train/train.h"
+#include "train/optim.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_INT, K_LLONG, K_FLOAT, K_STR } key_type;
+
+typedef struct {
+    const char *name;
+    key_type type;
+    size_t offset, size;
+    double lo, hi;
+    const char *help;
+} key_def;
+
+#define F(field) offsetof(train_config, field), sizeof(((train_config *)0)->field)
+static const key_def KEYS[] = {
+    {"preset", K_STR, F(preset), 0, 0, "model preset (toy, lm1m, lm10m, 300m, 830m; each also -baseline)"},
+    {"steps", K_INT, F(steps), 1, 1e9, "optimizer steps"},
+    {"batch_size", K_INT, F(batch_size), 1, 1e6, "sequences per micro-batch"},
+    {"seq_len", K_INT, F(seq_len), 1, 1e6, "tokens per sequence"},
+    {"grad_accum", K_INT, F(grad_accum), 1, 1e6, "micro-batches per optimizer step"},
+    {"schedule", K_STR, F(schedule), 0, 0, "learning-rate schedule: constant, linear or cosine"},
+    {"lr", K_FLOAT, F(lr), 0, 10, "peak learning rate"},
+    {"min_lr", K_FLOAT, F(min_lr), 0, 10, "learning rate at the end of the decay"},
+    {"warmup", K_INT, F(warmup), 0, 1e9, "linear warmup steps"},
+    {"beta1", K_FLOAT, F(beta1), 0, 0.999999, "AdamW beta1"},
+    {"beta2", K_FLOAT, F(beta2), 0, 0.999999, "AdamW beta2"},
+    {"eps", K_FLOAT, F(eps), 0, 1, "AdamW epsilon"},
+    {"weight_decay", K_FLOAT, F(weight_decay), 0, 10, "decoupled weight decay (all weights, as torch.optim.AdamW)"},
+    {"clip", K_FLOAT, F(clip), 0, 1e9, "global gradient-norm clip (0 = off)"},
+    {"seed", K_LLONG, F(seed), 0, 9e18, "seed of initialisation, data order and dropout"},
+    {"eval_every", K_INT, F(eval_every), 0, 1e9, "validation every N steps (0 = only at the end)"},
+    {"eval_batches", K_INT, F(eval_batches), 1, 1e6, "validation batches per evaluation"},
+    {"save_every", K_INT, F(save_every), 0, 1e9, "checkpoint every N steps (0 = only at the end)"},
+    {"log_every", K_INT, F(log_every), 1, 1e9, "progress line every N steps"},
+    {"data", K_STR, F(data), 0, 0, "directory with train.bin and val.bin (from mtac data)"},
+    {"out", K_STR, F(out), 0, 0, "run directory (checkpoint.safetensors, model.safetensors, metrics.jsonl)"},
+};
+#undef F
+enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
+
+static int fail(char *err, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void train_config_default(train_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->preset, sizeof c->preset, "lm1m");
+    c->steps = 200, c->batch_size = 8, c->seq_len = 128, c->grad_accum = 1;
+    snprintf(c->schedule, sizeof c->schedule, "cosine");
+    c->lr = 1e-3f, c->min_lr = 1e-4f, c->warmup = 20;
+    c->beta1 = 0.9f, c->beta2 = 0.98f, c->eps = 1e-8f, c->weight_decay = 0.05f, c->clip = 1.0f;
+    c->seed = 42, c->eval_every = 50, c->eval_batches = 8, c->save_every = 50, c->log_every = 10;
+    snprintf(c->data, sizeof c->data, "data/kjv");
+    snprintf(c->out, sizeof c->out, "runs/default");
+}
+
+static const key_def *find_key(const char *key) {
+    char k[64];
+    size_t i = 0;
+    for (; key[i] && i + 1 < sizeof k; i++) k[i] = key[i] == '-' ? '_' : key[i];
+    k[i] = 0;
+    for (int j = 0; j < N_KEYS; j++)
+        if (!strcmp(KEYS[j].name, k)) return &KEYS[j];
+    return NULL;
+}
+
+int train_config_set(train_config *c, const char *key, const char *value, char *err, size_t n) {
+    const key_def *k = find_key(key);
+    if (!k) return fail(err, n, "unknown config key '%s' (see mtac train --help)", key);
+    char *base = (char *)c + k->offset, *end;
+    errno = 0;
+    if (k->type == K_STR) {
+        if (strlen(value) >= k->size) return fail(err, n, "%s: value too long", k->name);
+        snprintf(base, k->size, "%s", value);
+        return 0;
+    }
+    double x = strtod(value, &end);
+    if (errno || end == value || *end || !isfinite(x) || x < k->lo || x > k->hi)
+        return fail(err, n, "%s: expected a number in [%g, %g], got '%s'", k->name, k->lo, k->hi, value);
+    if ((k->type == K_INT || k->type == K_LLONG) && x != floor(x))
+        return fail(err, n, "%s: expected an integer, got '%s'", k->name, value);
+    if (k->type == K_INT) *(int *)base = (int)x;
+    else if (k->type == K_LLONG) *(long long *)base = (long long)x;
+    else *(float *)base = (float)x;
+    return 0;
+}
+
+int train_config_load(train_config *c, const char *path, char *err, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, n, "%s: cannot open: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (len < 0 || len > (16 << 20)) {
+        fclose(f);
+        return fail(err, n, "%s: not a readable config file", path);
+    }
+    char *buf = malloc((size_t)len + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
+    fclose(f);
+    if (!buf || got != (size_t)len) {
+        free(buf);
+        return fail(err, n, "%s: read error", path);
+    }
+    buf[len] = 0;
+    cJSON *root = cJSON_Parse(buf);
+    free(buf);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return fail(err, n, "%s: not a JSON object", path);
+    }
+    int rc = 0;
+    for (cJSON *it = root->child; it && !rc; it = it->next) {
+        if (!strcmp(it->string, "model")) {
+            char *js = cJSON_PrintUnformatted(it);
+            char inner[256];
+            rc = model_config_from_json(js, &c->model, inner, sizeof inner);
+            free(js);
+            if (rc) rc = fail(err, n, "%s: model: %s", path, inner);
+            else c->have_model = 1;
+            continue;
+        }
+        char val[512], inner[256];
+        if (cJSON_IsString(it)) snprintf(val, sizeof val, "%s", it->valuestring);
+        else if (cJSON_IsNumber(it)) snprintf(val, sizeof val, "%.17g", it->valuedouble);
+        else {
+            rc = fail(err, n, "%s: '%s' must be a string or a number", path, it->string);
+            break;
+        }
+        if (train_config_set(c, it->string, val, inner, sizeof inner)) rc = fail(err, n, "%s: %s", path, inner);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int train_config_finish(train_config *c, char *err, size_t n) {
+    if (!c->have_model && model_preset(c->preset, &c->model))
+        return fail(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
+    char inner[256];
+    if (model_config_check(&c->model, inner, sizeof inner)) return fail(err, n, "model: %s", inner);
+    lr_schedule s;
+    if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
+        return fail(err, n, "%s", inner);
+    return 0;
+}
+
+char *train_config_to_json(const train_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < N_KEYS; i++) {
+        const key_def *k = &KEYS[i];
+        const char *base = (const char *)c + k->offset;
+        if (k->type == K_STR) cJSON_AddStringToObject(o, k->name, base);
+        else if (k->type == K_INT) cJSON_AddNumberToObject(o, k->name, *(const int *)base);
+        else if (k->type == K_LLONG) cJSON_AddNumberToObject(o, k->name, (double)*(const long long *)base);
+        else cJSON_AddNumberToObject(o, k->name, *(const float *)base);
+    }
+    char *mj = model_config_to_json(&c->model);
+    cJSON_AddItemToObject(o, "model", cJSON_Parse(mj));
+    free(mj);
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+void train_config_print_keys(void) {
+    for (int i = 0; i < N_KEYS; i++) printf("  --%-14s %s\n", KEYS[i].name, KEYS[i].help);
+}
