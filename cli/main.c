@@ -24,7 +24,8 @@ static void usage(FILE *f) {
             "  data    turn text files (default: the King James Bible) into token shards\n"
             "  train   train an MTA or baseline language model; --resume continues a run\n"
             "  eval    validation loss and perplexity of a trained run\n"
-            "  sample  generate text from a trained run\n");
+            "  sample  generate text from a trained run\n"
+            "  plot    loss curves of runs as a PNG\n");
 }
 
 int cli_parse_pos_int(const char *flag, const char *s, int *out) {
@@ -84,6 +85,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
     fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

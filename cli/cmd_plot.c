@@ -1,0 +1,105 @@
+// cmd_plot.c: `mtac plot`: loss curves of one or more runs (metrics.jsonl) as a PNG.
+#include "cli.h"
+#include "io/plot.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    double *x, *y, *vx, *vy;
+    int n, nv;
+} curves;
+
+// Reads step, loss and val_loss from each line of DIR/metrics.jsonl.
+static int read_metrics(const char *dir, curves *c) {
+    char path[4096], line[8192];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "mtac plot: cannot open %s\n", path);
+        return -1;
+    }
+    int cap = 0;
+    memset(c, 0, sizeof *c);
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *st = cJSON_GetObjectItem(o, "step"), *l = cJSON_GetObjectItem(o, "loss"),
+                    *v = cJSON_GetObjectItem(o, "val_loss");
+        if (!cJSON_IsNumber(st) || !cJSON_IsNumber(l)) {
+            cJSON_Delete(o);
+            fclose(f);
+            fprintf(stderr, "mtac plot: %s: a line without step and loss\n", path);
+            return -1;
+        }
+        if (c->n == cap) {
+            cap = cap ? 2 * cap : 256;
+            c->x = realloc(c->x, cap * sizeof(double)), c->y = realloc(c->y, cap * sizeof(double));
+            c->vx = realloc(c->vx, cap * sizeof(double)), c->vy = realloc(c->vy, cap * sizeof(double));
+        }
+        c->x[c->n] = st->valuedouble, c->y[c->n++] = l->valuedouble;
+        if (cJSON_IsNumber(v)) c->vx[c->nv] = st->valuedouble, c->vy[c->nv++] = v->valuedouble;
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    if (!c->n) fprintf(stderr, "mtac plot: %s is empty\n", path);
+    return c->n ? 0 : -1;
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *out = NULL, *runs[8];
+    int nr = 0, W = 900, H = 500;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: mtac plot --out FILE.png RUN_DIR [RUN_DIR ...]\n\n"
+                   "Draws each run's training loss (thin, lighter) and validation loss (thick) against the\n"
+                   "step, up to 8 runs, in the colours listed on standard output.\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--out")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "mtac plot: --out needs a value\n");
+                return 2;
+            }
+            out = argv[++i];
+        } else if (!strncmp(argv[i], "--", 2)) {
+            fprintf(stderr, "mtac plot: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
+        } else if (nr < 8) {
+            runs[nr++] = argv[i];
+        }
+    }
+    if (!out || !nr) {
+        fprintf(stderr, "mtac plot: --out FILE.png and at least one run directory are required\n");
+        return 2;
+    }
+    static const unsigned char pal[8][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
+                                            {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
+    static const char *names[8] = {"blue", "orange", "green", "red", "purple", "brown", "pink", "grey"};
+    curves cv[8];
+    plot_series s[16];
+    int ns = 0, rc = 0;
+    for (int r = 0; r < nr && !rc; r++) {
+        if (read_metrics(runs[r], &cv[r])) {
+            rc = 1;
+            nr = r;
+            break;
+        }
+        plot_series tr = {cv[r].x, cv[r].y, cv[r].n, {0}, 1};
+        for (int k = 0; k < 3; k++) tr.rgb[k] = (unsigned char)(pal[r][k] + (255 - pal[r][k]) / 2);
+        plot_series va = {cv[r].vx, cv[r].vy, cv[r].nv, {pal[r][0], pal[r][1], pal[r][2]}, 3};
+        s[ns++] = tr;
+        if (cv[r].nv) s[ns++] = va;
+        printf("%-7s %s\n", names[r], runs[r]);
+    }
+    char err[512];
+    if (!rc && plot_png(out, s, ns, W, H, err, sizeof err)) {
+        fprintf(stderr, "mtac plot: %s\n", err);
+        rc = 1;
+    }
+    if (!rc) printf("wrote %s (x: step, y: loss; thick: validation)\n", out);
+    for (int r = 0; r < nr; r++) free(cv[r].x), free(cv[r].y), free(cv[r].vx), free(cv[r].vy);
+    return rc;
+}
