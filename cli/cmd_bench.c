@@ -1,7 +1,9 @@
 // cmd_bench.c: `mtac bench attn`: forward+backward time and peak memory of plain causal attention
 // and MTA (the 830M layer setting) in this library, beside the naive PyTorch MTA of tests/ref.
 #include "cli.h"
+#include "model/model.h"
 #include "mta.h"
+#include "train/optim.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -330,12 +332,174 @@ static int bench_attn(int argc, char **argv) {
     return 0;
 }
 
+// ---- bench train ----------------------------------------------------------------------------
+
+static void train_usage(FILE *f) {
+    fprintf(f, "usage: mtac bench train [--presets LIST] [--B N] [--T N] [--steps N] [--threads N] [--impl c,torch]\n"
+               "                        [--python PATH] [--json]\n\n"
+               "Training speed (forward, backward, clip, AdamW) of model presets in this library and of the\n"
+               "PyTorch reference model (tests/ref/bench_train_torch.py) at the same thread count: tokens/s,\n"
+               "and MFU = (6 * matmul params + 6 * layers * T * dim) FLOPs per token / the measured 2048^3 sgemm\n"
+               "rate. Default presets toy-baseline,toy,lm10m-baseline,lm10m; T = 321 for toy presets (the\n"
+               "toy-task row), 256 otherwise; B = 8; best of --steps (default 3) after one warm-up step.\n");
+}
+
+typedef struct {
+    double step_s, tokens_per_s;
+    int ok;
+} train_result;
+
+static train_result time_c_train(const model_config *mc, int B, int T, int steps) {
+    train_result r = {0};
+    char err[256];
+    model *m = model_create(mc, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "mtac bench train: %s\n", err);
+        return r;
+    }
+    model_init(m, 1);
+    adamw opt;
+    if (adamw_init(&opt, model_num_params(m), 1e-4f, 0.9f, 0.98f, 1e-8f, 0.0f)) {
+        model_free(m);
+        return r;
+    }
+    int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
+    uint64_t s = 3;
+    for (int i = 0; i < 2 * B * T; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        tok[i] = (int)((s >> 33) % (uint64_t)mc->vocab_size);
+    }
+    double best = 1e30;
+    for (int it = 0; it <= steps; it++) {
+        double t0 = cli_now();
+        float loss;
+        model_zero_grad(m);
+        model_set_training(m, 1, (uint64_t)it);
+        if (model_forward(m, tok, tgt, B, T, &loss, err, sizeof err) || model_backward(m, err, sizeof err)) {
+            fprintf(stderr, "mtac bench train: %s\n", err);
+            break;
+        }
+        clip_grad_norm(model_grads(m), model_num_params(m), 1.0);
+        adamw_update(&opt, model_params(m), model_grads(m), model_num_params(m), 1e-4f, NULL);
+        double t = cli_now() - t0;
+        if (it > 0 && t < best) best = t, r.ok = 1;
+    }
+    r.step_s = best, r.tokens_per_s = (double)B * T / best;
+    free(tok);
+    adamw_free(&opt);
+    model_free(m);
+    return r;
+}
+
+static train_result time_torch_train(const char *python, const model_config *mc, int B, int T, int threads,
+                                     int steps) {
+    train_result r = {0};
+    char path[] = "/tmp/mtac_bench_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return r;
+    char *js = model_config_to_json(mc);
+    FILE *f = fdopen(fd, "w");
+    fputs(js, f);
+    fclose(f);
+    free(js);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s tests/ref/bench_train_torch.py --config %s --B %d --T %d --threads %d --steps %d",
+             python, path, B, T, threads, steps);
+    FILE *pf = popen(cmd, "r");
+    char line[1024];
+    while (pf && fgets(line, sizeof line, pf)) {
+        const char *a = strstr(line, "\"step_s\":");
+        if (a) r.step_s = atof(a + 9), r.ok = 1;
+    }
+    if (!pf || pclose(pf) != 0) r.ok = 0;
+    remove(path);
+    r.tokens_per_s = r.ok ? (double)B * T / r.step_s : 0;
+    return r;
+}
+
+// Matmul FLOPs per token, forward and backward: 6 per weight of every matrix product (the output
+// projection included, the embedding lookup not) plus causal attention's 6 * T * dim per layer.
+static double flops_per_token(const model_config *c, int T) {
+    double D = c->dim, F = c->hidden_dim, V = c->vocab_size, L = c->n_layers;
+    double matmul = L * (4 * D * D + 3 * D * F) + V * D;
+    return 6 * matmul + 6 * L * T * D;
+}
+
+static int bench_train(int argc, char **argv) {
+    char presets[256] = "toy-baseline,toy,lm10m-baseline,lm10m";
+    int B = 8, T = 0, steps = 3, threads = omp_get_num_procs(), json = 0, do_c = 1, do_torch = 1;
+    const char *python = "/usr/bin/python3";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            train_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "mtac bench train: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--presets")) snprintf(presets, sizeof presets, "%s", v);
+        else if (!strcmp(a, "--B")) { if (!cli_parse_pos_int(a, v, &B)) return 2; }
+        else if (!strcmp(a, "--T")) { if (!cli_parse_pos_int(a, v, &T)) return 2; }
+        else if (!strcmp(a, "--steps")) { if (!cli_parse_pos_int(a, v, &steps)) return 2; }
+        else if (!strcmp(a, "--threads")) { if (!cli_parse_pos_int(a, v, &threads)) return 2; }
+        else if (!strcmp(a, "--python")) python = v;
+        else if (!strcmp(a, "--impl")) do_c = strstr(v, "c") != NULL, do_torch = strstr(v, "torch") != NULL;
+        else {
+            fprintf(stderr, "mtac bench train: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    cli_set_threads(threads);
+    char cpu[256];
+    cpu_name(cpu, sizeof cpu);
+    double peak = sgemm_rate_gflops();
+    if (!json) {
+        printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads,
+               openblas_get_corename(), peak);
+        printf("%-16s %-6s %5s %11s %12s %7s\n", "preset", "impl", "T", "step s", "tokens/s", "MFU");
+    }
+    char *save = NULL;
+    for (char *name = strtok_r(presets, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        model_config mc;
+        if (model_preset(name, &mc)) {
+            fprintf(stderr, "mtac bench train: unknown preset '%s' (available: %s)\n", name, model_preset_names());
+            return 2;
+        }
+        int t = T ? T : (!strncmp(name, "toy", 3) ? 321 : 256);
+        train_result rs[2] = {{0}};
+        if (do_c) rs[0] = time_c_train(&mc, B, t, steps);
+        if (do_torch) rs[1] = time_torch_train(python, &mc, B, t, threads, steps);
+        const char *impl[2] = {"mtac", "torch"};
+        for (int k = 0; k < 2; k++) {
+            if (!rs[k].ok) continue;
+            double mfu = flops_per_token(&mc, t) * rs[k].tokens_per_s * 1e-9 / peak;
+            if (json)
+                printf("{\"impl\":\"%s\",\"preset\":\"%s\",\"B\":%d,\"T\":%d,\"threads\":%d,\"step_s\":%.4f,"
+                       "\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"sgemm_gflops\":%.1f}\n",
+                       impl[k], name, B, t, threads, rs[k].step_s, rs[k].tokens_per_s, mfu, peak);
+            else
+                printf("%-16s %-6s %5d %11.3f %12.0f %6.1f%%\n", name, impl[k], t, rs[k].step_s, rs[k].tokens_per_s,
+                       100 * mfu);
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout, "usage: mtac bench attn [options]   (mtac bench attn --help)\n");
+        fprintf(argc < 2 ? stderr : stdout, "usage: mtac bench attn|train [options]   (mtac bench attn --help, mtac bench train --help)\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "attn")) return bench_attn(argc - 1, argv + 1);
-    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn)\n", argv[1]);
+    if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
+    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn, train)\n", argv[1]);
     return 2;
 }
