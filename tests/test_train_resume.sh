@@ -30,6 +30,16 @@ cmp -s "$tmp/a/model.safetensors" "$tmp/a2/model.safetensors" && ok || bad "same
 [ "$(steps_done "$tmp/a")" = 300 ] && ok || bad "metrics.jsonl should have 300 lines"
 grep -q '"val_loss"' "$tmp/a/metrics.jsonl" && ok || bad "no val_loss in metrics"
 
+# eval, sample and plot on the finished run
+out=$("$MTAC" eval --run "$tmp/a" --batches 2 2>&1) && echo "$out" | grep -q "perplexity" && ok || bad "eval: $out"
+out=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 20 --seed 3 2>&1) && echo "$out" | grep -q "tokens/s" && ok || bad "sample: $out"
+s1=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 20 --seed 3 2>/dev/null)
+s2=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 20 --seed 3 2>/dev/null)
+[ "$s1" = "$s2" ] && ok || bad "sampling with one seed is not repeatable"
+"$MTAC" plot --out "$tmp/loss.png" "$tmp/a" > /dev/null && [ "$(head -c 4 "$tmp/loss.png" | tail -c 3)" = "PNG" ] && ok || bad "plot"
+out=$("$MTAC" sample --run "$tmp/nope" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "config.json" && ok || bad "sample of a missing run: rc $rc, $out"
+
 # interrupt: $1 = signal, $2 = run dir; wait until some steps are done, send the signal, resume.
 interrupt_and_resume() {
     local sig=$1 dir=$2
