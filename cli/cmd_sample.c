@@ -89,21 +89,14 @@ int cmd_sample(int argc, char **argv) {
         return 2;
     }
     train_config c;
-    train_config_default(&c);
-    char err[1024], path[1100];
-    snprintf(path, sizeof path, "%s/config.json", run);
-    if (train_config_load(&c, path, err, sizeof err) || train_config_finish(&c, err, sizeof err)) {
+    char err[1024];
+    model *m = train_open_run(run, &c, err, sizeof err);
+    if (!m) {
         fprintf(stderr, "mtac sample: %s\n", err);
         return 1;
     }
     if (c.model.vocab_size < 256) {
         fprintf(stderr, "mtac sample: the run's vocabulary (%d) is not byte-level text\n", c.model.vocab_size);
-        return 1;
-    }
-    model *m = model_create(&c.model, err, sizeof err);
-    snprintf(path, sizeof path, "%s/model.safetensors", run);
-    if (!m || model_load_weights(m, path, err, sizeof err)) {
-        fprintf(stderr, "mtac sample: %s\n", err);
         model_free(m);
         return 1;
     }

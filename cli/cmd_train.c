@@ -120,18 +120,10 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     train_config c;
-    train_config_default(&c);
-    char err[1024], path[1100];
-    snprintf(path, sizeof path, "%s/config.json", run);
-    if (train_config_load(&c, path, err, sizeof err) || train_config_finish(&c, err, sizeof err)) {
+    char err[1024];
+    model *m = train_open_run(run, &c, err, sizeof err);
+    if (!m) {
         fprintf(stderr, "mtac eval: %s\n", err);
-        return 1;
-    }
-    model *m = model_create(&c.model, err, sizeof err);
-    snprintf(path, sizeof path, "%s/model.safetensors", run);
-    if (!m || model_load_weights(m, path, err, sizeof err)) {
-        fprintf(stderr, "mtac eval: %s\n", err);
-        model_free(m);
         return 1;
     }
     char val[1100];

@@ -1,5 +1,6 @@
 // attn_io.c: reading an MTA operator problem from safetensors tensors (see attn_io.h).
 #include "io/attn_io.h"
+#include "util/errmsg.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -10,14 +11,6 @@
 const char *const attn_param_names[ATTN_N_PARAMS] = {"w_pre",     "w_pre_head", "w_post", "w_post_head",
                                                      "gn_weight", "gate_w",     "gate_b"};
 enum { P_PRE, P_PRE_HEAD, P_POST, P_POST_HEAD, P_GN, P_GATE_W, P_GATE_B };
-
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void shape_str(const st_tensor *t, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "(");
@@ -37,7 +30,7 @@ static int shape_is(const st_tensor *t, int ndim, const int64_t *want) {
 static int bad_shape(const st_tensor *t, const char *expect, char *err, size_t n) {
     char got[128];
     shape_str(t, got, sizeof got);
-    return fail(err, n, "tensor '%s' has shape %s, expected %s", t->name, got, expect);
+    return errmsg(err, n, "tensor '%s' has shape %s, expected %s", t->name, got, expect);
 }
 
 static int is_known(const char *name) {
@@ -64,17 +57,17 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
         const char *name = f->tensors[i].name;
         if (is_known(name)) continue;
         if (ignore_prefix && !strncmp(name, ignore_prefix, strlen(ignore_prefix))) continue;
-        return fail(err, n,
+        return errmsg(err, n,
                     "unknown tensor '%s' (expected q, k, v, dout, w_pre, w_pre_head, w_post, w_post_head, "
                     "gn_weight, gate_w, gate_b)",
                     name);
     }
     const st_tensor *q = st_find(f, "q"), *k = st_find(f, "k"), *v = st_find(f, "v");
-    if (!q || !k || !v) return fail(err, n, "tensors q, k and v are required (missing %s)", !q ? "q" : !k ? "k" : "v");
+    if (!q || !k || !v) return errmsg(err, n, "tensors q, k and v are required (missing %s)", !q ? "q" : !k ? "k" : "v");
     if (q->ndim != 4) return bad_shape(q, "(B,H,T,d)", err, n);
     for (int i = 0; i < 4; i++)
         if (q->shape[i] < 1 || q->shape[i] > 0x7fffffff)
-            return fail(err, n, "q has a dimension of size %lld; sizes must be in 1..2^31-1", (long long)q->shape[i]);
+            return errmsg(err, n, "q has a dimension of size %lld; sizes must be in 1..2^31-1", (long long)q->shape[i]);
     const int B = (int)q->shape[0], H = (int)q->shape[1], T = (int)q->shape[2], d = (int)q->shape[3];
     char qs[128];
     shape_str(q, qs, sizeof qs);
@@ -124,7 +117,7 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
         if (!shape_is(t[P_GN], 1, sd)) return bad_shape(t[P_GN], want, err, n);
         c.group_norm = 1;
     }
-    if (!t[P_GATE_W] != !t[P_GATE_B]) return fail(err, n, "gate_w and gate_b must be given together");
+    if (!t[P_GATE_W] != !t[P_GATE_B]) return errmsg(err, n, "gate_w and gate_b must be given together");
     if (t[P_GATE_W]) {
         if (!shape_is(t[P_GATE_W], 1, sd)) return bad_shape(t[P_GATE_W], want, err, n);
         if (!shape_is(t[P_GATE_B], 1, s1) && t[P_GATE_B]->ndim != 0) return bad_shape(t[P_GATE_B], "(1)", err, n);
@@ -134,11 +127,11 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     if (lid) {
         long x;
         if (!parse_int(lid, &x) || x < 0 || x > 1000000)
-            return fail(err, n, "metadata layer_id='%s' is not a non-negative integer", lid);
+            return errmsg(err, n, "metadata layer_id='%s' is not a non-negative integer", lid);
         c.layer_id = (int)x;
     }
     if (dsc) {
-        if (strcmp(dsc, "0") && strcmp(dsc, "1")) return fail(err, n, "metadata depth_scale='%s' must be \"0\" or \"1\"", dsc);
+        if (strcmp(dsc, "0") && strcmp(dsc, "1")) return errmsg(err, n, "metadata depth_scale='%s' must be \"0\" or \"1\"", dsc);
         c.depth_scale = dsc[0] == '1';
     }
     if (mta_config_check(&c, err, n) != MTA_OK) return -1;

@@ -2,6 +2,7 @@
 // The JSON header is parsed and printed with cJSON; everything in it is checked against the file
 // before any tensor data is touched, so a malformed or truncated file fails with a message.
 #include "io/safetensors.h"
+#include "util/errmsg.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -19,16 +20,6 @@
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u) // a larger header is corrupt, not a real file
 #define ST_MAX_EXACT 9007199254740992.0      // 2^53: larger doubles are not exact integers
-
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static int host_is_little_endian(void) {
     uint32_t x = 1;
@@ -111,35 +102,35 @@ void st_free(st_file *f) {
 // Reads the whole file into a malloc'd buffer.
 static int read_all(const char *path, unsigned char **buf, size_t *len, char *err, size_t n) {
     FILE *fp = fopen(path, "rb");
-    if (!fp) return fail(err, n, "%s: cannot open: %s", path, strerror(errno));
+    if (!fp) return errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
     // Only regular files: a directory opens fine on Linux but seeking to its end reports a
     // bogus huge size, and devices/pipes have no size at all.
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
         int e = errno;
         fclose(fp);
-        return fail(err, n, "%s: cannot stat: %s", path, strerror(e));
+        return errmsg(err, n, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         fclose(fp);
-        return fail(err, n, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
+        return errmsg(err, n, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
     }
     if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX - 1) {
         fclose(fp);
-        return fail(err, n, "%s: file too large to read", path);
+        return errmsg(err, n, "%s: file too large to read", path);
     }
     size_t sz = (size_t)sb.st_size;
     unsigned char *b = malloc(sz ? sz : 1);
     if (!b) {
         fclose(fp);
-        return fail(err, n, "%s: out of memory reading %zu bytes", path, sz);
+        return errmsg(err, n, "%s: out of memory reading %zu bytes", path, sz);
     }
     size_t got = fread(b, 1, sz, fp);
     int rerr = ferror(fp);
     fclose(fp);
     if (got != sz || rerr) {
         free(b);
-        return fail(err, n, "%s: short read (%zu of %zu bytes)", path, got, sz);
+        return errmsg(err, n, "%s: short read (%zu of %zu bytes)", path, got, sz);
     }
     *buf = b;
     *len = sz;
@@ -150,53 +141,53 @@ static int read_all(const char *path, unsigned char **buf, size_t *len, char *er
 static int parse_tensor(const char *path, const cJSON *e, const unsigned char *data, size_t data_len, st_tensor *t,
                         char *err, size_t n) {
     const char *nm = t->name;
-    if (!cJSON_IsObject(e)) return fail(err, n, "%s: header entry for tensor '%s' is not an object", path, nm);
+    if (!cJSON_IsObject(e)) return errmsg(err, n, "%s: header entry for tensor '%s' is not an object", path, nm);
 
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-    if (!cJSON_IsString(dtype)) return fail(err, n, "%s: tensor '%s' has no string dtype", path, nm);
+    if (!cJSON_IsString(dtype)) return errmsg(err, n, "%s: tensor '%s' has no string dtype", path, nm);
     if (strcmp(dtype->valuestring, "F32"))
-        return fail(err, n, "%s: unsupported dtype %s for tensor '%s' (only F32)", path, dtype->valuestring, nm);
+        return errmsg(err, n, "%s: unsupported dtype %s for tensor '%s' (only F32)", path, dtype->valuestring, nm);
 
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-    if (!cJSON_IsArray(shape)) return fail(err, n, "%s: tensor '%s' has no shape array", path, nm);
+    if (!cJSON_IsArray(shape)) return errmsg(err, n, "%s: tensor '%s' has no shape array", path, nm);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > ST_MAX_DIMS)
-        return fail(err, n, "%s: tensor '%s' has ndim %d > %d (ST_MAX_DIMS)", path, nm, ndim, ST_MAX_DIMS);
+        return errmsg(err, n, "%s: tensor '%s' has ndim %d > %d (ST_MAX_DIMS)", path, nm, ndim, ST_MAX_DIMS);
     size_t numel = 1;
     int i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, shape) {
         uint64_t v;
         int r = json_uint(d, &v);
-        if (r < 0) return fail(err, n, "%s: tensor '%s' has a negative dimension in shape", path, nm);
-        if (r == 0) return fail(err, n, "%s: tensor '%s' shape entry %d is not an integer", path, nm, i);
-        if (v != 0 && numel > SIZE_MAX / v) return fail(err, n, "%s: tensor '%s' shape product overflows", path, nm);
+        if (r < 0) return errmsg(err, n, "%s: tensor '%s' has a negative dimension in shape", path, nm);
+        if (r == 0) return errmsg(err, n, "%s: tensor '%s' shape entry %d is not an integer", path, nm, i);
+        if (v != 0 && numel > SIZE_MAX / v) return errmsg(err, n, "%s: tensor '%s' shape product overflows", path, nm);
         numel *= (size_t)v;
         t->shape[i++] = (int64_t)v;
     }
     t->ndim = ndim;
     t->numel = numel;
-    if (numel > SIZE_MAX / sizeof(float)) return fail(err, n, "%s: tensor '%s' shape product overflows", path, nm);
+    if (numel > SIZE_MAX / sizeof(float)) return errmsg(err, n, "%s: tensor '%s' shape product overflows", path, nm);
 
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     uint64_t be[2];
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(cJSON_GetArrayItem(offs, 0), &be[0]) != 1 ||
         json_uint(cJSON_GetArrayItem(offs, 1), &be[1]) != 1)
-        return fail(err, n, "%s: tensor '%s' data_offsets must be two non-negative integers", path, nm);
+        return errmsg(err, n, "%s: tensor '%s' data_offsets must be two non-negative integers", path, nm);
     if (be[0] > be[1])
-        return fail(err, n, "%s: tensor '%s' data_offsets begin %llu > end %llu", path, nm, (unsigned long long)be[0],
+        return errmsg(err, n, "%s: tensor '%s' data_offsets begin %llu > end %llu", path, nm, (unsigned long long)be[0],
                     (unsigned long long)be[1]);
     if (be[1] > data_len)
-        return fail(err, n, "%s: tensor '%s' data_offsets end %llu is beyond the data section (%zu bytes)", path, nm,
+        return errmsg(err, n, "%s: tensor '%s' data_offsets end %llu is beyond the data section (%zu bytes)", path, nm,
                     (unsigned long long)be[1], data_len);
     size_t nbytes = numel * sizeof(float);
     if (be[1] - be[0] != nbytes)
-        return fail(err, n, "%s: tensor '%s' data_offsets span %llu bytes but shape needs %zu", path, nm,
+        return errmsg(err, n, "%s: tensor '%s' data_offsets span %llu bytes but shape needs %zu", path, nm,
                     (unsigned long long)(be[1] - be[0]), nbytes);
 
     // The data may sit at any offset, so copy rather than cast.
     t->data = malloc(nbytes ? nbytes : 1);
-    if (!t->data) return fail(err, n, "%s: out of memory for tensor '%s'", path, nm);
+    if (!t->data) return errmsg(err, n, "%s: out of memory for tensor '%s'", path, nm);
     if (nbytes) memcpy(t->data, data + be[0], nbytes);
     return 0;
 }
@@ -205,19 +196,19 @@ static int parse_tensor(const char *path, const cJSON *e, const unsigned char *d
 static int parse_header(const char *path, const char *hdr, const unsigned char *data, size_t data_len, st_file *out,
                         char *err, size_t n) {
     cJSON *root = cJSON_ParseWithOpts(hdr, NULL, 1);
-    if (!root) return fail(err, n, "%s: header is not valid JSON", path);
+    if (!root) return errmsg(err, n, "%s: header is not valid JSON", path);
     int rc = -1;
     const char *dup;
     if (!cJSON_IsObject(root)) {
-        fail(err, n, "%s: header is not a JSON object", path);
+        errmsg(err, n, "%s: header is not a JSON object", path);
         goto done;
     }
     if (find_duplicate_key(root, &dup)) {
-        fail(err, n, "%s: out of memory", path);
+        errmsg(err, n, "%s: out of memory", path);
         goto done;
     }
     if (dup) {
-        fail(err, n, "%s: duplicate header entry '%s'", path, dup);
+        errmsg(err, n, "%s: duplicate header entry '%s'", path, dup);
         goto done;
     }
 
@@ -229,33 +220,33 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
 
     out->tensors = calloc((size_t)(n_t ? n_t : 1), sizeof *out->tensors);
     if (!out->tensors) {
-        fail(err, n, "%s: out of memory", path);
+        errmsg(err, n, "%s: out of memory", path);
         goto done;
     }
     cJSON_ArrayForEach(e, root) {
         if (!strcmp(e->string, "__metadata__")) {
             if (!cJSON_IsObject(e)) {
-                fail(err, n, "%s: __metadata__ is not an object", path);
+                errmsg(err, n, "%s: __metadata__ is not an object", path);
                 goto done;
             }
             if (find_duplicate_key(e, &dup)) {
-                fail(err, n, "%s: out of memory", path);
+                errmsg(err, n, "%s: out of memory", path);
                 goto done;
             }
             if (dup) {
-                fail(err, n, "%s: duplicate __metadata__ key '%s'", path, dup);
+                errmsg(err, n, "%s: duplicate __metadata__ key '%s'", path, dup);
                 goto done;
             }
             int nm = cJSON_GetArraySize(e);
             out->meta = calloc((size_t)(nm ? nm : 1), sizeof *out->meta);
             if (!out->meta) {
-                fail(err, n, "%s: out of memory", path);
+                errmsg(err, n, "%s: out of memory", path);
                 goto done;
             }
             const cJSON *kv;
             cJSON_ArrayForEach(kv, e) {
                 if (!cJSON_IsString(kv)) {
-                    fail(err, n, "%s: __metadata__ value for '%s' is not a string", path, kv->string);
+                    errmsg(err, n, "%s: __metadata__ value for '%s' is not a string", path, kv->string);
                     goto done;
                 }
                 st_meta_kv *m = &out->meta[out->n_meta];
@@ -263,7 +254,7 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
                 m->value = dup_str(kv->valuestring);
                 out->n_meta++; // count first so st_free releases a half-filled entry
                 if (!m->key || !m->value) {
-                    fail(err, n, "%s: out of memory", path);
+                    errmsg(err, n, "%s: out of memory", path);
                     goto done;
                 }
             }
@@ -273,7 +264,7 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
         t->name = dup_str(e->string);
         out->n_tensors++;
         if (!t->name) {
-            fail(err, n, "%s: out of memory", path);
+            errmsg(err, n, "%s: out of memory", path);
             goto done;
         }
         if (parse_tensor(path, e, data, data_len, t, err, n)) goto done;
@@ -286,7 +277,7 @@ done:
 
 int st_read(const char *path, st_file *f, char *err, size_t n) {
     memset(f, 0, sizeof *f);
-    if (!host_is_little_endian()) return fail(err, n, "%s: big-endian hosts are not supported", path);
+    if (!host_is_little_endian()) return errmsg(err, n, "%s: big-endian hosts are not supported", path);
     unsigned char *buf = NULL;
     size_t len = 0;
     if (read_all(path, &buf, &len, err, n)) return -1;
@@ -295,28 +286,28 @@ int st_read(const char *path, st_file *f, char *err, size_t n) {
     char *hdr = NULL;
     st_file out = {0};
     if (len < 8) {
-        fail(err, n, "%s: file is %zu bytes, shorter than the 8-byte header length", path, len);
+        errmsg(err, n, "%s: file is %zu bytes, shorter than the 8-byte header length", path, len);
         goto done;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | buf[i];
     if (hlen > ST_MAX_HEADER) {
-        fail(err, n, "%s: header length %llu is absurd (> %u bytes)", path, (unsigned long long)hlen, ST_MAX_HEADER);
+        errmsg(err, n, "%s: header length %llu is absurd (> %u bytes)", path, (unsigned long long)hlen, ST_MAX_HEADER);
         goto done;
     }
     if (hlen > len - 8) {
-        fail(err, n, "%s: header length %llu is larger than the file (%zu bytes)", path, (unsigned long long)hlen, len);
+        errmsg(err, n, "%s: header length %llu is larger than the file (%zu bytes)", path, (unsigned long long)hlen, len);
         goto done;
     }
     // cJSON wants a nul-terminated string; an embedded NUL would silently cut the header short.
     if (memchr(buf + 8, 0, (size_t)hlen)) {
-        fail(err, n, "%s: header is not valid JSON (contains a NUL byte)", path);
+        errmsg(err, n, "%s: header is not valid JSON (contains a NUL byte)", path);
         goto done;
     }
     hdr = malloc((size_t)hlen + 1);
     if (!hdr) {
-        fail(err, n, "%s: out of memory", path);
+        errmsg(err, n, "%s: out of memory", path);
         goto done;
     }
     memcpy(hdr, buf + 8, (size_t)hlen);
@@ -336,32 +327,32 @@ done:
 // writing
 
 static int check_tensors(const st_tensor *ts, int nt, const st_meta_kv *meta, int nm, char *err, size_t n) {
-    if (nt < 0 || nm < 0 || (nt > 0 && !ts) || (nm > 0 && !meta)) return fail(err, n, "invalid tensor/metadata list");
+    if (nt < 0 || nm < 0 || (nt > 0 && !ts) || (nm > 0 && !meta)) return errmsg(err, n, "invalid tensor/metadata list");
     for (int i = 0; i < nt; i++) {
         const st_tensor *t = &ts[i];
-        if (!t->name) return fail(err, n, "tensor %d has no name", i);
-        if (!strcmp(t->name, "__metadata__")) return fail(err, n, "tensor %d is named __metadata__", i);
+        if (!t->name) return errmsg(err, n, "tensor %d has no name", i);
+        if (!strcmp(t->name, "__metadata__")) return errmsg(err, n, "tensor %d is named __metadata__", i);
         for (int j = 0; j < i; j++)
-            if (!strcmp(ts[j].name, t->name)) return fail(err, n, "duplicate tensor name '%s'", t->name);
+            if (!strcmp(ts[j].name, t->name)) return errmsg(err, n, "duplicate tensor name '%s'", t->name);
         if (t->ndim < 0 || t->ndim > ST_MAX_DIMS)
-            return fail(err, n, "tensor '%s' has ndim %d (must be 0..%d)", t->name, t->ndim, ST_MAX_DIMS);
+            return errmsg(err, n, "tensor '%s' has ndim %d (must be 0..%d)", t->name, t->ndim, ST_MAX_DIMS);
         size_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             int64_t v = t->shape[d];
             if (v < 0 || (double)v > ST_MAX_EXACT)
-                return fail(err, n, "tensor '%s' has invalid dimension %lld", t->name, (long long)v);
+                return errmsg(err, n, "tensor '%s' has invalid dimension %lld", t->name, (long long)v);
             if (v != 0 && numel > SIZE_MAX / sizeof(float) / (uint64_t)v)
-                return fail(err, n, "tensor '%s' shape product overflows", t->name);
+                return errmsg(err, n, "tensor '%s' shape product overflows", t->name);
             numel *= (size_t)v;
         }
         if (numel != t->numel)
-            return fail(err, n, "tensor '%s' numel %zu does not match its shape (%zu)", t->name, t->numel, numel);
-        if (numel > 0 && !t->data) return fail(err, n, "tensor '%s' has no data", t->name);
+            return errmsg(err, n, "tensor '%s' numel %zu does not match its shape (%zu)", t->name, t->numel, numel);
+        if (numel > 0 && !t->data) return errmsg(err, n, "tensor '%s' has no data", t->name);
     }
     for (int i = 0; i < nm; i++) {
-        if (!meta[i].key || !meta[i].value) return fail(err, n, "metadata entry %d has a NULL key or value", i);
+        if (!meta[i].key || !meta[i].value) return errmsg(err, n, "metadata entry %d has a NULL key or value", i);
         for (int j = 0; j < i; j++)
-            if (!strcmp(meta[j].key, meta[i].key)) return fail(err, n, "duplicate metadata key '%s'", meta[i].key);
+            if (!strcmp(meta[j].key, meta[i].key)) return errmsg(err, n, "duplicate metadata key '%s'", meta[i].key);
     }
     return 0;
 }
@@ -401,26 +392,26 @@ static char *build_header(const st_tensor *ts, int nt, const st_meta_kv *meta, i
 }
 
 int st_write(const char *path, const st_tensor *ts, int nt, const st_meta_kv *meta, int nm, char *err, size_t n) {
-    if (!host_is_little_endian()) return fail(err, n, "%s: big-endian hosts are not supported", path);
+    if (!host_is_little_endian()) return errmsg(err, n, "%s: big-endian hosts are not supported", path);
     if (check_tensors(ts, nt, meta, nm, err, n)) {
         char why[256];
         snprintf(why, sizeof why, "%s", err && n ? err : "");
-        return fail(err, n, "%s: cannot write: %s", path, why);
+        return errmsg(err, n, "%s: cannot write: %s", path, why);
     }
     uint64_t total = 0;
     for (int i = 0; i < nt; i++)
         total += (uint64_t)ts[i].numel * sizeof(float);
-    if ((double)total > ST_MAX_EXACT) return fail(err, n, "%s: cannot write: data too large", path);
+    if ((double)total > ST_MAX_EXACT) return errmsg(err, n, "%s: cannot write: data too large", path);
 
     char *json = build_header(ts, nt, meta, nm);
-    if (!json) return fail(err, n, "%s: out of memory building the header", path);
+    if (!json) return errmsg(err, n, "%s: out of memory building the header", path);
     // Pad with spaces (valid JSON whitespace) so the data section starts 8-byte aligned.
     size_t jlen = strlen(json), hlen = (jlen + 7) / 8 * 8;
     char *tmp = malloc(strlen(path) + 5);
     char *hdr = malloc(8 + hlen);
     if (!tmp || !hdr) {
         free(json), free(tmp), free(hdr);
-        return fail(err, n, "%s: out of memory", path);
+        return errmsg(err, n, "%s: out of memory", path);
     }
     sprintf(tmp, "%s.tmp", path);
     for (int i = 0; i < 8; i++)
@@ -432,7 +423,7 @@ int st_write(const char *path, const st_tensor *ts, int nt, const st_meta_kv *me
     int rc = -1;
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
-        fail(err, n, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        errmsg(err, n, "%s: cannot create %s: %s", path, tmp, strerror(errno));
         goto done; // nothing created, so nothing to remove
     }
     int ok = fwrite(hdr, 1, 8 + hlen, fp) == 8 + hlen;
@@ -443,12 +434,12 @@ int st_write(const char *path, const st_tensor *ts, int nt, const st_meta_kv *me
     int e = errno;
     if (fclose(fp) != 0 && ok) ok = 0, e = errno;
     if (!ok) {
-        fail(err, n, "%s: error writing %s: %s", path, tmp, strerror(e));
+        errmsg(err, n, "%s: error writing %s: %s", path, tmp, strerror(e));
         remove(tmp);
         goto done;
     }
     if (rename(tmp, path) != 0) {
-        fail(err, n, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        errmsg(err, n, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
         remove(tmp);
         goto done;
     }

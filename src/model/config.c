@@ -1,5 +1,6 @@
 // config.c: the model configuration: checks, JSON reading and writing (docs/model.md).
 #include "model/model.h"
+#include "util/errmsg.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -7,14 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *msg, size_t n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 int model_default_hidden(int dim) {
     const int multiple_of = 256;
@@ -24,17 +17,17 @@ int model_default_hidden(int dim) {
 
 int model_config_check(const model_config *c, char *msg, size_t n) {
     if (c->dim < 1 || c->n_layers < 1 || c->n_heads < 1 || c->vocab_size < 1 || c->hidden_dim < 1)
-        return fail(msg, n, "dim, n_layers, n_heads, vocab_size and hidden_dim must be >= 1");
-    if (c->n_layers > MODEL_MAX_LAYERS) return fail(msg, n, "n_layers=%d exceeds %d", c->n_layers, MODEL_MAX_LAYERS);
-    if (c->dim % c->n_heads) return fail(msg, n, "dim=%d is not divisible by n_heads=%d", c->dim, c->n_heads);
-    if ((c->dim / c->n_heads) % 2) return fail(msg, n, "head dim %d must be even for RoPE", c->dim / c->n_heads);
-    if (!(c->rope_theta > 0) || !(c->norm_eps > 0)) return fail(msg, n, "rope_theta and norm_eps must be > 0");
-    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1)) return fail(msg, n, "attn_dropout must be in [0, 1)");
+        return errmsg(msg, n, "dim, n_layers, n_heads, vocab_size and hidden_dim must be >= 1");
+    if (c->n_layers > MODEL_MAX_LAYERS) return errmsg(msg, n, "n_layers=%d exceeds %d", c->n_layers, MODEL_MAX_LAYERS);
+    if (c->dim % c->n_heads) return errmsg(msg, n, "dim=%d is not divisible by n_heads=%d", c->dim, c->n_heads);
+    if ((c->dim / c->n_heads) % 2) return errmsg(msg, n, "head dim %d must be even for RoPE", c->dim / c->n_heads);
+    if (!(c->rope_theta > 0) || !(c->norm_eps > 0)) return errmsg(msg, n, "rope_theta and norm_eps must be > 0");
+    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1)) return errmsg(msg, n, "attn_dropout must be in [0, 1)");
     if (!c->mta) return 0;
     mta_config t = model_layer_mta_config(c, 0, 1, 1);
     t.pre_cq = c->pre_cq, t.pre_ck = c->pre_ck, t.post_cq = c->post_cq, t.post_ck = c->post_ck;
     char m2[200];
-    if (mta_config_check(&t, m2, sizeof m2)) return fail(msg, n, "mta: %s", m2);
+    if (mta_config_check(&t, m2, sizeof m2)) return errmsg(msg, n, "mta: %s", m2);
     return 0;
 }
 
@@ -58,7 +51,7 @@ static int get_int(const cJSON *o, const char *key, int lo, int hi, int *out, ch
     if (!it) return 0;
     if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo ||
         it->valuedouble > hi)
-        return fail(msg, n, "config: '%s' must be an integer in [%d, %d]", key, lo, hi);
+        return errmsg(msg, n, "config: '%s' must be an integer in [%d, %d]", key, lo, hi);
     *out = (int)it->valuedouble;
     return 0;
 }
@@ -66,7 +59,7 @@ static int get_int(const cJSON *o, const char *key, int lo, int hi, int *out, ch
 static int get_float(const cJSON *o, const char *key, float *out, char *msg, size_t n) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!it) return 0;
-    if (!cJSON_IsNumber(it)) return fail(msg, n, "config: '%s' must be a number", key);
+    if (!cJSON_IsNumber(it)) return errmsg(msg, n, "config: '%s' must be a number", key);
     *out = (float)it->valuedouble;
     return 0;
 }
@@ -74,7 +67,7 @@ static int get_float(const cJSON *o, const char *key, float *out, char *msg, siz
 static int get_bool(const cJSON *o, const char *key, int *out, char *msg, size_t n) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!it) return 0;
-    if (!cJSON_IsBool(it)) return fail(msg, n, "config: '%s' must be true or false", key);
+    if (!cJSON_IsBool(it)) return errmsg(msg, n, "config: '%s' must be true or false", key);
     *out = cJSON_IsTrue(it);
     return 0;
 }
@@ -84,7 +77,7 @@ static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed,
     for (const cJSON *it = o->child; it; it = it->next) {
         int ok = 0;
         for (int i = 0; i < n_allowed; i++) ok |= !strcmp(it->string, allowed[i]);
-        if (!ok) return fail(msg, n, "config: unknown key '%s'%s", it->string, where);
+        if (!ok) return errmsg(msg, n, "config: unknown key '%s'%s", it->string, where);
     }
     return 0;
 }
@@ -95,7 +88,7 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return fail(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+        return errmsg(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     }
     static const char *const top[] = {"dim", "n_layers", "n_heads", "vocab_size", "hidden_dim", "rope_theta",
                                       "norm_eps", "attn_dropout", "mta"};
@@ -111,11 +104,11 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     if (!rc) rc = get_float(root, "norm_eps", &c->norm_eps, msg, n);
     if (!rc) rc = get_float(root, "attn_dropout", &c->attn_dropout, msg, n);
     if (!rc && (!c->dim || !c->n_layers || !c->n_heads || !c->vocab_size))
-        rc = fail(msg, n, "config: dim, n_layers, n_heads and vocab_size are required");
+        rc = errmsg(msg, n, "config: dim, n_layers, n_heads and vocab_size are required");
     if (!rc && !c->hidden_dim) c->hidden_dim = model_default_hidden(c->dim);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "mta");
     if (!rc && m && !cJSON_IsNull(m)) {
-        if (!cJSON_IsObject(m)) rc = fail(msg, n, "config: 'mta' must be an object or null");
+        if (!cJSON_IsObject(m)) rc = errmsg(msg, n, "config: 'mta' must be an object or null");
         if (!rc) rc = check_keys(m, mk, 10, " in 'mta'", msg, n);
         c->mta = 1;
         if (!rc) rc = get_int(m, "pre_cq", 0, 4096, &c->pre_cq, msg, n);
@@ -129,11 +122,11 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
         if (!rc) rc = get_bool(m, "gate", &c->gate, msg, n);
         const cJSON *ql = cJSON_GetObjectItemCaseSensitive(m, "qk_layers");
         if (!rc && ql) {
-            if (!cJSON_IsArray(ql)) rc = fail(msg, n, "config: 'qk_layers' must be an array of layer indices");
+            if (!cJSON_IsArray(ql)) rc = errmsg(msg, n, "config: 'qk_layers' must be an array of layer indices");
             for (const cJSON *it = ql ? ql->child : NULL; !rc && it; it = it->next) {
                 if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
                     it->valuedouble >= c->n_layers)
-                    rc = fail(msg, n, "config: qk_layers entries must be layer indices in [0, %d)", c->n_layers);
+                    rc = errmsg(msg, n, "config: qk_layers entries must be layer indices in [0, %d)", c->n_layers);
                 else
                     c->qk_layer[(int)it->valuedouble] = 1;
             }
@@ -146,7 +139,7 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
 
 int model_config_load(const char *path, model_config *c, char *msg, size_t n) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(msg, n, "%s: cannot open config", path);
+    if (!f) return errmsg(msg, n, "%s: cannot open config", path);
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -156,7 +149,7 @@ int model_config_load(const char *path, model_config *c, char *msg, size_t n) {
             if (!nb || cap > (64u << 20)) {
                 free(nb ? nb : buf);
                 fclose(f);
-                return fail(msg, n, "%s: config too large or out of memory", path);
+                return errmsg(msg, n, "%s: config too large or out of memory", path);
             }
             buf = nb;
         }
@@ -169,7 +162,7 @@ int model_config_load(const char *path, model_config *c, char *msg, size_t n) {
     char inner[256];
     int rc = model_config_from_json(buf, c, inner, sizeof inner);
     free(buf);
-    if (rc) return fail(msg, n, "%s: %s", path, inner);
+    if (rc) return errmsg(msg, n, "%s: %s", path, inner);
     return 0;
 }
 

@@ -2,6 +2,7 @@
 // Shapes: N = B*T rows; x (N,D); q, k, v, attention out (B,H,T,d); FFN hidden (N,F); logits (N,V).
 // Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
 #include "model/model.h"
+#include "util/errmsg.h"
 #include "io/safetensors.h"
 
 #include <cblas.h>
@@ -37,16 +38,6 @@ struct model {
     float *dx, *dxn, *dlin, *dq, *dk, *dv, *dao, *dh1, *dh3, *dlogits;
     mta_ctx *ctx[MODEL_MAX_LAYERS];
 };
-
-static int fail(char *msg, size_t n, const char *fmt, ...) {
-    if (msg && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 // ---- parameter layout ---------------------------------------------------------------------
 
@@ -112,7 +103,7 @@ model *model_create(const model_config *c, char *msg, size_t n) {
     if (model_config_check(c, msg, n)) return NULL;
     model *m = calloc(1, sizeof *m);
     if (!m) {
-        fail(msg, n, "out of memory");
+        errmsg(msg, n, "out of memory");
         return NULL;
     }
     m->cfg = *c;
@@ -122,7 +113,7 @@ model *model_create(const model_config *c, char *msg, size_t n) {
     m->params = calloc(m->num_params, sizeof(float));
     m->grads = calloc(m->num_params, sizeof(float));
     if (!m->params || !m->grads) {
-        fail(msg, n, "out of memory for %zu parameters", m->num_params);
+        errmsg(msg, n, "out of memory for %zu parameters", m->num_params);
         model_free(m);
         return NULL;
     }
@@ -325,7 +316,7 @@ static int ensure_acts(model *m, int B, int T, char *msg, size_t n) {
     m->tokens = malloc(2 * N * sizeof(int));
     if (!m->acts || !m->tokens) {
         free_acts(m);
-        return fail(msg, n, "out of memory for activations (B=%d, T=%d)", B, T);
+        return errmsg(msg, n, "out of memory for activations (B=%d, T=%d)", B, T);
     }
     m->targets = m->tokens + N;
     float *p = m->acts;
@@ -373,14 +364,14 @@ void model_set_training(model *m, int training, uint64_t seed) {
 
 int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg, size_t n) {
     const model_config *c = &m->cfg;
-    if (B < 1 || T < 1) return fail(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
+    if (B < 1 || T < 1) return errmsg(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
     if (ensure_acts(m, B, T, msg, n)) return -1;
     const int D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
     const int N = B * T;
     for (int i = 0; i < N; i++) {
-        if (tokens[i] < 0 || tokens[i] >= V) return fail(msg, n, "token %d at position %d is outside [0, %d)", tokens[i], i, V);
+        if (tokens[i] < 0 || tokens[i] >= V) return errmsg(msg, n, "token %d at position %d is outside [0, %d)", tokens[i], i, V);
         if (targets && (targets[i] < -1 || targets[i] >= V))
-            return fail(msg, n, "target %d at position %d is outside [-1, %d)", targets[i], i, V);
+            return errmsg(msg, n, "target %d at position %d is outside [-1, %d)", targets[i], i, V);
     }
     memcpy(m->tokens, tokens, (size_t)N * sizeof(int));
     m->have_targets = targets != NULL;
@@ -402,7 +393,7 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
         mta_params p = layer_mta_params(L);
         mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
         if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
-            return fail(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
+            return errmsg(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
         merge_heads(a->aoc, a->ao, B, T, H, d, NULL, NULL);
         linear_forward(a->x_mid, a->aoc, L->wo, N, D, D);
         for (size_t i = 0; i < (size_t)N * D; i++) a->x_mid[i] += a->x_in[i];
@@ -445,7 +436,7 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
 
 int model_backward(model *m, char *msg, size_t n) {
     const model_config *c = &m->cfg;
-    if (!m->have_targets) return fail(msg, n, "model_backward needs a forward with targets first");
+    if (!m->have_targets) return errmsg(msg, n, "model_backward needs a forward with targets first");
     const int B = m->B, T = m->T, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
     const int N = B * T;
     model_weights *G = &m->g;
@@ -478,7 +469,7 @@ int model_backward(model *m, char *msg, size_t n) {
         mta_params p = layer_mta_params(L);
         mta_grads g = {LG->w_pre, LG->w_pre_head, LG->w_post, LG->w_post_head, LG->gn_weight, LG->gate_w, LG->gate_b};
         if (mta_backward(m->ctx[l], a->q, a->k, a->v, &p, m->dao, m->dq, m->dk, m->dv, &g) != MTA_OK)
-            return fail(msg, n, "layer %d attention backward: %s", l, mta_ctx_error(m->ctx[l]));
+            return errmsg(msg, n, "layer %d attention backward: %s", l, mta_ctx_error(m->ctx[l]));
         merge_heads(m->dlin, m->dq, B, T, H, d, m->rope_cos, m->rope_sin);
         linear_backward(m->dxn, 0.0f, LG->wq, m->dlin, a->xn1, L->wq, N, D, D);
         merge_heads(m->dlin, m->dk, B, T, H, d, m->rope_cos, m->rope_sin);
@@ -514,25 +505,25 @@ int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
 int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     st_file f;
     char err[512];
-    if (st_read(path, &f, err, sizeof err)) return fail(msg, n, "%s", err);
+    if (st_read(path, &f, err, sizeof err)) return errmsg(msg, n, "%s", err);
     int rc = 0;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const model_tensor *t = &m->tensors[i];
         const st_tensor *s = st_find(&f, t->name);
         if (!s) {
-            rc = fail(msg, n, "%s: missing tensor '%s' (does the config match the weights?)", path, t->name);
+            rc = errmsg(msg, n, "%s: missing tensor '%s' (does the config match the weights?)", path, t->name);
             break;
         }
         int same = s->ndim == t->ndim;
         for (int k = 0; same && k < t->ndim; k++) same = s->shape[k] == t->shape[k];
-        if (!same) rc = fail(msg, n, "%s: tensor '%s' has the wrong shape for this config", path, t->name);
+        if (!same) rc = errmsg(msg, n, "%s: tensor '%s' has the wrong shape for this config", path, t->name);
         else memcpy(m->params + t->offset, s->data, t->numel * sizeof(float));
     }
     if (!rc && f.n_tensors != m->n_tensors) {
         for (int i = 0; i < f.n_tensors && !rc; i++) {
             int known = 0;
             for (int j = 0; j < m->n_tensors && !known; j++) known = !strcmp(f.tensors[i].name, m->tensors[j].name);
-            if (!known) rc = fail(msg, n, "%s: unexpected tensor '%s' for this config", path, f.tensors[i].name);
+            if (!known) rc = errmsg(msg, n, "%s: unexpected tensor '%s' for this config", path, f.tensors[i].name);
         }
     }
     st_free(&f);

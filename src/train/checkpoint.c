@@ -1,5 +1,6 @@
 // checkpoint.c: see checkpoint.h.
 #include "train/checkpoint.h"
+#include "util/errmsg.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -8,14 +9,6 @@
 #include <string.h>
 
 enum { KINDS = 3 };  // weights, optim.m, optim.v
-
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // FNV-1a over the tensors' bytes in the model's tensor order (weights, then m, then v).
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
@@ -37,7 +30,7 @@ int checkpoint_save(const char *path, const model *m, const float *adam_m, const
     st_meta_kv *kv = calloc((size_t)n_meta + 1, sizeof *kv);
     if (!ts || !names || !kv) {
         free(ts), free(names), free(kv);
-        return fail(err, n, "out of memory writing %s", path);
+        return errmsg(err, n, "out of memory writing %s", path);
     }
     uint64_t h = 0xcbf29ce484222325ULL;
     for (int k = 0; k < kinds; k++)
@@ -63,7 +56,7 @@ int checkpoint_save(const char *path, const model *m, const float *adam_m, const
 
 int checkpoint_load(const char *path, model *m, float *adam_m, float *adam_v, st_file *f, char *err, size_t n) {
     char inner[512];
-    if (st_read(path, f, inner, sizeof inner)) return fail(err, n, "%s", inner);
+    if (st_read(path, f, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
     int nt;
     const model_tensor *mt = model_tensors(m, &nt);
     float *base[KINDS] = {model_params(m), adam_m, adam_v};
@@ -78,25 +71,25 @@ int checkpoint_load(const char *path, model *m, float *adam_m, float *adam_v, st
             snprintf(name, sizeof name, "%s%s", prefix_of(k), mt[i].name);
             const st_tensor *t = st_find(f, name);
             if (!t) {
-                rc = fail(err, n, "%s: missing tensor '%s' (not a checkpoint of this model?)", path, name);
+                rc = errmsg(err, n, "%s: missing tensor '%s' (not a checkpoint of this model?)", path, name);
                 break;
             }
             int same = t->ndim == mt[i].ndim;
             for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == mt[i].shape[d];
             if (!same) {
-                rc = fail(err, n, "%s: tensor '%s' does not match the model's shape", path, name);
+                rc = errmsg(err, n, "%s: tensor '%s' does not match the model's shape", path, name);
                 break;
             }
             h = fnv1a(h, t->data, t->numel * sizeof(float));
             if (k < kinds) memcpy(base[k] + mt[i].offset, t->data, t->numel * sizeof(float));
         }
-    if (!rc && kinds > stored_kinds) rc = fail(err, n, "%s: holds no optimizer state (a weights-only file?)", path);
+    if (!rc && kinds > stored_kinds) rc = errmsg(err, n, "%s: holds no optimizer state (a weights-only file?)", path);
     if (!rc) {
         const char *want = st_meta_get(f, "checksum");
         char hex[20];
         snprintf(hex, sizeof hex, "%016" PRIx64, h);
-        if (!want) rc = fail(err, n, "%s: no checksum in the metadata (not an mtac checkpoint?)", path);
-        else if (strcmp(want, hex)) rc = fail(err, n, "%s: checksum mismatch (file corrupt): stored %s, computed %s", path, want, hex);
+        if (!want) rc = errmsg(err, n, "%s: no checksum in the metadata (not an mtac checkpoint?)", path);
+        else if (strcmp(want, hex)) rc = errmsg(err, n, "%s: checksum mismatch (file corrupt): stored %s, computed %s", path, want, hex);
     }
     if (rc) st_free(f);
     return rc;

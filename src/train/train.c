@@ -5,6 +5,7 @@
 // sampler's state is saved in the checkpoint, so a resumed run repeats the uninterrupted one bit
 // for bit (same thread count).
 #include "train/train.h"
+#include "util/errmsg.h"
 #include "data/dataloader.h"
 #include "data/shard.h"
 #include "io/fsutil.h"
@@ -26,14 +27,6 @@
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) { g_stop = sig; }
 
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -47,12 +40,12 @@ static int write_text(const char *path, const char *text, char *err, size_t n) {
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return fail(err, n, "%s: cannot write: %s", tmp, strerror(errno));
+    if (!f) return errmsg(err, n, "%s: cannot write: %s", tmp, strerror(errno));
     int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path)) {
         remove(tmp);
-        return fail(err, n, "%s: write failed", path);
+        return errmsg(err, n, "%s: write failed", path);
     }
     return 0;
 }
@@ -62,7 +55,7 @@ int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, 
     if (shard_read(val_path, &s, err, n)) return -1;
     if (s.n < (size_t)T + 1) {
         shard_free(&s);
-        return fail(err, n, "%s: %zu tokens, fewer than seq_len+1 = %d", val_path, s.n, T + 1);
+        return errmsg(err, n, "%s: %zu tokens, fewer than seq_len+1 = %d", val_path, s.n, T + 1);
     }
     int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
     double total = 0;
@@ -88,6 +81,20 @@ int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, 
     shard_free(&s);
     *loss = total / done;
     return 0;
+}
+
+model *train_open_run(const char *run, train_config *c, char *err, size_t n) {
+    char path[1100];
+    train_config_default(c);
+    snprintf(path, sizeof path, "%s/config.json", run);
+    if (train_config_load(c, path, err, n) || train_config_finish(c, err, n)) return NULL;
+    model *m = model_create(&c->model, err, n);
+    snprintf(path, sizeof path, "%s/model.safetensors", run);
+    if (m && model_load_weights(m, path, err, n)) {
+        model_free(m);
+        m = NULL;
+    }
+    return m;
 }
 
 // metrics.jsonl: on resume keep only the lines of steps the checkpoint already holds.
@@ -138,10 +145,10 @@ static int save_all(const train_config *c, const run_paths *p, model *m, const a
 int train_run(const train_config *c, int resume, char *err, size_t n) {
     run_paths p;
     make_paths(c, &p);
-    if (mkdir_p(c->out)) return fail(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
+    if (mkdir_p(c->out)) return errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
     struct stat sb;
     if (!resume && stat(p.ckpt, &sb) == 0)
-        return fail(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
+        return errmsg(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
 
     model *m = model_create(&c->model, err, n);
     if (!m) return -1;
@@ -149,7 +156,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
     adamw opt;
     if (adamw_init(&opt, P, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
         model_free(m);
-        return fail(err, n, "out of memory for the optimizer");
+        return errmsg(err, n, "out of memory for the optimizer");
     }
     dataloader dl;
     int rc = dataloader_open(&dl, p.train_bin, c->batch_size, c->seq_len, (uint64_t)c->seed, err, n);
@@ -164,7 +171,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
                    *bv = st_meta_get(&f, "best_val_loss");
         if (!s || !t || !ds || dataloader_state_parse(&dl, ds)) {
             st_free(&f);
-            rc = fail(err, n, "%s: training state missing or unreadable in the metadata", p.ckpt);
+            rc = errmsg(err, n, "%s: training state missing or unreadable in the metadata", p.ckpt);
             goto out_dl;
         }
         start = atoi(s), opt.t = atoi(t), best_val = bv ? strtod(bv, NULL) : INFINITY;
@@ -181,7 +188,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
     if (rc) goto out_dl;
     FILE *mf = fopen(p.metrics, "a");
     if (!mf) {
-        rc = fail(err, n, "%s: cannot open: %s", p.metrics, strerror(errno));
+        rc = errmsg(err, n, "%s: cannot open: %s", p.metrics, strerror(errno));
         goto out_dl;
     }
     lr_schedule sched;

@@ -48,6 +48,10 @@ void train_config_print_keys(void);
 // interrupted after saving its checkpoint; -1 with a message on failure.
 int train_run(const train_config *c, int resume, char *err, size_t n);
 
+// Opens a finished or running run directory: its config.json into *c and a model holding its
+// model.safetensors weights. NULL with a message on failure.
+model *train_open_run(const char *run, train_config *c, char *err, size_t n);
+
 // Mean loss over the validation shard in nbatches sequential windows of (B, T).
 int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n);
 

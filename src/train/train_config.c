@@ -1,6 +1,7 @@
 // train_config.c: the training run configuration: one table of keys serves the config file,
 // the command-line flags and the JSON copy saved with every run.
 #include "train/train.h"
+#include "util/errmsg.h"
 #include "train/optim.h"
 
 #include <cjson/cJSON.h>
@@ -49,14 +50,6 @@ static const key_def KEYS[] = {
 #undef F
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
 
-static int fail(char *err, size_t n, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 void train_config_default(train_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->preset, sizeof c->preset, "lm1m");
@@ -81,19 +74,19 @@ static const key_def *find_key(const char *key) {
 
 int train_config_set(train_config *c, const char *key, const char *value, char *err, size_t n) {
     const key_def *k = find_key(key);
-    if (!k) return fail(err, n, "unknown config key '%s' (see mtac train --help)", key);
+    if (!k) return errmsg(err, n, "unknown config key '%s' (see mtac train --help)", key);
     char *base = (char *)c + k->offset, *end;
     errno = 0;
     if (k->type == K_STR) {
-        if (strlen(value) >= k->size) return fail(err, n, "%s: value too long", k->name);
+        if (strlen(value) >= k->size) return errmsg(err, n, "%s: value too long", k->name);
         snprintf(base, k->size, "%s", value);
         return 0;
     }
     double x = strtod(value, &end);
     if (errno || end == value || *end || !isfinite(x) || x < k->lo || x > k->hi)
-        return fail(err, n, "%s: expected a number in [%g, %g], got '%s'", k->name, k->lo, k->hi, value);
+        return errmsg(err, n, "%s: expected a number in [%g, %g], got '%s'", k->name, k->lo, k->hi, value);
     if ((k->type == K_INT || k->type == K_LLONG) && x != floor(x))
-        return fail(err, n, "%s: expected an integer, got '%s'", k->name, value);
+        return errmsg(err, n, "%s: expected an integer, got '%s'", k->name, value);
     if (k->type == K_INT) *(int *)base = (int)x;
     else if (k->type == K_LLONG) *(long long *)base = (long long)x;
     else *(float *)base = (float)x;
@@ -102,27 +95,27 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
 
 int train_config_load(train_config *c, const char *path, char *err, size_t n) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, n, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
     if (len < 0 || len > (16 << 20)) {
         fclose(f);
-        return fail(err, n, "%s: not a readable config file", path);
+        return errmsg(err, n, "%s: not a readable config file", path);
     }
     char *buf = malloc((size_t)len + 1);
     size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
     fclose(f);
     if (!buf || got != (size_t)len) {
         free(buf);
-        return fail(err, n, "%s: read error", path);
+        return errmsg(err, n, "%s: read error", path);
     }
     buf[len] = 0;
     cJSON *root = cJSON_Parse(buf);
     free(buf);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return fail(err, n, "%s: not a JSON object", path);
+        return errmsg(err, n, "%s: not a JSON object", path);
     }
     int rc = 0;
     for (cJSON *it = root->child; it && !rc; it = it->next) {
@@ -131,7 +124,7 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
             char inner[256];
             rc = model_config_from_json(js, &c->model, inner, sizeof inner);
             free(js);
-            if (rc) rc = fail(err, n, "%s: model: %s", path, inner);
+            if (rc) rc = errmsg(err, n, "%s: model: %s", path, inner);
             else c->have_model = 1;
             continue;
         }
@@ -139,10 +132,10 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
         if (cJSON_IsString(it)) snprintf(val, sizeof val, "%s", it->valuestring);
         else if (cJSON_IsNumber(it)) snprintf(val, sizeof val, "%.17g", it->valuedouble);
         else {
-            rc = fail(err, n, "%s: '%s' must be a string or a number", path, it->string);
+            rc = errmsg(err, n, "%s: '%s' must be a string or a number", path, it->string);
             break;
         }
-        if (train_config_set(c, it->string, val, inner, sizeof inner)) rc = fail(err, n, "%s: %s", path, inner);
+        if (train_config_set(c, it->string, val, inner, sizeof inner)) rc = errmsg(err, n, "%s: %s", path, inner);
     }
     cJSON_Delete(root);
     return rc;
@@ -150,12 +143,12 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
 
 int train_config_finish(train_config *c, char *err, size_t n) {
     if (!c->have_model && model_preset(c->preset, &c->model))
-        return fail(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
+        return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
-    if (model_config_check(&c->model, inner, sizeof inner)) return fail(err, n, "model: %s", inner);
+    if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
-        return fail(err, n, "%s", inner);
+        return errmsg(err, n, "%s", inner);
     return 0;
 }
 
