@@ -2,6 +2,7 @@
 // shards train.bin and val.bin (docs/shards.md).
 #include "cli.h"
 #include "data/shard.h"
+#include "data/tokenizer.h"
 #include "io/fsutil.h"
 
 #include <errno.h>
@@ -11,15 +12,22 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { TOK_EOS = 257, BLOCK = 16384 };
+enum { BLOCK = 16384 };
+
+// The whole King James Bible, one verse a line (bible(1): "Gen1:1-Rev22:21 will dump the entire
+// text"); -l10000 keeps it from wrapping lines at the terminal width.
+static const char *BIBLE_CMD = "bible -l10000 gen1:1-rev22:21 </dev/null 2>/dev/null";
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: mtac data --out DIR [--val-every K] [--dtype uint16|uint32] [FILE ...]\n\n"
-               "Tokenizes text byte by byte (ids 0-255; 256 BOS, 257 EOS between files, 258 PAD; vocab 259)\n"
-               "and writes DIR/train.bin and DIR/val.bin. Without FILE it uses the King James Bible printed\n"
-               "by Debian's `bible` program (package bible-kjv, installed by scripts/setup.sh).\n"
-               "Split: the text is cut into blocks of about %d bytes at line ends; every K-th block\n"
-               "(default K = 20, i.e. 5%%) goes to validation. The split depends only on the text.\n", BLOCK);
+    fprintf(f, "usage: mtac data --out DIR [--val-fraction F | --val-every K] [--dtype uint16|uint32] [FILE ...]\n\n"
+               "Tokenizes text byte by byte (ids 0-255; 256 BOS, 257 EOS after each file, 258 PAD; vocab 259)\n"
+               "and writes DIR/train.bin and DIR/val.bin (format: docs/shards.md). Without FILE it uses the\n"
+               "King James Bible printed by Debian's `bible` program (package bible-kjv, installed by\n"
+               "scripts/setup.sh).\n"
+               "Split: the text is cut into blocks of about %d bytes at line ends; every K-th block goes to\n"
+               "validation. --val-fraction F sets K = round(1/F) (1e-6 <= F <= 0.5; default 0.05, K = 20).\n"
+               "The split depends only on the text.\n"
+               "  --dtype  token width in the shards (default uint16)\n", BLOCK);
 }
 
 // Appends a whole stream to a growing byte buffer.
@@ -62,8 +70,12 @@ static int split_doc(const unsigned char *s, size_t len, int k, size_t *block_no
         size_t end = i + BLOCK < len ? i + BLOCK : len;
         while (end < len && s[end - 1] != '\n') end++;
         tokvec *dst = (++*block_no % (size_t)k == 0) ? va : tr;
-        for (size_t j = i; j < end; j++)
-            if (push(dst, s[j])) return -1;
+        uint32_t ids[256];
+        for (size_t j = i; j < end; j += 256) {
+            size_t m = tok_encode(s + j, end - j < 256 ? end - j : 256, ids);
+            for (size_t q = 0; q < m; q++)
+                if (push(dst, ids[q])) return -1;
+        }
         i = end;
     }
     return push(tr, TOK_EOS) || push(va, TOK_EOS);
@@ -86,7 +98,15 @@ int cmd_data(int argc, char **argv) {
             }
             const char *v = argv[++i];
             if (!strcmp(a, "--out")) out = v;
-            else if (!strcmp(a, "--val-every")) {
+            else if (!strcmp(a, "--val-fraction")) {
+                char *end;
+                double fr = strtod(v, &end);
+                if (end == v || *end || !(fr >= 1e-6 && fr <= 0.5)) {
+                    fprintf(stderr, "mtac data: --val-fraction expects a number in [1e-6, 0.5], got '%s'\n", v);
+                    return 2;
+                }
+                k = (int)(1.0 / fr + 0.5);
+            } else if (!strcmp(a, "--val-every")) {
                 if (!cli_parse_pos_int(a, v, &k)) return 2;
                 if (k < 2) {
                     fprintf(stderr, "mtac data: --val-every must be >= 2\n");
@@ -122,7 +142,7 @@ int cmd_data(int argc, char **argv) {
     size_t block_no = 0, bytes = 0;
     int rc = 0;
     for (int f = 0; f < (nfiles ? nfiles : 1) && !rc; f++) {
-        FILE *in = nfiles ? fopen(files[f], "rb") : popen("bible -l10000 gen1:1-rev22:21 2>/dev/null", "r");
+        FILE *in = nfiles ? fopen(files[f], "rb") : popen(BIBLE_CMD, "r");
         if (!in) {
             fprintf(stderr, "mtac data: cannot open %s: %s\n", nfiles ? files[f] : "the bible program", strerror(errno));
             rc = 1;
@@ -143,6 +163,9 @@ int cmd_data(int argc, char **argv) {
         bytes += len;
         free(buf);
     }
+    if (!rc && block_no < (size_t)k)
+        fprintf(stderr, "mtac data: warning: the text makes only %zu block%s of about %d bytes, so none went to "
+                        "validation (lower --val-every or raise --val-fraction)\n", block_no, block_no == 1 ? "" : "s", BLOCK);
     char path[4096], err[512];
     if (!rc) {
         snprintf(path, sizeof path, "%s/train.bin", out);
@@ -152,7 +175,9 @@ int cmd_data(int argc, char **argv) {
             rc = shard_write(path, va.t, va.n, dtype, err, sizeof err);
         }
         if (rc) fprintf(stderr, "mtac data: %s\n", err);
-        else printf("mtac data: %zu bytes -> %s/train.bin (%zu tokens), %s/val.bin (%zu tokens)\n", bytes, out, tr.n, out, va.n);
+        else
+            printf("mtac data: %zu bytes, 1 block in %d to validation -> %s/train.bin (%zu tokens), "
+                   "%s/val.bin (%zu tokens)\n", bytes, k, out, tr.n, out, va.n);
     }
     free(tr.t);
     free(va.t);

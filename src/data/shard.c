@@ -3,7 +3,7 @@
 #include "util/errmsg.h"
 
 #include <errno.h>
-#include <stdarg.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +29,26 @@ static uint64_t get_le(const unsigned char *p, int bytes) {
     return x;
 }
 
+// After the rename, fsync the directory so that the new name itself survives a crash. Best
+// effort: some file systems refuse fsync on a directory, and the data is on disk already.
+static void sync_parent_dir(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) + (slash == path), path);
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, char *err, size_t en) {
     if (dtype != SHARD_U16 && dtype != SHARD_U32) return errmsg(err, en, "%s: unknown token dtype %d", path, dtype);
-    const int w = dtype == SHARD_U16 ? 2 : 4;
+    const size_t w = dtype == SHARD_U16 ? 2 : 4;
+    if (n > (SIZE_MAX - HEADER) / w) return errmsg(err, en, "%s: %zu tokens are too many", path, n);
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) return errmsg(err, en, "%s: path too long", path);
     unsigned char *buf = malloc(HEADER + n * w);
     if (!buf) return errmsg(err, en, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++) {
@@ -39,7 +56,7 @@ int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, c
             free(buf);
             return errmsg(err, en, "%s: token %u does not fit uint16 (use uint32)", path, tokens[i]);
         }
-        put_le(buf + HEADER + i * w, tokens[i], w);
+        put_le(buf + HEADER + i * w, tokens[i], (int)w);
     }
     memset(buf, 0, HEADER);
     memcpy(buf, MAGIC, 8);
@@ -47,20 +64,43 @@ int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, c
     put_le(buf + 12, (uint64_t)dtype, 4);
     put_le(buf + 16, n, 8);
     put_le(buf + 24, fnv1a(buf + HEADER, n * w), 8);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(buf);
         return errmsg(err, en, "%s: cannot create: %s", tmp, strerror(errno));
     }
+    // The temp file is complete and on disk before the rename, so a reader sees the old shard or
+    // the new one, never part of one.
     int ok = fwrite(buf, 1, HEADER + n * w, f) == HEADER + n * w && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
+    int saved = errno;
+    if (fclose(f) != 0 && ok) ok = 0, saved = errno;
     free(buf);
-    if (!ok || rename(tmp, path)) {
+    if (ok && rename(tmp, path)) ok = 0, saved = errno;
+    if (!ok) {
         remove(tmp);
-        return errmsg(err, en, "%s: write failed", path);
+        return errmsg(err, en, "%s: write failed: %s", path, strerror(saved));
     }
+    sync_parent_dir(path);
+    return 0;
+}
+
+// Checks the header against the file size; 0 if it describes a valid shard.
+static int check_header(const char *path, const unsigned char *hdr, size_t size, char *err, size_t en) {
+    uint64_t version = get_le(hdr + 8, 4), dtype = get_le(hdr + 12, 4), n = get_le(hdr + 16, 8);
+    if (memcmp(hdr, MAGIC, 8))
+        return errmsg(err, en, "%s: not a token shard (bad magic; make shards with mtac data)", path);
+    if (version != VERSION)
+        return errmsg(err, en, "%s: shard version %llu, this build reads %d", path, (unsigned long long)version, VERSION);
+    if (dtype != SHARD_U16 && dtype != SHARD_U32)
+        return errmsg(err, en, "%s: unknown token dtype %llu (1 = uint16, 2 = uint32)", path, (unsigned long long)dtype);
+    // The checksum covers only the tokens, so check the reserved bytes to catch a damaged header.
+    for (int i = 32; i < HEADER; i++)
+        if (hdr[i]) return errmsg(err, en, "%s: reserved header byte %d is not zero (corrupt header)", path, i);
+    const size_t w = dtype == SHARD_U16 ? 2 : 4, have = size - HEADER;
+    if (n > have / w || n * w != have)
+        return errmsg(err, en, "%s: header says %llu tokens (%llu bytes) but the file has %zu bytes of tokens (%s)",
+                      path, (unsigned long long)n, (unsigned long long)(n * w), have,
+                      n > have / w ? "truncated" : "trailing bytes");
     return 0;
 }
 
@@ -77,28 +117,23 @@ int shard_read(const char *path, shard *s, char *err, size_t en) {
     unsigned char hdr[HEADER];
     if (size < HEADER || fread(hdr, 1, HEADER, f) != HEADER) {
         fclose(f);
-        return errmsg(err, en, "%s: too short for a token shard (%zu bytes, header is %d)", path, size, HEADER);
+        return errmsg(err, en, "%s: too short for a token shard (%zu bytes, header is %d; truncated)", path, size, HEADER);
     }
-    int rc = 0;
-    uint64_t version = get_le(hdr + 8, 4), dtype = get_le(hdr + 12, 4), n = get_le(hdr + 16, 8);
-    int w = dtype == SHARD_U16 ? 2 : 4;
-    if (memcmp(hdr, MAGIC, 8)) rc = errmsg(err, en, "%s: not a token shard (bad magic; make shards with mtac data)", path);
-    else if (version != VERSION) rc = errmsg(err, en, "%s: shard version %llu, this build reads %d", path, (unsigned long long)version, VERSION);
-    else if (dtype != SHARD_U16 && dtype != SHARD_U32) rc = errmsg(err, en, "%s: unknown token dtype %llu", path, (unsigned long long)dtype);
-    else if (n > (size - HEADER) / w || HEADER + n * w != size)
-        rc = errmsg(err, en, "%s: header says %llu tokens but the file has %zu bytes of tokens (truncated or padded)", path,
-                  (unsigned long long)n, size - HEADER);
+    int rc = check_header(path, hdr, size, err, en);
+    const int dtype = (int)get_le(hdr + 12, 4);
+    const size_t n = (size_t)get_le(hdr + 16, 8), w = dtype == SHARD_U16 ? 2 : 4;
     unsigned char *raw = NULL;
     if (!rc) {
         raw = malloc(n * w + 1);
         s->tokens = malloc((n + 1) * sizeof(uint32_t));
         if (!raw || !s->tokens) rc = errmsg(err, en, "%s: out of memory", path);
         else if (fread(raw, 1, n * w, f) != n * w) rc = errmsg(err, en, "%s: read error", path);
-        else if (fnv1a(raw, n * w) != get_le(hdr + 24, 8)) rc = errmsg(err, en, "%s: checksum mismatch (corrupt shard)", path);
+        else if (fnv1a(raw, n * w) != get_le(hdr + 24, 8))
+            rc = errmsg(err, en, "%s: checksum mismatch: the token bytes are corrupt", path);
     }
     if (!rc) {
-        for (size_t i = 0; i < n; i++) s->tokens[i] = (uint32_t)get_le(raw + i * w, w);
-        s->n = n, s->dtype = (int)dtype;
+        for (size_t i = 0; i < n; i++) s->tokens[i] = (uint32_t)get_le(raw + i * w, (int)w);
+        s->n = n, s->dtype = dtype;
     }
     free(raw);
     fclose(f);

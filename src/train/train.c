@@ -51,36 +51,26 @@ static int write_text(const char *path, const char *text, char *err, size_t n) {
 }
 
 int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n) {
-    shard s;
-    if (shard_read(val_path, &s, err, n)) return -1;
-    if (s.n < (size_t)T + 1) {
-        shard_free(&s);
-        return errmsg(err, n, "%s: %zu tokens, fewer than seq_len+1 = %d", val_path, s.n, T + 1);
-    }
+    dataloader dl;
+    if (dataloader_open(&dl, val_path, B, T, 0, err, n)) return -1;
     int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
     double total = 0;
-    int done = 0;
-    size_t pos = 0;
+    long count = 0;
+    int rc = 0;
     model_set_training(m, 0, 0);
-    for (int b = 0; b < nbatches; b++) {
-        // sequential, non-overlapping windows, wrapping around a short shard
-        for (int r = 0; r < B; r++) {
-            if (pos + T + 1 > s.n) pos = 0;
-            for (int t = 0; t < T; t++) tok[r * T + t] = (int)s.tokens[pos + t], tgt[r * T + t] = (int)s.tokens[pos + t + 1];
-            pos += T;
-        }
+    // The shard in order from its start, each token a target once, until nbatches or its end;
+    // batch means are weighted by their number of targets.
+    for (int b = 0; b < nbatches && dataloader_next_seq(&dl, tok, tgt) > 0; b++) {
         float l;
-        if (model_forward(m, tok, tgt, B, T, &l, err, n)) {
-            free(tok);
-            shard_free(&s);
-            return -1;
-        }
-        total += l, done++;
+        if ((rc = model_forward(m, tok, tgt, B, T, &l, err, n))) break;
+        long valid = 0;
+        for (int i = 0; i < B * T; i++) valid += tgt[i] >= 0;
+        total += (double)l * valid, count += valid;
     }
     free(tok);
-    shard_free(&s);
-    *loss = total / done;
-    return 0;
+    dataloader_close(&dl);
+    if (!rc) *loss = count ? total / count : NAN;
+    return rc;
 }
 
 model *train_open_run(const char *run, train_config *c, char *err, size_t n) {
