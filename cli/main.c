@@ -25,7 +25,8 @@ static void usage(FILE *f) {
             "  train   train an MTA or baseline language model; --resume continues a run\n"
             "  eval    validation loss and perplexity of a trained run\n"
             "  sample  generate text from a trained run\n"
-            "  plot    loss curves of runs as a PNG\n");
+            "  plot    loss curves of runs as a PNG\n"
+            "  toy     the paper's toy task: generate samples, train and evaluate baseline and MTA\n");
 }
 
 int cli_parse_pos_int(const char *flag, const char *s, int *out) {
@@ -86,6 +87,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
+    if (!strcmp(cmd, "toy")) return cmd_toy(argc - 1, argv + 1);
     fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -56,5 +56,15 @@ fi
 expect 0 "identity kernels" -- "$MTAC" demo --T 64
 expect 0 '"impl":"mtac_mta"' -- "$MTAC" bench attn --T 64 --H 2 --d 16 --impl plain,mta --json --threads 1
 
+# the toy task
+expect 0 "usage: mtac toy" -- "$MTAC" toy --help
+expect 0 "#" -- "$MTAC" toy gen --n 2 --blocks 8 --alphabet 12
+expect 2 "query length" -- "$MTAC" toy gen --query-len 9
+expect 2 "distractor" -- "$MTAC" toy gen --blocks 100 --block-len 2 --alphabet 4
+expect 2 "unknown subcommand" -- "$MTAC" toy frob
+expect 2 "not a toy preset" -- "$MTAC" toy run --models lm1m --steps 1
+expect 0 "sequence error rate" -- "$MTAC" toy run --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3 --seeds 1 --out "$tmp/toy"
+[ -f "$tmp/toy/results.json" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: toy results.json missing"; }
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
