@@ -1,5 +1,6 @@
 // dataloader.c: see dataloader.h.
 #include "data/dataloader.h"
+#include "util/rng.h"
 #include "data/tokenizer.h"
 #include "util/errmsg.h"
 
@@ -44,18 +45,10 @@ int dataloader_open_tokens(dataloader *dl, const uint32_t *tokens, size_t ntok, 
 
 void dataloader_close(dataloader *dl) { shard_free(&dl->s); }
 
-// splitmix64 step
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 // A window start in [0, n-T-1]. The modulo bias is below span/2^64, far under any noise in training.
 static size_t next_pos(dataloader *dl) {
     const size_t span = dl->s.n - (size_t)dl->T;
-    return (size_t)(next_u64(&dl->state) % span);
+    return (size_t)(splitmix64(&dl->state) % span);
 }
 
 void dataloader_next(dataloader *dl, int *tokens, int *targets) {

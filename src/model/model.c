@@ -4,6 +4,7 @@
 #include "model/model.h"
 #include "util/errmsg.h"
 #include "io/safetensors.h"
+#include "util/rng.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -162,12 +163,7 @@ model_weights model_weights_of(model *m, float *base) {
 // ---- initialisation -------------------------------------------------------------------------
 
 static double rng_uniform(uint64_t *s) {
-    // splitmix64: small, fast, good enough for initialisation and reproducible everywhere
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 static void trunc_normal(float *x, size_t n, float std, uint64_t *s) {

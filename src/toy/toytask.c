@@ -1,5 +1,6 @@
 // toytask.c: see toytask.h.
 #include "toy/toytask.h"
+#include "util/rng.h"
 #include "util/errmsg.h"
 
 #include <string.h>
@@ -13,14 +14,7 @@ int toy_row_len(const toy_config *c) {
     return 1 + c->n_blocks * c->block_len + (c->n_blocks - 1) + 1 + c->query_len + c->block_len + 1;
 }
 
-static uint64_t next_u64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static int below(uint64_t *s, int n) { return (int)(next_u64(s) % (uint64_t)n); }
+static int below(uint64_t *s, int n) { return (int)(splitmix64(s) % (uint64_t)n); }
 
 int toy_config_check(const toy_config *c, char *err, size_t n) {
     if (c->alphabet < 2 || c->alphabet > 26) return errmsg(err, n, "alphabet size %d must be in [2, 26]", c->alphabet);
