@@ -33,6 +33,18 @@ static int bad_shape(const st_tensor *t, const char *expect, char *err, size_t n
     return errmsg(err, n, "tensor '%s' has shape %s, expected %s", t->name, got, expect);
 }
 
+// A key-query conv kernel (H, c_q, c_k): checks its shape and reads the kernel sizes.
+static int conv_kernel_sizes(const st_tensor *w, int H, int *cq, int *ck, char *err, size_t n) {
+    int64_t s[3] = {H, -1, -1};
+    char want[64];
+    snprintf(want, sizeof want, "(H=%d, c_q, c_k)", H);
+    if (!shape_is(w, 3, s)) return bad_shape(w, want, err, n);
+    if (w->shape[1] < 1 || w->shape[2] < 1 || w->shape[1] > 65536 || w->shape[2] > 65536)
+        return bad_shape(w, "kernel sizes in 1..65536", err, n);
+    *cq = (int)w->shape[1], *ck = (int)w->shape[2];
+    return 0;
+}
+
 static int is_known(const char *name) {
     const char *inputs[] = {"q", "k", "v", "dout"};
     for (size_t i = 0; i < 4; i++)
@@ -80,29 +92,14 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     const st_tensor *t[ATTN_N_PARAMS];
     for (int i = 0; i < ATTN_N_PARAMS; i++) t[i] = st_find(f, attn_param_names[i]);
     char want[128];
-    if (t[P_PRE]) {
-        int64_t s[3] = {H, -1, -1};
-        snprintf(want, sizeof want, "(H=%d, c_q, c_k)", H);
-        if (!shape_is(t[P_PRE], 3, s)) return bad_shape(t[P_PRE], want, err, n);
-        if (t[P_PRE]->shape[1] < 1 || t[P_PRE]->shape[2] < 1 || t[P_PRE]->shape[1] > 65536 || t[P_PRE]->shape[2] > 65536)
-            return bad_shape(t[P_PRE], "kernel sizes in 1..65536", err, n);
-        c.pre_cq = (int)t[P_PRE]->shape[1], c.pre_ck = (int)t[P_PRE]->shape[2];
-    }
+    if (t[P_PRE] && conv_kernel_sizes(t[P_PRE], H, &c.pre_cq, &c.pre_ck, err, n)) return -1;
     if (t[P_PRE_HEAD]) {
         int64_t s[2] = {H, H};
         snprintf(want, sizeof want, "(H,H) = (%d,%d)", H, H);
         if (!shape_is(t[P_PRE_HEAD], 2, s)) return bad_shape(t[P_PRE_HEAD], want, err, n);
         c.pre_head_mix = 1;
     }
-    if (t[P_POST]) {
-        int64_t s[3] = {H, -1, -1};
-        snprintf(want, sizeof want, "(H=%d, c_q, c_k)", H);
-        if (!shape_is(t[P_POST], 3, s)) return bad_shape(t[P_POST], want, err, n);
-        if (t[P_POST]->shape[1] < 1 || t[P_POST]->shape[2] < 1 || t[P_POST]->shape[1] > 65536 ||
-            t[P_POST]->shape[2] > 65536)
-            return bad_shape(t[P_POST], "kernel sizes in 1..65536", err, n);
-        c.post_cq = (int)t[P_POST]->shape[1], c.post_ck = (int)t[P_POST]->shape[2];
-    }
+    if (t[P_POST] && conv_kernel_sizes(t[P_POST], H, &c.post_cq, &c.post_ck, err, n)) return -1;
     if (t[P_POST_HEAD]) {
         const st_tensor *w = t[P_POST_HEAD];
         snprintf(want, sizeof want, "(H/c_h, c_h, c_h) with H=%d", H);
