@@ -11,12 +11,15 @@ int cmd_sample(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_toy(int argc, char **argv);
+int cmd_attnmap(int argc, char **argv);
 
 // Parses a positive integer flag value; prints an error naming the flag and returns 0 if bad.
 int cli_parse_pos_int(const char *flag, const char *s, int *out);
 
 // Sets the OpenMP and BLAS thread counts (n >= 1).
 void cli_set_threads(int n);
+// The thread count OpenMP regions use now.
+int cli_threads(void);
 
 // Seconds on a monotonic clock.
 double cli_now(void);

@@ -87,15 +87,15 @@ int cmd_plot(int argc, char **argv) {
             nr = r;
             break;
         }
-        plot_series tr = {cv[r].x, cv[r].y, cv[r].n, {0}, 1};
+        plot_series tr = {cv[r].x, cv[r].y, cv[r].n, {0}, 1, NULL};
         for (int k = 0; k < 3; k++) tr.rgb[k] = (unsigned char)(pal[r][k] + (255 - pal[r][k]) / 2);
-        plot_series va = {cv[r].vx, cv[r].vy, cv[r].nv, {pal[r][0], pal[r][1], pal[r][2]}, 3};
+        plot_series va = {cv[r].vx, cv[r].vy, cv[r].nv, {pal[r][0], pal[r][1], pal[r][2]}, 3, NULL};
         s[ns++] = tr;
         if (cv[r].nv) s[ns++] = va;
         printf("%-7s %s\n", names[r], runs[r]);
     }
     char err[512];
-    if (!rc && plot_png(out, s, ns, W, H, err, sizeof err)) {
+    if (!rc && plot_png(out, s, ns, W, H, &(plot_text){"LOSS", "STEP", NULL, 0, 0}, err, sizeof err)) {
         fprintf(stderr, "mtac plot: %s\n", err);
         rc = 1;
     }

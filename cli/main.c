@@ -26,7 +26,8 @@ static void usage(FILE *f) {
             "  eval    validation loss and perplexity of a trained run\n"
             "  sample  generate text from a trained run\n"
             "  plot    loss curves of runs as a PNG\n"
-            "  toy     the paper's toy task: generate samples, train and evaluate baseline and MTA\n");
+            "  toy     the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)\n"
+            "  attnmap draw where the toy models attend, baseline beside MTA (PNG)\n");
 }
 
 int cli_parse_pos_int(const char *flag, const char *s, int *out) {
@@ -45,6 +46,8 @@ void cli_set_threads(int n) {
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
 }
+
+int cli_threads(void) { return omp_get_max_threads(); }
 
 double cli_now(void) {
     struct timespec ts;
@@ -88,6 +91,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
     if (!strcmp(cmd, "toy")) return cmd_toy(argc - 1, argv + 1);
+    if (!strcmp(cmd, "attnmap")) return cmd_attnmap(argc - 1, argv + 1);
     fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

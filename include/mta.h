@@ -106,6 +106,11 @@ mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const floa
                         const mta_params *p, const float *dout, float *dq, float *dk, float *dv,
                         const mta_grads *g);
 
+// The attention weights of the last forward for batch b and head h: the (T,T) row-stochastic map
+// (after the post-softmax convolution and head conv when on, before dropout) that multiplies V.
+// For inspection and plots (mtac attnmap). MTA_ERR_STATE without a forward.
+mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
+
 // Dropout (cfg.dropout > 0) applies only to forwards made while training is on (default off).
 // The mask is a pure function of (seed, b, h, i, j), so the backward regenerates it and a given
 // seed always drops the same entries; pass a new seed for each step.

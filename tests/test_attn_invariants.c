@@ -114,6 +114,45 @@ static void expect_config_error(mta_config c, mta_status want, const char *needl
     if (!strstr(msg, needle)) fail_msg("message '%s' does not mention '%s'", msg, needle);
 }
 
+// mta_attention_map returns the map that multiplied V: without group norm and gate the output is
+// exactly map @ v, with every convolution and head mixing on and non-identity kernels; the map is
+// zero above the diagonal. Before a forward, or outside (B,H), it is an error.
+static void test_attention_map(void **s) {
+    (void)s;
+    mta_config c = tu_config_all(2, 4, 13, 5, 2, 3, 2);
+    c.group_norm = 0, c.depth_scale = 0, c.gate = 0;
+    tu_case *a = tu_case_new(&c, 11, 1.0f, 0.3f);
+    assert_non_null(a);
+    const int T = c.T, d = c.d;
+    float *m = malloc((size_t)T * T * sizeof(float));
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    assert_int_equal(mta_attention_map(ctx, 0, 0, m), MTA_ERR_STATE);
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &a->p, a->out), MTA_OK);
+    double worst = 0;
+    for (int b = 0; b < c.B; b++)
+        for (int h = 0; h < c.H; h++) {
+            assert_int_equal(mta_attention_map(ctx, b, h, m), MTA_OK);
+            const size_t base = ((size_t)b * c.H + h) * T * d;
+            for (int i = 0; i < T; i++) {
+                for (int j = i + 1; j < T; j++) assert_true(m[(size_t)i * T + j] == 0.0f);
+                for (int e = 0; e < d; e++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) o += (double)m[(size_t)i * T + j] * a->v[base + (size_t)j * d + e];
+                    worst = fmax(worst, fabs(o - a->out[base + (size_t)i * d + e]));
+                }
+            }
+        }
+    assert_true(worst <= 1e-5);
+    assert_true(tu_max_abs(a->out, a->n) > 1e-2);
+    assert_int_equal(mta_attention_map(ctx, c.B, 0, m), MTA_ERR_INVALID);
+    assert_int_equal(mta_attention_map(ctx, 0, -1, m), MTA_ERR_INVALID);
+    assert_int_equal(mta_attention_map(ctx, 0, 0, NULL), MTA_ERR_NULL);
+    mta_destroy(ctx);
+    free(m);
+    tu_case_free(a);
+}
+
 static void test_bad_configs(void **s) {
     (void)s;
     mta_config ok = mta_config_default(1, 4, 8, 8), c;
@@ -250,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),
         cmocka_unit_test(test_param_sizes_and_identity), cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_attention_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

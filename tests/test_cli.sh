@@ -62,9 +62,23 @@ expect 0 "#" -- "$MTAC" toy gen --n 2 --blocks 8 --alphabet 12
 expect 2 "query length" -- "$MTAC" toy gen --query-len 9
 expect 2 "distractor" -- "$MTAC" toy gen --blocks 100 --block-len 2 --alphabet 4
 expect 2 "unknown subcommand" -- "$MTAC" toy frob
-expect 2 "not a toy preset" -- "$MTAC" toy run --models lm1m --steps 1
-expect 0 "sequence error rate" -- "$MTAC" toy run --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3 --seeds 1 --out "$tmp/toy"
-[ -f "$tmp/toy/results.json" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: toy results.json missing"; }
+expect 2 "toy-baseline, toy" -- "$MTAC" toy run --models lm1m --steps 1
+expect 2 "unknown setting" -- "$MTAC" toy --setting huge
+expect 2 "comma-separated" -- "$MTAC" toy --seeds 1,x
+expect 2 "positive integer" -- "$MTAC" toy --quick --steps 0
+expect 0 "Sequence error rate" -- "$MTAC" toy --quick --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3 --seeds 1,2 --out "$tmp/toy"
+for f in run.json results.json results.md error_curves.png attention.png toy-seed2.safetensors toy-baseline-seed1.jsonl; do
+    [ -s "$tmp/toy/$f" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: toy output $f missing"; }
+done
+expect 0 '"average_error"' -- cat "$tmp/toy/results.json"
+expect 0 "usage: mtac attnmap" -- "$MTAC" attnmap --help
+expect 0 "wrote" -- "$MTAC" attnmap --run "$tmp/toy" --seed 2 --sample 3 --layers 0 --heads 1 --out "$tmp/toy/a.png"
+[ -s "$tmp/toy/a.png" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: attnmap picture missing"; }
+expect 2 "is required" -- "$MTAC" attnmap --seed 1
+expect 1 "cannot open" -- "$MTAC" attnmap --run "$tmp/nowhere"
+expect 1 "layer 5" -- "$MTAC" attnmap --run "$tmp/toy" --layers 5
+expect 1 "test samples" -- "$MTAC" attnmap --run "$tmp/toy" --sample 8
+expect 1 "seed7.safetensors" -- "$MTAC" attnmap --run "$tmp/toy" --seed 7
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

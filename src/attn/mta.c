@@ -175,6 +175,17 @@ void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed) {
 }
 
 const char *mta_ctx_error(const mta_ctx *ctx) { return ctx ? ctx->err : "ctx is NULL"; }
+mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out) {
+    if (!ctx) return MTA_ERR_NULL;
+    if (!out) return mta_fail(ctx, MTA_ERR_NULL, "out must be non-NULL");
+    if (!ctx->have_forward) return mta_fail(ctx, MTA_ERR_STATE, "no forward to take the attention map of");
+    if (b < 0 || b >= ctx->cfg.B || h < 0 || h >= ctx->cfg.H)
+        return mta_fail(ctx, MTA_ERR_INVALID, "attention map (b=%d, h=%d) outside B=%d, H=%d", b, h, ctx->cfg.B, ctx->cfg.H);
+    const size_t TT = (size_t)ctx->cfg.T * ctx->cfg.T;
+    memcpy(out, mta_ref_attention(ctx, b, h), TT * sizeof(float));
+    return MTA_OK;
+}
+
 mta_stats mta_ctx_stats(const mta_ctx *ctx) {
     mta_stats z = {0, 0};
     return ctx ? ctx->stats : z;

@@ -47,5 +47,7 @@ mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const 
                             const mta_params *p, const float *dout, float *dq, float *dk,
                             float *dv, const mta_grads *g);
 void mta_ref_free(mta_ctx *ctx);
+// The (T,T) map of (b,h) that multiplied V in the last forward (no dropout).
+const float *mta_ref_attention(const mta_ctx *ctx, int b, int h);
 
 #endif

@@ -321,6 +321,11 @@ static chain chain_of(const mta_config *c, const mta_ref_state *st) {
     return ch;
 }
 
+const float *mta_ref_attention(const mta_ctx *ctx, int b, int h) {
+    const mta_config *c = &ctx->cfg;
+    return chain_of(c, &ctx->ref).pv + ((size_t)b * c->H + h) * c->T * c->T;
+}
+
 // ---- attention dropout --------------------------------------------------------------------
 
 // Keep-or-drop of entry (slab, i, j): a hash of the seed and the entry's index (splitmix64

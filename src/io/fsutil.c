@@ -1,9 +1,14 @@
 // fsutil.c: see fsutil.h.
 #include "io/fsutil.h"
 
+#include "util/errmsg.h"
+
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int mkdir_p(const char *path) {
     char buf[4096];
@@ -24,6 +29,56 @@ int mkdir_p(const char *path) {
     if (stat(path, &st) || !S_ISDIR(st.st_mode)) {
         errno = ENOTDIR;
         return -1;
+    }
+    return 0;
+}
+
+char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            char *nb = cap <= max_bytes + 8192 ? realloc(buf, cap) : NULL;
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                errmsg(err, n, "%s: larger than %zu bytes or out of memory", path, max_bytes);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || len > max_bytes) {
+        free(buf);
+        if (bad) errmsg(err, n, "%s: read error", path);
+        else errmsg(err, n, "%s: larger than %zu bytes", path, max_bytes);
+        return NULL;
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+int write_text_atomic(const char *path, const char *text, char *err, size_t n) {
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return errmsg(err, n, "%s: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return errmsg(err, n, "%s: cannot write: %s", tmp, strerror(errno));
+    int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path)) {
+        remove(tmp);
+        return errmsg(err, n, "%s: write failed", path);
     }
     return 0;
 }

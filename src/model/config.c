@@ -1,5 +1,6 @@
 // config.c: the model configuration: checks, JSON reading and writing (docs/model.md).
 #include "model/model.h"
+#include "io/fsutil.h"
 #include "util/errmsg.h"
 
 #include <cjson/cJSON.h>
@@ -138,27 +139,8 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
 }
 
 int model_config_load(const char *path, model_config *c, char *msg, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errmsg(msg, n, "%s: cannot open config", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = 2 * cap + 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb || cap > (64u << 20)) {
-                free(nb ? nb : buf);
-                fclose(f);
-                return errmsg(msg, n, "%s: config too large or out of memory", path);
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) break;
-    }
-    fclose(f);
-    buf[len] = 0;
+    char *buf = read_text_file(path, 64u << 20, msg, n);
+    if (!buf) return -1;
     char inner[256];
     int rc = model_config_from_json(buf, c, inner, sizeof inner);
     free(buf);

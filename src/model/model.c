@@ -147,6 +147,14 @@ size_t model_num_params(const model *m) { return m->num_params; }
 float *model_params(model *m) { return m->params; }
 float *model_grads(model *m) { return m->grads; }
 const float *model_logits(const model *m) { return m->logits; }
+int model_attention_map(model *m, int l, int b, int h, float *out, char *msg, size_t n) {
+    if (!m->T) return errmsg(msg, n, "no forward to take an attention map of");
+    if (l < 0 || l >= m->cfg.n_layers || b < 0 || b >= m->B || h < 0 || h >= m->cfg.n_heads)
+        return errmsg(msg, n, "attention map (layer %d, sequence %d, head %d) outside %d layers, %d sequences, %d heads",
+                      l, b, h, m->cfg.n_layers, m->B, m->cfg.n_heads);
+    if (mta_attention_map(m->ctx[l], b, h, out) != MTA_OK) return errmsg(msg, n, "%s", mta_ctx_error(m->ctx[l]));
+    return 0;
+}
 void model_zero_grad(model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
 
 const model_tensor *model_tensors(const model *m, int *count) {

@@ -84,6 +84,10 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
                   size_t n);
 const float *model_logits(const model *m);
 
+// The attention weights (T,T) of layer l, head h, sequence b of the last forward (what multiplied
+// V: after the MTA convolutions, before dropout). 0, or -1 with a message.
+int model_attention_map(model *m, int l, int b, int h, float *out, char *msg, size_t n);
+
 // Training mode: attention dropout (attn_dropout > 0) applies to the forwards that follow, with
 // masks drawn from seed (give each step its own seed). Off by default (evaluation).
 void model_set_training(model *m, int training, uint64_t seed);

@@ -98,13 +98,16 @@ void toy_example(const toy_config *c, const int *row, int *tokens, int *targets)
     }
 }
 
+char toy_token_char(int v) {
+    return v >= 0 && v < 26 ? (char)('a' + v) : v == TOY_DOT ? '.' : v == TOY_HASH ? '#' : v == TOY_BOS ? '^' : v == TOY_EOS ? '$' : '_';
+}
+
 void toy_row_text(const toy_config *c, const int *row, char *buf, size_t n) {
     const int R = toy_row_len(c), answer = R - 1 - c->block_len;
     size_t k = 0;
     for (int t = 0; t < R && k + 2 < n; t++) {
-        int v = row[t];
         if (t == answer) buf[k++] = '>';
-        buf[k++] = v < 26 ? (char)('a' + v) : v == TOY_DOT ? '.' : v == TOY_HASH ? '#' : v == TOY_BOS ? '^' : v == TOY_EOS ? '$' : '_';
+        buf[k++] = toy_token_char(row[t]);
     }
     buf[k < n ? k : n - 1] = '\0';
 }

@@ -34,6 +34,9 @@ int toy_generate(const toy_config *c, uint64_t *rng, int *row);
 // except the answer letters and EOS set to -1 (ignored by the loss). R = toy_row_len.
 void toy_example(const toy_config *c, const int *row, int *tokens, int *targets);
 
+// The character shown for a token: a-z, '.', '#', '^' BOS, '$' EOS, '_' PAD.
+char toy_token_char(int id);
+
 // A row as text ("^abcde.fghij...#ba>abcde$": ^ BOS, > the answer, $ EOS), for inspection.
 void toy_row_text(const toy_config *c, const int *row, char *buf, size_t n);
 

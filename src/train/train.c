@@ -35,21 +35,6 @@ static double now_s(void) {
 
 static void path_join(char *dst, size_t n, const char *dir, const char *file) { snprintf(dst, n, "%s/%s", dir, file); }
 
-// Writes text to path atomically (temp file, fsync, rename).
-static int write_text(const char *path, const char *text, char *err, size_t n) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return errmsg(err, n, "%s: cannot write: %s", tmp, strerror(errno));
-    int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path)) {
-        remove(tmp);
-        return errmsg(err, n, "%s: write failed", path);
-    }
-    return 0;
-}
-
 int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n) {
     dataloader dl;
     if (dataloader_open(&dl, val_path, B, T, 0, err, n)) return -1;
@@ -173,7 +158,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
         remove(p.metrics);
     }
     char *cfg = train_config_to_json(c);
-    rc = write_text(p.config, cfg, err, n);
+    rc = write_text_atomic(p.config, cfg, err, n);
     free(cfg);
     if (rc) goto out_dl;
     FILE *mf = fopen(p.metrics, "a");

@@ -1,6 +1,7 @@
 // train_config.c: the training run configuration: one table of keys serves the config file,
 // the command-line flags and the JSON copy saved with every run.
 #include "train/train.h"
+#include "io/fsutil.h"
 #include "util/errmsg.h"
 #include "train/optim.h"
 
@@ -94,23 +95,8 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
 }
 
 int train_config_load(train_config *c, const char *path, char *err, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (len < 0 || len > (16 << 20)) {
-        fclose(f);
-        return errmsg(err, n, "%s: not a readable config file", path);
-    }
-    char *buf = malloc((size_t)len + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
-    fclose(f);
-    if (!buf || got != (size_t)len) {
-        free(buf);
-        return errmsg(err, n, "%s: read error", path);
-    }
-    buf[len] = 0;
+    char *buf = read_text_file(path, 16u << 20, err, n);
+    if (!buf) return -1;
     cJSON *root = cJSON_Parse(buf);
     free(buf);
     if (!cJSON_IsObject(root)) {

@@ -1,0 +1,159 @@
+// toyplan.c: see toyplan.h. run.json holds the setting, the task, the recipe, the seeds and each
+// model's full config (docs/model.md), so a run directory is self-describing.
+#include "toy/toyplan.h"
+#include "io/fsutil.h"
+#include "util/errmsg.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int toy_plan_preset(const char *name, toy_plan *p) {
+    memset(p, 0, sizeof *p);
+    toy_run_config *r = &p->run;
+    r->task = toy_config_paper();
+    r->weight_decay = 0.0f, r->beta2 = 0.98f;
+    p->n_models = 2;
+    snprintf(p->model_name[0], sizeof p->model_name[0], "toy-baseline");
+    snprintf(p->model_name[1], sizeof p->model_name[1], "toy");
+    model_preset("toy-baseline", &p->models[0]);
+    model_preset("toy", &p->models[1]);
+    p->n_seeds = 3, p->seeds[0] = 42, p->seeds[1] = 43, p->seeds[2] = 44;
+    if (!strcmp(name, "paper")) {
+        // Table 1 of the paper: 100k steps of 64 rows (GPU work)
+        r->steps = 100000, r->batch_size = 64, r->n_test = 1000, r->eval_every = 1000, r->lr = 1e-4f;
+    } else if (!strcmp(name, "reduced")) {
+        // 10 blocks (69-token rows), a 2-layer dim-64 model, a higher lr: ~5 min per model here
+        r->task.n_blocks = 10;
+        r->steps = 8000, r->batch_size = 32, r->n_test = 500, r->eval_every = 500, r->lr = 1e-3f;
+        toy_plan_resize(p, 64, 2, 192);
+    } else if (!strcmp(name, "quick")) {
+        r->task.n_blocks = 10;
+        r->steps = 4000, r->batch_size = 32, r->n_test = 300, r->eval_every = 500, r->lr = 1e-3f;
+        toy_plan_resize(p, 64, 2, 192);
+        p->n_seeds = 1;
+    } else {
+        return -1;
+    }
+    snprintf(p->setting, sizeof p->setting, "%s", name);
+    return 0;
+}
+
+const char *toy_plan_settings(void) { return "paper, reduced, quick"; }
+
+void toy_plan_resize(toy_plan *p, int dim, int layers, int hidden) {
+    for (int i = 0; i < p->n_models; i++) {
+        model_config *m = &p->models[i];
+        if (dim) m->dim = dim;
+        if (layers) m->n_layers = layers;
+        if (hidden) m->hidden_dim = hidden;
+        // the toy MTA models convolve in every layer (paper section 4)
+        for (int l = 0; l < MODEL_MAX_LAYERS; l++) m->qk_layer[l] = m->mta && l < m->n_layers;
+    }
+}
+
+void toy_plan_path(char *buf, size_t n, const char *dir, const char *name, uint64_t seed, const char *suffix) {
+    snprintf(buf, n, "%s/%s-seed%" PRIu64 "%s", dir, name, seed, suffix);
+}
+
+int toy_plan_save(const toy_plan *p, const char *dir, char *err, size_t n) {
+    const toy_run_config *r = &p->run;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "setting", p->setting);
+    cJSON *t = cJSON_AddObjectToObject(o, "task");
+    cJSON_AddNumberToObject(t, "blocks", r->task.n_blocks);
+    cJSON_AddNumberToObject(t, "block_len", r->task.block_len);
+    cJSON_AddNumberToObject(t, "query_len", r->task.query_len);
+    cJSON_AddNumberToObject(t, "alphabet", r->task.alphabet);
+    cJSON_AddNumberToObject(o, "steps", r->steps);
+    cJSON_AddNumberToObject(o, "batch", r->batch_size);
+    cJSON_AddNumberToObject(o, "lr", r->lr);
+    cJSON_AddNumberToObject(o, "weight_decay", r->weight_decay);
+    cJSON_AddNumberToObject(o, "beta2", r->beta2);
+    cJSON_AddNumberToObject(o, "test_samples", r->n_test);
+    cJSON_AddNumberToObject(o, "eval_every", r->eval_every);
+    cJSON *s = cJSON_AddArrayToObject(o, "seeds");
+    for (int i = 0; i < p->n_seeds; i++) cJSON_AddItemToArray(s, cJSON_CreateNumber((double)p->seeds[i]));
+    cJSON *ms = cJSON_AddArrayToObject(o, "models");
+    for (int i = 0; i < p->n_models; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "name", p->model_name[i]);
+        char *js = model_config_to_json(&p->models[i]);
+        cJSON_AddItemToObject(m, "config", cJSON_Parse(js));
+        free(js);
+        cJSON_AddItemToArray(ms, m);
+    }
+    char *text = cJSON_Print(o), path[4096];
+    cJSON_Delete(o);
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    int rc = text ? write_text_atomic(path, text, err, n) : errmsg(err, n, "out of memory");
+    free(text);
+    return rc;
+}
+
+// A non-negative integer member that fits an int, or -1.
+static int get_int(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1e9 && v->valuedouble == (int)v->valuedouble
+               ? (int)v->valuedouble : -1;
+}
+
+static double get_num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1.0;
+}
+
+int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
+    char path[4096], inner[256];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *text = read_text_file(path, 1u << 20, err, n);
+    if (!text) return -1;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    memset(p, 0, sizeof *p);
+    toy_run_config *r = &p->run;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "task"), *s = cJSON_GetObjectItemCaseSensitive(o, "seeds"),
+                *ms = cJSON_GetObjectItemCaseSensitive(o, "models"), *set = cJSON_GetObjectItemCaseSensitive(o, "setting");
+    int rc = 0;
+    if (!cJSON_IsObject(o) || !cJSON_IsObject(t) || !cJSON_IsArray(s) || !cJSON_IsArray(ms) || !cJSON_IsString(set))
+        rc = errmsg(err, n, "%s: not a toy run record (needs setting, task, seeds, models)", path);
+    if (!rc) {
+        snprintf(p->setting, sizeof p->setting, "%s", set->valuestring);
+        r->task.n_blocks = get_int(t, "blocks"), r->task.block_len = get_int(t, "block_len");
+        r->task.query_len = get_int(t, "query_len"), r->task.alphabet = get_int(t, "alphabet");
+        r->steps = get_int(o, "steps"), r->batch_size = get_int(o, "batch"), r->n_test = get_int(o, "test_samples");
+        r->eval_every = get_int(o, "eval_every");
+        r->lr = (float)get_num(o, "lr"), r->weight_decay = (float)get_num(o, "weight_decay"), r->beta2 = (float)get_num(o, "beta2");
+        if (toy_config_check(&r->task, inner, sizeof inner)) rc = errmsg(err, n, "%s: task: %s", path, inner);
+        else if (r->steps < 1 || r->batch_size < 1 || r->n_test < 1 || r->eval_every < 1)
+            rc = errmsg(err, n, "%s: steps, batch, test_samples and eval_every must be positive integers", path);
+    }
+    const cJSON *it;
+    if (!rc) cJSON_ArrayForEach(it, s) {
+        if (p->n_seeds == TOY_MAX_SEEDS || !cJSON_IsNumber(it) || it->valuedouble < 0) {
+            rc = errmsg(err, n, "%s: seeds must be at most %d non-negative integers", path, TOY_MAX_SEEDS);
+            break;
+        }
+        p->seeds[p->n_seeds++] = (uint64_t)it->valuedouble;
+    }
+    if (!rc) cJSON_ArrayForEach(it, ms) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name"), *cf = cJSON_GetObjectItemCaseSensitive(it, "config");
+        if (p->n_models == TOY_MAX_MODELS || !cJSON_IsString(nm) || !cJSON_IsObject(cf) || strlen(nm->valuestring) >= 32) {
+            rc = errmsg(err, n, "%s: models must be at most %d entries with a name and a config", path, TOY_MAX_MODELS);
+            break;
+        }
+        char *js = cJSON_PrintUnformatted(cf);
+        int bad = model_config_from_json(js, &p->models[p->n_models], inner, sizeof inner);
+        free(js);
+        if (bad) {
+            rc = errmsg(err, n, "%s: model %s: %s", path, nm->valuestring, inner);
+            break;
+        }
+        snprintf(p->model_name[p->n_models++], sizeof p->model_name[0], "%s", nm->valuestring);
+    }
+    if (!rc && (!p->n_seeds || !p->n_models)) rc = errmsg(err, n, "%s: no seeds or no models", path);
+    cJSON_Delete(o);
+    return rc;
+}
