@@ -116,9 +116,35 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
 // seed always drops the same entries; pass a new seed for each step.
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
 
+// ---- incremental decoding ----
+// A cache for decoding B sequences one position at a time with the MTA of cfg (cfg.T = the
+// capacity: the longest sequence it holds). Row t it returns equals row t of mta_forward over the
+// whole sequence; a step costs O(t*(d + c_q*c_k)) per head instead of a forward over t rows.
+typedef struct mta_cache mta_cache;
+mta_status mta_cache_create(mta_cache **cache, const mta_config *cfg, char *msg, size_t msg_len);
+void mta_cache_destroy(mta_cache *cache);
+void mta_cache_reset(mta_cache *cache);             // every sequence empty
+int mta_cache_len(const mta_cache *cache, int b);   // positions sequence b holds
+const char *mta_cache_error(const mta_cache *cache);
+
+// Appends position t = mta_cache_len(b) to sequence b: q, k, v are its (H,d) rows; out (H,d)
+// receives the operator's output rows (dropout never applies).
+mta_status mta_cache_step(mta_cache *cache, int b, const float *q, const float *k, const float *v,
+                          const mta_params *p, float *out);
+
+// Fills the cache from the last mta_forward on ctx (same B, H, d and MTA steps; its T may differ
+// from the capacity): sequence b takes positions 0..lens[b]-1 of that forward, with k, v the
+// forward's (B,H,T,d) inputs. Positions after lens[b] in the forward are ignored (causality), so
+// prompts of different lengths can share one padded forward.
+mta_status mta_cache_prefill(mta_cache *cache, mta_ctx *ctx, const float *k, const float *v, const int *lens);
+
 // The last error message of a context ("" if none).
 const char *mta_ctx_error(const mta_ctx *ctx);
 const char *mta_status_str(mta_status s);
+
+// Frees the context's workspace (the maps of the last forward); the next call allocates it again.
+// A backward is then an error until the next forward.
+void mta_ctx_release(mta_ctx *ctx);
 
 // Bytes of workspace the context holds now (for memory reports).
 size_t mta_ctx_workspace_bytes(const mta_ctx *ctx);

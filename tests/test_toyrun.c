@@ -144,6 +144,8 @@ static void test_plan_roundtrip(void **s) {
         assert_int_equal(a.run.steps, b.run.steps);
         assert_int_equal(a.run.batch_size, b.run.batch_size);
         assert_true(a.run.lr == b.run.lr && a.run.beta2 == b.run.beta2);
+        assert_int_equal(a.run.schedule, b.run.schedule);
+        assert_int_equal(a.run.warmup, b.run.warmup);
         assert_int_equal(a.n_seeds, b.n_seeds);
         assert_memory_equal(a.seeds, b.seeds, a.n_seeds * sizeof a.seeds[0]);
         assert_int_equal(a.n_models, b.n_models);
@@ -199,6 +201,8 @@ static void test_plan_bad_records(void **s) {
          "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":3}}]}", "model m"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
          "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],\"models\":[]}", "no seeds or no models"},
+        {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},\"schedule\":\"step\","
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],\"models\":[]}", "schedule"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_file(path, cases[i][0]);

@@ -193,6 +193,10 @@ mta_stats mta_ctx_stats(const mta_ctx *ctx) {
 void mta_ctx_reset_stats(mta_ctx *ctx) {
     if (ctx) ctx->stats.matmul_s = ctx->stats.matmul_flop = 0;
 }
+void mta_ctx_release(mta_ctx *ctx) {
+    if (ctx) mta_ref_free(ctx);
+}
+
 size_t mta_ctx_workspace_bytes(const mta_ctx *ctx) { return ctx ? ctx->bytes : 0; }
 
 // Each enabled step needs its parameters, and a disabled one must not be given any: a present

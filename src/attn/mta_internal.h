@@ -35,6 +35,9 @@ struct mta_ctx {
     mta_ref_state ref;
 };
 
+// Group norm's epsilon (spec section 2, step 8).
+static const float MTA_GN_EPS = 1e-5f;
+
 // Sets ctx->err and returns s.
 mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...);
 
@@ -49,5 +52,11 @@ mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const 
 void mta_ref_free(mta_ctx *ctx);
 // The (T,T) map of (b,h) that multiplied V in the last forward (no dropout).
 const float *mta_ref_attention(const mta_ctx *ctx, int b, int h);
+// The last forward's (B,H,T,T) maps Z (masked scaled scores; valid when pre_cq is on) and P
+// (softmax output), for the decoding cache's prefill.
+void mta_ref_maps(const mta_ctx *ctx, const float **z, const float **p);
+// The head convolution's kernel (H/ch, ch, ch), indexed [g, in, out], as a block-diagonal (H,H)
+// mixing matrix indexed [out, in].
+void mta_headconv_matrix(const float *w, int H, int ch, float *m);
 
 #endif

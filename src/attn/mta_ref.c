@@ -25,7 +25,6 @@ enum {
     ROW_TASK = 16,    // rows per OpenMP task in the map loops
 };
 
-static const float GN_EPS = 1e-5f;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
@@ -157,9 +156,7 @@ static void headmix_all_backward(const mta_config *c, const float *dout, const f
     }
 }
 
-// The head convolution's kernel (H/ch, ch, ch), indexed [g, in, out], as a block-diagonal (H,H)
-// mixing matrix indexed [out, in].
-static void headconv_matrix(const float *w, int H, int ch, float *m) {
+void mta_headconv_matrix(const float *w, int H, int ch, float *m) {
     memset(m, 0, (size_t)H * H * sizeof(float));
     for (int g = 0; g < H / ch; g++)
         for (int n = 0; n < ch; n++)
@@ -179,7 +176,7 @@ static void norm_gate_forward(const mta_config *c, const mta_params *p, mta_ref_
         if (c->group_norm) {
             float ss = 0.0f;
             for (int e = 0; e < d; e++) ss += o[e] * o[e];
-            float rs = 1.0f / sqrtf(ss / d + GN_EPS);
+            float rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
             st->rstd[r] = rs;
             for (int e = 0; e < d; e++) y[e] = o[e] * rs * p->gn_weight[e] * ds;
         } else {
@@ -326,6 +323,11 @@ const float *mta_ref_attention(const mta_ctx *ctx, int b, int h) {
     return chain_of(c, &ctx->ref).pv + ((size_t)b * c->H + h) * c->T * c->T;
 }
 
+void mta_ref_maps(const mta_ctx *ctx, const float **z, const float **p) {
+    chain ch = chain_of(&ctx->cfg, &ctx->ref);
+    *z = ch.z, *p = ch.p;
+}
+
 // ---- attention dropout --------------------------------------------------------------------
 
 // Keep-or-drop of entry (slab, i, j): a hash of the seed and the entry's index (splitmix64
@@ -373,7 +375,7 @@ mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const f
     for (int t = 0; t < BH * T; t++) softmax_causal_row(ch.p + (size_t)(t / T) * TT, T, t % T);
     if (c->post_cq) qkconv_all(c, ch.p, p->w_post, c->post_cq, c->post_ck, st->p1);
     if (c->post_ch) {
-        headconv_matrix(p->w_post_head, c->H, c->post_ch, st->hconv);
+        mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, st->hconv);
         headmix_all(c, ch.hconv_in, st->hconv, c->post_ch, st->p2);
     }
     ctx->dropout_on = c->dropout > 0 && ctx->training;

@@ -18,7 +18,9 @@ int attnplot_png(const char *path, const attnplot_layout *lay, const attnplot_pa
     const int left = 6 * fs + 8, head = 16, below = 6 * fs + 10, gap = 24;
     const int pw = left + T * cw, ph = head + rows * ch + below;  // one panel
     const int nrows = (np + ncols - 1) / ncols, top = lay->title ? 30 : 8;
-    const int W = 16 + ncols * pw + (ncols - 1) * gap, H = top + nrows * (ph + gap);
+    int W = 16 + ncols * pw + (ncols - 1) * gap;
+    const int H = top + nrows * (ph + gap);
+    if (lay->title && raster_text_width(lay->title, 2) + 16 > W) W = raster_text_width(lay->title, 2) + 16;
     raster r;
     if (raster_init(&r, W, H, err, n)) return -1;
     const unsigned char ink[3] = {40, 40, 40}, markc[3] = {214, 39, 40}, frame[3] = {200, 200, 200};

@@ -214,6 +214,16 @@ void model_init(model *m, uint64_t seed) {
 
 // ---- building blocks ------------------------------------------------------------------------
 
+// RoPE table in double: angle t * theta^(-2i/d) for positions 0..T-1, pairs i < d/2.
+static void rope_table(float *cs, float *sn, int T, int d, float theta) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < d / 2; i++) {
+            double ang = t * pow((double)theta, -2.0 * i / d);
+            cs[(size_t)t * (d / 2) + i] = (float)cos(ang);
+            sn[(size_t)t * (d / 2) + i] = (float)sin(ang);
+        }
+}
+
 // y (N,out) = x (N,in) W^T, W (out,in).
 static void linear_forward(float *y, const float *x, const float *W, int N, int in, int out) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
@@ -343,13 +353,7 @@ static int ensure_acts(model *m, int B, int T, char *msg, size_t n) {
             return -1;
         }
     }
-    // RoPE table in double: angle t * theta^(-2i/d)
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < m->d / 2; i++) {
-            double ang = t * pow((double)c->rope_theta, -2.0 * i / m->d);
-            m->rope_cos[(size_t)t * (m->d / 2) + i] = (float)cos(ang);
-            m->rope_sin[(size_t)t * (m->d / 2) + i] = (float)sin(ang);
-        }
+    rope_table(m->rope_cos, m->rope_sin, T, m->d, c->rope_theta);
     m->cap_B = B, m->cap_T = T;
     return 0;
 }
@@ -366,7 +370,19 @@ void model_set_training(model *m, int training, uint64_t seed) {
 
 // ---- forward and backward -----------------------------------------------------------------------
 
+// Called after layer l's attention forward, with its context and its (B,H,T,d) K and V; non-zero
+// stops the forward. The decoder's prefill uses it to fill its caches.
+typedef int (*layer_hook)(void *arg, int l, mta_ctx *ctx, const float *k, const float *v, char *msg, size_t n);
+
+static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
+                        void *hook_arg, char *msg, size_t n);
+
 int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg, size_t n) {
+    return forward_impl(m, tokens, targets, B, T, loss, NULL, NULL, msg, n);
+}
+
+static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
+                        void *hook_arg, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (B < 1 || T < 1) return errmsg(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
     if (ensure_acts(m, B, T, msg, n)) return -1;
@@ -398,6 +414,7 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
         mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
         if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
             return errmsg(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
+        if (hook && hook(hook_arg, l, m->ctx[l], a->k, a->v, msg, n)) return -1;
         merge_heads(a->aoc, a->ao, B, T, H, d, NULL, NULL);
         linear_forward(a->x_mid, a->aoc, L->wo, N, D, D);
         for (size_t i = 0; i < (size_t)N * D; i++) a->x_mid[i] += a->x_in[i];
@@ -532,4 +549,127 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     }
     st_free(&f);
     return rc;
+}
+
+// ---- incremental decoding ---------------------------------------------------------------------
+
+struct model_decoder {
+    model *m;
+    int B, cap;
+    int *len;                           // (B) tokens held per sequence
+    const int *lens;                    // the prompt lengths during a prefill
+    mta_cache *cache[MODEL_MAX_LAYERS];
+    float *rope_cos, *rope_sin;         // (cap, d/2)
+    float *mem;                         // the rows below, one allocation
+    float *x, *xn, *rms, *q, *k, *v, *qh, *kh, *ao, *xm, *h1, *h3, *logits;  // (B, width) rows
+};
+
+model_decoder *model_decoder_create(model *m, int B, int cap, char *msg, size_t n) {
+    const model_config *c = &m->cfg;
+    if (B < 1 || cap < 1) {
+        errmsg(msg, n, "decoder needs B >= 1 and capacity >= 1 (got %d, %d)", B, cap);
+        return NULL;
+    }
+    model_decoder *dec = calloc(1, sizeof *dec);
+    const size_t D = c->dim, F = c->hidden_dim, V = c->vocab_size, half = (size_t)m->d / 2;
+    const size_t rows = (size_t)B * (9 * D + 2 * F + V + 1);
+    if (dec) dec->len = calloc((size_t)B, sizeof(int)), dec->mem = malloc(rows * sizeof(float)),
+             dec->rope_cos = malloc((size_t)cap * half * sizeof(float) + 1), dec->rope_sin = malloc((size_t)cap * half * sizeof(float) + 1);
+    if (!dec || !dec->len || !dec->mem || !dec->rope_cos || !dec->rope_sin) {
+        model_decoder_free(dec);
+        errmsg(msg, n, "out of memory allocating a decoder for %d sequences of %d tokens", B, cap);
+        return NULL;
+    }
+    dec->m = m, dec->B = B, dec->cap = cap;
+    float *p = dec->mem;
+    dec->x = take(&p, B * D), dec->xn = take(&p, B * D), dec->rms = take(&p, B), dec->q = take(&p, B * D);
+    dec->k = take(&p, B * D), dec->v = take(&p, B * D), dec->qh = take(&p, B * D), dec->kh = take(&p, B * D);
+    dec->ao = take(&p, B * D), dec->xm = take(&p, B * D), dec->h1 = take(&p, B * F), dec->h3 = take(&p, B * F);
+    dec->logits = take(&p, B * V);
+    rope_table(dec->rope_cos, dec->rope_sin, cap, m->d, c->rope_theta);
+    for (int l = 0; l < c->n_layers; l++) {
+        mta_config mc = model_layer_mta_config(c, l, B, cap);
+        if (mta_cache_create(&dec->cache[l], &mc, msg, n) != MTA_OK) {
+            model_decoder_free(dec);
+            return NULL;
+        }
+    }
+    return dec;
+}
+
+void model_decoder_free(model_decoder *dec) {
+    if (!dec) return;
+    for (int l = 0; l < MODEL_MAX_LAYERS; l++) mta_cache_destroy(dec->cache[l]);
+    free(dec->len), free(dec->mem), free(dec->rope_cos), free(dec->rope_sin);
+    free(dec);
+}
+
+const float *model_decoder_logits(const model_decoder *dec) { return dec->logits; }
+int model_decoder_len(const model_decoder *dec, int b) { return b >= 0 && b < dec->B ? dec->len[b] : -1; }
+
+// Fills layer l's cache from its forward, then releases the forward's maps: only one layer's
+// (T,T) maps are alive at a time, so long prompts fit in memory.
+static int prefill_layer(void *arg, int l, mta_ctx *ctx, const float *k, const float *v, char *msg, size_t n) {
+    model_decoder *dec = arg;
+    if (mta_cache_prefill(dec->cache[l], ctx, k, v, dec->lens) != MTA_OK)
+        return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
+    mta_ctx_release(ctx);
+    return 0;
+}
+
+int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const int *lens, char *msg, size_t n) {
+    model *m = dec->m;
+    const model_config *c = &m->cfg;
+    const int B = dec->B, V = c->vocab_size;
+    for (int b = 0; b < B; b++)
+        if (lens[b] < 1 || lens[b] > T || lens[b] > dec->cap)
+            return errmsg(msg, n, "prompt %d has length %d: it must be in [1, %d] (and at most the capacity %d)", b, lens[b],
+                          T, dec->cap);
+    model_set_training(m, 0, 0);
+    dec->lens = lens;
+    if (forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, msg, n)) return -1;
+    for (int b = 0; b < B; b++) {
+        dec->len[b] = lens[b];
+        memcpy(dec->logits + (size_t)b * V, m->logits + ((size_t)b * T + lens[b] - 1) * V, (size_t)V * sizeof(float));
+    }
+    return 0;
+}
+
+int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n) {
+    model *m = dec->m;
+    const model_config *c = &m->cfg;
+    const int B = dec->B, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
+    for (int b = 0; b < B; b++) {
+        if (tokens[b] < 0 || tokens[b] >= V) return errmsg(msg, n, "token %d of sequence %d is outside [0, %d)", tokens[b], b, V);
+        if (dec->len[b] >= dec->cap) return errmsg(msg, n, "sequence %d is full (%d tokens)", b, dec->cap);
+        memcpy(dec->x + (size_t)b * D, m->w.tok_embeddings + (size_t)tokens[b] * D, (size_t)D * sizeof(float));
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        const layer_weights *L = &m->w.layer[l];
+        rmsnorm_forward(dec->xn, dec->rms, dec->x, L->attn_norm, B, D, c->norm_eps);
+        linear_forward(dec->q, dec->xn, L->wq, B, D, D);
+        linear_forward(dec->k, dec->xn, L->wk, B, D, D);
+        linear_forward(dec->v, dec->xn, L->wv, B, D, D);
+        mta_params p = layer_mta_params(L);
+        for (int b = 0; b < B; b++) {
+            // RoPE at this sequence's own position; heads are already (H,d) rows for one token
+            const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D;
+            split_heads(dec->qh + row, dec->q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
+            split_heads(dec->kh + row, dec->k + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
+            if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + row, dec->v + row, &p, dec->ao + row) != MTA_OK)
+                return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
+        }
+        linear_forward(dec->xm, dec->ao, L->wo, B, D, D);
+        for (size_t i = 0; i < (size_t)B * D; i++) dec->xm[i] += dec->x[i];
+        rmsnorm_forward(dec->xn, dec->rms, dec->xm, L->ffn_norm, B, D, c->norm_eps);
+        linear_forward(dec->h1, dec->xn, L->w1, B, D, F);
+        linear_forward(dec->h3, dec->xn, L->w3, B, D, F);
+        for (size_t i = 0; i < (size_t)B * F; i++) dec->h1[i] = dec->h1[i] * sigmoidf(dec->h1[i]) * dec->h3[i];
+        linear_forward(dec->x, dec->h1, L->w2, B, F, D);
+        for (size_t i = 0; i < (size_t)B * D; i++) dec->x[i] += dec->xm[i];
+    }
+    rmsnorm_forward(dec->xn, dec->rms, dec->x, m->w.norm, B, D, c->norm_eps);
+    linear_forward(dec->logits, dec->xn, m->w.tok_embeddings, B, D, V);
+    for (int b = 0; b < B; b++) dec->len[b]++;
+    return 0;
 }

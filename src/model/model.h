@@ -96,6 +96,25 @@ void model_set_training(model *m, int training, uint64_t seed);
 int model_backward(model *m, char *msg, size_t n);
 void model_zero_grad(model *m);
 
+// ---- incremental decoding (KV cache) ----
+// Decodes B sequences one token at a time, each layer's attention through an mta_cache (K, V and
+// the few score/probability rows the MTA convolutions need), so a token costs O(t) instead of a
+// forward over the t tokens before it. The logits equal those of model_forward over the same
+// tokens. Sequences may have different lengths; none sees another. Holds at most capacity tokens
+// per sequence. The decoder reads the model's weights when it runs, so it must not outlive it.
+typedef struct model_decoder model_decoder;
+model_decoder *model_decoder_create(model *m, int B, int capacity, char *msg, size_t n);
+void model_decoder_free(model_decoder *dec);
+
+// Starts every sequence from a prompt: tokens (B,T), sequence b's prompt is its first lens[b]
+// tokens (1 <= lens[b] <= T; what follows is ignored). One batched forward, then the caches are
+// filled from it. The logits of each prompt's last token are then in model_decoder_logits.
+int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const int *lens, char *msg, size_t n);
+// Appends one token per sequence (tokens: B ids) and computes their logits.
+int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n);
+const float *model_decoder_logits(const model_decoder *dec);  // (B,V), of the last prefill or step
+int model_decoder_len(const model_decoder *dec, int b);       // tokens sequence b holds
+
 // Weights as safetensors with the names of docs/model.md.
 int model_save_weights(const model *m, const char *path, char *msg, size_t n);
 int model_load_weights(model *m, const char *path, char *msg, size_t n);

@@ -24,16 +24,16 @@ int toy_plan_preset(const char *name, toy_plan *p) {
     if (!strcmp(name, "paper")) {
         // Table 1 of the paper: 100k steps of 64 rows (GPU work)
         r->steps = 100000, r->batch_size = 64, r->n_test = 1000, r->eval_every = 1000, r->lr = 1e-4f;
-    } else if (!strcmp(name, "reduced")) {
-        // 10 blocks (69-token rows), a 2-layer dim-64 model, a higher lr: ~5 min per model here
-        r->task.n_blocks = 10;
-        r->steps = 8000, r->batch_size = 32, r->n_test = 500, r->eval_every = 500, r->lr = 1e-3f;
+    } else if (!strcmp(name, "reduced") || !strcmp(name, "quick")) {
+        // Sized for a 2-core CPU (docs/toy.md): 6 blocks (45-token rows), a 2-layer dim-64 model,
+        // lr 1e-3 with warmup and cosine decay, no attention dropout; quick is one seed, fewer steps
+        r->task.n_blocks = 6;
+        r->batch_size = 32, r->n_test = 500, r->eval_every = 500, r->lr = 1e-3f;
+        r->schedule = LR_COSINE, r->warmup = 200;
+        r->steps = !strcmp(name, "quick") ? 2500 : 6000;
+        if (!strcmp(name, "quick")) p->n_seeds = 1, r->n_test = 300, r->eval_every = 250;
+        for (int i = 0; i < p->n_models; i++) p->models[i].attn_dropout = 0.0f;
         toy_plan_resize(p, 64, 2, 192);
-    } else if (!strcmp(name, "quick")) {
-        r->task.n_blocks = 10;
-        r->steps = 4000, r->batch_size = 32, r->n_test = 300, r->eval_every = 500, r->lr = 1e-3f;
-        toy_plan_resize(p, 64, 2, 192);
-        p->n_seeds = 1;
     } else {
         return -1;
     }
@@ -70,6 +70,8 @@ int toy_plan_save(const toy_plan *p, const char *dir, char *err, size_t n) {
     cJSON_AddNumberToObject(o, "steps", r->steps);
     cJSON_AddNumberToObject(o, "batch", r->batch_size);
     cJSON_AddNumberToObject(o, "lr", r->lr);
+    cJSON_AddStringToObject(o, "schedule", r->schedule == LR_COSINE ? "cosine" : r->schedule == LR_LINEAR ? "linear" : "constant");
+    cJSON_AddNumberToObject(o, "warmup", r->warmup);
     cJSON_AddNumberToObject(o, "weight_decay", r->weight_decay);
     cJSON_AddNumberToObject(o, "beta2", r->beta2);
     cJSON_AddNumberToObject(o, "test_samples", r->n_test);
@@ -125,10 +127,17 @@ int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
         r->task.query_len = get_int(t, "query_len"), r->task.alphabet = get_int(t, "alphabet");
         r->steps = get_int(o, "steps"), r->batch_size = get_int(o, "batch"), r->n_test = get_int(o, "test_samples");
         r->eval_every = get_int(o, "eval_every");
+        // schedule and warmup are optional: constant and 0, the paper's recipe
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "schedule");
+        r->warmup = cJSON_GetObjectItemCaseSensitive(o, "warmup") ? get_int(o, "warmup") : 0;
+        int kind = !sc ? LR_CONSTANT : cJSON_IsString(sc) ? lr_kind_from_name(sc->valuestring) : -1;
+        r->schedule = kind < 0 ? LR_CONSTANT : (lr_kind)kind;
+        if (kind < 0) rc = errmsg(err, n, "%s: schedule must be constant, linear or cosine", path);
         r->lr = (float)get_num(o, "lr"), r->weight_decay = (float)get_num(o, "weight_decay"), r->beta2 = (float)get_num(o, "beta2");
-        if (toy_config_check(&r->task, inner, sizeof inner)) rc = errmsg(err, n, "%s: task: %s", path, inner);
-        else if (r->steps < 1 || r->batch_size < 1 || r->n_test < 1 || r->eval_every < 1)
-            rc = errmsg(err, n, "%s: steps, batch, test_samples and eval_every must be positive integers", path);
+        if (rc) {
+        } else if (toy_config_check(&r->task, inner, sizeof inner)) rc = errmsg(err, n, "%s: task: %s", path, inner);
+        else if (r->steps < 1 || r->batch_size < 1 || r->n_test < 1 || r->eval_every < 1 || r->warmup < 0)
+            rc = errmsg(err, n, "%s: steps, batch, test_samples, eval_every (positive) and warmup must be integers", path);
     }
     const cJSON *it;
     if (!rc) cJSON_ArrayForEach(it, s) {

@@ -104,6 +104,7 @@ int toy_run(const toy_run_config *c, FILE *metrics, const char *weights_path, to
     toy_test_rows(&c->task, c->seed, c->n_test, test);
     for (int i = 0; i < c->n_test; i++) hashes[i] = toy_row_hash(&c->task, test + (size_t)i * R);
     qsort(hashes, (size_t)c->n_test, sizeof *hashes, cmp_u64);
+    const lr_schedule sched = {c->schedule, c->lr, c->warmup, c->steps, 0.0f};
     double t0 = now_s(), loss_ema = NAN;
     toy_eval ev = {NAN, NAN};
     for (int step = 0; step < c->steps && !rc; step++) {
@@ -121,7 +122,7 @@ int toy_run(const toy_run_config *c, FILE *metrics, const char *weights_path, to
         model_set_training(m, 1, c->seed * 1000003u + (uint64_t)step);
         if ((rc = model_forward(m, tok, tgt, B, T, &loss, err, n)) || (rc = model_backward(m, err, n))) break;
         clip_grad_norm(model_grads(m), model_num_params(m), 1.0);
-        adamw_update(&opt, model_params(m), model_grads(m), model_num_params(m), c->lr, NULL);
+        adamw_update(&opt, model_params(m), model_grads(m), model_num_params(m), lr_at(&sched, step), NULL);
         loss_ema = isnan(loss_ema) ? loss : 0.95 * loss_ema + 0.05 * loss;
         int s1 = step + 1;
         if (s1 % c->eval_every == 0 || s1 == c->steps) {

@@ -4,6 +4,7 @@
 
 #include "model/model.h"
 #include "toy/toytask.h"
+#include "train/optim.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@ typedef struct {
     model_config model;
     int steps, batch_size, n_test, eval_every;
     float lr, weight_decay, beta2;
+    lr_kind schedule;  // constant (the paper), or linear/cosine decay to 0 over the steps
+    int warmup;        // linear warmup steps
     uint64_t seed;
 } toy_run_config;
 

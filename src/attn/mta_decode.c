@@ -1,0 +1,248 @@
+// mta_decode.c: incremental decoding (spec section 2, "Incremental decoding"). A new query row i
+// of every map depends only on rows i-c+1..i of the map before each convolution, and those rows'
+// entries above the diagonal are zero, so once a position's key has arrived its row never
+// changes. Per sequence and head the cache keeps K and V, the last pre_cq-1 rows of Z (masked
+// scaled scores, the pre-softmax convolution's input) and the last post_cq-1 rows of P (the
+// softmax output, the post-softmax convolution's input). A step computes one row of every map:
+// O(t*(d + c_q*c_k)) work per head at position t.
+#include "attn/mta_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mta_cache {
+    mta_config cfg;  // cfg.T is the capacity
+    int *len;        // (B) positions held per sequence
+    float *k, *v;    // (B,H,T,d)
+    float *zwin;     // (B,H,pre_cq-1,T): Z rows len-(pre_cq-1)..len-1, oldest first
+    float *pwin;     // (B,H,post_cq-1,T): P rows likewise
+    float *row[5];   // (H,T) scratch rows: z, s1, p, p1, p2
+    float *hmat;     // (H,H) head-conv mixing matrix [out, in]
+    char err[256];
+};
+
+static mta_status cache_fail(mta_cache *c, mta_status s, const char *msg) {
+    snprintf(c->err, sizeof c->err, "%s", msg);
+    return s;
+}
+
+const char *mta_cache_error(const mta_cache *c) { return c ? c->err : "no cache"; }
+
+mta_status mta_cache_create(mta_cache **out, const mta_config *cfg, char *msg, size_t n) {
+    if (!out || !cfg) return MTA_ERR_NULL;
+    *out = NULL;
+    mta_status s = mta_config_check(cfg, msg, n);
+    if (s) return s;
+    if (cfg->pre_cq > 64 || cfg->post_cq > 64) {
+        if (msg && n) snprintf(msg, n, "decoding supports query kernel sizes up to 64 (got %d, %d)", cfg->pre_cq, cfg->post_cq);
+        return MTA_ERR_INVALID;
+    }
+    mta_cache *c = calloc(1, sizeof *c);
+    if (!c) return MTA_ERR_NOMEM;
+    c->cfg = *cfg;
+    const size_t B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
+    const size_t zr = cfg->pre_cq > 1 ? cfg->pre_cq - 1 : 0, pr = cfg->post_cq > 1 ? cfg->post_cq - 1 : 0;
+    int ok = (c->len = calloc(B, sizeof(int))) && (c->k = malloc(B * H * T * d * sizeof(float))) &&
+             (c->v = malloc(B * H * T * d * sizeof(float))) && (c->zwin = calloc(B * H * zr * T + 1, sizeof(float))) &&
+             (c->pwin = calloc(B * H * pr * T + 1, sizeof(float))) && (c->hmat = calloc(H * H, sizeof(float)));
+    for (int i = 0; i < 5 && ok; i++) ok = (c->row[i] = calloc(H * T, sizeof(float))) != NULL;
+    if (!ok) {
+        mta_cache_destroy(c);
+        if (msg && n) snprintf(msg, n, "out of memory allocating a decoding cache for B=%zu, T=%zu", B, T);
+        return MTA_ERR_NOMEM;
+    }
+    *out = c;
+    return MTA_OK;
+}
+
+void mta_cache_destroy(mta_cache *c) {
+    if (!c) return;
+    free(c->len), free(c->k), free(c->v), free(c->zwin), free(c->pwin), free(c->hmat);
+    for (int i = 0; i < 5; i++) free(c->row[i]);
+    free(c);
+}
+
+void mta_cache_reset(mta_cache *c) {
+    if (c) memset(c->len, 0, (size_t)c->cfg.B * sizeof(int));
+}
+
+int mta_cache_len(const mta_cache *c, int b) { return c && b >= 0 && b < c->cfg.B ? c->len[b] : -1; }
+
+// One output row of the key-query convolution at query t, keys 0..t:
+//   out[j] = sum_{a,c} w[a,c] * Z[t-(cq-1)+a][j-p+c],  Z[r][j'] = 0 when j' > r or j' < 0.
+// rows[a] is row t-(cq-1)+a (NULL when that row is before position 0); rows[cq-1] is row t.
+// Written as one shifted axpy per kernel entry, over the keys where the source is causal.
+static void conv_row(const float *const *rows, const float *w, int cq, int ck, int t, float *restrict out) {
+    const int p = (ck - 1) / 2;
+    memset(out, 0, (size_t)(t + 1) * sizeof(float));
+    for (int a = 0; a < cq; a++) {
+        const float *src = rows[a];
+        if (!src) continue;
+        const int r = t - (cq - 1) + a;
+        for (int cc = 0; cc < ck; cc++) {
+            const int sh = cc - p, j0 = sh < 0 ? -sh : 0, j1 = r - sh < t ? r - sh : t;  // j in [j0, j1]
+            const float wv = w[a * ck + cc];
+            const float *restrict s = src + sh;
+            for (int j = j0; j <= j1; j++) out[j] += wv * s[j];
+        }
+    }
+}
+
+// Appends row `cur` (t+1 entries) to a window of nrows rows of length T (oldest first).
+static void window_push(float *win, int nrows, int T, const float *cur, int t) {
+    if (nrows <= 0) return;
+    memmove(win, win + T, (size_t)(nrows - 1) * T * sizeof(float));
+    memset(win + (size_t)(nrows - 1) * T, 0, (size_t)T * sizeof(float));
+    memcpy(win + (size_t)(nrows - 1) * T, cur, (size_t)(t + 1) * sizeof(float));
+}
+
+// The rows t-(cq-1)..t of a windowed map: window rows for the past (NULL before position 0),
+// then the current row.
+static void window_rows(const float *win, int cq, int T, int t, const float *cur, const float **rows) {
+    for (int a = 0; a < cq - 1; a++) {
+        const int r = t - (cq - 1) + a;
+        rows[a] = r >= 0 ? win + (size_t)a * T : NULL;
+    }
+    rows[cq - 1] = cur;
+}
+
+// Row t of output head h: dst = sum_{h' in group(h)} m[h,h'] src[h'] over keys 0..t (heads mix
+// within groups of G).
+static void mix_row(const float *src, const float *m, int H, int G, int T, int t, int h, float *restrict dst) {
+    memset(dst, 0, (size_t)(t + 1) * sizeof(float));
+    const int g0 = h / G * G;
+    for (int h2 = g0; h2 < g0 + G; h2++) {
+        const float w = m[h * H + h2], *restrict s = src + (size_t)h2 * T;
+        for (int j = 0; j <= t; j++) dst[j] += w * s[j];
+    }
+}
+
+mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, const float *v, const mta_params *p,
+                          float *out) {
+    if (!c) return MTA_ERR_NULL;
+    const mta_config *cf = &c->cfg;
+    if (!q || !k || !v || !out || !p) return cache_fail(c, MTA_ERR_NULL, "q, k, v, p and out must be non-NULL");
+    if (b < 0 || b >= cf->B) return cache_fail(c, MTA_ERR_INVALID, "sequence index outside the cache's batch");
+    const int H = cf->H, T = cf->T, d = cf->d, t = c->len[b];
+    if (t >= T) return cache_fail(c, MTA_ERR_INVALID, "the cache is full: a sequence reached the capacity cfg.T");
+    const float scale = 1.0f / sqrtf((float)d), ds = cf->depth_scale ? mta_depth_scale(cf->layer_id) : 1.0f;
+    const int zr = cf->pre_cq > 1 ? cf->pre_cq - 1 : 0, pr = cf->post_cq > 1 ? cf->post_cq - 1 : 0;
+    float *z = c->row[0], *s1 = c->row[1], *pp = c->row[2], *p1 = c->row[3], *p2 = c->row[4];
+    const float *mix_in = cf->pre_cq ? s1 : z, *a_in = cf->post_ch ? p2 : cf->post_cq ? p1 : pp;
+    if (cf->post_ch) mta_headconv_matrix(p->w_post_head, H, cf->post_ch, c->hmat);
+    // One row of every map, head by head between the steps that mix heads. The convolutions'
+    // row pointers live on the stack of each thread (cq <= 64 is checked at create time).
+    #pragma omp parallel
+    {
+        const float *rows[64];
+        #pragma omp for schedule(static)
+        for (int h = 0; h < H; h++) {  // steps 1-2
+            const size_t bh = (size_t)b * H + h;
+            float *K = c->k + bh * T * d, *V = c->v + bh * T * d, *zh = z + (size_t)h * T;
+            const float *qh = q + (size_t)h * d;
+            memcpy(K + (size_t)t * d, k + (size_t)h * d, (size_t)d * sizeof(float));
+            memcpy(V + (size_t)t * d, v + (size_t)h * d, (size_t)d * sizeof(float));
+            for (int j = 0; j <= t; j++) {
+                const float *kj = K + (size_t)j * d;
+                float acc = 0.0f;
+                for (int e = 0; e < d; e++) acc += qh[e] * kj[e];
+                zh[j] = acc * scale;
+            }
+            if (cf->pre_cq) {
+                window_rows(c->zwin + bh * zr * T, cf->pre_cq, T, t, zh, rows);
+                conv_row(rows, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, t, s1 + (size_t)h * T);
+            }
+        }
+        #pragma omp for schedule(static)
+        for (int h = 0; h < H; h++) {  // steps 3-4
+            float *r = pp + (size_t)h * T;
+            if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, h, r);
+            else memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
+            float mx = r[0], sum = 0.0f;
+            for (int j = 1; j <= t; j++) mx = r[j] > mx ? r[j] : mx;
+            for (int j = 0; j <= t; j++) sum += (r[j] = expf(r[j] - mx));
+            const float inv = 1.0f / sum;
+            for (int j = 0; j <= t; j++) r[j] *= inv;
+            if (cf->post_cq) {  // step 5
+                window_rows(c->pwin + ((size_t)b * H + h) * pr * T, cf->post_cq, T, t, r, rows);
+                conv_row(rows, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck, t,
+                         p1 + (size_t)h * T);
+            }
+        }
+        if (cf->post_ch) {  // step 6
+            #pragma omp for schedule(static)
+            for (int h = 0; h < H; h++) mix_row(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, h, p2 + (size_t)h * T);
+        }
+        #pragma omp for schedule(static)
+        for (int h = 0; h < H; h++) {  // steps 7-9
+            const size_t bh = (size_t)b * H + h;
+            const float *A = a_in + (size_t)h * T, *V = c->v + bh * T * d;
+            float *o = out + (size_t)h * d;
+            memset(o, 0, (size_t)d * sizeof(float));
+            for (int j = 0; j <= t; j++) {
+                const float aj = A[j], *vj = V + (size_t)j * d;
+                for (int e = 0; e < d; e++) o[e] += aj * vj[e];
+            }
+            if (cf->group_norm) {
+                float ss = 0.0f;
+                for (int e = 0; e < d; e++) ss += o[e] * o[e];
+                const float rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
+                for (int e = 0; e < d; e++) o[e] = o[e] * rs * p->gn_weight[e] * ds;
+            }
+            if (cf->gate) {
+                float g = p->gate_b[0];
+                for (int e = 0; e < d; e++) g += p->gate_w[e] * o[e];
+                g = 1.0f / (1.0f + expf(-g));
+                for (int e = 0; e < d; e++) o[e] *= g;
+            }
+            window_push(c->zwin + bh * zr * T, zr, T, z + (size_t)h * T, t);
+            window_push(c->pwin + bh * pr * T, pr, T, pp + (size_t)h * T, t);
+        }
+    }
+    c->len[b] = t + 1;
+    return MTA_OK;
+}
+
+mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const float *v, const int *lens) {
+    if (!c || !ctx || !k || !v || !lens) return c ? cache_fail(c, MTA_ERR_NULL, "ctx, k, v and lens must be non-NULL") : MTA_ERR_NULL;
+    const mta_config *cf = &c->cfg, *fc = &ctx->cfg;
+    if (!ctx->have_forward) return cache_fail(c, MTA_ERR_STATE, "prefill needs a forward on the context");
+    if (fc->B != cf->B || fc->H != cf->H || fc->d != cf->d || fc->pre_cq != cf->pre_cq || fc->pre_ck != cf->pre_ck ||
+        fc->pre_head_mix != cf->pre_head_mix || fc->post_cq != cf->post_cq || fc->post_ck != cf->post_ck ||
+        fc->post_ch != cf->post_ch || fc->group_norm != cf->group_norm || fc->depth_scale != cf->depth_scale ||
+        fc->layer_id != cf->layer_id || fc->gate != cf->gate)
+        return cache_fail(c, MTA_ERR_INVALID, "prefill: the forward's config differs from the cache's");
+    const int H = cf->H, T = cf->T, d = cf->d, Tf = fc->T;
+    const int zr = cf->pre_cq > 1 ? cf->pre_cq - 1 : 0, pr = cf->post_cq > 1 ? cf->post_cq - 1 : 0;
+    for (int b = 0; b < cf->B; b++)
+        if (lens[b] < 1 || lens[b] > Tf || lens[b] > T)
+            return cache_fail(c, MTA_ERR_INVALID, "prefill: a length is < 1 or longer than the forward or the cache");
+    const float *zmap, *pmap;
+    mta_ref_maps(ctx, &zmap, &pmap);
+    for (int b = 0; b < cf->B; b++) {
+        const int L = lens[b];
+        for (int h = 0; h < H; h++) {
+            const size_t bh = (size_t)b * H + h;
+            memcpy(c->k + bh * T * d, k + bh * Tf * d, (size_t)L * d * sizeof(float));
+            memcpy(c->v + bh * T * d, v + bh * Tf * d, (size_t)L * d * sizeof(float));
+            // the windows hold rows L-n..L-1 (zero rows before position 0); row r's entries j > r
+            // are zero in the forward's maps already
+            for (int a = 0; a < zr; a++) {
+                const int r = L - zr + a;
+                float *dst = c->zwin + (bh * zr + a) * T;
+                memset(dst, 0, (size_t)T * sizeof(float));
+                if (r >= 0) memcpy(dst, zmap + (bh * Tf + r) * Tf, (size_t)(r + 1) * sizeof(float));
+            }
+            for (int a = 0; a < pr; a++) {
+                const int r = L - pr + a;
+                float *dst = c->pwin + (bh * pr + a) * T;
+                memset(dst, 0, (size_t)T * sizeof(float));
+                if (r >= 0) memcpy(dst, pmap + (bh * Tf + r) * Tf, (size_t)(r + 1) * sizeof(float));
+            }
+        }
+        c->len[b] = L;
+    }
+    return MTA_OK;
+}

@@ -1,0 +1,141 @@
+// test_attn_decode.c: the incremental decoding cache against the batched forward: every output
+// row of mta_cache_step equals the forward's row, from an empty cache and after a prefill with
+// prompts of different lengths, for plain attention and every MTA step alone and together.
+#include "testutil.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+// Largest |a-b| over the row block, relative to the largest |b| of the whole forward output.
+static double row_err(const float *a, const float *b, size_t n, double ref) {
+    return tu_max_abs_diff(a, b, n) / (ref > 1e-12 ? ref : 1.0);
+}
+
+// Runs the forward over the whole case, then decodes the same positions through a cache:
+// positions 0..lens[b]-1 by prefill (lens NULL: none) and the rest step by step.
+static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed) {
+    tu_case *tc = tu_case_new(cfg, seed, 1.0f, 0.3f);
+    assert_non_null(tc);
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, cfg, NULL, 0), MTA_OK);
+    assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
+    mta_config cc = *cfg;
+    cc.T = cfg->T + 3;  // capacity need not equal the forward's length
+    mta_cache *cache;
+    char msg[256];
+    assert_int_equal(mta_cache_create(&cache, &cc, msg, sizeof msg), MTA_OK);
+    const int B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
+    if (lens) {
+        assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_OK);
+        for (int b = 0; b < B; b++) assert_int_equal(mta_cache_len(cache, b), lens[b]);
+    }
+    float *q = malloc((size_t)3 * H * d * sizeof(float)), *k = q + (size_t)H * d, *v = k + (size_t)H * d;
+    float *o = malloc((size_t)H * d * sizeof(float)), *want = malloc((size_t)H * d * sizeof(float));
+    const double ref = tu_max_abs(tc->out, tc->n);
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = lens ? lens[b] : 0; t < T; t++) {
+            for (int h = 0; h < H; h++) {
+                const size_t at = (((size_t)b * H + h) * T + t) * d;
+                memcpy(q + (size_t)h * d, tc->q + at, d * sizeof(float));
+                memcpy(k + (size_t)h * d, tc->k + at, d * sizeof(float));
+                memcpy(v + (size_t)h * d, tc->v + at, d * sizeof(float));
+                memcpy(want + (size_t)h * d, tc->out + at, d * sizeof(float));
+            }
+            assert_int_equal(mta_cache_step(cache, b, q, k, v, &tc->p, o), MTA_OK);
+            worst = fmax(worst, row_err(o, want, (size_t)H * d, ref));
+        }
+    free(q), free(o), free(want);
+    mta_cache_destroy(cache);
+    mta_destroy(ctx);
+    tu_case_free(tc);
+    return worst;
+}
+
+static mta_config variant(int k) {
+    mta_config c = mta_config_default(2, 4, 17, 6);
+    switch (k) {
+    case 1: c.pre_cq = 3, c.pre_ck = 5; break;
+    case 2: c.pre_head_mix = 1; break;
+    case 3: c.post_cq = 2, c.post_ck = 3; break;
+    case 4: c.post_ch = 2; break;
+    case 5: c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3; break;
+    case 6: c.gate = 1; break;
+    case 7: c = tu_config_all(2, 4, 17, 6, 3, 5, 4); break;
+    case 8: c = tu_config_all(2, 4, 17, 6, 6, 11, 2); break;  // kernels wider than many prompts
+    default: break;
+    }
+    return c;
+}
+
+static void test_steps_equal_forward(void **s) {
+    (void)s;
+    for (int k = 0; k <= 8; k++) {
+        mta_config c = variant(k);
+        double e = decode_error(&c, NULL, 100 + k);
+        if (e > 1e-5) fail_msg("variant %d: decoding differs from the forward by %.3g (relative)", k, e);
+    }
+}
+
+static void test_prefill_then_steps(void **s) {
+    (void)s;
+    const int lens[][2] = {{1, 1}, {5, 9}, {16, 2}, {17, 17}};
+    for (int k = 0; k <= 8; k++)
+        for (int i = 0; i < 4; i++) {
+            mta_config c = variant(k);
+            double e = decode_error(&c, lens[i], 200 + k);
+            if (e > 1e-5) fail_msg("variant %d, lens %d/%d: decoding differs by %.3g", k, lens[i][0], lens[i][1], e);
+        }
+}
+
+static void test_cache_errors(void **s) {
+    (void)s;
+    mta_config c = variant(7);
+    c.T = 2;
+    mta_cache *cache;
+    char msg[256];
+    assert_int_equal(mta_cache_create(&cache, &c, msg, sizeof msg), MTA_OK);
+    tu_case *tc = tu_case_new(&c, 1, 1.0f, 0.1f);
+    float o[64];
+    assert_int_equal(mta_cache_step(cache, 2, tc->q, tc->k, tc->v, &tc->p, o), MTA_ERR_INVALID);
+    assert_int_equal(mta_cache_step(cache, 0, tc->q, tc->k, tc->v, &tc->p, o), MTA_OK);
+    assert_int_equal(mta_cache_step(cache, 0, tc->q, tc->k, tc->v, &tc->p, o), MTA_OK);
+    assert_int_equal(mta_cache_step(cache, 0, tc->q, tc->k, tc->v, &tc->p, o), MTA_ERR_INVALID);  // full
+    assert_non_null(strstr(mta_cache_error(cache), "full"));
+    assert_int_equal(mta_cache_step(cache, 0, NULL, tc->k, tc->v, &tc->p, o), MTA_ERR_NULL);
+    mta_cache_reset(cache);
+    assert_int_equal(mta_cache_len(cache, 0), 0);
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    const int lens[2] = {1, 1}, bad[2] = {3, 1};
+    assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_ERR_STATE);  // no forward
+    assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
+    assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, bad), MTA_ERR_INVALID);
+    mta_destroy(ctx);
+    mta_config other = variant(1);
+    other.T = 2;
+    assert_int_equal(mta_create(&ctx, &other, NULL, 0), MTA_OK);
+    tu_case *to = tu_case_new(&other, 2, 1.0f, 0.1f);
+    assert_int_equal(mta_forward(ctx, to->q, to->k, to->v, &to->p, to->out), MTA_OK);
+    assert_int_equal(mta_cache_prefill(cache, ctx, to->k, to->v, lens), MTA_ERR_INVALID);  // other config
+    mta_destroy(ctx);
+    tu_case_free(to);
+    tu_case_free(tc);
+    mta_cache_destroy(cache);
+    c.pre_ck = 4;
+    assert_int_equal(mta_cache_create(&cache, &c, msg, sizeof msg), MTA_ERR_INVALID);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_steps_equal_forward), cmocka_unit_test(test_prefill_then_steps),
+                                       cmocka_unit_test(test_cache_errors)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,129 @@
+// test_decode.c: incremental decoding of the model with KV/MTA caches. For the baseline and every
+// MTA variant, with kernels moved away from the identity, the logits of prefill + token-by-token
+// decoding equal those of one forward over the same tokens at every step (1e-5 relative to the
+// largest logit), for several prompts of different lengths in one batch.
+#include "model/model.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define BASE "\"dim\": 16, \"n_layers\": 3, \"n_heads\": 4, \"vocab_size\": 13, \"hidden_dim\": 24"
+static const char *const CONFIGS[] = {
+    "{" BASE "}",
+    "{" BASE ", \"mta\": {\"qk_layers\": [0, 1, 2], \"pre_cq\": 2, \"pre_ck\": 9}}",  // the toy pattern
+    "{" BASE ", \"mta\": {\"qk_layers\": [1], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2, \"post_ck\": 3,"
+    " \"pre_head_mix\": true, \"post_ch\": 4, \"group_norm\": true, \"gate\": true}}",  // the 830M pattern
+    "{" BASE ", \"mta\": {\"qk_layers\": [0, 2], \"pre_cq\": 6, \"pre_ck\": 11, \"post_cq\": 6, \"post_ck\": 11,"
+    " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true, \"gate\": true}}",
+    "{" BASE ", \"mta\": {\"qk_layers\": [0], \"post_cq\": 4, \"post_ck\": 7}}",
+};
+
+static model *make(const char *json, uint64_t seed) {
+    model_config c;
+    char msg[256];
+    if (model_config_from_json(json, &c, msg, sizeof msg)) fail_msg("%s", msg);
+    model *m = model_create(&c, msg, sizeof msg);
+    assert_non_null(m);
+    model_init(m, seed);
+    int nt;
+    const model_tensor *ts = model_tensors(m, &nt);
+    uint64_t sd = seed + 1;
+    for (int i = 0; i < nt; i++)
+        if (strstr(ts[i].name, ".mta.") || strstr(ts[i].name, "norm"))
+            for (size_t j = 0; j < ts[i].numel; j++) model_params(m)[ts[i].offset + j] += 0.3f * tu_randn(&sd);
+    return m;
+}
+
+static void check_config(const char *json, const int *lens, int B, int T) {
+    model *m = make(json, 5);
+    const int V = model_cfg(m)->vocab_size;
+    int *tok = malloc((size_t)B * T * sizeof(int));
+    uint64_t sd = 9;
+    for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % V;
+    char msg[256];
+    // the reference: one forward over every token
+    assert_int_equal(model_forward(m, tok, NULL, B, T, NULL, msg, sizeof msg), 0);
+    float *ref = malloc((size_t)B * T * V * sizeof(float));
+    memcpy(ref, model_logits(m), (size_t)B * T * V * sizeof(float));
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)B * T * V; i++) scale = fmax(scale, fabs(ref[i]));
+    // decoding: prompts of lens[b] tokens, then the rest one token per step (sequences that are
+    // done keep decoding past T on a token of their own; only positions < T are compared)
+    model_decoder *dec = model_decoder_create(m, B, 2 * T, msg, sizeof msg);
+    assert_non_null(dec);
+    assert_int_equal(model_decoder_prefill(dec, tok, T, lens, msg, sizeof msg), 0);
+    double worst = 0;
+    int compared = 0, minlen = T;
+    for (int b = 0; b < B; b++) minlen = lens[b] < minlen ? lens[b] : minlen;
+    for (int step = 0;; step++) {
+        for (int b = 0; b < B; b++) {
+            const int pos = lens[b] - 1 + step;  // the logits just computed are at this position
+            if (pos >= T) continue;
+            const float *got = model_decoder_logits(dec) + (size_t)b * V, *want = ref + ((size_t)b * T + pos) * V;
+            for (int j = 0; j < V; j++) worst = fmax(worst, fabs(got[j] - want[j]) / scale);
+            compared++;
+        }
+        if (minlen + step >= T) break;
+        int next[8];
+        for (int b = 0; b < B; b++) {
+            const int pos = lens[b] + step;
+            next[b] = pos < T ? tok[(size_t)b * T + pos] : 1;
+        }
+        if (model_decoder_step(dec, next, msg, sizeof msg)) fail_msg("step %d: %s", step, msg);
+    }
+    int expect = 0;
+    for (int b = 0; b < B; b++) expect += T - lens[b] + 1;
+    assert_int_equal(compared, expect);
+    if (worst > 1e-5) fail_msg("%s: decoded logits differ by %.3g (relative)", json, worst);
+    model_decoder_free(dec);
+    free(tok), free(ref);
+    model_free(m);
+}
+
+static void test_decode_equals_forward(void **s) {
+    (void)s;
+    const int lens3[3] = {1, 6, 14}, lens1[1] = {4};
+    for (size_t i = 0; i < sizeof CONFIGS / sizeof CONFIGS[0]; i++) {
+        check_config(CONFIGS[i], lens3, 3, 14);
+        check_config(CONFIGS[i], lens1, 1, 19);
+    }
+}
+
+static void test_decoder_errors(void **s) {
+    (void)s;
+    model *m = make(CONFIGS[2], 1);
+    char msg[256];
+    assert_null(model_decoder_create(m, 0, 4, msg, sizeof msg));
+    model_decoder *dec = model_decoder_create(m, 2, 4, msg, sizeof msg);
+    assert_non_null(dec);
+    int tok[6] = {1, 2, 3, 4, 5, 6}, lens[2] = {3, 0};
+    assert_int_equal(model_decoder_prefill(dec, tok, 3, lens, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "prompt 1"));
+    lens[1] = 2;
+    assert_int_equal(model_decoder_prefill(dec, tok, 3, lens, msg, sizeof msg), 0);
+    assert_int_equal(model_decoder_len(dec, 0), 3);
+    int next[2] = {1, 99};
+    assert_int_equal(model_decoder_step(dec, next, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "outside"));
+    next[1] = 2;
+    assert_int_equal(model_decoder_step(dec, next, msg, sizeof msg), 0);
+    assert_int_equal(model_decoder_len(dec, 0), 4);
+    assert_int_equal(model_decoder_step(dec, next, msg, sizeof msg), -1);  // sequence 0 is full
+    assert_non_null(strstr(msg, "full"));
+    model_decoder_free(dec);
+    model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode_equals_forward), cmocka_unit_test(test_decoder_errors)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
