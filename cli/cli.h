@@ -2,6 +2,8 @@
 #ifndef MTAC_CLI_H
 #define MTAC_CLI_H
 
+#include <stddef.h>
+
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
@@ -20,6 +22,15 @@ int cli_parse_pos_int(const char *flag, const char *s, int *out);
 void cli_set_threads(int n);
 // The thread count OpenMP regions use now.
 int cli_threads(void);
+
+// `mtac bench decode` (cmd_bench_decode.c).
+int bench_decode(int argc, char **argv);
+
+// "1,2,3" into at most max positive integers (each <= 2^20); the count, or 0 if malformed.
+int cli_parse_list(const char *s, int *out, int max);
+
+// The CPU's model name from /proc/cpuinfo.
+void cli_cpu_name(char *buf, size_t n);
 
 // Seconds on a monotonic clock.
 double cli_now(void);

@@ -197,7 +197,7 @@ static double sgemm_rate_gflops(void) {
     return 2.0 * n * n * (double)n / best * 1e-9;
 }
 
-static int parse_list(const char *s, int *out, int max) {
+int cli_parse_list(const char *s, int *out, int max) {
     int n = 0;
     const char *p = s;
     while (*p && n < max) {
@@ -210,7 +210,7 @@ static int parse_list(const char *s, int *out, int max) {
     return *p ? 0 : n;
 }
 
-static void cpu_name(char *buf, size_t n) {
+void cli_cpu_name(char *buf, size_t n) {
     snprintf(buf, n, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
@@ -248,7 +248,7 @@ static int bench_attn(int argc, char **argv) {
         }
         const char *val = argv[++i];
         if (!strcmp(a, "--T")) {
-            if (!(nT = parse_list(val, Ts, 16))) {
+            if (!(nT = cli_parse_list(val, Ts, 16))) {
                 fprintf(stderr, "mtac bench attn: --T expects a comma-separated list of positive integers, got '%s'\n", val);
                 return 2;
             }
@@ -280,7 +280,7 @@ static int bench_attn(int argc, char **argv) {
     }
     cli_set_threads(threads);
     char cpu[256];
-    cpu_name(cpu, sizeof cpu);
+    cli_cpu_name(cpu, sizeof cpu);
     double peak = sgemm_rate_gflops();
     if (json)
         printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\",\"blas_core\":\"%s\"}\n", threads, peak, cpu, openblas_get_corename());
@@ -458,7 +458,7 @@ static int bench_train(int argc, char **argv) {
     }
     cli_set_threads(threads);
     char cpu[256];
-    cpu_name(cpu, sizeof cpu);
+    cli_cpu_name(cpu, sizeof cpu);
     double peak = sgemm_rate_gflops();
     if (!json) {
         printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads,
@@ -495,11 +495,13 @@ static int bench_train(int argc, char **argv) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout, "usage: mtac bench attn|train [options]   (mtac bench attn --help, mtac bench train --help)\n");
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: mtac bench attn|train|decode [options]   (mtac bench attn --help, and so on)\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "attn")) return bench_attn(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
-    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn, train)\n", argv[1]);
+    if (!strcmp(argv[1], "decode")) return bench_decode(argc - 1, argv + 1);
+    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn, train, decode)\n", argv[1]);
     return 2;
 }

@@ -56,6 +56,13 @@ fi
 expect 0 "identity kernels" -- "$MTAC" demo --T 64
 expect 0 '"impl":"mtac_mta"' -- "$MTAC" bench attn --T 64 --H 2 --d 16 --impl plain,mta --json --threads 1
 
+# decoding benchmark
+expect 0 "usage: mtac bench decode" -- "$MTAC" bench decode --help
+expect 2 "comma-separated" -- "$MTAC" bench decode --contexts 5,x
+expect 2 "unknown preset" -- "$MTAC" bench decode --presets nope
+expect 2 "cache and/or recompute" -- "$MTAC" bench decode --impl fast
+expect 0 '"impl":"recompute_mta"' -- "$MTAC" bench decode --presets toy-baseline,toy --contexts 16 --tokens 2 --recompute-tokens 1 --threads 1 --json
+
 # the toy task
 expect 0 "usage: mtac toy" -- "$MTAC" toy --help
 expect 0 "#" -- "$MTAC" toy gen --n 2 --blocks 8 --alphabet 12

@@ -37,6 +37,11 @@ s1=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 20 --seed 3 2>/dev/n
 s2=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 20 --seed 3 2>/dev/null)
 [ "$s1" = "$s2" ] && ok || bad "sampling with one seed is not repeatable"
 "$MTAC" plot --out "$tmp/loss.png" "$tmp/a" > /dev/null && [ "$(head -c 4 "$tmp/loss.png" | tail -c 3)" = "PNG" ] && ok || bad "plot"
+# greedy decoding with the KV cache and by full recomputation agree, also past seq_len (restarts)
+g1=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 100 --temperature 0 2>/dev/null)
+g2=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 100 --temperature 0 --no-cache 2>/dev/null)
+[ -n "$g1" ] && [ "$g1" = "$g2" ] && ok || bad "cached and recomputed greedy samples differ: '$g1' vs '$g2'"
+out=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 5 --top-k 3 2>&1) && echo "$out" | grep -q "tokens/s" && ok || bad "sample --top-k: $out"
 out=$("$MTAC" sample --run "$tmp/nope" 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "config.json" && ok || bad "sample of a missing run: rc $rc, $out"
 

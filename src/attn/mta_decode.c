@@ -7,6 +7,7 @@
 // O(t*(d + c_q*c_k)) work per head at position t.
 #include "attn/mta_internal.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,12 +145,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             const float *qh = q + (size_t)h * d;
             memcpy(K + (size_t)t * d, k + (size_t)h * d, (size_t)d * sizeof(float));
             memcpy(V + (size_t)t * d, v + (size_t)h * d, (size_t)d * sizeof(float));
-            for (int j = 0; j <= t; j++) {
-                const float *kj = K + (size_t)j * d;
-                float acc = 0.0f;
-                for (int e = 0; e < d; e++) acc += qh[e] * kj[e];
-                zh[j] = acc * scale;
-            }
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, qh, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
             if (cf->pre_cq) {
                 window_rows(c->zwin + bh * zr * T, cf->pre_cq, T, t, zh, rows);
                 conv_row(rows, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, t, s1 + (size_t)h * T);
@@ -180,11 +176,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             const size_t bh = (size_t)b * H + h;
             const float *A = a_in + (size_t)h * T, *V = c->v + bh * T * d;
             float *o = out + (size_t)h * d;
-            memset(o, 0, (size_t)d * sizeof(float));
-            for (int j = 0; j <= t; j++) {
-                const float aj = A[j], *vj = V + (size_t)j * d;
-                for (int e = 0; e < d; e++) o[e] += aj * vj[e];
-            }
+            cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
             if (cf->group_norm) {
                 float ss = 0.0f;
                 for (int e = 0; e < d; e++) ss += o[e] * o[e];
