@@ -83,6 +83,11 @@ static void test_steps_equal_forward(void **s) {
         double e = decode_error(&c, NULL, 100 + k);
         if (e > 1e-5) fail_msg("variant %d: decoding differs from the forward by %.3g (relative)", k, e);
     }
+    // rows longer than the decoder's key blocks (512): block edges inside the convolution windows
+    mta_config c = tu_config_all(1, 2, 1100, 4, 3, 7, 2);
+    const int lens[1] = {700};
+    double e = decode_error(&c, NULL, 300), e2 = decode_error(&c, lens, 301);
+    if (e > 1e-5 || e2 > 1e-5) fail_msg("T=1100: decoding differs from the forward by %.3g / %.3g (relative)", e, e2);
 }
 
 static void test_prefill_then_steps(void **s) {

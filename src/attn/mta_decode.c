@@ -17,8 +17,8 @@ struct mta_cache {
     mta_config cfg;  // cfg.T is the capacity
     int *len;        // (B) positions held per sequence
     float *k, *v;    // (B,H,T,d)
-    float *zwin;     // (B,H,pre_cq-1,T): Z rows len-(pre_cq-1)..len-1, oldest first
-    float *pwin;     // (B,H,post_cq-1,T): P rows likewise
+    float *zwin;     // (B,H,pre_cq-1,T): the last pre_cq-1 rows of Z, row r in slot r % (pre_cq-1)
+    float *pwin;     // (B,H,post_cq-1,T): the last post_cq-1 rows of P likewise
     float *row[5];   // (H,T) scratch rows: z, s1, p, p1, p2
     float *hmat;     // (H,H) head-conv mixing matrix [out, in]
     char err[256];
@@ -71,40 +71,49 @@ void mta_cache_reset(mta_cache *c) {
 
 int mta_cache_len(const mta_cache *c, int b) { return c && b >= 0 && b < c->cfg.B ? c->len[b] : -1; }
 
+// Keys per block of the row loops below: the output block and the source rows' blocks stay in
+// L1 while every kernel entry passes over them.
+enum { KEY_BLOCK = 512 };
+
 // One output row of the key-query convolution at query t, keys 0..t:
 //   out[j] = sum_{a,c} w[a,c] * Z[t-(cq-1)+a][j-p+c],  Z[r][j'] = 0 when j' > r or j' < 0.
 // rows[a] is row t-(cq-1)+a (NULL when that row is before position 0); rows[cq-1] is row t.
-// Written as one shifted axpy per kernel entry, over the keys where the source is causal.
+// Written as one shifted axpy per kernel entry over the keys where the source is causal, block
+// by block of keys.
 static void conv_row(const float *const *rows, const float *w, int cq, int ck, int t, float *restrict out) {
     const int p = (ck - 1) / 2;
     memset(out, 0, (size_t)(t + 1) * sizeof(float));
-    for (int a = 0; a < cq; a++) {
-        const float *src = rows[a];
-        if (!src) continue;
-        const int r = t - (cq - 1) + a;
-        for (int cc = 0; cc < ck; cc++) {
-            const int sh = cc - p, j0 = sh < 0 ? -sh : 0, j1 = r - sh < t ? r - sh : t;  // j in [j0, j1]
-            const float wv = w[a * ck + cc];
-            const float *restrict s = src + sh;
-            for (int j = j0; j <= j1; j++) out[j] += wv * s[j];
+    for (int b0 = 0; b0 <= t; b0 += KEY_BLOCK) {
+        const int b1 = b0 + KEY_BLOCK - 1 < t ? b0 + KEY_BLOCK - 1 : t;
+        for (int a = 0; a < cq; a++) {
+            const float *src = rows[a];
+            if (!src) continue;
+            const int r = t - (cq - 1) + a;
+            for (int cc = 0; cc < ck; cc++) {
+                const int sh = cc - p;
+                int j0 = sh < 0 ? -sh : 0, j1 = r - sh < t ? r - sh : t;  // keys whose source is causal
+                j0 = j0 > b0 ? j0 : b0, j1 = j1 < b1 ? j1 : b1;
+                const float wv = w[a * ck + cc];
+                const float *restrict s = src + sh;
+                for (int j = j0; j <= j1; j++) out[j] += wv * s[j];
+            }
         }
     }
 }
 
-// Appends row `cur` (t+1 entries) to a window of nrows rows of length T (oldest first).
-static void window_push(float *win, int nrows, int T, const float *cur, int t) {
-    if (nrows <= 0) return;
-    memmove(win, win + T, (size_t)(nrows - 1) * T * sizeof(float));
-    memset(win + (size_t)(nrows - 1) * T, 0, (size_t)T * sizeof(float));
-    memcpy(win + (size_t)(nrows - 1) * T, cur, (size_t)(t + 1) * sizeof(float));
+// A window of the last n rows of a map is a ring: row r lives in slot r % n. Only entries
+// 0..r of row r are ever read (conv_row stays on the causal side), so a slot is overwritten
+// with the new row's t+1 entries and nothing else.
+static void window_push(float *win, int n, int T, const float *cur, int t) {
+    if (n > 0) memcpy(win + (size_t)(t % n) * T, cur, (size_t)(t + 1) * sizeof(float));
 }
 
-// The rows t-(cq-1)..t of a windowed map: window rows for the past (NULL before position 0),
-// then the current row.
+// The rows t-(cq-1)..t of a windowed map (cq-1 slots): NULL before position 0, then the
+// current row.
 static void window_rows(const float *win, int cq, int T, int t, const float *cur, const float **rows) {
     for (int a = 0; a < cq - 1; a++) {
         const int r = t - (cq - 1) + a;
-        rows[a] = r >= 0 ? win + (size_t)a * T : NULL;
+        rows[a] = r >= 0 ? win + (size_t)(r % (cq - 1)) * T : NULL;
     }
     rows[cq - 1] = cur;
 }
@@ -114,9 +123,12 @@ static void window_rows(const float *win, int cq, int T, int t, const float *cur
 static void mix_row(const float *src, const float *m, int H, int G, int T, int t, int h, float *restrict dst) {
     memset(dst, 0, (size_t)(t + 1) * sizeof(float));
     const int g0 = h / G * G;
-    for (int h2 = g0; h2 < g0 + G; h2++) {
-        const float w = m[h * H + h2], *restrict s = src + (size_t)h2 * T;
-        for (int j = 0; j <= t; j++) dst[j] += w * s[j];
+    for (int b0 = 0; b0 <= t; b0 += KEY_BLOCK) {
+        const int b1 = b0 + KEY_BLOCK - 1 < t ? b0 + KEY_BLOCK - 1 : t;
+        for (int h2 = g0; h2 < g0 + G; h2++) {
+            const float w = m[h * H + h2], *restrict s = src + (size_t)h2 * T;
+            for (int j = b0; j <= b1; j++) dst[j] += w * s[j];
+        }
     }
 }
 
@@ -219,20 +231,11 @@ mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const f
             const size_t bh = (size_t)b * H + h;
             memcpy(c->k + bh * T * d, k + bh * Tf * d, (size_t)L * d * sizeof(float));
             memcpy(c->v + bh * T * d, v + bh * Tf * d, (size_t)L * d * sizeof(float));
-            // the windows hold rows L-n..L-1 (zero rows before position 0); row r's entries j > r
-            // are zero in the forward's maps already
-            for (int a = 0; a < zr; a++) {
-                const int r = L - zr + a;
-                float *dst = c->zwin + (bh * zr + a) * T;
-                memset(dst, 0, (size_t)T * sizeof(float));
-                if (r >= 0) memcpy(dst, zmap + (bh * Tf + r) * Tf, (size_t)(r + 1) * sizeof(float));
-            }
-            for (int a = 0; a < pr; a++) {
-                const int r = L - pr + a;
-                float *dst = c->pwin + (bh * pr + a) * T;
-                memset(dst, 0, (size_t)T * sizeof(float));
-                if (r >= 0) memcpy(dst, pmap + (bh * Tf + r) * Tf, (size_t)(r + 1) * sizeof(float));
-            }
+            // the windows take rows L-n..L-1 (those before position 0 are never read)
+            for (int r = L - zr > 0 ? L - zr : 0; r < L; r++)
+                window_push(c->zwin + bh * zr * T, zr, T, zmap + (bh * Tf + r) * Tf, r);
+            for (int r = L - pr > 0 ? L - pr : 0; r < L; r++)
+                window_push(c->pwin + bh * pr * T, pr, T, pmap + (bh * Tf + r) * Tf, r);
         }
         c->len[b] = L;
     }
