@@ -22,11 +22,12 @@
 
 enum {
     ROW_BLOCK = 256,  // rows per causal matrix-product block: block [i0,i1) needs keys [0,i1)
-    ROW_TASK = 16,    // rows per OpenMP task in the map loops
+    ROW_TASK = 16,    // rows per OpenMP chunk in the map loops
 };
 
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
 
 // Row-major sgemm C = alpha op(A) op(B) + beta C, timed and counted into st (for benchmarks).
 static void sgemm(mta_stats *st, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
@@ -87,32 +88,34 @@ static void scores_backward(mta_stats *st, const float *ds, const float *q, cons
 
 // ---- whole-tensor steps over all (batch, head) slabs -----------------------------------------
 
-// out = qkconv(in) for every slab; w: (H,cq,ck).
+// out = qkconv(in) for every slab, whole rows (zero above the diagonal); w: (H,cq,ck).
 static void qkconv_all(const mta_config *c, const float *in, const float *w, int cq, int ck, float *out) {
-    const int T = c->T, BH = c->B * c->H, nt = (T + ROW_TASK - 1) / ROW_TASK;
+    const int T = c->T, BH = c->B * c->H;
     const size_t TT = (size_t)T * T;
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (int t = 0; t < BH * nt; t++) {
-        int bh = t / nt, r0 = (t % nt) * ROW_TASK, h = bh % c->H;
-        qkconv_forward_rows(in + bh * TT, w + (size_t)h * cq * ck, T, cq, ck, r0, imin(T, r0 + ROW_TASK),
-                            out + bh * TT);
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < BH * T; t++) {
+        const int bh = t / T, i = t % T, h = bh % c->H, r0 = imax(0, i - (cq - 1));
+        float *o = out + bh * TT + (size_t)i * T;
+        qkconv_row(in + bh * TT + (size_t)r0 * T, T, w + (size_t)h * cq * ck, cq, ck, i, o);
+        memset(o + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
     }
 }
 
 // din = qkconv^T(dout); dw += kernel gradient (when non-NULL), reduced over (b, i) in order.
 static void qkconv_all_backward(const mta_config *c, const float *dout, const float *in, const float *w, int cq,
                                 int ck, float *din, float *dw, float *partial) {
-    const int T = c->T, H = c->H, BH = c->B * c->H, nt = (T + ROW_TASK - 1) / ROW_TASK, K = cq * ck;
+    const int T = c->T, H = c->H, BH = c->B * c->H, K = cq * ck;
     const size_t TT = (size_t)T * T;
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (int t = 0; t < BH * nt; t++) {
-        int bh = t / nt, r0 = (t % nt) * ROW_TASK, r1 = imin(T, r0 + ROW_TASK), h = bh % H;
-        const float *wh = w + (size_t)h * K;
-        qkconv_backward_input_rows(dout + bh * TT, wh, T, cq, ck, r0, r1, din + bh * TT);
+    #pragma omp parallel for schedule(dynamic, ROW_TASK)
+    for (int t = 0; t < BH * T; t++) {
+        const int bh = t / T, i = t % T, h = bh % H;
+        const float *wh = w + (size_t)h * K, *g = dout + bh * TT;
+        float *o = din + bh * TT + (size_t)i * T;
+        qkconv_backward_input_row(g + (size_t)i * T, T, T - 1, wh, cq, ck, i, o);
+        memset(o + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
         if (dw)
-            for (int i = r0; i < r1; i++)
-                qkconv_backward_weight_row(dout + bh * TT, in + bh * TT, T, cq, ck, i,
-                                           partial + ((size_t)bh * T + i) * K);
+            qkconv_backward_weight_row(g + (size_t)i * T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq, ck,
+                                       i, partial + ((size_t)bh * T + i) * K);
     }
     if (!dw) return;
     #pragma omp parallel for schedule(static)
@@ -128,11 +131,11 @@ static void qkconv_all_backward(const mta_config *c, const float *dout, const fl
 // out = headmix(in) with the (H,H) matrix m, mixing within groups of G heads.
 static void headmix_all(const mta_config *c, const float *in, const float *m, int G, float *out) {
     const int T = c->T, H = c->H;
-    const size_t HTT = (size_t)H * T * T;
+    const size_t TT = (size_t)T * T, HTT = (size_t)H * TT;
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
     for (int t = 0; t < c->B * T; t++) {
-        int b = t / T, i = t % T;
-        headmix_forward_row(in + b * HTT, m, H, G, T, i, out + b * HTT);
+        const size_t off = (size_t)(t / T) * HTT + (size_t)(t % T) * T;
+        headmix_row(in + off, TT, m, H, H, G, T, out + off, TT);
     }
 }
 
@@ -140,11 +143,12 @@ static void headmix_all(const mta_config *c, const float *in, const float *m, in
 static void headmix_all_backward(const mta_config *c, const float *dout, const float *in, const float *m, int G,
                                  float *din, float *dm, float *partial) {
     const int T = c->T, H = c->H;
-    const size_t HTT = (size_t)H * T * T, HH = (size_t)H * H;
+    const size_t TT = (size_t)T * T, HTT = (size_t)H * TT, HH = (size_t)H * H;
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
     for (int t = 0; t < c->B * T; t++) {
-        int b = t / T, i = t % T;
-        headmix_backward_row(dout + b * HTT, in + b * HTT, m, H, G, T, i, din + b * HTT,
+        const size_t off = (size_t)(t / T) * HTT + (size_t)(t % T) * T;
+        if (dm) memset(partial + (size_t)t * HH, 0, HH * sizeof(float));
+        headmix_backward_row(dout + off, TT, in + off, TT, m, H, H, G, T, din + off, TT,
                              dm ? partial + (size_t)t * HH : NULL);
     }
     if (!dm) return;
@@ -372,7 +376,11 @@ mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const f
     if (c->pre_cq) qkconv_all(c, ch.z, p->w_pre, c->pre_cq, c->pre_ck, st->s1);
     if (c->pre_head_mix) headmix_all(c, ch.mix_in, p->w_pre_head, c->H, st->s2);
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
-    for (int t = 0; t < BH * T; t++) softmax_causal_row(ch.p + (size_t)(t / T) * TT, T, t % T);
+    for (int t = 0; t < BH * T; t++) {
+        float *x = ch.p + (size_t)t * T;
+        softmax_row(x, t % T + 1, NULL, NULL);
+        memset(x + t % T + 1, 0, (size_t)(T - 1 - t % T) * sizeof(float));
+    }
     if (c->post_cq) qkconv_all(c, ch.p, p->w_post, c->post_cq, c->post_ck, st->p1);
     if (c->post_ch) {
         mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, st->hconv);
@@ -423,8 +431,11 @@ mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const 
         tmp = cur, cur = spare, spare = tmp;
     }
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
-    for (int t = 0; t < BH * T; t++)
-        softmax_causal_backward_row(ch.p + (size_t)(t / T) * TT, cur + (size_t)(t / T) * TT, T, t % T);
+    for (int t = 0; t < BH * T; t++) {
+        float *gr = cur + (size_t)t * T;
+        softmax_backward_row(ch.p + (size_t)t * T, gr, t % T + 1);
+        memset(gr + t % T + 1, 0, (size_t)(T - 1 - t % T) * sizeof(float));
+    }
     if (c->pre_head_mix) {
         headmix_all_backward(c, cur, ch.mix_in, p->w_pre_head, H, spare, g->w_pre_head, st->partial);
         tmp = cur, cur = spare, spare = tmp;
