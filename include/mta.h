@@ -34,10 +34,16 @@ typedef enum {
     MTA_ERR_STATE = 5,     // backward called without a matching forward
 } mta_status;
 
-// Which implementation runs behind the API. Only the reference (materialising) path exists now;
-// fused CPU and CUDA kernels will be added as further backends with the same semantics.
+// Which implementation runs behind the API; both compute the same function (within float32
+// rounding) and are tested against each other and the PyTorch reference.
+//   MTA_BACKEND_FUSED (the default): walks the query rows in strips and never holds a (T,T) map;
+//     its workspace is O(H*T*strip) (docs/fused.md).
+//   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
+//     one that can return attention maps (mta_attention_map) and prefill a decoding cache.
+// mta_config_default picks FUSED unless the environment variable MTAC_BACKEND is "reference".
 typedef enum {
     MTA_BACKEND_REFERENCE = 0,
+    MTA_BACKEND_FUSED = 1,
 } mta_backend;
 
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
@@ -108,7 +114,8 @@ mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const floa
 
 // The attention weights of the last forward for batch b and head h: the (T,T) row-stochastic map
 // (after the post-softmax convolution and head conv when on, before dropout) that multiplies V.
-// For inspection and plots (mtac attnmap). MTA_ERR_STATE without a forward.
+// For inspection and plots (mtac attnmap). MTA_ERR_STATE without a forward; MTA_ERR_INVALID on
+// a context of the fused backend, which keeps no maps.
 mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
 
 // Dropout (cfg.dropout > 0) applies only to forwards made while training is on (default off).
@@ -132,7 +139,7 @@ const char *mta_cache_error(const mta_cache *cache);
 mta_status mta_cache_step(mta_cache *cache, int b, const float *q, const float *k, const float *v,
                           const mta_params *p, float *out);
 
-// Fills the cache from the last mta_forward on ctx (same B, H, d and MTA steps; its T may differ
+// Fills the cache from the last mta_forward on ctx (reference backend; same B, H, d and MTA steps; its T may differ
 // from the capacity): sequence b takes positions 0..lens[b]-1 of that forward, with k, v the
 // forward's (B,H,T,d) inputs. Positions after lens[b] in the forward are ignored (causality), so
 // prompts of different lengths can share one padded forward.

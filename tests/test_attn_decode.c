@@ -25,7 +25,9 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
     tu_case *tc = tu_case_new(cfg, seed, 1.0f, 0.3f);
     assert_non_null(tc);
     mta_ctx *ctx;
-    assert_int_equal(mta_create(&ctx, cfg, NULL, 0), MTA_OK);
+    mta_config fc = *cfg;
+    if (lens) fc.backend = MTA_BACKEND_REFERENCE;  // prefill reads the forward's maps
+    assert_int_equal(mta_create(&ctx, &fc, NULL, 0), MTA_OK);
     assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
     mta_config cc = *cfg;
     cc.T = cfg->T + 3;  // capacity need not equal the forward's length
@@ -119,14 +121,22 @@ static void test_cache_errors(void **s) {
     mta_cache_reset(cache);
     assert_int_equal(mta_cache_len(cache, 0), 0);
     mta_ctx *ctx;
-    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    mta_config fused = c;
+    fused.backend = MTA_BACKEND_FUSED;
+    assert_int_equal(mta_create(&ctx, &fused, NULL, 0), MTA_OK);
     const int lens[2] = {1, 1}, bad[2] = {3, 1};
+    assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
+    assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_ERR_INVALID);  // fused: no maps
+    assert_non_null(strstr(mta_cache_error(cache), "reference"));
+    mta_destroy(ctx);
+    c.backend = MTA_BACKEND_REFERENCE;
+    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
     assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_ERR_STATE);  // no forward
     assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
     assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, bad), MTA_ERR_INVALID);
     mta_destroy(ctx);
     mta_config other = variant(1);
-    other.T = 2;
+    other.T = 2, other.backend = MTA_BACKEND_REFERENCE;
     assert_int_equal(mta_create(&ctx, &other, NULL, 0), MTA_OK);
     tu_case *to = tu_case_new(&other, 2, 1.0f, 0.1f);
     assert_int_equal(mta_forward(ctx, to->q, to->k, to->v, &to->p, to->out), MTA_OK);

@@ -25,10 +25,12 @@ static void identity_case(int B, int H, int T, int d, int cq, int ck, int ch) {
     assert_non_null(b);
     assert_int_equal(tu_case_run(a, 1), MTA_OK);
     assert_int_equal(tu_case_run(b, 1), MTA_OK);
-    assert_true(tu_max_abs_diff(a->out, b->out, a->n) <= 1e-6);
-    assert_true(tu_max_abs_diff(a->dq, b->dq, a->n) <= 1e-6);
-    assert_true(tu_max_abs_diff(a->dk, b->dk, a->n) <= 1e-6);
-    assert_true(tu_max_abs_diff(a->dv, b->dv, a->n) <= 1e-6);
+    // within float32 rounding of the larger entries (the fused backend may block the products
+    // differently for the two configs)
+    assert_true(tu_max_abs_diff(a->out, b->out, a->n) <= 1e-6 * fmax(1.0, tu_max_abs(a->out, a->n)));
+    assert_true(tu_max_abs_diff(a->dq, b->dq, a->n) <= 1e-6 * fmax(1.0, tu_max_abs(a->dq, a->n)));
+    assert_true(tu_max_abs_diff(a->dk, b->dk, a->n) <= 1e-6 * fmax(1.0, tu_max_abs(a->dk, a->n)));
+    assert_true(tu_max_abs_diff(a->dv, b->dv, a->n) <= 1e-6 * fmax(1.0, tu_max_abs(a->dv, a->n)));
     // and the output is not trivially zero
     assert_true(tu_max_abs(a->out, a->n) > 0.1);
     tu_case_free(a);
@@ -121,6 +123,7 @@ static void test_attention_map(void **s) {
     (void)s;
     mta_config c = tu_config_all(2, 4, 13, 5, 2, 3, 2);
     c.group_norm = 0, c.depth_scale = 0, c.gate = 0;
+    c.backend = MTA_BACKEND_REFERENCE;  // the fused backend keeps no maps (checked at the end)
     tu_case *a = tu_case_new(&c, 11, 1.0f, 0.3f);
     assert_non_null(a);
     const int T = c.T, d = c.d;
@@ -148,6 +151,11 @@ static void test_attention_map(void **s) {
     assert_int_equal(mta_attention_map(ctx, c.B, 0, m), MTA_ERR_INVALID);
     assert_int_equal(mta_attention_map(ctx, 0, -1, m), MTA_ERR_INVALID);
     assert_int_equal(mta_attention_map(ctx, 0, 0, NULL), MTA_ERR_NULL);
+    mta_destroy(ctx);
+    c.backend = MTA_BACKEND_FUSED;
+    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    assert_int_equal(mta_forward(ctx, a->q, a->k, a->v, &a->p, a->out), MTA_OK);
+    assert_int_equal(mta_attention_map(ctx, 0, 0, m), MTA_ERR_INVALID);
     mta_destroy(ctx);
     free(m);
     tu_case_free(a);

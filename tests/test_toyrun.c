@@ -109,6 +109,9 @@ static void test_model_attention_maps(void **s) {
         model *m = load(&p, mi);
         assert_int_equal(model_attention_map(m, 0, 0, 0, a, err, sizeof err), -1);  // no forward yet
         assert_int_equal(model_forward(m, row, NULL, 1, T, NULL, err, sizeof err), 0);
+        assert_int_equal(model_attention_map(m, 0, 0, 0, a, err, sizeof err), -1);  // the fused backend keeps no maps
+        model_set_backend(m, MTA_BACKEND_REFERENCE);
+        assert_int_equal(model_forward(m, row, NULL, 1, T, NULL, err, sizeof err), 0);
         for (int l = 0; l < p.models[mi].n_layers; l++)
             for (int h = 0; h < p.models[mi].n_heads; h++) {
                 assert_int_equal(model_attention_map(m, l, 0, h, a, err, sizeof err), 0);

@@ -24,7 +24,8 @@ mta_config mta_config_default(int B, int H, int T, int d) {
     mta_config c;
     memset(&c, 0, sizeof c);
     c.B = B, c.H = H, c.T = T, c.d = d;
-    c.backend = MTA_BACKEND_REFERENCE;
+    const char *e = getenv("MTAC_BACKEND");
+    c.backend = e && !strcmp(e, "reference") ? MTA_BACKEND_REFERENCE : MTA_BACKEND_FUSED;
     return c;
 }
 
@@ -77,8 +78,8 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return say(msg, n, MTA_ERR_INVALID, "dropout=%g must be in [0, 1)", (double)c->dropout);
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
-    if (c->backend != MTA_BACKEND_REFERENCE)
-        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d", (int)c->backend);
+    if (c->backend != MTA_BACKEND_REFERENCE && c->backend != MTA_BACKEND_FUSED)
+        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused)", (int)c->backend);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
     // times a small count of maps, must fit in size_t and in ptrdiff_t.
     size_t maps = 1, acts = 1;
@@ -165,6 +166,7 @@ mta_status mta_create(mta_ctx **out, const mta_config *cfg, char *msg, size_t n)
 void mta_destroy(mta_ctx *ctx) {
     if (!ctx) return;
     mta_ref_free(ctx);
+    mta_fused_free(ctx);
     free(ctx);
 }
 
@@ -179,6 +181,8 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out) {
     if (!ctx) return MTA_ERR_NULL;
     if (!out) return mta_fail(ctx, MTA_ERR_NULL, "out must be non-NULL");
     if (!ctx->have_forward) return mta_fail(ctx, MTA_ERR_STATE, "no forward to take the attention map of");
+    if (ctx->cfg.backend != MTA_BACKEND_REFERENCE)
+        return mta_fail(ctx, MTA_ERR_INVALID, "attention maps need the reference backend (the fused one keeps no (T,T) map)");
     if (b < 0 || b >= ctx->cfg.B || h < 0 || h >= ctx->cfg.H)
         return mta_fail(ctx, MTA_ERR_INVALID, "attention map (b=%d, h=%d) outside B=%d, H=%d", b, h, ctx->cfg.B, ctx->cfg.H);
     const size_t TT = (size_t)ctx->cfg.T * ctx->cfg.T;
@@ -194,7 +198,9 @@ void mta_ctx_reset_stats(mta_ctx *ctx) {
     if (ctx) ctx->stats.matmul_s = ctx->stats.matmul_flop = 0;
 }
 void mta_ctx_release(mta_ctx *ctx) {
-    if (ctx) mta_ref_free(ctx);
+    if (!ctx) return;
+    mta_ref_free(ctx);
+    mta_fused_free(ctx);
 }
 
 size_t mta_ctx_workspace_bytes(const mta_ctx *ctx) { return ctx ? ctx->bytes : 0; }
@@ -229,7 +235,7 @@ mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float
     mta_status s = check_params(ctx, p);
     if (s) return s;
     ctx->have_forward = 0;
-    s = mta_ref_forward(ctx, q, k, v, p, out);
+    s = ctx->cfg.backend == MTA_BACKEND_FUSED ? mta_fused_forward(ctx, q, k, v, p, out) : mta_ref_forward(ctx, q, k, v, p, out);
     if (s == MTA_OK) ctx->have_forward = 1;
     return s;
 }
@@ -245,5 +251,7 @@ mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const floa
     mta_status s = check_params(ctx, p);
     if (s) return s;
     static const mta_grads no_grads;
-    return mta_ref_backward(ctx, q, k, v, p, dout, dq, dk, dv, g ? g : &no_grads);
+    if (!g) g = &no_grads;
+    if (ctx->cfg.backend == MTA_BACKEND_FUSED) return mta_fused_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+    return mta_ref_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
 }

@@ -213,6 +213,8 @@ mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const f
     if (!c || !ctx || !k || !v || !lens) return c ? cache_fail(c, MTA_ERR_NULL, "ctx, k, v and lens must be non-NULL") : MTA_ERR_NULL;
     const mta_config *cf = &c->cfg, *fc = &ctx->cfg;
     if (!ctx->have_forward) return cache_fail(c, MTA_ERR_STATE, "prefill needs a forward on the context");
+    if (fc->backend != MTA_BACKEND_REFERENCE)
+        return cache_fail(c, MTA_ERR_INVALID, "prefill needs a forward of the reference backend (it reads the score and probability maps)");
     if (fc->B != cf->B || fc->H != cf->H || fc->d != cf->d || fc->pre_cq != cf->pre_cq || fc->pre_ck != cf->pre_ck ||
         fc->pre_head_mix != cf->pre_head_mix || fc->post_cq != cf->post_cq || fc->post_ck != cf->post_ck ||
         fc->post_ch != cf->post_ch || fc->group_norm != cf->group_norm || fc->depth_scale != cf->depth_scale ||

@@ -170,32 +170,10 @@ void mta_headconv_matrix(const float *w, int H, int ch, float *m) {
 // ---- group norm and gate, per (batch, head, position) row of d ----------------------------
 
 static void norm_gate_forward(const mta_config *c, const mta_params *p, mta_ref_state *st, float *out) {
-    const int d = c->d;
     const int rows = c->B * c->H * c->T;
-    const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
     #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float *o = st->o + (size_t)r * d;
-        float *y = st->y + (size_t)r * d, *dst = out + (size_t)r * d;
-        if (c->group_norm) {
-            float ss = 0.0f;
-            for (int e = 0; e < d; e++) ss += o[e] * o[e];
-            float rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
-            st->rstd[r] = rs;
-            for (int e = 0; e < d; e++) y[e] = o[e] * rs * p->gn_weight[e] * ds;
-        } else {
-            memcpy(y, o, (size_t)d * sizeof(float));
-        }
-        if (c->gate) {
-            float z = p->gate_b[0];
-            for (int e = 0; e < d; e++) z += p->gate_w[e] * y[e];
-            float g = 1.0f / (1.0f + expf(-z));
-            st->gate[r] = g;
-            for (int e = 0; e < d; e++) dst[e] = y[e] * g;
-        } else {
-            memcpy(dst, y, (size_t)d * sizeof(float));
-        }
-    }
+    for (int r = 0; r < rows; r++)
+        mta_normgate_forward_row(c, p, st->o + (size_t)r * c->d, out + (size_t)r * c->d);
 }
 
 // dO from dout through the gate and the norm; parameter gradients summed per (b,h) slab in
@@ -204,51 +182,16 @@ static void norm_gate_backward(const mta_config *c, const mta_params *p, mta_ref
                                const mta_grads *g) {
     const int d = c->d, T = c->T, BH = c->B * c->H;
     const int np = 2 * d + 1;  // per slab: dgamma (d), dgate_w (d), dgate_b (1)
-    const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < BH; bh++) {
-        float *acc = st->partial + (size_t)bh * np;
-        memset(acc, 0, (size_t)np * sizeof(float));
+        double *acc = st->ngpart + (size_t)bh * np;
+        memset(acc, 0, (size_t)np * sizeof(double));
         for (int i = 0; i < T; i++) {
-            size_t r = (size_t)bh * T + i;
-            const float *go = dout + r * d, *o = st->o + r * d, *y = st->y + r * d;
-            float *dy = st->dO + r * d;  // dy is built in place, then turned into dO
-            if (c->gate) {
-                float gv = st->gate[r], dot = 0.0f;
-                for (int e = 0; e < d; e++) dot += go[e] * y[e];
-                float dz = dot * gv * (1.0f - gv);
-                for (int e = 0; e < d; e++) {
-                    acc[d + e] += dz * y[e];
-                    dy[e] = go[e] * gv + dz * p->gate_w[e];
-                }
-                acc[2 * d] += dz;
-            } else {
-                memcpy(dy, go, (size_t)d * sizeof(float));
-            }
-            if (c->group_norm) {
-                // y = o * rs * gamma * ds with rs = (mean(o^2)+eps)^-1/2:
-                // do = rs*u - rs^3/d * o * (u . o), u = dy * gamma * ds.
-                float rs = st->rstd[r], uo = 0.0f;
-                for (int e = 0; e < d; e++) {
-                    acc[e] += dy[e] * o[e] * rs * ds;
-                    dy[e] *= p->gn_weight[e] * ds;
-                    uo += dy[e] * o[e];
-                }
-                float k3 = rs * rs * rs * uo / d;
-                for (int e = 0; e < d; e++) dy[e] = rs * dy[e] - k3 * o[e];
-            }
+            const size_t r = ((size_t)bh * T + i) * d;
+            mta_normgate_backward_row(c, p, st->o + r, dout + r, st->dO + r, acc);
         }
     }
-    for (int bh = 0; bh < BH; bh++) {
-        const float *acc = st->partial + (size_t)bh * np;
-        if (c->group_norm && g->gn_weight)
-            for (int e = 0; e < d; e++) g->gn_weight[e] += acc[e];
-        if (c->gate) {
-            if (g->gate_w)
-                for (int e = 0; e < d; e++) g->gate_w[e] += acc[d + e];
-            if (g->gate_b) g->gate_b[0] += acc[2 * d];
-        }
-    }
+    mta_normgate_add_grads(c, g, st->ngpart, BH);
 }
 
 // ---- buffers -------------------------------------------------------------------------------
@@ -260,16 +203,14 @@ static mta_status forward_buffers(mta_ctx *ctx) {
     const mta_config *c = &ctx->cfg;
     mta_ref_state *st = &ctx->ref;
     if (st->z) return MTA_OK;
-    const size_t nm = map_floats(c), na = act_floats(c), nr = (size_t)c->B * c->H * c->T;
+    const size_t nm = map_floats(c), na = act_floats(c);
     int ok = (st->z = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->pre_cq) ok = (st->s1 = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->pre_head_mix) ok = (st->s2 = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->post_cq) ok = (st->p1 = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->post_ch) ok = (st->p2 = mta_alloc_floats(ctx, nm)) != NULL;
     if (ok && c->dropout > 0) ok = (st->pd = mta_alloc_floats(ctx, nm)) != NULL;
-    if (ok) ok = (st->o = mta_alloc_floats(ctx, na)) && (st->y = mta_alloc_floats(ctx, na)) &&
-                 (st->rstd = mta_alloc_floats(ctx, nr)) && (st->gate = mta_alloc_floats(ctx, nr)) &&
-                 (st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H)) &&
+    if (ok) ok = (st->o = mta_alloc_floats(ctx, na)) && (st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H)) &&
                  (st->hconv_grad = mta_alloc_floats(ctx, (size_t)c->H * c->H));
     if (!ok) {
         mta_ref_free(ctx);
@@ -284,23 +225,23 @@ static mta_status backward_buffers(mta_ctx *ctx) {
     mta_ref_state *st = &ctx->ref;
     if (st->g1) return MTA_OK;
     const size_t nm = map_floats(c), rows = (size_t)c->B * c->H * c->T;
-    // Per-row kernel-gradient partials: the largest of the conv kernels (cq*ck per (b,h,i) row),
-    // the mixing matrices (H*H per (b,i) row) and the norm/gate parameters (2d+1 per slab).
+    // Per-row kernel-gradient partials: the larger of the conv kernels (cq*ck per (b,h,i) row)
+    // and the mixing matrices (H*H per (b,i) row); the norm/gate parameters (2d+1 per slab).
     size_t per = (size_t)c->pre_cq * c->pre_ck;
     if ((size_t)c->post_cq * c->post_ck > per) per = (size_t)c->post_cq * c->post_ck;
     if ((size_t)c->H > per) per = (size_t)c->H;
-    size_t np = rows * per;
-    if ((size_t)c->B * c->H * (2 * c->d + 1) > np) np = (size_t)c->B * c->H * (2 * c->d + 1);
+    const size_t ng = (size_t)c->B * c->H * (2 * c->d + 1);
     int ok = (st->g1 = mta_alloc_floats(ctx, nm)) && (st->g2 = mta_alloc_floats(ctx, nm)) &&
-             (st->dO = mta_alloc_floats(ctx, act_floats(c))) && (st->partial = mta_alloc_floats(ctx, np));
+             (st->dO = mta_alloc_floats(ctx, act_floats(c))) && (st->partial = mta_alloc_floats(ctx, rows * per)) &&
+             (st->ngpart = (double *)mta_alloc_floats(ctx, 2 * ng));
     if (!ok) return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the backward workspace");
     return MTA_OK;
 }
 
 void mta_ref_free(mta_ctx *ctx) {
     mta_ref_state *st = &ctx->ref;
-    float *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->pd, st->o, st->y, st->rstd, st->gate, st->hconv, st->hconv_grad,
-                    st->g1, st->g2, st->dO, st->partial};
+    void *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->pd, st->o, st->hconv, st->hconv_grad,
+                   st->g1, st->g2, st->dO, st->partial, st->ngpart};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memset(st, 0, sizeof *st);
     ctx->bytes = 0;
@@ -334,16 +275,6 @@ void mta_ref_maps(const mta_ctx *ctx, const float **z, const float **p) {
 
 // ---- attention dropout --------------------------------------------------------------------
 
-// Keep-or-drop of entry (slab, i, j): a hash of the seed and the entry's index (splitmix64
-// finaliser), compared with p. Regenerated in the backward instead of stored.
-static inline int dropout_keep(uint64_t seed, size_t idx, uint32_t threshold) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (idx + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return (uint32_t)(z >> 32) >= threshold;
-}
-
 // dst = src * mask / (1-p) on the causal part of every row (zero above the diagonal).
 static void dropout_apply(const mta_ctx *ctx, const float *src, float *dst) {
     const mta_config *c = &ctx->cfg;
@@ -354,7 +285,7 @@ static void dropout_apply(const mta_ctx *ctx, const float *src, float *dst) {
     for (int t = 0; t < BH * T; t++) {
         const size_t row = (size_t)t * T;
         const int i = t % T;
-        for (int j = 0; j <= i; j++) dst[row + j] = dropout_keep(ctx->seed, row + j, thr) ? src[row + j] * scale : 0.0f;
+        for (int j = 0; j <= i; j++) dst[row + j] = mta_dropout_keep(ctx->seed, row + j, thr) ? src[row + j] * scale : 0.0f;
         for (int j = i + 1; j < T; j++) dst[row + j] = 0.0f;
     }
 }

@@ -38,6 +38,7 @@ struct model {
     // backward scratch
     float *dx, *dxn, *dlin, *dq, *dk, *dv, *dao, *dh1, *dh3, *dlogits;
     mta_ctx *ctx[MODEL_MAX_LAYERS];
+    mta_backend backend;  // of the attention contexts (fused unless maps are needed)
 };
 
 // ---- parameter layout ---------------------------------------------------------------------
@@ -109,6 +110,7 @@ model *model_create(const model_config *c, char *msg, size_t n) {
     }
     m->cfg = *c;
     m->d = c->dim / c->n_heads;
+    m->backend = mta_config_default(1, 1, 1, 1).backend;
     model_weights tmp;
     m->num_params = layout(m, NULL, 1, &tmp);
     m->params = calloc(m->num_params, sizeof(float));
@@ -147,8 +149,17 @@ size_t model_num_params(const model *m) { return m->num_params; }
 float *model_params(model *m) { return m->params; }
 float *model_grads(model *m) { return m->grads; }
 const float *model_logits(const model *m) { return m->logits; }
+void model_set_backend(model *m, mta_backend b) {
+    if (b == m->backend) return;
+    free_acts(m);  // the contexts are recreated with the new backend by the next forward
+    m->T = 0;
+    m->backend = b;
+}
+
 int model_attention_map(model *m, int l, int b, int h, float *out, char *msg, size_t n) {
     if (!m->T) return errmsg(msg, n, "no forward to take an attention map of");
+    if (m->backend != MTA_BACKEND_REFERENCE)
+        return errmsg(msg, n, "attention maps need the reference attention backend: call model_set_backend first");
     if (l < 0 || l >= m->cfg.n_layers || b < 0 || b >= m->B || h < 0 || h >= m->cfg.n_heads)
         return errmsg(msg, n, "attention map (layer %d, sequence %d, head %d) outside %d layers, %d sequences, %d heads",
                       l, b, h, m->cfg.n_layers, m->B, m->cfg.n_heads);
@@ -348,6 +359,7 @@ static int ensure_acts(model *m, int B, int T, char *msg, size_t n) {
     m->dh1 = take(&p, N * F), m->dh3 = take(&p, N * F);
     for (int l = 0; l < c->n_layers; l++) {
         mta_config mc = model_layer_mta_config(c, l, B, T);
+        mc.backend = m->backend;
         if (mta_create(&m->ctx[l], &mc, msg, n) != MTA_OK) {
             free_acts(m);
             return -1;
@@ -627,12 +639,16 @@ int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const in
                           T, dec->cap);
     model_set_training(m, 0, 0);
     dec->lens = lens;
-    if (forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, msg, n)) return -1;
-    for (int b = 0; b < B; b++) {
+    // The cache is filled from the forward's score and probability maps: the reference backend.
+    const mta_backend was = m->backend;
+    model_set_backend(m, MTA_BACKEND_REFERENCE);
+    int rc = forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, msg, n);
+    for (int b = 0; b < B && !rc; b++) {
         dec->len[b] = lens[b];
         memcpy(dec->logits + (size_t)b * V, m->logits + ((size_t)b * T + lens[b] - 1) * V, (size_t)V * sizeof(float));
     }
-    return 0;
+    model_set_backend(m, was);
+    return rc;
 }
 
 int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n) {

@@ -84,8 +84,14 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
                   size_t n);
 const float *model_logits(const model *m);
 
+// The operator backend of the attention layers: MTA_BACKEND_FUSED by default (no (T,T) maps held;
+// see mta.h); MTA_BACKEND_REFERENCE keeps the maps, which model_attention_map needs. Changing it
+// drops the activations of the last forward.
+void model_set_backend(model *m, mta_backend b);
+
 // The attention weights (T,T) of layer l, head h, sequence b of the last forward (what multiplied
-// V: after the MTA convolutions, before dropout). 0, or -1 with a message.
+// V: after the MTA convolutions, before dropout), with the reference backend. 0, or -1 with a
+// message.
 int model_attention_map(model *m, int l, int b, int h, float *out, char *msg, size_t n);
 
 // Training mode: attention dropout (attn_dropout > 0) applies to the forwards that follow, with

@@ -60,6 +60,7 @@ int toy_attnmap(const toy_plan *p, const char *dir, uint64_t seed, int sample, c
         model *m = model_create(&p->models[mi], err, n);
         char path[4096];
         toy_plan_path(path, sizeof path, dir, p->model_name[mi], seed, ".safetensors");
+        if (m) model_set_backend(m, MTA_BACKEND_REFERENCE);
         if (!m || model_load_weights(m, path, err, n) ||
             model_forward(m, rows + (size_t)sample * R, NULL, 1, T, NULL, err, n)) {
             rc = -1;

@@ -1,0 +1,563 @@
+// mta_fused.c: the fused MTA backend. It never holds a (T,T) map: it walks the query rows in
+// strips of R rows and keeps, per map, only the strip and the few rows before it that the
+// convolutions need. Its extra memory is O(H * T * R) per worker plus two floats per row.
+//
+// Maps and their windows (one window per map, rows of all G heads of a unit; see docs/fused.md):
+//   Z  = mask(q k^T / sqrt(d))   scores                         window z
+//   S1 = qkconv(Z, w_pre)        needs Z rows i-(c_q-1)..i       window s1 (or z when off)
+//   S2 = headmix(S1, w_pre_head)                                 window p (softmax runs in place)
+//   P  = softmax(S2)             row max and 1/sum saved per row
+//   P1 = mask(qkconv(P, w_post)) needs P rows i-(c_q'-1)..i      window p1 (or p2, or p)
+//   P2 = headconv(P1)                                            window p2
+//   O  = dropout(P2) v;  out = gate(groupnorm(O))
+// A unit is one batch element and one group of heads that mixing couples (all H heads with the
+// pre-softmax head mixing, c_h heads with the head convolution alone, else one head). Units are
+// independent: with enough of them each thread takes whole units; otherwise the threads share a
+// unit's heads (convolutions, matrix products) and rows (mixing, softmax) strip by strip.
+//
+// The backward walks the strips in the same order and recomputes a strip's maps from q, k and
+// the saved row statistics. Gradients flow to earlier rows only through the transposed
+// convolutions: dP row r needs dP1 rows r..r+(c_q'-1), dZ row r needs dS1 rows r..r+(c_q-1).
+// So the strip that brings rows A = [i0, i1) completes dP (and dS2, dS1) for rows
+// B = A - (c_q'-1) and dZ (and dq, dk) for rows C = B - (c_q-1); the windows keep the rows those
+// lagging stages still read, and a few strips past T flush the lag.
+#include "attn/conv.h"
+#include "attn/mta_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int imax(int a, int b) { return a > b ? a : b; }
+
+// ---- row windows -------------------------------------------------------------------------------
+
+// Rows [base, base+cap) of one map for the G heads of a unit: row r of head h at
+// buf + h*hs + (r - base)*ld. Rows are contiguous, so a strip is one matrix for sgemm and the
+// convolution reads its c_q source rows with a stride.
+typedef struct {
+    float *buf;
+    int cap, base;
+    size_t ld, hs;
+} win;
+
+static inline float *wrow(const win *w, int h, int r) { return w->buf + h * w->hs + (size_t)(r - w->base) * w->ld; }
+
+// Moves the window to start at row nb (nb >= base), keeping the rows it shares with the old
+// position; row r's entries 0..r are all that is ever read.
+static void wslide(win *w, int G, int nb) {
+    if (!w->buf) return;
+    const int sh = nb - w->base;
+    if (sh > 0 && sh < w->cap)
+        for (int h = 0; h < G; h++)
+            for (int r = imax(nb, 0); r < imin(w->base + w->cap, (int)w->ld); r++)
+                memmove(wrow(w, h, r) - (size_t)sh * w->ld, wrow(w, h, r), (size_t)(r + 1) * sizeof(float));
+    w->base = nb;
+}
+
+// ---- the plan: strip size, units, which window holds which map ----------------------------------
+
+typedef struct {
+    win z, s1, p, p1, p2, g2, dp1, dp, ds1, dz;
+    float *o, *dO;       // (G, R, d) recomputed attention output and its gradient
+    float *rowpart;      // (R, G*H) per-row mixing-gradient partials
+    float *kpart;        // (G, K) one row's conv-kernel gradient per head
+} worker;
+
+typedef struct {
+    // inputs of the call
+    const mta_config *c;
+    const float *q, *k, *v, *dout;
+    const mta_params *p;
+    float *out, *dq, *dk, *dv;
+    mta_ctx *ctx;
+    // plan
+    int G, units, R, L1, L2, inner;
+    float scale;
+    uint32_t drop_thr;
+    float drop_scale;
+} job;
+
+static int group_size(const mta_config *c) {
+    if (c->pre_head_mix) return c->H;
+    if (c->post_ch) return c->post_ch;
+    return 1;
+}
+
+// Rows per strip. Small strips keep the windows small; large ones keep sgemm efficient.
+// MTAC_FUSED_ROWS overrides (for benchmarks and tests).
+static int strip_rows(const mta_config *c, int inner) {
+    const char *e = getenv("MTAC_FUSED_ROWS");
+    if (e && atoi(e) > 0) return atoi(e);
+    (void)c;
+    return inner ? 16 : 64;
+}
+
+// Per-unit gradient accumulators (doubles, summed in row order).
+typedef struct {
+    double *wpre, *wpost, *mix, *hconv, *ng;
+} unit_acc;
+
+static size_t unit_acc_doubles(const mta_config *c, int G) {
+    return (size_t)G * c->pre_cq * c->pre_ck + (size_t)G * c->post_cq * c->post_ck + 2 * (size_t)G * G +
+           (size_t)G * (2 * c->d + 1);
+}
+
+static unit_acc unit_acc_at(const mta_config *c, int G, double *base, int u) {
+    unit_acc a;
+    a.wpre = base + (size_t)u * unit_acc_doubles(c, G);
+    a.wpost = a.wpre + (size_t)G * c->pre_cq * c->pre_ck;
+    a.mix = a.wpost + (size_t)G * c->post_cq * c->post_ck;
+    a.hconv = a.mix + (size_t)G * G;
+    a.ng = a.hconv + (size_t)G * G;
+    return a;
+}
+
+// ---- workspace ----------------------------------------------------------------------------------
+
+static int win_alloc(mta_ctx *ctx, win *w, int on, int cap, int G) {
+    memset(w, 0, sizeof *w);
+    if (!on) return 1;
+    const int T = ctx->cfg.T;
+    w->cap = cap;
+    w->ld = (size_t)(T + 15) / 16 * 16;
+    w->hs = (size_t)cap * w->ld;
+    w->buf = mta_alloc_floats(ctx, (size_t)G * w->hs);
+    return w->buf != NULL;
+}
+
+static void free_workers(mta_ctx *ctx) {
+    mta_fused_state *st = &ctx->fused;
+    for (int t = 0; t < st->nworkers; t++) {
+        worker *w = (worker *)st->workers + t;
+        win *ws[] = {&w->z, &w->s1, &w->p, &w->p1, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]->buf);
+        free(w->o), free(w->dO), free(w->rowpart), free(w->kpart);
+    }
+    free(st->workers), free(st->acc);
+    st->workers = NULL, st->acc = NULL, st->nworkers = 0;
+    ctx->bytes -= st->worker_bytes;
+    st->worker_bytes = 0;
+}
+
+// The row statistics (kept from a forward to its backward) and the workers' windows (sized for
+// the backward, which needs the most), reallocated only when the plan changes.
+static mta_status fused_buffers(mta_ctx *ctx, int G, int R, int nworkers) {
+    const mta_config *c = &ctx->cfg;
+    mta_fused_state *st = &ctx->fused;
+    if (!st->mx) {
+        const size_t rows = (size_t)c->B * c->H * c->T;
+        if (!(st->mx = mta_alloc_floats(ctx, rows)) || !(st->inv = mta_alloc_floats(ctx, rows)) ||
+            !(st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H))) {
+            mta_fused_free(ctx);
+            return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused row statistics");
+        }
+    }
+    if (st->workers && st->G == G && st->R == R && st->nworkers == nworkers) return MTA_OK;
+    free_workers(ctx);
+    const size_t before = ctx->bytes;
+    const int L1 = c->post_cq ? c->post_cq - 1 : 0, L2 = c->pre_cq ? c->pre_cq - 1 : 0;
+    const int units = c->B * c->H / G;
+    const int K = imax(c->pre_cq * c->pre_ck, c->post_cq * c->post_ck);
+    int ok = (st->acc = (double *)mta_alloc_floats(ctx, 2 * (size_t)units * unit_acc_doubles(c, G))) &&
+             (st->workers = calloc((size_t)nworkers, sizeof(worker))) != NULL;
+    if (ok) st->nworkers = nworkers, st->G = G, st->R = R;
+    for (int t = 0; ok && t < nworkers; t++) {
+        worker *w = (worker *)st->workers + t;
+        const int mix = c->pre_head_mix, pre = c->pre_cq > 0, post = c->post_cq > 0, hc = c->post_ch > 0;
+        ok = win_alloc(ctx, &w->z, pre, L1 + L2 + R, G) && win_alloc(ctx, &w->s1, mix, L1 + R, G) &&
+             win_alloc(ctx, &w->p, 1, L1 + R, G) && win_alloc(ctx, &w->p1, post && hc, R, G) &&
+             win_alloc(ctx, &w->p2, post || hc, R, G) && win_alloc(ctx, &w->g2, c->dropout > 0 && !post && !hc, R, G) &&
+             win_alloc(ctx, &w->dp1, post, L1 + R, G) && win_alloc(ctx, &w->dp, 1, R, G) &&
+             win_alloc(ctx, &w->ds1, pre, L2 + R, G) && win_alloc(ctx, &w->dz, pre || mix, R, G) &&
+             (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
+             (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H)) &&
+             (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
+    }
+    st->worker_bytes = ctx->bytes - before;
+    if (!ok) {
+        free_workers(ctx);
+        return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused workspace (%d rows per strip)", R);
+    }
+    return MTA_OK;
+}
+
+void mta_fused_free(mta_ctx *ctx) {
+    mta_fused_state *st = &ctx->fused;
+    free_workers(ctx);
+    free(st->mx), free(st->inv), free(st->hconv);
+    memset(st, 0, sizeof *st);
+    ctx->bytes = 0;
+    ctx->have_forward = 0;
+}
+
+// ---- the logical maps of a worker's windows, given which steps are on ----------------------------
+
+typedef struct {
+    win *z;    // where the scores land
+    win *s1;   // pre-softmax conv output (input of head mixing)
+    win *p;    // S2, then P in place
+    win *p1;   // post-softmax conv output (input of the head conv)
+    win *p2;   // the map that multiplies V
+    win *dp1;  // gradient of P1 (input of the transposed post conv)
+    win *dp;   // gradient of P, then of S2 in place
+    win *ds1;  // gradient of S1 (input of the transposed pre conv)
+    win *dz;   // gradient of Z
+} maps;
+
+static maps maps_of(const mta_config *c, worker *w) {
+    maps m;
+    m.p = &w->p;
+    m.s1 = c->pre_head_mix ? &w->s1 : m.p;
+    m.z = c->pre_cq ? &w->z : m.s1;
+    m.p1 = c->post_cq ? (c->post_ch ? &w->p1 : &w->p2) : m.p;
+    m.p2 = c->post_ch ? &w->p2 : m.p1;
+    m.dp = &w->dp;
+    m.dp1 = c->post_cq ? &w->dp1 : m.dp;
+    m.ds1 = c->pre_cq ? &w->ds1 : (c->pre_head_mix ? &w->dz : m.dp);
+    m.dz = c->pre_cq ? &w->dz : m.ds1;
+    return m;
+}
+
+// ---- pieces shared by the forward and the backward ----------------------------------------------
+
+// Row-major sgemm, timed into ctx's statistics: thread time divided by the number of threads
+// running such calls side by side, so that the sum approximates wall time.
+static void sgemm(const job *jb, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                  int ldb, float beta, float *cm, int ldc) {
+    double t0 = omp_get_wtime();
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+                ldb, beta, cm, ldc);
+    double dt = (omp_get_wtime() - t0) / (jb->inner ? omp_get_num_threads() : jb->ctx->fused.nworkers);
+    #pragma omp atomic
+    jb->ctx->stats.matmul_s += dt;
+    #pragma omp atomic
+    jb->ctx->stats.matmul_flop += 2.0 * m * n * k;
+}
+
+// Recomputes (forward: computes) rows [a0, a1) of Z, S1, S2/P, P1 and P2 of unit (b, h0..h0+G-1).
+// With save, the softmax stores its row statistics; otherwise it reuses them. Runs inside the
+// unit's parallel region: every loop is a worksharing loop.
+static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int save) {
+    const mta_config *c = jb->c;
+    const int G = jb->G, H = c->H, T = c->T, d = c->d, n = a1 - a0;
+    const mta_params *p = jb->p;
+    mta_fused_state *st = &jb->ctx->fused;
+    maps m = maps_of(c, w);
+    #pragma omp for schedule(static)
+    for (int h = 0; h < G; h++) {
+        const size_t bh = (size_t)b * H + h0 + h;
+        sgemm(jb, 0, 1, n, a1, d, jb->scale, jb->q + (bh * T + a0) * d, d, jb->k + bh * T * d, d, 0.0f,
+              wrow(m.z, h, a0), (int)m.z->ld);
+        if (c->pre_cq) {
+            const float *wh = p->w_pre + (size_t)(h0 + h) * c->pre_cq * c->pre_ck;
+            for (int i = a0; i < a1; i++)
+                qkconv_row(wrow(m.z, h, imax(0, i - jb->L2)), m.z->ld, wh, c->pre_cq, c->pre_ck, i, wrow(m.s1, h, i));
+        }
+    }
+    if (c->pre_head_mix) {
+        const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
+        #pragma omp for schedule(dynamic, 1)
+        for (int i = a0; i < a1; i++) headmix_row(wrow(m.s1, 0, i), m.s1->hs, mm, H, G, G, i + 1, wrow(m.p, 0, i), m.p->hs);
+    }
+    #pragma omp for schedule(static)
+    for (int h = 0; h < G; h++) {
+        const size_t bh = (size_t)b * H + h0 + h;
+        for (int i = a0; i < a1; i++) {
+            float *x = wrow(m.p, h, i);
+            if (save) softmax_row(x, i + 1, &st->mx[bh * T + i], &st->inv[bh * T + i]);
+            else softmax_row_recompute(x, i + 1, st->mx[bh * T + i], st->inv[bh * T + i]);
+        }
+        if (c->post_cq) {
+            const float *wh = p->w_post + (size_t)(h0 + h) * c->post_cq * c->post_ck;
+            for (int i = a0; i < a1; i++)
+                qkconv_row(wrow(m.p, h, imax(0, i - jb->L1)), m.p->ld, wh, c->post_cq, c->post_ck, i, wrow(m.p1, h, i));
+        }
+    }
+    if (c->post_ch) {
+        const float *mm = st->hconv + (size_t)h0 * H + h0;
+        #pragma omp for schedule(dynamic, 1)
+        for (int i = a0; i < a1; i++)
+            headmix_row(wrow(m.p1, 0, i), m.p1->hs, mm, H, G, c->post_ch, i + 1, wrow(m.p2, 0, i), m.p2->hs);
+    }
+}
+
+// The map that multiplies V for local head hl, rows [a0, a1): P2 with dropout applied (in place,
+// or into window g2 when P2 is P itself, which the backward still needs), zero past the diagonal
+// up to column a1 (the matrix products read whole strips).
+static win *strip_pd(job *jb, worker *w, int b, int h0, int hl, int a0, int a1) {
+    const mta_config *c = jb->c;
+    const int T = c->T, drop = jb->ctx->dropout_on;
+    maps m = maps_of(c, w);
+    win *pd = drop && m.p2 == m.p ? &w->g2 : m.p2;
+    const size_t bh = (size_t)b * c->H + h0 + hl;
+    for (int i = a0; i < a1; i++) {
+        float *x = wrow(pd, hl, i);
+        const float *sx = wrow(m.p2, hl, i);
+        if (drop) {
+            const size_t row = (bh * T + i) * (size_t)T;
+            for (int j = 0; j <= i; j++)
+                x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? sx[j] * jb->drop_scale : 0.0f;
+        }
+        memset(x + i + 1, 0, (size_t)(a1 - 1 - i) * sizeof(float));
+    }
+    return pd;
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+static void unit_forward(job *jb, worker *w, int u) {
+    const mta_config *c = jb->c;
+    const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R;
+    const int b = u / (H / G), h0 = u % (H / G) * G;
+    #pragma omp parallel if (jb->inner)
+    for (int i0 = 0; i0 < T; i0 += R) {
+        const int i1 = imin(T, i0 + R), n = i1 - i0;
+        #pragma omp single
+        {
+            wslide(&w->z, G, i0 - jb->L2);
+            wslide(&w->p, G, i0 - jb->L1);
+            w->s1.base = w->p1.base = w->p2.base = w->g2.base = i0;
+        }
+        strip_maps(jb, w, b, h0, i0, i1, 1);
+        #pragma omp for schedule(static)
+        for (int hl = 0; hl < G; hl++) {
+            const size_t bh = (size_t)b * H + h0 + hl;
+            win *pd = strip_pd(jb, w, b, h0, hl, i0, i1);
+            float *o = jb->out + (bh * T + i0) * d;
+            sgemm(jb, 0, 0, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + bh * T * d, d, 0.0f, o, d);
+            if (c->group_norm || c->gate)
+                for (int i = 0; i < n; i++) mta_normgate_forward_row(c, jb->p, o + (size_t)i * d, o + (size_t)i * d);
+        }
+    }
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// Sums the per-row mixing partials of nrows rows (slot r: G rows of H, [h*H + h'] for h, h' < G)
+// into acc (G*G), in row order.
+static void reduce_rows(const float *rowpart, int G, int H, int nrows, double *acc) {
+    #pragma omp for schedule(static)
+    for (int e = 0; e < G * G; e++)
+        for (int r = 0; r < nrows; r++) acc[e] += rowpart[(size_t)r * G * H + e / G * H + e % G];
+}
+
+static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
+    const mta_config *c = jb->c;
+    const mta_params *p = jb->p;
+    const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R, L1 = jb->L1, L2 = jb->L2;
+    const int b = u / (H / G), h0 = u % (H / G) * G;
+    const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
+    mta_fused_state *st = &jb->ctx->fused;
+    maps m = maps_of(c, w);
+    #pragma omp parallel if (jb->inner)
+    for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
+        const int i1 = i0 + R;
+        const int a0 = i0, a1 = imin(i1, T);                          // rows this strip brings
+        const int b0 = imax(0, i0 - L1), b1 = imin(i1 - L1, T);       // rows whose dP is complete
+        const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);  // rows whose dZ is complete
+        #pragma omp single
+        {
+            wslide(&w->z, G, i0 - L1 - L2);
+            wslide(&w->s1, G, i0 - L1);
+            wslide(&w->p, G, i0 - L1);
+            wslide(&w->dp1, G, i0 - L1);
+            wslide(&w->ds1, G, i0 - L1 - L2);
+            w->p1.base = w->p2.base = w->g2.base = i0;
+            w->dp.base = i0 - L1;
+            w->dz.base = i0 - L1 - L2;
+        }
+        if (a0 < a1) {
+            const int n = a1 - a0;
+            strip_maps(jb, w, b, h0, a0, a1, 0);
+            // O again, then dO through the gate and norm; dV; dP2 = dO v^T (through the dropout)
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) {
+                const size_t bh = (size_t)b * H + h0 + hl;
+                const float *vh = jb->v + bh * T * d, *go = jb->dout + (bh * T + a0) * d;
+                win *pd = strip_pd(jb, w, b, h0, hl, a0, a1);
+                float *o = w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
+                if (c->group_norm || c->gate) {
+                    sgemm(jb, 0, 0, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
+                    for (int i = 0; i < n; i++)
+                        mta_normgate_backward_row(c, p, o + (size_t)i * d, go + (size_t)i * d, dO + (size_t)i * d,
+                                                  acc.ng + (size_t)hl * np);
+                } else {
+                    memcpy(dO, go, (size_t)n * d * sizeof(float));
+                }
+                sgemm(jb, 1, 0, a1, d, n, 1.0f, wrow(pd, hl, a0), (int)pd->ld, dO, d, 1.0f, jb->dv + bh * T * d, d);
+                // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
+                win *g2 = c->post_ch ? pd : m.dp1;
+                sgemm(jb, 0, 1, n, a1, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0), (int)g2->ld);
+                if (jb->ctx->dropout_on)
+                    for (int i = a0; i < a1; i++) {
+                        float *x = wrow(g2, hl, i);
+                        const size_t row = (bh * T + i) * (size_t)T;
+                        for (int j = 0; j <= i; j++)
+                            x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? x[j] * jb->drop_scale : 0.0f;
+                    }
+            }
+            if (c->post_ch) {
+                const float *mm = st->hconv + (size_t)h0 * H + h0;
+                #pragma omp for schedule(dynamic, 1)
+                for (int i = a0; i < a1; i++)
+                    headmix_backward_row(wrow(m.p2, 0, i), m.p2->hs, wrow(m.p1, 0, i), m.p1->hs, mm, H, G, c->post_ch, i + 1,
+                                         wrow(m.dp1, 0, i), m.dp1->hs, w->rowpart + (size_t)(i - a0) * G * H);
+                reduce_rows(w->rowpart, G, H, n, acc.hconv);
+            }
+            if (c->post_cq) {
+                #pragma omp for schedule(static)
+                for (int hl = 0; hl < G; hl++) {
+                    float *kp = w->kpart + (size_t)hl * K2;
+                    for (int i = a0; i < a1; i++) {
+                        qkconv_backward_weight_row(wrow(m.dp1, hl, i), wrow(m.p, hl, imax(0, i - L1)), m.p->ld, c->post_cq,
+                                                   c->post_ck, i, kp);
+                        for (int e = 0; e < K2; e++) acc.wpost[(size_t)hl * K2 + e] += kp[e];
+                    }
+                }
+            }
+        }
+        if (b0 < b1) {
+            const int n = b1 - b0;
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) {
+                if (c->post_cq) {
+                    const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
+                    for (int r = b0; r < b1; r++)
+                        qkconv_backward_input_row(wrow(m.dp1, hl, r), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, r,
+                                                  wrow(m.dp, hl, r));
+                }
+                for (int r = b0; r < b1; r++) softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
+                if (!c->pre_head_mix && m.ds1 != m.dp)
+                    for (int r = b0; r < b1; r++) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
+            }
+            if (c->pre_head_mix) {
+                const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
+                #pragma omp for schedule(dynamic, 1)
+                for (int r = b0; r < b1; r++)
+                    headmix_backward_row(wrow(m.dp, 0, r), m.dp->hs, wrow(m.s1, 0, r), m.s1->hs, mm, H, G, G, r + 1,
+                                         wrow(m.ds1, 0, r), m.ds1->hs, w->rowpart + (size_t)(r - b0) * G * H);
+                reduce_rows(w->rowpart, G, H, n, acc.mix);
+            }
+            if (c->pre_cq) {
+                #pragma omp for schedule(static)
+                for (int hl = 0; hl < G; hl++) {
+                    float *kp = w->kpart + (size_t)hl * K1;
+                    for (int r = b0; r < b1; r++) {
+                        qkconv_backward_weight_row(wrow(m.ds1, hl, r), wrow(m.z, hl, imax(0, r - L2)), m.z->ld, c->pre_cq,
+                                                   c->pre_ck, r, kp);
+                        for (int e = 0; e < K1; e++) acc.wpre[(size_t)hl * K1 + e] += kp[e];
+                    }
+                }
+            }
+        }
+        if (c0 < c1) {
+            const int n = c1 - c0;
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) {
+                const size_t bh = (size_t)b * H + h0 + hl;
+                for (int r = c0; r < c1; r++) {
+                    float *x = wrow(m.dz, hl, r);
+                    if (c->pre_cq)
+                        qkconv_backward_input_row(wrow(m.ds1, hl, r), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
+                                                  c->pre_cq, c->pre_ck, r, x);
+                    memset(x + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
+                }
+                sgemm(jb, 0, 0, n, d, c1, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->k + bh * T * d, d, 1.0f,
+                      jb->dq + (bh * T + c0) * d, d);
+                sgemm(jb, 1, 0, c1, d, n, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->q + (bh * T + c0) * d, d,
+                      1.0f, jb->dk + bh * T * d, d);
+            }
+        }
+    }
+}
+
+// ---- entry points -------------------------------------------------------------------------------
+
+static mta_status plan(mta_ctx *ctx, job *jb) {
+    const mta_config *c = &ctx->cfg;
+    jb->c = c, jb->ctx = ctx;
+    jb->G = group_size(c);
+    jb->units = c->B * c->H / jb->G;
+    const int threads = omp_get_max_threads();
+    jb->inner = jb->units < threads;
+    jb->R = strip_rows(c, jb->inner);
+    jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
+    jb->scale = 1.0f / sqrtf((float)c->d);
+    jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
+    jb->drop_scale = 1.0f / (1.0f - c->dropout);
+    return fused_buffers(ctx, jb->G, jb->R, jb->inner ? 1 : imin(threads, jb->units));
+}
+
+// Runs fn over every unit: in turn (each unit's strips shared by all threads), or with whole
+// units per thread.
+typedef void (*unit_fn)(job *jb, worker *w, int u);
+
+static void run_units(job *jb, unit_fn fn) {
+    worker *ws = (worker *)jb->ctx->fused.workers;
+    if (jb->inner) {
+        for (int u = 0; u < jb->units; u++) fn(jb, ws, u);
+        return;
+    }
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(jb->ctx->fused.nworkers)
+    for (int u = 0; u < jb->units; u++) fn(jb, ws + omp_get_thread_num(), u);
+}
+
+mta_status mta_fused_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                             float *out) {
+    job jb;
+    memset(&jb, 0, sizeof jb);
+    mta_status s = plan(ctx, &jb);
+    if (s) return s;
+    const mta_config *c = &ctx->cfg;
+    jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.out = out;
+    if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, ctx->fused.hconv);
+    ctx->dropout_on = c->dropout > 0 && ctx->training;
+    run_units(&jb, unit_forward);
+    return MTA_OK;
+}
+
+static void backward_unit_fn(job *jb, worker *w, int u) {
+    unit_acc a = unit_acc_at(jb->c, jb->G, jb->ctx->fused.acc, u);
+    memset(a.wpre, 0, unit_acc_doubles(jb->c, jb->G) * sizeof(double));
+    unit_backward(jb, w, u, a);
+}
+
+mta_status mta_fused_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                              const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    job jb;
+    memset(&jb, 0, sizeof jb);
+    mta_status s = plan(ctx, &jb);
+    if (s) return s;
+    const mta_config *c = &ctx->cfg;
+    jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.dout = dout, jb.dq = dq, jb.dk = dk, jb.dv = dv;
+    if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, ctx->fused.hconv);
+    run_units(&jb, backward_unit_fn);
+    // unit partials into the gradients, units in order
+    const int G = jb.G, H = c->H, K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck;
+    for (int u = 0; u < jb.units; u++) {
+        unit_acc a = unit_acc_at(c, G, ctx->fused.acc, u);
+        const int h0 = u % (H / G) * G;
+        for (int hl = 0; hl < G; hl++) {
+            const int h = h0 + hl;
+            if (g->w_pre)
+                for (int e = 0; e < K1; e++) g->w_pre[(size_t)h * K1 + e] += (float)a.wpre[(size_t)hl * K1 + e];
+            if (g->w_post)
+                for (int e = 0; e < K2; e++) g->w_post[(size_t)h * K2 + e] += (float)a.wpost[(size_t)hl * K2 + e];
+            for (int hl2 = 0; hl2 < G; hl2++) {
+                if (g->w_pre_head && c->pre_head_mix) g->w_pre_head[(size_t)h * H + h0 + hl2] += (float)a.mix[hl * G + hl2];
+                // head conv matrix entry [out o, in n] within a group is kernel w[grp, n, o]
+                const int ch = c->post_ch;
+                if (g->w_post_head && ch && (h0 + hl2) / ch == h / ch) {
+                    const int grp = h / ch, o = h % ch, nn = (h0 + hl2) % ch;
+                    g->w_post_head[((size_t)grp * ch + nn) * ch + o] += (float)a.hconv[hl * G + hl2];
+                }
+            }
+        }
+        mta_normgate_add_grads(c, g, a.ng, G);
+    }
+    return MTA_OK;
+}

@@ -1,0 +1,83 @@
+// normgate.c: group norm and gate of one output row (spec section 2, steps 8 and 9), shared by
+// the reference and fused backends. A row is one (batch, head, position): d floats.
+#include "attn/mta_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+// out = y * sigmoid(gate_w . y + gate_b), y = o * rs * gamma * ds, rs = (mean(o^2) + eps)^-1/2.
+// out may alias o.
+void mta_normgate_forward_row(const mta_config *c, const mta_params *p, const float *o, float *out) {
+    const int d = c->d;
+    if (out != o) memcpy(out, o, (size_t)d * sizeof(float));
+    if (c->group_norm) {
+        const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
+        float ss = 0.0f;
+        for (int e = 0; e < d; e++) ss += out[e] * out[e];
+        const float rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
+        for (int e = 0; e < d; e++) out[e] = out[e] * rs * p->gn_weight[e] * ds;
+    }
+    if (c->gate) {
+        float z = p->gate_b[0];
+        for (int e = 0; e < d; e++) z += p->gate_w[e] * out[e];
+        const float g = 1.0f / (1.0f + expf(-z));
+        for (int e = 0; e < d; e++) out[e] *= g;
+    }
+}
+
+// dO of one row from dout (go), recomputing y, rs and the gate from o. Adds the row's parameter
+// gradients to acc: dgamma (d), dgate_w (d), dgate_b (1).
+void mta_normgate_backward_row(const mta_config *c, const mta_params *p, const float *o, const float *go, float *dO,
+                               double *acc) {
+    const int d = c->d;
+    const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
+    float rs = 1.0f;
+    if (c->group_norm) {
+        float ss = 0.0f;
+        for (int e = 0; e < d; e++) ss += o[e] * o[e];
+        rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
+    }
+    if (c->gate) {
+        // y, the gate's input, is recomputed as the forward computed it
+        float z = p->gate_b[0], dot = 0.0f;
+        for (int e = 0; e < d; e++) {
+            const float y = c->group_norm ? o[e] * rs * p->gn_weight[e] * ds : o[e];
+            z += p->gate_w[e] * y;
+            dot += go[e] * y;
+        }
+        const float gv = 1.0f / (1.0f + expf(-z)), dz = dot * gv * (1.0f - gv);
+        for (int e = 0; e < d; e++) {
+            const float y = c->group_norm ? o[e] * rs * p->gn_weight[e] * ds : o[e];
+            acc[d + e] += dz * y;
+            dO[e] = go[e] * gv + dz * p->gate_w[e];
+        }
+        acc[2 * d] += dz;
+    } else {
+        memcpy(dO, go, (size_t)d * sizeof(float));
+    }
+    if (c->group_norm) {
+        // y = o * rs * gamma * ds: do = rs*u - rs^3/d * o * (u . o), u = dy * gamma * ds.
+        float uo = 0.0f;
+        for (int e = 0; e < d; e++) {
+            acc[e] += dO[e] * o[e] * rs * ds;
+            dO[e] *= p->gn_weight[e] * ds;
+            uo += dO[e] * o[e];
+        }
+        const float k3 = rs * rs * rs * uo / d;
+        for (int e = 0; e < d; e++) dO[e] = rs * dO[e] - k3 * o[e];
+    }
+}
+
+void mta_normgate_add_grads(const mta_config *c, const mta_grads *g, const double *acc, int n) {
+    const int d = c->d, np = 2 * d + 1;
+    for (int s = 0; s < n; s++) {
+        const double *a = acc + (size_t)s * np;
+        if (c->group_norm && g->gn_weight)
+            for (int e = 0; e < d; e++) g->gn_weight[e] += (float)a[e];
+        if (c->gate) {
+            if (g->gate_w)
+                for (int e = 0; e < d; e++) g->gate_w[e] += (float)a[d + e];
+            if (g->gate_b) g->gate_b[0] += (float)a[2 * d];
+        }
+    }
+}
