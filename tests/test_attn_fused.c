@@ -1,0 +1,152 @@
+// test_attn_fused.c: the fused backend against the reference backend on the same inputs, for
+// every MTA step alone and together, with strips of 1 to 64 rows (so strips shorter and longer
+// than the convolutions' halos) and with one or several threads (whole units per thread, or a
+// unit's heads shared). Also: its workspace holds no (T,T) map, and its results do not depend on
+// the thread count.
+#include "testutil.h"
+
+#include <math.h>
+#include <omp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+// Forward and backward of a case on a fresh context (training with a fixed dropout seed when
+// the config has dropout). Returns the context's workspace bytes.
+static size_t run(tu_case *c) {
+    mta_ctx *ctx;
+    assert_int_equal(mta_create(&ctx, &c->cfg, NULL, 0), MTA_OK);
+    if (c->cfg.dropout > 0) mta_set_dropout(ctx, 1, 1234);
+    assert_int_equal(mta_forward(ctx, c->q, c->k, c->v, &c->p, c->out), MTA_OK);
+    memset(c->dq, 0, 3 * c->n * sizeof(float));
+    for (int i = 0; i < 7; i++)
+        if (c->gw[i]) memset(c->gw[i], 0, c->wn[i] * sizeof(float));
+    assert_int_equal(mta_backward(ctx, c->q, c->k, c->v, &c->p, c->dout, c->dq, c->dk, c->dv, &c->g), MTA_OK);
+    size_t bytes = mta_ctx_workspace_bytes(ctx);
+    mta_destroy(ctx);
+    return bytes;
+}
+
+// Largest difference of every output and gradient, relative to the reference tensor's largest entry.
+static double rel_diff(const tu_case *a, const tu_case *r) {
+    const float *x[4] = {a->out, a->dq, a->dk, a->dv}, *y[4] = {r->out, r->dq, r->dk, r->dv};
+    double worst = 0;
+    for (int t = 0; t < 4; t++) worst = fmax(worst, tu_max_abs_diff(x[t], y[t], a->n) / fmax(1e-6, tu_max_abs(y[t], a->n)));
+    for (int i = 0; i < 7; i++)
+        if (r->wn[i])
+            worst = fmax(worst, tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]) / fmax(1e-6, tu_max_abs(r->gw[i], r->wn[i])));
+    return worst;
+}
+
+static int same_bits(const tu_case *a, const tu_case *b) {
+    // dq, dk and dv are consecutive in a case's memory
+    if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
+    for (int i = 0; i < 7; i++)
+        if (a->wn[i] && memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float))) return 0;
+    return 1;
+}
+
+static void set_rows(int r) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", r);
+    setenv("MTAC_FUSED_ROWS", buf, 1);
+}
+
+static mta_config variant(int k) {
+    mta_config c = mta_config_default(2, 4, 29, 6);
+    switch (k) {
+    case 0: break;                                                      // plain attention
+    case 1: c.pre_cq = 3, c.pre_ck = 5; break;                          // pre-softmax conv alone
+    case 2: c.post_cq = 4, c.post_ck = 3; break;                        // post-softmax conv alone
+    case 3: c.pre_head_mix = 1; break;                                  // head mixing alone
+    case 4: c.post_ch = 2; break;                                       // head conv alone (units of 2 heads)
+    case 5: c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3, c.gate = 1; break;
+    case 6: c = tu_config_all(2, 4, 45, 8, 6, 11, 4); break;            // the 830M pattern
+    case 7: c = tu_config_all(1, 4, 23, 5, 2, 3, 2); break;             // head conv groups inside the mixing unit
+    case 8: c.post_cq = 3, c.post_ck = 5, c.post_ch = 2, c.pre_cq = 2, c.pre_ck = 3; break;  // no mixing
+    case 9: c = tu_config_all(1, 3, 4, 5, 3, 9, 1); break;              // T < c_k
+    case 10: c = tu_config_all(2, 2, 19, 4, 1, 7, 2); break;            // c_q = 1
+    case 11: c = tu_config_all(2, 4, 33, 8, 3, 5, 2), c.dropout = 0.25f; break;  // dropout, every step
+    case 12: c.dropout = 0.3f; break;                                   // dropout on plain attention
+    case 13: c.post_ch = 4, c.dropout = 0.2f; break;                    // dropout after the head conv
+    }
+    return c;
+}
+enum { NVARIANTS = 14 };
+
+static void test_fused_equals_reference(void **s) {
+    (void)s;
+    const int rows[] = {1, 2, 5, 16, 64}, threads[] = {1, 3};
+    for (int k = 0; k < NVARIANTS; k++) {
+        mta_config rc = variant(k);
+        rc.backend = MTA_BACKEND_REFERENCE;
+        tu_case *ref = tu_case_new(&rc, 40 + k, 1.0f, 0.3f);
+        assert_non_null(ref);
+        run(ref);
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+                set_rows(rows[ri]);
+                omp_set_num_threads(threads[ti]);
+                mta_config fc = rc;
+                fc.backend = MTA_BACKEND_FUSED;
+                tu_case *f = tu_case_new(&fc, 40 + k, 1.0f, 0.3f);
+                run(f);
+                double e = rel_diff(f, ref);
+                if (e > 2e-5) fail_msg("variant %d, %d rows per strip, %d threads: fused differs from the reference by %.3g", k,
+                                       rows[ri], threads[ti], e);
+                tu_case_free(f);
+            }
+        tu_case_free(ref);
+    }
+    unsetenv("MTAC_FUSED_ROWS");
+    omp_set_num_threads(omp_get_num_procs());
+}
+
+// The same strips give the same bits whether one thread does a unit or several share it.
+static void test_thread_count_invariant(void **s) {
+    (void)s;
+    set_rows(7);
+    for (int k = 6; k <= 8; k++) {
+        mta_config c = variant(k);
+        c.backend = MTA_BACKEND_FUSED;
+        tu_case *a = tu_case_new(&c, 7, 1.0f, 0.3f), *b = tu_case_new(&c, 7, 1.0f, 0.3f);
+        omp_set_num_threads(1);
+        run(a);
+        omp_set_num_threads(4);
+        run(b);
+        assert_true(same_bits(a, b));
+        tu_case_free(a);
+        tu_case_free(b);
+    }
+    unsetenv("MTAC_FUSED_ROWS");
+    omp_set_num_threads(omp_get_num_procs());
+}
+
+// The workspace grows like T * strip, not T^2: at T = 1024 it is a small fraction of the
+// (B,H,T,T) maps the reference path holds several of.
+static void test_workspace_has_no_map(void **s) {
+    (void)s;
+    mta_config c = tu_config_all(1, 4, 1024, 4, 6, 11, 4);
+    c.backend = MTA_BACKEND_FUSED;
+    tu_case *a = tu_case_new(&c, 3, 1.0f, 0.3f);
+    const size_t bytes = run(a);
+    const size_t map = (size_t)c.B * c.H * c.T * c.T * sizeof(float);
+    if (bytes * 4 > map) fail_msg("fused workspace %zu bytes, a quarter of one (B,H,T,T) map is %zu", bytes, map / 4);
+    assert_true(bytes > 0);
+    tu_case_free(a);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fused_equals_reference),
+        cmocka_unit_test(test_thread_count_invariant),
+        cmocka_unit_test(test_workspace_has_no_map),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
