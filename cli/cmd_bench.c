@@ -17,18 +17,23 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mtac bench attn [options]\n"
             "\n"
-            "Times forward+backward of (a) plain causal attention and (b) MTA in this library and (c) the\n"
-            "naive PyTorch MTA (tests/ref/bench_torch.py, when torch is installed), at one thread count.\n"
-            "MTA uses the 830M layer setting: pre- and post-softmax 6x11 key-query convolutions, pre-softmax\n"
-            "head mixing, post-softmax head convolution over all heads, group norm and gate.\n"
-            "Peak memory is the growth of the process's peak resident set during the measured call.\n"
+            "Times forward+backward, at one thread count, of: plain = tiled causal attention (the fused\n"
+            "backend with every MTA step off); mta = fused MTA (the default backend); mta_ref = the\n"
+            "reference backend, which materialises the (T,T) maps; torch = the naive PyTorch MTA of\n"
+            "tests/ref/bench_torch.py (when torch is installed). MTA uses the 830M layer setting: pre- and\n"
+            "post-softmax 6x11 key-query convolutions, pre-softmax head mixing, post-softmax head\n"
+            "convolution over all heads, group norm and gate.\n"
+            "Peak memory is the growth of the process's peak resident set during the first call (the\n"
+            "workspace, the output and the gradients; the inputs exist before).\n"
             "\n"
             "options:\n"
-            "  --T LIST          sequence lengths, comma separated (default 512,1024,2048,4096)\n"
+            "  --T LIST          sequence lengths, comma separated (default 512,1024,2048,4096,8192,16384)\n"
             "  --B N, --H N, --d N  batch, heads, head dim (default 1, 8, 64)\n"
             "  --threads N       OpenMP/BLAS threads for every implementation (default: all cores)\n"
             "  --reps N          timed repetitions, the best is reported (default 1; one warm-up first)\n"
-            "  --impl LIST       any of plain,mta,torch (default plain,mta,torch)\n"
+            "  --impl LIST       any of plain,mta,mta_ref,torch (default all four)\n"
+            "  --naive-max-T N   run mta_ref and torch only up to this T (default 4096: they hold\n"
+            "                    several (T,T) maps per head, 8.6 GB each per 8 heads at T=16384)\n"
             "  --python PATH     Python with torch for the PyTorch reference (default /usr/bin/python3)\n"
             "  --torch-script P  default tests/ref/bench_torch.py (run from the repository root)\n"
             "  --json            one JSON object per line instead of a table\n");
@@ -229,8 +234,8 @@ void cli_cpu_name(char *buf, size_t n) {
 }
 
 static int bench_attn(int argc, char **argv) {
-    int Ts[16] = {512, 1024, 2048, 4096}, nT = 4, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
-    int json = 0, do_plain = 1, do_mta = 1, do_torch = 1;
+    int Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
+    int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096;
     const char *python = "/usr/bin/python3", *script = "tests/ref/bench_torch.py";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -266,12 +271,22 @@ static int bench_attn(int argc, char **argv) {
             python = val;
         } else if (!strcmp(a, "--torch-script")) {
             script = val;
+        } else if (!strcmp(a, "--naive-max-T")) {
+            if (!cli_parse_pos_int(a, val, &naive_max_T)) return 2;
         } else if (!strcmp(a, "--impl")) {
-            do_plain = strstr(val, "plain") != NULL, do_mta = strstr(val, "mta") != NULL,
-            do_torch = strstr(val, "torch") != NULL;
-            if (!do_plain && !do_mta && !do_torch) {
-                fprintf(stderr, "mtac bench attn: --impl expects plain, mta and/or torch, got '%s'\n", val);
-                return 2;
+            do_plain = do_mta = do_ref = do_torch = 0;
+            char list[256];
+            snprintf(list, sizeof list, "%s", val);
+            char *save = NULL;
+            for (char *it = strtok_r(list, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+                if (!strcmp(it, "plain")) do_plain = 1;
+                else if (!strcmp(it, "mta")) do_mta = 1;
+                else if (!strcmp(it, "mta_ref")) do_ref = 1;
+                else if (!strcmp(it, "torch")) do_torch = 1;
+                else {
+                    fprintf(stderr, "mtac bench attn: --impl expects plain, mta, mta_ref and/or torch, got '%s'\n", it);
+                    return 2;
+                }
             }
         } else {
             fprintf(stderr, "mtac bench attn: unknown option '%s' (see --help)\n", a);
@@ -291,39 +306,43 @@ static int bench_attn(int argc, char **argv) {
     }
     for (int ti = 0; ti < nT; ti++) {
         int T = Ts[ti];
-        mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d);
+        mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d), ref = mta;
+        plain.backend = mta.backend = MTA_BACKEND_FUSED;
+        ref.backend = MTA_BACKEND_REFERENCE;
         char err[256];
         if (mta_config_check(&mta, err, sizeof err)) {
             fprintf(stderr, "mtac bench attn: %s\n", err);
             return 2;
         }
-        result rs[3] = {{0}};
-        const char *names[3] = {"mtac_plain", "mtac_mta", "torch_naive_mta"};
+        result rs[4] = {{0}};
+        const char *names[4] = {"mtac_plain", "mtac_mta", "mtac_mta_reference", "torch_naive_mta"};
+        const char *short_names[4] = {"plain", "mta", "mta_ref", "torch_naive_mta"};
         if (do_plain) rs[0] = run_c(&plain, reps);
         if (do_mta) rs[1] = run_c(&mta, reps);
-        if (do_torch) {
-            rs[2] = run_torch(python, script, &mta, threads, reps);
-            if (!rs[2].ok && !json && ti == 0)
+        if (do_ref && T <= naive_max_T) rs[2] = run_c(&ref, reps);
+        if (do_torch && T <= naive_max_T) {
+            rs[3] = run_torch(python, script, &mta, threads, reps);
+            if (!rs[3].ok && !json && ti == 0)
                 fprintf(stderr, "mtac bench attn: the PyTorch reference did not run (%s %s); skipping it\n", python, script);
         }
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             if (!rs[i].ok) continue;
             if (json) {
                 printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,"
                        "\"peak_mb\":%.1f",
                        names[i], T, B, H, d, threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
-                if (i < 2)
+                if (i < 3)
                     printf(",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f", rs[i].workspace_mb,
                            rs[i].matmul_gflops, peak);
                 printf("}\n");
             } else {
                 char ratio[32] = "", mm[32] = "", pct[32] = "";
                 if (rs[0].ok) snprintf(ratio, sizeof ratio, "%.2fx", rs[i].fwd_bwd_s / rs[0].fwd_bwd_s);
-                if (i < 2) {
+                if (i < 3) {
                     snprintf(mm, sizeof mm, "%.1f", rs[i].matmul_gflops);
                     snprintf(pct, sizeof pct, "%.0f%%", 100 * rs[i].matmul_gflops / peak);
                 }
-                printf("%-6d %-16s %10.3f %9.1f %9s %12s %9s\n", T, names[i] + (i < 2 ? 5 : 0), rs[i].fwd_bwd_s,
+                printf("%-6d %-16s %10.3f %9.1f %9s %12s %9s\n", T, short_names[i], rs[i].fwd_bwd_s,
                        rs[i].peak_mb, ratio, mm, pct);
             }
             fflush(stdout);
