@@ -6,6 +6,7 @@
 #include "train/optim.h"
 
 #include <cblas.h>
+#include <malloc.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -131,6 +132,9 @@ static result run_c(const mta_config *c, int reps) {
     for (int it = 0; it <= reps; it++) {
         if (it == 0) {
             // The first call allocates the workspace: its peak is what a training step needs.
+            // Memory freed by earlier measurements goes back to the system first, so that it
+            // cannot hide this call's allocations.
+            malloc_trim(0);
             reset_peak();
             base = proc_status_kb("VmRSS");
         }
@@ -294,6 +298,9 @@ static int bench_attn(int argc, char **argv) {
         }
     }
     cli_set_threads(threads);
+    // A fixed mmap threshold: large buffers come from mmap and go back to the system when freed,
+    // whatever ran before (glibc otherwise raises the threshold after the first large free).
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     char cpu[256];
     cli_cpu_name(cpu, sizeof cpu);
     double peak = sgemm_rate_gflops();
