@@ -10,7 +10,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N]\n"
+            "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend fused|reference]\n"
             "\n"
             "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
             "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
@@ -22,12 +22,14 @@ static void usage(FILE *f) {
             "    gate_w (d), gate_b (1)     output gate\n"
             "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
             "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
-            "  The format is documented in docs/formats.md.\n");
+            "  The format is documented in docs/formats.md.\n"
+            "  --backend: fused (the default: no (T,T) map held, docs/fused.md) or reference (materialises\n"
+            "  the maps); both compute the same function within float32 rounding.\n");
 }
 
 int cmd_attn(int argc, char **argv) {
     const char *in = NULL, *outp = NULL;
-    int threads = 0;
+    int threads = 0, backend = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -42,6 +44,14 @@ int cmd_attn(int argc, char **argv) {
         else if (!strcmp(a, "--out")) outp = argv[++i];
         else if (!strcmp(a, "--threads")) {
             if (!cli_parse_pos_int("--threads", argv[++i], &threads)) return 2;
+        } else if (!strcmp(a, "--backend")) {
+            const char *b = argv[++i];
+            if (!strcmp(b, "fused")) backend = MTA_BACKEND_FUSED;
+            else if (!strcmp(b, "reference")) backend = MTA_BACKEND_REFERENCE;
+            else {
+                fprintf(stderr, "mtac attn: --backend expects fused or reference, got '%s'\n", b);
+                return 2;
+            }
         } else {
             fprintf(stderr, "mtac attn: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -65,6 +75,7 @@ int cmd_attn(int argc, char **argv) {
         st_free(&f);
         return 1;
     }
+    if (backend >= 0) pr.cfg.backend = (mta_backend)backend;
     const mta_config *c = &pr.cfg;
     const size_t n = (size_t)c->B * c->H * c->T * c->d;
     mta_ctx *ctx = NULL;

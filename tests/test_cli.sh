@@ -37,6 +37,7 @@ expect 2 "required" -- "$MTAC" attn --in x
 expect 2 "needs a value" -- "$MTAC" attn --in
 expect 2 "unknown option" -- "$MTAC" attn --bogus 1
 expect 2 "positive integer" -- "$MTAC" attn --in a --out b --threads zero
+expect 2 "fused or reference" -- "$MTAC" attn --in a --out b --backend gpu
 expect 2 "unknown benchmark" -- "$MTAC" bench nope
 expect 2 "comma-separated" -- "$MTAC" bench attn --T 512,,x
 expect 1 "No such file" -- "$MTAC" attn --in "$tmp/missing.safetensors" --out "$tmp/o.safetensors"

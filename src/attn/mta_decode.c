@@ -140,7 +140,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
     if (b < 0 || b >= cf->B) return cache_fail(c, MTA_ERR_INVALID, "sequence index outside the cache's batch");
     const int H = cf->H, T = cf->T, d = cf->d, t = c->len[b];
     if (t >= T) return cache_fail(c, MTA_ERR_INVALID, "the cache is full: a sequence reached the capacity cfg.T");
-    const float scale = 1.0f / sqrtf((float)d), ds = cf->depth_scale ? mta_depth_scale(cf->layer_id) : 1.0f;
+    const float scale = 1.0f / sqrtf((float)d);
     const int zr = cf->pre_cq > 1 ? cf->pre_cq - 1 : 0, pr = cf->post_cq > 1 ? cf->post_cq - 1 : 0;
     float *z = c->row[0], *s1 = c->row[1], *pp = c->row[2], *p1 = c->row[3], *p2 = c->row[4];
     const float *mix_in = cf->pre_cq ? s1 : z, *a_in = cf->post_ch ? p2 : cf->post_cq ? p1 : pp;
@@ -189,18 +189,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             const float *A = a_in + (size_t)h * T, *V = c->v + bh * T * d;
             float *o = out + (size_t)h * d;
             cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
-            if (cf->group_norm) {
-                float ss = 0.0f;
-                for (int e = 0; e < d; e++) ss += o[e] * o[e];
-                const float rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
-                for (int e = 0; e < d; e++) o[e] = o[e] * rs * p->gn_weight[e] * ds;
-            }
-            if (cf->gate) {
-                float g = p->gate_b[0];
-                for (int e = 0; e < d; e++) g += p->gate_w[e] * o[e];
-                g = 1.0f / (1.0f + expf(-g));
-                for (int e = 0; e < d; e++) o[e] *= g;
-            }
+            mta_normgate_forward_row(cf, p, o, o);
             window_push(c->zwin + bh * zr * T, zr, T, z + (size_t)h * T, t);
             window_push(c->pwin + bh * pr * T, pr, T, pp + (size_t)h * T, t);
         }

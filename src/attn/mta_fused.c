@@ -345,6 +345,21 @@ static void reduce_rows(const float *rowpart, int G, int H, int nrows, double *a
         for (int r = 0; r < nrows; r++) acc[e] += rowpart[(size_t)r * G * H + e / G * H + e % G];
 }
 
+// A key-query convolution's kernel gradient from output-gradient rows [r0, r1) of window g and
+// the convolution's source rows in window src, per head, added to acc (G, cq*ck) in row order.
+static void kernel_grads(const win *g, const win *src, int cq, int ck, int r0, int r1, int G, float *kpart,
+                         double *acc) {
+    const int K = cq * ck;
+    #pragma omp for schedule(static)
+    for (int hl = 0; hl < G; hl++) {
+        float *kp = kpart + (size_t)hl * K;
+        for (int r = r0; r < r1; r++) {
+            qkconv_backward_weight_row(wrow(g, hl, r), wrow(src, hl, imax(0, r - (cq - 1))), src->ld, cq, ck, r, kp);
+            for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
+        }
+    }
+}
+
 static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
     const mta_config *c = jb->c;
     const mta_params *p = jb->p;
@@ -408,17 +423,7 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                                          wrow(m.dp1, 0, i), m.dp1->hs, w->rowpart + (size_t)(i - a0) * G * H);
                 reduce_rows(w->rowpart, G, H, n, acc.hconv);
             }
-            if (c->post_cq) {
-                #pragma omp for schedule(static)
-                for (int hl = 0; hl < G; hl++) {
-                    float *kp = w->kpart + (size_t)hl * K2;
-                    for (int i = a0; i < a1; i++) {
-                        qkconv_backward_weight_row(wrow(m.dp1, hl, i), wrow(m.p, hl, imax(0, i - L1)), m.p->ld, c->post_cq,
-                                                   c->post_ck, i, kp);
-                        for (int e = 0; e < K2; e++) acc.wpost[(size_t)hl * K2 + e] += kp[e];
-                    }
-                }
-            }
+            if (c->post_cq) kernel_grads(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, G, w->kpart, acc.wpost);
         }
         if (b0 < b1) {
             const int n = b1 - b0;
@@ -442,17 +447,7 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                                          wrow(m.ds1, 0, r), m.ds1->hs, w->rowpart + (size_t)(r - b0) * G * H);
                 reduce_rows(w->rowpart, G, H, n, acc.mix);
             }
-            if (c->pre_cq) {
-                #pragma omp for schedule(static)
-                for (int hl = 0; hl < G; hl++) {
-                    float *kp = w->kpart + (size_t)hl * K1;
-                    for (int r = b0; r < b1; r++) {
-                        qkconv_backward_weight_row(wrow(m.ds1, hl, r), wrow(m.z, hl, imax(0, r - L2)), m.z->ld, c->pre_cq,
-                                                   c->pre_ck, r, kp);
-                        for (int e = 0; e < K1; e++) acc.wpre[(size_t)hl * K1 + e] += kp[e];
-                    }
-                }
-            }
+            if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         if (c0 < c1) {
             const int n = c1 - c0;
