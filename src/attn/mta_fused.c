@@ -89,10 +89,9 @@ static int group_size(const mta_config *c) {
 
 // Rows per strip. Small strips keep the windows small; large ones keep sgemm efficient.
 // MTAC_FUSED_ROWS overrides (for benchmarks and tests).
-static int strip_rows(const mta_config *c, int inner) {
+static int strip_rows(int inner) {
     const char *e = getenv("MTAC_FUSED_ROWS");
     if (e && atoi(e) > 0) return atoi(e);
-    (void)c;
     return inner ? 16 : 64;
 }
 
@@ -479,7 +478,7 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     jb->units = c->B * c->H / jb->G;
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
-    jb->R = strip_rows(c, jb->inner);
+    jb->R = strip_rows(jb->inner);
     jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
