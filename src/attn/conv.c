@@ -1,5 +1,13 @@
-// conv.c: key-query convolution, head mixing and softmax, one map row at a time.
+// conv.c: key-query convolution, head mixing and softmax, one map row (or a few) at a time.
 // Index conventions and the math are in conv.h; shapes: kernels (cq,ck), mixing (H,H).
+//
+// The convolutions are the costly part of MTA (66 multiply-adds per map entry for a 6x11
+// kernel), so they are written as register-tiled kernels: a tile of MT output rows by 16 or 32
+// columns accumulates every tap in vector registers, and each source vector loaded is used by
+// every output row of the tile that reads it. Tiles cover the interior, where every tap reads a
+// causal source entry; the ragged edges (the first p columns, the last columns before the
+// diagonal, the rows near the map's borders) are copied into a small zero-padded scratch and
+// run through the same tile kernel, so no column takes a scalar path.
 #include "attn/conv.h"
 
 #include <math.h>
@@ -8,97 +16,217 @@
 static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-enum { JB = 64 };  // output columns kept in registers across all taps of the kernel
-
-// o[j] += w * s[j + off] for j in [jlo, jhi], skipping the block range [blo, bhi) that the
-// register-blocked interior has already computed.
-static void axpy_outside(float *restrict o, const float *restrict s, int off, float w, int jlo, int jhi, int blo,
-                         int bhi) {
-    const int e1 = imin(jhi, blo - 1);
-    for (int j = jlo; j <= e1; j++) o[j] += w * s[j + off];
-    for (int j = imax(jlo, bhi); j <= jhi; j++) o[j] += w * s[j + off];
+// Sixteen floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX
+// ones, or four SSE ones, whatever the target has. Loads and stores go through memcpy, which
+// compiles to unaligned vector moves.
+typedef float vf __attribute__((vector_size(64)));
+enum { VL = 16 };
+static inline vf vload(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
+static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
 
-// Tap (a,c) adds w[a,c] * (source row r = i-(cq-1)+a, shifted by c-p) to output row i. Source
-// column j + (c-p) must lie in 0..r (Z is zero above its diagonal) and j <= i; within those bounds
-// the tap is one contiguous axpy. Where every tap is in bounds (all cq rows exist and
-// p <= j <= i-(cq-1)-p), blocks of JB columns accumulate all taps in registers and are stored
-// once; the ragged edges take the per-tap path.
-void qkconv_row(const float *src, size_t ld, const float *w, int cq, int ck, int i, float *out) {
-    const int p = (ck - 1) / 2, r0 = imax(0, i - (cq - 1));
-    float *restrict o = out;
-    memset(o, 0, (size_t)(i + 1) * sizeof(float));
-    int blo = p, bhi = p;  // [blo, bhi): columns done in blocks
-    if (i >= cq - 1)
-        for (; bhi + JB - 1 <= i - (cq - 1) - p; bhi += JB) {
-            float acc[JB] = {0};
-            for (int a = 0; a < cq; a++) {
-                const float *s = src + (size_t)a * ld + bhi - p;
-                for (int c = 0; c < ck; c++) {
-                    const float wv = w[a * ck + c];
-                    for (int jj = 0; jj < JB; jj++) acc[jj] += wv * s[c + jj];
-                }
-            }
-            memcpy(o + bhi, acc, sizeof acc);
-        }
-    for (int r = r0; r <= i; r++) {
-        const int a = r - (i - (cq - 1));
-        const float *s = src + (size_t)(r - r0) * ld;
+enum {
+    MT = 4,          // output rows per tile
+    EW = 64,         // columns per edge chunk
+    EDGE_MAX = 8192  // scratch floats for an edge chunk; larger kernels take a scalar edge path
+};
+
+// ---- the tile kernel ----------------------------------------------------------------------------
+
+// A kernel read with strides: tap (a,c) is at w[a*sa + c*sc], so that the transposed
+// convolution reads the forward kernel flipped in both directions without a copy.
+typedef struct {
+    const float *w;
+    int cq, ck, sa, sc;
+} kern;
+
+static inline float ktap(const kern *k, int a, int c) { return k->w[a * k->sa + c * k->sc]; }
+
+// out[m][x] = sum_{a<cq, c<ck} w(a,c) * src[(m+a)*ld + x + c]  for m < M <= MT, x < VL*NV.
+// Source row s serves output rows m = s-a for every kernel row a, so each vector is loaded once
+// per tap column and multiplied into up to min(M, cq) accumulators.
+static inline __attribute__((always_inline)) void tile_nv(const float *src, size_t ld, const kern *kw, int M,
+                                                           float *out, size_t ldo, const int NV) {
+    const int cq = kw->cq, ck = kw->ck;
+    vf acc[MT][2];
+    for (int m = 0; m < MT; m++)
+        for (int k = 0; k < 2; k++) acc[m][k] = (vf){0};
+    for (int s = 0; s < M + cq - 1; s++) {
+        const float *row = src + (size_t)s * ld;
+        const int mlo = imax(0, s - (cq - 1)), mhi = imin(M - 1, s);
         for (int c = 0; c < ck; c++) {
-            const int sh = c - p;
-            axpy_outside(o, s, sh, w[a * ck + c], imax(0, -sh), imin(i, r - sh), blo, bhi);
+            vf x[2];
+            for (int k = 0; k < NV; k++) x[k] = vload(row + c + k * VL);
+            for (int m = 0; m < MT; m++)
+                if (m >= mlo && m <= mhi) {
+                    const float wv = ktap(kw, s - m, c);
+                    for (int k = 0; k < NV; k++) acc[m][k] += wv * x[k];
+                }
         }
     }
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < NV; k++) vstore(out + (size_t)m * ldo + k * VL, acc[m][k]);
 }
 
-// Input row r receives from output rows i = r+(cq-1)-a (those <= last), and input column jj from
-// output column j = jj+p-c with 0 <= j <= i; jj itself is masked to jj <= r. Every tap is in
-// bounds for p <= jj <= r-p when all cq rows exist.
-void qkconv_backward_input_row(const float *g, size_t ld, int last, const float *w, int cq, int ck, int r,
-                               float *din) {
-    const int p = (ck - 1) / 2, il = imin(last, r + cq - 1);
-    float *restrict o = din;
-    memset(o, 0, (size_t)(r + 1) * sizeof(float));
-    int blo = p, bhi = p;
-    if (r + cq - 1 <= last)
-        for (; bhi + JB - 1 <= r - p; bhi += JB) {
-            float acc[JB] = {0};
-            for (int a = 0; a < cq; a++) {
-                const float *gi = g + (size_t)(cq - 1 - a) * ld + bhi + p;
-                for (int c = 0; c < ck; c++) {
-                    const float wv = w[a * ck + c];
-                    for (int jj = 0; jj < JB; jj++) acc[jj] += wv * gi[jj - c];
-                }
-            }
-            memcpy(o + bhi, acc, sizeof acc);
-        }
-    for (int i = r; i <= il; i++) {
-        const int a = r + (cq - 1) - i;
-        const float *gi = g + (size_t)(i - r) * ld;
-        for (int c = 0; c < ck; c++) {
-            const int sh = p - c;
-            axpy_outside(o, gi, sh, w[a * ck + c], imax(0, -sh), imin(r, i - sh), blo, bhi);
-        }
-    }
+static void conv_tile(const float *src, size_t ld, const kern *kw, int M, int nv, float *out, size_t ldo) {
+    int v = 0;
+    for (; v + 2 <= nv; v += 2) tile_nv(src + v * VL, ld, kw, M, out + v * VL, ldo, 2);
+    if (v < nv) tile_nv(src + v * VL, ld, kw, M, out + v * VL, ldo, 1);
 }
 
-void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int cq, int ck, int i, float *dw_row) {
-    const int p = (ck - 1) / 2, r0 = imax(0, i - (cq - 1));
-    for (int a = 0; a < cq; a++) {
-        const int r = i - (cq - 1) + a;
-        for (int c = 0; c < ck; c++) {
+// ---- both convolutions: interior tiles and padded edges ----------------------------------------
+
+// The source map S of a convolution: rows rlo..rhi at src + (r - rlo)*ld, row r holding entries
+// at columns 0..r; every other entry is zero (causality, and rows outside the map).
+typedef struct {
+    const float *src;
+    size_t ld;
+    int rlo, rhi;
+} smap;
+
+static inline float sval(const smap *s, int r, int x) {
+    return r >= s->rlo && r <= s->rhi && x >= 0 && x <= r ? s->src[(size_t)(r - s->rlo) * s->ld + x] : 0.0f;
+}
+
+// Columns [e0, e1] of output row o: out[j] = sum_{a,c} w(a,c) * S(o+sh+a, j+c-off). The
+// source window is copied into a zero-padded scratch chunk by chunk and goes through the tile
+// kernel; kernels too large for the scratch take the direct sum.
+static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int e0, int e1, float *out) {
+    const int cq = kw->cq, ck = kw->ck;
+    if (e1 < e0) return;
+    if ((size_t)cq * (EW + ck - 1) > EDGE_MAX) {
+        for (int j = e0; j <= e1; j++) {
             float acc = 0.0f;
-            if (r >= 0) {
-                const int sh = c - p, jlo = imax(0, -sh), jhi = imin(i, r - sh);
-                const float *s = src + (size_t)(r - r0) * ld;
-#pragma omp simd reduction(+ : acc)
-                for (int j = jlo; j <= jhi; j++) acc += g[j] * s[j + sh];
+            for (int a = 0; a < cq; a++)
+                for (int c = 0; c < ck; c++) acc += ktap(kw, a, c) * sval(s, o + sh + a, j + c - off);
+            out[j] = acc;
+        }
+        return;
+    }
+    float buf[EDGE_MAX], res[EW];
+    for (int x0 = e0; x0 <= e1; x0 += EW) {
+        const int n = imin(EW, e1 - x0 + 1), nv = (n + VL - 1) / VL, width = nv * VL + ck - 1;
+        for (int a = 0; a < cq; a++)
+            for (int x = 0; x < width; x++) buf[a * width + x] = sval(s, o + sh + a, x0 - off + x);
+        conv_tile(buf, (size_t)width, kw, 1, nv, res, EW);
+        memcpy(out + x0, res, (size_t)n * sizeof(float));
+    }
+}
+
+// Output rows o0..o1-1 (row o at out + (o-o0)*ldo, columns 0..o):
+//   out[o][j] = sum_{a<cq, c<ck} w(a,c) * S(o+sh+a, j+c-off).
+// A tile of rows o..o+M-1 is interior for columns [off, o+sh-(ck-1-off)] when all its source
+// rows o+sh..o+M-1+sh+cq-1 exist: there every tap reads a causal entry of an existing row.
+static void conv_rows(const smap *s, int sh, const kern *kw, int off, int o0, int o1, float *out, size_t ldo) {
+    const int cq = kw->cq, ck = kw->ck;
+    for (int o = o0; o < o1; o += MT) {
+        const int M = imin(MT, o1 - o), rf = o + sh, rl = o + M - 1 + sh + cq - 1;
+        int nv = 0;
+        if (rf >= s->rlo && rl <= s->rhi) {
+            const int jmax = rf - (ck - 1 - off);
+            if (jmax >= off) nv = (jmax - off + 1) / VL;
+        }
+        float *orow = out + (size_t)(o - o0) * ldo;
+        if (nv > 0) conv_tile(s->src + (size_t)(rf - s->rlo) * s->ld, s->ld, kw, M, nv, orow + off, ldo);
+        for (int m = 0; m < M; m++) {
+            const int oo = o + m;
+            float *r = orow + (size_t)m * ldo;
+            if (nv > 0) {
+                conv_edge(s, sh, kw, off, oo, 0, imin(off - 1, oo), r);
+                conv_edge(s, sh, kw, off, oo, off + nv * VL, oo, r);
+            } else {
+                conv_edge(s, sh, kw, off, oo, 0, oo, r);
             }
-            dw_row[a * ck + c] = acc;
         }
     }
 }
 
+// Forward: S = Z, source rows i-(cq-1)..i, the key window centred (off = p).
+void qkconv_rows(const float *src, size_t ld, const float *w, int cq, int ck, int i0, int i1, float *out, size_t ldo) {
+    const smap s = {src, ld, imax(0, i0 - (cq - 1)), i1 - 1};
+    const kern kw = {w, cq, ck, ck, 1};
+    conv_rows(&s, -(cq - 1), &kw, (ck - 1) / 2, i0, i1, out, ldo);
+}
+
+// Transposed: din[r][jj] = sum_{a,c} w[a,c] * g[r+(cq-1)-a][jj+p-c]. With a' = cq-1-a and
+// c' = ck-1-c this is a forward-shaped convolution of g rows r..r+cq-1 with the kernel flipped
+// in both directions and the key offset ck-1-p (= p, ck being odd).
+void qkconv_backward_input_rows(const float *g, size_t ld, int last, const float *w, int cq, int ck, int r0, int r1,
+                                float *din, size_t ldd) {
+    const smap s = {g, ld, r0, last};
+    const kern flipped = {w + (size_t)cq * ck - 1, cq, ck, -ck, -1};
+    conv_rows(&s, 0, &flipped, ck - 1 - (ck - 1) / 2, r0, r1, din, ldd);
+}
+
+// ---- kernel gradient ------------------------------------------------------------------------------
+
+enum { AT = 6, CT = 4, WVB = 32 };  // kernel rows and columns per accumulator tile; vectors per block
+
+// acc[a*ck+c] += g[x] * src[a*ld + x + c] lane by lane, for x < VL*nv. Each g vector is loaded
+// once per AT x CT tile of taps; the source rows of a block of WVB vectors stay in L1 across
+// the tiles.
+static void wgrad_tile(const float *g, const float *src, size_t ld, int cq, int ck, int nv, vf *acc) {
+    for (int v0 = 0; v0 < nv; v0 += WVB) {
+        const int v1 = imin(nv, v0 + WVB);
+        for (int a0 = 0; a0 < cq; a0 += AT)
+            for (int c0 = 0; c0 < ck; c0 += CT) {
+                const int na = imin(AT, cq - a0), nc = imin(CT, ck - c0);
+                vf t[AT][CT];
+                for (int a = 0; a < AT; a++)
+                    for (int c = 0; c < CT; c++) t[a][c] = (vf){0};
+                for (int v = v0; v < v1; v++) {
+                    const vf gv = vload(g + v * VL);
+                    for (int a = 0; a < AT; a++)
+                        if (a < na) {
+                            const float *row = src + (size_t)(a0 + a) * ld + v * VL + c0;
+                            for (int c = 0; c < CT; c++)
+                                if (c < nc) t[a][c] += gv * vload(row + c);
+                        }
+                }
+                for (int a = 0; a < na; a++)
+                    for (int c = 0; c < nc; c++) acc[(a0 + a) * ck + c0 + c] += t[a][c];
+            }
+    }
+}
+
+// dw_row[a,c] = sum_j g[j] * S(i-(cq-1)+a, j-p+c) over j = 0..i. Interior columns
+// [p, i-(cq-1)-p] go straight to the tile; the edges through a zero-padded scratch.
+void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int cq, int ck, int i, float *dw_row) {
+    const int p = (ck - 1) / 2, K = cq * ck, r0 = i - (cq - 1);
+    const smap s = {src, ld, imax(0, r0), i};
+    if (K > 1024 || (size_t)cq * (EW + ck - 1) > EDGE_MAX) {  // very large kernels: the direct sum
+        for (int a = 0; a < cq; a++)
+            for (int c = 0; c < ck; c++) {
+                float acc = 0.0f;
+                for (int j = 0; j <= i; j++) acc += g[j] * sval(&s, r0 + a, j - p + c);
+                dw_row[a * ck + c] = acc;
+            }
+        return;
+    }
+    vf acc[1024];
+    for (int e = 0; e < K; e++) acc[e] = (vf){0};
+    int nv = 0;
+    if (r0 >= 0 && r0 - p >= p) nv = (r0 - 2 * p + 1) / VL;
+    if (nv > 0) wgrad_tile(g + p, src, ld, cq, ck, nv, acc);
+    float buf[EDGE_MAX], gb[EW];
+    const int ranges[2][2] = {{0, nv > 0 ? imin(p - 1, i) : i}, {nv > 0 ? p + nv * VL : 1, nv > 0 ? i : 0}};
+    for (int e = 0; e < 2; e++)
+        for (int x0 = ranges[e][0]; x0 <= ranges[e][1]; x0 += EW) {
+            const int n = imin(EW, ranges[e][1] - x0 + 1), ev = (n + VL - 1) / VL, width = ev * VL + ck - 1;
+            for (int x = 0; x < ev * VL; x++) gb[x] = x < n ? g[x0 + x] : 0.0f;
+            for (int a = 0; a < cq; a++)
+                for (int x = 0; x < width; x++) buf[a * width + x] = sval(&s, r0 + a, x0 - p + x);
+            wgrad_tile(gb, buf, (size_t)width, cq, ck, ev, acc);
+        }
+    for (int e = 0; e < K; e++) {
+        float t = 0.0f;
+        for (int l = 0; l < VL; l++) t += acc[e][l];
+        dw_row[e] = t;
+    }
+}
 void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, int G, int n, float *out,
                  size_t outs) {
     for (int h = 0; h < nh; h++) {

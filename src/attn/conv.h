@@ -9,23 +9,25 @@
 
 #include <stddef.h>
 
-// Key-query convolution (spec section 2, step 2; step 5 is the same with its own kernel), one
-// output row i:
-//   out[j] = sum_{a<cq, c<ck} w[a,c] * Z[i-(cq-1)+a, j-p+c],  p = (ck-1)/2,  j = 0..i,
-// where Z is zero above its diagonal and outside 0..T-1. src points at row r0 = max(0, i-(cq-1))
-// of Z; row r (r0 <= r <= i) is at src + (r - r0) * ld and is read at columns 0..r only.
-void qkconv_row(const float *src, size_t ld, const float *w, int cq, int ck, int i, float *out);
+// Key-query convolution (spec section 2, step 2; step 5 is the same with its own kernel), output
+// rows i0..i1-1:
+//   out[i][j] = sum_{a<cq, c<ck} w[a,c] * Z[i-(cq-1)+a, j-p+c],  p = (ck-1)/2,  j = 0..i,
+// where Z is zero above its diagonal and outside 0..T-1. src points at row r0 = max(0, i0-(cq-1))
+// of Z; row r (r0 <= r < i1) is at src + (r - r0) * ld and is read at columns 0..r only. Output
+// row i is at out + (i - i0) * ldo.
+void qkconv_rows(const float *src, size_t ld, const float *w, int cq, int ck, int i0, int i1, float *out, size_t ldo);
 
-// The transposed convolution (gradient w.r.t. Z), one row r:
-//   din[jj] = sum_{a,c} w[a,c] * dout[r+(cq-1)-a, jj+p-c]  over causal dout entries, jj = 0..r.
-// g points at row r of dout; row i (r <= i <= min(r+cq-1, last)) is at g + (i - r) * ld and is
-// read at columns 0..i; rows past `last` (the last row of the map) do not exist.
-void qkconv_backward_input_row(const float *g, size_t ld, int last, const float *w, int cq, int ck, int r,
-                               float *din);
+// The transposed convolution (gradient w.r.t. Z), rows r0..r1-1:
+//   din[r][jj] = sum_{a,c} w[a,c] * dout[r+(cq-1)-a, jj+p-c]  over causal dout entries, jj = 0..r.
+// g points at row r0 of dout; row i (r0 <= i <= min(r1-1+cq-1, last)) is at g + (i - r0) * ld and
+// is read at columns 0..i; rows past `last` (the last row of the map) do not exist. Row r of din
+// is at din + (r - r0) * ldd.
+void qkconv_backward_input_rows(const float *g, size_t ld, int last, const float *w, int cq, int ck, int r0, int r1,
+                                float *din, size_t ldd);
 
 // Kernel gradient of output row i alone (so callers can reduce rows in a fixed order):
 //   dw_row[a,c] = sum_{j<=i} dout[i,j] * Z[i-(cq-1)+a, j-p+c].
-// g: row i of dout; src as in qkconv_row. dw_row: (cq,ck), overwritten.
+// g: row i of dout; src points at row max(0, i-(cq-1)) of Z, rows ld apart. dw_row: (cq,ck), overwritten.
 void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int cq, int ck, int i, float *dw_row);
 
 // Head mixing of one row (steps 3 and 6) over nh heads in groups of G consecutive heads:

@@ -5,6 +5,7 @@
 // scaled scores, the pre-softmax convolution's input) and the last post_cq-1 rows of P (the
 // softmax output, the post-softmax convolution's input). A step computes one row of every map:
 // O(t*(d + c_q*c_k)) work per head at position t.
+#include "attn/conv.h"
 #include "attn/mta_internal.h"
 
 #include <cblas.h>
@@ -17,12 +18,16 @@ struct mta_cache {
     mta_config cfg;  // cfg.T is the capacity
     int *len;        // (B) positions held per sequence
     float *k, *v;    // (B,H,T,d)
-    float *zwin;     // (B,H,pre_cq-1,T): the last pre_cq-1 rows of Z, row r in slot r % (pre_cq-1)
-    float *pwin;     // (B,H,post_cq-1,T): the last post_cq-1 rows of P likewise
+    float *zwin;     // (B,H,2*pre_cq,T): the last pre_cq rows of Z in a doubled ring (window_push)
+    float *pwin;     // (B,H,2*post_cq,T): the last post_cq rows of P likewise
     float *row[5];   // (H,T) scratch rows: z, s1, p, p1, p2
     float *hmat;     // (H,H) head-conv mixing matrix [out, in]
     char err[256];
 };
+
+// Slots of a map's window: a doubled ring of the last cq rows (none when the convolution is off
+// or looks at one row only).
+static size_t window_slots(int cq) { return cq > 1 ? 2 * (size_t)cq : 0; }
 
 static mta_status cache_fail(mta_cache *c, mta_status s, const char *msg) {
     snprintf(c->err, sizeof c->err, "%s", msg);
@@ -36,15 +41,11 @@ mta_status mta_cache_create(mta_cache **out, const mta_config *cfg, char *msg, s
     *out = NULL;
     mta_status s = mta_config_check(cfg, msg, n);
     if (s) return s;
-    if (cfg->pre_cq > 64 || cfg->post_cq > 64) {
-        if (msg && n) snprintf(msg, n, "decoding supports query kernel sizes up to 64 (got %d, %d)", cfg->pre_cq, cfg->post_cq);
-        return MTA_ERR_INVALID;
-    }
     mta_cache *c = calloc(1, sizeof *c);
     if (!c) return MTA_ERR_NOMEM;
     c->cfg = *cfg;
     const size_t B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
-    const size_t zr = cfg->pre_cq > 1 ? cfg->pre_cq - 1 : 0, pr = cfg->post_cq > 1 ? cfg->post_cq - 1 : 0;
+    const size_t zr = window_slots(cfg->pre_cq), pr = window_slots(cfg->post_cq);
     int ok = (c->len = calloc(B, sizeof(int))) && (c->k = malloc(B * H * T * d * sizeof(float))) &&
              (c->v = malloc(B * H * T * d * sizeof(float))) && (c->zwin = calloc(B * H * zr * T + 1, sizeof(float))) &&
              (c->pwin = calloc(B * H * pr * T + 1, sizeof(float))) && (c->hmat = calloc(H * H, sizeof(float)));
@@ -71,65 +72,27 @@ void mta_cache_reset(mta_cache *c) {
 
 int mta_cache_len(const mta_cache *c, int b) { return c && b >= 0 && b < c->cfg.B ? c->len[b] : -1; }
 
-// Keys per block of the row loops below: the output block and the source rows' blocks stay in
-// L1 while every kernel entry passes over them.
-enum { KEY_BLOCK = 512 };
-
-// One output row of the key-query convolution at query t, keys 0..t:
-//   out[j] = sum_{a,c} w[a,c] * Z[t-(cq-1)+a][j-p+c],  Z[r][j'] = 0 when j' > r or j' < 0.
-// rows[a] is row t-(cq-1)+a (NULL when that row is before position 0); rows[cq-1] is row t.
-// Written as one shifted axpy per kernel entry over the keys where the source is causal, block
-// by block of keys.
-static void conv_row(const float *const *rows, const float *w, int cq, int ck, int t, float *restrict out) {
-    const int p = (ck - 1) / 2;
-    memset(out, 0, (size_t)(t + 1) * sizeof(float));
-    for (int b0 = 0; b0 <= t; b0 += KEY_BLOCK) {
-        const int b1 = b0 + KEY_BLOCK - 1 < t ? b0 + KEY_BLOCK - 1 : t;
-        for (int a = 0; a < cq; a++) {
-            const float *src = rows[a];
-            if (!src) continue;
-            const int r = t - (cq - 1) + a;
-            for (int cc = 0; cc < ck; cc++) {
-                const int sh = cc - p;
-                int j0 = sh < 0 ? -sh : 0, j1 = r - sh < t ? r - sh : t;  // keys whose source is causal
-                j0 = j0 > b0 ? j0 : b0, j1 = j1 < b1 ? j1 : b1;
-                const float wv = w[a * ck + cc];
-                const float *restrict s = src + sh;
-                for (int j = j0; j <= j1; j++) out[j] += wv * s[j];
-            }
-        }
-    }
+// The last cq rows of a map (the current one included) live in a doubled ring of 2*cq slots of
+// T floats: row r is written to slots r % cq and r % cq + cq, so rows t-(cq-1)..t always sit in
+// consecutive slots and the convolution reads them as one strided block (conv.h). Only entries
+// 0..r of row r are ever read, so a slot takes the row's t+1 entries and nothing else.
+static void window_push(float *win, int cq, int T, const float *cur, int t) {
+    if (cq < 2) return;
+    memcpy(win + (size_t)(t % cq) * T, cur, (size_t)(t + 1) * sizeof(float));
+    memcpy(win + (size_t)(t % cq + cq) * T, cur, (size_t)(t + 1) * sizeof(float));
 }
 
-// A window of the last n rows of a map is a ring: row r lives in slot r % n. Only entries
-// 0..r of row r are ever read (conv_row stays on the causal side), so a slot is overwritten
-// with the new row's t+1 entries and nothing else.
-static void window_push(float *win, int n, int T, const float *cur, int t) {
-    if (n > 0) memcpy(win + (size_t)(t % n) * T, cur, (size_t)(t + 1) * sizeof(float));
-}
-
-// The rows t-(cq-1)..t of a windowed map (cq-1 slots): NULL before position 0, then the
-// current row.
-static void window_rows(const float *win, int cq, int T, int t, const float *cur, const float **rows) {
-    for (int a = 0; a < cq - 1; a++) {
-        const int r = t - (cq - 1) + a;
-        rows[a] = r >= 0 ? win + (size_t)(r % (cq - 1)) * T : NULL;
-    }
-    rows[cq - 1] = cur;
+// Row t of the convolution of the windowed map (row t already pushed).
+static void window_conv(const float *win, const float *w, int cq, int ck, int T, int t, float *out) {
+    const float *src = win + (size_t)(t >= cq - 1 ? (t + 1) % cq : 0) * T;
+    qkconv_rows(src, (size_t)T, w, cq, ck, t, t + 1, out, (size_t)T);
 }
 
 // Row t of output head h: dst = sum_{h' in group(h)} m[h,h'] src[h'] over keys 0..t (heads mix
 // within groups of G).
-static void mix_row(const float *src, const float *m, int H, int G, int T, int t, int h, float *restrict dst) {
-    memset(dst, 0, (size_t)(t + 1) * sizeof(float));
+static void mix_row(const float *src, const float *m, int H, int G, int T, int t, int h, float *dst) {
     const int g0 = h / G * G;
-    for (int b0 = 0; b0 <= t; b0 += KEY_BLOCK) {
-        const int b1 = b0 + KEY_BLOCK - 1 < t ? b0 + KEY_BLOCK - 1 : t;
-        for (int h2 = g0; h2 < g0 + G; h2++) {
-            const float w = m[h * H + h2], *restrict s = src + (size_t)h2 * T;
-            for (int j = b0; j <= b1; j++) dst[j] += w * s[j];
-        }
-    }
+    headmix_row(src + (size_t)g0 * T, (size_t)T, m + (size_t)h * H + g0, H, 1, G, t + 1, dst, (size_t)T);
 }
 
 mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, const float *v, const mta_params *p,
@@ -141,15 +104,13 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
     const int H = cf->H, T = cf->T, d = cf->d, t = c->len[b];
     if (t >= T) return cache_fail(c, MTA_ERR_INVALID, "the cache is full: a sequence reached the capacity cfg.T");
     const float scale = 1.0f / sqrtf((float)d);
-    const int zr = cf->pre_cq > 1 ? cf->pre_cq - 1 : 0, pr = cf->post_cq > 1 ? cf->post_cq - 1 : 0;
+    const size_t zr = window_slots(cf->pre_cq), pr = window_slots(cf->post_cq);
     float *z = c->row[0], *s1 = c->row[1], *pp = c->row[2], *p1 = c->row[3], *p2 = c->row[4];
     const float *mix_in = cf->pre_cq ? s1 : z, *a_in = cf->post_ch ? p2 : cf->post_cq ? p1 : pp;
     if (cf->post_ch) mta_headconv_matrix(p->w_post_head, H, cf->post_ch, c->hmat);
-    // One row of every map, head by head between the steps that mix heads. The convolutions'
-    // row pointers live on the stack of each thread (cq <= 64 is checked at create time).
+    // One row of every map, head by head between the steps that mix heads.
     #pragma omp parallel
     {
-        const float *rows[64];
         #pragma omp for schedule(static)
         for (int h = 0; h < H; h++) {  // steps 1-2
             const size_t bh = (size_t)b * H + h;
@@ -159,8 +120,9 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             memcpy(V + (size_t)t * d, v + (size_t)h * d, (size_t)d * sizeof(float));
             cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, qh, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
             if (cf->pre_cq) {
-                window_rows(c->zwin + bh * zr * T, cf->pre_cq, T, t, zh, rows);
-                conv_row(rows, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, t, s1 + (size_t)h * T);
+                window_push(c->zwin + bh * zr * T, cf->pre_cq, T, zh, t);
+                window_conv(c->zwin + bh * zr * T, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, T,
+                            t, s1 + (size_t)h * T);
             }
         }
         #pragma omp for schedule(static)
@@ -174,9 +136,10 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             const float inv = 1.0f / sum;
             for (int j = 0; j <= t; j++) r[j] *= inv;
             if (cf->post_cq) {  // step 5
-                window_rows(c->pwin + ((size_t)b * H + h) * pr * T, cf->post_cq, T, t, r, rows);
-                conv_row(rows, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck, t,
-                         p1 + (size_t)h * T);
+                float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
+                window_push(pw, cf->post_cq, T, r, t);
+                window_conv(pw, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck, T, t,
+                            p1 + (size_t)h * T);
             }
         }
         if (cf->post_ch) {  // step 6
@@ -190,8 +153,6 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             float *o = out + (size_t)h * d;
             cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
             mta_normgate_forward_row(cf, p, o, o);
-            window_push(c->zwin + bh * zr * T, zr, T, z + (size_t)h * T, t);
-            window_push(c->pwin + bh * pr * T, pr, T, pp + (size_t)h * T, t);
         }
     }
     c->len[b] = t + 1;
@@ -210,7 +171,7 @@ mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const f
         fc->layer_id != cf->layer_id || fc->gate != cf->gate)
         return cache_fail(c, MTA_ERR_INVALID, "prefill: the forward's config differs from the cache's");
     const int H = cf->H, T = cf->T, d = cf->d, Tf = fc->T;
-    const int zr = cf->pre_cq > 1 ? cf->pre_cq - 1 : 0, pr = cf->post_cq > 1 ? cf->post_cq - 1 : 0;
+    const size_t zr = window_slots(cf->pre_cq), pr = window_slots(cf->post_cq);
     for (int b = 0; b < cf->B; b++)
         if (lens[b] < 1 || lens[b] > Tf || lens[b] > T)
             return cache_fail(c, MTA_ERR_INVALID, "prefill: a length is < 1 or longer than the forward or the cache");
@@ -222,11 +183,11 @@ mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const f
             const size_t bh = (size_t)b * H + h;
             memcpy(c->k + bh * T * d, k + bh * Tf * d, (size_t)L * d * sizeof(float));
             memcpy(c->v + bh * T * d, v + bh * Tf * d, (size_t)L * d * sizeof(float));
-            // the windows take rows L-n..L-1 (those before position 0 are never read)
-            for (int r = L - zr > 0 ? L - zr : 0; r < L; r++)
-                window_push(c->zwin + bh * zr * T, zr, T, zmap + (bh * Tf + r) * Tf, r);
-            for (int r = L - pr > 0 ? L - pr : 0; r < L; r++)
-                window_push(c->pwin + bh * pr * T, pr, T, pmap + (bh * Tf + r) * Tf, r);
+            // the windows take rows L-cq..L-1 (those before position 0 are never read)
+            for (int r = L - cf->pre_cq > 0 ? L - cf->pre_cq : 0; r < L; r++)
+                window_push(c->zwin + bh * zr * T, cf->pre_cq, T, zmap + (bh * Tf + r) * Tf, r);
+            for (int r = L - cf->post_cq > 0 ? L - cf->post_cq : 0; r < L; r++)
+                window_push(c->pwin + bh * pr * T, cf->post_cq, T, pmap + (bh * Tf + r) * Tf, r);
         }
         c->len[b] = L;
     }

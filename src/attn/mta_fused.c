@@ -253,8 +253,8 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
               wrow(m.z, h, a0), (int)m.z->ld);
         if (c->pre_cq) {
             const float *wh = p->w_pre + (size_t)(h0 + h) * c->pre_cq * c->pre_ck;
-            for (int i = a0; i < a1; i++)
-                qkconv_row(wrow(m.z, h, imax(0, i - jb->L2)), m.z->ld, wh, c->pre_cq, c->pre_ck, i, wrow(m.s1, h, i));
+            qkconv_rows(wrow(m.z, h, imax(0, a0 - jb->L2)), m.z->ld, wh, c->pre_cq, c->pre_ck, a0, a1, wrow(m.s1, h, a0),
+                        m.s1->ld);
         }
     }
     if (c->pre_head_mix) {
@@ -272,8 +272,8 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         }
         if (c->post_cq) {
             const float *wh = p->w_post + (size_t)(h0 + h) * c->post_cq * c->post_ck;
-            for (int i = a0; i < a1; i++)
-                qkconv_row(wrow(m.p, h, imax(0, i - jb->L1)), m.p->ld, wh, c->post_cq, c->post_ck, i, wrow(m.p1, h, i));
+            qkconv_rows(wrow(m.p, h, imax(0, a0 - jb->L1)), m.p->ld, wh, c->post_cq, c->post_ck, a0, a1, wrow(m.p1, h, a0),
+                        m.p1->ld);
         }
     }
     if (c->post_ch) {
@@ -430,9 +430,8 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             for (int hl = 0; hl < G; hl++) {
                 if (c->post_cq) {
                     const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
-                    for (int r = b0; r < b1; r++)
-                        qkconv_backward_input_row(wrow(m.dp1, hl, r), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, r,
-                                                  wrow(m.dp, hl, r));
+                    qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0, b1,
+                                               wrow(m.dp, hl, b0), m.dp->ld);
                 }
                 for (int r = b0; r < b1; r++) softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
                 if (!c->pre_head_mix && m.ds1 != m.dp)
@@ -453,13 +452,10 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
                 const size_t bh = (size_t)b * H + h0 + hl;
-                for (int r = c0; r < c1; r++) {
-                    float *x = wrow(m.dz, hl, r);
-                    if (c->pre_cq)
-                        qkconv_backward_input_row(wrow(m.ds1, hl, r), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
-                                                  c->pre_cq, c->pre_ck, r, x);
-                    memset(x + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
-                }
+                if (c->pre_cq)
+                    qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
+                                               c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
+                for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
                 sgemm(jb, 0, 0, n, d, c1, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->k + bh * T * d, d, 1.0f,
                       jb->dq + (bh * T + c0) * d, d);
                 sgemm(jb, 1, 0, c1, d, n, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->q + (bh * T + c0) * d, d,

@@ -92,12 +92,13 @@ static void scores_backward(mta_stats *st, const float *ds, const float *q, cons
 static void qkconv_all(const mta_config *c, const float *in, const float *w, int cq, int ck, float *out) {
     const int T = c->T, BH = c->B * c->H;
     const size_t TT = (size_t)T * T;
-    #pragma omp parallel for schedule(dynamic, ROW_TASK)
-    for (int t = 0; t < BH * T; t++) {
-        const int bh = t / T, i = t % T, h = bh % c->H, r0 = imax(0, i - (cq - 1));
-        float *o = out + bh * TT + (size_t)i * T;
-        qkconv_row(in + bh * TT + (size_t)r0 * T, T, w + (size_t)h * cq * ck, cq, ck, i, o);
-        memset(o + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
+    const int nb = (T + ROW_TASK - 1) / ROW_TASK;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < BH * nb; t++) {
+        const int bh = t / nb, i0 = t % nb * ROW_TASK, i1 = imin(T, i0 + ROW_TASK), h = bh % c->H;
+        float *o = out + bh * TT + (size_t)i0 * T;
+        qkconv_rows(in + bh * TT + (size_t)imax(0, i0 - (cq - 1)) * T, T, w + (size_t)h * cq * ck, cq, ck, i0, i1, o, T);
+        for (int i = i0; i < i1; i++) memset(o + (size_t)(i - i0) * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
     }
 }
 
@@ -106,16 +107,19 @@ static void qkconv_all_backward(const mta_config *c, const float *dout, const fl
                                 int ck, float *din, float *dw, float *partial) {
     const int T = c->T, H = c->H, BH = c->B * c->H, K = cq * ck;
     const size_t TT = (size_t)T * T;
-    #pragma omp parallel for schedule(dynamic, ROW_TASK)
-    for (int t = 0; t < BH * T; t++) {
-        const int bh = t / T, i = t % T, h = bh % H;
+    const int nb = (T + ROW_TASK - 1) / ROW_TASK;
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < BH * nb; t++) {
+        const int bh = t / nb, i0 = t % nb * ROW_TASK, i1 = imin(T, i0 + ROW_TASK), h = bh % H;
         const float *wh = w + (size_t)h * K, *g = dout + bh * TT;
-        float *o = din + bh * TT + (size_t)i * T;
-        qkconv_backward_input_row(g + (size_t)i * T, T, T - 1, wh, cq, ck, i, o);
-        memset(o + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
-        if (dw)
-            qkconv_backward_weight_row(g + (size_t)i * T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq, ck,
-                                       i, partial + ((size_t)bh * T + i) * K);
+        float *o = din + bh * TT + (size_t)i0 * T;
+        qkconv_backward_input_rows(g + (size_t)i0 * T, T, T - 1, wh, cq, ck, i0, i1, o, T);
+        for (int i = i0; i < i1; i++) {
+            memset(o + (size_t)(i - i0) * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
+            if (dw)
+                qkconv_backward_weight_row(g + (size_t)i * T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq,
+                                           ck, i, partial + ((size_t)bh * T + i) * K);
+        }
     }
     if (!dw) return;
     #pragma omp parallel for schedule(static)
