@@ -11,6 +11,8 @@
 #include "attn/conv.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static inline int imax(int a, int b) { return a > b ? a : b; }
@@ -37,34 +39,48 @@ enum {
 // ---- the tile kernel ----------------------------------------------------------------------------
 
 // A kernel read with strides: tap (a,c) is at w[a*sa + c*sc], so that the transposed
-// convolution reads the forward kernel flipped in both directions without a copy.
+// convolution reads the forward kernel flipped in both directions without a copy. wp is the
+// kernel packed for the tile: wp[(s*ck + c)*MT + m] = w(s-m, c) for source row s of a tile and
+// output row m (zero where s-m is outside 0..cq-1), so the tile's inner loop has no branches.
 typedef struct {
     const float *w;
     int cq, ck, sa, sc;
+    const float *wp;
 } kern;
 
 static inline float ktap(const kern *k, int a, int c) { return k->w[a * k->sa + c * k->sc]; }
 
-// out[m][x] = sum_{a<cq, c<ck} w(a,c) * src[(m+a)*ld + x + c]  for m < M <= MT, x < VL*NV.
+static size_t packed_floats(int cq, int ck) { return (size_t)(MT + cq - 1) * ck * MT; }
+
+static void pack_kernel(const kern *k, float *wp) {
+    for (int s = 0; s < MT + k->cq - 1; s++)
+        for (int c = 0; c < k->ck; c++)
+            for (int m = 0; m < MT; m++) {
+                const int a = s - m;
+                wp[((size_t)s * k->ck + c) * MT + m] = a >= 0 && a < k->cq ? ktap(k, a, c) : 0.0f;
+            }
+}
+
+// out[m][x] = sum_{a<cq, c<ck} w(a,c) * src[(m+a)*ld + x + c]  for m < M <= ROWS, x < VL*NV.
 // Source row s serves output rows m = s-a for every kernel row a, so each vector is loaded once
-// per tap column and multiplied into up to min(M, cq) accumulators.
+// per tap column and multiplied into ROWS accumulators (those with s-m outside the kernel by
+// zero: a third of the products for 6-row kernels in 4-row tiles, in exchange for no branches).
+// ROWS and NV are compile-time constants at every call.
 static inline __attribute__((always_inline)) void tile_nv(const float *src, size_t ld, const kern *kw, int M,
-                                                           float *out, size_t ldo, const int NV) {
+                                                           float *out, size_t ldo, const int ROWS, const int NV) {
     const int cq = kw->cq, ck = kw->ck;
     vf acc[MT][2];
-    for (int m = 0; m < MT; m++)
-        for (int k = 0; k < 2; k++) acc[m][k] = (vf){0};
+    for (int m = 0; m < ROWS; m++)
+        for (int k = 0; k < NV; k++) acc[m][k] = (vf){0};
     for (int s = 0; s < M + cq - 1; s++) {
-        const float *row = src + (size_t)s * ld;
-        const int mlo = imax(0, s - (cq - 1)), mhi = imin(M - 1, s);
+        const float *row = src + (size_t)s * ld, *wr = kw->wp + (size_t)s * ck * MT;
         for (int c = 0; c < ck; c++) {
             vf x[2];
             for (int k = 0; k < NV; k++) x[k] = vload(row + c + k * VL);
-            for (int m = 0; m < MT; m++)
-                if (m >= mlo && m <= mhi) {
-                    const float wv = ktap(kw, s - m, c);
-                    for (int k = 0; k < NV; k++) acc[m][k] += wv * x[k];
-                }
+            for (int m = 0; m < ROWS; m++) {
+                const float wv = wr[c * MT + m];
+                for (int k = 0; k < NV; k++) acc[m][k] += wv * x[k];
+            }
         }
     }
     for (int m = 0; m < M; m++)
@@ -73,8 +89,13 @@ static inline __attribute__((always_inline)) void tile_nv(const float *src, size
 
 static void conv_tile(const float *src, size_t ld, const kern *kw, int M, int nv, float *out, size_t ldo) {
     int v = 0;
-    for (; v + 2 <= nv; v += 2) tile_nv(src + v * VL, ld, kw, M, out + v * VL, ldo, 2);
-    if (v < nv) tile_nv(src + v * VL, ld, kw, M, out + v * VL, ldo, 1);
+    if (M == 1) {  // edges: one row, no products wasted on the other tile rows
+        for (; v + 2 <= nv; v += 2) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 2);
+        if (v < nv) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 1);
+        return;
+    }
+    for (; v + 2 <= nv; v += 2) tile_nv(src + v * VL, ld, kw, M, out + v * VL, ldo, MT, 2);
+    if (v < nv) tile_nv(src + v * VL, ld, kw, M, out + v * VL, ldo, MT, 1);
 }
 
 // ---- both convolutions: interior tiles and padded edges ----------------------------------------
@@ -97,7 +118,7 @@ static inline float sval(const smap *s, int r, int x) {
 static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int e0, int e1, float *out) {
     const int cq = kw->cq, ck = kw->ck;
     if (e1 < e0) return;
-    if ((size_t)cq * (EW + ck - 1) > EDGE_MAX) {
+    if (!kw->wp || (size_t)cq * (EW + ck - 1) > EDGE_MAX) {
         for (int j = e0; j <= e1; j++) {
             float acc = 0.0f;
             for (int a = 0; a < cq; a++)
@@ -120,12 +141,21 @@ static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int
 //   out[o][j] = sum_{a<cq, c<ck} w(a,c) * S(o+sh+a, j+c-off).
 // A tile of rows o..o+M-1 is interior for columns [off, o+sh-(ck-1-off)] when all its source
 // rows o+sh..o+M-1+sh+cq-1 exist: there every tap reads a causal entry of an existing row.
-static void conv_rows(const smap *s, int sh, const kern *kw, int off, int o0, int o1, float *out, size_t ldo) {
-    const int cq = kw->cq, ck = kw->ck;
+static void conv_rows(const smap *s, int sh, kern k, int off, int o0, int o1, float *out, size_t ldo) {
+    const int cq = k.cq, ck = k.ck;
+    // the packed kernel: on the stack for the usual sizes; without it (no memory for a huge
+    // kernel) every column takes the direct sum
+    enum { PACK_STACK = 4096 };
+    float pack_stack[PACK_STACK], *wp = NULL;
+    const size_t np = packed_floats(cq, ck);
+    wp = np <= PACK_STACK ? pack_stack : malloc(np * sizeof(float));
+    if (wp) pack_kernel(&k, wp);
+    k.wp = wp;
+    const kern *kw = &k;
     for (int o = o0; o < o1; o += MT) {
         const int M = imin(MT, o1 - o), rf = o + sh, rl = o + M - 1 + sh + cq - 1;
         int nv = 0;
-        if (rf >= s->rlo && rl <= s->rhi) {
+        if (wp && rf >= s->rlo && rl <= s->rhi) {
             const int jmax = rf - (ck - 1 - off);
             if (jmax >= off) nv = (jmax - off + 1) / VL;
         }
@@ -142,13 +172,14 @@ static void conv_rows(const smap *s, int sh, const kern *kw, int off, int o0, in
             }
         }
     }
+    if (wp != pack_stack) free(wp);
 }
 
 // Forward: S = Z, source rows i-(cq-1)..i, the key window centred (off = p).
 void qkconv_rows(const float *src, size_t ld, const float *w, int cq, int ck, int i0, int i1, float *out, size_t ldo) {
     const smap s = {src, ld, imax(0, i0 - (cq - 1)), i1 - 1};
-    const kern kw = {w, cq, ck, ck, 1};
-    conv_rows(&s, -(cq - 1), &kw, (ck - 1) / 2, i0, i1, out, ldo);
+    const kern kw = {w, cq, ck, ck, 1, NULL};
+    conv_rows(&s, -(cq - 1), kw, (ck - 1) / 2, i0, i1, out, ldo);
 }
 
 // Transposed: din[r][jj] = sum_{a,c} w[a,c] * g[r+(cq-1)-a][jj+p-c]. With a' = cq-1-a and
@@ -157,8 +188,8 @@ void qkconv_rows(const float *src, size_t ld, const float *w, int cq, int ck, in
 void qkconv_backward_input_rows(const float *g, size_t ld, int last, const float *w, int cq, int ck, int r0, int r1,
                                 float *din, size_t ldd) {
     const smap s = {g, ld, r0, last};
-    const kern flipped = {w + (size_t)cq * ck - 1, cq, ck, -ck, -1};
-    conv_rows(&s, 0, &flipped, ck - 1 - (ck - 1) / 2, r0, r1, din, ldd);
+    const kern flipped = {w + (size_t)cq * ck - 1, cq, ck, -ck, -1, NULL};
+    conv_rows(&s, 0, flipped, ck - 1 - (ck - 1) / 2, r0, r1, din, ldd);
 }
 
 // ---- kernel gradient ------------------------------------------------------------------------------
@@ -267,13 +298,34 @@ void headmix_backward_row(const float *dout, size_t douts, const float *in, size
     }
 }
 
+// exp(x) for the softmax loops, written so that GCC vectorises it (libm's expf is a call per
+// element): x = n*ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial (Cephes' expf,
+// within 2 ulp), 2^n built in the exponent bits. Inputs are clamped to [-87, 88] (the softmax
+// only passes x - max <= 0; exp(-87) = 1.6e-38 stands in for anything smaller).
+static inline float exp_approx(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    const float n = rintf(x * 1.44269504088896341f);
+    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return (q * r * r + r + 1.0f) * scale;
+}
+
 void softmax_row(float *x, int n, float *mx_out, float *inv_out) {
     float mx = x[0];
     for (int j = 1; j < n; j++) mx = x[j] > mx ? x[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++) {
-        x[j] = expf(x[j] - mx);
+        x[j] = exp_approx(x[j] - mx);
         sum += x[j];
     }
     const float inv = 1.0f / sum;
@@ -284,7 +336,7 @@ void softmax_row(float *x, int n, float *mx_out, float *inv_out) {
 
 void softmax_row_recompute(float *x, int n, float mx, float inv) {
 #pragma omp simd
-    for (int j = 0; j < n; j++) x[j] = expf(x[j] - mx) * inv;
+    for (int j = 0; j < n; j++) x[j] = exp_approx(x[j] - mx) * inv;
 }
 
 void softmax_backward_row(const float *p, float *g, int n) {

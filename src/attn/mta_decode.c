@@ -130,11 +130,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             float *r = pp + (size_t)h * T;
             if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, h, r);
             else memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
-            float mx = r[0], sum = 0.0f;
-            for (int j = 1; j <= t; j++) mx = r[j] > mx ? r[j] : mx;
-            for (int j = 0; j <= t; j++) sum += (r[j] = expf(r[j] - mx));
-            const float inv = 1.0f / sum;
-            for (int j = 0; j <= t; j++) r[j] *= inv;
+            softmax_row(r, t + 1, NULL, NULL);
             if (cf->post_cq) {  // step 5
                 float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
                 window_push(pw, cf->post_cq, T, r, t);
