@@ -258,43 +258,122 @@ void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int
         dw_row[e] = t;
     }
 }
-void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, int G, int n, float *out,
-                 size_t outs) {
-    for (int h = 0; h < nh; h++) {
-        float *restrict o = out + h * outs;
-        memset(o, 0, (size_t)n * sizeof(float));
-        const int g0 = (h / G) * G;
-        for (int hin = g0; hin < g0 + G; hin++) {
-            const float wv = m[h * ldm + hin];
-            const float *restrict s = in + hin * ins;
-            for (int j = 0; j < n; j++) o[j] += wv * s[j];
+// ---- head mixing ---------------------------------------------------------------------------------
+
+enum { HT = 4, HMAX = 64 };  // heads per mixing tile; heads whose row tails fit the scratch
+
+// out[o][x] = sum_{i<ni} w[o*so + i*si] * in[i*ins + x]  for o < NO, x < VL*NV: each input
+// vector is loaded once and multiplied into NO output heads.
+static inline __attribute__((always_inline)) void mix_tile(const float *in, size_t ins, const float *w, int so, int si,
+                                                            int ni, float *out, size_t outs, const int NO, const int NV) {
+    vf acc[HT][2];
+    for (int o = 0; o < NO; o++)
+        for (int k = 0; k < NV; k++) acc[o][k] = (vf){0};
+    for (int i = 0; i < ni; i++) {
+        vf x[2];
+        for (int k = 0; k < NV; k++) x[k] = vload(in + (size_t)i * ins + k * VL);
+        for (int o = 0; o < NO; o++) {
+            const float wv = w[o * so + i * si];
+            for (int k = 0; k < NV; k++) acc[o][k] += wv * x[k];
+        }
+    }
+    for (int o = 0; o < NO; o++)
+        for (int k = 0; k < NV; k++) vstore(out + (size_t)o * outs + k * VL, acc[o][k]);
+}
+
+// VL*NV columns of the first nout output heads of one group of G inputs (inputs and weights
+// already offset to the group).
+static inline __attribute__((always_inline)) void mix_cols(const float *in, size_t ins, const float *w, int so, int si,
+                                                            int G, int nout, float *out, size_t outs, const int NV) {
+    int o = 0;
+    for (; o + HT <= nout; o += HT) mix_tile(in, ins, w + o * so, so, si, G, out + (size_t)o * outs, outs, HT, NV);
+    for (; o < nout; o++) mix_tile(in, ins, w + o * so, so, si, G, out + (size_t)o * outs, outs, 1, NV);
+}
+
+// out[h] = sum_{i in group(h)} w[h*so + i*si] * in[i] over columns 0..n-1 for output heads
+// h < nh, heads in groups of G (the last group may have fewer than G outputs; it still reads G
+// inputs). The last n % 16 columns go through a zero-padded scratch.
+static void mix_rows(const float *in, size_t ins, const float *w, int so, int si, int nh, int G, int n, float *out,
+                     size_t outs) {
+    for (int g0 = 0; g0 < nh; g0 += G) {
+        const float *gin = in + (size_t)g0 * ins, *gw = w + g0 * so + g0 * si;
+        float *gout = out + (size_t)g0 * outs;
+        const int nout = imin(G, nh - g0);
+        int x = 0;
+        for (; x + 2 * VL <= n; x += 2 * VL) mix_cols(gin + x, ins, gw, so, si, G, nout, gout + x, outs, 2);
+        for (; x + VL <= n; x += VL) mix_cols(gin + x, ins, gw, so, si, G, nout, gout + x, outs, 1);
+        if (x == n) continue;
+        if (G <= HMAX) {
+            float bin[HMAX * VL], bout[HMAX * VL];
+            for (int i = 0; i < G; i++)
+                for (int l = 0; l < VL; l++) bin[i * VL + l] = x + l < n ? gin[(size_t)i * ins + x + l] : 0.0f;
+            mix_cols(bin, VL, gw, so, si, G, nout, bout, VL, 1);
+            for (int o = 0; o < nout; o++) memcpy(gout + (size_t)o * outs + x, bout + o * VL, (size_t)(n - x) * sizeof(float));
+        } else {
+            for (int o = 0; o < nout; o++)
+                for (int j = x; j < n; j++) {
+                    float acc = 0.0f;
+                    for (int i = 0; i < G; i++) acc += gw[o * so + i * si] * gin[(size_t)i * ins + j];
+                    gout[(size_t)o * outs + j] = acc;
+                }
         }
     }
 }
 
-void headmix_backward_row(const float *dout, size_t douts, const float *in, size_t ins, const float *m, int ldm,
-                          int nh, int G, int n, float *din, size_t dins, float *dm_row) {
-    for (int hin = 0; hin < nh; hin++) {
-        float *restrict o = din + hin * dins;
-        memset(o, 0, (size_t)n * sizeof(float));
-        const int g0 = (hin / G) * G;
-        for (int h = g0; h < g0 + G; h++) {
-            const float wv = m[h * ldm + hin];
-            const float *restrict s = dout + h * douts;
-            for (int j = 0; j < n; j++) o[j] += wv * s[j];
+void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, int G, int n, float *out,
+                 size_t outs) {
+    mix_rows(in, ins, m, ldm, 1, nh, G, n, out, outs);
+}
+
+// dm[h][i] = sum_j a[h][j] * b[i][j] for a tile of NA x NB heads, columns 0..n-1 (n % 16 == 0).
+static inline __attribute__((always_inline)) void dot_tile(const float *a, size_t as, const float *b, size_t bs, int n,
+                                                            float *dm, int ldm, const int NA, const int NB) {
+    vf acc[HT][HT];
+    for (int h = 0; h < NA; h++)
+        for (int i = 0; i < NB; i++) acc[h][i] = (vf){0};
+    for (int x = 0; x < n; x += VL) {
+        vf bv[HT];
+        for (int i = 0; i < NB; i++) bv[i] = vload(b + (size_t)i * bs + x);
+        for (int h = 0; h < NA; h++) {
+            const vf av = vload(a + (size_t)h * as + x);
+            for (int i = 0; i < NB; i++) acc[h][i] += av * bv[i];
         }
     }
-    if (!dm_row) return;
-    for (int h = 0; h < nh; h++) {
-        const int g0 = (h / G) * G;
-        const float *gr = dout + h * douts;
-        for (int hin = g0; hin < g0 + G; hin++) {
-            const float *s = in + hin * ins;
-            float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-            for (int j = 0; j < n; j++) acc += gr[j] * s[j];
-            dm_row[h * ldm + hin] = acc;
+    for (int h = 0; h < NA; h++)
+        for (int i = 0; i < NB; i++) {
+            float t = 0.0f;
+            for (int l = 0; l < VL; l++) t += acc[h][i][l];
+            dm[h * ldm + i] += t;
         }
+}
+
+void headmix_backward_row(const float *dout, size_t douts, const float *in, size_t ins, const float *m, int ldm,
+                          int nh, int G, int n, float *din, size_t dins, float *dm_row) {
+    mix_rows(dout, douts, m, 1, ldm, nh, G, n, din, dins);  // the transposed mixing
+    if (!dm_row) return;
+    // dm_row within each group: whole vectors in tiles, then the tail through a zero-padded copy
+    const int nv = n / VL * VL;
+    for (int g0 = 0; g0 < nh; g0 += G) {
+        for (int h = g0; h < g0 + G; h++)
+            for (int i = g0; i < g0 + G; i++) dm_row[h * ldm + i] = 0.0f;
+        const int gt = g0 + G / HT * HT;  // heads [g0, gt) in full tiles
+        for (int h = g0; h < g0 + G; h++)
+            for (int i = g0; i < g0 + G; i++) {
+                const float *a = dout + (size_t)h * douts, *b = in + (size_t)i * ins;
+                float *d = dm_row + h * ldm + i;
+                if (h < gt && i < gt) {
+                    if ((h - g0) % HT == 0 && (i - g0) % HT == 0) dot_tile(a, douts, b, ins, nv, d, ldm, HT, HT);
+                } else {
+                    dot_tile(a, douts, b, ins, nv, d, ldm, 1, 1);
+                }
+            }
+        if (nv == n) continue;
+        for (int h = g0; h < g0 + G; h++)
+            for (int i = g0; i < g0 + G; i++) {
+                float acc = 0.0f;
+                for (int j = nv; j < n; j++) acc += dout[(size_t)h * douts + j] * in[(size_t)i * ins + j];
+                dm_row[h * ldm + i] += acc;
+            }
     }
 }
 
