@@ -196,30 +196,47 @@ void qkconv_backward_input_rows(const float *g, size_t ld, int last, const float
 
 enum { AT = 6, CT = 4, WVB = 32 };  // kernel rows and columns per accumulator tile; vectors per block
 
-// acc[a*ck+c] += g[x] * src[a*ld + x + c] lane by lane, for x < VL*nv. Each g vector is loaded
-// once per AT x CT tile of taps; the source rows of a block of WVB vectors stay in L1 across
-// the tiles.
+// acc[(a0+a)*ck + c0+c] += g[x] * src[(a0+a)*ld + x + c] lane by lane, for a < NA, c < NC and
+// the vectors v0..v1-1: each g vector is loaded once per NA x NC block of taps. NA and NC are
+// compile-time constants at every call.
+static inline __attribute__((always_inline)) void wg_block(const float *g, const float *src, size_t ld, int v0, int v1,
+                                                            int ck, int a0, int c0, vf *acc, const int NA, const int NC) {
+    vf t[AT][CT];
+    for (int a = 0; a < NA; a++)
+        for (int c = 0; c < NC; c++) t[a][c] = (vf){0};
+    for (int v = v0; v < v1; v++) {
+        const vf gv = vload(g + v * VL);
+        for (int a = 0; a < NA; a++) {
+            const float *row = src + (size_t)(a0 + a) * ld + v * VL + c0;
+            for (int c = 0; c < NC; c++) t[a][c] += gv * vload(row + c);
+        }
+    }
+    for (int a = 0; a < NA; a++)
+        for (int c = 0; c < NC; c++) acc[(a0 + a) * ck + c0 + c] += t[a][c];
+}
+
+static void wg_block_rows(const float *g, const float *src, size_t ld, int v0, int v1, int ck, int a0, int c0, vf *acc,
+                          int nc, const int NA) {
+    switch (nc) {
+    case 4: wg_block(g, src, ld, v0, v1, ck, a0, c0, acc, NA, 4); break;
+    case 3: wg_block(g, src, ld, v0, v1, ck, a0, c0, acc, NA, 3); break;
+    case 2: wg_block(g, src, ld, v0, v1, ck, a0, c0, acc, NA, 2); break;
+    default: wg_block(g, src, ld, v0, v1, ck, a0, c0, acc, NA, 1); break;
+    }
+}
+
+// acc[a*ck+c] += g[x] * src[a*ld + x + c] lane by lane, for x < VL*nv: AT x CT blocks of taps
+// (kernel rows beyond the last full AT one at a time); the source rows of a block of WVB
+// vectors stay in L1 across the blocks.
 static void wgrad_tile(const float *g, const float *src, size_t ld, int cq, int ck, int nv, vf *acc) {
     for (int v0 = 0; v0 < nv; v0 += WVB) {
         const int v1 = imin(nv, v0 + WVB);
-        for (int a0 = 0; a0 < cq; a0 += AT)
-            for (int c0 = 0; c0 < ck; c0 += CT) {
-                const int na = imin(AT, cq - a0), nc = imin(CT, ck - c0);
-                vf t[AT][CT];
-                for (int a = 0; a < AT; a++)
-                    for (int c = 0; c < CT; c++) t[a][c] = (vf){0};
-                for (int v = v0; v < v1; v++) {
-                    const vf gv = vload(g + v * VL);
-                    for (int a = 0; a < AT; a++)
-                        if (a < na) {
-                            const float *row = src + (size_t)(a0 + a) * ld + v * VL + c0;
-                            for (int c = 0; c < CT; c++)
-                                if (c < nc) t[a][c] += gv * vload(row + c);
-                        }
-                }
-                for (int a = 0; a < na; a++)
-                    for (int c = 0; c < nc; c++) acc[(a0 + a) * ck + c0 + c] += t[a][c];
-            }
+        for (int c0 = 0; c0 < ck; c0 += CT) {
+            const int nc = imin(CT, ck - c0);
+            int a0 = 0;
+            for (; a0 + AT <= cq; a0 += AT) wg_block_rows(g, src, ld, v0, v1, ck, a0, c0, acc, nc, AT);
+            for (; a0 < cq; a0++) wg_block_rows(g, src, ld, v0, v1, ck, a0, c0, acc, nc, 1);
+        }
     }
 }
 
