@@ -16,7 +16,7 @@ static void usage(FILE *f) {
             "                         [--recompute-tokens N] [--impl cache,recompute] [--threads N] [--json]\n"
             "\n"
             "For each preset (random weights) and context C: prefills a C-token prompt, then times N (default\n"
-            "32) decoding steps with the cache (impl mtac_mta / mtac_baseline); and, for the MTA presets, the\n"
+            "128) decoding steps with the cache (impl mtac_mta / mtac_baseline); and, for the MTA presets, the\n"
             "same model recomputing all C+i tokens for each new token (impl recompute_mta; --recompute-tokens,\n"
             "default 2). Prints tokens/s and, with --json, one line per measurement with impl, preset,\n"
             "context, tokens, tokens_per_s, prefill_s, threads.\n");
@@ -62,7 +62,7 @@ static decode_result time_decode(model *m, int C, int tokens, int recompute, cha
 
 int bench_decode(int argc, char **argv) {
     char presets[256] = "lm10m-baseline,lm10m";
-    int contexts[16] = {512, 2048, 8192}, nc = 3, tokens = 32, rtokens = 2, threads = omp_get_num_procs(), json = 0;
+    int contexts[16] = {512, 2048, 8192}, nc = 3, tokens = 128, rtokens = 2, threads = omp_get_num_procs(), json = 0;
     int do_cache = 1, do_recompute = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -88,11 +88,17 @@ static void window_conv(const float *win, const float *w, int cq, int ck, int T,
     qkconv_rows(src, (size_t)T, w, cq, ck, t, t + 1, out, (size_t)T);
 }
 
-// Row t of output head h: dst = sum_{h' in group(h)} m[h,h'] src[h'] over keys 0..t (heads mix
-// within groups of G).
-static void mix_row(const float *src, const float *m, int H, int G, int T, int t, int h, float *dst) {
-    const int g0 = h / G * G;
-    headmix_row(src + (size_t)g0 * T, (size_t)T, m + (size_t)h * H + g0, H, 1, G, t + 1, dst, (size_t)T);
+// Row t of every head mixed within groups of G: dst[h] = sum_{h' in group(h)} m[h,h'] src[h'],
+// keys 0..t, one block of keys per worksharing iteration (so each thread mixes all heads of its
+// keys at once). Called inside a parallel region.
+enum { MIX_BLOCK = 512 };
+
+static void mix_row(const float *src, const float *m, int H, int G, int T, int t, float *dst) {
+    #pragma omp for schedule(static)
+    for (int j0 = 0; j0 <= t; j0 += MIX_BLOCK) {
+        const int n = t + 1 - j0 < MIX_BLOCK ? t + 1 - j0 : MIX_BLOCK;
+        headmix_row(src + j0, (size_t)T, m, H, H, G, n, dst + j0, (size_t)T);
+    }
 }
 
 mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, const float *v, const mta_params *p,
@@ -125,11 +131,11 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
                             t, s1 + (size_t)h * T);
             }
         }
+        if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, pp);  // step 3
         #pragma omp for schedule(static)
-        for (int h = 0; h < H; h++) {  // steps 3-4
+        for (int h = 0; h < H; h++) {  // steps 4-5
             float *r = pp + (size_t)h * T;
-            if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, h, r);
-            else memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
+            if (!cf->pre_head_mix) memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
             softmax_row(r, t + 1, NULL, NULL);
             if (cf->post_cq) {  // step 5
                 float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
@@ -138,10 +144,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
                             p1 + (size_t)h * T);
             }
         }
-        if (cf->post_ch) {  // step 6
-            #pragma omp for schedule(static)
-            for (int h = 0; h < H; h++) mix_row(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, h, p2 + (size_t)h * T);
-        }
+        if (cf->post_ch) mix_row(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, p2);  // step 6
         #pragma omp for schedule(static)
         for (int h = 0; h < H; h++) {  // steps 7-9
             const size_t bh = (size_t)b * H + h;

@@ -128,12 +128,20 @@ static int win_alloc(mta_ctx *ctx, win *w, int on, int cap, int G) {
     return w->buf != NULL;
 }
 
+// A window on another's buffer when that one exists (same capacity), else its own.
+static int win_share(mta_ctx *ctx, win *w, const win *host, int on, int cap, int G) {
+    if (!on || !host->buf) return win_alloc(ctx, w, on, cap, G);
+    *w = *host;
+    return 1;
+}
+
 static void free_workers(mta_ctx *ctx) {
     mta_fused_state *st = &ctx->fused;
     for (int t = 0; t < st->nworkers; t++) {
         worker *w = (worker *)st->workers + t;
         win *ws[] = {&w->z, &w->s1, &w->p, &w->p1, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]->buf);
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (!(ws[i] == &w->dp && w->dp.buf == w->p1.buf) && !(ws[i] == &w->dz && w->dz.buf == w->p2.buf)) free(ws[i]->buf);
         free(w->o), free(w->dO), free(w->rowpart), free(w->kpart);
     }
     free(st->workers), free(st->acc);
@@ -167,11 +175,13 @@ static mta_status fused_buffers(mta_ctx *ctx, int G, int R, int nworkers) {
     for (int t = 0; ok && t < nworkers; t++) {
         worker *w = (worker *)st->workers + t;
         const int mix = c->pre_head_mix, pre = c->pre_cq > 0, post = c->post_cq > 0, hc = c->post_ch > 0;
+        // dP (stage B) reuses P1's buffer and dZ (stage C) P2's: P1 and P2 are dead once stage A
+        // of the same strip is done (see unit_backward)
         ok = win_alloc(ctx, &w->z, pre, L1 + L2 + R, G) && win_alloc(ctx, &w->s1, mix, L1 + R, G) &&
              win_alloc(ctx, &w->p, 1, L1 + R, G) && win_alloc(ctx, &w->p1, post && hc, R, G) &&
              win_alloc(ctx, &w->p2, post || hc, R, G) && win_alloc(ctx, &w->g2, c->dropout > 0 && !post && !hc, R, G) &&
-             win_alloc(ctx, &w->dp1, post, L1 + R, G) && win_alloc(ctx, &w->dp, 1, R, G) &&
-             win_alloc(ctx, &w->ds1, pre, L2 + R, G) && win_alloc(ctx, &w->dz, pre || mix, R, G) &&
+             win_alloc(ctx, &w->dp1, post, L1 + R, G) && win_share(ctx, &w->dp, &w->p1, 1, R, G) &&
+             win_alloc(ctx, &w->ds1, pre, L2 + R, G) && win_share(ctx, &w->dz, &w->p2, pre || mix, R, G) &&
              (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
              (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H)) &&
              (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
