@@ -1,0 +1,152 @@
+// test_conv.c: the map kernels of src/attn/conv.c against direct sums in double, for kernel
+// shapes that take every path (4-row tiles, partial tiles, padded edges, rows near both ends of
+// the map, kernels too large for the stack-packed or edge-scratch paths), and the invariance
+// the backends rely on: a row's result does not depend on how rows are grouped into tiles.
+#include "attn/conv.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static float frand(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / 16777216.0f - 0.5f;
+}
+
+// Z(r, x) of a causal map stored with row stride T: zero above the diagonal and outside.
+static double zval(const float *z, int T, int r, int x) { return r >= 0 && r < T && x >= 0 && x <= r ? z[(size_t)r * T + x] : 0.0; }
+
+static void check_shape(int T, int cq, int ck) {
+    uint32_t seed = 7u + (uint32_t)(T * 131 + cq * 17 + ck);
+    const int p = (ck - 1) / 2;
+    float *z = malloc(sizeof(float) * T * T), *a = calloc((size_t)T * T, sizeof(float)), *b = calloc((size_t)T * T, sizeof(float));
+    float *w = malloc(sizeof(float) * cq * ck), *dw = malloc(sizeof(float) * cq * ck);
+    assert_non_null(z), assert_non_null(a), assert_non_null(b), assert_non_null(w), assert_non_null(dw);
+    for (int i = 0; i < T * T; i++) z[i] = frand(&seed);
+    for (int i = 0; i < cq * ck; i++) w[i] = frand(&seed);
+    double worst = 0;
+    // forward: all rows in one call against one call per row (bit for bit) and the direct sum
+    qkconv_rows(z, T, w, cq, ck, 0, T, a, T);
+    for (int i = 0; i < T; i++) qkconv_rows(z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, w, cq, ck, i, i + 1, b + (size_t)i * T, T);
+    for (int i = 0; i < T; i++) {
+        assert_memory_equal(a + (size_t)i * T, b + (size_t)i * T, (size_t)(i + 1) * sizeof(float));
+        for (int j = 0; j <= i; j++) {
+            double ref = 0;
+            for (int q = 0; q < cq; q++)
+                for (int c = 0; c < ck; c++) ref += (double)w[q * ck + c] * zval(z, T, i - (cq - 1) + q, j - p + c);
+            worst = fmax(worst, fabs(a[(size_t)i * T + j] - ref));
+        }
+    }
+    // transposed: the map's last row is T-1; strips of 5 rows against one call
+    qkconv_backward_input_rows(z, T, T - 1, w, cq, ck, 0, T, a, T);
+    for (int r0 = 0; r0 < T; r0 += 5)
+        qkconv_backward_input_rows(z + (size_t)r0 * T, T, T - 1, w, cq, ck, r0, r0 + 5 < T ? r0 + 5 : T, b + (size_t)r0 * T, T);
+    for (int r = 0; r < T; r++) {
+        assert_memory_equal(a + (size_t)r * T, b + (size_t)r * T, (size_t)(r + 1) * sizeof(float));
+        for (int jj = 0; jj <= r; jj++) {
+            double ref = 0;
+            for (int q = 0; q < cq; q++)
+                for (int c = 0; c < ck; c++) ref += (double)w[q * ck + c] * zval(z, T, r + (cq - 1) - q, jj + p - c);
+            worst = fmax(worst, fabs(a[(size_t)r * T + jj] - ref));
+        }
+    }
+    // kernel gradient of every row, with the map itself as the output gradient
+    for (int i = 0; i < T; i++) {
+        qkconv_backward_weight_row(z + (size_t)i * T, z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, cq, ck, i, dw);
+        for (int q = 0; q < cq; q++)
+            for (int c = 0; c < ck; c++) {
+                double ref = 0;
+                for (int j = 0; j <= i; j++) ref += (double)z[(size_t)i * T + j] * zval(z, T, i - (cq - 1) + q, j - p + c);
+                worst = fmax(worst, fabs(dw[q * ck + c] - ref));
+            }
+    }
+    // float sums of up to cq*ck (or T) terms of size <= 0.25
+    const double tol = 1e-6 * (cq * ck + T);
+    if (worst > tol) fail_msg("T=%d, kernel %dx%d: %.3g from the direct sum (tolerance %.3g)", T, cq, ck, worst, tol);
+    free(z), free(a), free(b), free(w), free(dw);
+}
+
+static void test_convolutions(void **s) {
+    (void)s;
+    const int shapes[][3] = {
+        {100, 6, 11},  // the 830M kernel: full tiles, edges on both sides
+        {77, 2, 9},    // the toy kernel
+        {45, 1, 1},    // identity-sized
+        {40, 3, 5},    // T not a multiple of the tile or the vector
+        {9, 4, 13},    // kernel wider than most rows
+        {70, 20, 51},  // packed kernel too large for the stack
+        {80, 70, 61},  // too large for the edge scratch: the direct sum
+    };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) check_shape(shapes[k][0], shapes[k][1], shapes[k][2]);
+}
+
+// Head mixing and its gradients against direct sums: groups of 3 inside 6 heads (partial tiles),
+// and all 8 heads in one group (full tiles); row lengths with and without a vector tail.
+static void test_head_mixing(void **s) {
+    (void)s;
+    const int cases[][3] = {{6, 3, 37}, {8, 8, 64}, {8, 8, 70}, {5, 5, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int H = cases[k][0], G = cases[k][1], n = cases[k][2], ld = 80;
+        uint32_t seed = 99u + (uint32_t)k;
+        float in[8 * 80], g[8 * 80], m[64], out[8 * 80], din[8 * 80], dm[64];
+        for (int i = 0; i < H * ld; i++) in[i] = frand(&seed), g[i] = frand(&seed);
+        for (int i = 0; i < H * H; i++) m[i] = frand(&seed);
+        headmix_row(in, ld, m, H, H, G, n, out, ld);
+        headmix_backward_row(g, ld, in, ld, m, H, H, G, n, din, ld, dm);
+        double worst = 0;
+        for (int h = 0; h < H; h++) {
+            const int g0 = h / G * G;
+            for (int j = 0; j < n; j++) {
+                double o = 0, di = 0;
+                for (int h2 = g0; h2 < g0 + G; h2++) {
+                    o += (double)m[h * H + h2] * in[h2 * ld + j];
+                    di += (double)m[h2 * H + h] * g[h2 * ld + j];
+                }
+                worst = fmax(worst, fmax(fabs(out[h * ld + j] - o), fabs(din[h * ld + j] - di)));
+            }
+            for (int h2 = g0; h2 < g0 + G; h2++) {
+                double d = 0;
+                for (int j = 0; j < n; j++) d += (double)g[h * ld + j] * in[h2 * ld + j];
+                worst = fmax(worst, fabs(dm[h * H + h2] - d));
+            }
+        }
+        if (worst > 1e-5) fail_msg("H=%d, groups of %d, %d columns: %.3g from the direct sum", H, G, n, worst);
+    }
+}
+
+// The softmax's exp against libm's, across the range it sees (x - max <= 0) and beyond.
+static void test_softmax(void **s) {
+    (void)s;
+    float x[300];
+    for (int i = 0; i < 300; i++) x[i] = -90.0f + 0.3f * (float)i;  // -90 .. -0.3
+    float y[300];
+    memcpy(y, x, sizeof x);
+    float mx, inv;
+    softmax_row(y, 300, &mx, &inv);
+    double sum = 0;
+    for (int i = 0; i < 300; i++) sum += exp((double)x[i] - mx);
+    for (int i = 0; i < 300; i++) {
+        const double ref = exp((double)x[i] - mx) / sum;
+        if (fabs(y[i] - ref) > 1e-6 * ref + 1e-37) fail_msg("softmax entry %d: %.9g against %.9g", i, y[i], ref);
+    }
+    float z[300];
+    memcpy(z, x, sizeof x);
+    softmax_row_recompute(z, 300, mx, inv);
+    assert_memory_equal(y, z, sizeof y);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_convolutions),
+        cmocka_unit_test(test_head_mixing),
+        cmocka_unit_test(test_softmax),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
