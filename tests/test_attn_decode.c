@@ -62,6 +62,8 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
     return worst;
 }
 
+enum { NVARIANTS = 10 };
+
 static mta_config variant(int k) {
     mta_config c = mta_config_default(2, 4, 17, 6);
     switch (k) {
@@ -73,6 +75,7 @@ static mta_config variant(int k) {
     case 6: c.gate = 1; break;
     case 7: c = tu_config_all(2, 4, 17, 6, 3, 5, 4); break;
     case 8: c = tu_config_all(2, 4, 17, 6, 6, 11, 2); break;  // kernels wider than many prompts
+    case 9: c.pre_cq = 1, c.pre_ck = 5, c.post_cq = 1, c.post_ck = 3; break;  // c_q = 1: no past rows
     default: break;
     }
     return c;
@@ -80,7 +83,7 @@ static mta_config variant(int k) {
 
 static void test_steps_equal_forward(void **s) {
     (void)s;
-    for (int k = 0; k <= 8; k++) {
+    for (int k = 0; k <= NVARIANTS - 1; k++) {
         mta_config c = variant(k);
         double e = decode_error(&c, NULL, 100 + k);
         if (e > 1e-5) fail_msg("variant %d: decoding differs from the forward by %.3g (relative)", k, e);
@@ -95,7 +98,7 @@ static void test_steps_equal_forward(void **s) {
 static void test_prefill_then_steps(void **s) {
     (void)s;
     const int lens[][2] = {{1, 1}, {5, 9}, {16, 2}, {17, 17}};
-    for (int k = 0; k <= 8; k++)
+    for (int k = 0; k <= NVARIANTS - 1; k++)
         for (int i = 0; i < 4; i++) {
             mta_config c = variant(k);
             double e = decode_error(&c, lens[i], 200 + k);

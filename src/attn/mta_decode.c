@@ -1,9 +1,10 @@
 // mta_decode.c: incremental decoding (spec section 2, "Incremental decoding"). A new query row i
 // of every map depends only on rows i-c+1..i of the map before each convolution, and those rows'
 // entries above the diagonal are zero, so once a position's key has arrived its row never
-// changes. Per sequence and head the cache keeps K and V, the last pre_cq-1 rows of Z (masked
-// scaled scores, the pre-softmax convolution's input) and the last post_cq-1 rows of P (the
-// softmax output, the post-softmax convolution's input). A step computes one row of every map:
+// changes. Per sequence and head the cache keeps K and V, the last pre_cq rows of Z (masked
+// scaled scores, the pre-softmax convolution's input; the current row included) and the last
+// post_cq rows of P (the softmax output, the post-softmax convolution's input). A step computes
+// one row of every map:
 // O(t*(d + c_q*c_k)) work per head at position t.
 #include "attn/conv.h"
 #include "attn/mta_internal.h"
@@ -82,9 +83,10 @@ static void window_push(float *win, int cq, int T, const float *cur, int t) {
     memcpy(win + (size_t)(t % cq + cq) * T, cur, (size_t)(t + 1) * sizeof(float));
 }
 
-// Row t of the convolution of the windowed map (row t already pushed).
-static void window_conv(const float *win, const float *w, int cq, int ck, int T, int t, float *out) {
-    const float *src = win + (size_t)(t >= cq - 1 ? (t + 1) % cq : 0) * T;
+// Row t of the convolution of the windowed map (row t, cur, already pushed). A one-row kernel
+// has no window and reads cur itself.
+static void window_conv(const float *win, const float *cur, const float *w, int cq, int ck, int T, int t, float *out) {
+    const float *src = cq == 1 ? cur : win + (size_t)(t >= cq - 1 ? (t + 1) % cq : 0) * T;
     qkconv_rows(src, (size_t)T, w, cq, ck, t, t + 1, out, (size_t)T);
 }
 
@@ -126,9 +128,10 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             memcpy(V + (size_t)t * d, v + (size_t)h * d, (size_t)d * sizeof(float));
             cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, qh, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
             if (cf->pre_cq) {
-                window_push(c->zwin + bh * zr * T, cf->pre_cq, T, zh, t);
-                window_conv(c->zwin + bh * zr * T, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, T,
-                            t, s1 + (size_t)h * T);
+                float *zw = c->zwin + bh * zr * T;
+                window_push(zw, cf->pre_cq, T, zh, t);
+                window_conv(zw, zh, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, T, t,
+                            s1 + (size_t)h * T);
             }
         }
         if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, pp);  // step 3
@@ -140,7 +143,7 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
             if (cf->post_cq) {  // step 5
                 float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
                 window_push(pw, cf->post_cq, T, r, t);
-                window_conv(pw, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck, T, t,
+                window_conv(pw, r, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck, T, t,
                             p1 + (size_t)h * T);
             }
         }
