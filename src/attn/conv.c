@@ -112,6 +112,12 @@ static inline float sval(const smap *s, int r, int x) {
     return r >= s->rlo && r <= s->rhi && x >= 0 && x <= r ? s->src[(size_t)(r - s->rlo) * s->ld + x] : 0.0f;
 }
 
+// The zero-padded scratch of an edge: buf[a*width + x] = S(r + a, x0 + x) for a < n.
+static void pad_rows(const smap *s, int r, int x0, int n, int width, float *buf) {
+    for (int a = 0; a < n; a++)
+        for (int x = 0; x < width; x++) buf[a * width + x] = sval(s, r + a, x0 + x);
+}
+
 // Columns [e0, e1] of output row o: out[j] = sum_{a,c} w(a,c) * S(o+sh+a, j+c-off). The
 // source window is copied into a zero-padded scratch chunk by chunk and goes through the tile
 // kernel; kernels too large for the scratch take the direct sum.
@@ -130,8 +136,7 @@ static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int
     float buf[EDGE_MAX], res[EW];
     for (int x0 = e0; x0 <= e1; x0 += EW) {
         const int n = imin(EW, e1 - x0 + 1), nv = (n + VL - 1) / VL, width = nv * VL + ck - 1;
-        for (int a = 0; a < cq; a++)
-            for (int x = 0; x < width; x++) buf[a * width + x] = sval(s, o + sh + a, x0 - off + x);
+        pad_rows(s, o + sh, x0 - off, cq, width, buf);
         conv_tile(buf, (size_t)width, kw, 1, nv, res, EW);
         memcpy(out + x0, res, (size_t)n * sizeof(float));
     }
@@ -146,9 +151,9 @@ static void conv_rows(const smap *s, int sh, kern k, int off, int o0, int o1, fl
     // the packed kernel: on the stack for the usual sizes; without it (no memory for a huge
     // kernel) every column takes the direct sum
     enum { PACK_STACK = 4096 };
-    float pack_stack[PACK_STACK], *wp = NULL;
+    float pack_stack[PACK_STACK];
     const size_t np = packed_floats(cq, ck);
-    wp = np <= PACK_STACK ? pack_stack : malloc(np * sizeof(float));
+    float *wp = np <= PACK_STACK ? pack_stack : malloc(np * sizeof(float));
     if (wp) pack_kernel(&k, wp);
     k.wp = wp;
     const kern *kw = &k;
@@ -200,7 +205,8 @@ enum { AT = 6, CT = 4, WVB = 32 };  // kernel rows and columns per accumulator t
 // the vectors v0..v1-1: each g vector is loaded once per NA x NC block of taps. NA and NC are
 // compile-time constants at every call.
 static inline __attribute__((always_inline)) void wg_block(const float *g, const float *src, size_t ld, int v0, int v1,
-                                                            int ck, int a0, int c0, vf *acc, const int NA, const int NC) {
+                                                            int ck, int a0, int c0, vf *acc, const int NA,
+                                                            const int NC) {
     vf t[AT][CT];
     for (int a = 0; a < NA; a++)
         for (int c = 0; c < NC; c++) t[a][c] = (vf){0};
@@ -240,6 +246,19 @@ static void wgrad_tile(const float *g, const float *src, size_t ld, int cq, int 
     }
 }
 
+// The kernel gradient's terms of output columns [e0, e1] (g and the source rows r0..r0+cq-1
+// copied into zero-padded scratches), added to acc.
+static void wgrad_edge(const float *g, const smap *s, int r0, int cq, int ck, int e0, int e1, vf *acc) {
+    const int p = (ck - 1) / 2;
+    float buf[EDGE_MAX], gb[EW];
+    for (int x0 = e0; x0 <= e1; x0 += EW) {
+        const int n = imin(EW, e1 - x0 + 1), ev = (n + VL - 1) / VL, width = ev * VL + ck - 1;
+        for (int x = 0; x < ev * VL; x++) gb[x] = x < n ? g[x0 + x] : 0.0f;
+        pad_rows(s, r0, x0 - p, cq, width, buf);
+        wgrad_tile(gb, buf, (size_t)width, cq, ck, ev, acc);
+    }
+}
+
 // dw_row[a,c] = sum_j g[j] * S(i-(cq-1)+a, j-p+c) over j = 0..i. Interior columns
 // [p, i-(cq-1)-p] go straight to the tile; the edges through a zero-padded scratch.
 void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int cq, int ck, int i, float *dw_row) {
@@ -258,17 +277,13 @@ void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int
     for (int e = 0; e < K; e++) acc[e] = (vf){0};
     int nv = 0;
     if (r0 >= 0 && r0 - p >= p) nv = (r0 - 2 * p + 1) / VL;
-    if (nv > 0) wgrad_tile(g + p, src, ld, cq, ck, nv, acc);
-    float buf[EDGE_MAX], gb[EW];
-    const int ranges[2][2] = {{0, nv > 0 ? imin(p - 1, i) : i}, {nv > 0 ? p + nv * VL : 1, nv > 0 ? i : 0}};
-    for (int e = 0; e < 2; e++)
-        for (int x0 = ranges[e][0]; x0 <= ranges[e][1]; x0 += EW) {
-            const int n = imin(EW, ranges[e][1] - x0 + 1), ev = (n + VL - 1) / VL, width = ev * VL + ck - 1;
-            for (int x = 0; x < ev * VL; x++) gb[x] = x < n ? g[x0 + x] : 0.0f;
-            for (int a = 0; a < cq; a++)
-                for (int x = 0; x < width; x++) buf[a * width + x] = sval(&s, r0 + a, x0 - p + x);
-            wgrad_tile(gb, buf, (size_t)width, cq, ck, ev, acc);
-        }
+    if (nv > 0) {
+        wgrad_tile(g + p, src, ld, cq, ck, nv, acc);
+        wgrad_edge(g, &s, r0, cq, ck, 0, imin(p - 1, i), acc);
+        wgrad_edge(g, &s, r0, cq, ck, p + nv * VL, i, acc);
+    } else {
+        wgrad_edge(g, &s, r0, cq, ck, 0, i, acc);
+    }
     for (int e = 0; e < K; e++) {
         float t = 0.0f;
         for (int l = 0; l < VL; l++) t += acc[e][l];
@@ -282,7 +297,8 @@ enum { HT = 4, HMAX = 64 };  // heads per mixing tile; heads whose row tails fit
 // out[o][x] = sum_{i<ni} w[o*so + i*si] * in[i*ins + x]  for o < NO, x < VL*NV: each input
 // vector is loaded once and multiplied into NO output heads.
 static inline __attribute__((always_inline)) void mix_tile(const float *in, size_t ins, const float *w, int so, int si,
-                                                            int ni, float *out, size_t outs, const int NO, const int NV) {
+                                                            int ni, float *out, size_t outs, const int NO,
+                                                            const int NV) {
     vf acc[HT][2];
     for (int o = 0; o < NO; o++)
         for (int k = 0; k < NV; k++) acc[o][k] = (vf){0};
@@ -325,7 +341,8 @@ static void mix_rows(const float *in, size_t ins, const float *w, int so, int si
             for (int i = 0; i < G; i++)
                 for (int l = 0; l < VL; l++) bin[i * VL + l] = x + l < n ? gin[(size_t)i * ins + x + l] : 0.0f;
             mix_cols(bin, VL, gw, so, si, G, nout, bout, VL, 1);
-            for (int o = 0; o < nout; o++) memcpy(gout + (size_t)o * outs + x, bout + o * VL, (size_t)(n - x) * sizeof(float));
+            for (int o = 0; o < nout; o++)
+                memcpy(gout + (size_t)o * outs + x, bout + o * VL, (size_t)(n - x) * sizeof(float));
         } else {
             for (int o = 0; o < nout; o++)
                 for (int j = x; j < n; j++) {
@@ -373,17 +390,16 @@ void headmix_backward_row(const float *dout, size_t douts, const float *in, size
     for (int g0 = 0; g0 < nh; g0 += G) {
         for (int h = g0; h < g0 + G; h++)
             for (int i = g0; i < g0 + G; i++) dm_row[h * ldm + i] = 0.0f;
-        const int gt = g0 + G / HT * HT;  // heads [g0, gt) in full tiles
+        const int gt = g0 + G / HT * HT;  // heads [g0, gt) in full tiles, the rest one pair at a time
+        for (int h = g0; h < gt; h += HT)
+            for (int i = g0; i < gt; i += HT)
+                dot_tile(dout + (size_t)h * douts, douts, in + (size_t)i * ins, ins, nv, dm_row + h * ldm + i, ldm, HT,
+                         HT);
         for (int h = g0; h < g0 + G; h++)
-            for (int i = g0; i < g0 + G; i++) {
-                const float *a = dout + (size_t)h * douts, *b = in + (size_t)i * ins;
-                float *d = dm_row + h * ldm + i;
-                if (h < gt && i < gt) {
-                    if ((h - g0) % HT == 0 && (i - g0) % HT == 0) dot_tile(a, douts, b, ins, nv, d, ldm, HT, HT);
-                } else {
-                    dot_tile(a, douts, b, ins, nv, d, ldm, 1, 1);
-                }
-            }
+            for (int i = g0; i < g0 + G; i++)
+                if (h >= gt || i >= gt)
+                    dot_tile(dout + (size_t)h * douts, douts, in + (size_t)i * ins, ins, nv, dm_row + h * ldm + i, ldm,
+                             1, 1);
         if (nv == n) continue;
         for (int h = g0; h < g0 + G; h++)
             for (int i = g0; i < g0 + G; i++) {
