@@ -140,8 +140,12 @@ static void free_workers(mta_ctx *ctx) {
     for (int t = 0; t < st->nworkers; t++) {
         worker *w = (worker *)st->workers + t;
         win *ws[] = {&w->z, &w->s1, &w->p, &w->p1, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (!(ws[i] == &w->dp && w->dp.buf == w->p1.buf) && !(ws[i] == &w->dz && w->dz.buf == w->p2.buf)) free(ws[i]->buf);
+        const size_t nw = sizeof ws / sizeof ws[0];
+        for (size_t i = 0; i < nw; i++) {  // each buffer once: win_share puts one under two windows
+            size_t j = 0;
+            while (j < i && ws[j]->buf != ws[i]->buf) j++;
+            if (j == i) free(ws[i]->buf);
+        }
         free(w->o), free(w->dO), free(w->rowpart), free(w->kpart);
     }
     free(st->workers), free(st->acc);
