@@ -9,6 +9,7 @@
 // diagonal, the rows near the map's borders) are copied into a small zero-padded scratch and
 // run through the same tile kernel, so no column takes a scalar path.
 #include "attn/conv.h"
+#include "attn/vec.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -18,20 +19,10 @@
 static inline int imax(int a, int b) { return a > b ? a : b; }
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-// Sixteen floats as one value (GCC/Clang vector extension): one AVX-512 register, or two AVX
-// ones, or four SSE ones, whatever the target has. Loads and stores go through memcpy, which
-// compiles to unaligned vector moves.
-typedef float vf __attribute__((vector_size(64)));
-enum { VL = 16 };
-static inline vf vload(const float *p) {
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
-
 enum {
     MT = 4,          // output rows per tile
+    NVT = 4,         // vectors (of 16 columns) per tile
+    CQ_MAX = 8,      // kernel rows with a tile of their own (tile_cq)
     EW = 64,         // columns per edge chunk
     EDGE_MAX = 8192  // scratch floats for an edge chunk; larger kernels take a scalar edge path
 };
@@ -64,30 +55,76 @@ static void pack_kernel(const kern *k, float *wp) {
 // out[m][x] = sum_{a<cq, c<ck} w(a,c) * src[(m+a)*ld + x + c]  for m < M <= ROWS, x < VL*NV.
 // Source row s serves output rows m = s-a for every kernel row a, so each vector is loaded once
 // per tap column and multiplied into ROWS accumulators (those with s-m outside the kernel by
-// zero: a third of the products for 6-row kernels in 4-row tiles, in exchange for no branches).
-// ROWS and NV are compile-time constants at every call.
+// zero, in exchange for no branches: the general tile, for partial tiles, edges and tall kernels).
+// Every tile sums an entry's terms in the same order (tap column c, then kernel row a), so a
+// row's result does not depend on the tile that computes it. ROWS and NV are compile-time
+// constants at every call.
 static inline __attribute__((always_inline)) void tile_nv(const float *src, size_t ld, const kern *kw, int M,
                                                            float *out, size_t ldo, const int ROWS, const int NV) {
     const int cq = kw->cq, ck = kw->ck;
-    vf acc[MT][2];
+    vf acc[MT][NVT];
     for (int m = 0; m < ROWS; m++)
         for (int k = 0; k < NV; k++) acc[m][k] = (vf){0};
-    for (int s = 0; s < M + cq - 1; s++) {
-        const float *row = src + (size_t)s * ld, *wr = kw->wp + (size_t)s * ck * MT;
-        for (int c = 0; c < ck; c++) {
-            vf x[2];
+    for (int c = 0; c < ck; c++)
+        for (int s = 0; s < M + cq - 1; s++) {
+            const float *row = src + (size_t)s * ld, *wr = kw->wp + (size_t)s * ck * MT;
+            vf x[NVT];
             for (int k = 0; k < NV; k++) x[k] = vload(row + c + k * VL);
             for (int m = 0; m < ROWS; m++) {
                 const float wv = wr[c * MT + m];
                 for (int k = 0; k < NV; k++) acc[m][k] += wv * x[k];
             }
         }
-    }
     for (int m = 0; m < M; m++)
         for (int k = 0; k < NV; k++) vstore(out + (size_t)m * ldo + k * VL, acc[m][k]);
 }
 
+// The same for a full tile of MT rows and a kernel of CQ rows (a compile-time constant): the
+// loops over source and output rows unroll, so each source row meets only the output rows it
+// reaches (MT*CQ products per tap column instead of MT*(MT+CQ-1)), and the CQ kernel entries of
+// a tap column are broadcast once for the whole tile.
+static inline __attribute__((always_inline)) void tile_cq(const float *src, size_t ld, const kern *kw, float *out,
+                                                           size_t ldo, const int CQ, const int NV) {
+    const int ck = kw->ck;
+    vf acc[MT][NVT];
+    for (int m = 0; m < MT; m++)
+        for (int k = 0; k < NV; k++) acc[m][k] = (vf){0};
+    for (int c = 0; c < ck; c++) {
+        float wv[CQ_MAX];
+        for (int a = 0; a < CQ; a++) wv[a] = ktap(kw, a, c);
+#pragma GCC unroll 16
+        for (int s = 0; s < MT + CQ - 1; s++) {
+            vf x[NVT];
+            for (int k = 0; k < NV; k++) x[k] = vload(src + (size_t)s * ld + c + k * VL);
+#pragma GCC unroll 8
+            for (int m = imax(0, s - (CQ - 1)); m <= imin(MT - 1, s); m++)
+                for (int k = 0; k < NV; k++) acc[m][k] += wv[s - m] * x[k];
+        }
+    }
+    for (int m = 0; m < MT; m++)
+        for (int k = 0; k < NV; k++) vstore(out + (size_t)m * ldo + k * VL, acc[m][k]);
+}
+
+// nv vectors of a full tile with a kernel of cq <= CQ_MAX rows.
+static void tile_cq_cols(const float *src, size_t ld, const kern *kw, int nv, float *out, size_t ldo, const int CQ) {
+    int v = 0;
+    for (; v + NVT <= nv; v += NVT) tile_cq(src + v * VL, ld, kw, out + v * VL, ldo, CQ, NVT);
+    for (; v < nv; v++) tile_cq(src + v * VL, ld, kw, out + v * VL, ldo, CQ, 1);
+}
+
 static void conv_tile(const float *src, size_t ld, const kern *kw, int M, int nv, float *out, size_t ldo) {
+    if (M == MT && kw->cq <= CQ_MAX) {
+        switch (kw->cq) {
+        case 1: tile_cq_cols(src, ld, kw, nv, out, ldo, 1); return;
+        case 2: tile_cq_cols(src, ld, kw, nv, out, ldo, 2); return;
+        case 3: tile_cq_cols(src, ld, kw, nv, out, ldo, 3); return;
+        case 4: tile_cq_cols(src, ld, kw, nv, out, ldo, 4); return;
+        case 5: tile_cq_cols(src, ld, kw, nv, out, ldo, 5); return;
+        case 6: tile_cq_cols(src, ld, kw, nv, out, ldo, 6); return;
+        case 7: tile_cq_cols(src, ld, kw, nv, out, ldo, 7); return;
+        default: tile_cq_cols(src, ld, kw, nv, out, ldo, 8); return;
+        }
+    }
     int v = 0;
     if (M == 1) {  // edges: one row, no products wasted on the other tile rows
         for (; v + 2 <= nv; v += 2) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 2);

@@ -22,9 +22,9 @@
 // B = A - (c_q'-1) and dZ (and dq, dk) for rows C = B - (c_q-1); the windows keep the rows those
 // lagging stages still read, and a few strips past T flush the lag.
 #include "attn/conv.h"
+#include "attn/matmul.h"
 #include "attn/mta_internal.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -36,7 +36,7 @@ static inline int imax(int a, int b) { return a > b ? a : b; }
 // ---- row windows -------------------------------------------------------------------------------
 
 // Rows [base, base+cap) of one map for the G heads of a unit: row r of head h at
-// buf + h*hs + (r - base)*ld. Rows are contiguous, so a strip is one matrix for sgemm and the
+// buf + h*hs + (r - base)*ld. Rows are contiguous, so a strip is one matrix for the products and the
 // convolution reads its c_q source rows with a stride.
 typedef struct {
     float *buf;
@@ -87,7 +87,7 @@ static int group_size(const mta_config *c) {
     return 1;
 }
 
-// Rows per strip. Small strips keep the windows small; large ones keep sgemm efficient.
+// Rows per strip. Small strips keep the windows small; large ones read k and v fewer times.
 // MTAC_FUSED_ROWS overrides (for benchmarks and tests).
 static int strip_rows(int inner) {
     const char *e = getenv("MTAC_FUSED_ROWS");
@@ -237,13 +237,21 @@ static maps maps_of(const mta_config *c, worker *w) {
 
 // ---- pieces shared by the forward and the backward ----------------------------------------------
 
-// Row-major sgemm, timed into ctx's statistics: thread time divided by the number of threads
-// running such calls side by side, so that the sum approximates wall time.
-static void sgemm(const job *jb, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                  int ldb, float beta, float *cm, int ldc) {
+// Row-major C (m,n) = alpha op(A) op(B) + beta C, on matmul.c's strip kernels (NN: the strip
+// is A; TN: the strip is A^T, beta = 1; NT: scores, beta = 0), timed into ctx's statistics:
+// thread time divided by the number of threads running such calls side by side, so that the sum
+// approximates wall time.
+typedef enum { MM_NN, MM_NT, MM_TN } mm_kind;
+
+static void matmul(const job *jb, mm_kind kind, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                   int ldb, float beta, float *cm, int ldc) {
     double t0 = omp_get_wtime();
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
-                ldb, beta, cm, ldc);
+    if (kind == MM_NN)
+        strip_matmul_nn(m, n, k, alpha, a, lda, b, ldb, beta, cm, ldc);
+    else if (kind == MM_TN)
+        strip_matmul_tn(m, n, k, alpha, a, lda, b, ldb, cm, ldc);
+    else
+        strip_matmul_nt(m, n, k, alpha, a, lda, b, ldb, cm, ldc);
     double dt = (omp_get_wtime() - t0) / (jb->inner ? omp_get_num_threads() : jb->ctx->fused.nworkers);
     #pragma omp atomic
     jb->ctx->stats.matmul_s += dt;
@@ -263,7 +271,7 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
     #pragma omp for schedule(static)
     for (int h = 0; h < G; h++) {
         const size_t bh = (size_t)b * H + h0 + h;
-        sgemm(jb, 0, 1, n, a1, d, jb->scale, jb->q + (bh * T + a0) * d, d, jb->k + bh * T * d, d, 0.0f,
+        matmul(jb, MM_NT, n, a1, d, jb->scale, jb->q + (bh * T + a0) * d, d, jb->k + bh * T * d, d, 0.0f,
               wrow(m.z, h, a0), (int)m.z->ld);
         if (c->pre_cq) {
             const float *wh = p->w_pre + (size_t)(h0 + h) * c->pre_cq * c->pre_ck;
@@ -341,7 +349,7 @@ static void unit_forward(job *jb, worker *w, int u) {
             const size_t bh = (size_t)b * H + h0 + hl;
             win *pd = strip_pd(jb, w, b, h0, hl, i0, i1);
             float *o = jb->out + (bh * T + i0) * d;
-            sgemm(jb, 0, 0, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + bh * T * d, d, 0.0f, o, d);
+            matmul(jb, MM_NN, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + bh * T * d, d, 0.0f, o, d);
             if (c->group_norm || c->gate)
                 for (int i = 0; i < n; i++) mta_normgate_forward_row(c, jb->p, o + (size_t)i * d, o + (size_t)i * d);
         }
@@ -409,17 +417,17 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 win *pd = strip_pd(jb, w, b, h0, hl, a0, a1);
                 float *o = w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
                 if (c->group_norm || c->gate) {
-                    sgemm(jb, 0, 0, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
+                    matmul(jb, MM_NN, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
                     for (int i = 0; i < n; i++)
                         mta_normgate_backward_row(c, p, o + (size_t)i * d, go + (size_t)i * d, dO + (size_t)i * d,
                                                   acc.ng + (size_t)hl * np);
                 } else {
                     memcpy(dO, go, (size_t)n * d * sizeof(float));
                 }
-                sgemm(jb, 1, 0, a1, d, n, 1.0f, wrow(pd, hl, a0), (int)pd->ld, dO, d, 1.0f, jb->dv + bh * T * d, d);
+                matmul(jb, MM_TN, a1, d, n, 1.0f, wrow(pd, hl, a0), (int)pd->ld, dO, d, 1.0f, jb->dv + bh * T * d, d);
                 // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
                 win *g2 = c->post_ch ? pd : m.dp1;
-                sgemm(jb, 0, 1, n, a1, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0), (int)g2->ld);
+                matmul(jb, MM_NT, n, a1, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0), (int)g2->ld);
                 if (jb->ctx->dropout_on)
                     for (int i = a0; i < a1; i++) {
                         float *x = wrow(g2, hl, i);
@@ -470,9 +478,9 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                     qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
                                                c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
                 for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
-                sgemm(jb, 0, 0, n, d, c1, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->k + bh * T * d, d, 1.0f,
+                matmul(jb, MM_NN, n, d, c1, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->k + bh * T * d, d, 1.0f,
                       jb->dq + (bh * T + c0) * d, d);
-                sgemm(jb, 1, 0, c1, d, n, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->q + (bh * T + c0) * d, d,
+                matmul(jb, MM_TN, c1, d, n, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->q + (bh * T + c0) * d, d,
                       1.0f, jb->dk + bh * T * d, d);
             }
         }

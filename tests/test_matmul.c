@@ -1,0 +1,100 @@
+// test_matmul.c: the strip matrix products of src/attn/matmul.c against direct sums in double,
+// for shapes that take every path: full and partial row/key tiles (6, 4, 2, 1 rows; 16-key
+// blocks and single keys), d with and without whole vectors and a scalar tail, key blocks of
+// the nn product, row strides wider than the rows, alpha and both betas.
+#include "attn/matmul.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+static float frand(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / 16777216.0f - 0.5f;
+}
+
+static float *randn_buf(size_t n, uint32_t *s) {
+    float *x = malloc(n * sizeof(float));
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++) x[i] = frand(s);
+    return x;
+}
+
+// |got - want| within float rounding of a sum of `terms` products of entries below 0.5.
+static void check(float got, double want, int terms, const char *what, int n, int m, int d) {
+    const double tol = 1e-6 * (terms + 1) + 1e-6 * fabs(want);
+    if (fabs(got - want) > tol) fail_msg("%s n=%d m=%d d=%d: %.9g, expected %.9g", what, n, m, d, got, want);
+}
+
+static void check_shape(int n, int m, int d) {
+    uint32_t seed = 11u + (uint32_t)(n * 7919 + m * 131 + d);
+    const size_t lda = (size_t)m + 3, ldb = (size_t)d + 5, ldc = (size_t)d + 2, ldm = (size_t)m + 1;
+    const float alpha = 0.75f, beta = 1.0f;
+    float *a = randn_buf((size_t)n * lda, &seed);        // a strip (n, m)
+    float *b = randn_buf((size_t)m * ldb, &seed);        // a tensor (m, d)
+    float *bs = randn_buf((size_t)n * ldb, &seed);       // strip rows of a tensor (n, d)
+    float *c0 = randn_buf((size_t)(n > m ? n : m) * ldc, &seed);
+    float *c = malloc((size_t)(n > m ? n : m) * ldc * sizeof(float)), *cm = malloc((size_t)n * ldm * sizeof(float));
+    assert_non_null(c), assert_non_null(cm);
+    // nn, beta = 0 (C's old contents ignored: NaN there must not leak) and beta = 1
+    for (int bi = 0; bi < 2; bi++) {
+        for (size_t i = 0; i < (size_t)n * ldc; i++) c[i] = bi ? c0[i] : NAN;
+        strip_matmul_nn(n, d, m, alpha, a, lda, b, ldb, bi ? beta : 0.0f, c, ldc);
+        for (int i = 0; i < n; i++)
+            for (int x = 0; x < d; x++) {
+                double s = 0;
+                for (int j = 0; j < m; j++) s += (double)a[i * lda + j] * b[j * ldb + x];
+                check(c[i * ldc + x], alpha * s + (bi ? beta * c0[i * ldc + x] : 0.0), m, "nn", n, m, d);
+            }
+    }
+    // tn: C (m, d) += alpha A^T B
+    for (size_t i = 0; i < (size_t)m * ldc; i++) c[i] = c0[i];
+    strip_matmul_tn(m, d, n, alpha, a, lda, bs, ldb, c, ldc);
+    for (int j = 0; j < m; j++)
+        for (int x = 0; x < d; x++) {
+            double s = 0;
+            for (int r = 0; r < n; r++) s += (double)a[r * lda + j] * bs[r * ldb + x];
+            check(c[j * ldc + x], alpha * s + c0[j * ldc + x], n, "tn", n, m, d);
+        }
+    // nt: C (n, m) = alpha A B^T with A = strip rows of a tensor (n, d), B = a tensor (m, d);
+    // the columns past m (the row stride's slack) are left alone
+    for (size_t i = 0; i < (size_t)n * ldm; i++) cm[i] = -7.0f;
+    strip_matmul_nt(n, m, d, alpha, bs, ldb, b, ldb, cm, ldm);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < m; j++) {
+            double s = 0;
+            for (int t = 0; t < d; t++) s += (double)bs[i * ldb + t] * b[j * ldb + t];
+            check(cm[i * ldm + j], alpha * s, d, "nt", n, m, d);
+        }
+        assert_true(cm[i * ldm + m] == -7.0f);
+    }
+    free(a), free(b), free(bs), free(c0), free(c), free(cm);
+}
+
+static void test_shapes(void **s) {
+    (void)s;
+    const int ns[] = {1, 2, 3, 5, 7, 16, 17, 33}, ms[] = {1, 15, 16, 37, 129, 300}, ds[] = {1, 5, 16, 20, 48, 64, 80, 128};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
+            for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) check_shape(ns[i], ms[j], ds[k]);
+}
+
+// A head wider than the nt kernel's stack buffer for A^T takes its heap path.
+static void test_wide_head(void **s) {
+    (void)s;
+    check_shape(5, 40, 300);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_wide_head),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
