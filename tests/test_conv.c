@@ -59,7 +59,8 @@ static void check_shape(int T, int cq, int ck) {
     }
     // kernel gradient of every row, with the map itself as the output gradient
     for (int i = 0; i < T; i++) {
-        qkconv_backward_weight_row(z + (size_t)i * T, z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, cq, ck, i, dw);
+        qkconv_backward_weight_rows(z + (size_t)i * T, T, z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, cq, ck, i,
+                                    i + 1, dw);
         for (int q = 0; q < cq; q++)
             for (int c = 0; c < ck; c++) {
                 double ref = 0;
@@ -67,6 +68,23 @@ static void check_shape(int T, int cq, int ck) {
                 worst = fmax(worst, fabs(dw[q * ck + c] - ref));
             }
     }
+    // and of strips of rows (tiles of rows, the rows a tile leaves, and partial tiles), against
+    // the direct sum over the strip; the tolerance scales with the strip's rows
+    const int strip = 13;
+    double wworst = 0;
+    for (int i0 = 0; i0 < T; i0 += strip) {
+        const int i1 = i0 + strip < T ? i0 + strip : T;
+        qkconv_backward_weight_rows(z + (size_t)i0 * T, T, z + (size_t)(i0 > cq - 1 ? i0 - (cq - 1) : 0) * T, T, cq, ck, i0,
+                                    i1, dw);
+        for (int q = 0; q < cq; q++)
+            for (int c = 0; c < ck; c++) {
+                double ref = 0;
+                for (int i = i0; i < i1; i++)
+                    for (int j = 0; j <= i; j++) ref += (double)z[(size_t)i * T + j] * zval(z, T, i - (cq - 1) + q, j - p + c);
+                wworst = fmax(wworst, fabs(dw[q * ck + c] - ref));
+            }
+    }
+    worst = fmax(worst, wworst / strip);
     // float sums of up to cq*ck (or T) terms of size <= 0.25
     const double tol = 1e-6 * (cq * ck + T);
     if (worst > tol) fail_msg("T=%d, kernel %dx%d: %.3g from the direct sum (tolerance %.3g)", T, cq, ck, worst, tol);

@@ -296,35 +296,112 @@ static void wgrad_edge(const float *g, const smap *s, int r0, int cq, int ck, in
     }
 }
 
-// dw_row[a,c] = sum_j g[j] * S(i-(cq-1)+a, j-p+c) over j = 0..i. Interior columns
-// [p, i-(cq-1)-p] go straight to the tile; the edges through a zero-padded scratch.
-void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int cq, int ck, int i, float *dw_row) {
-    const int p = (ck - 1) / 2, K = cq * ck, r0 = i - (cq - 1);
-    const smap s = {src, ld, imax(0, r0), i};
+// Output row i's terms of the kernel gradient, added to acc, from column x0 on (x0 = 0: the
+// whole row; x0 = p + VL*nv: what a tile of rows left): interior vectors through the tile, the
+// edges through the zero-padded scratch.
+static void wgrad_row(const float *g, const smap *s, int cq, int ck, int i, int x0, vf *acc) {
+    const int p = (ck - 1) / 2, r0 = i - (cq - 1);
+    if (x0 > 0) {
+        wgrad_edge(g, s, r0, cq, ck, x0, i, acc);
+        return;
+    }
+    int nv = 0;
+    if (r0 >= 0 && r0 - p >= p) nv = (r0 - 2 * p + 1) / VL;
+    if (nv > 0) {
+        wgrad_tile(g + p, s->src + (size_t)(r0 - s->rlo) * s->ld, s->ld, cq, ck, nv, acc);
+        wgrad_edge(g, s, r0, cq, ck, 0, imin(p - 1, i), acc);
+        wgrad_edge(g, s, r0, cq, ck, p + nv * VL, i, acc);
+    } else {
+        wgrad_edge(g, s, r0, cq, ck, 0, i, acc);
+    }
+}
+
+// The kernel gradient of MT output rows at once (kernel of CQ rows, a compile-time constant):
+// acc[a*ck + c] += sum_{m<MT} g[m][x] * src[(m+a)*ld + x + c] over x < VL*nv, tap columns in
+// blocks of NC. Source row s of the tile serves output rows m = s-a, so each shifted source
+// vector is loaded once for all the output rows that read it (MT*CQ products for MT+CQ-1 loads
+// per tap column, where one row at a time needs a load per product). The last column block may
+// run past ck: those sums are dropped (the caller's interior leaves room for the columns they
+// read).
+static inline __attribute__((always_inline)) void wg_rows(const float *g, size_t ldg, const float *src, size_t ld,
+                                                           int nv, int ck, vf *acc, const int CQ, const int NC) {
+    for (int c0 = 0; c0 < ck; c0 += NC) {
+        vf t[CQ_MAX][4];
+        for (int a = 0; a < CQ; a++)
+            for (int c = 0; c < NC; c++) t[a][c] = (vf){0};
+        for (int v = 0; v < nv; v++) {
+            vf gv[MT];
+            for (int m = 0; m < MT; m++) gv[m] = vload(g + (size_t)m * ldg + v * VL);
+#pragma GCC unroll 16
+            for (int s = 0; s < MT + CQ - 1; s++)
+                for (int c = 0; c < NC; c++) {
+                    const vf x = vload(src + (size_t)s * ld + v * VL + c0 + c);
+#pragma GCC unroll 8
+                    for (int m = imax(0, s - (CQ - 1)); m <= imin(MT - 1, s); m++) t[s - m][c] += gv[m] * x;
+                }
+        }
+        for (int a = 0; a < CQ; a++)
+            for (int c = 0; c < NC && c0 + c < ck; c++) acc[a * ck + c0 + c] += t[a][c];
+    }
+}
+
+// Tap columns per block of wg_rows: CQ x NC accumulators stay within 24 registers.
+static int wg_cols(int cq) { return cq <= 6 ? 4 : 3; }
+
+static void wg_rows_any(const float *g, size_t ldg, const float *src, size_t ld, int nv, int ck, vf *acc, int cq) {
+    switch (cq) {
+    case 1: wg_rows(g, ldg, src, ld, nv, ck, acc, 1, 4); break;
+    case 2: wg_rows(g, ldg, src, ld, nv, ck, acc, 2, 4); break;
+    case 3: wg_rows(g, ldg, src, ld, nv, ck, acc, 3, 4); break;
+    case 4: wg_rows(g, ldg, src, ld, nv, ck, acc, 4, 4); break;
+    case 5: wg_rows(g, ldg, src, ld, nv, ck, acc, 5, 4); break;
+    case 6: wg_rows(g, ldg, src, ld, nv, ck, acc, 6, 4); break;
+    case 7: wg_rows(g, ldg, src, ld, nv, ck, acc, 7, 3); break;
+    default: wg_rows(g, ldg, src, ld, nv, ck, acc, 8, 3); break;
+    }
+}
+
+// dw[a,c] = sum_{i0<=i<i1} sum_{j<=i} g_i[j] * S(i-(cq-1)+a, j-p+c). Tiles of MT rows whose
+// source rows all exist take their common interior (the first row's) in wg_rows, and each row
+// its own remaining columns; other rows go one at a time.
+void qkconv_backward_weight_rows(const float *g, size_t ldg, const float *src, size_t ld, int cq, int ck, int i0, int i1,
+                                 float *dw) {
+    const int p = (ck - 1) / 2, K = cq * ck;
+    const smap s = {src, ld, imax(0, i0 - (cq - 1)), i1 - 1};
     if (K > 1024 || (size_t)cq * (EW + ck - 1) > EDGE_MAX) {  // very large kernels: the direct sum
-        for (int a = 0; a < cq; a++)
-            for (int c = 0; c < ck; c++) {
-                float acc = 0.0f;
-                for (int j = 0; j <= i; j++) acc += g[j] * sval(&s, r0 + a, j - p + c);
-                dw_row[a * ck + c] = acc;
-            }
+        for (int e = 0; e < K; e++) {
+            const int a = e / ck, c = e % ck;
+            double acc = 0.0;
+            for (int i = i0; i < i1; i++)
+                for (int j = 0; j <= i; j++) acc += g[(size_t)(i - i0) * ldg + j] * sval(&s, i - (cq - 1) + a, j - p + c);
+            dw[e] = (float)acc;
+        }
         return;
     }
     vf acc[1024];
     for (int e = 0; e < K; e++) acc[e] = (vf){0};
-    int nv = 0;
-    if (r0 >= 0 && r0 - p >= p) nv = (r0 - 2 * p + 1) / VL;
-    if (nv > 0) {
-        wgrad_tile(g + p, src, ld, cq, ck, nv, acc);
-        wgrad_edge(g, &s, r0, cq, ck, 0, imin(p - 1, i), acc);
-        wgrad_edge(g, &s, r0, cq, ck, p + nv * VL, i, acc);
-    } else {
-        wgrad_edge(g, &s, r0, cq, ck, 0, i, acc);
+    const int nc = wg_cols(cq), ckp = (ck + nc - 1) / nc * nc;  // columns wg_rows reads
+    int i = i0;
+    for (; i + MT <= i1 && cq <= CQ_MAX; i += MT) {
+        const int r0 = i - (cq - 1);
+        // interior of the tile's first row, for kernel columns up to ckp - 1
+        const int nv = r0 >= s.rlo && r0 - (ckp - 1 - p) >= p ? (r0 - (ckp - 1 - p) - p + 1) / VL : 0;
+        const float *gi = g + (size_t)(i - i0) * ldg;
+        if (nv > 0) {
+            wg_rows_any(gi + p, ldg, src + (size_t)(r0 - s.rlo) * ld, ld, nv, ck, acc, cq);
+            for (int m = 0; m < MT; m++) {
+                wgrad_edge(gi + (size_t)m * ldg, &s, r0 + m, cq, ck, 0, imin(p - 1, i + m), acc);
+                wgrad_row(gi + (size_t)m * ldg, &s, cq, ck, i + m, p + nv * VL, acc);
+            }
+        } else {
+            for (int m = 0; m < MT; m++) wgrad_row(gi + (size_t)m * ldg, &s, cq, ck, i + m, 0, acc);
+        }
     }
+    for (; i < i1; i++) wgrad_row(g + (size_t)(i - i0) * ldg, &s, cq, ck, i, 0, acc);
     for (int e = 0; e < K; e++) {
         float t = 0.0f;
         for (int l = 0; l < VL; l++) t += acc[e][l];
-        dw_row[e] = t;
+        dw[e] = t;
     }
 }
 // ---- head mixing ---------------------------------------------------------------------------------

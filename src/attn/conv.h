@@ -25,10 +25,12 @@ void qkconv_rows(const float *src, size_t ld, const float *w, int cq, int ck, in
 void qkconv_backward_input_rows(const float *g, size_t ld, int last, const float *w, int cq, int ck, int r0, int r1,
                                 float *din, size_t ldd);
 
-// Kernel gradient of output row i alone (so callers can reduce rows in a fixed order):
-//   dw_row[a,c] = sum_{j<=i} dout[i,j] * Z[i-(cq-1)+a, j-p+c].
-// g: row i of dout; src points at row max(0, i-(cq-1)) of Z, rows ld apart. dw_row: (cq,ck), overwritten.
-void qkconv_backward_weight_row(const float *g, const float *src, size_t ld, int cq, int ck, int i, float *dw_row);
+// Kernel gradient of output rows i0..i1-1, summed:
+//   dw[a,c] = sum_{i0<=i<i1} sum_{j<=i} dout[i,j] * Z[i-(cq-1)+a, j-p+c].
+// g: row i0 of dout, rows ldg apart; src points at row max(0, i0-(cq-1)) of Z, rows ld apart.
+// dw: (cq,ck), overwritten. Callers that reduce in a fixed order pass fixed row ranges.
+void qkconv_backward_weight_rows(const float *g, size_t ldg, const float *src, size_t ld, int cq, int ck, int i0, int i1,
+                                 float *dw);
 
 // Head mixing of one row (steps 3 and 6) over nh heads in groups of G consecutive heads:
 //   out[h] = sum_{h' in group(h)} m[h*ldm + h'] * in[h'],  columns 0..n-1.

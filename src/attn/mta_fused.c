@@ -367,17 +367,16 @@ static void reduce_rows(const float *rowpart, int G, int H, int nrows, double *a
 }
 
 // A key-query convolution's kernel gradient from output-gradient rows [r0, r1) of window g and
-// the convolution's source rows in window src, per head, added to acc (G, cq*ck) in row order.
+// the convolution's source rows in window src, per head, added to acc (G, cq*ck) strip by strip.
 static void kernel_grads(const win *g, const win *src, int cq, int ck, int r0, int r1, int G, float *kpart,
                          double *acc) {
     const int K = cq * ck;
     #pragma omp for schedule(static)
     for (int hl = 0; hl < G; hl++) {
         float *kp = kpart + (size_t)hl * K;
-        for (int r = r0; r < r1; r++) {
-            qkconv_backward_weight_row(wrow(g, hl, r), wrow(src, hl, imax(0, r - (cq - 1))), src->ld, cq, ck, r, kp);
-            for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
-        }
+        qkconv_backward_weight_rows(wrow(g, hl, r0), g->ld, wrow(src, hl, imax(0, r0 - (cq - 1))), src->ld, cq, ck, r0, r1,
+                                    kp);
+        for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
     }
 }
 

@@ -117,8 +117,8 @@ static void qkconv_all_backward(const mta_config *c, const float *dout, const fl
         for (int i = i0; i < i1; i++) {
             memset(o + (size_t)(i - i0) * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
             if (dw)
-                qkconv_backward_weight_row(g + (size_t)i * T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq,
-                                           ck, i, partial + ((size_t)bh * T + i) * K);
+                qkconv_backward_weight_rows(g + (size_t)i * T, T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq,
+                                            ck, i, i + 1, partial + ((size_t)bh * T + i) * K);
         }
     }
     if (!dw) return;
