@@ -46,16 +46,15 @@ typedef struct {
 
 static inline float *wrow(const win *w, int h, int r) { return w->buf + h * w->hs + (size_t)(r - w->base) * w->ld; }
 
-// Moves the window to start at row nb (nb >= base), keeping the rows it shares with the old
-// position; row r's entries 0..r are all that is ever read.
-static void wslide(win *w, int G, int nb) {
+// Moves head h's rows of window w to start at row nb (nb >= base), keeping the rows it shares
+// with the old position; row r's entries 0..r are all that is ever read. The heads move in a
+// worksharing loop; the caller sets w->base = nb once all have.
+static void wslide_head(const win *w, int h, int nb) {
     if (!w->buf) return;
     const int sh = nb - w->base;
     if (sh > 0 && sh < w->cap)
-        for (int h = 0; h < G; h++)
-            for (int r = imax(nb, 0); r < imin(w->base + w->cap, (int)w->ld); r++)
-                memmove(wrow(w, h, r) - (size_t)sh * w->ld, wrow(w, h, r), (size_t)(r + 1) * sizeof(float));
-    w->base = nb;
+        for (int r = imax(nb, 0); r < imin(w->base + w->cap, (int)w->ld); r++)
+            memmove(wrow(w, h, r) - (size_t)sh * w->ld, wrow(w, h, r), (size_t)(r + 1) * sizeof(float));
 }
 
 // ---- the plan: strip size, units, which window holds which map ----------------------------------
@@ -337,10 +336,11 @@ static void unit_forward(job *jb, worker *w, int u) {
     #pragma omp parallel if (jb->inner)
     for (int i0 = 0; i0 < T; i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
+        #pragma omp for schedule(static)
+        for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
         #pragma omp single
         {
-            wslide(&w->z, G, i0 - jb->L2);
-            wslide(&w->p, G, i0 - jb->L1);
+            w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
             w->s1.base = w->p1.base = w->p2.base = w->g2.base = i0;
         }
         strip_maps(jb, w, b, h0, i0, i1, 1);
@@ -394,13 +394,18 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
         const int a0 = i0, a1 = imin(i1, T);                          // rows this strip brings
         const int b0 = imax(0, i0 - L1), b1 = imin(i1 - L1, T);       // rows whose dP is complete
         const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);  // rows whose dZ is complete
+        #pragma omp for schedule(static)
+        for (int h = 0; h < G; h++) {
+            wslide_head(&w->z, h, i0 - L1 - L2);
+            wslide_head(&w->s1, h, i0 - L1);
+            wslide_head(&w->p, h, i0 - L1);
+            wslide_head(&w->dp1, h, i0 - L1);
+            wslide_head(&w->ds1, h, i0 - L1 - L2);
+        }
         #pragma omp single
         {
-            wslide(&w->z, G, i0 - L1 - L2);
-            wslide(&w->s1, G, i0 - L1);
-            wslide(&w->p, G, i0 - L1);
-            wslide(&w->dp1, G, i0 - L1);
-            wslide(&w->ds1, G, i0 - L1 - L2);
+            w->z.base = w->ds1.base = i0 - L1 - L2;
+            w->s1.base = w->p.base = w->dp1.base = i0 - L1;
             w->p1.base = w->p2.base = w->g2.base = i0;
             w->dp.base = i0 - L1;
             w->dz.base = i0 - L1 - L2;
