@@ -79,7 +79,7 @@ static void check_shape(int n, int m, int d) {
 
 static void test_shapes(void **s) {
     (void)s;
-    const int ns[] = {1, 2, 3, 5, 7, 16, 17, 33}, ms[] = {1, 15, 16, 37, 129, 300}, ds[] = {1, 5, 16, 20, 48, 64, 80, 128};
+    const int ns[] = {1, 2, 3, 5, 7, 16, 17, 33, 150}, ms[] = {1, 15, 16, 37, 129, 300}, ds[] = {1, 5, 16, 20, 48, 64, 80, 128};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
             for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) check_shape(ns[i], ms[j], ds[k]);

@@ -1,28 +1,34 @@
 // matmul.c: strip-by-tensor matrix products (see matmul.h), register-tiled.
 //
-// Both products run along the d columns of the tensor in vectors: a tile is NI rows (nn: strip
-// rows; tn: keys) by NV vectors of d, up to 6 x 4 = 24 accumulators. For every step of the sum
-// (nn: a key j; tn: a strip row r) the tile loads NV vectors of B and broadcasts NI entries of
-// A, then does NI * NV multiply-adds. Columns past the last whole vector of d take a scalar loop.
+// nn (C = A B, A a strip) and tn (C += A^T B) are one product, C[i] = sum_s A(i,s) B[s], with A
+// read through strides: A(i,s) = a[i*ai + s*as] (nn: ai = lda, as = 1; tn: ai = 1, as = lda).
+// It runs along the d columns of B in vectors: a tile is NI rows of C by NV vectors of d, up to
+// 6 x 4 = 24 accumulators; each step s loads NV vectors of B, broadcasts NI entries of A and does
+// NI * NV multiply-adds. Columns past the last whole vector of d take a scalar loop. nt is below.
 #include "attn/matmul.h"
 #include "attn/vec.h"
 
 #include <stdlib.h>
 
-enum { NI_MAX = 6, NV_MAX = 4, NN_KB = 128 };
+enum {
+    NI_MAX = 6,
+    NV_MAX = 4,
+    KB = 128  // steps per block: the block of B stays in L1 for the other row tiles
+};
 
-// nn: acc[i][k] = sum_{j<m} A[i][j] * B[j][k-th vector], stored as alpha*acc + beta*C.
-static inline __attribute__((always_inline)) void nn_tile(const float *a, size_t lda, const float *b, size_t ldb, int m,
-                                                           float alpha, float beta, float *c, size_t ldc, const int NI,
-                                                           const int NV) {
+// acc[i][k] = sum_{s<ns} A(i,s) * B[s][k-th vector], stored as alpha*acc + beta*C (C not read
+// when beta == 0). NI and NV are compile-time constants at every call.
+static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t ai, size_t as, const float *b,
+                                                           size_t ldb, int ns, float alpha, float beta, float *c,
+                                                           size_t ldc, const int NI, const int NV) {
     vf acc[NI_MAX][NV_MAX];
     for (int i = 0; i < NI; i++)
         for (int k = 0; k < NV; k++) acc[i][k] = (vf){0};
-    for (int j = 0; j < m; j++) {
+    for (int st = 0; st < ns; st++) {
         vf bv[NV_MAX];
-        for (int k = 0; k < NV; k++) bv[k] = vload(b + (size_t)j * ldb + k * VL);
+        for (int k = 0; k < NV; k++) bv[k] = vload(b + (size_t)st * ldb + k * VL);
         for (int i = 0; i < NI; i++) {
-            const float av = a[(size_t)i * lda + j];
+            const float av = a[i * ai + st * as];
             for (int k = 0; k < NV; k++) acc[i][k] += av * bv[k];
         }
     }
@@ -33,115 +39,64 @@ static inline __attribute__((always_inline)) void nn_tile(const float *a, size_t
         }
 }
 
-// tn: acc[j][k] = sum_{r<n} A[r][j] * B[r][k-th vector], added to C as alpha*acc.
-static inline __attribute__((always_inline)) void tn_tile(const float *a, size_t lda, const float *b, size_t ldb, int n,
-                                                           float alpha, float *c, size_t ldc, const int NI,
-                                                           const int NV) {
-    vf acc[NI_MAX][NV_MAX];
-    for (int j = 0; j < NI; j++)
-        for (int k = 0; k < NV; k++) acc[j][k] = (vf){0};
-    for (int r = 0; r < n; r++) {
-        vf bv[NV_MAX];
-        for (int k = 0; k < NV; k++) bv[k] = vload(b + (size_t)r * ldb + k * VL);
-        for (int j = 0; j < NI; j++) {
-            const float av = a[(size_t)r * lda + j];
-            for (int k = 0; k < NV; k++) acc[j][k] += av * bv[k];
-        }
-    }
-    for (int j = 0; j < NI; j++)
-        for (int k = 0; k < NV; k++) {
-            float *cj = c + (size_t)j * ldc + k * VL;
-            vstore(cj, vload(cj) + alpha * acc[j][k]);
-        }
-}
-
 // The tile sizes at run time: NI in 6, 4, 2, 1 and NV in 4, 2, 1, each a compile-time constant
 // in its instance.
 static int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 static int tile_vecs(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 
-static void nn_tile_any(const float *a, size_t lda, const float *b, size_t ldb, int m, float alpha, float beta, float *c,
-                        size_t ldc, int ni, int nv) {
+static void ab_tile_any(const float *a, size_t ai, size_t as, const float *b, size_t ldb, int ns, float alpha, float beta,
+                        float *c, size_t ldc, int ni, int nv) {
     switch (ni * 8 + nv) {
-    case 6 * 8 + 4: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 6, 4); break;
-    case 6 * 8 + 2: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 6, 2); break;
-    case 6 * 8 + 1: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 6, 1); break;
-    case 4 * 8 + 4: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 4, 4); break;
-    case 4 * 8 + 2: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 4, 2); break;
-    case 4 * 8 + 1: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 4, 1); break;
-    case 2 * 8 + 4: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 2, 4); break;
-    case 2 * 8 + 2: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 2, 2); break;
-    case 2 * 8 + 1: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 2, 1); break;
-    case 1 * 8 + 4: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 1, 4); break;
-    case 1 * 8 + 2: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 1, 2); break;
-    default: nn_tile(a, lda, b, ldb, m, alpha, beta, c, ldc, 1, 1); break;
+    case 6 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 6, 4); break;
+    case 6 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 6, 2); break;
+    case 6 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 6, 1); break;
+    case 4 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 4, 4); break;
+    case 4 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 4, 2); break;
+    case 4 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 4, 1); break;
+    case 2 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 2, 4); break;
+    case 2 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 2, 2); break;
+    case 2 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 2, 1); break;
+    case 1 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 1, 4); break;
+    case 1 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 1, 2); break;
+    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 1, 1); break;
     }
 }
 
-static void tn_tile_any(const float *a, size_t lda, const float *b, size_t ldb, int n, float alpha, float *c, size_t ldc,
-                        int ni, int nv) {
-    switch (ni * 8 + nv) {
-    case 6 * 8 + 4: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 6, 4); break;
-    case 6 * 8 + 2: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 6, 2); break;
-    case 6 * 8 + 1: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 6, 1); break;
-    case 4 * 8 + 4: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 4, 4); break;
-    case 4 * 8 + 2: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 4, 2); break;
-    case 4 * 8 + 1: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 4, 1); break;
-    case 2 * 8 + 4: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 2, 4); break;
-    case 2 * 8 + 2: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 2, 2); break;
-    case 2 * 8 + 1: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 2, 1); break;
-    case 1 * 8 + 4: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 1, 4); break;
-    case 1 * 8 + 2: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 1, 2); break;
-    default: tn_tile(a, lda, b, ldb, n, alpha, c, ldc, 1, 1); break;
-    }
-}
-
-void strip_matmul_nn(int n, int d, int m, float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
-                     float *c, size_t ldc) {
+// C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C over ns steps, in blocks of KB steps.
+static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_t ai, size_t as, const float *b,
+                       size_t ldb, float beta, float *c, size_t ldc) {
     const int dv = d / VL;
-    // Keys in blocks of NN_KB, so that the row tiles after the first find the block of B in L1
-    // (B, a (T, d) tensor of some head, is read once per strip, not once per row tile).
-    for (int j0 = 0; j0 < m; j0 += NN_KB) {
-        const int mj = m - j0 < NN_KB ? m - j0 : NN_KB;
-        const float bj = j0 == 0 ? beta : 1.0f;
-        for (int i = 0; i < n;) {
-            const int ni = tile_rows(n - i);
+    for (int s0 = 0; s0 < ns; s0 += KB) {
+        const int nb = ns - s0 < KB ? ns - s0 : KB;
+        const float bb = s0 == 0 ? beta : 1.0f;
+        for (int i = 0; i < nr;) {
+            const int ni = tile_rows(nr - i);
             for (int k = 0; k < dv;) {
                 const int nv = tile_vecs(dv - k);
-                nn_tile_any(a + (size_t)i * lda + j0, lda, b + (size_t)j0 * ldb + k * VL, ldb, mj, alpha, bj,
+                ab_tile_any(a + i * ai + s0 * as, ai, as, b + (size_t)s0 * ldb + k * VL, ldb, nb, alpha, bb,
                             c + (size_t)i * ldc + k * VL, ldc, ni, nv);
                 k += nv;
             }
             i += ni;
         }
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < nr; i++)
         for (int x = dv * VL; x < d; x++) {
             float acc = 0.0f;
-            for (int j = 0; j < m; j++) acc += a[(size_t)i * lda + j] * b[(size_t)j * ldb + x];
+            for (int st = 0; st < ns; st++) acc += a[i * ai + st * as] * b[(size_t)st * ldb + x];
             float *ci = c + (size_t)i * ldc + x;
             *ci = beta == 0.0f ? alpha * acc : alpha * acc + beta * *ci;
         }
 }
 
+void strip_matmul_nn(int n, int d, int m, float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                     float *c, size_t ldc) {
+    ab_product(n, d, m, alpha, a, lda, 1, b, ldb, beta, c, ldc);
+}
+
 void strip_matmul_tn(int m, int d, int n, float alpha, const float *a, size_t lda, const float *b, size_t ldb, float *c,
                      size_t ldc) {
-    const int dv = d / VL;
-    for (int j = 0; j < m;) {
-        const int ni = tile_rows(m - j);
-        for (int k = 0; k < dv;) {
-            const int nv = tile_vecs(dv - k);
-            tn_tile_any(a + j, lda, b + k * VL, ldb, n, alpha, c + (size_t)j * ldc + k * VL, ldc, ni, nv);
-            k += nv;
-        }
-        j += ni;
-    }
-    for (int j = 0; j < m; j++)
-        for (int x = dv * VL; x < d; x++) {
-            float acc = 0.0f;
-            for (int r = 0; r < n; r++) acc += a[(size_t)r * lda + j] * b[(size_t)r * ldb + x];
-            c[(size_t)j * ldc + x] += alpha * acc;
-        }
+    ab_product(m, d, n, alpha, a, 1, lda, b, ldb, 1.0f, c, ldc);
 }
 
 // ---- nt: the scores of a strip ----------------------------------------------------------------
