@@ -296,15 +296,10 @@ static void wgrad_edge(const float *g, const smap *s, int r0, int cq, int ck, in
     }
 }
 
-// Output row i's terms of the kernel gradient, added to acc, from column x0 on (x0 = 0: the
-// whole row; x0 = p + VL*nv: what a tile of rows left): interior vectors through the tile, the
-// edges through the zero-padded scratch.
-static void wgrad_row(const float *g, const smap *s, int cq, int ck, int i, int x0, vf *acc) {
+// Output row i's terms of the kernel gradient, added to acc: interior vectors through the tile,
+// the edges through the zero-padded scratch.
+static void wgrad_row(const float *g, const smap *s, int cq, int ck, int i, vf *acc) {
     const int p = (ck - 1) / 2, r0 = i - (cq - 1);
-    if (x0 > 0) {
-        wgrad_edge(g, s, r0, cq, ck, x0, i, acc);
-        return;
-    }
     int nv = 0;
     if (r0 >= 0 && r0 - p >= p) nv = (r0 - 2 * p + 1) / VL;
     if (nv > 0) {
@@ -345,19 +340,20 @@ static inline __attribute__((always_inline)) void wg_rows(const float *g, size_t
     }
 }
 
-// Tap columns per block of wg_rows: CQ x NC accumulators stay within 24 registers.
+// Tap columns per block of wg_rows: CQ x NC accumulators stay within 24 registers. A constant
+// argument folds to a constant, so each instance below still has a compile-time NC.
 static int wg_cols(int cq) { return cq <= 6 ? 4 : 3; }
 
 static void wg_rows_any(const float *g, size_t ldg, const float *src, size_t ld, int nv, int ck, vf *acc, int cq) {
     switch (cq) {
-    case 1: wg_rows(g, ldg, src, ld, nv, ck, acc, 1, 4); break;
-    case 2: wg_rows(g, ldg, src, ld, nv, ck, acc, 2, 4); break;
-    case 3: wg_rows(g, ldg, src, ld, nv, ck, acc, 3, 4); break;
-    case 4: wg_rows(g, ldg, src, ld, nv, ck, acc, 4, 4); break;
-    case 5: wg_rows(g, ldg, src, ld, nv, ck, acc, 5, 4); break;
-    case 6: wg_rows(g, ldg, src, ld, nv, ck, acc, 6, 4); break;
-    case 7: wg_rows(g, ldg, src, ld, nv, ck, acc, 7, 3); break;
-    default: wg_rows(g, ldg, src, ld, nv, ck, acc, 8, 3); break;
+    case 1: wg_rows(g, ldg, src, ld, nv, ck, acc, 1, wg_cols(1)); break;
+    case 2: wg_rows(g, ldg, src, ld, nv, ck, acc, 2, wg_cols(2)); break;
+    case 3: wg_rows(g, ldg, src, ld, nv, ck, acc, 3, wg_cols(3)); break;
+    case 4: wg_rows(g, ldg, src, ld, nv, ck, acc, 4, wg_cols(4)); break;
+    case 5: wg_rows(g, ldg, src, ld, nv, ck, acc, 5, wg_cols(5)); break;
+    case 6: wg_rows(g, ldg, src, ld, nv, ck, acc, 6, wg_cols(6)); break;
+    case 7: wg_rows(g, ldg, src, ld, nv, ck, acc, 7, wg_cols(7)); break;
+    default: wg_rows(g, ldg, src, ld, nv, ck, acc, 8, wg_cols(8)); break;
     }
 }
 
@@ -389,21 +385,22 @@ void qkconv_backward_weight_rows(const float *g, size_t ldg, const float *src, s
         const float *gi = g + (size_t)(i - i0) * ldg;
         if (nv > 0) {
             wg_rows_any(gi + p, ldg, src + (size_t)(r0 - s.rlo) * ld, ld, nv, ck, acc, cq);
-            for (int m = 0; m < MT; m++) {
+            for (int m = 0; m < MT; m++) {  // each row's columns left and right of the interior
                 wgrad_edge(gi + (size_t)m * ldg, &s, r0 + m, cq, ck, 0, imin(p - 1, i + m), acc);
-                wgrad_row(gi + (size_t)m * ldg, &s, cq, ck, i + m, p + nv * VL, acc);
+                wgrad_edge(gi + (size_t)m * ldg, &s, r0 + m, cq, ck, p + nv * VL, i + m, acc);
             }
         } else {
-            for (int m = 0; m < MT; m++) wgrad_row(gi + (size_t)m * ldg, &s, cq, ck, i + m, 0, acc);
+            for (int m = 0; m < MT; m++) wgrad_row(gi + (size_t)m * ldg, &s, cq, ck, i + m, acc);
         }
     }
-    for (; i < i1; i++) wgrad_row(g + (size_t)(i - i0) * ldg, &s, cq, ck, i, 0, acc);
+    for (; i < i1; i++) wgrad_row(g + (size_t)(i - i0) * ldg, &s, cq, ck, i, acc);
     for (int e = 0; e < K; e++) {
         float t = 0.0f;
         for (int l = 0; l < VL; l++) t += acc[e][l];
         dw[e] = t;
     }
 }
+
 // ---- head mixing ---------------------------------------------------------------------------------
 
 enum { HT = 4, HMAX = 64 };  // heads per mixing tile; heads whose row tails fit the scratch

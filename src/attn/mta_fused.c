@@ -155,8 +155,9 @@ static void free_workers(mta_ctx *ctx) {
 
 // The row statistics (kept from a forward to its backward) and the workers' windows (sized for
 // the backward, which needs the most), reallocated only when the plan changes.
-static mta_status fused_buffers(mta_ctx *ctx, int G, int R, int nworkers) {
+static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     const mta_config *c = &ctx->cfg;
+    const int G = jb->G, R = jb->R, L1 = jb->L1, L2 = jb->L2, units = jb->units;
     mta_fused_state *st = &ctx->fused;
     if (!st->mx) {
         const size_t rows = (size_t)c->B * c->H * c->T;
@@ -169,8 +170,6 @@ static mta_status fused_buffers(mta_ctx *ctx, int G, int R, int nworkers) {
     if (st->workers && st->G == G && st->R == R && st->nworkers == nworkers) return MTA_OK;
     free_workers(ctx);
     const size_t before = ctx->bytes;
-    const int L1 = c->post_cq ? c->post_cq - 1 : 0, L2 = c->pre_cq ? c->pre_cq - 1 : 0;
-    const int units = c->B * c->H / G;
     const int K = imax(c->pre_cq * c->pre_ck, c->post_cq * c->post_ck);
     int ok = (st->acc = (double *)mta_alloc_floats(ctx, 2 * (size_t)units * unit_acc_doubles(c, G))) &&
              (st->workers = calloc((size_t)nworkers, sizeof(worker))) != NULL;
@@ -258,6 +257,20 @@ static void matmul(const job *jb, mm_kind kind, int m, int n, int k, float alpha
     jb->ctx->stats.matmul_flop += 2.0 * m * n * k;
 }
 
+// Rows [a0, a1) of local head h of window dst: the key-query convolution of window src (which
+// holds the c_q-1 rows before a0) with global head h0+h's kernel in w (H, cq, ck).
+static void strip_conv(const win *src, const win *dst, const float *w, int cq, int ck, int h0, int h, int a0, int a1) {
+    qkconv_rows(wrow(src, h, imax(0, a0 - (cq - 1))), src->ld, w + (size_t)(h0 + h) * cq * ck, cq, ck, a0, a1,
+                wrow(dst, h, a0), dst->ld);
+}
+
+// Rows [a0, a1) of window dst: the unit's G heads of window src mixed by mm (rows H apart) in
+// groups of gs heads. A worksharing loop over rows.
+static void strip_mix(const win *src, const win *dst, const float *mm, int H, int G, int gs, int a0, int a1) {
+    #pragma omp for schedule(dynamic, 1)
+    for (int i = a0; i < a1; i++) headmix_row(wrow(src, 0, i), src->hs, mm, H, G, gs, i + 1, wrow(dst, 0, i), dst->hs);
+}
+
 // Recomputes (forward: computes) rows [a0, a1) of Z, S1, S2/P, P1 and P2 of unit (b, h0..h0+G-1).
 // With save, the softmax stores its row statistics; otherwise it reuses them. Runs inside the
 // unit's parallel region: every loop is a worksharing loop.
@@ -272,17 +285,9 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         const size_t bh = (size_t)b * H + h0 + h;
         matmul(jb, MM_NT, n, a1, d, jb->scale, jb->q + (bh * T + a0) * d, d, jb->k + bh * T * d, d, 0.0f,
               wrow(m.z, h, a0), (int)m.z->ld);
-        if (c->pre_cq) {
-            const float *wh = p->w_pre + (size_t)(h0 + h) * c->pre_cq * c->pre_ck;
-            qkconv_rows(wrow(m.z, h, imax(0, a0 - jb->L2)), m.z->ld, wh, c->pre_cq, c->pre_ck, a0, a1, wrow(m.s1, h, a0),
-                        m.s1->ld);
-        }
+        if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
     }
-    if (c->pre_head_mix) {
-        const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
-        #pragma omp for schedule(dynamic, 1)
-        for (int i = a0; i < a1; i++) headmix_row(wrow(m.s1, 0, i), m.s1->hs, mm, H, G, G, i + 1, wrow(m.p, 0, i), m.p->hs);
-    }
+    if (c->pre_head_mix) strip_mix(m.s1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, a0, a1);
     #pragma omp for schedule(static)
     for (int h = 0; h < G; h++) {
         const size_t bh = (size_t)b * H + h0 + h;
@@ -291,18 +296,9 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
             if (save) softmax_row(x, i + 1, &st->mx[bh * T + i], &st->inv[bh * T + i]);
             else softmax_row_recompute(x, i + 1, st->mx[bh * T + i], st->inv[bh * T + i]);
         }
-        if (c->post_cq) {
-            const float *wh = p->w_post + (size_t)(h0 + h) * c->post_cq * c->post_ck;
-            qkconv_rows(wrow(m.p, h, imax(0, a0 - jb->L1)), m.p->ld, wh, c->post_cq, c->post_ck, a0, a1, wrow(m.p1, h, a0),
-                        m.p1->ld);
-        }
+        if (c->post_cq) strip_conv(m.p, m.p1, p->w_post, c->post_cq, c->post_ck, h0, h, a0, a1);
     }
-    if (c->post_ch) {
-        const float *mm = st->hconv + (size_t)h0 * H + h0;
-        #pragma omp for schedule(dynamic, 1)
-        for (int i = a0; i < a1; i++)
-            headmix_row(wrow(m.p1, 0, i), m.p1->hs, mm, H, G, c->post_ch, i + 1, wrow(m.p2, 0, i), m.p2->hs);
-    }
+    if (c->post_ch) strip_mix(m.p1, m.p2, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1);
 }
 
 // The map that multiplies V for local head hl, rows [a0, a1): P2 with dropout applied (in place,
@@ -358,12 +354,19 @@ static void unit_forward(job *jb, worker *w, int u) {
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// Sums the per-row mixing partials of nrows rows (slot r: G rows of H, [h*H + h'] for h, h' < G)
-// into acc (G*G), in row order.
-static void reduce_rows(const float *rowpart, int G, int H, int nrows, double *acc) {
+// The transposed mixing of rows [r0, r1): window din from window dout and mm (rows H apart, in
+// groups of gs heads), and the mixing kernel's gradient from dout and the mixing's input window
+// in, added to acc (G*G, [h*G + h']) in row order through the per-row partials (slot r: G rows
+// of H, [h*H + h']). Worksharing loops over rows, then over acc's entries.
+static void mix_backward(const win *dout, const win *in, const win *din, const float *mm, int H, int G, int gs, int r0,
+                         int r1, float *rowpart, double *acc) {
+    #pragma omp for schedule(dynamic, 1)
+    for (int r = r0; r < r1; r++)
+        headmix_backward_row(wrow(dout, 0, r), dout->hs, wrow(in, 0, r), in->hs, mm, H, G, gs, r + 1, wrow(din, 0, r),
+                             din->hs, rowpart + (size_t)(r - r0) * G * H);
     #pragma omp for schedule(static)
     for (int e = 0; e < G * G; e++)
-        for (int r = 0; r < nrows; r++) acc[e] += rowpart[(size_t)r * G * H + e / G * H + e % G];
+        for (int r = 0; r < r1 - r0; r++) acc[e] += rowpart[(size_t)r * G * H + e / G * H + e % G];
 }
 
 // A key-query convolution's kernel gradient from output-gradient rows [r0, r1) of window g and
@@ -440,18 +443,12 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                             x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? x[j] * jb->drop_scale : 0.0f;
                     }
             }
-            if (c->post_ch) {
-                const float *mm = st->hconv + (size_t)h0 * H + h0;
-                #pragma omp for schedule(dynamic, 1)
-                for (int i = a0; i < a1; i++)
-                    headmix_backward_row(wrow(m.p2, 0, i), m.p2->hs, wrow(m.p1, 0, i), m.p1->hs, mm, H, G, c->post_ch, i + 1,
-                                         wrow(m.dp1, 0, i), m.dp1->hs, w->rowpart + (size_t)(i - a0) * G * H);
-                reduce_rows(w->rowpart, G, H, n, acc.hconv);
-            }
+            if (c->post_ch)
+                mix_backward(m.p2, m.p1, m.dp1, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1, w->rowpart,
+                             acc.hconv);
             if (c->post_cq) kernel_grads(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, G, w->kpart, acc.wpost);
         }
         if (b0 < b1) {
-            const int n = b1 - b0;
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
                 if (c->post_cq) {
@@ -463,14 +460,8 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 if (!c->pre_head_mix && m.ds1 != m.dp)
                     for (int r = b0; r < b1; r++) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
             }
-            if (c->pre_head_mix) {
-                const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
-                #pragma omp for schedule(dynamic, 1)
-                for (int r = b0; r < b1; r++)
-                    headmix_backward_row(wrow(m.dp, 0, r), m.dp->hs, wrow(m.s1, 0, r), m.s1->hs, mm, H, G, G, r + 1,
-                                         wrow(m.ds1, 0, r), m.ds1->hs, w->rowpart + (size_t)(r - b0) * G * H);
-                reduce_rows(w->rowpart, G, H, n, acc.mix);
-            }
+            if (c->pre_head_mix)
+                mix_backward(m.dp, m.s1, m.ds1, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1, w->rowpart, acc.mix);
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         if (c0 < c1) {
@@ -505,7 +496,7 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
     jb->drop_scale = 1.0f / (1.0f - c->dropout);
-    return fused_buffers(ctx, jb->G, jb->R, jb->inner ? 1 : imin(threads, jb->units));
+    return fused_buffers(ctx, jb, jb->inner ? 1 : imin(threads, jb->units));
 }
 
 // Runs fn over every unit: in turn (each unit's strips shared by all threads), or with whole
