@@ -135,8 +135,11 @@ static inline __attribute__((always_inline)) void transpose16(vf m[VL]) {
     butterfly(m, 1);
 }
 
-// Columns [j0, j0+16) of rows i < ni of C from at = A^T (d x 16, zero past row ni).
-static void nt_tile(const float *at, int d, const float *b, size_t ldb, float alpha, int ni, float *c, size_t ldc) {
+// Columns [j0, j0+16) of rows i < ni of C from at = A^T (d x 16, zero past row ni). With the
+// row stride of B a compile-time constant, the 16 rows of B are one pointer plus constant
+// offsets; with a run-time stride they are 16 pointers, which do not fit in registers.
+static inline __attribute__((always_inline)) void nt_tile(const float *at, int d, const float *b, size_t ldb,
+                                                           float alpha, int ni, float *c, size_t ldc) {
     vf acc[VL];
     for (int j = 0; j < VL; j++) acc[j] = (vf){0};
     for (int t = 0; t < d; t++) {
@@ -145,6 +148,17 @@ static void nt_tile(const float *at, int d, const float *b, size_t ldb, float al
     }
     transpose16(acc);
     for (int i = 0; i < ni; i++) vstore(c + (size_t)i * ldc, alpha * acc[i]);
+}
+
+// Tiles j0 = 0, 16, ... up to the last whole one; the usual head sizes get a constant stride.
+static void nt_tiles(const float *at, int d, const float *b, size_t ldb, float alpha, int ni, int nt, float *c,
+                     size_t ldc) {
+    for (int j = 0; j < nt * VL; j += VL) {
+        const float *bj = b + (size_t)j * ldb;
+        if (ldb == 64 && d == 64) nt_tile(at, 64, bj, 64, alpha, ni, c + j, ldc);
+        else if (ldb == 128 && d == 128) nt_tile(at, 128, bj, 128, alpha, ni, c + j, ldc);
+        else nt_tile(at, d, bj, ldb, alpha, ni, c + j, ldc);
+    }
 }
 
 void strip_matmul_nt(int n, int m, int d, float alpha, const float *a, size_t lda, const float *b, size_t ldb, float *c,
@@ -166,9 +180,8 @@ void strip_matmul_nt(int n, int m, int d, float alpha, const float *a, size_t ld
         for (int t = 0; t < d; t++)
             for (int l = 0; l < VL; l++) at[(size_t)t * VL + l] = l < ni ? a[(size_t)(i0 + l) * lda + t] : 0.0f;
         float *ci = c + (size_t)i0 * ldc;
-        int j = 0;
-        for (; j + VL <= m; j += VL) nt_tile(at, d, b + (size_t)j * ldb, ldb, alpha, ni, ci + j, ldc);
-        for (; j < m; j++) {  // the last keys one at a time
+        nt_tiles(at, d, b, ldb, alpha, ni, m / VL, ci, ldc);
+        for (int j = m / VL * VL; j < m; j++) {  // the last keys one at a time
             vf acc = (vf){0};
             for (int t = 0; t < d; t++) acc += b[(size_t)j * ldb + t] * vload(at + (size_t)t * VL);
             for (int l = 0; l < ni; l++) ci[(size_t)l * ldc + j] = alpha * acc[l];

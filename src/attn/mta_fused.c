@@ -121,7 +121,11 @@ static int win_alloc(mta_ctx *ctx, win *w, int on, int cap, int G) {
     if (!on) return 1;
     const int T = ctx->cfg.T;
     w->cap = cap;
+    // Rows a multiple of 4 KB apart share L1 sets: the products write 16 rows and the
+    // convolutions read up to 8 at once, which then evict one another. An odd number of cache
+    // lines past that (3 mod 4 lines) puts every row of a tile in its own sets.
     w->ld = (size_t)(T + 15) / 16 * 16;
+    while (w->ld / 16 % 4 != 3) w->ld += 16;
     w->hs = (size_t)cap * w->ld;
     w->buf = mta_alloc_floats(ctx, (size_t)G * w->hs);
     return w->buf != NULL;
