@@ -69,15 +69,15 @@ static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_
     for (int s0 = 0; s0 < ns; s0 += KB) {
         const int nb = ns - s0 < KB ? ns - s0 : KB;
         const float bb = s0 == 0 ? beta : 1.0f;
-        for (int i = 0; i < nr;) {
-            const int ni = tile_rows(nr - i);
-            for (int k = 0; k < dv;) {
-                const int nv = tile_vecs(dv - k);
+        for (int k = 0; k < dv;) {  // a block of nb x 4 vectors of B serves every row tile from L1
+            const int nv = tile_vecs(dv - k);
+            for (int i = 0; i < nr;) {
+                const int ni = tile_rows(nr - i);
                 ab_tile_any(a + i * ai + s0 * as, ai, as, b + (size_t)s0 * ldb + k * VL, ldb, nb, alpha, bb,
                             c + (size_t)i * ldc + k * VL, ldc, ni, nv);
-                k += nv;
+                i += ni;
             }
-            i += ni;
+            k += nv;
         }
     }
     for (int i = 0; i < nr; i++)

@@ -275,20 +275,57 @@ static void strip_mix(const win *src, const win *dst, const float *mm, int H, in
     for (int i = a0; i < a1; i++) headmix_row(wrow(src, 0, i), src->hs, mm, H, G, gs, i + 1, wrow(dst, 0, i), dst->hs);
 }
 
+// Rows [c0, c1) of a unit whose dZ a strip finished (their first row in dz, heads hs apart),
+// waiting for the next strip's pass over k.
+typedef struct {
+    int c0, c1;
+    float *dz;
+    size_t ld, hs;
+} lagged;
+
+enum { KEY_BLOCK = 256 };  // keys per block of the fused pass over k: k and dk stay in L2
+
+// The products of local head hl that read k: the scores of rows [a0, a1) into window z and, for
+// the lagged rows, dq += dZ k / sqrt(d) and dk += dZ^T q / sqrt(d). With lagged rows they run key
+// block by key block, so each block of k comes from memory once for the three (the strips are
+// too short for k to stay in cache from one product to the next).
+static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, size_t bh, int hl) {
+    const int T = jb->c->T, d = jb->c->d, n = a1 - a0;
+    const float *q = jb->q + bh * T * d, *k = jb->k + bh * T * d;
+    float *zr = n > 0 ? wrow(z, hl, a0) : NULL;
+    if (!lg || lg->c0 >= lg->c1) {
+        if (n > 0) matmul(jb, MM_NT, n, a1, d, jb->scale, q + (size_t)a0 * d, d, k, d, 0.0f, zr, (int)z->ld);
+        return;
+    }
+    const int c0 = lg->c0, nc = lg->c1 - c0;
+    const float *dz = lg->dz + hl * lg->hs;
+    for (int j0 = 0; j0 < imax(a1, lg->c1); j0 += KEY_BLOCK) {
+        const float *kj = k + (size_t)j0 * d;
+        if (n > 0 && j0 < a1)
+            matmul(jb, MM_NT, n, imin(KEY_BLOCK, a1 - j0), d, jb->scale, q + (size_t)a0 * d, d, kj, d, 0.0f, zr + j0,
+                   (int)z->ld);
+        if (j0 < lg->c1) {
+            const int m = imin(KEY_BLOCK, lg->c1 - j0);
+            matmul(jb, MM_NN, nc, d, m, jb->scale, dz + j0, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + c0) * d, d);
+            matmul(jb, MM_TN, m, d, nc, jb->scale, dz + j0, (int)lg->ld, q + (size_t)c0 * d, d, 1.0f,
+                   jb->dk + (bh * T + j0) * d, d);
+        }
+    }
+}
+
 // Recomputes (forward: computes) rows [a0, a1) of Z, S1, S2/P, P1 and P2 of unit (b, h0..h0+G-1).
-// With save, the softmax stores its row statistics; otherwise it reuses them. Runs inside the
-// unit's parallel region: every loop is a worksharing loop.
-static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int save) {
+// With save, the softmax stores its row statistics; otherwise it reuses them. The backward passes
+// the rows lg whose dq, dk products wait for a pass over k (or NULL). Runs inside the unit's
+// parallel region: every loop is a worksharing loop.
+static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int save, const lagged *lg) {
     const mta_config *c = jb->c;
-    const int G = jb->G, H = c->H, T = c->T, d = c->d, n = a1 - a0;
+    const int G = jb->G, H = c->H, T = c->T;
     const mta_params *p = jb->p;
     mta_fused_state *st = &jb->ctx->fused;
     maps m = maps_of(c, w);
     #pragma omp for schedule(static)
     for (int h = 0; h < G; h++) {
-        const size_t bh = (size_t)b * H + h0 + h;
-        matmul(jb, MM_NT, n, a1, d, jb->scale, jb->q + (bh * T + a0) * d, d, jb->k + bh * T * d, d, 0.0f,
-              wrow(m.z, h, a0), (int)m.z->ld);
+        k_products(jb, m.z, a0, a1, lg, (size_t)b * H + h0 + h, h);
         if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
     }
     if (c->pre_head_mix) strip_mix(m.s1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, a0, a1);
@@ -343,7 +380,7 @@ static void unit_forward(job *jb, worker *w, int u) {
             w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
             w->s1.base = w->p1.base = w->p2.base = w->g2.base = i0;
         }
-        strip_maps(jb, w, b, h0, i0, i1, 1);
+        strip_maps(jb, w, b, h0, i0, i1, 1, NULL);
         #pragma omp for schedule(static)
         for (int hl = 0; hl < G; hl++) {
             const size_t bh = (size_t)b * H + h0 + hl;
@@ -396,6 +433,8 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
     mta_fused_state *st = &jb->ctx->fused;
     maps m = maps_of(c, w);
     #pragma omp parallel if (jb->inner)
+    {
+    lagged lg = {0, 0, NULL, 0, 0};  // rows C of the previous strip (private: every thread walks the strips)
     for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
         const int i1 = i0 + R;
         const int a0 = i0, a1 = imin(i1, T);                          // rows this strip brings
@@ -417,9 +456,13 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             w->dp.base = i0 - L1;
             w->dz.base = i0 - L1 - L2;
         }
+        if (a0 >= a1 && lg.c0 < lg.c1) {  // past T: the lagged rows' pass over k alone
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
+        }
         if (a0 < a1) {
             const int n = a1 - a0;
-            strip_maps(jb, w, b, h0, a0, a1, 0);
+            strip_maps(jb, w, b, h0, a0, a1, 0, &lg);
             // O again, then dO through the gate and norm; dV; dP2 = dO v^T (through the dropout)
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
@@ -468,21 +511,24 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 mix_backward(m.dp, m.s1, m.ds1, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1, w->rowpart, acc.mix);
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
+        // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
+        // overwrites nothing of dz before it (dz's buffer holds P2 or dP, written after it)
+        lg.c0 = lg.c1 = 0;
         if (c0 < c1) {
-            const int n = c1 - c0;
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
-                const size_t bh = (size_t)b * H + h0 + hl;
                 if (c->pre_cq)
                     qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
                                                c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
                 for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
-                matmul(jb, MM_NN, n, d, c1, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->k + bh * T * d, d, 1.0f,
-                      jb->dq + (bh * T + c0) * d, d);
-                matmul(jb, MM_TN, c1, d, n, jb->scale, wrow(m.dz, hl, c0), (int)m.dz->ld, jb->q + (bh * T + c0) * d, d,
-                      1.0f, jb->dk + bh * T * d, d);
             }
+            lg = (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs};
         }
+    }
+    if (lg.c0 < lg.c1) {  // the last strip's rows C
+        #pragma omp for schedule(static)
+        for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
+    }
     }
 }
 
