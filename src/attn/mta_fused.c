@@ -313,13 +313,24 @@ static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, 
     }
 }
 
+// Softmax of rows [a0, a1) of local head h of window x (S2 of the unit (b, h0..)), in place. With
+// save it stores each row's max and 1/sum; otherwise it reuses them (bit for bit the same P).
+static void strip_softmax(job *jb, const win *x, int b, int h0, int h, int a0, int a1, int save) {
+    mta_fused_state *st = &jb->ctx->fused;
+    const size_t row0 = ((size_t)b * jb->c->H + h0 + h) * jb->c->T;
+    for (int i = a0; i < a1; i++) {
+        if (save) softmax_row(wrow(x, h, i), i + 1, &st->mx[row0 + i], &st->inv[row0 + i]);
+        else softmax_row_recompute(wrow(x, h, i), i + 1, st->mx[row0 + i], st->inv[row0 + i]);
+    }
+}
+
 // Recomputes (forward: computes) rows [a0, a1) of Z, S1, S2/P, P1 and P2 of unit (b, h0..h0+G-1).
 // With save, the softmax stores its row statistics; otherwise it reuses them. The backward passes
 // the rows lg whose dq, dk products wait for a pass over k (or NULL). Runs inside the unit's
 // parallel region: every loop is a worksharing loop.
 static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int save, const lagged *lg) {
     const mta_config *c = jb->c;
-    const int G = jb->G, H = c->H, T = c->T;
+    const int G = jb->G, H = c->H;
     const mta_params *p = jb->p;
     mta_fused_state *st = &jb->ctx->fused;
     maps m = maps_of(c, w);
@@ -328,15 +339,18 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         k_products(jb, m.z, a0, a1, lg, (size_t)b * H + h0 + h, h);
         if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
     }
-    if (c->pre_head_mix) strip_mix(m.s1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, a0, a1);
+    if (c->pre_head_mix) {
+        // each row's softmax right after its mixing, on the thread that has its heads in cache
+        const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
+        #pragma omp for schedule(dynamic, 1)
+        for (int i = a0; i < a1; i++) {
+            headmix_row(wrow(m.s1, 0, i), m.s1->hs, mm, H, G, G, i + 1, wrow(m.p, 0, i), m.p->hs);
+            for (int h = 0; h < G; h++) strip_softmax(jb, m.p, b, h0, h, i, i + 1, save);
+        }
+    }
     #pragma omp for schedule(static)
     for (int h = 0; h < G; h++) {
-        const size_t bh = (size_t)b * H + h0 + h;
-        for (int i = a0; i < a1; i++) {
-            float *x = wrow(m.p, h, i);
-            if (save) softmax_row(x, i + 1, &st->mx[bh * T + i], &st->inv[bh * T + i]);
-            else softmax_row_recompute(x, i + 1, st->mx[bh * T + i], st->inv[bh * T + i]);
-        }
+        if (!c->pre_head_mix) strip_softmax(jb, m.p, b, h0, h, a0, a1, save);
         if (c->post_cq) strip_conv(m.p, m.p1, p->w_post, c->post_cq, c->post_ck, h0, h, a0, a1);
     }
     if (c->post_ch) strip_mix(m.p1, m.p2, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1);
@@ -399,12 +413,17 @@ static void unit_forward(job *jb, worker *w, int u) {
 // groups of gs heads), and the mixing kernel's gradient from dout and the mixing's input window
 // in, added to acc (G*G, [h*G + h']) in row order through the per-row partials (slot r: G rows
 // of H, [h*H + h']). Worksharing loops over rows, then over acc's entries.
-static void mix_backward(const win *dout, const win *in, const win *din, const float *mm, int H, int G, int gs, int r0,
-                         int r1, float *rowpart, double *acc) {
+// With sm (the softmax's output P), dout holds dP, and each row first becomes dS2 = P (dP - D) in
+// place, on the thread that mixes it.
+static void mix_backward(const win *dout, const win *in, const win *din, const win *sm, const float *mm, int H, int G,
+                         int gs, int r0, int r1, float *rowpart, double *acc) {
     #pragma omp for schedule(dynamic, 1)
-    for (int r = r0; r < r1; r++)
+    for (int r = r0; r < r1; r++) {
+        if (sm)
+            for (int h = 0; h < G; h++) softmax_backward_row(wrow(sm, h, r), wrow(dout, h, r), r + 1);
         headmix_backward_row(wrow(dout, 0, r), dout->hs, wrow(in, 0, r), in->hs, mm, H, G, gs, r + 1, wrow(din, 0, r),
                              din->hs, rowpart + (size_t)(r - r0) * G * H);
+    }
     #pragma omp for schedule(static)
     for (int e = 0; e < G * G; e++)
         for (int r = 0; r < r1 - r0; r++) acc[e] += rowpart[(size_t)r * G * H + e / G * H + e % G];
@@ -491,7 +510,7 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                     }
             }
             if (c->post_ch)
-                mix_backward(m.p2, m.p1, m.dp1, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1, w->rowpart,
+                mix_backward(m.p2, m.p1, m.dp1, NULL, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1, w->rowpart,
                              acc.hconv);
             if (c->post_cq) kernel_grads(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, G, w->kpart, acc.wpost);
         }
@@ -503,12 +522,14 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                     qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0, b1,
                                                wrow(m.dp, hl, b0), m.dp->ld);
                 }
-                for (int r = b0; r < b1; r++) softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
-                if (!c->pre_head_mix && m.ds1 != m.dp)
-                    for (int r = b0; r < b1; r++) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
+                if (!c->pre_head_mix)  // with the mixing, its row loop does the softmax backward
+                    for (int r = b0; r < b1; r++) {
+                        softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
+                        if (m.ds1 != m.dp) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
+                    }
             }
             if (c->pre_head_mix)
-                mix_backward(m.dp, m.s1, m.ds1, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1, w->rowpart, acc.mix);
+                mix_backward(m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1, w->rowpart, acc.mix);
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
