@@ -19,8 +19,9 @@
 // the saved row statistics. Gradients flow to earlier rows only through the transposed
 // convolutions: dP row r needs dP1 rows r..r+(c_q'-1), dZ row r needs dS1 rows r..r+(c_q-1).
 // So the strip that brings rows A = [i0, i1) completes dP (and dS2, dS1) for rows
-// B = A - (c_q'-1) and dZ (and dq, dk) for rows C = B - (c_q-1); the windows keep the rows those
-// lagging stages still read, and a few strips past T flush the lag.
+// B = A - (c_q'-1) and dZ for rows C = B - (c_q-1) (their dq, dk products run in the next
+// strip's pass over k); the windows keep the rows those lagging stages still read, and a few
+// strips past T flush the lag.
 #include "attn/conv.h"
 #include "attn/matmul.h"
 #include "attn/mta_internal.h"
