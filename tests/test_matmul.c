@@ -32,9 +32,11 @@ static void check(float got, double want, int terms, const char *what, int n, in
     if (fabs(got - want) > tol) fail_msg("%s n=%d m=%d d=%d: %.9g, expected %.9g", what, n, m, d, got, want);
 }
 
-static void check_shape(int n, int m, int d) {
-    uint32_t seed = 11u + (uint32_t)(n * 7919 + m * 131 + d);
-    const size_t lda = (size_t)m + 3, ldb = (size_t)d + 5, ldc = (size_t)d + 2, ldm = (size_t)m + 1;
+// Tensor rows ldb = d + pad apart: pad 0 is how q, k, v lie (nt has a path for d = 64 and 128
+// there), pad 5 a strided view.
+static void check_shape(int n, int m, int d, int pad) {
+    uint32_t seed = 11u + (uint32_t)(n * 7919 + m * 131 + d + pad);
+    const size_t lda = (size_t)m + 3, ldb = (size_t)(d + pad), ldc = (size_t)d + 2, ldm = (size_t)m + 1;
     const float alpha = 0.75f, beta = 1.0f;
     float *a = randn_buf((size_t)n * lda, &seed);        // a strip (n, m)
     float *b = randn_buf((size_t)m * ldb, &seed);        // a tensor (m, d)
@@ -82,13 +84,14 @@ static void test_shapes(void **s) {
     const int ns[] = {1, 2, 3, 5, 7, 16, 17, 33, 150}, ms[] = {1, 15, 16, 37, 129, 300}, ds[] = {1, 5, 16, 20, 48, 64, 80, 128};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
-            for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) check_shape(ns[i], ms[j], ds[k]);
+            for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++)
+                for (int pad = 0; pad <= 5; pad += 5) check_shape(ns[i], ms[j], ds[k], pad);
 }
 
 // A head wider than the nt kernel's stack buffer for A^T takes its heap path.
 static void test_wide_head(void **s) {
     (void)s;
-    check_shape(5, 40, 300);
+    check_shape(5, 40, 300, 5);
 }
 
 int main(void) {
