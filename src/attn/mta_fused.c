@@ -293,22 +293,18 @@ enum { KEY_BLOCK = 256 };  // keys per block of the fused pass over k: k and dk 
 static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, size_t bh, int hl) {
     const int T = jb->c->T, d = jb->c->d, n = a1 - a0;
     const float *q = jb->q + bh * T * d, *k = jb->k + bh * T * d;
-    float *zr = n > 0 ? wrow(z, hl, a0) : NULL;
-    if (!lg || lg->c0 >= lg->c1) {
-        if (n > 0) matmul(jb, MM_NT, n, a1, d, jb->scale, q + (size_t)a0 * d, d, k, d, 0.0f, zr, (int)z->ld);
-        return;
-    }
-    const int c0 = lg->c0, nc = lg->c1 - c0;
-    const float *dz = lg->dz + hl * lg->hs;
-    for (int j0 = 0; j0 < imax(a1, lg->c1); j0 += KEY_BLOCK) {
+    const int c0 = lg ? lg->c0 : 0, c1 = lg ? lg->c1 : 0, nc = c1 - c0;
+    const int kb = nc > 0 ? KEY_BLOCK : imax(a1, 1);  // scores alone: one block
+    for (int j0 = 0; j0 < imax(a1, c1); j0 += kb) {
         const float *kj = k + (size_t)j0 * d;
         if (n > 0 && j0 < a1)
-            matmul(jb, MM_NT, n, imin(KEY_BLOCK, a1 - j0), d, jb->scale, q + (size_t)a0 * d, d, kj, d, 0.0f, zr + j0,
-                   (int)z->ld);
-        if (j0 < lg->c1) {
-            const int m = imin(KEY_BLOCK, lg->c1 - j0);
-            matmul(jb, MM_NN, nc, d, m, jb->scale, dz + j0, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + c0) * d, d);
-            matmul(jb, MM_TN, m, d, nc, jb->scale, dz + j0, (int)lg->ld, q + (size_t)c0 * d, d, 1.0f,
+            matmul(jb, MM_NT, n, imin(kb, a1 - j0), d, jb->scale, q + (size_t)a0 * d, d, kj, d, 0.0f,
+                   wrow(z, hl, a0) + j0, (int)z->ld);
+        if (j0 < c1) {
+            const int m = imin(kb, c1 - j0);
+            const float *dz = lg->dz + hl * lg->hs + j0;
+            matmul(jb, MM_NN, nc, d, m, jb->scale, dz, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + c0) * d, d);
+            matmul(jb, MM_TN, m, d, nc, jb->scale, dz, (int)lg->ld, q + (size_t)c0 * d, d, 1.0f,
                    jb->dk + (bh * T + j0) * d, d);
         }
     }
@@ -476,10 +472,6 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             w->dp.base = i0 - L1;
             w->dz.base = i0 - L1 - L2;
         }
-        if (a0 >= a1 && lg.c0 < lg.c1) {  // past T: the lagged rows' pass over k alone
-            #pragma omp for schedule(static)
-            for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
-        }
         if (a0 < a1) {
             const int n = a1 - a0;
             strip_maps(jb, w, b, h0, a0, a1, 0, &lg);
@@ -534,7 +526,8 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
-        // overwrites nothing of dz before it (dz's buffer holds P2 or dP, written after it)
+        // overwrites nothing of dz before it (dz's buffer holds P2 or dP, written after it). With
+        // no next strip's scores (past T) they run at once.
         lg.c0 = lg.c1 = 0;
         if (c0 < c1) {
             #pragma omp for schedule(static)
@@ -545,11 +538,12 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
             }
             lg = (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs};
+            if (i1 >= T) {
+                #pragma omp for schedule(static)
+                for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
+                lg.c0 = lg.c1 = 0;
+            }
         }
-    }
-    if (lg.c0 < lg.c1) {  // the last strip's rows C
-        #pragma omp for schedule(static)
-        for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
     }
     }
 }
