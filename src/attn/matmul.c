@@ -13,18 +13,21 @@
 enum {
     NI_MAX = 6,
     NV_MAX = 4,
-    KB = 128  // steps per block: the block of B stays in L1 for the other row tiles
+    KB = 128,  // steps per block: the block of B stays in L1 for the other row tiles
+    PF_STEPS = 24  // how far ahead the first row tile prefetches B
 };
 
 // acc[i][k] = sum_{s<ns} A(i,s) * B[s][k-th vector], stored as alpha*acc + beta*C (C not read
 // when beta == 0). NI and NV are compile-time constants at every call.
 static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t ai, size_t as, const float *b,
                                                            size_t ldb, int ns, float alpha, float beta, float *c,
-                                                           size_t ldc, const int NI, const int NV) {
+                                                           size_t ldc, int pf, const int NI, const int NV) {
     vf acc[NI_MAX][NV_MAX];
     for (int i = 0; i < NI; i++)
         for (int k = 0; k < NV; k++) acc[i][k] = (vf){0};
     for (int st = 0; st < ns; st++) {
+        if (pf && st + PF_STEPS < ns)  // the first row tile brings the block of B from memory
+            for (int k = 0; k < NV; k++) __builtin_prefetch(b + (size_t)(st + PF_STEPS) * ldb + k * VL);
         vf bv[NV_MAX];
         for (int k = 0; k < NV; k++) bv[k] = vload(b + (size_t)st * ldb + k * VL);
         for (int i = 0; i < NI; i++) {
@@ -41,24 +44,25 @@ static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t
 
 // The tile sizes at run time: NI in 6, 4, 2, 1 and NV in 4, 2, 1, each a compile-time constant
 // in its instance.
+static inline int imin(int a, int b) { return a < b ? a : b; }
 static int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 static int tile_vecs(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 
 static void ab_tile_any(const float *a, size_t ai, size_t as, const float *b, size_t ldb, int ns, float alpha, float beta,
-                        float *c, size_t ldc, int ni, int nv) {
+                        float *c, size_t ldc, int pf, int ni, int nv) {
     switch (ni * 8 + nv) {
-    case 6 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 6, 4); break;
-    case 6 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 6, 2); break;
-    case 6 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 6, 1); break;
-    case 4 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 4, 4); break;
-    case 4 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 4, 2); break;
-    case 4 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 4, 1); break;
-    case 2 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 2, 4); break;
-    case 2 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 2, 2); break;
-    case 2 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 2, 1); break;
-    case 1 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 1, 4); break;
-    case 1 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 1, 2); break;
-    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, 1, 1); break;
+    case 6 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, 4); break;
+    case 6 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, 2); break;
+    case 6 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, 1); break;
+    case 4 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, 4); break;
+    case 4 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, 2); break;
+    case 4 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, 1); break;
+    case 2 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, 4); break;
+    case 2 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, 2); break;
+    case 2 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, 1); break;
+    case 1 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, 4); break;
+    case 1 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, 2); break;
+    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, 1); break;
     }
 }
 
@@ -73,8 +77,11 @@ static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_
             const int nv = tile_vecs(dv - k);
             for (int i = 0; i < nr;) {
                 const int ni = tile_rows(nr - i);
+                if (bb != 0.0f)  // the next tile's C, which its store reads, on its way from memory
+                    for (int r = i + ni; r < imin(i + 2 * ni, nr); r++)
+                        for (int x = 0; x < nv; x++) __builtin_prefetch(c + (size_t)r * ldc + (k + x) * VL, 1);
                 ab_tile_any(a + i * ai + s0 * as, ai, as, b + (size_t)s0 * ldb + k * VL, ldb, nb, alpha, bb,
-                            c + (size_t)i * ldc + k * VL, ldc, ni, nv);
+                            c + (size_t)i * ldc + k * VL, ldc, i == 0, ni, nv);
                 i += ni;
             }
             k += nv;
@@ -139,10 +146,12 @@ static inline __attribute__((always_inline)) void transpose16(vf m[VL]) {
 // row stride of B a compile-time constant, the 16 rows of B are one pointer plus constant
 // offsets; with a run-time stride they are 16 pointers, which do not fit in registers.
 static inline __attribute__((always_inline)) void nt_tile(const float *at, int d, const float *b, size_t ldb,
-                                                           float alpha, int ni, float *c, size_t ldc) {
+                                                           const float *bn, float alpha, int ni, float *c, size_t ldc) {
     vf acc[VL];
     for (int j = 0; j < VL; j++) acc[j] = (vf){0};
     for (int t = 0; t < d; t++) {
+        if (bn && t % VL == 0)  // the next tile's rows of B, one cache line each per 16 steps
+            for (int j = 0; j < VL; j++) __builtin_prefetch(bn + (size_t)j * ldb + t);
         const vf av = vload(at + (size_t)t * VL);
         for (int j = 0; j < VL; j++) acc[j] += b[(size_t)j * ldb + t] * av;
     }
@@ -154,10 +163,10 @@ static inline __attribute__((always_inline)) void nt_tile(const float *at, int d
 static void nt_tiles(const float *at, int d, const float *b, size_t ldb, float alpha, int ni, int nt, float *c,
                      size_t ldc) {
     for (int j = 0; j < nt * VL; j += VL) {
-        const float *bj = b + (size_t)j * ldb;
-        if (ldb == 64 && d == 64) nt_tile(at, 64, bj, 64, alpha, ni, c + j, ldc);
-        else if (ldb == 128 && d == 128) nt_tile(at, 128, bj, 128, alpha, ni, c + j, ldc);
-        else nt_tile(at, d, bj, ldb, alpha, ni, c + j, ldc);
+        const float *bj = b + (size_t)j * ldb, *bn = j + VL < nt * VL ? bj + (size_t)VL * ldb : NULL;
+        if (ldb == 64 && d == 64) nt_tile(at, 64, bj, 64, bn, alpha, ni, c + j, ldc);
+        else if (ldb == 128 && d == 128) nt_tile(at, 128, bj, 128, bn, alpha, ni, c + j, ldc);
+        else nt_tile(at, d, bj, ldb, bn, alpha, ni, c + j, ldc);
     }
 }
 
