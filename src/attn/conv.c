@@ -544,6 +544,8 @@ static inline float exp_approx(float x) {
 
 void softmax_row(float *x, int n, float *mx_out, float *inv_out) {
     float mx = x[0];
+    // in vectors: as a scalar loop every step waits for the previous one's max
+#pragma omp simd reduction(max : mx)
     for (int j = 1; j < n; j++) mx = x[j] > mx ? x[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

@@ -456,6 +456,7 @@ static int forward_impl(model *m, const int *tokens, const int *targets, int B, 
             continue;
         }
         float mx = z[0];
+#pragma omp simd reduction(max : mx)
         for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
         double se = 0.0;
         for (int j = 0; j < V; j++) se += exp((double)z[j] - mx);
