@@ -494,11 +494,10 @@ static inline __attribute__((always_inline)) void dot_tile(const float *a, size_
 
 void headmix_backward_row(const float *dout, size_t douts, const float *in, size_t ins, const float *m, int ldm,
                           int nh, int G, int n, float *din, size_t dins, float *dm_row) {
-    mix_rows(dout, douts, m, 1, ldm, nh, G, n, din, dins);  // the transposed mixing
-    if (!dm_row) return;
-    // dm_row within each group: whole vectors in tiles, then the tail through a zero-padded copy
+    // dm_row within each group first (whole vectors in tiles, then the tail), so that din may
+    // overwrite in
     const int nv = n / VL * VL;
-    for (int g0 = 0; g0 < nh; g0 += G) {
+    for (int g0 = 0; dm_row && g0 < nh; g0 += G) {
         for (int h = g0; h < g0 + G; h++)
             for (int i = g0; i < g0 + G; i++) dm_row[h * ldm + i] = 0.0f;
         const int gt = g0 + G / HT * HT;  // heads [g0, gt) in full tiles, the rest one pair at a time
@@ -519,6 +518,7 @@ void headmix_backward_row(const float *dout, size_t douts, const float *in, size
                 dm_row[h * ldm + i] += acc;
             }
     }
+    mix_rows(dout, douts, m, 1, ldm, nh, G, n, din, dins);  // the transposed mixing
 }
 
 // exp(x) for the softmax loops, written so that GCC vectorises it (libm's expf is a call per

@@ -40,7 +40,8 @@ void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, i
 
 // Transposed mixing of one row: din[h'] = sum_{h in group(h')} m[h*ldm + h'] * dout[h], columns
 // 0..n-1; and, when dm_row is non-NULL, this row's kernel gradient
-// dm_row[h*ldm + h'] = sum_j dout[h][j] * in[h'][j] (overwritten within the groups).
+// dm_row[h*ldm + h'] = sum_j dout[h][j] * in[h'][j] (overwritten within the groups). din may be
+// in (the gradient replaces the mixing's input in place), not dout.
 void headmix_backward_row(const float *dout, size_t douts, const float *in, size_t ins, const float *m, int ldm,
                           int nh, int G, int n, float *din, size_t dins, float *dm_row);
 

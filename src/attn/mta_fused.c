@@ -61,7 +61,7 @@ static void wslide_head(const win *w, int h, int nb) {
 // ---- the plan: strip size, units, which window holds which map ----------------------------------
 
 typedef struct {
-    win z, s1, p, p1, p2, g2, dp1, dp, ds1, dz;
+    win z, s1, p, p2, g2, dp1, dp, ds1, dz;
     float *o, *dO;       // (G, R, d) recomputed attention output and its gradient
     float *rowpart;      // (R, G*H) per-row mixing-gradient partials
     float *kpart;        // (G, K) one row's conv-kernel gradient per head
@@ -143,7 +143,7 @@ static void free_workers(mta_ctx *ctx) {
     mta_fused_state *st = &ctx->fused;
     for (int t = 0; t < st->nworkers; t++) {
         worker *w = (worker *)st->workers + t;
-        win *ws[] = {&w->z, &w->s1, &w->p, &w->p1, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
+        win *ws[] = {&w->z, &w->s1, &w->p, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
         const size_t nw = sizeof ws / sizeof ws[0];
         for (size_t i = 0; i < nw; i++) {  // each buffer once: win_share puts one under two windows
             size_t j = 0;
@@ -182,13 +182,16 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     for (int t = 0; ok && t < nworkers; t++) {
         worker *w = (worker *)st->workers + t;
         const int mix = c->pre_head_mix, pre = c->pre_cq > 0, post = c->post_cq > 0, hc = c->post_ch > 0;
-        // dP (stage B) reuses P1's buffer and dZ (stage C) P2's: P1 and P2 are dead once stage A
-        // of the same strip is done (see unit_backward)
-        ok = win_alloc(ctx, &w->z, pre, L1 + L2 + R, G) && win_alloc(ctx, &w->s1, mix, L1 + R, G) &&
-             win_alloc(ctx, &w->p, 1, L1 + R, G) && win_alloc(ctx, &w->p1, post && hc, R, G) &&
-             win_alloc(ctx, &w->p2, post || hc, R, G) && win_alloc(ctx, &w->g2, c->dropout > 0 && !post && !hc, R, G) &&
-             win_alloc(ctx, &w->dp1, post, L1 + R, G) && win_share(ctx, &w->dp, &w->p1, 1, R, G) &&
-             win_alloc(ctx, &w->ds1, pre, L2 + R, G) && win_share(ctx, &w->dz, &w->p2, pre || mix, R, G) &&
+        // Maps that replace one another in place share a window (see maps_of): with both the
+        // post conv and the head conv, P1 goes where dP1 will be, and dP (stage B) and dZ (stage
+        // C) reuse P2's buffer, dead once stage A of the same strip is done; with both the pre
+        // conv and the mixing, dS1 replaces S1, and the window spans both (see unit_backward).
+        const win none = {0};
+        ok = win_alloc(ctx, &w->z, pre, L1 + L2 + R, G) && win_alloc(ctx, &w->s1, mix, (pre ? L2 : 0) + L1 + R, G) &&
+             win_alloc(ctx, &w->p, 1, L1 + R, G) && win_alloc(ctx, &w->p2, post || hc, R, G) &&
+             win_alloc(ctx, &w->g2, c->dropout > 0 && !post && !hc, R, G) && win_alloc(ctx, &w->dp1, post, L1 + R, G) &&
+             win_share(ctx, &w->dp, post && hc ? &w->p2 : &none, 1, R, G) &&
+             win_alloc(ctx, &w->ds1, pre && !mix, L2 + R, G) && win_share(ctx, &w->dz, &w->p2, pre || mix, R, G) &&
              (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
              (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H)) &&
              (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
@@ -229,11 +232,11 @@ static maps maps_of(const mta_config *c, worker *w) {
     m.p = &w->p;
     m.s1 = c->pre_head_mix ? &w->s1 : m.p;
     m.z = c->pre_cq ? &w->z : m.s1;
-    m.p1 = c->post_cq ? (c->post_ch ? &w->p1 : &w->p2) : m.p;
+    m.p1 = c->post_cq ? (c->post_ch ? &w->dp1 : &w->p2) : m.p;
     m.p2 = c->post_ch ? &w->p2 : m.p1;
     m.dp = &w->dp;
     m.dp1 = c->post_cq ? &w->dp1 : m.dp;
-    m.ds1 = c->pre_cq ? &w->ds1 : (c->pre_head_mix ? &w->dz : m.dp);
+    m.ds1 = c->pre_cq ? (c->pre_head_mix ? &w->s1 : &w->ds1) : (c->pre_head_mix ? &w->dz : m.dp);
     m.dz = c->pre_cq ? &w->dz : m.ds1;
     return m;
 }
@@ -389,7 +392,7 @@ static void unit_forward(job *jb, worker *w, int u) {
         #pragma omp single
         {
             w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
-            w->s1.base = w->p1.base = w->p2.base = w->g2.base = i0;
+            w->s1.base = w->p2.base = w->g2.base = w->dp1.base = i0;
         }
         strip_maps(jb, w, b, h0, i0, i1, 1, NULL);
         #pragma omp for schedule(static)
@@ -456,10 +459,12 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
         const int a0 = i0, a1 = imin(i1, T);                          // rows this strip brings
         const int b0 = imax(0, i0 - L1), b1 = imin(i1 - L1, T);       // rows whose dP is complete
         const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);  // rows whose dZ is complete
+        // S1 rows from B on, and dS1 (in the same window when it replaces S1) from C on
+        const int s1base = m.ds1 == m.s1 ? i0 - L1 - L2 : i0 - L1;
         #pragma omp for schedule(static)
         for (int h = 0; h < G; h++) {
             wslide_head(&w->z, h, i0 - L1 - L2);
-            wslide_head(&w->s1, h, i0 - L1);
+            wslide_head(&w->s1, h, s1base);
             wslide_head(&w->p, h, i0 - L1);
             wslide_head(&w->dp1, h, i0 - L1);
             wslide_head(&w->ds1, h, i0 - L1 - L2);
@@ -467,8 +472,9 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
         #pragma omp single
         {
             w->z.base = w->ds1.base = i0 - L1 - L2;
-            w->s1.base = w->p.base = w->dp1.base = i0 - L1;
-            w->p1.base = w->p2.base = w->g2.base = i0;
+            w->s1.base = s1base;
+            w->p.base = w->dp1.base = i0 - L1;
+            w->p2.base = w->g2.base = i0;
             w->dp.base = i0 - L1;
             w->dz.base = i0 - L1 - L2;
         }
