@@ -87,12 +87,50 @@ static int group_size(const mta_config *c) {
     return 1;
 }
 
-// Rows per strip. Small strips keep the windows small; large ones read k and v fewer times.
-// MTAC_FUSED_ROWS overrides (for benchmarks and tests).
-static int strip_rows(int inner) {
+// The rows of each window of a worker for strips of R rows (0: none). Maps that replace one
+// another in place share a window (see maps_of): with both the post conv and the head conv, P1
+// goes where dP1 will be, and dP (stage B) and dZ (stage C) live in P2's buffer, dead once stage
+// A of the same strip is done; with both the pre conv and the mixing, dS1 replaces S1, and the
+// window spans both (see unit_backward).
+typedef struct {
+    int z, s1, p, p2, g2, dp1, dp, ds1, dz;
+    int dp_in_p2, dz_in_p2;
+} win_rows;
+
+static win_rows window_rows(const mta_config *c, int R) {
+    const int mix = c->pre_head_mix, pre = c->pre_cq > 0, post = c->post_cq > 0, hc = c->post_ch > 0;
+    const int L1 = post ? c->post_cq - 1 : 0, L2 = pre ? c->pre_cq - 1 : 0;
+    win_rows k = {0};
+    k.z = pre ? L1 + L2 + R : 0;
+    k.s1 = mix ? (pre ? L2 : 0) + L1 + R : 0;
+    k.p = L1 + R;
+    k.p2 = post || hc ? R : 0;
+    k.g2 = c->dropout > 0 && !post && !hc ? R : 0;
+    k.dp1 = post ? L1 + R : 0;
+    k.dp_in_p2 = post && hc;
+    k.dp = k.dp_in_p2 ? 0 : R;
+    k.ds1 = pre && !mix ? L2 + R : 0;
+    k.dz_in_p2 = (pre || mix) && k.p2;
+    k.dz = (pre || mix) && !k.p2 ? R : 0;
+    return k;
+}
+
+static int total_rows(win_rows k) { return k.z + k.s1 + k.p + k.p2 + k.g2 + k.dp1 + k.dp + k.ds1 + k.dz; }
+
+// Rows per strip: large strips read k and v (and write dk, dv) fewer times, small ones keep the
+// windows small. R is the largest of 64 (16 when the threads share a unit's strips), 32, 16, 12
+// and 8 whose windows, over all workers, hold at most 3/8 as many floats as the call's output
+// and three input gradients (4 B*H*T*d, which any attention backward holds): fused MTA then
+// needs about 1.2x plain attention's memory. MTAC_FUSED_ROWS overrides (benchmarks and tests).
+static int strip_rows(const mta_config *c, int G, int inner, int nworkers) {
     const char *e = getenv("MTAC_FUSED_ROWS");
     if (e && atoi(e) > 0) return atoi(e);
-    return inner ? 16 : 64;
+    const int sizes[] = {64, 32, 16, 12, 8};
+    const double budget = 1.5 * c->B * c->H * c->d;  // 3/8 of 4 B*H*d floats per column of T
+    for (int i = 0; i < 4; i++)
+        if ((!inner || sizes[i] <= 16) && (double)total_rows(window_rows(c, sizes[i])) * G * nworkers <= budget)
+            return sizes[i];
+    return 8;
 }
 
 // Per-unit gradient accumulators (doubles, summed in row order).
@@ -117,27 +155,21 @@ static unit_acc unit_acc_at(const mta_config *c, int G, double *base, int u) {
 
 // ---- workspace ----------------------------------------------------------------------------------
 
-static int win_alloc(mta_ctx *ctx, win *w, int on, int cap, int G) {
+static int win_alloc(mta_ctx *ctx, win *w, int cap, int G) {
     memset(w, 0, sizeof *w);
-    if (!on) return 1;
+    if (!cap) return 1;
     const int T = ctx->cfg.T;
     w->cap = cap;
     // Rows a multiple of 4 KB apart share L1 sets: the products write 16 rows and the
     // convolutions read up to 8 at once, which then evict one another. An odd number of cache
-    // lines past that (3 mod 4 lines) puts every row of a tile in its own sets.
+    // line past that puts every row of a tile in its own sets.
     w->ld = (size_t)(T + 15) / 16 * 16;
-    while (w->ld / 16 % 4 != 3) w->ld += 16;
+    while (w->ld / 16 % 4 != 1) w->ld += 16;
     w->hs = (size_t)cap * w->ld;
     w->buf = mta_alloc_floats(ctx, (size_t)G * w->hs);
     return w->buf != NULL;
 }
 
-// A window on another's buffer when that one exists (same capacity), else its own.
-static int win_share(mta_ctx *ctx, win *w, const win *host, int on, int cap, int G) {
-    if (!on || !host->buf) return win_alloc(ctx, w, on, cap, G);
-    *w = *host;
-    return 1;
-}
 
 static void free_workers(mta_ctx *ctx) {
     mta_fused_state *st = &ctx->fused;
@@ -162,7 +194,7 @@ static void free_workers(mta_ctx *ctx) {
 // the backward, which needs the most), reallocated only when the plan changes.
 static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     const mta_config *c = &ctx->cfg;
-    const int G = jb->G, R = jb->R, L1 = jb->L1, L2 = jb->L2, units = jb->units;
+    const int G = jb->G, R = jb->R, units = jb->units;
     mta_fused_state *st = &ctx->fused;
     if (!st->mx) {
         const size_t rows = (size_t)c->B * c->H * c->T;
@@ -181,20 +213,15 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     if (ok) st->nworkers = nworkers, st->G = G, st->R = R;
     for (int t = 0; ok && t < nworkers; t++) {
         worker *w = (worker *)st->workers + t;
-        const int mix = c->pre_head_mix, pre = c->pre_cq > 0, post = c->post_cq > 0, hc = c->post_ch > 0;
-        // Maps that replace one another in place share a window (see maps_of): with both the
-        // post conv and the head conv, P1 goes where dP1 will be, and dP (stage B) and dZ (stage
-        // C) reuse P2's buffer, dead once stage A of the same strip is done; with both the pre
-        // conv and the mixing, dS1 replaces S1, and the window spans both (see unit_backward).
-        const win none = {0};
-        ok = win_alloc(ctx, &w->z, pre, L1 + L2 + R, G) && win_alloc(ctx, &w->s1, mix, (pre ? L2 : 0) + L1 + R, G) &&
-             win_alloc(ctx, &w->p, 1, L1 + R, G) && win_alloc(ctx, &w->p2, post || hc, R, G) &&
-             win_alloc(ctx, &w->g2, c->dropout > 0 && !post && !hc, R, G) && win_alloc(ctx, &w->dp1, post, L1 + R, G) &&
-             win_share(ctx, &w->dp, post && hc ? &w->p2 : &none, 1, R, G) &&
-             win_alloc(ctx, &w->ds1, pre && !mix, L2 + R, G) && win_share(ctx, &w->dz, &w->p2, pre || mix, R, G) &&
+        const win_rows k = window_rows(c, R);
+        ok = win_alloc(ctx, &w->z, k.z, G) && win_alloc(ctx, &w->s1, k.s1, G) && win_alloc(ctx, &w->p, k.p, G) &&
+             win_alloc(ctx, &w->p2, k.p2, G) && win_alloc(ctx, &w->g2, k.g2, G) && win_alloc(ctx, &w->dp1, k.dp1, G) &&
+             win_alloc(ctx, &w->dp, k.dp, G) && win_alloc(ctx, &w->ds1, k.ds1, G) && win_alloc(ctx, &w->dz, k.dz, G) &&
              (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
              (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H)) &&
              (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
+        if (ok && k.dp_in_p2) w->dp = w->p2;
+        if (ok && k.dz_in_p2) w->dz = w->p2;
     }
     st->worker_bytes = ctx->bytes - before;
     if (!ok) {
@@ -563,12 +590,13 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     jb->units = c->B * c->H / jb->G;
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
-    jb->R = strip_rows(jb->inner);
+    const int nworkers = jb->inner ? 1 : imin(threads, jb->units);
+    jb->R = strip_rows(c, jb->G, jb->inner, nworkers);
     jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
     jb->drop_scale = 1.0f / (1.0f - c->dropout);
-    return fused_buffers(ctx, jb, jb->inner ? 1 : imin(threads, jb->units));
+    return fused_buffers(ctx, jb, nworkers);
 }
 
 // Runs fn over every unit: in turn (each unit's strips shared by all threads), or with whole
