@@ -149,10 +149,18 @@ static inline float sval(const smap *s, int r, int x) {
     return r >= s->rlo && r <= s->rhi && x >= 0 && x <= r ? s->src[(size_t)(r - s->rlo) * s->ld + x] : 0.0f;
 }
 
-// The zero-padded scratch of an edge: buf[a*width + x] = S(r + a, x0 + x) for a < n.
+// The zero-padded scratch of an edge: buf[a*width + x] = S(r + a, x0 + x) for a < n. Each row
+// is its causal span (one copy) between zeros.
 static void pad_rows(const smap *s, int r, int x0, int n, int width, float *buf) {
-    for (int a = 0; a < n; a++)
-        for (int x = 0; x < width; x++) buf[a * width + x] = sval(s, r + a, x0 + x);
+    for (int a = 0; a < n; a++) {
+        const int ra = r + a;
+        float *b = buf + (size_t)a * width;
+        // columns x0+lo .. x0+hi-1 exist: 0 <= x0+x <= ra, in a row of the map
+        const int lo = imin(width, imax(0, -x0)), hi = ra >= s->rlo && ra <= s->rhi ? imax(lo, imin(width, ra + 1 - x0)) : lo;
+        memset(b, 0, (size_t)lo * sizeof(float));
+        if (hi > lo) memcpy(b + lo, s->src + (size_t)(ra - s->rlo) * s->ld + x0 + lo, (size_t)(hi - lo) * sizeof(float));
+        memset(b + hi, 0, (size_t)(width - hi) * sizeof(float));
+    }
 }
 
 // Columns [e0, e1] of output row o: out[j] = sum_{a,c} w(a,c) * S(o+sh+a, j+c-off). The
