@@ -155,11 +155,39 @@ static void test_workspace_has_no_map(void **s) {
     tu_case_free(a);
 }
 
+// The strip size follows the memory budget (windows within 3/8 of the output and gradients):
+// for the 830M layer at d = 64, R = 16 would pass it and the default strips are smaller; at
+// d = 128 it allows R = 16. Two threads share the unit's strips, as in `mtac bench attn`.
+static void test_strip_size_budget(void **s) {
+    (void)s;
+    omp_set_num_threads(2);
+    const int ds[2] = {64, 128};
+    for (int i = 0; i < 2; i++) {
+        mta_config c = tu_config_all(1, 8, 512, ds[i], 6, 11, 8);
+        c.backend = MTA_BACKEND_FUSED;
+        tu_case *a = tu_case_new(&c, 5, 1.0f, 0.3f);
+        unsetenv("MTAC_FUSED_ROWS");
+        const size_t chosen = run(a);
+        setenv("MTAC_FUSED_ROWS", "16", 1);
+        const size_t r16 = run(a);
+        unsetenv("MTAC_FUSED_ROWS");
+        const double grads = 4.0 * a->n * sizeof(float);  // out, dq, dk, dv
+        if (ds[i] == 64 && !(chosen < r16 && r16 > 0.45 * grads))
+            fail_msg("d = 64: workspace %zu bytes by default, %zu with R = 16 (out and gradients: %.0f)", chosen, r16, grads);
+        if (ds[i] == 128 && chosen != r16) fail_msg("d = 128: workspace %zu bytes, %zu with R = 16", chosen, r16);
+        // the windows' 3/8, their rows' padding and the row statistics and strip buffers
+        if (chosen > 0.45 * grads) fail_msg("d = %d: workspace %zu bytes, %.2f of the output and gradients", ds[i], chosen, chosen / grads);
+        tu_case_free(a);
+    }
+    omp_set_num_threads(omp_get_num_procs());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_equals_reference),
         cmocka_unit_test(test_thread_count_invariant),
         cmocka_unit_test(test_workspace_has_no_map),
+        cmocka_unit_test(test_strip_size_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
