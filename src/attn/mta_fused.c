@@ -118,18 +118,18 @@ static win_rows window_rows(const mta_config *c, int R) {
 static int total_rows(win_rows k) { return k.z + k.s1 + k.p + k.p2 + k.g2 + k.dp1 + k.dp + k.ds1 + k.dz; }
 
 // Rows per strip: large strips read k and v (and write dk, dv) fewer times, small ones keep the
-// windows small. R is the largest of 64 (16 when the threads share a unit's strips), 32, 16, 12
-// and 8 whose windows, over all workers, hold at most 3/8 as many floats as the call's output
-// and three input gradients (4 B*H*T*d, which any attention backward holds): fused MTA then
-// needs about 1.2x plain attention's memory. MTAC_FUSED_ROWS overrides (benchmarks and tests).
-static int strip_rows(const mta_config *c, int G, int inner, int nworkers) {
+// windows small. A thread that runs whole units alone takes 64. When the threads share a unit's
+// strips (few units of many heads, as in `mtac bench attn`), R is the largest of 16, 12 and 8
+// whose windows hold at most 3/8 as many floats as the call's output and three input gradients
+// (4 B*H*T*d, which any attention backward holds): fused MTA then needs about 1.2x plain
+// attention's memory. MTAC_FUSED_ROWS overrides (benchmarks and tests).
+static int strip_rows(const mta_config *c, int G, int inner) {
     const char *e = getenv("MTAC_FUSED_ROWS");
     if (e && atoi(e) > 0) return atoi(e);
-    const int sizes[] = {64, 32, 16, 12, 8};
+    if (!inner) return 64;
     const double budget = 1.5 * c->B * c->H * c->d;  // 3/8 of 4 B*H*d floats per column of T
-    for (int i = 0; i < 4; i++)
-        if ((!inner || sizes[i] <= 16) && (double)total_rows(window_rows(c, sizes[i])) * G * nworkers <= budget)
-            return sizes[i];
+    for (int R = 16; R > 8; R -= 4)
+        if ((double)total_rows(window_rows(c, R)) * G <= budget) return R;
     return 8;
 }
 
@@ -591,7 +591,7 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
     const int nworkers = jb->inner ? 1 : imin(threads, jb->units);
-    jb->R = strip_rows(c, jb->G, jb->inner, nworkers);
+    jb->R = strip_rows(c, jb->G, jb->inner);
     jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
