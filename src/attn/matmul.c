@@ -42,9 +42,10 @@ static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t
         }
 }
 
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
 // The tile sizes at run time: NI in 6, 4, 2, 1 and NV in 4, 2, 1, each a compile-time constant
 // in its instance.
-static inline int imin(int a, int b) { return a < b ? a : b; }
 static int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 static int tile_vecs(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 

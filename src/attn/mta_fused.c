@@ -97,9 +97,10 @@ typedef struct {
     int dp_in_p2, dz_in_p2;
 } win_rows;
 
-static win_rows window_rows(const mta_config *c, int R) {
+static win_rows window_rows(const job *jb, int R) {
+    const mta_config *c = jb->c;
     const int mix = c->pre_head_mix, pre = c->pre_cq > 0, post = c->post_cq > 0, hc = c->post_ch > 0;
-    const int L1 = post ? c->post_cq - 1 : 0, L2 = pre ? c->pre_cq - 1 : 0;
+    const int L1 = jb->L1, L2 = jb->L2;
     win_rows k = {0};
     k.z = pre ? L1 + L2 + R : 0;
     k.s1 = mix ? (pre ? L2 : 0) + L1 + R : 0;
@@ -123,13 +124,14 @@ static int total_rows(win_rows k) { return k.z + k.s1 + k.p + k.p2 + k.g2 + k.dp
 // whose windows hold at most 3/8 as many floats as the call's output and three input gradients
 // (4 B*H*T*d, which any attention backward holds): fused MTA then needs about 1.2x plain
 // attention's memory. MTAC_FUSED_ROWS overrides (benchmarks and tests).
-static int strip_rows(const mta_config *c, int G, int inner) {
+static int strip_rows(const job *jb) {
     const char *e = getenv("MTAC_FUSED_ROWS");
     if (e && atoi(e) > 0) return atoi(e);
-    if (!inner) return 64;
+    if (!jb->inner) return 64;
+    const mta_config *c = jb->c;
     const double budget = 1.5 * c->B * c->H * c->d;  // 3/8 of 4 B*H*d floats per column of T
     for (int R = 16; R > 8; R -= 4)
-        if ((double)total_rows(window_rows(c, R)) * G <= budget) return R;
+        if ((double)total_rows(window_rows(jb, R)) * jb->G <= budget) return R;
     return 8;
 }
 
@@ -161,8 +163,8 @@ static int win_alloc(mta_ctx *ctx, win *w, int cap, int G) {
     const int T = ctx->cfg.T;
     w->cap = cap;
     // Rows a multiple of 4 KB apart share L1 sets: the products write 16 rows and the
-    // convolutions read up to 8 at once, which then evict one another. An odd number of cache
-    // line past that puts every row of a tile in its own sets.
+    // convolutions read up to 8 at once, which then evict one another. One cache line past that
+    // puts every row of a tile in its own sets.
     w->ld = (size_t)(T + 15) / 16 * 16;
     while (w->ld / 16 % 4 != 1) w->ld += 16;
     w->hs = (size_t)cap * w->ld;
@@ -170,14 +172,13 @@ static int win_alloc(mta_ctx *ctx, win *w, int cap, int G) {
     return w->buf != NULL;
 }
 
-
 static void free_workers(mta_ctx *ctx) {
     mta_fused_state *st = &ctx->fused;
     for (int t = 0; t < st->nworkers; t++) {
         worker *w = (worker *)st->workers + t;
         win *ws[] = {&w->z, &w->s1, &w->p, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
         const size_t nw = sizeof ws / sizeof ws[0];
-        for (size_t i = 0; i < nw; i++) {  // each buffer once: win_share puts one under two windows
+        for (size_t i = 0; i < nw; i++) {  // each buffer once: dp and dz may be p2's
             size_t j = 0;
             while (j < i && ws[j]->buf != ws[i]->buf) j++;
             if (j == i) free(ws[i]->buf);
@@ -213,7 +214,7 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     if (ok) st->nworkers = nworkers, st->G = G, st->R = R;
     for (int t = 0; ok && t < nworkers; t++) {
         worker *w = (worker *)st->workers + t;
-        const win_rows k = window_rows(c, R);
+        const win_rows k = window_rows(jb, R);
         ok = win_alloc(ctx, &w->z, k.z, G) && win_alloc(ctx, &w->s1, k.s1, G) && win_alloc(ctx, &w->p, k.p, G) &&
              win_alloc(ctx, &w->p2, k.p2, G) && win_alloc(ctx, &w->g2, k.g2, G) && win_alloc(ctx, &w->dp1, k.dp1, G) &&
              win_alloc(ctx, &w->dp, k.dp, G) && win_alloc(ctx, &w->ds1, k.ds1, G) && win_alloc(ctx, &w->dz, k.dz, G) &&
@@ -590,13 +591,12 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     jb->units = c->B * c->H / jb->G;
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
-    const int nworkers = jb->inner ? 1 : imin(threads, jb->units);
-    jb->R = strip_rows(c, jb->G, jb->inner);
     jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
+    jb->R = strip_rows(jb);
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
     jb->drop_scale = 1.0f / (1.0f - c->dropout);
-    return fused_buffers(ctx, jb, nworkers);
+    return fused_buffers(ctx, jb, jb->inner ? 1 : imin(threads, jb->units));
 }
 
 // Runs fn over every unit: in turn (each unit's strips shared by all threads), or with whole
