@@ -139,10 +139,17 @@ static void test_fused_equals_reference(void **s) {
 // Every on/off combination of the six steps (tu_combo), on every shape, with and without
 // dropout: strips of 1, 3 and 16 rows and the default size, whole units per thread (1 thread)
 // and a unit's strips shared (3 threads), against the reference backend. Every failing case is
-// listed before the test fails.
+// listed before the test fails. MTAC_SWEEP=full (scripts/sweep.sh) takes every strip size from 1
+// to 17, 64 and the default, and 1 to 4 threads.
 static void test_every_combination(void **s) {
     (void)s;
-    const int rows[] = {1, 3, 16, 0}, threads[] = {1, 3};
+    const int full = getenv("MTAC_SWEEP") && !strcmp(getenv("MTAC_SWEEP"), "full");
+    int rows[20] = {1, 3, 16, 0}, threads[4] = {1, 3}, nrows = 4, nthreads = 2;
+    if (full) {
+        for (nrows = 0; nrows < 17; nrows++) rows[nrows] = nrows + 1;
+        rows[nrows++] = 64, rows[nrows++] = 0;
+        for (nthreads = 0; nthreads < 4; nthreads++) threads[nthreads] = nthreads + 1;
+    }
     const float drops[] = {0.0f, 0.25f};
     int cases = 0, failed = 0;
     for (int shape = 0; shape < TU_NSHAPES; shape++)
@@ -158,8 +165,8 @@ static void test_every_combination(void **s) {
                 fc.backend = MTA_BACKEND_FUSED;
                 tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
                 assert_non_null(f);
-                for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-                    for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+                for (int ri = 0; ri < nrows; ri++)
+                    for (int ti = 0; ti < nthreads; ti++) {
                         if (rows[ri]) set_rows(rows[ri]);
                         else unsetenv("MTAC_FUSED_ROWS");
                         omp_set_num_threads(threads[ti]);
@@ -179,7 +186,7 @@ static void test_every_combination(void **s) {
     unsetenv("MTAC_FUSED_ROWS");
     omp_set_num_threads(omp_get_num_procs());
     if (failed) fail_msg("%d of %d cases differ from the reference", failed, cases);
-    assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * 8);
+    assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * nrows * nthreads);
 }
 
 // The cases of issue 15, where the fused dq and dk were wrong (head mixing, post conv and head
