@@ -88,5 +88,24 @@ expect 1 "layer 5" -- "$MTAC" attnmap --run "$tmp/toy" --layers 5
 expect 1 "test samples" -- "$MTAC" attnmap --run "$tmp/toy" --sample 8
 expect 1 "seed7.safetensors" -- "$MTAC" attnmap --run "$tmp/toy" --seed 7
 
+# Input files that are FIFOs are refused at once: opening one for reading would wait for a writer
+# forever. `timeout` keeps a regression from hanging the suite (it exits 124, which fails).
+mkdir -p "$tmp/fifo/run" "$tmp/fifo/run2" "$tmp/fifo/data"
+for f in in.safetensors config.json run/config.json run/metrics.jsonl run/run.json run2/model.safetensors \
+         data/train.bin; do
+    mkfifo "$tmp/fifo/$f"
+done
+echo '{"model": {"dim": 8, "n_layers": 1, "n_heads": 2, "vocab_size": 259}}' > "$tmp/fifo/run2/config.json"
+fifo="not a regular file (a FIFO)"
+expect 1 "$fifo" -- timeout 10 "$MTAC" attn --in "$tmp/fifo/in.safetensors" --out "$tmp/o.safetensors"
+expect 2 "$fifo" -- timeout 10 "$MTAC" train --config "$tmp/fifo/config.json"
+expect 1 "$fifo" -- timeout 10 "$MTAC" eval --run "$tmp/fifo/run"
+expect 1 "$fifo" -- timeout 10 "$MTAC" sample --run "$tmp/fifo/run" --prompt x
+expect 1 "$fifo" -- timeout 10 "$MTAC" eval --run "$tmp/fifo/run2"
+expect 1 "$fifo" -- timeout 10 "$MTAC" plot --out "$tmp/fifo/p.png" "$tmp/fifo/run"
+expect 1 "$fifo" -- timeout 10 "$MTAC" attnmap --run "$tmp/fifo/run"
+expect 1 "$fifo" -- timeout 10 "$MTAC" train --preset lm1m-baseline --steps 1 --warmup 0 --data "$tmp/fifo/data" --out "$tmp/fifo/out"
+expect 1 "a directory" -- "$MTAC" attn --in "$tmp/fifo" --out "$tmp/o.safetensors"
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
