@@ -99,6 +99,16 @@ for kv in "eps 0" "lr 1e-50" "lr 1e400" "beta2 1" "seed 9007199254740992" "clip 
 done
 out=$("$MTAC" train --batch-size 1000000 --seq-len 1000000 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "exceeds 2^31-1" && ok || bad "batch_size * seq_len: rc $rc, $out"
+# A config file's string is refused when too long, as the same value given as a flag is (it used
+# to be cut at 511 characters), and so is a --resume directory that --out would refuse.
+long=$(printf 'd%.0s' $(seq 600))
+echo "{\"data\": \"$long\"}" > "$tmp/long.json"
+out=$("$MTAC" train --config "$tmp/long.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "data: value too long (600 characters, at most 511)" && ok || bad "long string in a file: rc $rc, $out"
+out=$("$MTAC" train --data "$long" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "data: value too long" && ok || bad "long --data: rc $rc, $out"
+out=$(train --resume "$tmp/$(printf './%.0s' $(seq 300))k" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "value too long" && ok || bad "long --resume: rc $rc, $out"
 # What training accepts, it writes into config.json in a form it reads back: the extremes of the
 # floats and the seed survive eval, sample and --resume.
 cat > "$tmp/edge.json" <<'JSON'

@@ -84,8 +84,10 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
     char *base = (char *)c + k->offset, *end;
     errno = 0;
     if (k->type == K_STR) {
-        if (strlen(value) >= k->size) return errmsg(err, n, "%s: value too long", k->name);
-        snprintf(base, k->size, "%s", value);
+        const size_t len = strlen(value);
+        if (len >= k->size)
+            return errmsg(err, n, "%s: value too long (%zu characters, at most %zu)", k->name, len, k->size - 1);
+        memcpy(base, value, len + 1);
         return 0;
     }
     double x = strtod(value, &end);
@@ -127,9 +129,12 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
             else c->have_model = 1;
             continue;
         }
-        char val[512], inner[256];
-        if (cJSON_IsString(it)) snprintf(val, sizeof val, "%s", it->valuestring);
-        else if (cJSON_IsNumber(it)) snprintf(val, sizeof val, "%.17g", it->valuedouble);
+        // A string goes to train_config_set whole, as a flag's value does, so that one rule
+        // (refuse what does not fit) serves both; a number printed exactly.
+        char num[64], inner[256];
+        const char *val = num;
+        if (cJSON_IsString(it)) val = it->valuestring;
+        else if (cJSON_IsNumber(it)) snprintf(num, sizeof num, "%.17g", it->valuedouble);
         else {
             rc = errmsg(err, n, "%s: '%s' must be a string or a number", path, it->string);
             break;
