@@ -70,6 +70,9 @@ static void expect_bad(const char *json, const char *needle) {
 static void test_config_errors(void **s) {
     (void)s;
     expect_bad("{", "not a JSON object");
+    // nothing after the object but white space (cJSON_Parse alone ignores the rest)
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}}", "not a JSON object");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5} {\"dim\": 4}", "not a JSON object");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"dmi\": 3}", "unknown key 'dmi'");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 3, \"vocab_size\": 5}", "not divisible");
     expect_bad("{\"dim\": 8.5, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}", "integer");

@@ -128,6 +128,9 @@ grep -q '"seed":[[:space:]]*9007199254740991,' "$tmp/edge/config.json" && ok || 
 echo '{"stepz": 3}' > "$tmp/bad.json"
 out=$("$MTAC" train --config "$tmp/bad.json" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "unknown config key 'stepz'" && ok || bad "unknown key: rc $rc, $out"
+printf '{"steps": 3}\n{"steps": 5}\n' > "$tmp/two.json"  # the second object used to be ignored
+out=$("$MTAC" train --config "$tmp/two.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "not a JSON object (parse error near '{\"steps\": 5}')" && ok || bad "trailing text: rc $rc, $out"
 out=$("$MTAC" train --lr abc 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "lr" && ok || bad "bad value: rc $rc, $out"
 out=$("$MTAC" train --preset nope 2>&1); rc=$?

@@ -99,7 +99,9 @@ static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed,
 int model_config_from_json(const char *json, model_config *c, char *msg, size_t n) {
     memset(c, 0, sizeof *c);
     c->rope_theta = 1e5f, c->norm_eps = 1e-5f;
-    cJSON *root = cJSON_Parse(json);
+    // Nothing may follow the object but white space: cJSON_Parse would stop at its end and ignore
+    // the rest (a second object, stray braces) without a word.
+    cJSON *root = cJSON_ParseWithOpts(json, NULL, 1);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return errmsg(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");

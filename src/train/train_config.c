@@ -112,12 +112,19 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
 int train_config_load(train_config *c, const char *path, char *err, size_t n) {
     char *buf = read_text_file(path, 16u << 20, err, n);
     if (!buf) return -1;
-    cJSON *root = cJSON_Parse(buf);
-    free(buf);
+    // Nothing may follow the object but white space (cJSON_Parse would ignore the rest).
+    cJSON *root = cJSON_ParseWithOpts(buf, NULL, 1);
     if (!cJSON_IsObject(root)) {
+        const char *at = root ? NULL : cJSON_GetErrorPtr();
+        int len = at ? (int)strcspn(at, "\n") : 0;
+        if (len > 20) len = 20;
+        if (len) errmsg(err, n, "%s: not a JSON object (parse error near '%.*s')", path, len, at);
+        else errmsg(err, n, "%s: not a JSON object", path);
+        free(buf);
         cJSON_Delete(root);
-        return errmsg(err, n, "%s: not a JSON object", path);
+        return -1;
     }
+    free(buf);
     int rc = 0;
     for (cJSON *it = root->child; it && !rc; it = it->next) {
         if (!strcmp(it->string, "model")) {
