@@ -70,6 +70,9 @@ static void expect_bad(const char *json, const char *needle) {
 static void test_config_errors(void **s) {
     (void)s;
     expect_bad("{", "not a JSON object");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"dim\": 16}", "key 'dim' appears twice");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"gate\": true, \"gate\": false}}",
+               "key 'gate' appears twice in 'mta'");
     // nothing after the object but white space (cJSON_Parse alone ignores the rest)
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}}", "not a JSON object");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5} {\"dim\": 4}", "not a JSON object");

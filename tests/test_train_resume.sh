@@ -131,6 +131,12 @@ out=$("$MTAC" train --config "$tmp/bad.json" 2>&1); rc=$?
 printf '{"steps": 3}\n{"steps": 5}\n' > "$tmp/two.json"  # the second object used to be ignored
 out=$("$MTAC" train --config "$tmp/two.json" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "not a JSON object (parse error near '{\"steps\": 5}')" && ok || bad "trailing text: rc $rc, $out"
+echo '{"steps": 3, "seed": 1, "steps": 5}' > "$tmp/twice.json"  # the last one used to win silently
+out=$("$MTAC" train --config "$tmp/twice.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "key 'steps' appears twice" && ok || bad "repeated key: rc $rc, $out"
+echo '{"batch-size": 3, "batch_size": 5}' > "$tmp/twice.json"
+out=$("$MTAC" train --config "$tmp/twice.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "key 'batch_size' appears twice" && ok || bad "repeated key: rc $rc, $out"
 out=$("$MTAC" train --lr abc 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "lr" && ok || bad "bad value: rc $rc, $out"
 out=$("$MTAC" train --preset nope 2>&1); rc=$?

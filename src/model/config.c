@@ -92,6 +92,10 @@ static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed,
         int ok = 0;
         for (int i = 0; i < n_allowed; i++) ok |= !strcmp(it->string, allowed[i]);
         if (!ok) return errmsg(msg, n, "config: unknown key '%s'%s", it->string, where);
+        // cJSON keeps both copies of a repeated key and lookups find the first: refuse it rather
+        // than pick one without a word.
+        for (const cJSON *p = o->child; p != it; p = p->next)
+            if (!strcmp(p->string, it->string)) return errmsg(msg, n, "config: key '%s' appears twice%s", it->string, where);
     }
     return 0;
 }

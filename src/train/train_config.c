@@ -127,6 +127,11 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
     free(buf);
     int rc = 0;
     for (cJSON *it = root->child; it && !rc; it = it->next) {
+        // A key given twice (also as batch-size and batch_size) is refused: which one should win?
+        for (const cJSON *p = root->child; p != it && !rc; p = p->next)
+            if (!strcmp(p->string, it->string) || (find_key(p->string) && find_key(p->string) == find_key(it->string)))
+                rc = errmsg(err, n, "%s: key '%s' appears twice", path, it->string);
+        if (rc) break;
         if (!strcmp(it->string, "model")) {
             char *js = cJSON_PrintUnformatted(it);
             char inner[256];
