@@ -45,6 +45,13 @@ out=$("$MTAC" sample --run "$tmp/a" --prompt "int " --tokens 5 --top-k 3 2>&1) &
 out=$("$MTAC" sample --run "$tmp/nope" 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "config.json" && ok || bad "sample of a missing run: rc $rc, $out"
 
+# A micro-batch of more than 2^31 - 1 tokens is refused before anything is read or created (it
+# was an unchecked malloc, then a store through NULL).
+out=$(train --out "$tmp/huge" --batch_size 1000000 --seq_len 100000 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "tokens per micro-batch" && [ ! -e "$tmp/huge" ] && ok || bad "huge batch: rc $rc, $out"
+out=$("$MTAC" eval --run "$tmp/a" --batch-size 1000000000 --seq-len 1000 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "tokens per micro-batch" && ok || bad "eval, huge batch: rc $rc, $out"
+
 # interrupt: $1 = signal, $2 = run dir; wait until some steps are done, send the signal, resume.
 interrupt_and_resume() {
     local sig=$1 dir=$2

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,10 +36,31 @@ static double now_s(void) {
 
 static void path_join(char *dst, size_t n, const char *dir, const char *file) { snprintf(dst, n, "%s/%s", dir, file); }
 
+int train_check_batch_shape(int B, int T, char *err, size_t n) {
+    if (B < 1 || T < 1) return errmsg(err, n, "batch_size %d and seq_len %d must be >= 1", B, T);
+    if (B > INT_MAX / T)
+        return errmsg(err, n, "batch_size %d x seq_len %d = %lld tokens per micro-batch: more than %d", B, T,
+                      (long long)B * T, INT_MAX);
+    return 0;
+}
+
+// Tokens and targets of one micro-batch, B*T ints each, in one allocation (tokens first).
+static int *alloc_batch(int B, int T, char *err, size_t n) {
+    int *tok = malloc(2 * (size_t)B * T * sizeof(int));
+    if (!tok) errmsg(err, n, "out of memory for a batch of %d x %d tokens", B, T);
+    return tok;
+}
+
 int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n) {
+    if (train_check_batch_shape(B, T, err, n) || model_reserve(m, B, T, err, n)) return -1;
+    int *tok = alloc_batch(B, T, err, n);
+    if (!tok) return -1;
+    int *tgt = tok + (size_t)B * T;
     dataloader dl;
-    if (dataloader_open(&dl, val_path, B, T, 0, err, n)) return -1;
-    int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
+    if (dataloader_open(&dl, val_path, B, T, 0, err, n)) {
+        free(tok);
+        return -1;
+    }
     double total = 0;
     long count = 0;
     int rc = 0;
@@ -49,7 +71,7 @@ int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, 
         float l;
         if ((rc = model_forward(m, tok, tgt, B, T, &l, err, n))) break;
         long valid = 0;
-        for (int i = 0; i < B * T; i++) valid += tgt[i] >= 0;
+        for (size_t i = 0; i < (size_t)B * T; i++) valid += tgt[i] >= 0;
         total += (double)l * valid, count += valid;
     }
     free(tok);
@@ -118,6 +140,8 @@ static int save_all(const train_config *c, const run_paths *p, model *m, const a
 }
 
 int train_run(const train_config *c, int resume, char *err, size_t n) {
+    const int B = c->batch_size, T = c->seq_len;
+    if (train_check_batch_shape(B, T, err, n)) return -1;
     run_paths p;
     make_paths(c, &p);
     if (mkdir_p(c->out)) return errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
@@ -133,9 +157,12 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
         model_free(m);
         return errmsg(err, n, "out of memory for the optimizer");
     }
+    // the activations first: they are far larger than the batch
+    int *tok = model_reserve(m, B, T, err, n) ? NULL : alloc_batch(B, T, err, n);
     dataloader dl;
-    int rc = dataloader_open(&dl, p.train_bin, c->batch_size, c->seq_len, (uint64_t)c->seed, err, n);
+    int rc = tok ? dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n) : -1;
     if (rc) goto out_model;
+    int *tgt = tok + (size_t)B * T;
     int start = 0;
     double best_val = INFINITY;
     if (resume) {
@@ -175,8 +202,6 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
     sigaction(SIGTERM, &sa, NULL);
     g_stop = 0;
 
-    const int B = c->batch_size, T = c->seq_len;
-    int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
     printf("training %s: %zu parameters, %d steps of %d x %d x %d tokens\n", c->model.mta ? "MTA" : "baseline", P,
            c->steps, c->grad_accum, B, T);
     double t_run = now_s(), tokens_done = 0;
@@ -233,11 +258,11 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
     else if (!rc) printf("done: %d steps, checkpoint %s, weights %s\n", step, p.ckpt, p.weights);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    free(tok);
     fclose(mf);
 out_dl:
     dataloader_close(&dl);
 out_model:
+    free(tok);
     adamw_free(&opt);
     model_free(m);
     return rc;

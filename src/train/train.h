@@ -44,6 +44,12 @@ char *train_config_to_json(const train_config *c);
 // Lists the keys with their meaning (for --help).
 void train_config_print_keys(void);
 
+// A micro-batch is B sequences of T tokens, B*T rows that the model and the data loader index
+// with an int: 0 when B, T >= 1 and B*T <= INT_MAX, else -1 with a message naming both. (Every
+// allocation is checked as well; this refuses, before anything is read or written, the shapes
+// whose indices would overflow.)
+int train_check_batch_shape(int B, int T, char *err, size_t n);
+
 // Runs (or, with resume, continues) training. Returns 0 when the run finished or was
 // interrupted after saving its checkpoint; -1 with a message on failure.
 int train_run(const train_config *c, int resume, char *err, size_t n);

@@ -132,6 +132,7 @@ int train_config_finish(train_config *c, char *err, size_t n) {
         return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
     if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
+    if (train_check_batch_shape(c->batch_size, c->seq_len, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
         return errmsg(err, n, "%s", inner);
