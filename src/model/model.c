@@ -544,6 +544,19 @@ int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
     return st_write(path, ts, m->n_tensors, NULL, 0, msg, n);
 }
 
+const model_tensor *model_find_nonfinite(const model *m, const float *base, size_t *at, float *value) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        const float *x = base + t->offset;
+        for (size_t j = 0; j < t->numel; j++)
+            if (!isfinite(x[j])) {
+                *at = j, *value = x[j];
+                return t;
+            }
+    }
+    return NULL;
+}
+
 int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     st_file f;
     char err[512];

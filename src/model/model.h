@@ -130,4 +130,9 @@ int model_decoder_len(const model_decoder *dec, int b);       // tokens sequence
 int model_save_weights(const model *m, const char *path, char *msg, size_t n);
 int model_load_weights(model *m, const char *path, char *msg, size_t n);
 
+// The first value in base (model_num_params floats laid out as the model's tensors: the weights,
+// their gradients or optimizer moments) that is NaN or infinite: its tensor, with the index
+// within the tensor in *at and the value in *value. NULL when every value is finite.
+const model_tensor *model_find_nonfinite(const model *m, const float *base, size_t *at, float *value);
+
 #endif

@@ -25,6 +25,13 @@ int checkpoint_save(const char *path, const model *m, const float *adam_m, const
     const model_tensor *mt = model_tensors(m, &nt);
     const float *base[KINDS] = {model_params((model *)m), adam_m, adam_v};
     int kinds = adam_m && adam_v ? 3 : 1;
+    // A checkpoint is what a run resumes from: never replace a good one with NaN or infinite values.
+    for (int k = 0; k < kinds; k++) {
+        size_t at;
+        float bad;
+        const model_tensor *t = model_find_nonfinite(m, base[k], &at, &bad);
+        if (t) return errmsg(err, n, "%s: not written: tensor '%s%s' holds %g at index %zu", path, prefix_of(k), t->name, bad, at);
+    }
     st_tensor *ts = calloc((size_t)nt * kinds, sizeof *ts);
     char (*names)[96] = calloc((size_t)nt * kinds, sizeof *names);
     st_meta_kv *kv = calloc((size_t)n_meta + 1, sizeof *kv);

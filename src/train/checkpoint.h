@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 // Saves weights, moments (m, v: model_num_params floats each, or NULL to omit) and metadata.
+// Refuses, writing nothing, when a weight or moment is NaN or infinite.
 int checkpoint_save(const char *path, const model *m, const float *adam_m, const float *adam_v,
                     const st_meta_kv *meta, int n_meta, char *err, size_t err_len);
 

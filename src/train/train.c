@@ -139,9 +139,50 @@ static int save_all(const train_config *c, const run_paths *p, model *m, const a
     return rc;
 }
 
+// ---- one step ---------------------------------------------------------------------------------
+
+// Forward and backward over grad_accum micro-batches, clipping, then AdamW at lr. The step is
+// checked before it changes anything: a non-finite loss or gradient norm returns TRAIN_NONFINITE
+// with the weights and moments untouched; after the update, a weight that is no longer finite
+// returns TRAIN_NONFINITE too (the weights are then lost, but nothing is saved from them).
+// step1 is the 1-based step number, for the messages.
+static int train_step(const train_config *c, model *m, adamw *opt, dataloader *dl, int *tok, int *tgt, int step1,
+                      float lr, double *loss, double *gnorm, char *err, size_t n) {
+    const int B = c->batch_size, T = c->seq_len;
+    const size_t P = model_num_params(m);
+    model_zero_grad(m);
+    *loss = 0;
+    for (int a = 0; a < c->grad_accum; a++) {
+        dataloader_next(dl, tok, tgt);
+        model_set_training(m, 1, ((uint64_t)c->seed * 1000003u + (uint64_t)(step1 - 1)) * 131u + (uint64_t)a);
+        float l;
+        if (model_forward(m, tok, tgt, B, T, &l, err, n) || model_backward(m, err, n)) return TRAIN_ERROR;
+        *loss += l / c->grad_accum;
+    }
+    if (c->grad_accum > 1) {
+        float inv = 1.0f / c->grad_accum, *g = model_grads(m);
+        for (size_t i = 0; i < P; i++) g[i] *= inv;
+    }
+    *gnorm = clip_grad_norm(model_grads(m), P, c->clip > 0 ? c->clip : 0);
+    if (!isfinite(*loss) || !isfinite(*gnorm)) {
+        errmsg(err, n, "step %d: the loss is %g and the gradient norm %g", step1, *loss, *gnorm);
+        return TRAIN_NONFINITE;
+    }
+    adamw_update(opt, model_params(m), model_grads(m), P, lr, NULL);
+    size_t at;
+    float bad;
+    const model_tensor *t = model_find_nonfinite(m, model_params(m), &at, &bad);
+    if (t) {
+        errmsg(err, n, "step %d: after the update (loss %g, gradient norm %g, lr %g) weight '%s' holds %g at index %zu",
+               step1, *loss, *gnorm, lr, t->name, bad, at);
+        return TRAIN_NONFINITE;
+    }
+    return TRAIN_OK;
+}
+
 int train_run(const train_config *c, int resume, char *err, size_t n) {
     const int B = c->batch_size, T = c->seq_len;
-    if (train_check_batch_shape(B, T, err, n)) return -1;
+    if (train_check_batch_shape(B, T, err, n)) return TRAIN_ERROR;
     run_paths p;
     make_paths(c, &p);
     if (mkdir_p(c->out)) return errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
@@ -150,7 +191,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
         return errmsg(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
 
     model *m = model_create(&c->model, err, n);
-    if (!m) return -1;
+    if (!m) return TRAIN_ERROR;
     const size_t P = model_num_params(m);
     adamw opt;
     if (adamw_init(&opt, P, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
@@ -160,7 +201,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
     // the activations first: they are far larger than the batch
     int *tok = model_reserve(m, B, T, err, n) ? NULL : alloc_batch(B, T, err, n);
     dataloader dl;
-    int rc = tok ? dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n) : -1;
+    int rc = tok ? dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n) : TRAIN_ERROR;
     if (rc) goto out_model;
     int *tgt = tok + (size_t)B * T;
     int start = 0;
@@ -205,34 +246,23 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
     printf("training %s: %zu parameters, %d steps of %d x %d x %d tokens\n", c->model.mta ? "MTA" : "baseline", P,
            c->steps, c->grad_accum, B, T);
     double t_run = now_s(), tokens_done = 0;
-    int step = start;
+    int step = start, saved = resume ? start : -1;  // the step the checkpoint on disk holds (-1: none)
     for (; step < c->steps && !g_stop; step++) {
-        double t0 = now_s();
+        double t0 = now_s(), loss, gnorm;
+        const int s1 = step + 1;
         float lr = lr_at(&sched, step);
-        model_zero_grad(m);
-        double loss = 0;
-        for (int a = 0; a < c->grad_accum && !rc; a++) {
-            dataloader_next(&dl, tok, tgt);
-            model_set_training(m, 1, ((uint64_t)c->seed * 1000003u + (uint64_t)step) * 131u + (uint64_t)a);
-            float l;
-            rc = model_forward(m, tok, tgt, B, T, &l, err, n);
-            if (!rc) rc = model_backward(m, err, n);
-            loss += l / c->grad_accum;
-        }
-        if (rc) break;
-        if (c->grad_accum > 1) {
-            float inv = 1.0f / c->grad_accum, *g = model_grads(m);
-            for (size_t i = 0; i < P; i++) g[i] *= inv;
-        }
-        double gnorm = clip_grad_norm(model_grads(m), P, c->clip > 0 ? c->clip : 0);
-        adamw_update(&opt, model_params(m), model_grads(m), P, lr, NULL);
+        if ((rc = train_step(c, m, &opt, &dl, tok, tgt, s1, lr, &loss, &gnorm, err, n))) break;
         double dt = now_s() - t0, tps = (double)c->grad_accum * B * T / dt;
         tokens_done += (double)c->grad_accum * B * T;
-        int s1 = step + 1;
         double val = NAN;
         if ((c->eval_every && s1 % c->eval_every == 0) || s1 == c->steps) {
             rc = train_eval_loss(m, p.val_bin, B, T, c->eval_batches, &val, err, n);
             if (rc) break;
+            if (!isfinite(val)) {
+                rc = TRAIN_NONFINITE;
+                errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s1, val, loss);
+                break;
+            }
             if (val < best_val) best_val = val;
         }
         fprintf(mf, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,\"tokens_per_s\":%.1f", s1, loss, lr,
@@ -251,7 +281,15 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
         if (c->save_every && s1 % c->save_every == 0 && s1 < c->steps) {
             rc = save_all(c, &p, m, &opt, s1, &dl, best_val, err, n);
             if (rc) break;
+            saved = s1;
         }
+    }
+    if (rc == TRAIN_NONFINITE && err && n) {
+        // The message names the step and the value; add what the run directory still holds.
+        size_t len = strlen(err);
+        if (saved >= 0)
+            snprintf(err + len, n - len, ": training stopped; nothing was saved, %s still holds step %d", p.ckpt, saved);
+        else snprintf(err + len, n - len, ": training stopped; no checkpoint had been saved yet");
     }
     if (!rc) rc = save_all(c, &p, m, &opt, step, &dl, best_val, err, n);
     if (!rc && g_stop) printf("stopped by signal at step %d; checkpoint saved: continue with --resume %s\n", step, c->out);

@@ -50,8 +50,17 @@ void train_config_print_keys(void);
 // whose indices would overflow.)
 int train_check_batch_shape(int B, int T, char *err, size_t n);
 
-// Runs (or, with resume, continues) training. Returns 0 when the run finished or was
-// interrupted after saving its checkpoint; -1 with a message on failure.
+// What train_run returns.
+enum {
+    TRAIN_OK = 0,          // the run finished, or was interrupted by a signal after saving
+    TRAIN_ERROR = -1,      // a failure; the message is in err
+    TRAIN_NONFINITE = -2,  // the loss, the gradient norm, a weight after the update or the
+                           // validation loss became NaN or infinite: training stopped at that step
+                           // without saving anything, so the run's checkpoint and weights are those
+                           // of the last good save. err names the step, the quantity and its value
+};
+
+// Runs (or, with resume, continues) training: one of the TRAIN_* codes above.
 int train_run(const train_config *c, int resume, char *err, size_t n);
 
 // Opens a finished or running run directory: its config.json into *c and a model holding its

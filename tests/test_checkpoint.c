@@ -1,0 +1,161 @@
+// test_checkpoint.c: training checkpoints (docs/checkpoints.md). No checkpoint holding a NaN or
+// infinite value is written; a run whose loss, gradients or weights stop being finite stops with
+// TRAIN_NONFINITE and saves nothing.
+#include "data/shard.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/train.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char dir[64], data[128], run[128], ckpt[192], good[192];
+
+static const char *MODEL_JSON = "{\"dim\": 16, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 259, \"hidden_dim\": 32}";
+
+// A tiny run: steps steps of 2 x 16 tokens, constant lr, no evaluation until the end.
+static void config(train_config *c, int steps) {
+    char err[256];
+    train_config_default(c);
+    assert_int_equal(model_config_from_json(MODEL_JSON, &c->model, err, sizeof err), 0);
+    c->have_model = 1;
+    c->steps = steps, c->batch_size = 2, c->seq_len = 16, c->warmup = 0, c->eval_every = 0, c->eval_batches = 1;
+    c->save_every = 0, c->log_every = 1000;
+    snprintf(c->schedule, sizeof c->schedule, "constant");
+    snprintf(c->data, sizeof c->data, "%s", data);
+    snprintf(c->out, sizeof c->out, "%s", run);
+    assert_int_equal(train_config_finish(c, err, sizeof err), 0);
+}
+
+static void copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    assert_non_null(a);
+    assert_non_null(b);
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, a)) > 0) assert_int_equal(fwrite(buf, 1, k, b), k);
+    fclose(a);
+    assert_int_equal(fclose(b), 0);
+}
+
+// The whole file, malloc'd, its size in *len.
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    unsigned char *b = malloc(*len + 1);
+    assert_int_equal(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+// Shards and a 2-step run whose checkpoint is kept as good.safetensors.
+static int setup(void **s) {
+    (void)s;
+    snprintf(dir, sizeof dir, "/tmp/mtac-ckpt-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", run);
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    char path[256], err[256];
+    snprintf(path, sizeof path, "mkdir -p %s", data);
+    if (system(path)) return -1;
+    enum { N = 3000 };
+    uint32_t tok[N];
+    for (size_t i = 0; i < N; i++) tok[i] = (uint32_t)(i * 7919 % 256);
+    snprintf(path, sizeof path, "%s/train.bin", data);
+    if (shard_write(path, tok, N, SHARD_U16, err, sizeof err)) return -1;
+    snprintf(path, sizeof path, "%s/val.bin", data);
+    if (shard_write(path, tok, N / 2, SHARD_U16, err, sizeof err)) return -1;
+    train_config c;
+    config(&c, 2);
+    if (train_run(&c, 0, err, sizeof err)) return -1;
+    copy_file(ckpt, good);
+    return 0;
+}
+
+static int teardown(void **s) {
+    (void)s;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) ? -1 : 0;
+}
+
+// checkpoint_save writes nothing from a NaN weight or moment: the file on disk stays as it was.
+static void test_save_refuses_nonfinite(void **s) {
+    (void)s;
+    copy_file(good, ckpt);
+    size_t len0, len1;
+    unsigned char *before = slurp(ckpt, &len0);
+    train_config c;
+    config(&c, 3);
+    char err[512];
+    model *m = model_create(&c.model, err, sizeof err);
+    const size_t P = model_num_params(m);
+    float *mo = calloc(P, sizeof(float)), *v = calloc(P, sizeof(float));
+    st_meta_kv kv[1] = {{"step", "0"}};
+    model_params(m)[P - 1] = NAN;
+    assert_int_equal(checkpoint_save(ckpt, m, mo, v, kv, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "norm.weight"));
+    model_params(m)[P - 1] = 0;
+    v[0] = INFINITY;
+    assert_int_equal(checkpoint_save(ckpt, m, mo, v, kv, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "optim.v.tok_embeddings.weight"));
+    unsigned char *after = slurp(ckpt, &len1);
+    assert_int_equal(len0, len1);
+    assert_memory_equal(before, after, len0);
+    free(before), free(after), free(mo), free(v);
+    model_free(m);
+}
+
+// A learning rate and weight decay of 10 multiply every weight by 1 - 100 each step: the run
+// diverges within a few steps, stops with TRAIN_NONFINITE, and leaves its checkpoint untouched.
+static void test_divergence_stops(void **s) {
+    (void)s;
+    copy_file(good, ckpt);
+    size_t len0, len1;
+    unsigned char *before = slurp(ckpt, &len0);
+    train_config c;
+    config(&c, 50);
+    c.lr = 10, c.weight_decay = 10, c.save_every = 1;
+    char err[1024] = "";
+    // from the good checkpoint at step 2, saving after every step until the bad one
+    assert_int_equal(train_run(&c, 1, err, sizeof err), TRAIN_NONFINITE);
+    assert_non_null(strstr(err, "step "));
+    assert_non_null(strstr(err, "still holds step"));
+    int stop = atoi(strstr(err, "step ") + 5), held = atoi(strstr(err, "holds step ") + 11);
+    assert_true(stop > 3);
+    assert_int_equal(held, stop - 1);
+    unsigned char *after = slurp(ckpt, &len1);
+    assert_true(len0 != len1 || memcmp(before, after, len0));  // replaced by the good steps' saves ...
+    free(after);
+    // ... and the last of them holds finite weights at step stop - 1
+    model *m = model_create(&c.model, err, sizeof err);
+    const size_t P = model_num_params(m);
+    float *mo = malloc(P * sizeof(float)), *v = malloc(P * sizeof(float));
+    st_file f;
+    assert_int_equal(checkpoint_load(ckpt, m, mo, v, &f, err, sizeof err), 0);
+    assert_int_equal(atoi(st_meta_get(&f, "step")), stop - 1);
+    st_free(&f);
+    free(before), free(mo), free(v);
+    model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_save_refuses_nonfinite), cmocka_unit_test(test_divergence_stops)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
