@@ -1,6 +1,8 @@
-// test_checkpoint.c: training checkpoints (docs/checkpoints.md). No checkpoint holding a NaN or
-// infinite value is written; a run whose loss, gradients or weights stop being finite stops with
-// TRAIN_NONFINITE and saves nothing.
+// test_checkpoint.c: training checkpoints (docs/checkpoints.md). A resume reads the training state
+// from the metadata only when every value is whole and in range (step, adam_t, data_state,
+// best_val_loss); the checksum covers the metadata; version-1 files (checksum over the tensors
+// only) still load; no checkpoint holding a NaN or infinite value is written; a run whose loss,
+// gradients or weights stop being finite stops with TRAIN_NONFINITE and saves nothing.
 #include "data/shard.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -94,6 +96,146 @@ static int teardown(void **s) {
     return system(cmd) ? -1 : 0;
 }
 
+// Resumes the run for one more step: its return code, message in err.
+static int resume(char *err, size_t n) {
+    train_config c;
+    config(&c, 3);
+    return train_run(&c, 1, err, n);
+}
+
+// Rewrites the run's checkpoint from good.safetensors through checkpoint_save (so its checksum is
+// valid) with metadata key set to value (NULL: removed).
+static void rewrite_meta(const char *key, const char *value) {
+    train_config c;
+    config(&c, 3);
+    char err[512];
+    model *m = model_create(&c.model, err, sizeof err);
+    assert_non_null(m);
+    const size_t P = model_num_params(m);
+    float *mo = malloc(P * sizeof(float)), *v = malloc(P * sizeof(float));
+    st_file f;
+    assert_int_equal(checkpoint_load(good, m, mo, v, &f, err, sizeof err), 0);
+    st_meta_kv kv[16];
+    int nkv = 0;
+    for (int i = 0; i < f.n_meta; i++) {
+        const char *k = f.meta[i].key;
+        if (!strcmp(k, "checksum") || !strcmp(k, "checkpoint_version") || !strcmp(k, key)) continue;
+        kv[nkv++] = f.meta[i];
+    }
+    if (value) kv[nkv].key = (char *)key, kv[nkv++].value = (char *)value;
+    assert_int_equal(checkpoint_save(ckpt, m, mo, v, kv, nkv, err, sizeof err), 0);
+    st_free(&f);
+    free(mo), free(v);
+    model_free(m);
+}
+
+static void expect_refused(const char *key, const char *value, const char *needle) {
+    rewrite_meta(key, value);
+    char err[1024] = "";
+    assert_int_equal(resume(err, sizeof err), TRAIN_ERROR);
+    if (!strstr(err, needle) || !strstr(err, ckpt)) fail_msg("%s = '%s': message '%s' lacks '%s'", key, value, err, needle);
+}
+
+static void test_metadata_checked(void **s) {
+    (void)s;
+    char err[1024];
+    rewrite_meta("step", "2");  // as written: resumes
+    assert_int_equal(resume(err, sizeof err), 0);
+    rewrite_meta("best_val_loss", "inf");  // no evaluation yet
+    assert_int_equal(resume(err, sizeof err), 0);
+
+    expect_refused("step", "-5", "'step'");
+    expect_refused("step", "2147483647", "'step'");  // step + 1 would overflow
+    expect_refused("step", "99999999999999999999", "'step'");
+    expect_refused("step", "2x", "'step'");
+    expect_refused("step", " 2", "'step'");
+    expect_refused("step", "+2", "'step'");
+    expect_refused("step", "", "'step'");
+    expect_refused("step", NULL, "'step'");
+    expect_refused("adam_t", "-1", "'adam_t'");  // would divide by 1 - beta^0 = 0
+    expect_refused("adam_t", "3", "must be equal");
+    expect_refused("data_state", "zz", "'data_state'");
+    expect_refused("data_state", NULL, "'data_state'");
+    expect_refused("best_val_loss", "nan", "'best_val_loss'");
+    expect_refused("best_val_loss", "-1", "'best_val_loss'");
+    expect_refused("best_val_loss", "1.5e", "'best_val_loss'");
+}
+
+// FNV-1a 64 as docs/checkpoints.md defines it.
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ULL;
+    return h;
+}
+
+// Writes the good checkpoint's tensors (with value at index at of tensor bad_name, if given) as
+// a version-1 file: no checkpoint_version key, the checksum over the tensors alone.
+static void write_v1(const char *bad_name, size_t at, float value) {
+    st_file f;
+    char err[512];
+    assert_int_equal(st_read(good, &f, err, sizeof err), 0);
+    train_config c;
+    config(&c, 3);
+    model *m = model_create(&c.model, err, sizeof err);
+    int nt;
+    const model_tensor *mt = model_tensors(m, &nt);
+    st_tensor *ts = calloc((size_t)nt * 3, sizeof *ts);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const char *prefix[3] = {"", "optim.m.", "optim.v."};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < nt; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s%s", prefix[k], mt[i].name);
+            const st_tensor *t = st_find(&f, name);
+            assert_non_null(t);
+            ts[k * nt + i] = *t;
+            if (bad_name && !strcmp(name, bad_name)) t->data[at] = value;
+            h = fnv1a(h, t->data, t->numel * sizeof(float));
+        }
+    char hex[20];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    st_meta_kv kv[16];
+    int nkv = 0;
+    for (int i = 0; i < f.n_meta; i++)
+        if (strcmp(f.meta[i].key, "checksum") && strcmp(f.meta[i].key, "checkpoint_version")) kv[nkv++] = f.meta[i];
+    kv[nkv].key = "checksum", kv[nkv++].value = hex;
+    assert_int_equal(st_write(ckpt, ts, nt * 3, kv, nkv, err, sizeof err), 0);
+    free(ts);
+    st_free(&f);
+    model_free(m);
+}
+
+// An older mtac's checkpoint still resumes.
+static void test_version1_loads(void **s) {
+    (void)s;
+    char err[1024];
+    write_v1(NULL, 0, 0);
+    assert_int_equal(resume(err, sizeof err), 0);
+}
+
+// Version 2 checksums the metadata: a changed data position is a corrupt file.
+static void test_checksum_covers_metadata(void **s) {
+    (void)s;
+    st_file f;
+    char err[1024];
+    assert_int_equal(st_read(good, &f, err, sizeof err), 0);
+    assert_string_equal(st_meta_get(&f, "checkpoint_version"), "2");
+    for (int i = 0; i < f.n_meta; i++)
+        if (!strcmp(f.meta[i].key, "data_state")) f.meta[i].value[0] = f.meta[i].value[0] == '0' ? '1' : '0';
+    assert_int_equal(st_write(ckpt, f.tensors, f.n_tensors, f.meta, f.n_meta, err, sizeof err), 0);
+    st_free(&f);
+    assert_int_equal(resume(err, sizeof err), TRAIN_ERROR);
+    assert_non_null(strstr(err, "checksum mismatch"));
+
+    assert_int_equal(st_read(good, &f, err, sizeof err), 0);
+    for (int i = 0; i < f.n_meta; i++)
+        if (!strcmp(f.meta[i].key, "checkpoint_version")) f.meta[i].value[0] = '3';
+    assert_int_equal(st_write(ckpt, f.tensors, f.n_tensors, f.meta, f.n_meta, err, sizeof err), 0);
+    st_free(&f);
+    assert_int_equal(resume(err, sizeof err), TRAIN_ERROR);
+    assert_non_null(strstr(err, "checkpoint_version '3'"));
+}
+
 // checkpoint_save writes nothing from a NaN weight or moment: the file on disk stays as it was.
 static void test_save_refuses_nonfinite(void **s) {
     (void)s;
@@ -156,6 +298,8 @@ static void test_divergence_stops(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_save_refuses_nonfinite), cmocka_unit_test(test_divergence_stops)};
+        cmocka_unit_test(test_metadata_checked), cmocka_unit_test(test_version1_loads),
+        cmocka_unit_test(test_checksum_covers_metadata), cmocka_unit_test(test_save_refuses_nonfinite),
+        cmocka_unit_test(test_divergence_stops)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/optim.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -139,6 +140,56 @@ static int save_all(const train_config *c, const run_paths *p, model *m, const a
     return rc;
 }
 
+// ---- the training state in a checkpoint's metadata -------------------------------------------
+// The values are text. Each is accepted only when the whole string is a number in its range, so a
+// damaged or edited file cannot resume at a negative step (2^31 steps to the end) or with AdamW at
+// t = -1 (its first bias correction 1 - beta^0 = 0 divides by zero and every weight becomes NaN).
+
+// A non-negative decimal integer in [0, hi] (strtol alone would take blanks, a sign, a tail).
+static int meta_int(const char *path, const st_file *f, const char *key, long hi, long *out, char *err, size_t n) {
+    const char *s = st_meta_get(f, key);
+    if (!s) return errmsg(err, n, "%s: the metadata holds no '%s'", path, key);
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (!isdigit((unsigned char)s[0]) || *end || errno || x > hi)
+        return errmsg(err, n, "%s: metadata '%s' is '%.40s', expected an integer in [0, %ld]", path, key, s, hi);
+    *out = x;
+    return 0;
+}
+
+// The best validation loss so far: a cross-entropy, so >= 0, or inf before the first evaluation
+// (also when the key is absent).
+static int meta_best_val(const char *path, const st_file *f, double *out, char *err, size_t n) {
+    const char *s = st_meta_get(f, "best_val_loss");
+    *out = INFINITY;
+    if (!s) return 0;
+    char *end;
+    double x = strtod(s, &end);
+    if (!*s || isspace((unsigned char)s[0]) || *end || !(x >= 0))
+        return errmsg(err, n, "%s: metadata 'best_val_loss' is '%.40s', expected a loss >= 0 or inf", path, s);
+    *out = x;
+    return 0;
+}
+
+// Reads and checks step, adam_t, data_state and best_val_loss.
+static int read_train_state(const char *path, const st_file *f, int *step, adamw *opt, dataloader *dl,
+                            double *best_val, char *err, size_t n) {
+    long s, t;
+    // step + 1 must still fit an int
+    if (meta_int(path, f, "step", INT_MAX - 1, &s, err, n) || meta_int(path, f, "adam_t", INT_MAX - 1, &t, err, n))
+        return -1;
+    // train_run takes exactly one AdamW step per training step, from t = 0 at step 0.
+    if (t != s) return errmsg(err, n, "%s: metadata 'adam_t' is %ld but 'step' is %ld: they must be equal", path, t, s);
+    const char *ds = st_meta_get(f, "data_state");
+    if (!ds || dataloader_state_parse(dl, ds))
+        return errmsg(err, n, "%s: metadata 'data_state' is %s%.40s%s, expected 16 hex digits", path, ds ? "'" : "",
+                      ds ? ds : "missing", ds ? "'" : "");
+    if (meta_best_val(path, f, best_val, err, n)) return -1;
+    *step = (int)s, opt->t = (int)t;
+    return 0;
+}
+
 // ---- one step ---------------------------------------------------------------------------------
 
 // Forward and backward over grad_accum micro-batches, clipping, then AdamW at lr. The step is
@@ -210,15 +261,9 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
         st_file f;
         rc = checkpoint_load(p.ckpt, m, opt.m, opt.v, &f, err, n);
         if (rc) goto out_dl;
-        const char *s = st_meta_get(&f, "step"), *t = st_meta_get(&f, "adam_t"), *ds = st_meta_get(&f, "data_state"),
-                   *bv = st_meta_get(&f, "best_val_loss");
-        if (!s || !t || !ds || dataloader_state_parse(&dl, ds)) {
-            st_free(&f);
-            rc = errmsg(err, n, "%s: training state missing or unreadable in the metadata", p.ckpt);
-            goto out_dl;
-        }
-        start = atoi(s), opt.t = atoi(t), best_val = bv ? strtod(bv, NULL) : INFINITY;
+        rc = read_train_state(p.ckpt, &f, &start, &opt, &dl, &best_val, err, n);
         st_free(&f);
+        if (rc) goto out_dl;
         truncate_metrics(p.metrics, start);
         printf("resumed %s at step %d\n", p.ckpt, start);
     } else {
