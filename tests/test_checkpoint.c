@@ -1,8 +1,8 @@
 // test_checkpoint.c: training checkpoints (docs/checkpoints.md). A resume reads the training state
 // from the metadata only when every value is whole and in range (step, adam_t, data_state,
 // best_val_loss); the checksum covers the metadata; version-1 files (checksum over the tensors
-// only) still load; no checkpoint holding a NaN or infinite value is written; a run whose loss,
-// gradients or weights stop being finite stops with TRAIN_NONFINITE and saves nothing.
+// only) still load; no checkpoint holding a NaN or infinite value is written or loaded; a run whose
+// loss, gradients or weights stop being finite stops with TRAIN_NONFINITE and saves nothing.
 #include "data/shard.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -213,6 +213,27 @@ static void test_version1_loads(void **s) {
     assert_int_equal(resume(err, sizeof err), 0);
 }
 
+// A whole file (its checksum right) with a NaN, an infinity or a negative second moment is refused,
+// naming the tensor and the index.
+static void test_nonfinite_load(void **s) {
+    (void)s;
+    char err[1024];
+    const struct {
+        const char *name;
+        float value;
+        const char *needle;
+    } bad[] = {{"tok_embeddings.weight", NAN, "nan"},
+               {"layers.0.attention.wk.weight", INFINITY, "inf"},
+               {"optim.m.norm.weight", -INFINITY, "-inf"},
+               {"optim.v.layers.0.feed_forward.w2.weight", -1.0f, "cannot be negative"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_v1(bad[i].name, 5, bad[i].value);
+        assert_int_equal(resume(err, sizeof err), TRAIN_ERROR);
+        if (!strstr(err, bad[i].name) || !strstr(err, bad[i].needle) || !strstr(err, "index 5"))
+            fail_msg("%s: message '%s'", bad[i].name, err);
+    }
+}
+
 // Version 2 checksums the metadata: a changed data position is a corrupt file.
 static void test_checksum_covers_metadata(void **s) {
     (void)s;
@@ -299,7 +320,7 @@ static void test_divergence_stops(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata_checked), cmocka_unit_test(test_version1_loads),
-        cmocka_unit_test(test_checksum_covers_metadata), cmocka_unit_test(test_save_refuses_nonfinite),
-        cmocka_unit_test(test_divergence_stops)};
+        cmocka_unit_test(test_nonfinite_load), cmocka_unit_test(test_checksum_covers_metadata),
+        cmocka_unit_test(test_save_refuses_nonfinite), cmocka_unit_test(test_divergence_stops)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

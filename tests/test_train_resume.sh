@@ -52,6 +52,19 @@ out=$(train --out "$tmp/huge" --batch_size 1000000 --seq_len 100000 2>&1); rc=$?
 out=$("$MTAC" eval --run "$tmp/a" --batch-size 1000000000 --seq-len 1000 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "tokens per micro-batch" && ok || bad "eval, huge batch: rc $rc, $out"
 
+# Weights holding a NaN are refused by eval and sample, naming the tensor (a float32 NaN written
+# over entry 2 of the first tensor in the data section).
+mkdir "$tmp/nan" && cp "$tmp/a/config.json" "$tmp/a/model.safetensors" "$tmp/nan/"
+hdr=$(od -An -tu8 -N8 "$tmp/nan/model.safetensors" | tr -d ' ')
+printf '\x00\x00\xc0\x7f' | dd of="$tmp/nan/model.safetensors" bs=1 seek=$((8 + hdr + 8)) conv=notrunc 2>/dev/null
+nan_refused() {
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    [ $rc -eq 1 ] && echo "$out" | grep -q "tensor 'tok_embeddings.weight' holds nan at index 2" && ok || bad "$2 of NaN weights: rc $rc, $out"
+}
+nan_refused "$MTAC" eval --run "$tmp/nan" --batches 1
+nan_refused "$MTAC" sample --run "$tmp/nan" --prompt "int " --tokens 5
+
 # A diverging run (lr 10 and weight decay 10 multiply every weight by 1 - 100 each step) stops
 # with exit status 3 and a message naming the step and the value; what the run directory held
 # stays byte for byte, and no checkpoint is written from the bad step.

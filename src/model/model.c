@@ -581,6 +581,10 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
             if (!known) rc = errmsg(msg, n, "%s: unexpected tensor '%s' for this config", path, f.tensors[i].name);
         }
     }
+    size_t at;
+    float bad;
+    const model_tensor *t = rc ? NULL : model_find_nonfinite(m, m->params, &at, &bad);
+    if (t) rc = errmsg(msg, n, "%s: tensor '%s' holds %g at index %zu: the weights must be finite", path, t->name, bad, at);
     st_free(&f);
     return rc;
 }

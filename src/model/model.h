@@ -126,7 +126,8 @@ int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t 
 const float *model_decoder_logits(const model_decoder *dec);  // (B,V), of the last prefill or step
 int model_decoder_len(const model_decoder *dec, int b);       // tokens sequence b holds
 
-// Weights as safetensors with the names of docs/model.md.
+// Weights as safetensors with the names of docs/model.md. Loading refuses a file whose weights
+// hold a NaN or an infinity (naming the tensor): such a model only computes NaN.
 int model_save_weights(const model *m, const char *path, char *msg, size_t n);
 int model_load_weights(model *m, const char *path, char *msg, size_t n);
 

@@ -135,6 +135,21 @@ int checkpoint_load(const char *path, model *m, float *adam_m, float *adam_v, st
         if (!want) rc = errmsg(err, n, "%s: no checksum in the metadata (not an mtac checkpoint?)", path);
         else if (strcmp(want, hex)) rc = errmsg(err, n, "%s: checksum mismatch (file corrupt): stored %s, computed %s", path, want, hex);
     }
+    // A whole file can still hold values no run resumes from (one saved by an older mtac after its
+    // run diverged, or written by another program): NaN or infinite weights or moments, or a
+    // negative second moment (AdamW takes its square root).
+    for (int k = 0; k < kinds && !rc; k++) {
+        size_t at;
+        float bad;
+        const model_tensor *t = model_find_nonfinite(m, base[k], &at, &bad);
+        if (t) rc = errmsg(err, n, "%s: tensor '%s%s' holds %g at index %zu: a checkpoint must be finite", path,
+                           prefix_of(k), t->name, bad, at);
+    }
+    for (int i = 0; kinds == 3 && i < nt && !rc; i++)
+        for (size_t j = 0; j < mt[i].numel && !rc; j++)
+            if (adam_v[mt[i].offset + j] < 0)
+                rc = errmsg(err, n, "%s: tensor 'optim.v.%s' holds %g at index %zu: a second moment cannot be negative",
+                            path, mt[i].name, adam_v[mt[i].offset + j], j);
     if (rc) st_free(f);
     return rc;
 }

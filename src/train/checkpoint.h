@@ -19,8 +19,9 @@ int checkpoint_save(const char *path, const model *m, const float *adam_m, const
 
 // Loads a checkpoint into a model built from the same config (and m, v when non-NULL); the
 // metadata stays readable in *f until st_free. Fails on a checksum mismatch, a missing or
-// mis-shaped tensor, or moments absent when asked for. Reads format version 2 and version 1 (no
-// checkpoint_version key: the checksum covered the tensors only).
+// mis-shaped tensor, moments absent when asked for, a NaN or infinite weight or moment among those
+// loaded, or a negative second moment. Reads format version 2 and version 1 (no checkpoint_version
+// key: the checksum covered the tensors only).
 int checkpoint_load(const char *path, model *m, float *adam_m, float *adam_v, st_file *f, char *err,
                     size_t err_len);
 
