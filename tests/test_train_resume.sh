@@ -130,6 +130,9 @@ out=$("$MTAC" train --config "$tmp/bad.json" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "unknown config key 'stepz'" && ok || bad "unknown key: rc $rc, $out"
 out=$("$MTAC" train --lr abc 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "lr" && ok || bad "bad value: rc $rc, $out"
+# config.json keeps seeds exactly up to 2^52 only (2^53 - 1 came back as 2^53 - 2 on resume)
+out=$(train --out "$tmp/seed" --seed 9007199254740991 --steps 1 --warmup 0 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "seed: expected a number in \[0, 4.5036e+15\]" && ok || bad "seed past 2^52: rc $rc, $out"
 out=$("$MTAC" train --preset nope 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "unknown preset" && ok || bad "bad preset: rc $rc, $out"
 head -c 100 "$tmp/data/train.bin" > "$tmp/data/val.bin"

@@ -40,7 +40,8 @@ static const key_def KEYS[] = {
     {"eps", K_FLOAT, F(eps), 0, 1, "AdamW epsilon"},
     {"weight_decay", K_FLOAT, F(weight_decay), 0, 10, "decoupled weight decay (all weights, as torch.optim.AdamW)"},
     {"clip", K_FLOAT, F(clip), 0, 1e9, "global gradient-norm clip (0 = off)"},
-    {"seed", K_LLONG, F(seed), 0, 9e18, "seed of initialisation, data order and dropout"},
+    // config.json must give a resumed run the same seed: cJSON writes integers exactly up to 2^52
+    {"seed", K_LLONG, F(seed), 0, 4503599627370496.0, "seed of initialisation, data order and dropout"},
     {"eval_every", K_INT, F(eval_every), 0, 1e9, "validation every N steps (0 = only at the end)"},
     {"eval_batches", K_INT, F(eval_batches), 1, 1e6, "validation batches per evaluation"},
     {"save_every", K_INT, F(save_every), 0, 1e9, "checkpoint every N steps (0 = only at the end)"},
