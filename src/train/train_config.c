@@ -162,10 +162,7 @@ int train_config_finish(train_config *c, char *err, size_t n) {
         return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
     if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
-    // The model indexes a micro-batch's tokens with an int.
-    if ((long long)c->batch_size * c->seq_len > 2147483647LL)
-        return errmsg(err, n, "batch_size * seq_len = %lld tokens per micro-batch exceeds 2^31-1",
-                      (long long)c->batch_size * c->seq_len);
+    if (train_check_batch_shape(c->batch_size, c->seq_len, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
         return errmsg(err, n, "%s", inner);
