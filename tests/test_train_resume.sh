@@ -139,7 +139,7 @@ for kv in "eps 0" "lr 1e-50" "lr 1e400" "beta2 1" "seed 9007199254740992" "clip 
     [ $rc -eq 2 ] && echo "$out" | grep -q "^mtac train: $1: " && ok || bad "--$1 $2: rc $rc, $out"
 done
 out=$("$MTAC" train --batch-size 1000000 --seq-len 1000000 2>&1); rc=$?
-[ $rc -eq 2 ] && echo "$out" | grep -q "exceeds 2^31-1" && ok || bad "batch_size * seq_len: rc $rc, $out"
+[ $rc -eq 2 ] && echo "$out" | grep -q "more than 2147483647" && ok || bad "batch_size * seq_len: rc $rc, $out"
 # A config file's string is refused when too long, as the same value given as a flag is (it used
 # to be cut at 511 characters), and so is a --resume directory that --out would refuse.
 long=$(printf 'd%.0s' $(seq 600))
