@@ -17,8 +17,10 @@ static void usage(FILE *f) {
             "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
             "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
             "DIR/config.json. Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and stops; --resume continues the\n"
-            "run exactly where it stopped. A config file holds the keys below and optionally a \"model\" object\n"
-            "(docs/model.md); flags override it. Unknown keys are errors. Presets: %s.\n"
+            "run exactly where it stopped. A loss, gradient norm or weight that becomes NaN or infinite stops\n"
+            "the run without saving (exit status 3): the last checkpoint stays as it was. A config file holds\n"
+            "the keys below and optionally a \"model\" object (docs/model.md); flags override it. Unknown keys\n"
+            "are errors. Presets: %s.\n"
             "\nkeys:\n",
             "toy, lm1m, lm10m, 300m, 830m (each also -baseline)");
     train_config_print_keys();
@@ -77,12 +79,23 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (apply_flags(&c, argc, argv)) return 2;
-    if (resume) snprintf(c.out, sizeof c.out, "%s", resume);
+    // The run directory goes through the same check as --out (a path that does not fit is refused,
+    // never cut short).
+    if (resume && train_config_set(&c, "out", resume, err, sizeof err)) {
+        fprintf(stderr, "mtac train: --resume: %s\n", err);
+        return 2;
+    }
     if (train_config_finish(&c, err, sizeof err)) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 2;
     }
-    if (train_run(&c, resume != NULL, err, sizeof err)) {
+    int rc = train_run(&c, resume != NULL, err, sizeof err);
+    if (rc == TRAIN_NONFINITE) {
+        // its own exit status, so that a script can tell a diverged run from a broken one
+        fprintf(stderr, "mtac train: diverged: %s\n", err);
+        return 3;
+    }
+    if (rc) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 1;
     }
