@@ -383,11 +383,14 @@ typedef struct {
 static train_result time_c_train(const model_config *mc, int B, int T, int steps) {
     train_result r = {0};
     char err[256];
+    mta_backend backend;
+    if (cli_default_backend(&backend)) return r;
     model *m = model_create(mc, err, sizeof err);
     if (!m) {
         fprintf(stderr, "mtac bench train: %s\n", err);
         return r;
     }
+    model_set_backend(m, backend);
     model_init(m, 1);
     adamw opt;
     if (adamw_init(&opt, model_num_params(m), 1e-4f, 0.9f, 0.98f, 1e-8f, 0.0f)) {

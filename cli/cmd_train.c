@@ -89,6 +89,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 2;
     }
+    if (cli_default_backend(&c.backend)) return 2;
     int rc = train_run(&c, resume != NULL, err, sizeof err);
     if (rc == TRAIN_NONFINITE) {
         // its own exit status, so that a script can tell a diverged run from a broken one
@@ -132,6 +133,8 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "mtac eval: --run DIR is required (see --help)\n");
         return 2;
     }
+    mta_backend backend;
+    if (cli_default_backend(&backend)) return 2;
     train_config c;
     char err[1024];
     model *m = train_open_run(run, &c, err, sizeof err);
@@ -139,6 +142,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "mtac eval: %s\n", err);
         return 1;
     }
+    model_set_backend(m, backend);
     char val[1100];
     snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);
     double loss;

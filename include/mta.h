@@ -44,7 +44,8 @@ typedef enum {
 //     its workspace is O(H*T*strip) (docs/fused.md).
 //   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
 //     one that can return attention maps (mta_attention_map) and prefill a decoding cache.
-// mta_config_default picks FUSED unless the environment variable MTAC_BACKEND is "reference".
+// mta_config_default picks FUSED. (The library reads no environment variable; the mtac command
+// and the tests take MTAC_BACKEND=reference to change their default.)
 typedef enum {
     MTA_BACKEND_REFERENCE = 0,
     MTA_BACKEND_FUSED = 1,

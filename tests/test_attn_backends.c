@@ -82,7 +82,7 @@ static int same_bits(const tu_case *a, const tu_case *b) {
 static mta_backend backend;  // the backend under test (argv[1])
 
 static mta_config variant(int k) {
-    mta_config c = mta_config_default(2, 4, 29, 6);
+    mta_config c = tu_config_default(2, 4, 29, 6);
     switch (k) {
     case 0: break;                                                      // plain attention
     case 1: c.pre_cq = 3, c.pre_ck = 5; break;                          // pre-softmax conv alone
@@ -214,7 +214,7 @@ static void test_mix_post_hconv_without_pre(void **s) {
         {1, 2, 40, 16, 2, 3, 1, 1, 0}, {1, 2, 40, 16, 2, 3, 1, 1, 1}, {1, 2, 40, 16, 2, 3, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        mta_config c = mta_config_default(cases[i].B, cases[i].H, cases[i].T, cases[i].d);
+        mta_config c = tu_config_default(cases[i].B, cases[i].H, cases[i].T, cases[i].d);
         c.pre_head_mix = 1, c.post_cq = cases[i].cq, c.post_ck = cases[i].ck, c.post_ch = cases[i].ch;
         c.group_norm = cases[i].gn, c.depth_scale = cases[i].gn, c.layer_id = 4, c.gate = cases[i].gate;
         c.backend = MTA_BACKEND_REFERENCE;

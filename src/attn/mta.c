@@ -49,8 +49,7 @@ mta_config mta_config_default(int B, int H, int T, int d) {
     mta_config c;
     memset(&c, 0, sizeof c);
     c.B = B, c.H = H, c.T = T, c.d = d;
-    const char *e = getenv("MTAC_BACKEND");
-    c.backend = e && !strcmp(e, "reference") ? MTA_BACKEND_REFERENCE : MTA_BACKEND_FUSED;
+    c.backend = MTA_BACKEND_FUSED;
     return c;
 }
 

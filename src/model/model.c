@@ -111,7 +111,7 @@ model *model_create(const model_config *c, char *msg, size_t n) {
     }
     m->cfg = *c;
     m->d = c->dim / c->n_heads;
-    m->backend = mta_config_default(1, 1, 1, 1).backend;
+    m->backend = MTA_BACKEND_FUSED;
     model_weights tmp;
     m->num_params = layout(m, NULL, 1, &tmp);
     m->params = calloc(m->num_params, sizeof(float));

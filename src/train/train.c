@@ -243,6 +243,7 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
 
     model *m = model_create(&c->model, err, n);
     if (!m) return TRAIN_ERROR;
+    model_set_backend(m, c->backend);
     const size_t P = model_num_params(m);
     adamw opt;
     if (adamw_init(&opt, P, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {

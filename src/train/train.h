@@ -21,6 +21,7 @@ typedef struct {
     int eval_every, eval_batches, save_every, log_every;
     char data[512];           // directory with train.bin and val.bin (mtac data)
     char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
+    mta_backend backend;      // attention backend (the caller's choice, not a key of config.json)
 } train_config;
 
 // Defaults: preset lm1m, 200 steps, batch 8 x 128, AdamW 1e-3 (0.9, 0.98, 1e-8), weight decay

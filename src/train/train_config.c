@@ -59,6 +59,7 @@ enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
 void train_config_default(train_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->preset, sizeof c->preset, "lm1m");
+    c->backend = MTA_BACKEND_FUSED;
     c->steps = 200, c->batch_size = 8, c->seq_len = 128, c->grad_accum = 1;
     snprintf(c->schedule, sizeof c->schedule, "cosine");
     c->lr = 1e-3f, c->min_lr = 1e-4f, c->warmup = 20;
