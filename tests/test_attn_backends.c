@@ -119,35 +119,55 @@ static run_grid grid(const int *rows, int nrows, const int *threads, int nthread
     return g;
 }
 
+// Runs the problem of config c (any backend) and seed on the reference backend, then on the
+// backend under test at every strip size and thread count of gr; prints each run that differs
+// by more than 2e-5 (label names the case) while *printed < 50. Returns the failing runs and
+// adds the runs made to *runs.
+static int against_reference(const mta_config *c, uint64_t seed, const run_grid *gr, const char *label, int *runs,
+                             int *printed) {
+    mta_config rc = *c;
+    rc.backend = MTA_BACKEND_REFERENCE;
+    tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
+    assert_non_null(ref);
+    run(ref);
+    mta_config fc = *c;
+    fc.backend = backend;
+    tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
+    assert_non_null(f);
+    int failed = 0;
+    for (int ri = 0; ri < gr->nrows; ri++)
+        for (int ti = 0; ti < gr->nthreads; ti++) {
+            f->cfg.strip_rows = gr->rows[ri];
+            omp_set_num_threads(gr->threads[ti]);
+            run(f);
+            const char *which;
+            const double e = rel_diff_which(f, ref, &which);
+            if (e > 2e-5) {
+                failed++;
+                if ((*printed)++ < 50)
+                    print_error("%s, %d rows per strip (0: default), %d threads: %s %s differs from the reference by "
+                                "%.3g\n", label, gr->rows[ri], gr->threads[ti], mta_backend_name(backend), which, e);
+            }
+            (*runs)++;
+        }
+    tu_case_free(f);
+    tu_case_free(ref);
+    omp_set_num_threads(omp_get_num_procs());
+    return failed;
+}
+
 static void test_variants(void **s) {
     (void)s;
     const int rows[] = {1, 2, 5, 16, 64}, threads[] = {1, 3};
     const run_grid gr = grid(rows, 5, threads, 2);
+    int runs = 0, printed = 0, failed = 0;
     for (int k = 0; k < NVARIANTS; k++) {
-        mta_config rc = variant(k);
-        rc.backend = MTA_BACKEND_REFERENCE;
-        tu_case *ref = tu_case_new(&rc, 40 + k, 1.0f, 0.3f);
-        assert_non_null(ref);
-        run(ref);
-        mta_config fc = rc;
-        fc.backend = backend;
-        tu_case *f = tu_case_new(&fc, 40 + k, 1.0f, 0.3f);
-        assert_non_null(f);
-        for (int ri = 0; ri < gr.nrows; ri++)
-            for (int ti = 0; ti < gr.nthreads; ti++) {
-                f->cfg.strip_rows = gr.rows[ri];
-                omp_set_num_threads(gr.threads[ti]);
-                run(f);
-                const char *which;
-                const double e = rel_diff_which(f, ref, &which);
-                if (e > 2e-5)
-                    fail_msg("variant %d, %d rows per strip, %d threads: %s %s differs from the reference by %.3g", k,
-                             gr.rows[ri], gr.threads[ti], mta_backend_name(backend), which, e);
-            }
-        tu_case_free(f);
-        tu_case_free(ref);
+        char label[32];
+        snprintf(label, sizeof label, "variant %d", k);
+        const mta_config c = variant(k);
+        failed += against_reference(&c, 40 + k, &gr, label, &runs, &printed);
     }
-    omp_set_num_threads(omp_get_num_procs());
+    if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
 }
 
 // Every on/off combination of the six steps (tu_combo), on every shape, with and without
@@ -166,39 +186,17 @@ static void test_every_combination(void **s) {
     }
     const run_grid gr = grid(rows, nrows, threads, nthreads);
     const float drops[] = {0.0f, 0.25f};
-    int cases = 0, failed = 0;
+    int cases = 0, failed = 0, printed = 0;
     for (int shape = 0; shape < TU_NSHAPES; shape++)
         for (int mask = 0; mask < TU_NCOMBOS; mask++)
             for (int di = 0; di < 2; di++) {
-                mta_config rc = tu_combo(shape, mask, drops[di]);
-                rc.backend = MTA_BACKEND_REFERENCE;
-                const uint64_t seed = 1000 + 128 * shape + 2 * mask + di;
-                tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
-                assert_non_null(ref);
-                run(ref);
-                mta_config fc = rc;
-                fc.backend = backend;
-                tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
-                assert_non_null(f);
-                for (int ri = 0; ri < gr.nrows; ri++)
-                    for (int ti = 0; ti < gr.nthreads; ti++) {
-                        f->cfg.strip_rows = gr.rows[ri];
-                        omp_set_num_threads(gr.threads[ti]);
-                        run(f);
-                        const char *which;
-                        const double e = rel_diff_which(f, ref, &which);
-                        char name[64];
-                        if (e > 2e-5 && failed++ < 50)
-                            print_error("shape %d, %s, dropout %.2f, %d rows per strip (0: default), %d threads: %s %s "
-                                        "differs from the reference by %.3g\n", shape, tu_combo_name(mask, name, sizeof name),
-                                        drops[di], gr.rows[ri], gr.threads[ti], mta_backend_name(backend), which, e);
-                        cases++;
-                    }
-                tu_case_free(f);
-                tu_case_free(ref);
+                char name[64], label[128];
+                snprintf(label, sizeof label, "shape %d, %s, dropout %.2f", shape, tu_combo_name(mask, name, sizeof name),
+                         drops[di]);
+                const mta_config c = tu_combo(shape, mask, drops[di]);
+                failed += against_reference(&c, 1000 + 128 * shape + 2 * mask + di, &gr, label, &cases, &printed);
             }
-    omp_set_num_threads(omp_get_num_procs());
-    if (failed) fail_msg("%d of %d cases differ from the reference", failed, cases);
+    if (failed) fail_msg("%d of %d runs differ from the reference", failed, cases);
     assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * gr.nrows * gr.nthreads);
 }
 
