@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 #include "mta.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,13 @@ static void usage(FILE *f) {
             "  The format is documented in docs/formats.md.\n"
             "  --backend: fused (the default: no (T,T) map held, docs/fused.md) or reference (materialises\n"
             "  the maps); both compute the same function within float32 rounding.\n");
+}
+
+// The index of the first non-finite entry of x (n entries), or -1.
+static long first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return (long)i;
+    return -1;
 }
 
 int cmd_attn(int argc, char **argv) {
@@ -78,6 +86,19 @@ int cmd_attn(int argc, char **argv) {
     if (backend >= 0) pr.cfg.backend = (mta_backend)backend;
     const mta_config *c = &pr.cfg;
     const size_t n = (size_t)c->B * c->H * c->T * c->d;
+    // The operator propagates NaN (mta.h); a file's NaN or Inf is refused here instead.
+    const float *inputs[4] = {pr.q, pr.k, pr.v, pr.dout};
+    const char *input_names[4] = {"q", "k", "v", "dout"};
+    for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) {
+        const float *x = i < 4 ? inputs[i] : pr.param[i - 4];
+        const long at = x ? first_nonfinite(x, i < 4 ? n : pr.param_numel[i - 4]) : -1;
+        if (at >= 0) {
+            fprintf(stderr, "mtac attn: %s: tensor %s has a non-finite value (%g) at flat index %ld\n", in,
+                    i < 4 ? input_names[i] : attn_param_names[i - 4], (double)x[at], at);
+            st_free(&f);
+            return 1;
+        }
+    }
     mta_ctx *ctx = NULL;
     mta_params p = attn_problem_params(&pr);
     // One block: out, dq, dk, dv, then the parameter gradients.
@@ -126,6 +147,16 @@ int cmd_attn(int argc, char **argv) {
         mta_grads g = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5], gp[6]};
         if (mta_backward(ctx, pr.q, pr.k, pr.v, &p, pr.dout, dq, dk, dv, &g) != MTA_OK) {
             fprintf(stderr, "mtac attn: backward failed: %s\n", mta_ctx_error(ctx));
+            goto done;
+        }
+    }
+    // Finite inputs can still overflow float32 (scores of q, k near 1e19 and beyond): say so
+    // instead of writing NaN.
+    for (int i = 0; i < nt; i++) {
+        const long at = first_nonfinite(ts[i].data, ts[i].numel);
+        if (at >= 0) {
+            fprintf(stderr, "mtac attn: the result %s has a non-finite value at flat index %ld (the inputs overflow float32 "
+                    "arithmetic; scale q and k down); nothing written\n", ts[i].name, at);
             goto done;
         }
     }

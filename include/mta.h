@@ -11,6 +11,10 @@
 //   mta_backward(ctx, q, k, v, &params, dout, dq, dk, dv, &grads);  // after a forward
 //   mta_destroy(ctx);
 //
+// Non-finite values: the operator does not check its tensors. A NaN or infinite input, or scores
+// that overflow float32, make the rows they reach NaN (forward and backward), with no undefined
+// behaviour; `mtac attn` refuses non-finite input files and reports non-finite results.
+//
 // Threading: a context holds the activations its forward saved for its backward, so one context
 // serves one call at a time; distinct contexts are independent and may be used concurrently.
 // There is no global state. Inside a call, OpenMP and BLAS use the threads they are given

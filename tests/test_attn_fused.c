@@ -33,28 +33,43 @@ static size_t run(tu_case *c) {
     return bytes;
 }
 
-// Largest difference of every output and gradient, relative to the reference tensor's largest entry.
-static double rel_diff(const tu_case *a, const tu_case *r) {
+// Largest difference of every output and gradient, relative to the reference tensor's largest
+// entry; *which names the worst tensor when which is not NULL.
+static double rel_diff_which(const tu_case *a, const tu_case *r, const char **which) {
+    static const char *names[11] = {"out", "dq", "dk", "dv", "w_pre", "w_pre_head", "w_post", "w_post_head", "gn_weight",
+                                    "gate_w", "gate_b"};
     const float *x[4] = {a->out, a->dq, a->dk, a->dv}, *y[4] = {r->out, r->dq, r->dk, r->dv};
     double worst = 0;
-    for (int t = 0; t < 4; t++) worst = fmax(worst, tu_max_abs_diff(x[t], y[t], a->n) / fmax(1e-6, tu_max_abs(y[t], a->n)));
+    int wi = 0;
+    for (int t = 0; t < 4; t++) {
+        const double e = tu_max_abs_diff(x[t], y[t], a->n) / fmax(1e-6, tu_max_abs(y[t], a->n));
+        if (e > worst) worst = e, wi = t;
+    }
     for (int i = 0; i < 7; i++)
         if (r->wn[i]) {
-            // The gate bias's gradient is a sum over every row that largely cancels (0.06 from
-            // terms of order 1 in the 830M variant), so it is measured at the scale of the
-            // gate's weight gradient (index 5), like a bias column of that weight.
-            // Likewise a head-convolution group of one head (index 3) scales its head's P2 by a
-            // constant that the group norm undoes: its gradient is zero up to rounding, and is
-            // measured at the scale of the post-softmax kernel's gradient (index 2), a sum of
-            // the same kind of products.
+            // Gradients that are zero or one number up to rounding are measured at the scale of
+            // a sum of the same kind of products:
+            // - the gate bias's, a sum over every row that largely cancels (0.06 from terms of
+            //   order 1 in the 830M variant), at the gate weight's (a bias column of it);
+            // - a head-convolution group of one head scales its head's P2 by a constant that
+            //   the group norm undoes: at the post-softmax kernel's or, without it, the norm
+            //   weight's (dout times normed O over rows, the same products uncancelled);
+            // - a one-head mixing is one scalar on the scores: at the pre-softmax kernel's.
             double scale = tu_max_abs(r->gw[i], r->wn[i]);
             if (i == 6 && r->wn[5]) scale = fmax(scale, tu_max_abs(r->gw[5], r->wn[5]));
-            if (i == 3 && r->cfg.post_ch == 1 && r->cfg.group_norm && r->wn[2])
-                scale = fmax(scale, tu_max_abs(r->gw[2], r->wn[2]));
-            worst = fmax(worst, tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]) / fmax(1e-6, scale));
+            if (i == 3 && r->cfg.post_ch == 1 && r->cfg.group_norm) {
+                if (r->wn[2]) scale = fmax(scale, tu_max_abs(r->gw[2], r->wn[2]));
+                else scale = fmax(scale, tu_max_abs(r->gw[4], r->wn[4]));
+            }
+            if (i == 1 && r->cfg.H == 1 && r->wn[0]) scale = fmax(scale, tu_max_abs(r->gw[0], r->wn[0]));
+            const double e = tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]) / fmax(1e-6, scale);
+            if (e > worst) worst = e, wi = 4 + i;
         }
+    if (which) *which = names[wi];
     return worst;
 }
+
+static double rel_diff(const tu_case *a, const tu_case *r) { return rel_diff_which(a, r, NULL); }
 
 static int same_bits(const tu_case *a, const tu_case *b) {
     // dq, dk and dv are consecutive in a case's memory
@@ -121,6 +136,88 @@ static void test_fused_equals_reference(void **s) {
     omp_set_num_threads(omp_get_num_procs());
 }
 
+// Every on/off combination of the six steps (tu_combo), on every shape, with and without
+// dropout: strips of 1, 3 and 16 rows and the default size, whole units per thread (1 thread)
+// and a unit's strips shared (3 threads), against the reference backend. Every failing case is
+// listed before the test fails. MTAC_SWEEP=full (scripts/sweep.sh) takes every strip size from 1
+// to 17, 64 and the default, and 1 to 4 threads.
+static void test_every_combination(void **s) {
+    (void)s;
+    const int full = getenv("MTAC_SWEEP") && !strcmp(getenv("MTAC_SWEEP"), "full");
+    int rows[20] = {1, 3, 16, 0}, threads[4] = {1, 3}, nrows = 4, nthreads = 2;
+    if (full) {
+        for (nrows = 0; nrows < 17; nrows++) rows[nrows] = nrows + 1;
+        rows[nrows++] = 64, rows[nrows++] = 0;
+        for (nthreads = 0; nthreads < 4; nthreads++) threads[nthreads] = nthreads + 1;
+    }
+    const float drops[] = {0.0f, 0.25f};
+    int cases = 0, failed = 0;
+    for (int shape = 0; shape < TU_NSHAPES; shape++)
+        for (int mask = 0; mask < TU_NCOMBOS; mask++)
+            for (int di = 0; di < 2; di++) {
+                mta_config rc = tu_combo(shape, mask, drops[di]);
+                rc.backend = MTA_BACKEND_REFERENCE;
+                const uint64_t seed = 1000 + 128 * shape + 2 * mask + di;
+                tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
+                assert_non_null(ref);
+                run(ref);
+                mta_config fc = rc;
+                fc.backend = MTA_BACKEND_FUSED;
+                tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
+                assert_non_null(f);
+                for (int ri = 0; ri < nrows; ri++)
+                    for (int ti = 0; ti < nthreads; ti++) {
+                        if (rows[ri]) set_rows(rows[ri]);
+                        else unsetenv("MTAC_FUSED_ROWS");
+                        omp_set_num_threads(threads[ti]);
+                        run(f);
+                        const char *which;
+                        const double e = rel_diff_which(f, ref, &which);
+                        char name[64];
+                        if (e > 2e-5 && failed++ < 50)
+                            print_error("shape %d, %s, dropout %.2f, %d rows per strip (0: default), %d threads: fused %s "
+                                        "differs from the reference by %.3g\n", shape, tu_combo_name(mask, name, sizeof name),
+                                        drops[di], rows[ri], threads[ti], which, e);
+                        cases++;
+                    }
+                tu_case_free(f);
+                tu_case_free(ref);
+            }
+    unsetenv("MTAC_FUSED_ROWS");
+    omp_set_num_threads(omp_get_num_procs());
+    if (failed) fail_msg("%d of %d cases differ from the reference", failed, cases);
+    assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * nrows * nthreads);
+}
+
+// The cases of issue 15, where the fused dq and dk were wrong (head mixing, post conv and head
+// conv without the pre conv: the transposed mixing wrote dS1 over its own input, dS2, when both
+// took P2's buffer), within 1e-5 of the reference.
+static void test_mix_post_hconv_without_pre(void **s) {
+    (void)s;
+    const struct {
+        int B, H, T, d, cq, ck, ch, gn, gate;
+    } cases[] = {
+        {1, 2, 64, 8, 6, 11, 1, 1, 0}, {2, 6, 50, 32, 4, 7, 6, 1, 0}, {1, 2, 40, 16, 2, 3, 1, 0, 0},
+        {1, 2, 40, 16, 2, 3, 1, 1, 0}, {1, 2, 40, 16, 2, 3, 1, 1, 1}, {1, 2, 40, 16, 2, 3, 1, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mta_config c = mta_config_default(cases[i].B, cases[i].H, cases[i].T, cases[i].d);
+        c.pre_head_mix = 1, c.post_cq = cases[i].cq, c.post_ck = cases[i].ck, c.post_ch = cases[i].ch;
+        c.group_norm = cases[i].gn, c.depth_scale = cases[i].gn, c.layer_id = 4, c.gate = cases[i].gate;
+        c.backend = MTA_BACKEND_REFERENCE;
+        tu_case *ref = tu_case_new(&c, 77 + i, 1.0f, 0.3f);
+        run(ref);
+        c.backend = MTA_BACKEND_FUSED;
+        tu_case *f = tu_case_new(&c, 77 + i, 1.0f, 0.3f);
+        run(f);
+        const char *which;
+        const double e = rel_diff_which(f, ref, &which);
+        if (e > 1e-5) fail_msg("case %zu: fused %s differs from the reference by %.3g", i, which, e);
+        tu_case_free(f);
+        tu_case_free(ref);
+    }
+}
+
 // The same strips give the same bits whether one thread does a unit or several share it.
 static void test_thread_count_invariant(void **s) {
     (void)s;
@@ -185,6 +282,8 @@ static void test_strip_size_budget(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_equals_reference),
+        cmocka_unit_test(test_every_combination),
+        cmocka_unit_test(test_mix_post_hconv_without_pre),
         cmocka_unit_test(test_thread_count_invariant),
         cmocka_unit_test(test_workspace_has_no_map),
         cmocka_unit_test(test_strip_size_budget),

@@ -91,6 +91,28 @@ static void test_deterministic(void **s) {
     tu_case_free(b);
 }
 
+// Non-finite inputs propagate as NaN without undefined behaviour (mta.h; the UBSan build checks
+// it): a NaN query, and finite q and k whose scores overflow float32 (1e30 * 1e30).
+static void test_nonfinite_propagates(void **s) {
+    (void)s;
+    for (int kind = 0; kind < 2; kind++) {
+        mta_config plain = mta_config_default(1, 1, 1, 1);
+        tu_case *a = tu_case_new(&plain, 9, 1.0f, 0.0f);
+        if (kind == 0) a->q[0] = NAN;
+        else a->q[0] = a->k[0] = 1e30f;
+        assert_int_equal(tu_case_run(a, 1), MTA_OK);
+        assert_true(isnan(a->out[0]));
+        tu_case_free(a);
+    }
+    // every step on: the NaN reaches the rows whose scores the convolutions draw from it
+    mta_config all = tu_config_all(1, 2, 12, 4, 2, 3, 2);
+    tu_case *b = tu_case_new(&all, 9, 1.0f, 0.3f);
+    b->q[5 * 4] = NAN;  // head 0, row 5
+    assert_int_equal(tu_case_run(b, 1), MTA_OK);
+    assert_true(isnan(b->out[5 * 4]));
+    tu_case_free(b);
+}
+
 // Gradients are added to the buffers given (the documented convention).
 static void test_backward_accumulates(void **s) {
     (void)s;
@@ -297,7 +319,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),
         cmocka_unit_test(test_param_sizes_and_identity), cmocka_unit_test(test_dropout),
-        cmocka_unit_test(test_attention_map),
+        cmocka_unit_test(test_attention_map),     cmocka_unit_test(test_nonfinite_propagates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

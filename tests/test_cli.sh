@@ -48,6 +48,21 @@ expect 1 "short.safetensors" -- "$MTAC" attn --in "$tmp/short.safetensors" --out
 head -c 4096 /dev/urandom > "$tmp/random.safetensors"
 expect 1 "random.safetensors" -- "$MTAC" attn --in "$tmp/random.safetensors" --out "$tmp/o.safetensors"
 
+# A 1x1x1x1 problem with the given little-endian float bytes of q and k (v = 1), built by hand.
+tiny_problem() {
+    local hdr='{"q":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[0,4]},"k":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[4,8]},"v":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[8,12]}}'
+    { printf "\\x$(printf %02x ${#hdr})\\x00\\x00\\x00\\x00\\x00\\x00\\x00"; printf '%s' "$hdr"; printf "$2$3"'\x00\x00\x80\x3f'; } > "$1"
+}
+tiny_problem "$tmp/ok.safetensors" '\x00\x00\x80\x3f' '\x00\x00\x80\x3f'
+expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o.safetensors"
+# NaN input: a clear error, not NaN output (and no undefined behaviour in the softmax's exp)
+tiny_problem "$tmp/nan.safetensors" '\x00\x00\xc0\x7f' '\x00\x00\x80\x3f'
+expect 1 "tensor q has a non-finite value" -- "$MTAC" attn --in "$tmp/nan.safetensors" --out "$tmp/o.safetensors"
+# q = k = 1e30: finite inputs whose score overflows
+tiny_problem "$tmp/big.safetensors" '\xca\xf2\x49\x71' '\xca\xf2\x49\x71'
+expect 1 "overflow float32" -- "$MTAC" attn --in "$tmp/big.safetensors" --out "$tmp/o2.safetensors"
+[ ! -e "$tmp/o2.safetensors" ] || { echo "FAIL: a non-finite result was written"; fail=$((fail + 1)); }
+
 # A real problem from the fixtures works end to end; the output file appears atomically.
 fx=$(ls tests/fixtures/*.safetensors 2>/dev/null | head -1)
 if [ -n "$fx" ]; then

@@ -160,11 +160,29 @@ static void test_softmax(void **s) {
     assert_memory_equal(y, z, sizeof y);
 }
 
+// Non-finite scores propagate as NaN, without undefined behaviour (the UBSan build checks the
+// exp's integer conversion): a NaN entry, or an infinite one (inf - inf), makes the row NaN.
+static void test_softmax_nonfinite(void **s) {
+    (void)s;
+    const float bad[2] = {NAN, INFINITY};
+    for (int b = 0; b < 2; b++)
+        for (int at = 0; at < 40; at += 13) {
+            float x[40];
+            for (int i = 0; i < 40; i++) x[i] = 0.1f * (float)i;
+            x[at] = bad[b];
+            float mx, inv;
+            softmax_row(x, 40, &mx, &inv);
+            for (int i = 0; i < 40; i++)
+                if (!isnan(x[i])) fail_msg("%s at %d: entry %d is %g, not NaN", b ? "inf" : "NaN", at, i, x[i]);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_convolutions),
         cmocka_unit_test(test_head_mixing),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_softmax_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

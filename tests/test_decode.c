@@ -98,6 +98,36 @@ static void test_decode_equals_forward(void **s) {
     }
 }
 
+// Every on/off combination of the six MTA steps (tu_combo's bits) in a model whose second layer
+// has the key-query convolutions, on two head shapes: 4 heads with head-conv groups of 2, and 3
+// heads of 6 with one group of 3, c_q = 1 before the softmax and depth scaling.
+static void test_every_combination(void **s) {
+    (void)s;
+    const struct {
+        const char *base;
+        int pre_cq, pre_ck, post_cq, post_ck, ch, depth;
+    } shapes[2] = {{BASE, 3, 5, 2, 3, 2, 0},
+                   {"\"dim\": 18, \"n_layers\": 2, \"n_heads\": 3, \"vocab_size\": 11, \"hidden_dim\": 20", 1, 3, 4, 7, 3, 1}};
+    const int lens3[3] = {1, 6, 14};
+    for (int sh = 0; sh < 2; sh++)
+        for (int mask = 0; mask < TU_NCOMBOS; mask++) {
+            char json[512];
+            int at = snprintf(json, sizeof json, "{%s, \"mta\": {\"qk_layers\": [1]", shapes[sh].base);
+            if (mask & TU_PRE) at += snprintf(json + at, sizeof json - at, ", \"pre_cq\": %d, \"pre_ck\": %d", shapes[sh].pre_cq,
+                                              shapes[sh].pre_ck);
+            if (mask & TU_MIX) at += snprintf(json + at, sizeof json - at, ", \"pre_head_mix\": true");
+            if (mask & TU_POST) at += snprintf(json + at, sizeof json - at, ", \"post_cq\": %d, \"post_ck\": %d",
+                                               shapes[sh].post_cq, shapes[sh].post_ck);
+            if (mask & TU_HCONV) at += snprintf(json + at, sizeof json - at, ", \"post_ch\": %d", shapes[sh].ch);
+            if (mask & TU_GN)
+                at += snprintf(json + at, sizeof json - at, ", \"group_norm\": true, \"depth_scale\": %s",
+                               shapes[sh].depth ? "true" : "false");
+            if (mask & TU_GATE) at += snprintf(json + at, sizeof json - at, ", \"gate\": true");
+            snprintf(json + at, sizeof json - at, "}}");
+            check_config(json, lens3, 3, 14);
+        }
+}
+
 static void test_decoder_errors(void **s) {
     (void)s;
     model *m = make(CONFIGS[2], 1);
@@ -124,6 +154,7 @@ static void test_decoder_errors(void **s) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode_equals_forward), cmocka_unit_test(test_decoder_errors)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode_equals_forward), cmocka_unit_test(test_every_combination),
+                                       cmocka_unit_test(test_decoder_errors)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

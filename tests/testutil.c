@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,38 @@ mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch) {
     c.pre_cq = cq, c.pre_ck = ck, c.pre_head_mix = 1, c.post_cq = cq, c.post_ck = ck, c.post_ch = ch;
     c.group_norm = 1, c.gate = 1;
     return c;
+}
+
+mta_config tu_combo(int shape, int mask, float dropout) {
+    static const struct {
+        int B, H, T, d, pre_cq, pre_ck, post_cq, post_ck, ch;
+    } shapes[TU_NSHAPES] = {
+        {1, 1, 7, 3, 2, 9, 3, 11, 1},    // H = 1; c_k > T
+        {2, 3, 23, 5, 1, 3, 4, 5, 1},    // B > 1, odd H with c_h = 1, pre c_q = 1
+        {1, 3, 29, 4, 3, 5, 1, 3, 3},    // c_h = H (odd), post c_q = 1
+        {2, 4, 31, 6, 6, 11, 5, 7, 2},   // 1 < c_h < H, c_q wider than small strips
+        {1, 6, 37, 17, 5, 3, 2, 13, 3},  // d past a vector with a tail, 1 < c_h < H
+    };
+    const int s = shape % TU_NSHAPES;
+    mta_config c = mta_config_default(shapes[s].B, shapes[s].H, shapes[s].T, shapes[s].d);
+    if (mask & TU_PRE) c.pre_cq = shapes[s].pre_cq, c.pre_ck = shapes[s].pre_ck;
+    if (mask & TU_MIX) c.pre_head_mix = 1;
+    if (mask & TU_POST) c.post_cq = shapes[s].post_cq, c.post_ck = shapes[s].post_ck;
+    if (mask & TU_HCONV) c.post_ch = shapes[s].ch;
+    if (mask & TU_GN) c.group_norm = 1, c.depth_scale = s % 2, c.layer_id = 2;
+    if (mask & TU_GATE) c.gate = 1;
+    c.dropout = dropout;
+    return c;
+}
+
+const char *tu_combo_name(int mask, char *buf, size_t n) {
+    static const char *names[6] = {"pre", "mix", "post", "hconv", "gn", "gate"};
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 6; i++)
+        if (mask >> i & 1) at += (size_t)snprintf(buf + at, at < n ? n - at : 0, "%s%s", at ? "+" : "", names[i]);
+    if (!mask) snprintf(buf, n, "plain");
+    return buf;
 }
 
 tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float noise) {

@@ -34,4 +34,14 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n);
 // A config with every step of the 830M layer on, small kernels.
 mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
 
+// Every on/off combination of the six optional steps over shapes that reach every edge of the
+// backends: bit TU_PRE (pre-softmax conv), TU_MIX (head mixing), TU_POST (post-softmax conv),
+// TU_HCONV (head conv), TU_GN (group norm), TU_GATE (gate) of mask switch them on. The shapes
+// (TU_NSHAPES of them) have H = 1, odd H with c_h = 1 and c_h = H, 1 < c_h < H, B > 1, c_q = 1,
+// c_q and c_k wider than T or than a strip, T a multiple of no block, odd and tail-sized d.
+enum { TU_PRE = 1, TU_MIX = 2, TU_POST = 4, TU_HCONV = 8, TU_GN = 16, TU_GATE = 32, TU_NCOMBOS = 64, TU_NSHAPES = 5 };
+mta_config tu_combo(int shape, int mask, float dropout);
+// "pre+mix+post+hconv+gn+gate" for the steps of mask ("plain" for none), into buf.
+const char *tu_combo_name(int mask, char *buf, size_t n);
+
 #endif

@@ -111,8 +111,10 @@ static win_rows window_rows(const job *jb, int R) {
     k.dp_in_p2 = post && hc;
     k.dp = k.dp_in_p2 ? 0 : R;
     k.ds1 = pre && !mix ? L2 + R : 0;
-    k.dz_in_p2 = (pre || mix) && k.p2;
-    k.dz = (pre || mix) && !k.p2 ? R : 0;
+    // dZ may take P2's buffer only if what writes it reads another: without the pre conv, dZ is
+    // dS1, which the transposed mixing writes from dS2, itself in P2's buffer when dP is.
+    k.dz_in_p2 = (pre || mix) && k.p2 && (pre || !k.dp_in_p2);
+    k.dz = (pre || mix) && !k.dz_in_p2 ? R : 0;
     return k;
 }
 

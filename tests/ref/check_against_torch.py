@@ -3,6 +3,8 @@
 
     /usr/bin/python3 tests/ref/check_against_torch.py --mtac build/mtac [--cases N] [--seed S]
 
+Then every on/off combination of the six steps once (64 cases, on the shapes of the C tests'
+combination sweep; --no-combos leaves them out).
 For each case: draw a configuration and float32 tensors, write IN.safetensors (q, k, v, the present
 parameters, dout, metadata layer_id/depth_scale), run `MTAC attn --in IN --out OUT`, read `out`,
 `grad.q`, `grad.k`, `grad.v`, `grad.<param>` from OUT and compare each with the float64 reference
@@ -67,6 +69,33 @@ def fixed_cases(rng):
         C(B=1, H=4, T=big_T[2], d=24, pre_head=True, c_h=2, gn=True, depth_scale=True, layer_id=3,
           gate=True),
     ]
+
+
+# The shapes of the C tests' combination sweep (tests/testutil.c tu_combo): H = 1 with c_k > T;
+# B > 1, odd H, c_h = 1, pre c_q = 1; c_h = H odd, post c_q = 1; 1 < c_h < H with 6x11; d = 17.
+COMBO_SHAPES = [
+    dict(B=1, H=1, T=7, d=3, pre=(2, 9), post=(3, 11), c_h=1),
+    dict(B=2, H=3, T=23, d=5, pre=(1, 3), post=(4, 5), c_h=1),
+    dict(B=1, H=3, T=29, d=4, pre=(3, 5), post=(1, 3), c_h=3),
+    dict(B=2, H=4, T=31, d=6, pre=(6, 11), post=(5, 7), c_h=2),
+    dict(B=1, H=6, T=37, d=17, pre=(5, 3), post=(2, 13), c_h=3),
+]
+STEPS = ['pre', 'pre_head', 'post', 'c_h', 'gn', 'gate']  # bit i of a combination's mask
+
+
+def combination_cases():
+    """Every on/off combination of the six steps once, each on one of the sweep's shapes in turn."""
+    specs = []
+    for mask in range(64):
+        shape = COMBO_SHAPES[mask % len(COMBO_SHAPES)]
+        s = C(B=shape['B'], H=shape['H'], T=shape['T'], d=shape['d'])
+        for i, step in enumerate(STEPS):
+            if mask >> i & 1:
+                s[step] = shape.get(step, True)
+        if s.get('gn') and mask % 2:
+            s['depth_scale'], s['layer_id'] = True, 2
+        specs.append(s)
+    return specs
 
 
 def random_case(rng):
@@ -134,6 +163,8 @@ def main():
     ap.add_argument('--cases', type=int, default=30, help='number of cases (default 30)')
     ap.add_argument('--seed', type=int, default=DEFAULT_SEED, help=f'seed (default {DEFAULT_SEED})')
     ap.add_argument('--tol', type=float, default=2e-4, help='relative tolerance (default 2e-4)')
+    ap.add_argument('--no-combos', action='store_true',
+                    help='leave out the 64 on/off combinations of the six steps (run after the N cases)')
     ap.add_argument('--keep', action='store_true', help='keep the files of failed cases')
     args = ap.parse_args()
     if not (os.path.isfile(args.mtac) and os.access(args.mtac, os.X_OK)):
@@ -147,6 +178,8 @@ def main():
     while len(specs) < args.cases:
         specs.append(random_case(rng))
     specs = specs[:args.cases]
+    if not args.no_combos:
+        specs += combination_cases()
 
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix='mtac_check_') as tmp:
