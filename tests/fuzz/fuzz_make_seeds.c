@@ -110,11 +110,11 @@ static void train_config_seeds(void) {
     free(js);
     static const char small[] = "{\"preset\": \"toy\", \"steps\": 5, \"batch_size\": 2, \"out\": \"runs/x\"}";
     write_bytes(seed_path("train_config", "small"), small, sizeof small - 1, NULL, 0);
-    static const char model[] =
+    static const char with_model[] =
         "{\"model\": {\"dim\": 16, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 259, \"mta\": {\"qk_layers\": [1], "
         "\"pre_cq\": 2, \"pre_ck\": 3, \"post_ch\": 2, \"group_norm\": true}}, \"warmup\": 0}";
     static const char more[] = "min-lr\0" "1e-5\0" "clip\0" "0\0" "data\0" "d";
-    write_bytes(seed_path("train_config", "model"), model, sizeof model, more, sizeof more - 1);
+    write_bytes(seed_path("train_config", "model"), with_model, sizeof with_model, more, sizeof more - 1);
 }
 
 static void attn_problem_seeds(void) {
