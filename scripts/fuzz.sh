@@ -9,7 +9,7 @@
 #   build-fuzz/crashes/<target>/   inputs that crashed it (replay: build-fuzz/tests/fuzz/fuzz_<target> FILE)
 #   build-fuzz/logs/<target>.log   libFuzzer's output
 #   build-fuzz/summary.md          the table of the last run
-# FUZZ_ARGS adds libFuzzer options to every run (e.g. FUZZ_ARGS=-jobs=2). Without clang and its
+# FUZZ_ARGS adds libFuzzer options to every run (e.g. FUZZ_ARGS=-fork=4: four processes). Without clang and its
 # libFuzzer runtime (Debian: clang, libclang-rt-14-dev) it says so and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +71,9 @@ for t in "${targets[@]}"; do
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     # libFuzzer's last status line: "#N DONE cov: C ft: F corp: I/B ..." (or the last before a crash)
     last=$(grep -E '^#[0-9]+' "$log" | grep -E ' cov: ' | tail -1 || true)
+    # (with -fork=N, libFuzzer prints no stat:: lines; its status lines give the same figures)
+    [ -n "$runs" ] || runs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
+    [ -n "$speed" ] || speed=$(sed -n 's/.* exec\/s:\{0,1\} \([0-9]*\).*/\1/p' <<<"$last")
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
     corp=$(sed -n 's/.* corp: \([^ ]*\).*/\1/p' <<<"$last")
