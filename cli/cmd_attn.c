@@ -12,6 +12,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend fused|reference]\n"
+            "                 [--max-T N]\n"
             "\n"
             "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
             "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
@@ -25,7 +26,11 @@ static void usage(FILE *f) {
             "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
             "  The format is documented in docs/formats.md.\n"
             "  --backend: fused (the default: no (T,T) map held, docs/fused.md) or reference (materialises\n"
-            "  the maps); both compute the same function within float32 rounding.\n");
+            "  the maps); both compute the same function within float32 rounding.\n"
+            "  --max-T: the largest T run (default %d), checked before any work: the work grows as B*H*T^2\n"
+            "  while the file grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds\n"
+            "  several maps of B*H*T*T floats: 1 GiB each at the default).\n",
+            ATTN_DEFAULT_MAX_T);
 }
 
 // The index of the first non-finite entry of x (n entries), or -1.
@@ -37,7 +42,7 @@ static long first_nonfinite(const float *x, size_t n) {
 
 int cmd_attn(int argc, char **argv) {
     const char *in = NULL, *outp = NULL;
-    int threads = 0, backend = -1;
+    int threads = 0, backend = -1, max_T = ATTN_DEFAULT_MAX_T;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -52,6 +57,8 @@ int cmd_attn(int argc, char **argv) {
         else if (!strcmp(a, "--out")) outp = argv[++i];
         else if (!strcmp(a, "--threads")) {
             if (!cli_parse_pos_int("--threads", argv[++i], &threads)) return 2;
+        } else if (!strcmp(a, "--max-T")) {
+            if (!cli_parse_pos_int("--max-T", argv[++i], &max_T)) return 2;
         } else if (!strcmp(a, "--backend")) {
             const char *b = argv[++i];
             if (!strcmp(b, "fused")) backend = MTA_BACKEND_FUSED;
@@ -84,6 +91,12 @@ int cmd_attn(int argc, char **argv) {
         return 1;
     }
     if (backend >= 0) pr.cfg.backend = (mta_backend)backend;
+    // Before any allocation: the reference backend's maps at T = 200000 would be 160 GB each.
+    if (attn_problem_check_size(&pr.cfg, max_T, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", in, err);
+        st_free(&f);
+        return 1;
+    }
     const mta_config *c = &pr.cfg;
     const size_t n = (size_t)c->B * c->H * c->T * c->d;
     // The operator propagates NaN (mta.h); a file's NaN or Inf is refused here instead.

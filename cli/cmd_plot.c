@@ -1,5 +1,6 @@
 // cmd_plot.c: `mtac plot`: loss curves of one or more runs (metrics.jsonl) as a PNG.
 #include "cli.h"
+#include "io/fsutil.h"
 #include "io/plot.h"
 
 #include <cjson/cJSON.h>
@@ -17,9 +18,10 @@ typedef struct {
 static int read_metrics(const char *dir, curves *c) {
     char path[4096], line[8192];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
+    char err[4200];
+    FILE *f = open_input_file(path, NULL, err, sizeof err);
     if (!f) {
-        fprintf(stderr, "mtac plot: cannot open %s\n", path);
+        fprintf(stderr, "mtac plot: %s\n", err);
         return -1;
     }
     int cap = 0;

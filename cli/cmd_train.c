@@ -77,7 +77,12 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (apply_flags(&c, argc, argv)) return 2;
-    if (resume) snprintf(c.out, sizeof c.out, "%s", resume);
+    // The run directory goes through the same check as --out (a path that does not fit is refused,
+    // never cut short).
+    if (resume && train_config_set(&c, "out", resume, err, sizeof err)) {
+        fprintf(stderr, "mtac train: --resume: %s\n", err);
+        return 2;
+    }
     if (train_config_finish(&c, err, sizeof err)) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 2;

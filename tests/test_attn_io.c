@@ -137,8 +137,36 @@ static void test_ignore_prefix(void **s) {
     assert_int_equal(attn_problem_from_file(&ff.f, NULL, &pr, err, sizeof err), -1);
 }
 
+static void expect_size(int B, int H, int T, mta_backend be, int max_T, int ok, const char *needle) {
+    mta_config c = mta_config_default(B, H, T, 1);
+    c.backend = be;
+    char err[256] = "";
+    assert_int_equal(attn_problem_check_size(&c, max_T, err, sizeof err), ok ? 0 : -1);
+    if (!ok && !strstr(err, needle)) fail_msg("error '%s' does not mention '%s'", err, needle);
+}
+
+// The size guard of mtac attn: T against the limit on either backend, and the reference backend's
+// B*H*T*T maps against its square, exactly at the boundary and without overflow at the extremes.
+static void test_size_limits(void **s) {
+    (void)s;
+    const mta_backend F = MTA_BACKEND_FUSED, R = MTA_BACKEND_REFERENCE;
+    const int M = ATTN_DEFAULT_MAX_T, big = 0x7fffffff;
+    expect_size(1, 1, 200000, F, M, 0, "T = 200000 is above the limit of 16384");
+    expect_size(1, 1, 200000, R, M, 0, "T = 200000");
+    expect_size(1, 1, 200000, F, 200000, 1, "");
+    expect_size(1, 1, 200000, R, 200000, 1, "");
+    expect_size(2, 1, 200000, R, 200000, 0, "reference backend");
+    expect_size(8, 8, M, F, M, 1, "");
+    expect_size(4, 2, 12000, R, M, 0, "B*H*T*T = 1.15e+09");
+    expect_size(4, 1, 8192, R, M, 1, "");  // 4 * 8192^2 = 16384^2
+    expect_size(5, 1, 8192, R, M, 0, "reference backend");
+    expect_size(big, big, big, R, big, 0, "reference backend");
+    expect_size(1, 1, big, R, big, 1, "");
+    expect_size(1, 1, 1, F, 0, 0, ">= 1");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_good_problem), cmocka_unit_test(test_bad_problems),
-                                       cmocka_unit_test(test_ignore_prefix)};
+                                       cmocka_unit_test(test_ignore_prefix), cmocka_unit_test(test_size_limits)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

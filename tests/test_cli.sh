@@ -103,5 +103,49 @@ expect 1 "layer 5" -- "$MTAC" attnmap --run "$tmp/toy" --layers 5
 expect 1 "test samples" -- "$MTAC" attnmap --run "$tmp/toy" --sample 8
 expect 1 "seed7.safetensors" -- "$MTAC" attnmap --run "$tmp/toy" --seed 7
 
+# Input files that are FIFOs are refused at once: opening one for reading would wait for a writer
+# forever. `timeout` keeps a regression from hanging the suite (it exits 124, which fails).
+mkdir -p "$tmp/fifo/run" "$tmp/fifo/run2" "$tmp/fifo/data"
+for f in in.safetensors config.json run/config.json run/metrics.jsonl run/run.json run2/model.safetensors \
+         data/train.bin; do
+    mkfifo "$tmp/fifo/$f"
+done
+echo '{"model": {"dim": 8, "n_layers": 1, "n_heads": 2, "vocab_size": 259}}' > "$tmp/fifo/run2/config.json"
+fifo="not a regular file (a FIFO)"
+expect 1 "$fifo" -- timeout 10 "$MTAC" attn --in "$tmp/fifo/in.safetensors" --out "$tmp/o.safetensors"
+expect 2 "$fifo" -- timeout 10 "$MTAC" train --config "$tmp/fifo/config.json"
+expect 1 "$fifo" -- timeout 10 "$MTAC" eval --run "$tmp/fifo/run"
+expect 1 "$fifo" -- timeout 10 "$MTAC" sample --run "$tmp/fifo/run" --prompt x
+expect 1 "$fifo" -- timeout 10 "$MTAC" eval --run "$tmp/fifo/run2"
+expect 1 "$fifo" -- timeout 10 "$MTAC" plot --out "$tmp/fifo/p.png" "$tmp/fifo/run"
+expect 1 "$fifo" -- timeout 10 "$MTAC" attnmap --run "$tmp/fifo/run"
+expect 1 "$fifo" -- timeout 10 "$MTAC" train --preset lm1m-baseline --steps 1 --warmup 0 --data "$tmp/fifo/data" --out "$tmp/fifo/out"
+expect 1 "a directory" -- "$MTAC" attn --in "$tmp/fifo" --out "$tmp/o.safetensors"
+
+# qkv_file FILE B H T D: a problem of all-zero q, k, v of shape (B,H,T,D), the data left sparse.
+qkv_file() {
+    local f=$1 s="[$2,$3,$4,$5]" n=$((4 * $2 * $3 * $4 * $5)) h len
+    h="{\"q\":{\"dtype\":\"F32\",\"shape\":$s,\"data_offsets\":[0,$n]},"
+    h+="\"k\":{\"dtype\":\"F32\",\"shape\":$s,\"data_offsets\":[$n,$((2 * n))]},"
+    h+="\"v\":{\"dtype\":\"F32\",\"shape\":$s,\"data_offsets\":[$((2 * n)),$((3 * n))]}}"
+    len=${#h}
+    # the header length, a little-endian u64 (below 65536 here)
+    printf "\\$(printf %03o $((len & 255)))\\$(printf %03o $((len >> 8)))\\0\\0\\0\\0\\0\\0%s" "$h" > "$f"
+    truncate -s $((8 + len + 3 * n)) "$f"
+}
+# mtac attn refuses T above --max-T (default 16384) before any work: T = 200000 in a 2.4 MB file
+# used to run for minutes (and the reference backend to ask for 160 GB maps). The reference
+# backend also needs B*H*T*T <= max_T^2.
+qkv_file "$tmp/long.safetensors" 1 1 200000 1
+expect 1 "T = 200000 is above the limit of 16384" -- timeout 10 "$MTAC" attn --in "$tmp/long.safetensors" --out "$tmp/o.safetensors"
+expect 1 "T = 200000" -- timeout 10 "$MTAC" attn --in "$tmp/long.safetensors" --out "$tmp/o.safetensors" --backend reference
+qkv_file "$tmp/wide.safetensors" 4 2 12000 1
+expect 1 "B*H*T*T = 1.15e+09" -- timeout 10 "$MTAC" attn --in "$tmp/wide.safetensors" --out "$tmp/o.safetensors" --backend reference
+expect 1 "B*H*T*T = 1.15e+09" -- timeout 10 env MTAC_BACKEND=reference "$MTAC" attn --in "$tmp/wide.safetensors" --out "$tmp/o.safetensors"
+qkv_file "$tmp/t64.safetensors" 1 2 64 8
+expect 0 "T=64" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$tmp/o.safetensors" --max-T 64
+expect 1 "above the limit of 63" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$tmp/o.safetensors" --max-T 63
+expect 2 "positive integer" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$tmp/o.safetensors" --max-T 0
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -3,6 +3,7 @@
 #include "model/model.h"
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,6 +70,12 @@ static void expect_bad(const char *json, const char *needle) {
 static void test_config_errors(void **s) {
     (void)s;
     expect_bad("{", "not a JSON object");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"dim\": 16}", "key 'dim' appears twice");
+    expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"gate\": true, \"gate\": false}}",
+               "key 'gate' appears twice in 'mta'");
+    // nothing after the object but white space (cJSON_Parse alone ignores the rest)
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}}", "not a JSON object");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5} {\"dim\": 4}", "not a JSON object");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"dmi\": 3}", "unknown key 'dmi'");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 3, \"vocab_size\": 5}", "not divisible");
     expect_bad("{\"dim\": 8.5, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5}", "integer");
@@ -81,6 +88,21 @@ static void test_config_errors(void **s) {
     expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"gate\": 1}}", "true or false");
     expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"mta\": {\"post_ch\": 3}}", "divide");
     expect_bad("{\"dim\": 8, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": 1.5}", "dropout");
+    // Floats must be finite float32 values in their ranges, and the message names the key: a
+    // rope_theta of 1e39 used to become inf, train, and be written back as null.
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"rope_theta\": 1e39}",
+               "'rope_theta' = 1e+39 is outside the range of a float32");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"rope_theta\": 1e999}",
+               "'rope_theta' = inf");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"rope_theta\": 0}", "rope_theta must be");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"rope_theta\": -2}", "rope_theta must be");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"norm_eps\": 1e-50}",
+               "'norm_eps' = 1e-50 is outside the range of a float32");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"norm_eps\": 0}", "norm_eps must be");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"norm_eps\": -1e-5}", "norm_eps must be");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": 1}", "attn_dropout must be");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": -0.1}", "attn_dropout must be");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": \"0.1\"}", "must be a number");
     // and the round trip through JSON
     model_config c, c2;
     char msg[256];
@@ -89,6 +111,33 @@ static void test_config_errors(void **s) {
     assert_int_equal(model_config_from_json(js, &c2, msg, sizeof msg), 0);
     free(js);
     assert_memory_equal(&c, &c2, sizeof c);
+    // Configs made in code go through the same checks (the preset path of mtac train).
+    assert_int_equal(model_preset("lm1m", &c), 0);
+    c.rope_theta = INFINITY;
+    assert_int_equal(model_config_check(&c, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "rope_theta"));
+    c.rope_theta = 1e4f, c.norm_eps = NAN;
+    assert_int_equal(model_config_check(&c, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "norm_eps"));
+}
+
+// Whatever the checks accept is written back in a form they accept again, bit for bit: the
+// extremes of every float (the largest float32, the smallest subnormal, dropout just below 1).
+static void test_config_round_trip_extremes(void **s) {
+    (void)s;
+    model_config c, c2;
+    char msg[256];
+    assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
+    const float theta[] = {FLT_MAX, 1e-45f, 1.0f, 10000.0f}, eps[] = {1e-45f, FLT_MIN, 3e38f, 1e-5f},
+                drop[] = {0.99999994f, 0.0f, 0.1f, 1e-45f};
+    for (int i = 0; i < 4; i++) {
+        c.rope_theta = theta[i], c.norm_eps = eps[i], c.attn_dropout = drop[i];
+        assert_int_equal(model_config_check(&c, msg, sizeof msg), 0);
+        char *js = model_config_to_json(&c);
+        if (model_config_from_json(js, &c2, msg, sizeof msg)) fail_msg("%s\n%s", msg, js);
+        free(js);
+        assert_memory_equal(&c, &c2, sizeof c);
+    }
 }
 
 static double loss_of(model *m, const int *tok, const int *tgt, int B, int T) {
@@ -258,6 +307,7 @@ static void test_bad_tokens(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_and_counts),  cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_round_trip_extremes),
         cmocka_unit_test(test_gradcheck_mta),       cmocka_unit_test(test_gradcheck_baseline),
         cmocka_unit_test(test_gradcheck_dropout),   cmocka_unit_test(test_identity_mta_equals_baseline),
         cmocka_unit_test(test_causal),              cmocka_unit_test(test_dropout_modes),

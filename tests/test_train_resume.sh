@@ -83,10 +83,60 @@ out=$(train --resume "$tmp/a" 2>&1); rc=$?
 out=$(train --out "$tmp/a2" 2>&1); rc=$?
 [ $rc -ne 0 ] && echo "$out" | grep -q "already holds a run" && ok || bad "an existing run must not be overwritten"
 
+# Every number is checked finite and in range, from a file as from a flag, before a run starts: a
+# rope_theta of 1e39 (inf as a float32) used to train and write null into config.json, which
+# eval, sample and --resume then refused.
+cat > "$tmp/inf.json" <<'JSON'
+{"steps": 2, "warmup": 0, "batch_size": 2, "seq_len": 8, "eval_batches": 1,
+ "model": {"dim": 8, "n_layers": 1, "n_heads": 2, "vocab_size": 259, "rope_theta": 1e39}}
+JSON
+out=$("$MTAC" train --config "$tmp/inf.json" --data "$tmp/data" --out "$tmp/inf" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "'rope_theta' = 1e+39" && [ ! -e "$tmp/inf" ] && ok || bad "rope_theta 1e39: rc $rc, $out"
+for kv in "eps 0" "lr 1e-50" "lr 1e400" "beta2 1" "seed 9007199254740992" "clip -1"; do
+    set -- $kv
+    out=$("$MTAC" train --"$1" "$2" 2>&1); rc=$?
+    [ $rc -eq 2 ] && echo "$out" | grep -q "^mtac train: $1: " && ok || bad "--$1 $2: rc $rc, $out"
+done
+out=$("$MTAC" train --batch-size 1000000 --seq-len 1000000 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "exceeds 2^31-1" && ok || bad "batch_size * seq_len: rc $rc, $out"
+# A config file's string is refused when too long, as the same value given as a flag is (it used
+# to be cut at 511 characters), and so is a --resume directory that --out would refuse.
+long=$(printf 'd%.0s' $(seq 600))
+echo "{\"data\": \"$long\"}" > "$tmp/long.json"
+out=$("$MTAC" train --config "$tmp/long.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "data: value too long (600 characters, at most 511)" && ok || bad "long string in a file: rc $rc, $out"
+out=$("$MTAC" train --data "$long" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "data: value too long" && ok || bad "long --data: rc $rc, $out"
+out=$(train --resume "$tmp/$(printf './%.0s' $(seq 300))k" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "value too long" && ok || bad "long --resume: rc $rc, $out"
+# What training accepts, it writes into config.json in a form it reads back: the extremes of the
+# floats and the seed survive eval, sample and --resume.
+cat > "$tmp/edge.json" <<'JSON'
+{"steps": 2, "batch_size": 2, "seq_len": 8, "warmup": 0, "eval_batches": 1, "seed": 9007199254740991,
+ "lr": 1e-45, "min_lr": 0, "eps": 1e-45, "beta1": 0, "beta2": 0.999999, "clip": 1e9, "weight_decay": 10,
+ "model": {"dim": 8, "n_layers": 1, "n_heads": 2, "vocab_size": 259, "rope_theta": 3.4028234663852886e38,
+           "norm_eps": 1e-45, "attn_dropout": 0.99999994}}
+JSON
+edge() { OMP_NUM_THREADS=1 "$MTAC" train --data "$tmp/data" "$@"; }
+out=$(edge --config "$tmp/edge.json" --out "$tmp/edge" 2>&1) && ok || bad "edge-value run: $out"
+out=$("$MTAC" eval --run "$tmp/edge" --batches 1 2>&1) && ok || bad "eval of the edge-value run: $out"
+out=$("$MTAC" sample --run "$tmp/edge" --prompt "x" --tokens 2 2>&1) && ok || bad "sample of the edge-value run: $out"
+out=$(edge --resume "$tmp/edge" --steps 3 2>&1) && ok || bad "resume of the edge-value run: $out"
+grep -q '"seed":[[:space:]]*9007199254740991,' "$tmp/edge/config.json" && ok || bad "seed not kept exactly"
+
 # Bad configs and shards.
 echo '{"stepz": 3}' > "$tmp/bad.json"
 out=$("$MTAC" train --config "$tmp/bad.json" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "unknown config key 'stepz'" && ok || bad "unknown key: rc $rc, $out"
+printf '{"steps": 3}\n{"steps": 5}\n' > "$tmp/two.json"  # the second object used to be ignored
+out=$("$MTAC" train --config "$tmp/two.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "not a JSON object (parse error near '{\"steps\": 5}')" && ok || bad "trailing text: rc $rc, $out"
+echo '{"steps": 3, "seed": 1, "steps": 5}' > "$tmp/twice.json"  # the last one used to win silently
+out=$("$MTAC" train --config "$tmp/twice.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "key 'steps' appears twice" && ok || bad "repeated key: rc $rc, $out"
+echo '{"batch-size": 3, "batch_size": 5}' > "$tmp/twice.json"
+out=$("$MTAC" train --config "$tmp/twice.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "key 'batch_size' appears twice" && ok || bad "repeated key: rc $rc, $out"
 out=$("$MTAC" train --lr abc 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "lr" && ok || bad "bad value: rc $rc, $out"
 out=$("$MTAC" train --preset nope 2>&1); rc=$?

@@ -1,5 +1,6 @@
 // shard.c: see shard.h and docs/shards.md.
 #include "data/shard.h"
+#include "io/fsutil.h"
 #include "util/errmsg.h"
 
 #include <errno.h>
@@ -7,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 enum { HEADER = 64, VERSION = 1 };
@@ -106,14 +106,9 @@ static int check_header(const char *path, const unsigned char *hdr, size_t size,
 
 int shard_read(const char *path, shard *s, char *err, size_t en) {
     memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "rb");
-    if (!f) return errmsg(err, en, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return errmsg(err, en, "%s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
+    size_t size;
+    FILE *f = open_input_file(path, &size, err, en);
+    if (!f) return -1;
     unsigned char hdr[HEADER];
     if (size < HEADER || fread(hdr, 1, HEADER, f) != HEADER) {
         fclose(f);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,25 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     for (int i = 0; i < ATTN_N_PARAMS; i++) {
         pr->param[i] = t[i] ? t[i]->data : NULL;
         pr->param_numel[i] = t[i] ? t[i]->numel : 0;
+    }
+    return 0;
+}
+
+int attn_problem_check_size(const mta_config *c, int max_T, char *err, size_t n) {
+    if (max_T < 1) return errmsg(err, n, "the limit on T must be >= 1 (got %d)", max_T);
+    if (c->T > max_T)
+        return errmsg(err, n, "T = %d is above the limit of %d (the work grows as B*H*T^2: %.3g map entries per pass)",
+                      c->T, max_T, (double)c->B * c->H * (double)c->T * c->T);
+    if (c->backend != MTA_BACKEND_REFERENCE) return 0;
+    // B*H*T*T <= max_T^2, without overflow: for positive integers x*T*T <= L exactly when
+    // x <= floor(floor(L/T)/T).
+    const uint64_t bh = (uint64_t)c->B * (uint64_t)c->H, lim = (uint64_t)max_T * (uint64_t)max_T;
+    if (bh > lim / (uint64_t)c->T / (uint64_t)c->T) {
+        const double floats = (double)bh * c->T * c->T;
+        return errmsg(err, n,
+                      "the reference backend holds several (T,T) maps of B*H*T*T = %.3g floats (%.3g GB) each, above "
+                      "the limit of %d^2 = %.3g floats; the fused backend holds no such map",
+                      floats, floats * 4 / 1e9, max_T, (double)lim);
     }
     return 0;
 }

@@ -27,6 +27,17 @@ typedef struct {
 int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err,
                            size_t err_len);
 
+// The default limit on T of `mtac attn` (docs/formats.md): T = 16384 at B*H = 8, d = 64 is about
+// 20 s of fused forward and backward on two cores (README, Benchmark).
+enum { ATTN_DEFAULT_MAX_T = 16384 };
+
+// Refuses a problem too large to have been meant, before any of its workspace is allocated: T
+// above max_T (the work grows as B*H*T^2 while the file grows only as B*H*T*d, so a 2.4 MB file
+// of T = 200000 asks for minutes), and, on the reference backend (cfg.backend), maps larger than
+// max_T^2 floats (it holds several (T,T) maps of B*H*T*T floats each: at most 1 GiB each at the
+// default). Returns 0, or -1 with a message in err.
+int attn_problem_check_size(const mta_config *cfg, int max_T, char *err, size_t err_len);
+
 // The problem's parameters as an mta_params view.
 mta_params attn_problem_params(const attn_problem *pr);
 

@@ -4,6 +4,8 @@
 #include "util/errmsg.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +35,56 @@ int mkdir_p(const char *path) {
     return 0;
 }
 
-char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" :
+           S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a file";
+}
+
+FILE *open_input_file(const char *path, size_t *size, char *err, size_t n) {
+    // O_NONBLOCK: an open of a FIFO returns at once instead of waiting for a writer.
+    // O_NOCTTY: a terminal given by mistake must not become the controlling terminal.
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat st;
+    if (fstat(fd, &st)) {
+        errmsg(err, n, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errmsg(err, n, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > SIZE_MAX - 1) {
+        errmsg(err, n, "%s: file too large to read", path);
+        close(fd);
+        return NULL;
+    }
+    // Back to ordinary blocking reads (O_NONBLOCK means nothing for a regular file on Linux, but
+    // POSIX leaves it unspecified).
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        errmsg(err, n, "%s: cannot set blocking mode: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (size) *size = (size_t)st.st_size;
+    return f;
+}
+
+char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n) {
+    FILE *f = open_input_file(path, NULL, err, n);
+    if (!f) return NULL;
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {

@@ -2,6 +2,7 @@
 // The JSON header is parsed and printed with cJSON; everything in it is checked against the file
 // before any tensor data is touched, so a malformed or truncated file fails with a message.
 #include "io/safetensors.h"
+#include "io/fsutil.h"
 #include "util/errmsg.h"
 
 #include <cjson/cJSON.h>
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 // Tensor bytes are copied straight into floats, so the host must be little-endian like the format.
@@ -99,27 +99,13 @@ void st_free(st_file *f) {
     memset(f, 0, sizeof *f); // so a second st_free is a no-op
 }
 
-// Reads the whole file into a malloc'd buffer.
+// Reads the whole file into a malloc'd buffer. Only regular files (open_input_file): a directory
+// opens fine on Linux but reports a bogus size, devices and pipes have none, and a FIFO would
+// block the open itself.
 static int read_all(const char *path, unsigned char **buf, size_t *len, char *err, size_t n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return errmsg(err, n, "%s: cannot open: %s", path, strerror(errno));
-    // Only regular files: a directory opens fine on Linux but seeking to its end reports a
-    // bogus huge size, and devices/pipes have no size at all.
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0) {
-        int e = errno;
-        fclose(fp);
-        return errmsg(err, n, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        fclose(fp);
-        return errmsg(err, n, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
-    }
-    if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX - 1) {
-        fclose(fp);
-        return errmsg(err, n, "%s: file too large to read", path);
-    }
-    size_t sz = (size_t)sb.st_size;
+    size_t sz;
+    FILE *fp = open_input_file(path, &sz, err, n);
+    if (!fp) return -1;
     unsigned char *b = malloc(sz ? sz : 1);
     if (!b) {
         fclose(fp);

@@ -22,8 +22,14 @@ int model_config_check(const model_config *c, char *msg, size_t n) {
     if (c->n_layers > MODEL_MAX_LAYERS) return errmsg(msg, n, "n_layers=%d exceeds %d", c->n_layers, MODEL_MAX_LAYERS);
     if (c->dim % c->n_heads) return errmsg(msg, n, "dim=%d is not divisible by n_heads=%d", c->dim, c->n_heads);
     if ((c->dim / c->n_heads) % 2) return errmsg(msg, n, "head dim %d must be even for RoPE", c->dim / c->n_heads);
-    if (!(c->rope_theta > 0) || !(c->norm_eps > 0)) return errmsg(msg, n, "rope_theta and norm_eps must be > 0");
-    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1)) return errmsg(msg, n, "attn_dropout must be in [0, 1)");
+    // Finite as well as in range: JSON has no infinity, so a config holding one would be written
+    // out as null and the run's own config.json could not be read back.
+    if (!isfinite(c->rope_theta) || !(c->rope_theta > 0))
+        return errmsg(msg, n, "rope_theta must be a finite number > 0 (got %g)", (double)c->rope_theta);
+    if (!isfinite(c->norm_eps) || !(c->norm_eps > 0))
+        return errmsg(msg, n, "norm_eps must be a finite number > 0 (got %g)", (double)c->norm_eps);
+    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
+        return errmsg(msg, n, "attn_dropout must be in [0, 1) (got %g)", (double)c->attn_dropout);
     if (!c->mta) return 0;
     mta_config t = model_layer_mta_config(c, 0, 1, 1);
     t.pre_cq = c->pre_cq, t.pre_ck = c->pre_ck, t.post_cq = c->post_cq, t.post_ck = c->post_ck;
@@ -57,11 +63,18 @@ static int get_int(const cJSON *o, const char *key, int lo, int hi, int *out, ch
     return 0;
 }
 
+// Reads a float member; absent leaves *out. The model holds float32, so the number must be one:
+// beyond FLT_MAX it would become infinite, and a non-zero number below the smallest float32 would
+// silently become 0. (model_config_check then checks each value's own range.)
 static int get_float(const cJSON *o, const char *key, float *out, char *msg, size_t n) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!it) return 0;
     if (!cJSON_IsNumber(it)) return errmsg(msg, n, "config: '%s' must be a number", key);
-    *out = (float)it->valuedouble;
+    const double x = it->valuedouble;
+    const float f = (float)x;
+    if (!isfinite(f) || (x != 0 && f == 0))
+        return errmsg(msg, n, "config: '%s' = %g is outside the range of a float32", key, x);
+    *out = f;
     return 0;
 }
 
@@ -79,6 +92,10 @@ static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed,
         int ok = 0;
         for (int i = 0; i < n_allowed; i++) ok |= !strcmp(it->string, allowed[i]);
         if (!ok) return errmsg(msg, n, "config: unknown key '%s'%s", it->string, where);
+        // cJSON keeps both copies of a repeated key and lookups find the first: refuse it rather
+        // than pick one without a word.
+        for (const cJSON *p = o->child; p != it; p = p->next)
+            if (!strcmp(p->string, it->string)) return errmsg(msg, n, "config: key '%s' appears twice%s", it->string, where);
     }
     return 0;
 }
@@ -86,7 +103,9 @@ static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed,
 int model_config_from_json(const char *json, model_config *c, char *msg, size_t n) {
     memset(c, 0, sizeof *c);
     c->rope_theta = 1e5f, c->norm_eps = 1e-5f;
-    cJSON *root = cJSON_Parse(json);
+    // Nothing may follow the object but white space: cJSON_Parse would stop at its end and ignore
+    // the rest (a second object, stray braces) without a word.
+    cJSON *root = cJSON_ParseWithOpts(json, NULL, 1);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return errmsg(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");

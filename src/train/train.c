@@ -74,7 +74,7 @@ model *train_open_run(const char *run, train_config *c, char *err, size_t n) {
 
 // metrics.jsonl: on resume keep only the lines of steps the checkpoint already holds.
 static void truncate_metrics(const char *path, int upto_step) {
-    FILE *f = fopen(path, "r");
+    FILE *f = open_input_file(path, NULL, NULL, 0);
     if (!f) return;
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

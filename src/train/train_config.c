@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,37 +17,41 @@
 
 typedef enum { K_INT, K_LLONG, K_FLOAT, K_STR } key_type;
 
+// A key's value must lie in [lo, hi], or in (lo, hi] when lo_open is set.
 typedef struct {
     const char *name;
     key_type type;
     size_t offset, size;
     double lo, hi;
+    int lo_open;
     const char *help;
 } key_def;
 
 #define F(field) offsetof(train_config, field), sizeof(((train_config *)0)->field)
 static const key_def KEYS[] = {
-    {"preset", K_STR, F(preset), 0, 0, "model preset (toy, lm1m, lm10m, 300m, 830m; each also -baseline)"},
-    {"steps", K_INT, F(steps), 1, 1e9, "optimizer steps"},
-    {"batch_size", K_INT, F(batch_size), 1, 1e6, "sequences per micro-batch"},
-    {"seq_len", K_INT, F(seq_len), 1, 1e6, "tokens per sequence"},
-    {"grad_accum", K_INT, F(grad_accum), 1, 1e6, "micro-batches per optimizer step"},
-    {"schedule", K_STR, F(schedule), 0, 0, "learning-rate schedule: constant, linear or cosine"},
-    {"lr", K_FLOAT, F(lr), 0, 10, "peak learning rate"},
-    {"min_lr", K_FLOAT, F(min_lr), 0, 10, "learning rate at the end of the decay"},
-    {"warmup", K_INT, F(warmup), 0, 1e9, "linear warmup steps"},
-    {"beta1", K_FLOAT, F(beta1), 0, 0.999999, "AdamW beta1"},
-    {"beta2", K_FLOAT, F(beta2), 0, 0.999999, "AdamW beta2"},
-    {"eps", K_FLOAT, F(eps), 0, 1, "AdamW epsilon"},
-    {"weight_decay", K_FLOAT, F(weight_decay), 0, 10, "decoupled weight decay (all weights, as torch.optim.AdamW)"},
-    {"clip", K_FLOAT, F(clip), 0, 1e9, "global gradient-norm clip (0 = off)"},
-    {"seed", K_LLONG, F(seed), 0, 9e18, "seed of initialisation, data order and dropout"},
-    {"eval_every", K_INT, F(eval_every), 0, 1e9, "validation every N steps (0 = only at the end)"},
-    {"eval_batches", K_INT, F(eval_batches), 1, 1e6, "validation batches per evaluation"},
-    {"save_every", K_INT, F(save_every), 0, 1e9, "checkpoint every N steps (0 = only at the end)"},
-    {"log_every", K_INT, F(log_every), 1, 1e9, "progress line every N steps"},
-    {"data", K_STR, F(data), 0, 0, "directory with train.bin and val.bin (from mtac data)"},
-    {"out", K_STR, F(out), 0, 0, "run directory (checkpoint.safetensors, model.safetensors, metrics.jsonl)"},
+    {"preset", K_STR, F(preset), 0, 0, 0, "model preset (toy, lm1m, lm10m, 300m, 830m; each also -baseline)"},
+    {"steps", K_INT, F(steps), 1, 1e9, 0, "optimizer steps"},
+    {"batch_size", K_INT, F(batch_size), 1, 1e6, 0, "sequences per micro-batch"},
+    {"seq_len", K_INT, F(seq_len), 1, 1e6, 0, "tokens per sequence"},
+    {"grad_accum", K_INT, F(grad_accum), 1, 1e6, 0, "micro-batches per optimizer step"},
+    {"schedule", K_STR, F(schedule), 0, 0, 0, "learning-rate schedule: constant, linear or cosine"},
+    {"lr", K_FLOAT, F(lr), 0, 10, 0, "peak learning rate"},
+    {"min_lr", K_FLOAT, F(min_lr), 0, 10, 0, "learning rate at the end of the decay"},
+    {"warmup", K_INT, F(warmup), 0, 1e9, 0, "linear warmup steps"},
+    {"beta1", K_FLOAT, F(beta1), 0, 0.999999, 0, "AdamW beta1"},
+    {"beta2", K_FLOAT, F(beta2), 0, 0.999999, 0, "AdamW beta2"},
+    // eps > 0: with 0, a weight whose gradient has always been 0 gets 0/0 = NaN.
+    {"eps", K_FLOAT, F(eps), 0, 1, 1, "AdamW epsilon"},
+    {"weight_decay", K_FLOAT, F(weight_decay), 0, 10, 0, "decoupled weight decay (all weights, as torch.optim.AdamW)"},
+    {"clip", K_FLOAT, F(clip), 0, 1e9, 0, "global gradient-norm clip (0 = off)"},
+    // At most 2^53 - 1: config.json holds it as a JSON number (a double), which is exact only so far.
+    {"seed", K_LLONG, F(seed), 0, 9007199254740991.0, 0, "seed of initialisation, data order and dropout"},
+    {"eval_every", K_INT, F(eval_every), 0, 1e9, 0, "validation every N steps (0 = only at the end)"},
+    {"eval_batches", K_INT, F(eval_batches), 1, 1e6, 0, "validation batches per evaluation"},
+    {"save_every", K_INT, F(save_every), 0, 1e9, 0, "checkpoint every N steps (0 = only at the end)"},
+    {"log_every", K_INT, F(log_every), 1, 1e9, 0, "progress line every N steps"},
+    {"data", K_STR, F(data), 0, 0, 0, "directory with train.bin and val.bin (from mtac data)"},
+    {"out", K_STR, F(out), 0, 0, 0, "run directory (checkpoint.safetensors, model.safetensors, metrics.jsonl)"},
 };
 #undef F
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
@@ -79,15 +84,25 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
     char *base = (char *)c + k->offset, *end;
     errno = 0;
     if (k->type == K_STR) {
-        if (strlen(value) >= k->size) return errmsg(err, n, "%s: value too long", k->name);
-        snprintf(base, k->size, "%s", value);
+        const size_t len = strlen(value);
+        if (len >= k->size)
+            return errmsg(err, n, "%s: value too long (%zu characters, at most %zu)", k->name, len, k->size - 1);
+        memcpy(base, value, len + 1);
         return 0;
     }
     double x = strtod(value, &end);
-    if (errno || end == value || *end || !isfinite(x) || x < k->lo || x > k->hi)
-        return errmsg(err, n, "%s: expected a number in [%g, %g], got '%s'", k->name, k->lo, k->hi, value);
-    if ((k->type == K_INT || k->type == K_LLONG) && x != floor(x))
+    // strtod reports a non-zero number too small for a double as ERANGE with a tiny or zero result.
+    const int underflow = errno == ERANGE && fabs(x) <= DBL_MIN;
+    if ((errno && !underflow) || end == value || *end || !isfinite(x) || x < k->lo || (k->lo_open && x == k->lo) ||
+        x > k->hi)
+        return errmsg(err, n, "%s: expected a number in %c%.16g, %.16g], got '%s'", k->name, k->lo_open ? '(' : '[',
+                      k->lo, k->hi, value);
+    if ((k->type == K_INT || k->type == K_LLONG) && (underflow || x != floor(x)))
         return errmsg(err, n, "%s: expected an integer, got '%s'", k->name, value);
+    // The run holds floats (and config.json records them): a non-zero value must not silently
+    // become 0. (None overflows: every range ends far below FLT_MAX.)
+    if (k->type == K_FLOAT && (underflow || (x != 0 && (float)x == 0)))
+        return errmsg(err, n, "%s: '%s' is too small for a float32 (it would become 0)", k->name, value);
     if (k->type == K_INT) *(int *)base = (int)x;
     else if (k->type == K_LLONG) *(long long *)base = (long long)x;
     else *(float *)base = (float)x;
@@ -97,14 +112,26 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
 int train_config_load(train_config *c, const char *path, char *err, size_t n) {
     char *buf = read_text_file(path, 16u << 20, err, n);
     if (!buf) return -1;
-    cJSON *root = cJSON_Parse(buf);
-    free(buf);
+    // Nothing may follow the object but white space (cJSON_Parse would ignore the rest).
+    cJSON *root = cJSON_ParseWithOpts(buf, NULL, 1);
     if (!cJSON_IsObject(root)) {
+        const char *at = root ? NULL : cJSON_GetErrorPtr();
+        int len = at ? (int)strcspn(at, "\n") : 0;
+        if (len > 20) len = 20;
+        if (len) errmsg(err, n, "%s: not a JSON object (parse error near '%.*s')", path, len, at);
+        else errmsg(err, n, "%s: not a JSON object", path);
+        free(buf);
         cJSON_Delete(root);
-        return errmsg(err, n, "%s: not a JSON object", path);
+        return -1;
     }
+    free(buf);
     int rc = 0;
     for (cJSON *it = root->child; it && !rc; it = it->next) {
+        // A key given twice (also as batch-size and batch_size) is refused: which one should win?
+        for (const cJSON *p = root->child; p != it && !rc; p = p->next)
+            if (!strcmp(p->string, it->string) || (find_key(p->string) && find_key(p->string) == find_key(it->string)))
+                rc = errmsg(err, n, "%s: key '%s' appears twice", path, it->string);
+        if (rc) break;
         if (!strcmp(it->string, "model")) {
             char *js = cJSON_PrintUnformatted(it);
             char inner[256];
@@ -114,9 +141,12 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
             else c->have_model = 1;
             continue;
         }
-        char val[512], inner[256];
-        if (cJSON_IsString(it)) snprintf(val, sizeof val, "%s", it->valuestring);
-        else if (cJSON_IsNumber(it)) snprintf(val, sizeof val, "%.17g", it->valuedouble);
+        // A string goes to train_config_set whole, as a flag's value does, so that one rule
+        // (refuse what does not fit) serves both; a number printed exactly.
+        char num[64], inner[256];
+        const char *val = num;
+        if (cJSON_IsString(it)) val = it->valuestring;
+        else if (cJSON_IsNumber(it)) snprintf(num, sizeof num, "%.17g", it->valuedouble);
         else {
             rc = errmsg(err, n, "%s: '%s' must be a string or a number", path, it->string);
             break;
@@ -132,6 +162,10 @@ int train_config_finish(train_config *c, char *err, size_t n) {
         return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
     if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
+    // The model indexes a micro-batch's tokens with an int.
+    if ((long long)c->batch_size * c->seq_len > 2147483647LL)
+        return errmsg(err, n, "batch_size * seq_len = %lld tokens per micro-batch exceeds 2^31-1",
+                      (long long)c->batch_size * c->seq_len);
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
         return errmsg(err, n, "%s", inner);
@@ -145,7 +179,14 @@ char *train_config_to_json(const train_config *c) {
         const char *base = (const char *)c + k->offset;
         if (k->type == K_STR) cJSON_AddStringToObject(o, k->name, base);
         else if (k->type == K_INT) cJSON_AddNumberToObject(o, k->name, *(const int *)base);
-        else if (k->type == K_LLONG) cJSON_AddNumberToObject(o, k->name, (double)*(const long long *)base);
+        else if (k->type == K_LLONG) {
+            // cJSON prints a number with 15 significant digits whenever they come within a relative
+            // DBL_EPSILON of it, which changes integers of 16 digits or more (a seed read back from
+            // config.json would differ); written as an integer, every seed up to 2^53-1 is exact.
+            char num[32];
+            snprintf(num, sizeof num, "%lld", *(const long long *)base);
+            cJSON_AddRawToObject(o, k->name, num);
+        }
         else cJSON_AddNumberToObject(o, k->name, *(const float *)base);
     }
     char *mj = model_config_to_json(&c->model);
@@ -157,5 +198,11 @@ char *train_config_to_json(const train_config *c) {
 }
 
 void train_config_print_keys(void) {
-    for (int i = 0; i < N_KEYS; i++) printf("  --%-14s %s\n", KEYS[i].name, KEYS[i].help);
+    for (int i = 0; i < N_KEYS; i++) {
+        const key_def *k = &KEYS[i];
+        printf("  --%-14s %s", k->name, k->help);
+        if (k->type == K_STR) printf("\n");
+        else printf(" (%s in %c%.16g, %.16g])\n", k->type == K_FLOAT ? "a number" : "an integer", k->lo_open ? '(' : '[',
+                    k->lo, k->hi);
+    }
 }
