@@ -1,9 +1,10 @@
-// fuzz_attn_problem.c: `mtac attn` problem files (src/io/attn_io.c, attn_problem_from_file, after
-// st_read): q, k, v, dout and the MTA parameters, whose shapes set the operator's config. The
-// input is the safetensors file ("expect." tensors are ignored, as in the fixture tests, so the
-// fixtures are seeds). An accepted problem must give every parameter exactly the size its step
-// needs, and on small problems the operator runs on it, forward and (with dout) backward, so that
-// anything the checks let through reads out of bounds under AddressSanitizer.
+// fuzz_attn_problem.c: `mtac attn` problem files (src/io/attn_io.c: attn_problem_from_file after
+// st_read, then attn_problem_check_size): q, k, v, dout and the MTA parameters, whose shapes set
+// the operator's config. The input is the safetensors file ("expect." tensors are ignored, as in
+// the fixture tests, so the fixtures are seeds). An accepted problem must give every parameter
+// exactly the size its step needs, and on small problems the operator runs on it, forward and
+// (with dout) backward, so that anything the checks let through reads out of bounds under
+// AddressSanitizer.
 #include "fuzz_util.h"
 #include "io/attn_io.h"
 
@@ -42,7 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
     if (st_read(fuzz_file(data, size), &f, err, sizeof err)) return 0;
     attn_problem pr;
-    if (attn_problem_from_file(&f, "expect.", &pr, err, sizeof err) == 0) {
+    // As mtac attn reads it: the problem, then the size limit of --max-T (its default).
+    if (attn_problem_from_file(&f, "expect.", &pr, err, sizeof err) == 0 &&
+        attn_problem_check_size(&pr.cfg, ATTN_DEFAULT_MAX_T, err, sizeof err) == 0) {
         const mta_config *c = &pr.cfg;
         const size_t H = (size_t)c->H, d = (size_t)c->d;
         // What each step reads (mta.h): the kernels' sizes follow from the config.
