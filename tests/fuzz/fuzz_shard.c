@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (shard_read(fuzz_file(data, size), &s, err, sizeof err)) return 0;
     fuzz_require(s.dtype == SHARD_U16 || s.dtype == SHARD_U32, "dtype");
     for (size_t i = 0; s.dtype == SHARD_U16 && i < s.n; i++) fuzz_require(s.tokens[i] <= 0xFFFF, "uint16 ids");
-    const char *path = fuzz_dir_file("rt.bin", NULL, 0);
+    const char *path = fuzz_dir_path("rt.bin");
     fuzz_require(shard_write(path, s.tokens, s.n, s.dtype, err, sizeof err) == 0, "shard_write accepts what shard_read gave");
     fuzz_require(shard_read(path, &r, err, sizeof err) == 0, "shard_read accepts what shard_write wrote");
     fuzz_require(r.n == s.n && r.dtype == s.dtype && !memcmp(r.tokens, s.tokens, s.n * sizeof *s.tokens), "round trip");

@@ -14,9 +14,7 @@
 static char *save(const toy_plan *p) {
     char err[512];
     fuzz_require(toy_plan_save(p, fuzz_dir(), err, sizeof err) == 0, "toy_plan_save");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/run.json", fuzz_dir());
-    char *text = read_text_file(path, 1u << 20, err, sizeof err);
+    char *text = read_text_file(fuzz_dir_path("run.json"), 1u << 20, err, sizeof err);
     fuzz_require(text != NULL, "reading the saved run.json");
     return text;
 }

@@ -60,12 +60,17 @@ const char *fuzz_dir(void) {
     return g_dir;
 }
 
-const char *fuzz_dir_file(const char *name, const uint8_t *data, size_t size) {
+const char *fuzz_dir_path(const char *name) {
     static char path[8192];
     snprintf(path, sizeof path, "%s/%s", fuzz_dir(), name);
+    return path;
+}
+
+const char *fuzz_dir_file(const char *name, const uint8_t *data, size_t size) {
+    const char *path = fuzz_dir_path(name);
     FILE *f = fopen(path, "wb");
     fuzz_require(f != NULL, "creating a file in the temporary directory");
-    int ok = fwrite(data, 1, size, f) == size;
+    int ok = size == 0 || fwrite(data, 1, size, f) == size;
     ok &= fclose(f) == 0;
     fuzz_require(ok, "writing a file in the temporary directory");
     return path;

@@ -19,8 +19,11 @@ const char *fuzz_file(const uint8_t *data, size_t size);
 // removed with its files at exit.
 const char *fuzz_dir(void);
 
+// The path fuzz_dir()/name (valid until the next call of this or fuzz_dir_file).
+const char *fuzz_dir_path(const char *name);
+
 // Writes data[0..size) to fuzz_dir()/name, replacing it; returns its path (valid until the next
-// call).
+// call of this or fuzz_dir_path).
 const char *fuzz_dir_file(const char *name, const uint8_t *data, size_t size);
 
 // A property every input must keep: when it fails, says which and aborts (a finding).
