@@ -2,6 +2,8 @@
 #ifndef MTAC_CLI_H
 #define MTAC_CLI_H
 
+#include "mta.h"
+
 #include <stddef.h>
 
 int cmd_attn(int argc, char **argv);
@@ -22,6 +24,10 @@ int cli_parse_pos_int(const char *flag, const char *s, int *out);
 void cli_set_threads(int n);
 // The thread count OpenMP regions use now.
 int cli_threads(void);
+
+// The attention backend the commands use unless told otherwise: MTAC_BACKEND (fused or
+// reference) when set, else fused. An unknown name is an error: a message, and -1.
+int cli_default_backend(mta_backend *b);
 
 // `mtac bench decode` (cmd_bench_decode.c).
 int bench_decode(int argc, char **argv);

@@ -26,7 +26,8 @@ static void usage(FILE *f) {
             "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
             "  The format is documented in docs/formats.md.\n"
             "  --backend: fused (the default: no (T,T) map held, docs/fused.md) or reference (materialises\n"
-            "  the maps); both compute the same function within float32 rounding.\n"
+            "  the maps); both compute the same function within float32 rounding. Without the flag, the\n"
+            "  environment variable MTAC_BACKEND (fused or reference) picks one.\n"
             "  --max-T: the largest T run (default %d), checked before any work: the work grows as B*H*T^2\n"
             "  while the file grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds\n"
             "  several maps of B*H*T*T floats: 1 GiB each at the default).\n",
@@ -61,8 +62,8 @@ int cmd_attn(int argc, char **argv) {
             if (!cli_parse_pos_int("--max-T", argv[++i], &max_T)) return 2;
         } else if (!strcmp(a, "--backend")) {
             const char *b = argv[++i];
-            if (!strcmp(b, "fused")) backend = MTA_BACKEND_FUSED;
-            else if (!strcmp(b, "reference")) backend = MTA_BACKEND_REFERENCE;
+            mta_backend be;
+            if (!mta_backend_from_name(b, &be)) backend = (int)be;
             else {
                 fprintf(stderr, "mtac attn: --backend expects fused or reference, got '%s'\n", b);
                 return 2;
@@ -90,7 +91,12 @@ int cmd_attn(int argc, char **argv) {
         st_free(&f);
         return 1;
     }
-    if (backend >= 0) pr.cfg.backend = (mta_backend)backend;
+    mta_backend env_backend;
+    if (backend < 0 && cli_default_backend(&env_backend)) {
+        st_free(&f);
+        return 2;
+    }
+    pr.cfg.backend = backend >= 0 ? (mta_backend)backend : env_backend;
     // Before any allocation: the reference backend's maps at T = 200000 would be 160 GB each.
     if (attn_problem_check_size(&pr.cfg, max_T, err, sizeof err)) {
         fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", in, err);

@@ -32,6 +32,8 @@ static void usage(FILE *f) {
             "  --B N, --H N, --d N  batch, heads, head dim (default 1, 8, 64)\n"
             "  --threads N       OpenMP/BLAS threads for every implementation (default: all cores)\n"
             "  --reps N          timed repetitions, the best is reported (default 1; one warm-up first)\n"
+            "  --rows R          the fused backend's query rows per strip (default: chosen from its memory\n"
+            "                    budget, docs/fused.md)\n"
             "  --impl LIST       any of plain,mta,mta_ref,torch (default all four)\n"
             "  --naive-max-T N   run mta_ref and torch only up to this T (default 4096: they hold\n"
             "                    several (T,T) maps per head, 8.6 GB each per 8 heads at T=16384)\n"
@@ -239,7 +241,7 @@ void cli_cpu_name(char *buf, size_t n) {
 
 static int bench_attn(int argc, char **argv) {
     int Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
-    int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096;
+    int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096, rows = 0;
     const char *python = "/usr/bin/python3", *script = "tests/ref/bench_torch.py";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -271,6 +273,8 @@ static int bench_attn(int argc, char **argv) {
             if (!cli_parse_pos_int(a, val, &threads)) return 2;
         } else if (!strcmp(a, "--reps")) {
             if (!cli_parse_pos_int(a, val, &reps)) return 2;
+        } else if (!strcmp(a, "--rows")) {
+            if (!cli_parse_pos_int(a, val, &rows)) return 2;
         } else if (!strcmp(a, "--python")) {
             python = val;
         } else if (!strcmp(a, "--torch-script")) {
@@ -315,6 +319,7 @@ static int bench_attn(int argc, char **argv) {
         int T = Ts[ti];
         mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d), ref = mta;
         plain.backend = mta.backend = MTA_BACKEND_FUSED;
+        plain.strip_rows = mta.strip_rows = rows;
         ref.backend = MTA_BACKEND_REFERENCE;
         char err[256];
         if (mta_config_check(&mta, err, sizeof err)) {
@@ -378,11 +383,14 @@ typedef struct {
 static train_result time_c_train(const model_config *mc, int B, int T, int steps) {
     train_result r = {0};
     char err[256];
+    mta_backend backend;
+    if (cli_default_backend(&backend)) return r;
     model *m = model_create(mc, err, sizeof err);
     if (!m) {
         fprintf(stderr, "mtac bench train: %s\n", err);
         return r;
     }
+    model_set_backend(m, backend);
     model_init(m, 1);
     adamw opt;
     if (adamw_init(&opt, model_num_params(m), 1e-4f, 0.9f, 0.98f, 1e-8f, 0.0f)) {

@@ -252,8 +252,15 @@ static int toy_runs(int argc, char **argv) {
         if (used || !strcmp(a, "--setting")) continue;
         char *end;
         int ok = 1;
-        if (!strcmp(a, "--seeds")) ok = (p.n_seeds = parse_ints("mtac toy", a, v, p.seeds, TOY_MAX_SEEDS)) > 0;
-        else if (!strcmp(a, "--models")) models_arg = v;
+        if (!strcmp(a, "--seeds")) {
+            ok = (p.n_seeds = parse_ints("mtac toy", a, v, p.seeds, TOY_MAX_SEEDS)) > 0;
+            for (int k = 0; ok && k < p.n_seeds; k++)
+                if (p.seeds[k] > TOY_MAX_SEED) {
+                    fprintf(stderr, "mtac toy: --seeds: %" PRIu64 " is more than 2^52, the largest seed run.json"
+                                    " keeps exactly\n", p.seeds[k]);
+                    ok = 0;
+                }
+        } else if (!strcmp(a, "--models")) models_arg = v;
         else if (!strcmp(a, "--steps")) ok = cli_parse_pos_int(a, v, &p.run.steps);
         else if (!strcmp(a, "--batch")) ok = cli_parse_pos_int(a, v, &p.run.batch_size);
         else if (!strcmp(a, "--test")) ok = cli_parse_pos_int(a, v, &p.run.n_test);

@@ -17,8 +17,10 @@ static void usage(FILE *f) {
             "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
             "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
             "DIR/config.json. Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and stops; --resume continues the\n"
-            "run exactly where it stopped. A config file holds the keys below and optionally a \"model\" object\n"
-            "(docs/model.md); flags override it. Unknown keys are errors. Presets: %s.\n"
+            "run exactly where it stopped. A loss, gradient norm or weight that becomes NaN or infinite stops\n"
+            "the run without saving (exit status 3): the last checkpoint stays as it was. A config file holds\n"
+            "the keys below and optionally a \"model\" object (docs/model.md); flags override it. Unknown keys\n"
+            "are errors. Presets: %s.\n"
             "\nkeys:\n",
             "toy, lm1m, lm10m, 300m, 830m (each also -baseline)");
     train_config_print_keys();
@@ -87,7 +89,14 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 2;
     }
-    if (train_run(&c, resume != NULL, err, sizeof err)) {
+    if (cli_default_backend(&c.backend)) return 2;
+    int rc = train_run(&c, resume != NULL, err, sizeof err);
+    if (rc == TRAIN_NONFINITE) {
+        // its own exit status, so that a script can tell a diverged run from a broken one
+        fprintf(stderr, "mtac train: diverged: %s\n", err);
+        return 3;
+    }
+    if (rc) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 1;
     }
@@ -124,6 +133,8 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "mtac eval: --run DIR is required (see --help)\n");
         return 2;
     }
+    mta_backend backend;
+    if (cli_default_backend(&backend)) return 2;
     train_config c;
     char err[1024];
     model *m = train_open_run(run, &c, err, sizeof err);
@@ -131,6 +142,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "mtac eval: %s\n", err);
         return 1;
     }
+    model_set_backend(m, backend);
     char val[1100];
     snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);
     double loss;

@@ -42,6 +42,17 @@ int cli_parse_pos_int(const char *flag, const char *s, int *out) {
     return 1;
 }
 
+int cli_default_backend(mta_backend *b) {
+    const char *e = getenv("MTAC_BACKEND");
+    *b = MTA_BACKEND_FUSED;
+    if (!e || !*e) return 0;
+    if (mta_backend_from_name(e, b)) {
+        fprintf(stderr, "mtac: MTAC_BACKEND=%s is not a backend (fused or reference)\n", e);
+        return -1;
+    }
+    return 0;
+}
+
 void cli_set_threads(int n) {
     omp_set_num_threads(n);
     openblas_set_num_threads(n);

@@ -44,11 +44,20 @@ typedef enum {
 //     its workspace is O(H*T*strip) (docs/fused.md).
 //   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
 //     one that can return attention maps (mta_attention_map) and prefill a decoding cache.
-// mta_config_default picks FUSED unless the environment variable MTAC_BACKEND is "reference".
+// mta_config_default picks FUSED. (The library reads no environment variable; the mtac command
+// and the tests take MTAC_BACKEND=reference to change their default.)
 typedef enum {
     MTA_BACKEND_REFERENCE = 0,
     MTA_BACKEND_FUSED = 1,
+    MTA_N_BACKENDS
 } mta_backend;
+
+// The backend's name ("reference", "fused"; "unknown" for a value that is not a backend), and
+// the backend of a name (0, or -1 when no backend has it).
+const char *mta_backend_name(mta_backend b);
+int mta_backend_from_name(const char *name, mta_backend *b);
+// 1 when this build and machine can run backend b (a backend for a device needs one), else 0.
+int mta_backend_available(mta_backend b);
 
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
 typedef struct {
@@ -63,6 +72,7 @@ typedef struct {
     int gate;             // step 9: sigmoid gate with weight (d) and bias (1); 0 = off
     float dropout;        // step 7: dropout probability on the attention weights in training, [0, 1)
     mta_backend backend;
+    int strip_rows;       // fused backend: query rows per strip; 0 = chosen from a memory budget
 } mta_config;
 
 // Parameters of the enabled steps; a pointer must be non-NULL exactly when its step is on.

@@ -66,7 +66,7 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
 enum { NVARIANTS = 10 };
 
 static mta_config variant(int k) {
-    mta_config c = mta_config_default(2, 4, 17, 6);
+    mta_config c = tu_config_default(2, 4, 17, 6);
     switch (k) {
     case 1: c.pre_cq = 3, c.pre_ck = 5; break;
     case 2: c.pre_head_mix = 1; break;

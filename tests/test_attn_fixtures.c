@@ -52,6 +52,7 @@ static int run_fixture(const char *path) {
         st_free(&f);
         return 0;
     }
+    pr.cfg.backend = tu_backend();
     const mta_config *c = &pr.cfg;
     const size_t n = (size_t)c->B * c->H * c->T * c->d;
     size_t np = 0;

@@ -69,48 +69,48 @@ static void gradcheck(const mta_config *cfg) {
 
 static void test_plain(void **s) {
     (void)s;
-    mta_config c = mta_config_default(2, 2, 6, 4);
+    mta_config c = tu_config_default(2, 2, 6, 4);
     gradcheck(&c);
 }
 static void test_pre_conv(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 2, 7, 4);
+    mta_config c = tu_config_default(1, 2, 7, 4);
     c.pre_cq = 3, c.pre_ck = 3;
     gradcheck(&c);
 }
 static void test_pre_conv_wide(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 1, 5, 3);
+    mta_config c = tu_config_default(1, 1, 5, 3);
     c.pre_cq = 2, c.pre_ck = 7;  // key window wider than the sequence
     gradcheck(&c);
 }
 static void test_head_mix(void **s) {
     (void)s;
-    mta_config c = mta_config_default(2, 3, 5, 4);
+    mta_config c = tu_config_default(2, 3, 5, 4);
     c.pre_head_mix = 1;
     gradcheck(&c);
 }
 static void test_post_conv(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 2, 7, 4);
+    mta_config c = tu_config_default(1, 2, 7, 4);
     c.post_cq = 2, c.post_ck = 5;
     gradcheck(&c);
 }
 static void test_head_conv(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 4, 5, 3);
+    mta_config c = tu_config_default(1, 4, 5, 3);
     c.post_ch = 2;
     gradcheck(&c);
 }
 static void test_group_norm_depth(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 2, 5, 6);
+    mta_config c = tu_config_default(1, 2, 5, 6);
     c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3;
     gradcheck(&c);
 }
 static void test_gate(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 2, 5, 6);
+    mta_config c = tu_config_default(1, 2, 5, 6);
     c.gate = 1;
     gradcheck(&c);
 }

@@ -17,7 +17,7 @@
 // With identity kernels every convolution and mixing step is the identity, so MTA must equal
 // plain causal attention, forward and backward (spec section 2, "Initialisation").
 static void identity_case(int B, int H, int T, int d, int cq, int ck, int ch) {
-    mta_config plain = mta_config_default(B, H, T, d);
+    mta_config plain = tu_config_default(B, H, T, d);
     mta_config id = plain;
     id.pre_cq = cq, id.pre_ck = ck, id.pre_head_mix = 1, id.post_cq = cq, id.post_ck = ck, id.post_ch = ch;
     tu_case *a = tu_case_new(&plain, 5, 1.5f, 0.0f), *b = tu_case_new(&id, 5, 1.5f, 0.0f);
@@ -96,7 +96,7 @@ static void test_deterministic(void **s) {
 static void test_nonfinite_propagates(void **s) {
     (void)s;
     for (int kind = 0; kind < 2; kind++) {
-        mta_config plain = mta_config_default(1, 1, 1, 1);
+        mta_config plain = tu_config_default(1, 1, 1, 1);
         tu_case *a = tu_case_new(&plain, 9, 1.0f, 0.0f);
         if (kind == 0) a->q[0] = NAN;
         else a->q[0] = a->k[0] = 1e30f;
@@ -185,7 +185,7 @@ static void test_attention_map(void **s) {
 
 static void test_bad_configs(void **s) {
     (void)s;
-    mta_config ok = mta_config_default(1, 4, 8, 8), c;
+    mta_config ok = tu_config_default(1, 4, 8, 8), c;
     c = ok, c.T = 0;
     expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
     c = ok, c.B = -3;
@@ -212,9 +212,9 @@ static void test_bad_configs(void **s) {
     expect_config_error(c, MTA_ERR_INVALID, "layer_id");
     c = ok, c.backend = (mta_backend)7;
     expect_config_error(c, MTA_ERR_INVALID, "backend");
-    c = mta_config_default(1 << 30, 1 << 30, 1 << 30, 64);
+    c = tu_config_default(1 << 30, 1 << 30, 1 << 30, 64);
     expect_config_error(c, MTA_ERR_OVERFLOW, "overflow");
-    c = mta_config_default(1, 1, 1 << 30, 1 << 30);
+    c = tu_config_default(1, 1, 1 << 30, 1 << 30);
     expect_config_error(c, MTA_ERR_OVERFLOW, "overflow");
     assert_int_equal(mta_config_check(NULL, NULL, 0), MTA_ERR_NULL);
     assert_int_equal(mta_create(NULL, &ok, NULL, 0), MTA_ERR_NULL);
@@ -245,7 +245,7 @@ static void test_bad_calls(void **s) {
     assert_int_equal(mta_backward(ctx, a->q, a->k, a->v, &a->p, NULL, a->dq, a->dk, a->dv, &a->g), MTA_ERR_NULL);
     mta_destroy(ctx);
     // a parameter given for a step that is off
-    mta_config plain = mta_config_default(1, 2, 5, 4);
+    mta_config plain = tu_config_default(1, 2, 5, 4);
     assert_int_equal(mta_create(&ctx, &plain, NULL, 0), MTA_OK);
     mta_params extra = {0};
     extra.gn_weight = a->w[4];
@@ -295,7 +295,7 @@ static void test_dropout(void **s) {
     assert_true(tu_max_abs_diff(o1, a->out, a->n) > 1e-3);
     mta_destroy(ctx);
     // the fraction dropped, seen through plain attention with v = one-hot of the key position
-    mta_config pc = mta_config_default(1, 1, 200, 200);
+    mta_config pc = tu_config_default(1, 1, 200, 200);
     pc.dropout = 0.25f;
     size_t n = 200 * 200;
     float *q = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float)), *o = calloc(n, sizeof(float));

@@ -102,6 +102,13 @@ expect 1 "cannot open" -- "$MTAC" attnmap --run "$tmp/nowhere"
 expect 1 "layer 5" -- "$MTAC" attnmap --run "$tmp/toy" --layers 5
 expect 1 "test samples" -- "$MTAC" attnmap --run "$tmp/toy" --sample 8
 expect 1 "seed7.safetensors" -- "$MTAC" attnmap --run "$tmp/toy" --seed 7
+# seeds that are no uint64 or that run.json does not keep exactly: refused, never converted
+expect 2 "more than 2^52" -- "$MTAC" toy --quick --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3 --seeds 1,4503599627370497 --out "$tmp/toy-big"
+mkdir "$tmp/toy-seed"
+for seed in 1e20 1.5 1e999; do
+    sed "s/\"seeds\":.*/\"seeds\": [$seed],/" "$tmp/toy/run.json" > "$tmp/toy-seed/run.json"
+    expect 1 "seeds: " -- "$MTAC" attnmap --run "$tmp/toy-seed"
+done
 
 # Input files that are FIFOs are refused at once: opening one for reading would wait for a writer
 # forever. `timeout` keeps a regression from hanging the suite (it exits 124, which fails).

@@ -33,6 +33,7 @@ static model *make(const char *json, uint64_t seed) {
     if (model_config_from_json(json, &c, msg, sizeof msg)) fail_msg("%s", msg);
     model *m = model_create(&c, msg, sizeof msg);
     assert_non_null(m);
+    model_set_backend(m, tu_backend());
     model_init(m, seed);
     int nt;
     const model_tensor *ts = model_tensors(m, &nt);

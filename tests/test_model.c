@@ -26,6 +26,7 @@ static model *make(const char *json, uint64_t seed) {
     if (model_config_from_json(json, &c, msg, sizeof msg)) fail_msg("%s", msg);
     model *m = model_create(&c, msg, sizeof msg);
     if (!m) fail_msg("%s", msg);
+    model_set_backend(m, tu_backend());
     model_init(m, seed);
     return m;
 }
@@ -154,6 +155,7 @@ static void gradcheck_model(const char *json, float dropout) {
     assert_int_equal(model_config_from_json(json, &c, msg, sizeof msg), 0);
     c.attn_dropout = dropout;
     model *m = model_create(&c, msg, sizeof msg);
+    model_set_backend(m, tu_backend());
     model_init(m, 3);
     // perturb MTA kernels away from identity so every path carries gradient
     int nt;
@@ -260,6 +262,7 @@ static void test_dropout_modes(void **s) {
     model *plain = model_create(&c, msg, sizeof msg);
     c.attn_dropout = 0.5f;
     model *drop = model_create(&c, msg, sizeof msg);
+    model_set_backend(plain, tu_backend()), model_set_backend(drop, tu_backend());
     model_init(plain, 1), model_init(drop, 1);
     int tok[12], tgt[12];
     tokens_for(tok, tgt, 12, 11, 3);

@@ -140,6 +140,7 @@ static void test_plan_roundtrip(void **s) {
     for (int i = 0; i < 3; i++) {
         toy_plan a, b;
         assert_int_equal(toy_plan_preset(names[i], &a), 0);
+        a.seeds[a.n_seeds++] = TOY_MAX_SEED;  // the largest seed run.json keeps exactly
         assert_int_equal(toy_plan_save(&a, dir, err, sizeof err), 0);
         assert_int_equal(toy_plan_load(&b, dir, err, sizeof err), 0);
         assert_string_equal(a.setting, b.setting);
@@ -213,6 +214,27 @@ static void test_plan_bad_records(void **s) {
         assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
         if (!strstr(err, cases[i][1])) fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i][1]);
     }
+    // Seeds that are no uint64 (converting them was undefined), or that run.json does not keep
+    // exactly (above 2^52), in an otherwise good record; 1e999 reads as infinity.
+    const char *seeds[] = {"1e20", "18446744073709551616", "9007199254740994", "4503599627370497", "1e999", "-1e999", "-0.5", "1.5",
+                           "4.000001", "-3"};
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char rec[600];
+        snprintf(rec, sizeof rec,
+                 "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
+                 "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[4,%s],"
+                 "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}",
+                 seeds[i]);
+        write_file(path, rec);
+        err[0] = 0;
+        assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
+        if (!strstr(err, "not an integer in [0, 2^52]")) fail_msg("seed %s: '%s'", seeds[i], err);
+    }
+    write_file(path, "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
+                     "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[4,4503599627370496],"
+                     "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}");
+    assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), 0);
+    assert_true(p.n_seeds == 2 && p.seeds[0] == 4 && p.seeds[1] == TOY_MAX_SEED);
 }
 
 static void test_attnmap_png(void **s) {

@@ -28,8 +28,24 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch) {
+mta_backend tu_backend(void) {
+    const char *e = getenv("MTAC_BACKEND");
+    mta_backend b = MTA_BACKEND_FUSED;
+    if (e && *e && mta_backend_from_name(e, &b)) {
+        fprintf(stderr, "MTAC_BACKEND=%s is not a backend\n", e);
+        exit(2);
+    }
+    return b;
+}
+
+mta_config tu_config_default(int B, int H, int T, int d) {
     mta_config c = mta_config_default(B, H, T, d);
+    c.backend = tu_backend();
+    return c;
+}
+
+mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch) {
+    mta_config c = tu_config_default(B, H, T, d);
     c.pre_cq = cq, c.pre_ck = ck, c.pre_head_mix = 1, c.post_cq = cq, c.post_ck = ck, c.post_ch = ch;
     c.group_norm = 1, c.gate = 1;
     return c;
@@ -46,7 +62,7 @@ mta_config tu_combo(int shape, int mask, float dropout) {
         {1, 6, 37, 17, 5, 3, 2, 13, 3},  // d past a vector with a tail, 1 < c_h < H
     };
     const int s = shape % TU_NSHAPES;
-    mta_config c = mta_config_default(shapes[s].B, shapes[s].H, shapes[s].T, shapes[s].d);
+    mta_config c = tu_config_default(shapes[s].B, shapes[s].H, shapes[s].T, shapes[s].d);
     if (mask & TU_PRE) c.pre_cq = shapes[s].pre_cq, c.pre_ck = shapes[s].pre_ck;
     if (mask & TU_MIX) c.pre_head_mix = 1;
     if (mask & TU_POST) c.post_cq = shapes[s].post_cq, c.post_ck = shapes[s].post_ck;

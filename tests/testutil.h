@@ -31,6 +31,12 @@ float tu_randn(uint64_t *s);
 double tu_max_abs(const float *a, size_t n);
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
 
+// The backend the operator and model tests run on: MTAC_BACKEND (fused or reference; CTest's
+// *_reference variants set it), else fused. The library itself reads no environment variable.
+mta_backend tu_backend(void);
+// mta_config_default on tu_backend().
+mta_config tu_config_default(int B, int H, int T, int d);
+
 // A config with every step of the 830M layer on, small kernels.
 mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
 

@@ -20,12 +20,36 @@ const char *mta_status_str(mta_status s) {
     return "unknown status";
 }
 
+// The backends, chosen here and nowhere else (NULL: not one).
+static const mta_backend_impl *backend_of(mta_backend b) {
+    switch (b) {
+    case MTA_BACKEND_REFERENCE: return &mta_reference_backend;
+    case MTA_BACKEND_FUSED: return &mta_fused_backend;
+    default: return NULL;
+    }
+}
+
+const char *mta_backend_name(mta_backend b) {
+    const mta_backend_impl *impl = backend_of(b);
+    return impl ? impl->name : "unknown";
+}
+
+int mta_backend_available(mta_backend b) { return backend_of(b) != NULL; }
+
+int mta_backend_from_name(const char *name, mta_backend *b) {
+    for (int i = 0; name && i < MTA_N_BACKENDS; i++)
+        if (backend_of((mta_backend)i) && !strcmp(name, backend_of((mta_backend)i)->name)) {
+            *b = (mta_backend)i;
+            return 0;
+        }
+    return -1;
+}
+
 mta_config mta_config_default(int B, int H, int T, int d) {
     mta_config c;
     memset(&c, 0, sizeof c);
     c.B = B, c.H = H, c.T = T, c.d = d;
-    const char *e = getenv("MTAC_BACKEND");
-    c.backend = e && !strcmp(e, "reference") ? MTA_BACKEND_REFERENCE : MTA_BACKEND_FUSED;
+    c.backend = MTA_BACKEND_FUSED;
     return c;
 }
 
@@ -78,8 +102,10 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return say(msg, n, MTA_ERR_INVALID, "dropout=%g must be in [0, 1)", (double)c->dropout);
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
-    if (c->backend != MTA_BACKEND_REFERENCE && c->backend != MTA_BACKEND_FUSED)
+    if (!backend_of(c->backend))
         return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused)", (int)c->backend);
+    if (c->strip_rows < 0 || c->strip_rows > 4096)
+        return say(msg, n, MTA_ERR_INVALID, "strip_rows=%d must be in [0, 4096] (0 = chosen)", c->strip_rows);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
     // times a small count of maps, must fit in size_t and in ptrdiff_t.
     size_t maps = 1, acts = 1;
@@ -159,14 +185,14 @@ mta_status mta_create(mta_ctx **out, const mta_config *cfg, char *msg, size_t n)
     mta_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return say(msg, n, MTA_ERR_NOMEM, "out of memory allocating the context");
     ctx->cfg = *cfg;
+    ctx->impl = backend_of(cfg->backend);
     *out = ctx;
     return MTA_OK;
 }
 
 void mta_destroy(mta_ctx *ctx) {
     if (!ctx) return;
-    mta_ref_free(ctx);
-    mta_fused_free(ctx);
+    ctx->impl->release(ctx);
     free(ctx);
 }
 
@@ -181,12 +207,13 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out) {
     if (!ctx) return MTA_ERR_NULL;
     if (!out) return mta_fail(ctx, MTA_ERR_NULL, "out must be non-NULL");
     if (!ctx->have_forward) return mta_fail(ctx, MTA_ERR_STATE, "no forward to take the attention map of");
-    if (ctx->cfg.backend != MTA_BACKEND_REFERENCE)
-        return mta_fail(ctx, MTA_ERR_INVALID, "attention maps need the reference backend (the fused one keeps no (T,T) map)");
+    if (!ctx->impl->attention)
+        return mta_fail(ctx, MTA_ERR_INVALID, "attention maps need the reference backend (the %s one keeps no (T,T) map)",
+                        ctx->impl->name);
     if (b < 0 || b >= ctx->cfg.B || h < 0 || h >= ctx->cfg.H)
         return mta_fail(ctx, MTA_ERR_INVALID, "attention map (b=%d, h=%d) outside B=%d, H=%d", b, h, ctx->cfg.B, ctx->cfg.H);
     const size_t TT = (size_t)ctx->cfg.T * ctx->cfg.T;
-    memcpy(out, mta_ref_attention(ctx, b, h), TT * sizeof(float));
+    memcpy(out, ctx->impl->attention(ctx, b, h), TT * sizeof(float));
     return MTA_OK;
 }
 
@@ -198,9 +225,7 @@ void mta_ctx_reset_stats(mta_ctx *ctx) {
     if (ctx) ctx->stats.matmul_s = ctx->stats.matmul_flop = 0;
 }
 void mta_ctx_release(mta_ctx *ctx) {
-    if (!ctx) return;
-    mta_ref_free(ctx);
-    mta_fused_free(ctx);
+    if (ctx) ctx->impl->release(ctx);
 }
 
 size_t mta_ctx_workspace_bytes(const mta_ctx *ctx) { return ctx ? ctx->bytes : 0; }
@@ -235,7 +260,7 @@ mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float
     mta_status s = check_params(ctx, p);
     if (s) return s;
     ctx->have_forward = 0;
-    s = ctx->cfg.backend == MTA_BACKEND_FUSED ? mta_fused_forward(ctx, q, k, v, p, out) : mta_ref_forward(ctx, q, k, v, p, out);
+    s = ctx->impl->forward(ctx, q, k, v, p, out);
     if (s == MTA_OK) ctx->have_forward = 1;
     return s;
 }
@@ -252,6 +277,5 @@ mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const floa
     if (s) return s;
     static const mta_grads no_grads;
     if (!g) g = &no_grads;
-    if (ctx->cfg.backend == MTA_BACKEND_FUSED) return mta_fused_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
-    return mta_ref_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+    return ctx->impl->backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
 }

@@ -165,7 +165,7 @@ mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const f
     if (!c || !ctx || !k || !v || !lens) return c ? cache_fail(c, MTA_ERR_NULL, "ctx, k, v and lens must be non-NULL") : MTA_ERR_NULL;
     const mta_config *cf = &c->cfg, *fc = &ctx->cfg;
     if (!ctx->have_forward) return cache_fail(c, MTA_ERR_STATE, "prefill needs a forward on the context");
-    if (fc->backend != MTA_BACKEND_REFERENCE)
+    if (!ctx->impl->maps)
         return cache_fail(c, MTA_ERR_INVALID, "prefill needs a forward of the reference backend (it reads the score and probability maps)");
     if (fc->B != cf->B || fc->H != cf->H || fc->d != cf->d || fc->pre_cq != cf->pre_cq || fc->pre_ck != cf->pre_ck ||
         fc->pre_head_mix != cf->pre_head_mix || fc->post_cq != cf->post_cq || fc->post_ck != cf->post_ck ||
@@ -178,7 +178,7 @@ mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const f
         if (lens[b] < 1 || lens[b] > Tf || lens[b] > T)
             return cache_fail(c, MTA_ERR_INVALID, "prefill: a length is < 1 or longer than the forward or the cache");
     const float *zmap, *pmap;
-    mta_ref_maps(ctx, &zmap, &pmap);
+    ctx->impl->maps(ctx, &zmap, &pmap);
     for (int b = 0; b < cf->B; b++) {
         const int L = lens[b];
         for (int h = 0; h < H; h++) {

@@ -31,6 +31,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+// What the backend keeps: the softmax row statistics of the last forward (for its backward), and
+// per worker thread the row windows of its strips.
+typedef struct {
+    float *mx, *inv;     // (B,H,T) row max and 1/sum of the softmax
+    float *hconv;        // (H,H) head-conv kernel as a mixing matrix
+    void *workers;       // nworkers workers
+    double *acc;         // per-unit kernel-gradient accumulators
+    int nworkers, G, R;  // the plan the workers were sized for
+    size_t worker_bytes;
+} fused_state;
+
 static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline int imax(int a, int b) { return a > b ? a : b; }
 
@@ -74,6 +85,7 @@ typedef struct {
     const mta_params *p;
     float *out, *dq, *dk, *dv;
     mta_ctx *ctx;
+    fused_state *st;  // ctx's
     // plan
     int G, units, R, L1, L2, inner;
     float scale;
@@ -125,10 +137,9 @@ static int total_rows(win_rows k) { return k.z + k.s1 + k.p + k.p2 + k.g2 + k.dp
 // strips (few units of many heads, as in `mtac bench attn`), R is the largest of 16, 12 and 8
 // whose windows hold at most 3/8 as many floats as the call's output and three input gradients
 // (4 B*H*T*d, which any attention backward holds): fused MTA then needs about 1.2x plain
-// attention's memory. MTAC_FUSED_ROWS overrides (benchmarks and tests).
+// attention's memory. The config's strip_rows overrides (benchmarks and tests).
 static int strip_rows(const job *jb) {
-    const char *e = getenv("MTAC_FUSED_ROWS");
-    if (e && atoi(e) > 0) return atoi(e);
+    if (jb->c->strip_rows > 0) return jb->c->strip_rows;
     if (!jb->inner) return 64;
     const mta_config *c = jb->c;
     const double budget = 1.5 * c->B * c->H * c->d;  // 3/8 of 4 B*H*d floats per column of T
@@ -174,8 +185,10 @@ static int win_alloc(mta_ctx *ctx, win *w, int cap, int G) {
     return w->buf != NULL;
 }
 
+static void fused_release(mta_ctx *ctx);
+
 static void free_workers(mta_ctx *ctx) {
-    mta_fused_state *st = &ctx->fused;
+    fused_state *st = ctx->state;
     for (int t = 0; t < st->nworkers; t++) {
         worker *w = (worker *)st->workers + t;
         win *ws[] = {&w->z, &w->s1, &w->p, &w->p2, &w->g2, &w->dp1, &w->dp, &w->ds1, &w->dz};
@@ -198,12 +211,12 @@ static void free_workers(mta_ctx *ctx) {
 static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     const mta_config *c = &ctx->cfg;
     const int G = jb->G, R = jb->R, units = jb->units;
-    mta_fused_state *st = &ctx->fused;
+    fused_state *st = ctx->state;
     if (!st->mx) {
         const size_t rows = (size_t)c->B * c->H * c->T;
         if (!(st->mx = mta_alloc_floats(ctx, rows)) || !(st->inv = mta_alloc_floats(ctx, rows)) ||
             !(st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H))) {
-            mta_fused_free(ctx);
+            fused_release(ctx);
             return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused row statistics");
         }
     }
@@ -234,11 +247,14 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     return MTA_OK;
 }
 
-void mta_fused_free(mta_ctx *ctx) {
-    mta_fused_state *st = &ctx->fused;
-    free_workers(ctx);
-    free(st->mx), free(st->inv), free(st->hconv);
-    memset(st, 0, sizeof *st);
+static void fused_release(mta_ctx *ctx) {
+    fused_state *st = ctx->state;
+    if (st) {
+        free_workers(ctx);
+        free(st->mx), free(st->inv), free(st->hconv);
+        free(st);
+    }
+    ctx->state = NULL;
     ctx->bytes = 0;
     ctx->have_forward = 0;
 }
@@ -288,7 +304,7 @@ static void matmul(const job *jb, mm_kind kind, int m, int n, int k, float alpha
         strip_matmul_tn(m, n, k, alpha, a, lda, b, ldb, cm, ldc);
     else
         strip_matmul_nt(m, n, k, alpha, a, lda, b, ldb, cm, ldc);
-    double dt = (omp_get_wtime() - t0) / (jb->inner ? omp_get_num_threads() : jb->ctx->fused.nworkers);
+    double dt = (omp_get_wtime() - t0) / (jb->inner ? omp_get_num_threads() : jb->st->nworkers);
     #pragma omp atomic
     jb->ctx->stats.matmul_s += dt;
     #pragma omp atomic
@@ -346,7 +362,7 @@ static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, 
 // Softmax of rows [a0, a1) of local head h of window x (S2 of the unit (b, h0..)), in place. With
 // save it stores each row's max and 1/sum; otherwise it reuses them (bit for bit the same P).
 static void strip_softmax(job *jb, const win *x, int b, int h0, int h, int a0, int a1, int save) {
-    mta_fused_state *st = &jb->ctx->fused;
+    fused_state *st = jb->st;
     const size_t row0 = ((size_t)b * jb->c->H + h0 + h) * jb->c->T;
     for (int i = a0; i < a1; i++) {
         if (save) softmax_row(wrow(x, h, i), i + 1, &st->mx[row0 + i], &st->inv[row0 + i]);
@@ -362,7 +378,7 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
     const mta_config *c = jb->c;
     const int G = jb->G, H = c->H;
     const mta_params *p = jb->p;
-    mta_fused_state *st = &jb->ctx->fused;
+    fused_state *st = jb->st;
     maps m = maps_of(c, w);
     #pragma omp for schedule(static)
     for (int h = 0; h < G; h++) {
@@ -479,7 +495,7 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
     const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R, L1 = jb->L1, L2 = jb->L2;
     const int b = u / (H / G), h0 = u % (H / G) * G;
     const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
-    mta_fused_state *st = &jb->ctx->fused;
+    fused_state *st = jb->st;
     maps m = maps_of(c, w);
     #pragma omp parallel if (jb->inner)
     {
@@ -588,7 +604,9 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
 
 static mta_status plan(mta_ctx *ctx, job *jb) {
     const mta_config *c = &ctx->cfg;
-    jb->c = c, jb->ctx = ctx;
+    if (!ctx->state && !(ctx->state = calloc(1, sizeof(fused_state))))
+        return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused backend's state");
+    jb->c = c, jb->ctx = ctx, jb->st = ctx->state;
     jb->G = group_size(c);
     jb->units = c->B * c->H / jb->G;
     const int threads = omp_get_max_threads();
@@ -606,49 +624,49 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
 typedef void (*unit_fn)(job *jb, worker *w, int u);
 
 static void run_units(job *jb, unit_fn fn) {
-    worker *ws = (worker *)jb->ctx->fused.workers;
+    worker *ws = (worker *)jb->st->workers;
     if (jb->inner) {
         for (int u = 0; u < jb->units; u++) fn(jb, ws, u);
         return;
     }
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(jb->ctx->fused.nworkers)
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(jb->st->nworkers)
     for (int u = 0; u < jb->units; u++) fn(jb, ws + omp_get_thread_num(), u);
 }
 
-mta_status mta_fused_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
-                             float *out) {
+static mta_status fused_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                                float *out) {
     job jb;
     memset(&jb, 0, sizeof jb);
     mta_status s = plan(ctx, &jb);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.out = out;
-    if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, ctx->fused.hconv);
+    if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, jb.st->hconv);
     ctx->dropout_on = c->dropout > 0 && ctx->training;
     run_units(&jb, unit_forward);
     return MTA_OK;
 }
 
 static void backward_unit_fn(job *jb, worker *w, int u) {
-    unit_acc a = unit_acc_at(jb->c, jb->G, jb->ctx->fused.acc, u);
+    unit_acc a = unit_acc_at(jb->c, jb->G, jb->st->acc, u);
     memset(a.wpre, 0, unit_acc_doubles(jb->c, jb->G) * sizeof(double));
     unit_backward(jb, w, u, a);
 }
 
-mta_status mta_fused_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
-                              const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+static mta_status fused_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                                 const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
     job jb;
     memset(&jb, 0, sizeof jb);
     mta_status s = plan(ctx, &jb);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.dout = dout, jb.dq = dq, jb.dk = dk, jb.dv = dv;
-    if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, ctx->fused.hconv);
+    if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, jb.st->hconv);
     run_units(&jb, backward_unit_fn);
     // unit partials into the gradients, units in order
     const int G = jb.G, H = c->H, K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck;
     for (int u = 0; u < jb.units; u++) {
-        unit_acc a = unit_acc_at(c, G, ctx->fused.acc, u);
+        unit_acc a = unit_acc_at(c, G, jb.st->acc, u);
         const int h0 = u % (H / G) * G;
         for (int hl = 0; hl < G; hl++) {
             const int h = h0 + hl;
@@ -670,3 +688,10 @@ mta_status mta_fused_backward(mta_ctx *ctx, const float *q, const float *k, cons
     }
     return MTA_OK;
 }
+
+const mta_backend_impl mta_fused_backend = {
+    .name = "fused",
+    .forward = fused_forward,
+    .backward = fused_backward,
+    .release = fused_release,
+};

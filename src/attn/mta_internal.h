@@ -4,34 +4,28 @@
 
 #include "mta.h"
 
-// What the reference backend keeps between a forward and its backward. Maps are (B,H,T,T);
-// a pointer aliases an earlier map when its step is off (see mta_ref.c).
+// A backend: what runs behind mta_forward / mta_backward for a config's `backend`. The table
+// of backends is mta.c's backend_of, the one place that chooses. Each backend owns its state
+// (ctx->state: what its forward keeps for its backward, and its workspace), allocates it on
+// first use through mta_alloc_floats (which counts ctx->bytes) and frees it in release. What it
+// does not support is NULL.
 typedef struct {
-    float *z;       // masked scores Z (input of the pre-softmax conv)
-    float *s1;      // after the pre-softmax conv (input of head mixing)
-    float *s2;      // after head mixing; softmax runs in place, so this becomes P
-    float *p1;      // after the post-softmax conv
-    float *p2;      // after the post-softmax head conv
-    float *pd;      // P2 with dropout applied (multiplies V when dropout is active)
-    float *o;       // (B,H,T,d) attention output before group norm
-    float *hconv, *hconv_grad;  // (H,H) head-conv kernel as a mixing matrix, and its gradient
-    // backward workspace, allocated on the first backward
-    float *g1, *g2;      // gradient maps (B,H,T,T)
-    float *dO;           // (B,H,T,d)
-    float *partial;      // per-row kernel-gradient partials, reduced in a fixed order
-    double *ngpart;      // (B*H, 2d+1) norm/gate parameter gradients per slab
-} mta_ref_state;
+    const char *name;
+    mta_status (*forward)(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                          float *out);
+    mta_status (*backward)(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                           const float *dout, float *dq, float *dk, float *dv, const mta_grads *g);
+    // Frees ctx->state and sets it NULL; the next call allocates it again.
+    void (*release)(mta_ctx *ctx);
+    // The last forward's (T,T) maps, for backends that keep them: the map of (b,h) that
+    // multiplied V (no dropout), and the (B,H,T,T) maps Z (masked scaled scores; valid when
+    // pre_cq is on) and P (softmax output) for the decoding cache's prefill.
+    const float *(*attention)(const mta_ctx *ctx, int b, int h);
+    void (*maps)(const mta_ctx *ctx, const float **z, const float **p);
+} mta_backend_impl;
 
-// What the fused backend keeps (mta_fused.c): the softmax row statistics of the last forward,
-// and per worker thread the row windows of its strips.
-typedef struct {
-    float *mx, *inv;     // (B,H,T) row max and 1/sum of the softmax
-    float *hconv;        // (H,H) head-conv kernel as a mixing matrix
-    void *workers;       // nworkers workers (mta_fused.c)
-    double *acc;         // per-unit kernel-gradient accumulators
-    int nworkers, G, R;  // the plan the workers were sized for
-    size_t worker_bytes;
-} mta_fused_state;
+extern const mta_backend_impl mta_reference_backend;  // mta_ref.c
+extern const mta_backend_impl mta_fused_backend;      // mta_fused.c
 
 struct mta_ctx {
     mta_config cfg;
@@ -41,14 +35,14 @@ struct mta_ctx {
     uint64_t seed;
     size_t bytes;   // workspace currently held
     mta_stats stats;
-    mta_ref_state ref;
-    mta_fused_state fused;
+    const mta_backend_impl *impl;  // the config's backend
+    void *state;                   // the backend's own (NULL until its first call)
 };
 
 // Group norm's epsilon (spec section 2, step 8).
 static const float MTA_GN_EPS = 1e-5f;
 
-// Group norm and gate of one (batch, head, position) row of d (normgate.c). The forward may run
+// Group norm and gate of one (batch, head, position) row of d (shared.c). The forward may run
 // in place (out == o). The backward recomputes the norm and gate from o, writes dO and adds the
 // row's dgamma (d), dgate_w (d), dgate_b (1) to acc.
 void mta_normgate_forward_row(const mta_config *c, const mta_params *p, const float *o, float *out);
@@ -74,25 +68,10 @@ mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...);
 // Allocation with accounting (ctx->bytes); n floats, zeroed. NULL on failure.
 float *mta_alloc_floats(mta_ctx *ctx, size_t n);
 
-mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const float *v,
-                           const mta_params *p, float *out);
-mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const float *v,
-                            const mta_params *p, const float *dout, float *dq, float *dk,
-                            float *dv, const mta_grads *g);
-void mta_ref_free(mta_ctx *ctx);
-mta_status mta_fused_forward(mta_ctx *ctx, const float *q, const float *k, const float *v,
-                             const mta_params *p, float *out);
-mta_status mta_fused_backward(mta_ctx *ctx, const float *q, const float *k, const float *v,
-                              const mta_params *p, const float *dout, float *dq, float *dk,
-                              float *dv, const mta_grads *g);
-void mta_fused_free(mta_ctx *ctx);
-// The (T,T) map of (b,h) that multiplied V in the last forward (no dropout).
-const float *mta_ref_attention(const mta_ctx *ctx, int b, int h);
-// The last forward's (B,H,T,T) maps Z (masked scaled scores; valid when pre_cq is on) and P
-// (softmax output), for the decoding cache's prefill.
-void mta_ref_maps(const mta_ctx *ctx, const float **z, const float **p);
 // The head convolution's kernel (H/ch, ch, ch), indexed [g, in, out], as a block-diagonal (H,H)
-// mixing matrix indexed [out, in].
+// mixing matrix indexed [out, in] (shared.c), and the way back: adds the gradient dm of that
+// matrix (entries [out, in] within the groups, H apart) to the kernel's gradient dw.
 void mta_headconv_matrix(const float *w, int H, int ch, float *m);
+void mta_headconv_grad_add(const float *dm, int H, int ch, float *dw);
 
 #endif

@@ -1,5 +1,5 @@
 // mta_ref.c: the reference (materialising) MTA backend. It holds every (T,T) map the backward
-// needs, so its memory is O(B*H*T^2); the fused backend (a later issue) will not.
+// needs, so its memory is O(B*H*T^2) (the fused backend, mta_fused.c, holds none).
 //
 // Forward, per batch element (spec section 2), maps (B,H,T,T), tensors (B,H,T,d):
 //   Z  = mask(q k^T / sqrt(d))          scores, zero where j > i
@@ -19,6 +19,24 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+// What the forward keeps for the backward. Maps are (B,H,T,T); a map whose step is off is not
+// allocated, and the chain aliases an earlier one (chain_of).
+typedef struct {
+    float *z;       // masked scores Z (input of the pre-softmax conv)
+    float *s1;      // after the pre-softmax conv (input of head mixing)
+    float *s2;      // after head mixing; softmax runs in place, so this becomes P
+    float *p1;      // after the post-softmax conv
+    float *p2;      // after the post-softmax head conv
+    float *pd;      // P2 with dropout applied (multiplies V when dropout is active)
+    float *o;       // (B,H,T,d) attention output before group norm
+    float *hconv, *hconv_grad;  // (H,H) head-conv kernel as a mixing matrix, and its gradient
+    // backward workspace, allocated on the first backward
+    float *g1, *g2;      // gradient maps (B,H,T,T)
+    float *dO;           // (B,H,T,d)
+    float *partial;      // per-row kernel-gradient partials, reduced in a fixed order
+    double *ngpart;      // (B*H, 2d+1) norm/gate parameter gradients per slab
+} ref_state;
 
 enum {
     ROW_BLOCK = 256,  // rows per causal matrix-product block: block [i0,i1) needs keys [0,i1)
@@ -164,16 +182,9 @@ static void headmix_all_backward(const mta_config *c, const float *dout, const f
     }
 }
 
-void mta_headconv_matrix(const float *w, int H, int ch, float *m) {
-    memset(m, 0, (size_t)H * H * sizeof(float));
-    for (int g = 0; g < H / ch; g++)
-        for (int n = 0; n < ch; n++)
-            for (int o = 0; o < ch; o++) m[(g * ch + o) * H + g * ch + n] = w[((size_t)g * ch + n) * ch + o];
-}
-
 // ---- group norm and gate, per (batch, head, position) row of d ----------------------------
 
-static void norm_gate_forward(const mta_config *c, const mta_params *p, mta_ref_state *st, float *out) {
+static void norm_gate_forward(const mta_config *c, const mta_params *p, ref_state *st, float *out) {
     const int rows = c->B * c->H * c->T;
     #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++)
@@ -182,7 +193,7 @@ static void norm_gate_forward(const mta_config *c, const mta_params *p, mta_ref_
 
 // dO from dout through the gate and the norm; parameter gradients summed per (b,h) slab in
 // position order, then over slabs in order, so the result does not depend on the thread count.
-static void norm_gate_backward(const mta_config *c, const mta_params *p, mta_ref_state *st, const float *dout,
+static void norm_gate_backward(const mta_config *c, const mta_params *p, ref_state *st, const float *dout,
                                const mta_grads *g) {
     const int d = c->d, T = c->T, BH = c->B * c->H;
     const int np = 2 * d + 1;  // per slab: dgamma (d), dgate_w (d), dgate_b (1)
@@ -203,9 +214,13 @@ static void norm_gate_backward(const mta_config *c, const mta_params *p, mta_ref
 static size_t map_floats(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->T; }
 static size_t act_floats(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
 
+static void ref_release(mta_ctx *ctx);
+
 static mta_status forward_buffers(mta_ctx *ctx) {
     const mta_config *c = &ctx->cfg;
-    mta_ref_state *st = &ctx->ref;
+    if (!ctx->state && !(ctx->state = calloc(1, sizeof(ref_state))))
+        return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the reference backend's state");
+    ref_state *st = ctx->state;
     if (st->z) return MTA_OK;
     const size_t nm = map_floats(c), na = act_floats(c);
     int ok = (st->z = mta_alloc_floats(ctx, nm)) != NULL;
@@ -217,7 +232,7 @@ static mta_status forward_buffers(mta_ctx *ctx) {
     if (ok) ok = (st->o = mta_alloc_floats(ctx, na)) && (st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H)) &&
                  (st->hconv_grad = mta_alloc_floats(ctx, (size_t)c->H * c->H));
     if (!ok) {
-        mta_ref_free(ctx);
+        ref_release(ctx);
         return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the forward workspace (%zu bytes per map)",
                         nm * sizeof(float));
     }
@@ -226,7 +241,7 @@ static mta_status forward_buffers(mta_ctx *ctx) {
 
 static mta_status backward_buffers(mta_ctx *ctx) {
     const mta_config *c = &ctx->cfg;
-    mta_ref_state *st = &ctx->ref;
+    ref_state *st = ctx->state;
     if (st->g1) return MTA_OK;
     const size_t nm = map_floats(c), rows = (size_t)c->B * c->H * c->T;
     // Per-row kernel-gradient partials: the larger of the conv kernels (cq*ck per (b,h,i) row)
@@ -242,12 +257,15 @@ static mta_status backward_buffers(mta_ctx *ctx) {
     return MTA_OK;
 }
 
-void mta_ref_free(mta_ctx *ctx) {
-    mta_ref_state *st = &ctx->ref;
-    void *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->pd, st->o, st->hconv, st->hconv_grad,
-                   st->g1, st->g2, st->dO, st->partial, st->ngpart};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
-    memset(st, 0, sizeof *st);
+static void ref_release(mta_ctx *ctx) {
+    ref_state *st = ctx->state;
+    if (st) {
+        void *all[] = {st->z, st->s1, st->s2, st->p1, st->p2, st->pd, st->o, st->hconv, st->hconv_grad,
+                       st->g1, st->g2, st->dO, st->partial, st->ngpart};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+        free(st);
+    }
+    ctx->state = NULL;
     ctx->bytes = 0;
     ctx->have_forward = 0;
 }
@@ -257,7 +275,7 @@ typedef struct {
     float *z, *mix_in, *p, *hconv_in, *pv;
 } chain;
 
-static chain chain_of(const mta_config *c, const mta_ref_state *st) {
+static chain chain_of(const mta_config *c, const ref_state *st) {
     chain ch;
     ch.z = st->z;
     ch.mix_in = c->pre_cq ? st->s1 : st->z;
@@ -267,13 +285,13 @@ static chain chain_of(const mta_config *c, const mta_ref_state *st) {
     return ch;
 }
 
-const float *mta_ref_attention(const mta_ctx *ctx, int b, int h) {
+static const float *ref_attention(const mta_ctx *ctx, int b, int h) {
     const mta_config *c = &ctx->cfg;
-    return chain_of(c, &ctx->ref).pv + ((size_t)b * c->H + h) * c->T * c->T;
+    return chain_of(c, ctx->state).pv + ((size_t)b * c->H + h) * c->T * c->T;
 }
 
-void mta_ref_maps(const mta_ctx *ctx, const float **z, const float **p) {
-    chain ch = chain_of(&ctx->cfg, &ctx->ref);
+static void ref_maps(const mta_ctx *ctx, const float **z, const float **p) {
+    chain ch = chain_of(&ctx->cfg, ctx->state);
     *z = ch.z, *p = ch.p;
 }
 
@@ -296,12 +314,12 @@ static void dropout_apply(const mta_ctx *ctx, const float *src, float *dst) {
 
 // ---- forward and backward ----------------------------------------------------------------------
 
-mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
-                           float *out) {
+static mta_status ref_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                              float *out) {
     const mta_config *c = &ctx->cfg;
     mta_status s = forward_buffers(ctx);
     if (s) return s;
-    mta_ref_state *st = &ctx->ref;
+    ref_state *st = ctx->state;
     const int T = c->T, d = c->d, BH = c->B * c->H;
     const size_t TT = (size_t)T * T, Td = (size_t)T * d;
     const float scale = 1.0f / sqrtf((float)d);
@@ -329,12 +347,12 @@ mta_status mta_ref_forward(mta_ctx *ctx, const float *q, const float *k, const f
     return MTA_OK;
 }
 
-mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
-                            const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                               const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
     const mta_config *c = &ctx->cfg;
     mta_status s = backward_buffers(ctx);
     if (s) return s;
-    mta_ref_state *st = &ctx->ref;
+    ref_state *st = ctx->state;
     const int T = c->T, d = c->d, H = c->H, BH = c->B * c->H;
     const size_t TT = (size_t)T * T, Td = (size_t)T * d;
     const float scale = 1.0f / sqrtf((float)d);
@@ -352,13 +370,7 @@ mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const 
         float *dm = g->w_post_head ? st->hconv_grad : NULL;
         if (dm) memset(dm, 0, (size_t)H * H * sizeof(float));
         headmix_all_backward(c, cur, ch.hconv_in, st->hconv, c->post_ch, spare, dm, st->partial);
-        if (dm) {
-            const int chs = c->post_ch;
-            for (int gi = 0; gi < H / chs; gi++)
-                for (int n = 0; n < chs; n++)
-                    for (int o = 0; o < chs; o++)
-                        g->w_post_head[((size_t)gi * chs + n) * chs + o] += dm[(gi * chs + o) * H + gi * chs + n];
-        }
+        if (dm) mta_headconv_grad_add(dm, H, c->post_ch, g->w_post_head);
         tmp = cur, cur = spare, spare = tmp;
     }
     if (c->post_cq) {
@@ -383,3 +395,12 @@ mta_status mta_ref_backward(mta_ctx *ctx, const float *q, const float *k, const 
         scores_backward(&ctx->stats, cur + bh * TT, q + bh * Td, k + bh * Td, T, d, scale, dq + bh * Td, dk + bh * Td);
     return MTA_OK;
 }
+
+const mta_backend_impl mta_reference_backend = {
+    .name = "reference",
+    .forward = ref_forward,
+    .backward = ref_backward,
+    .release = ref_release,
+    .attention = ref_attention,
+    .maps = ref_maps,
+};

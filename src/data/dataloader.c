@@ -51,13 +51,15 @@ static size_t next_pos(dataloader *dl) {
     return (size_t)(splitmix64(&dl->state) % span);
 }
 
+// Rows start at b*T in size_t: B*T may exceed what an int product holds.
 void dataloader_next(dataloader *dl, int *tokens, int *targets) {
     const int T = dl->T;
     for (int b = 0; b < dl->B; b++) {
         const uint32_t *w = dl->s.tokens + next_pos(dl);
+        int *x = tokens + (size_t)b * T, *y = targets + (size_t)b * T;
         for (int t = 0; t < T; t++) {
-            tokens[b * T + t] = (int)w[t];
-            targets[b * T + t] = (int)w[t + 1];
+            x[t] = (int)w[t];
+            y[t] = (int)w[t + 1];
         }
     }
 }
@@ -90,9 +92,10 @@ int dataloader_next_seq(dataloader *dl, int *tokens, int *targets) {
     for (int b = 0; b < dl->B; b++) {
         const size_t p = dl->seq_pos;
         const int have = p + 1 < n ? (int)(n - 1 - p < (size_t)T ? n - 1 - p : (size_t)T) : 0;  // targets left
+        int *x = tokens + (size_t)b * T, *y = targets + (size_t)b * T;
         for (int t = 0; t < T; t++) {
-            tokens[b * T + t] = t < have ? (int)dl->s.tokens[p + t] : TOK_PAD;
-            targets[b * T + t] = t < have ? (int)dl->s.tokens[p + t + 1] : -1;
+            x[t] = t < have ? (int)dl->s.tokens[p + t] : TOK_PAD;
+            y[t] = t < have ? (int)dl->s.tokens[p + t + 1] : -1;
         }
         if (have > 0) rows++, dl->seq_pos += (size_t)have;
     }

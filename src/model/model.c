@@ -7,6 +7,7 @@
 #include "util/rng.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,7 +111,7 @@ model *model_create(const model_config *c, char *msg, size_t n) {
     }
     m->cfg = *c;
     m->d = c->dim / c->n_heads;
-    m->backend = mta_config_default(1, 1, 1, 1).backend;
+    m->backend = MTA_BACKEND_FUSED;
     model_weights tmp;
     m->num_params = layout(m, NULL, 1, &tmp);
     m->params = calloc(m->num_params, sizeof(float));
@@ -341,7 +342,8 @@ static int ensure_acts(model *m, int B, int T, char *msg, size_t n) {
     m->tokens = malloc(2 * N * sizeof(int));
     if (!m->acts || !m->tokens) {
         free_acts(m);
-        return errmsg(msg, n, "out of memory for activations (B=%d, T=%d)", B, T);
+        return errmsg(msg, n, "out of memory for activations (B=%d, T=%d: %.1f GiB)", B, T,
+                      (double)total * sizeof(float) / (1u << 30));
     }
     m->targets = m->tokens + N;
     float *p = m->acts;
@@ -393,11 +395,17 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
     return forward_impl(m, tokens, targets, B, T, loss, NULL, NULL, msg, n);
 }
 
+int model_reserve(model *m, int B, int T, char *msg, size_t n) {
+    if (B < 1 || T < 1) return errmsg(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
+    // N = B*T rows are indexed with an int in the forward and backward (and by the BLAS calls).
+    if (B > INT_MAX / T) return errmsg(msg, n, "batch of B=%d x T=%d tokens: more than %d rows", B, T, INT_MAX);
+    return ensure_acts(m, B, T, msg, n);
+}
+
 static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
                         void *hook_arg, char *msg, size_t n) {
     const model_config *c = &m->cfg;
-    if (B < 1 || T < 1) return errmsg(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
-    if (ensure_acts(m, B, T, msg, n)) return -1;
+    if (model_reserve(m, B, T, msg, n)) return -1;
     const int D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
     const int N = B * T;
     for (int i = 0; i < N; i++) {
@@ -536,6 +544,19 @@ int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
     return st_write(path, ts, m->n_tensors, NULL, 0, msg, n);
 }
 
+const model_tensor *model_find_nonfinite(const model *m, const float *base, size_t *at, float *value) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        const float *x = base + t->offset;
+        for (size_t j = 0; j < t->numel; j++)
+            if (!isfinite(x[j])) {
+                *at = j, *value = x[j];
+                return t;
+            }
+    }
+    return NULL;
+}
+
 int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     st_file f;
     char err[512];
@@ -560,6 +581,10 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
             if (!known) rc = errmsg(msg, n, "%s: unexpected tensor '%s' for this config", path, f.tensors[i].name);
         }
     }
+    size_t at;
+    float bad;
+    const model_tensor *t = rc ? NULL : model_find_nonfinite(m, m->params, &at, &bad);
+    if (t) rc = errmsg(msg, n, "%s: tensor '%s' holds %g at index %zu: the weights must be finite", path, t->name, bad, at);
     st_free(&f);
     return rc;
 }

@@ -77,12 +77,17 @@ model_weights model_weights_of(model *m, float *base);  // named pointers into p
 // wq, wk, wv, wo, w1, w3 and the gate weight; w2 std hidden^-0.5; norms 1; MTA identity kernels.
 void model_init(model *m, uint64_t seed);
 
-// Forward over tokens (B,T) (ids in [0,V)). With targets (B,T) (-1 = ignored) it also computes
+// Forward over tokens (B,T) (ids in [0,V)); B*T must fit an int (the row index). With targets (B,T) (-1 = ignored) it also computes
 // the mean cross-entropy loss into *loss and keeps what model_backward needs. logits (B,T,V) are
 // available from model_logits after the call. Returns 0, or -1 with a message.
 int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg,
                   size_t n);
 const float *model_logits(const model *m);
+
+// Allocates the activations of a forward over (B,T) now rather than at the first forward, so that
+// a batch too large for the memory is refused before any data is read for it. 0, or -1 with a
+// message (B*T past an int, or out of memory).
+int model_reserve(model *m, int B, int T, char *msg, size_t n);
 
 // The operator backend of the attention layers: MTA_BACKEND_FUSED by default (no (T,T) maps held;
 // see mta.h); MTA_BACKEND_REFERENCE keeps the maps, which model_attention_map needs. Changing it
@@ -121,8 +126,14 @@ int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t 
 const float *model_decoder_logits(const model_decoder *dec);  // (B,V), of the last prefill or step
 int model_decoder_len(const model_decoder *dec, int b);       // tokens sequence b holds
 
-// Weights as safetensors with the names of docs/model.md.
+// Weights as safetensors with the names of docs/model.md. Loading refuses a file whose weights
+// hold a NaN or an infinity (naming the tensor): such a model only computes NaN.
 int model_save_weights(const model *m, const char *path, char *msg, size_t n);
 int model_load_weights(model *m, const char *path, char *msg, size_t n);
+
+// The first value in base (model_num_params floats laid out as the model's tensors: the weights,
+// their gradients or optimizer moments) that is NaN or infinite: its tensor, with the index
+// within the tensor in *at and the value in *value. NULL when every value is finite.
+const model_tensor *model_find_nonfinite(const model *m, const float *base, size_t *at, float *value);
 
 #endif

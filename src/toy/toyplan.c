@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,11 +142,17 @@ int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
     }
     const cJSON *it;
     if (!rc) cJSON_ArrayForEach(it, s) {
-        if (p->n_seeds == TOY_MAX_SEEDS || !cJSON_IsNumber(it) || it->valuedouble < 0) {
-            rc = errmsg(err, n, "%s: seeds must be at most %d non-negative integers", path, TOY_MAX_SEEDS);
+        if (p->n_seeds == TOY_MAX_SEEDS || !cJSON_IsNumber(it)) {
+            rc = errmsg(err, n, "%s: seeds must be at most %d integers in [0, 2^52]", path, TOY_MAX_SEEDS);
             break;
         }
-        p->seeds[p->n_seeds++] = (uint64_t)it->valuedouble;
+        // Checked before the conversion: a double outside [0, 2^64) (or NaN) has no uint64 value.
+        const double x = it->valuedouble;
+        if (!(x >= 0 && x <= (double)TOY_MAX_SEED) || x != floor(x)) {
+            rc = errmsg(err, n, "%s: seeds: %.17g is not an integer in [0, 2^52]", path, x);
+            break;
+        }
+        p->seeds[p->n_seeds++] = (uint64_t)x;
     }
     if (!rc) cJSON_ArrayForEach(it, ms) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name"), *cf = cJSON_GetObjectItemCaseSensitive(it, "config");

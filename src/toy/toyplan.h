@@ -11,6 +11,11 @@
 
 enum { TOY_MAX_MODELS = 4, TOY_MAX_SEEDS = 8 };
 
+// The largest seed. run.json holds seeds as JSON numbers, which cJSON writes with 15 significant
+// digits whenever those read back within a relative 2^-52 of the value: every integer up to 2^52
+// comes back exactly, but above it one may come back as another seed (2^53 - 1 as 2^53 - 2).
+#define TOY_MAX_SEED (UINT64_C(1) << 52)
+
 typedef struct {
     char setting[32];
     toy_run_config run;  // task and training recipe; run.model and run.seed are set per training
@@ -31,7 +36,8 @@ const char *toy_plan_settings(void);
 // Applies the model size overrides (0 = keep) to every model of the plan.
 void toy_plan_resize(toy_plan *p, int dim, int layers, int hidden);
 
-// DIR/run.json: writes (atomically) or reads a plan. 0, or -1 + message.
+// DIR/run.json: writes (atomically) or reads a plan. 0, or -1 + message (also for a seed that is
+// not an integer in [0, TOY_MAX_SEED]).
 int toy_plan_save(const toy_plan *p, const char *dir, char *err, size_t n);
 int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n);
 

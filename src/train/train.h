@@ -21,6 +21,7 @@ typedef struct {
     int eval_every, eval_batches, save_every, log_every;
     char data[512];           // directory with train.bin and val.bin (mtac data)
     char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
+    mta_backend backend;      // attention backend (the caller's choice, not a key of config.json)
 } train_config;
 
 // Defaults: preset lm1m, 200 steps, batch 8 x 128, AdamW 1e-3 (0.9, 0.98, 1e-8), weight decay
@@ -44,8 +45,23 @@ char *train_config_to_json(const train_config *c);
 // Lists the keys with their meaning (for --help).
 void train_config_print_keys(void);
 
-// Runs (or, with resume, continues) training. Returns 0 when the run finished or was
-// interrupted after saving its checkpoint; -1 with a message on failure.
+// A micro-batch is B sequences of T tokens, B*T rows that the model and the data loader index
+// with an int: 0 when B, T >= 1 and B*T <= INT_MAX, else -1 with a message naming both. (Every
+// allocation is checked as well; this refuses, before anything is read or written, the shapes
+// whose indices would overflow.)
+int train_check_batch_shape(int B, int T, char *err, size_t n);
+
+// What train_run returns.
+enum {
+    TRAIN_OK = 0,          // the run finished, or was interrupted by a signal after saving
+    TRAIN_ERROR = -1,      // a failure; the message is in err
+    TRAIN_NONFINITE = -2,  // the loss, the gradient norm, a weight after the update or the
+                           // validation loss became NaN or infinite: training stopped at that step
+                           // without saving anything, so the run's checkpoint and weights are those
+                           // of the last good save. err names the step, the quantity and its value
+};
+
+// Runs (or, with resume, continues) training: one of the TRAIN_* codes above.
 int train_run(const train_config *c, int resume, char *err, size_t n);
 
 // Opens a finished or running run directory: its config.json into *c and a model holding its

@@ -59,6 +59,7 @@ enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
 void train_config_default(train_config *c) {
     memset(c, 0, sizeof *c);
     snprintf(c->preset, sizeof c->preset, "lm1m");
+    c->backend = MTA_BACKEND_FUSED;
     c->steps = 200, c->batch_size = 8, c->seq_len = 128, c->grad_accum = 1;
     snprintf(c->schedule, sizeof c->schedule, "cosine");
     c->lr = 1e-3f, c->min_lr = 1e-4f, c->warmup = 20;
@@ -162,10 +163,7 @@ int train_config_finish(train_config *c, char *err, size_t n) {
         return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
     if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
-    // The model indexes a micro-batch's tokens with an int.
-    if ((long long)c->batch_size * c->seq_len > 2147483647LL)
-        return errmsg(err, n, "batch_size * seq_len = %lld tokens per micro-batch exceeds 2^31-1",
-                      (long long)c->batch_size * c->seq_len);
+    if (train_check_batch_shape(c->batch_size, c->seq_len, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
         return errmsg(err, n, "%s", inner);

@@ -1,8 +1,10 @@
-// test_attn_fused.c: the fused backend against the reference backend on the same inputs, for
-// every MTA step alone and together, with strips of 1 to 64 rows (so strips shorter and longer
-// than the convolutions' halos) and with one or several threads (whole units per thread, or a
-// unit's heads shared). Also: its workspace holds no (T,T) map, and its results do not depend on
-// the thread count.
+// test_attn_backends.c BACKEND: a backend against the reference backend on the same inputs, for
+// every on/off combination of the MTA steps on shapes that reach every edge, with and without
+// dropout, and hand-picked variants; for the fused backend with strips of 1 to 64 rows (so
+// strips shorter and longer than the convolutions' halos) and one or several threads (whole
+// units per thread, or a unit's heads shared). Also: its results do not depend on the thread
+// count, and the fused backend's workspace holds no (T,T) map and follows its memory budget.
+// Exits 77 (CTest's skip) when the backend cannot run here (a GPU backend without a GPU).
 #include "testutil.h"
 
 #include <math.h>
@@ -69,8 +71,6 @@ static double rel_diff_which(const tu_case *a, const tu_case *r, const char **wh
     return worst;
 }
 
-static double rel_diff(const tu_case *a, const tu_case *r) { return rel_diff_which(a, r, NULL); }
-
 static int same_bits(const tu_case *a, const tu_case *b) {
     // dq, dk and dv are consecutive in a case's memory
     if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
@@ -79,14 +79,10 @@ static int same_bits(const tu_case *a, const tu_case *b) {
     return 1;
 }
 
-static void set_rows(int r) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "%d", r);
-    setenv("MTAC_FUSED_ROWS", buf, 1);
-}
+static mta_backend backend;  // the backend under test (argv[1])
 
 static mta_config variant(int k) {
-    mta_config c = mta_config_default(2, 4, 29, 6);
+    mta_config c = tu_config_default(2, 4, 29, 6);
     switch (k) {
     case 0: break;                                                      // plain attention
     case 1: c.pre_cq = 3, c.pre_ck = 5; break;                          // pre-softmax conv alone
@@ -108,32 +104,70 @@ static mta_config variant(int k) {
 }
 enum { NVARIANTS = 15 };
 
-static void test_fused_equals_reference(void **s) {
+// The strip sizes and thread counts a backend is run with: the fused backend's strips and
+// threading paths, or one run (rows 0, every thread) for a backend that has neither.
+typedef struct {
+    int rows[20], threads[4], nrows, nthreads;
+} run_grid;
+
+static run_grid grid(const int *rows, int nrows, const int *threads, int nthreads) {
+    run_grid g = {{0}, {omp_get_num_procs()}, 1, 1};
+    if (backend != MTA_BACKEND_FUSED) return g;
+    memcpy(g.rows, rows, (size_t)nrows * sizeof(int));
+    memcpy(g.threads, threads, (size_t)nthreads * sizeof(int));
+    g.nrows = nrows, g.nthreads = nthreads;
+    return g;
+}
+
+// Runs the problem of config c (any backend) and seed on the reference backend, then on the
+// backend under test at every strip size and thread count of gr; prints each run that differs
+// by more than 2e-5 (label names the case) while *printed < 50. Returns the failing runs and
+// adds the runs made to *runs.
+static int against_reference(const mta_config *c, uint64_t seed, const run_grid *gr, const char *label, int *runs,
+                             int *printed) {
+    mta_config rc = *c;
+    rc.backend = MTA_BACKEND_REFERENCE;
+    tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
+    assert_non_null(ref);
+    run(ref);
+    mta_config fc = *c;
+    fc.backend = backend;
+    tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
+    assert_non_null(f);
+    int failed = 0;
+    for (int ri = 0; ri < gr->nrows; ri++)
+        for (int ti = 0; ti < gr->nthreads; ti++) {
+            f->cfg.strip_rows = gr->rows[ri];
+            omp_set_num_threads(gr->threads[ti]);
+            run(f);
+            const char *which;
+            const double e = rel_diff_which(f, ref, &which);
+            if (e > 2e-5) {
+                failed++;
+                if ((*printed)++ < 50)
+                    print_error("%s, %d rows per strip (0: default), %d threads: %s %s differs from the reference by "
+                                "%.3g\n", label, gr->rows[ri], gr->threads[ti], mta_backend_name(backend), which, e);
+            }
+            (*runs)++;
+        }
+    tu_case_free(f);
+    tu_case_free(ref);
+    omp_set_num_threads(omp_get_num_procs());
+    return failed;
+}
+
+static void test_variants(void **s) {
     (void)s;
     const int rows[] = {1, 2, 5, 16, 64}, threads[] = {1, 3};
+    const run_grid gr = grid(rows, 5, threads, 2);
+    int runs = 0, printed = 0, failed = 0;
     for (int k = 0; k < NVARIANTS; k++) {
-        mta_config rc = variant(k);
-        rc.backend = MTA_BACKEND_REFERENCE;
-        tu_case *ref = tu_case_new(&rc, 40 + k, 1.0f, 0.3f);
-        assert_non_null(ref);
-        run(ref);
-        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
-            for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
-                set_rows(rows[ri]);
-                omp_set_num_threads(threads[ti]);
-                mta_config fc = rc;
-                fc.backend = MTA_BACKEND_FUSED;
-                tu_case *f = tu_case_new(&fc, 40 + k, 1.0f, 0.3f);
-                run(f);
-                double e = rel_diff(f, ref);
-                if (e > 2e-5) fail_msg("variant %d, %d rows per strip, %d threads: fused differs from the reference by %.3g", k,
-                                       rows[ri], threads[ti], e);
-                tu_case_free(f);
-            }
-        tu_case_free(ref);
+        char label[32];
+        snprintf(label, sizeof label, "variant %d", k);
+        const mta_config c = variant(k);
+        failed += against_reference(&c, 40 + k, &gr, label, &runs, &printed);
     }
-    unsetenv("MTAC_FUSED_ROWS");
-    omp_set_num_threads(omp_get_num_procs());
+    if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
 }
 
 // Every on/off combination of the six steps (tu_combo), on every shape, with and without
@@ -150,43 +184,20 @@ static void test_every_combination(void **s) {
         rows[nrows++] = 64, rows[nrows++] = 0;
         for (nthreads = 0; nthreads < 4; nthreads++) threads[nthreads] = nthreads + 1;
     }
+    const run_grid gr = grid(rows, nrows, threads, nthreads);
     const float drops[] = {0.0f, 0.25f};
-    int cases = 0, failed = 0;
+    int cases = 0, failed = 0, printed = 0;
     for (int shape = 0; shape < TU_NSHAPES; shape++)
         for (int mask = 0; mask < TU_NCOMBOS; mask++)
             for (int di = 0; di < 2; di++) {
-                mta_config rc = tu_combo(shape, mask, drops[di]);
-                rc.backend = MTA_BACKEND_REFERENCE;
-                const uint64_t seed = 1000 + 128 * shape + 2 * mask + di;
-                tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
-                assert_non_null(ref);
-                run(ref);
-                mta_config fc = rc;
-                fc.backend = MTA_BACKEND_FUSED;
-                tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
-                assert_non_null(f);
-                for (int ri = 0; ri < nrows; ri++)
-                    for (int ti = 0; ti < nthreads; ti++) {
-                        if (rows[ri]) set_rows(rows[ri]);
-                        else unsetenv("MTAC_FUSED_ROWS");
-                        omp_set_num_threads(threads[ti]);
-                        run(f);
-                        const char *which;
-                        const double e = rel_diff_which(f, ref, &which);
-                        char name[64];
-                        if (e > 2e-5 && failed++ < 50)
-                            print_error("shape %d, %s, dropout %.2f, %d rows per strip (0: default), %d threads: fused %s "
-                                        "differs from the reference by %.3g\n", shape, tu_combo_name(mask, name, sizeof name),
-                                        drops[di], rows[ri], threads[ti], which, e);
-                        cases++;
-                    }
-                tu_case_free(f);
-                tu_case_free(ref);
+                char name[64], label[128];
+                snprintf(label, sizeof label, "shape %d, %s, dropout %.2f", shape, tu_combo_name(mask, name, sizeof name),
+                         drops[di]);
+                const mta_config c = tu_combo(shape, mask, drops[di]);
+                failed += against_reference(&c, 1000 + 128 * shape + 2 * mask + di, &gr, label, &cases, &printed);
             }
-    unsetenv("MTAC_FUSED_ROWS");
-    omp_set_num_threads(omp_get_num_procs());
-    if (failed) fail_msg("%d of %d cases differ from the reference", failed, cases);
-    assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * nrows * nthreads);
+    if (failed) fail_msg("%d of %d runs differ from the reference", failed, cases);
+    assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * gr.nrows * gr.nthreads);
 }
 
 // The cases of issue 15, where the fused dq and dk were wrong (head mixing, post conv and head
@@ -201,30 +212,30 @@ static void test_mix_post_hconv_without_pre(void **s) {
         {1, 2, 40, 16, 2, 3, 1, 1, 0}, {1, 2, 40, 16, 2, 3, 1, 1, 1}, {1, 2, 40, 16, 2, 3, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        mta_config c = mta_config_default(cases[i].B, cases[i].H, cases[i].T, cases[i].d);
+        mta_config c = tu_config_default(cases[i].B, cases[i].H, cases[i].T, cases[i].d);
         c.pre_head_mix = 1, c.post_cq = cases[i].cq, c.post_ck = cases[i].ck, c.post_ch = cases[i].ch;
         c.group_norm = cases[i].gn, c.depth_scale = cases[i].gn, c.layer_id = 4, c.gate = cases[i].gate;
         c.backend = MTA_BACKEND_REFERENCE;
         tu_case *ref = tu_case_new(&c, 77 + i, 1.0f, 0.3f);
         run(ref);
-        c.backend = MTA_BACKEND_FUSED;
+        c.backend = backend;
         tu_case *f = tu_case_new(&c, 77 + i, 1.0f, 0.3f);
         run(f);
         const char *which;
         const double e = rel_diff_which(f, ref, &which);
-        if (e > 1e-5) fail_msg("case %zu: fused %s differs from the reference by %.3g", i, which, e);
+        if (e > 1e-5) fail_msg("case %zu: %s differs from the reference by %.3g", i, which, e);
         tu_case_free(f);
         tu_case_free(ref);
     }
 }
 
-// The same strips give the same bits whether one thread does a unit or several share it.
+// The same inputs give the same bits whatever the thread count (for the fused backend: whether
+// one thread does a unit or several share it).
 static void test_thread_count_invariant(void **s) {
     (void)s;
-    set_rows(7);
     for (int k = 6; k <= 8; k++) {
         mta_config c = variant(k);
-        c.backend = MTA_BACKEND_FUSED;
+        c.backend = backend, c.strip_rows = 7;
         tu_case *a = tu_case_new(&c, 7, 1.0f, 0.3f), *b = tu_case_new(&c, 7, 1.0f, 0.3f);
         omp_set_num_threads(1);
         run(a);
@@ -234,7 +245,6 @@ static void test_thread_count_invariant(void **s) {
         tu_case_free(a);
         tu_case_free(b);
     }
-    unsetenv("MTAC_FUSED_ROWS");
     omp_set_num_threads(omp_get_num_procs());
 }
 
@@ -243,11 +253,11 @@ static void test_thread_count_invariant(void **s) {
 static void test_workspace_has_no_map(void **s) {
     (void)s;
     mta_config c = tu_config_all(1, 4, 1024, 4, 6, 11, 4);
-    c.backend = MTA_BACKEND_FUSED;
+    c.backend = backend;
     tu_case *a = tu_case_new(&c, 3, 1.0f, 0.3f);
     const size_t bytes = run(a);
     const size_t map = (size_t)c.B * c.H * c.T * c.T * sizeof(float);
-    if (bytes * 4 > map) fail_msg("fused workspace %zu bytes, a quarter of one (B,H,T,T) map is %zu", bytes, map / 4);
+    if (bytes * 4 > map) fail_msg("workspace %zu bytes, a quarter of one (B,H,T,T) map is %zu", bytes, map / 4);
     assert_true(bytes > 0);
     tu_case_free(a);
 }
@@ -257,17 +267,16 @@ static void test_workspace_has_no_map(void **s) {
 // d = 128 it allows R = 16. Two threads share the unit's strips, as in `mtac bench attn`.
 static void test_strip_size_budget(void **s) {
     (void)s;
+    if (backend != MTA_BACKEND_FUSED) skip();
     omp_set_num_threads(2);
     const int ds[2] = {64, 128};
     for (int i = 0; i < 2; i++) {
         mta_config c = tu_config_all(1, 8, 512, ds[i], 6, 11, 8);
         c.backend = MTA_BACKEND_FUSED;
         tu_case *a = tu_case_new(&c, 5, 1.0f, 0.3f);
-        unsetenv("MTAC_FUSED_ROWS");
         const size_t chosen = run(a);
-        setenv("MTAC_FUSED_ROWS", "16", 1);
+        a->cfg.strip_rows = 16;
         const size_t r16 = run(a);
-        unsetenv("MTAC_FUSED_ROWS");
         const double grads = 4.0 * a->n * sizeof(float);  // out, dq, dk, dv
         if (ds[i] == 64 && !(chosen < r16 && r16 > 0.45 * grads))
             fail_msg("d = 64: workspace %zu bytes by default, %zu with R = 16 (out and gradients: %.0f)", chosen, r16, grads);
@@ -279,9 +288,17 @@ static void test_strip_size_budget(void **s) {
     omp_set_num_threads(omp_get_num_procs());
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc != 2 || mta_backend_from_name(argv[1], &backend)) {
+        fprintf(stderr, "usage: test_attn_backends fused|...: the backend to check against the reference\n");
+        return 2;
+    }
+    if (!mta_backend_available(backend)) {
+        printf("test_attn_backends: the %s backend cannot run here; skipped\n", argv[1]);
+        return 77;
+    }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fused_equals_reference),
+        cmocka_unit_test(test_variants),
         cmocka_unit_test(test_every_combination),
         cmocka_unit_test(test_mix_post_hconv_without_pre),
         cmocka_unit_test(test_thread_count_invariant),

@@ -1,5 +1,6 @@
-// normgate.c: group norm and gate of one output row (spec section 2, steps 8 and 9), shared by
-// the reference and fused backends. A row is one (batch, head, position): d floats.
+// shared.c: what the backends (and the decoding cache) compute the same way: the group norm and
+// gate of one output row (spec section 2, steps 8 and 9; a row is one (batch, head, position):
+// d floats), and the head convolution (step 6) as a mixing matrix.
 #include "attn/mta_internal.h"
 
 #include <math.h>
@@ -80,4 +81,21 @@ void mta_normgate_add_grads(const mta_config *c, const mta_grads *g, const doubl
             if (g->gate_b) g->gate_b[0] += (float)a[2 * d];
         }
     }
+}
+
+// ---- the head convolution as an (H,H) mixing matrix -------------------------------------------
+
+// m[out, in] = w[g, n, o] for out = g*ch + o, in = g*ch + n; zero outside the groups.
+void mta_headconv_matrix(const float *w, int H, int ch, float *m) {
+    memset(m, 0, (size_t)H * H * sizeof(float));
+    for (int g = 0; g < H / ch; g++)
+        for (int n = 0; n < ch; n++)
+            for (int o = 0; o < ch; o++) m[(g * ch + o) * H + g * ch + n] = w[((size_t)g * ch + n) * ch + o];
+}
+
+// dw[g, n, o] += dm[g*ch + o, g*ch + n].
+void mta_headconv_grad_add(const float *dm, int H, int ch, float *dw) {
+    for (int g = 0; g < H / ch; g++)
+        for (int n = 0; n < ch; n++)
+            for (int o = 0; o < ch; o++) dw[((size_t)g * ch + n) * ch + o] += dm[(g * ch + o) * H + g * ch + n];
 }
