@@ -1,8 +1,9 @@
 // fuzz_checkpoint.c: what reads checkpoints and run directories (src/train/checkpoint.c and the
 // run readers of src/train/train.c), into a tiny model (baseline, or MTA with every step on).
 // The first input byte picks the reader, the rest is the file:
-//   mode 0: checkpoint_load with the AdamW moments (`mtac train --resume`), then the training
-//           state in its metadata as the resume reads it (data_state);
+//   mode 0: checkpoint_load with the AdamW moments (`mtac train --resume`), then the sampler
+//           state of its metadata (data_state) through dataloader_state_parse, as the resume
+//           reads it (the resume's other metadata checks are static in train.c, not reached);
 //   mode 1: checkpoint_load of the weights alone;
 //   mode 2: model_load_weights (a run's model.safetensors: `mtac eval`, `mtac sample`);
 //   mode 3: a whole run directory for train_open_run: config.json (up to the first NUL byte)
