@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: build and run the whole test suite twice: a release build (build/) and a build with
-# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/). Run scripts/setup.sh once first.
+# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/); then every fuzz target for 15
+# seconds (scripts/fuzz.sh, build-fuzz/; skipped without clang's libFuzzer). Run scripts/setup.sh
+# once first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -17,3 +19,6 @@ ctest --test-dir build --output-on-failure
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTAC_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure
+
+# A short fixed time per fuzz target: new inputs that crash a reader fail CI (docs/fuzzing.md).
+scripts/fuzz.sh 15

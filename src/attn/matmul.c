@@ -118,6 +118,19 @@ void strip_matmul_tn(int m, int d, int n, float alpha, const float *a, size_t ld
 
 typedef int vi __attribute__((vector_size(64)));
 
+// Elements idx[c] of a and b side by side (0..15 from a, 16..31 from b): GCC's two-source
+// shuffle. Clang (the fuzz build, docs/fuzzing.md) has only a constant-index form, so there the
+// elements are picked one by one; speed does not matter under its sanitizers.
+static inline __attribute__((always_inline)) vf shuffle2(vf a, vf b, vi idx) {
+#ifdef __clang__
+    vf r;
+    for (int c = 0; c < VL; c++) r[c] = idx[c] < VL ? a[idx[c]] : b[idx[c] - VL];
+    return r;
+#else
+    return __builtin_shuffle(a, b, idx);
+#endif
+}
+
 // One butterfly stage of a 16 x 16 transpose held as 16 row vectors: rows r and r+k
 // (r & k == 0) swap their off-diagonal k x k blocks. K is a compile-time constant at every call.
 static inline __attribute__((always_inline)) void butterfly(vf m[VL], const int K) {
@@ -130,8 +143,8 @@ static inline __attribute__((always_inline)) void butterfly(vf m[VL], const int 
     for (int r = 0; r < VL; r++)
         if (!(r & K)) {
             const vf a = m[r], b = m[r + K];
-            m[r] = __builtin_shuffle(a, b, lo);
-            m[r + K] = __builtin_shuffle(a, b, hi);
+            m[r] = shuffle2(a, b, lo);
+            m[r + K] = shuffle2(a, b, hi);
         }
 }
 
