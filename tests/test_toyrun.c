@@ -195,18 +195,18 @@ static void test_plan_bad_records(void **s) {
         {"{", "not a toy run record"},
         {"[]", "not a toy run record"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":52,\"block_len\":5,\"query_len\":9,\"alphabet\":26},"
-         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],\"models\":[]}", "query length"},
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "query length"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-         "\"steps\":0,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],\"models\":[]}", "positive"},
+         "\"steps\":0,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "positive"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[-1],\"models\":[]}", "seeds"},
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[-1],\"models\":[]}", "seeds"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],"
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],"
          "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":3}}]}", "model m"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],\"models\":[]}", "no seeds or no models"},
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "no seeds or no models"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},\"schedule\":\"step\","
-         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[1],\"models\":[]}", "schedule"},
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "schedule"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_file(path, cases[i][0]);
@@ -222,7 +222,7 @@ static void test_plan_bad_records(void **s) {
         char rec[600];
         snprintf(rec, sizeof rec,
                  "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-                 "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[4,%s],"
+                 "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[4,%s],"
                  "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}",
                  seeds[i]);
         write_file(path, rec);
@@ -231,10 +231,31 @@ static void test_plan_bad_records(void **s) {
         if (!strstr(err, "not an integer in [0, 2^52]")) fail_msg("seed %s: '%s'", seeds[i], err);
     }
     write_file(path, "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-                     "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"seeds\":[4,4503599627370496],"
+                     "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[4,4503599627370496],"
                      "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}");
     assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), 0);
     assert_true(p.n_seeds == 2 && p.seeds[0] == 4 && p.seeds[1] == TOY_MAX_SEED);
+    // The recipe's numbers: absent (read as -1 before), beyond float (infinite: found by
+    // fuzz_toyplan, saved back as null), rounding out of range as a float, or out of range.
+    const char *recipes[] = {"\"weight_decay\":0,\"beta2\":0.98", "\"lr\":1e39,\"weight_decay\":0,\"beta2\":0.98",
+                             "\"lr\":1e999,\"weight_decay\":0,\"beta2\":0.98", "\"lr\":1e-50,\"weight_decay\":0,\"beta2\":0.98",
+                             "\"lr\":0,\"weight_decay\":0,\"beta2\":0.98", "\"lr\":-0.001,\"weight_decay\":0,\"beta2\":0.98",
+                             "\"lr\":1,\"weight_decay\":0,\"beta2\":0.98", "\"lr\":\"0.001\",\"weight_decay\":0,\"beta2\":0.98",
+                             "\"lr\":0.001,\"beta2\":0.98", "\"lr\":0.001,\"weight_decay\":-0.1,\"beta2\":0.98",
+                             "\"lr\":0.001,\"weight_decay\":11,\"beta2\":0.98", "\"lr\":0.001,\"weight_decay\":0",
+                             "\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.9999999999", "\"lr\":0.001,\"weight_decay\":0,\"beta2\":-1e999"};
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
+        char rec[600];
+        snprintf(rec, sizeof rec,
+                 "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
+                 "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,%s,\"seeds\":[4],"
+                 "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}",
+                 recipes[i]);
+        write_file(path, rec);
+        err[0] = 0;
+        assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
+        if (!strstr(err, "lr (in (0, 1)), weight_decay (in [0, 10]) and beta2 (in [0, 1))")) fail_msg("recipe %s: '%s'", recipes[i], err);
+    }
 }
 
 static void test_attnmap_png(void **s) {

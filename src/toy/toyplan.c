@@ -5,6 +5,7 @@
 #include "util/errmsg.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -103,9 +104,12 @@ static int get_int(const cJSON *o, const char *key) {
                ? (int)v->valuedouble : -1;
 }
 
-static double get_num(const cJSON *o, const char *key) {
+// A number of the recipe as the float the run uses; NaN when absent, not a number, or beyond
+// float's range (such a double has no float value, so it is checked before the conversion; 1e999
+// reads as infinity).
+static float get_float(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : -1.0;
+    return cJSON_IsNumber(v) && fabs(v->valuedouble) <= FLT_MAX ? (float)v->valuedouble : NAN;
 }
 
 int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
@@ -134,11 +138,17 @@ int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
         int kind = !sc ? LR_CONSTANT : cJSON_IsString(sc) ? lr_kind_from_name(sc->valuestring) : -1;
         r->schedule = kind < 0 ? LR_CONSTANT : (lr_kind)kind;
         if (kind < 0) rc = errmsg(err, n, "%s: schedule must be constant, linear or cosine", path);
-        r->lr = (float)get_num(o, "lr"), r->weight_decay = (float)get_num(o, "weight_decay"), r->beta2 = (float)get_num(o, "beta2");
+        r->lr = get_float(o, "lr"), r->weight_decay = get_float(o, "weight_decay"), r->beta2 = get_float(o, "beta2");
         if (rc) {
         } else if (toy_config_check(&r->task, inner, sizeof inner)) rc = errmsg(err, n, "%s: task: %s", path, inner);
         else if (r->steps < 1 || r->batch_size < 1 || r->n_test < 1 || r->eval_every < 1 || r->warmup < 0)
             rc = errmsg(err, n, "%s: steps, batch, test_samples, eval_every (positive) and warmup must be integers", path);
+        // The ranges of mtac toy --lr and of the training config, checked on the float the run
+        // uses (1e-50 rounds to 0, 0.999999999 to 1). Absent, they were -1; infinite, they
+        // trained as such and were saved again as null.
+        else if (!(r->lr > 0 && r->lr < 1) || !(r->weight_decay >= 0 && r->weight_decay <= 10) ||
+                 !(r->beta2 >= 0 && r->beta2 < 1))
+            rc = errmsg(err, n, "%s: lr (in (0, 1)), weight_decay (in [0, 10]) and beta2 (in [0, 1)) must be numbers", path);
     }
     const cJSON *it;
     if (!rc) cJSON_ArrayForEach(it, s) {
