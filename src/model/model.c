@@ -40,6 +40,8 @@ struct model {
     float *dx, *dxn, *dlin, *dq, *dk, *dv, *dao, *dh1, *dh3, *dlogits;
     mta_ctx *ctx[MODEL_MAX_LAYERS];
     mta_backend backend;  // of the attention contexts (fused unless maps are needed)
+    model_grad_hook grad_ready;
+    void *grad_ready_arg;
 };
 
 // ---- parameter layout ---------------------------------------------------------------------
@@ -167,6 +169,16 @@ int model_attention_map(model *m, int l, int b, int h, float *out, char *msg, si
     if (mta_attention_map(m->ctx[l], b, h, out) != MTA_OK) return errmsg(msg, n, "%s", mta_ctx_error(m->ctx[l]));
     return 0;
 }
+void model_set_grad_hook(model *m, model_grad_hook fn, void *arg) {
+    m->grad_ready = fn;
+    m->grad_ready_arg = arg;
+}
+
+// Tells the hook that grads[p - grads, + count) are final.
+static void grads_ready(model *m, const float *p, size_t count) {
+    if (m->grad_ready) m->grad_ready(m->grad_ready_arg, (size_t)(p - m->grads), (size_t)(p - m->grads) + count);
+}
+
 void model_zero_grad(model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
 
 const model_tensor *model_tensors(const model *m, int *count) {
@@ -322,6 +334,44 @@ static void merge_heads(float *dst, const float *src, int B, int T, int H, int d
 
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// ---- the layer block --------------------------------------------------------------------------
+
+// The attention of a block: q, k, v are (N,D) rows before RoPE; out gets the (N,D) rows that
+// multiply W_o. The forward runs the operator over (B,H,T,d) heads, the decoder one cached step
+// per sequence.
+typedef int (*attend_fn)(void *arg, int l, const float *q, const float *k, const float *v, float *out, char *msg,
+                         size_t n);
+
+// Where a block reads and writes, N rows each: (N,D) x_in, xn1, q, k, v, ao, x_mid, xn2, x_out;
+// (N) rms1, rms2; (N,F) h1, h3, hg. Buffers may be shared where one is dead before the other is
+// written (the decoder shares xn1/xn2, rms1/rms2, h1/hg and x_in/x_out).
+typedef struct {
+    float *x_in, *xn1, *rms1, *q, *k, *v, *ao, *x_mid, *xn2, *rms2, *h1, *h3, *hg, *x_out;
+} block_bufs;
+
+// Layer l (spec section 3), the one block the forward and the decoder share:
+//   x_mid = x_in + Attn(RMSNorm(x_in)) W_o^T
+//   x_out = x_mid + (silu(xn2 W1^T) * (xn2 W3^T)) W2^T,  xn2 = RMSNorm(x_mid)
+static int block_forward(const model_config *c, const layer_weights *L, int l, const block_bufs *b, int N,
+                         attend_fn attend, void *arg, char *msg, size_t n) {
+    const int D = c->dim, F = c->hidden_dim;
+    rmsnorm_forward(b->xn1, b->rms1, b->x_in, L->attn_norm, N, D, c->norm_eps);
+    linear_forward(b->q, b->xn1, L->wq, N, D, D);
+    linear_forward(b->k, b->xn1, L->wk, N, D, D);
+    linear_forward(b->v, b->xn1, L->wv, N, D, D);
+    if (attend(arg, l, b->q, b->k, b->v, b->ao, msg, n)) return -1;
+    linear_forward(b->x_mid, b->ao, L->wo, N, D, D);
+    for (size_t i = 0; i < (size_t)N * D; i++) b->x_mid[i] += b->x_in[i];
+    rmsnorm_forward(b->xn2, b->rms2, b->x_mid, L->ffn_norm, N, D, c->norm_eps);
+    linear_forward(b->h1, b->xn2, L->w1, N, D, F);
+    linear_forward(b->h3, b->xn2, L->w3, N, D, F);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < (size_t)N * F; i++) b->hg[i] = b->h1[i] * sigmoidf(b->h1[i]) * b->h3[i];
+    linear_forward(b->x_out, b->hg, L->w2, N, F, D);
+    for (size_t i = 0; i < (size_t)N * D; i++) b->x_out[i] += b->x_mid[i];
+    return 0;
+}
+
 // ---- activations ----------------------------------------------------------------------------
 
 static float *take(float **p, size_t count) {
@@ -402,11 +452,36 @@ int model_reserve(model *m, int B, int T, char *msg, size_t n) {
     return ensure_acts(m, B, T, msg, n);
 }
 
+typedef struct {
+    model *m;
+    layer_hook hook;
+    void *hook_arg;
+} fwd_attend_arg;
+
+// The forward's attention: RoPE and the split into (B,H,T,d) heads, the operator, the merge back.
+static int fwd_attend(void *arg, int l, const float *q, const float *k, const float *v, float *out, char *msg,
+                      size_t n) {
+    const fwd_attend_arg *fa = arg;
+    model *m = fa->m;
+    layer_acts *a = &m->la[l];
+    const int B = m->B, T = m->T, H = m->cfg.n_heads, d = m->d;
+    split_heads(a->q, q, B, T, H, d, m->rope_cos, m->rope_sin);
+    split_heads(a->k, k, B, T, H, d, m->rope_cos, m->rope_sin);
+    split_heads(a->v, v, B, T, H, d, NULL, NULL);
+    mta_params p = layer_mta_params(&m->w.layer[l]);
+    mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
+    if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
+        return errmsg(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
+    if (fa->hook && fa->hook(fa->hook_arg, l, m->ctx[l], a->k, a->v, msg, n)) return -1;
+    merge_heads(out, a->ao, B, T, H, d, NULL, NULL);
+    return 0;
+}
+
 static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
                         void *hook_arg, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (model_reserve(m, B, T, msg, n)) return -1;
-    const int D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
+    const int D = c->dim, V = c->vocab_size;
     const int N = B * T;
     for (int i = 0; i < N; i++) {
         if (tokens[i] < 0 || tokens[i] >= V) return errmsg(msg, n, "token %d at position %d is outside [0, %d)", tokens[i], i, V);
@@ -420,32 +495,13 @@ static int forward_impl(model *m, const int *tokens, const int *targets, int B, 
 
     float *x = m->la[0].x_in;
     for (int i = 0; i < N; i++) memcpy(x + (size_t)i * D, m->w.tok_embeddings + (size_t)tokens[i] * D, D * sizeof(float));
+    fwd_attend_arg fa = {m, hook, hook_arg};
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *a = &m->la[l];
-        const layer_weights *L = &m->w.layer[l];
-        rmsnorm_forward(a->xn1, a->rms1, a->x_in, L->attn_norm, N, D, c->norm_eps);
-        linear_forward(m->dlin, a->xn1, L->wq, N, D, D);
-        split_heads(a->q, m->dlin, B, T, H, d, m->rope_cos, m->rope_sin);
-        linear_forward(m->dlin, a->xn1, L->wk, N, D, D);
-        split_heads(a->k, m->dlin, B, T, H, d, m->rope_cos, m->rope_sin);
-        linear_forward(m->dlin, a->xn1, L->wv, N, D, D);
-        split_heads(a->v, m->dlin, B, T, H, d, NULL, NULL);
-        mta_params p = layer_mta_params(L);
-        mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
-        if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
-            return errmsg(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
-        if (hook && hook(hook_arg, l, m->ctx[l], a->k, a->v, msg, n)) return -1;
-        merge_heads(a->aoc, a->ao, B, T, H, d, NULL, NULL);
-        linear_forward(a->x_mid, a->aoc, L->wo, N, D, D);
-        for (size_t i = 0; i < (size_t)N * D; i++) a->x_mid[i] += a->x_in[i];
-        rmsnorm_forward(a->xn2, a->rms2, a->x_mid, L->ffn_norm, N, D, c->norm_eps);
-        linear_forward(a->h1, a->xn2, L->w1, N, D, F);
-        linear_forward(a->h3, a->xn2, L->w3, N, D, F);
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < (size_t)N * F; i++) a->hg[i] = a->h1[i] * sigmoidf(a->h1[i]) * a->h3[i];
-        float *next = l + 1 < c->n_layers ? m->la[l + 1].x_in : m->xf;
-        linear_forward(next, a->hg, L->w2, N, F, D);
-        for (size_t i = 0; i < (size_t)N * D; i++) next[i] += a->x_mid[i];
+        // q, k, v rows go through the backward's (unused) dq, dk, dv
+        block_bufs bb = {a->x_in, a->xn1, a->rms1, m->dq, m->dk, m->dv, a->aoc, a->x_mid, a->xn2, a->rms2, a->h1, a->h3,
+                         a->hg, l + 1 < c->n_layers ? m->la[l + 1].x_in : m->xf};
+        if (block_forward(c, &m->w.layer[l], l, &bb, N, fwd_attend, &fa, msg, n)) return -1;
     }
     rmsnorm_forward(m->xnf, m->rmsf, m->xf, m->w.norm, N, D, c->norm_eps);
     linear_forward(m->logits, m->xnf, m->w.tok_embeddings, N, D, V);
@@ -488,6 +544,7 @@ int model_backward(model *m, char *msg, size_t n) {
     linear_backward(m->dxn, 0.0f, G->tok_embeddings, m->dlogits, m->xnf, W->tok_embeddings, N, D, V);
     memset(m->dx, 0, (size_t)N * D * sizeof(float));
     rmsnorm_backward(m->dx, G->norm, m->dxn, m->xf, m->rmsf, W->norm, N, D);
+    grads_ready(m, G->norm, (size_t)D);
     for (int l = c->n_layers - 1; l >= 0; l--) {
         layer_acts *a = &m->la[l];
         const layer_weights *L = &W->layer[l];
@@ -519,12 +576,15 @@ int model_backward(model *m, char *msg, size_t n) {
         merge_heads(m->dlin, m->dv, B, T, H, d, NULL, NULL);
         linear_backward(m->dxn, 1.0f, LG->wv, m->dlin, a->xn1, L->wv, N, D, D);
         rmsnorm_backward(m->dx, LG->attn_norm, m->dxn, a->x_in, a->rms1, L->attn_norm, N, D);  // dx = d x_in
+        // the layer's tensors are contiguous, from attention_norm to w3 (layout())
+        grads_ready(m, LG->attn_norm, (size_t)(LG->w3 + (size_t)F * D - LG->attn_norm));
     }
     // embedding lookup: rows in order, so repeated tokens sum deterministically
     for (int i = 0; i < N; i++) {
         float *ge = G->tok_embeddings + (size_t)m->tokens[i] * D;
         for (int e = 0; e < D; e++) ge[e] += m->dx[(size_t)i * D + e];
     }
+    grads_ready(m, G->tok_embeddings, (size_t)V * D);
     return 0;
 }
 
@@ -677,38 +737,39 @@ int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const in
     return rc;
 }
 
+// The decoder's attention: each sequence's token at its own position (RoPE), one cached step.
+static int dec_attend(void *arg, int l, const float *q, const float *k, const float *v, float *out, char *msg,
+                      size_t n) {
+    model_decoder *dec = arg;
+    const model *m = dec->m;
+    const int D = m->cfg.dim, H = m->cfg.n_heads, d = m->d;
+    mta_params p = layer_mta_params(&m->w.layer[l]);
+    for (int b = 0; b < dec->B; b++) {
+        // one token's rows are already (H,d) heads
+        const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D;
+        split_heads(dec->qh + row, q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
+        split_heads(dec->kh + row, k + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
+        if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + row, v + row, &p, out + row) != MTA_OK)
+            return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
+    }
+    return 0;
+}
+
 int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n) {
     model *m = dec->m;
     const model_config *c = &m->cfg;
-    const int B = dec->B, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
+    const int B = dec->B, D = c->dim, V = c->vocab_size;
     for (int b = 0; b < B; b++) {
         if (tokens[b] < 0 || tokens[b] >= V) return errmsg(msg, n, "token %d of sequence %d is outside [0, %d)", tokens[b], b, V);
         if (dec->len[b] >= dec->cap) return errmsg(msg, n, "sequence %d is full (%d tokens)", b, dec->cap);
         memcpy(dec->x + (size_t)b * D, m->w.tok_embeddings + (size_t)tokens[b] * D, (size_t)D * sizeof(float));
     }
     for (int l = 0; l < c->n_layers; l++) {
-        const layer_weights *L = &m->w.layer[l];
-        rmsnorm_forward(dec->xn, dec->rms, dec->x, L->attn_norm, B, D, c->norm_eps);
-        linear_forward(dec->q, dec->xn, L->wq, B, D, D);
-        linear_forward(dec->k, dec->xn, L->wk, B, D, D);
-        linear_forward(dec->v, dec->xn, L->wv, B, D, D);
-        mta_params p = layer_mta_params(L);
-        for (int b = 0; b < B; b++) {
-            // RoPE at this sequence's own position; heads are already (H,d) rows for one token
-            const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D;
-            split_heads(dec->qh + row, dec->q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
-            split_heads(dec->kh + row, dec->k + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
-            if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + row, dec->v + row, &p, dec->ao + row) != MTA_OK)
-                return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
-        }
-        linear_forward(dec->xm, dec->ao, L->wo, B, D, D);
-        for (size_t i = 0; i < (size_t)B * D; i++) dec->xm[i] += dec->x[i];
-        rmsnorm_forward(dec->xn, dec->rms, dec->xm, L->ffn_norm, B, D, c->norm_eps);
-        linear_forward(dec->h1, dec->xn, L->w1, B, D, F);
-        linear_forward(dec->h3, dec->xn, L->w3, B, D, F);
-        for (size_t i = 0; i < (size_t)B * F; i++) dec->h1[i] = dec->h1[i] * sigmoidf(dec->h1[i]) * dec->h3[i];
-        linear_forward(dec->x, dec->h1, L->w2, B, F, D);
-        for (size_t i = 0; i < (size_t)B * D; i++) dec->x[i] += dec->xm[i];
+        // one row per sequence; the norms share xn and rms, the SwiGLU product overwrites h1 and the
+        // block's output overwrites its input x (read for the last time before)
+        block_bufs bb = {dec->x, dec->xn, dec->rms, dec->q, dec->k, dec->v, dec->ao, dec->xm, dec->xn, dec->rms, dec->h1,
+                         dec->h3, dec->h1, dec->x};
+        if (block_forward(c, &m->w.layer[l], l, &bb, B, dec_attend, dec, msg, n)) return -1;
     }
     rmsnorm_forward(dec->xn, dec->rms, dec->x, m->w.norm, B, D, c->norm_eps);
     linear_forward(dec->logits, dec->xn, m->w.tok_embeddings, B, D, V);

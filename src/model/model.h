@@ -105,6 +105,13 @@ void model_set_training(model *m, int training, uint64_t seed);
 
 // Backward of the last forward with targets: gradients are ADDED to model_grads.
 int model_backward(model *m, char *msg, size_t n);
+
+// Called by model_backward as soon as the gradients model_grads()[lo, hi) are final, in the order
+// they become so: the final norm, layers n_layers-1 down to 0 (each layer's tensors one range),
+// then the tied embedding. Data-parallel training starts reducing a range while the backward
+// goes on. NULL (the default) calls nothing.
+typedef void (*model_grad_hook)(void *arg, size_t lo, size_t hi);
+void model_set_grad_hook(model *m, model_grad_hook fn, void *arg);
 void model_zero_grad(model *m);
 
 // ---- incremental decoding (KV cache) ----
