@@ -3,7 +3,7 @@
 #include "cli.h"
 #include "model/model.h"
 #include "mta.h"
-#include "train/optim.h"
+#include "train/step.h"
 
 #include <cblas.h>
 #include <malloc.h>
@@ -380,6 +380,18 @@ typedef struct {
     int ok;
 } train_result;
 
+// step_batch_fn: the same random tokens and targets (N each) every micro-batch.
+typedef struct {
+    const int *tok, *tgt;
+    size_t N;
+} fixed_batch_src;
+
+static int fixed_batch(void *arg, int a, int *tok, int *tgt, char *err, size_t n) {
+    const fixed_batch_src *s = arg;
+    if (tok) memcpy(tok, s->tok, s->N * sizeof(int)), memcpy(tgt, s->tgt, s->N * sizeof(int));
+    return 0;
+}
+
 static train_result time_c_train(const model_config *mc, int B, int T, int steps) {
     train_result r = {0};
     char err[256];
@@ -397,28 +409,29 @@ static train_result time_c_train(const model_config *mc, int B, int T, int steps
         model_free(m);
         return r;
     }
-    int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
+    int *tok = malloc(2 * (size_t)B * T * sizeof(int));
     uint64_t s = 3;
-    for (int i = 0; i < 2 * B * T; i++) {
+    for (int i = 0; tok && i < 2 * B * T; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         tok[i] = (int)((s >> 33) % (uint64_t)mc->vocab_size);
     }
+    fixed_batch_src src = {tok, tok + (size_t)B * T, (size_t)B * T};
+    const step_config sc = {B, T, 1, 1.0f, 0, fixed_batch, &src};
+    trainer *tr = tok ? trainer_create(m, &opt, dist_self(), &sc, err, sizeof err) : NULL;
+    if (!tr) fprintf(stderr, "mtac bench train: %s\n", tok ? err : "out of memory");
     double best = 1e30;
-    for (int it = 0; it <= steps; it++) {
+    for (int it = 0; tr && it <= steps; it++) {
         double t0 = cli_now();
-        float loss;
-        model_zero_grad(m);
-        model_set_training(m, 1, (uint64_t)it);
-        if (model_forward(m, tok, tgt, B, T, &loss, err, sizeof err) || model_backward(m, err, sizeof err)) {
+        step_stats st;
+        if (trainer_step(tr, it, 1e-4f, &st, err, sizeof err)) {
             fprintf(stderr, "mtac bench train: %s\n", err);
             break;
         }
-        clip_grad_norm(model_grads(m), model_num_params(m), 1.0);
-        adamw_update(&opt, model_params(m), model_grads(m), model_num_params(m), 1e-4f, NULL);
         double t = cli_now() - t0;
         if (it > 0 && t < best) best = t, r.ok = 1;
     }
     r.step_s = best, r.tokens_per_s = (double)B * T / best;
+    trainer_free(tr);
     free(tok);
     adamw_free(&opt);
     model_free(m);

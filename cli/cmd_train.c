@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,48 @@ static void usage(FILE *f) {
             "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
             "DIR/config.json. Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and stops; --resume continues the\n"
             "run exactly where it stopped. A loss, gradient norm or weight that becomes NaN or infinite stops\n"
-            "the run without saving (exit status 3): the last checkpoint stays as it was. A config file holds\n"
+            "the run without saving (exit status 3): the last checkpoint stays as it was. Under mpirun or srun\n"
+            "each process is a rank of one data-parallel run with the same result (docs/distributed.md):\n"
+            "  mpirun -np 2 -x OMP_NUM_THREADS=1 mtac train ... (grad_accum a multiple of the ranks).\n"
+            "A config file holds\n"
             "the keys below and optionally a \"model\" object (docs/model.md); flags override it. Unknown keys\n"
             "are errors. Presets: %s.\n"
             "\nkeys:\n",
             "toy, lm1m, lm10m, 300m, 830m (each also -baseline)");
     train_config_print_keys();
     fprintf(f, "\n");
+}
+
+static volatile sig_atomic_t g_stop = 0;
+static void on_signal(int sig) { g_stop = sig; }
+
+// Progress lines (train_run calls this on rank 0 only).
+static void print_event(void *arg, const train_event *e) {
+    const train_config *c = arg;
+    switch (e->kind) {
+    case TRAIN_EV_RESUMED: printf("resumed %s at step %d\n", e->path, e->step); break;
+    case TRAIN_EV_START:
+        printf("training %s: %zu parameters, %d steps of %d x %d x %d tokens", c->model.mta ? "MTA" : "baseline",
+               e->n_params, c->steps, c->grad_accum, c->batch_size, c->seq_len);
+        if (e->ranks > 1) printf(" on %d ranks", e->ranks);
+        printf("\n");
+        break;
+    case TRAIN_EV_LOG:
+        printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %.0fs", e->step, e->steps, e->loss,
+               e->lr, e->grad_norm, e->tokens_per_s, e->eta_s);
+        if (e->ranks > 1) printf(" | wait %.3fs", e->wait_s);
+        if (!isnan(e->val_loss)) printf(" | val loss %.4f ppl %.2f", e->val_loss, exp(e->val_loss));
+        printf("\n");
+        break;
+    case TRAIN_EV_STOPPED:
+        printf("stopped by signal at step %d; checkpoint saved: continue with --resume %s\n", e->step, e->path);
+        break;
+    case TRAIN_EV_DONE:
+        printf("done: %d steps, checkpoint %s/checkpoint.safetensors, weights %s/model.safetensors\n", e->step, e->path,
+               e->path);
+        break;
+    }
+    fflush(stdout);
 }
 
 // Applies --KEY VALUE pairs (everything but --config, --resume) to c.
@@ -90,16 +126,44 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (cli_default_backend(&c.backend)) return 2;
-    int rc = train_run(&c, resume != NULL, err, sizeof err);
+    // Launched by mpirun or srun, every process is a rank of one run (docs/distributed.md).
+    dist *d = dist_world(&argc, &argv);
+    if (!d) {
+        fprintf(stderr, "mtac train: launched as one of several MPI processes, but this mtac was built without MPI "
+                        "(-DMTAC_MPI=OFF, or libopenmpi-dev missing): each would train alone. Rebuild with MPI "
+                        "(scripts/setup.sh) or run one process\n");
+        return 2;
+    }
+    const int rank = dist_rank(d), ranks = dist_size(d);
+    // SIGINT/SIGTERM: every rank finishes its step, then the run saves once and stops.
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    const train_hooks hooks = {d, &g_stop, print_event, &c};
+    int rc = train_run(&c, resume != NULL, &hooks, err, sizeof err);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     if (rc == TRAIN_NONFINITE) {
-        // its own exit status, so that a script can tell a diverged run from a broken one
-        fprintf(stderr, "mtac train: diverged: %s\n", err);
+        // Every rank sees the same values: rank 0 tells. Its own exit status, so that a script can
+        // tell a diverged run from a broken one.
+        if (rank == 0) fprintf(stderr, "mtac train: diverged: %s\n", err);
+        dist_finalize(d);
         return 3;
     }
     if (rc) {
+        if (ranks > 1) {
+            // The other ranks may be waiting for this one: end them all.
+            fprintf(stderr, "mtac train: rank %d of %d failed: %s\n", rank, ranks, err);
+            fflush(stderr);
+            dist_abort(d, 1);
+        }
         fprintf(stderr, "mtac train: %s\n", err);
+        dist_finalize(d);
         return 1;
     }
+    dist_finalize(d);
     return 0;
 }
 

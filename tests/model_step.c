@@ -3,12 +3,24 @@
 // AdamW steps (loss, backward, global-norm clip, update) with the loss before each step.
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "train/optim.h"
+#include "train/step.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// step_batch_fn: the file's batch every step.
+typedef struct {
+    const int *tok, *tgt;
+    size_t N;
+} file_batch_src;
+
+static int file_batch(void *arg, int a, int *tok, int *tgt, char *err, size_t n) {
+    const file_batch_src *s = arg;
+    if (tok) memcpy(tok, s->tok, s->N * sizeof(int)), memcpy(tgt, s->tgt, s->N * sizeof(int));
+    return 0;
+}
 
 static int die(const char *msg) {
     fprintf(stderr, "model_step: %s\n", msg);
@@ -57,20 +69,21 @@ int main(int argc, char **argv) {
     float loss0 = 0;
     adamw opt;
     if (adamw_init(&opt, P, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd)) return die("out of memory");
-    for (int s = 0; s <= steps; s++) {
-        float loss;
-        model_zero_grad(m);
-        if (model_forward(m, tok, tgt, B, T, &loss, err, sizeof err) || model_backward(m, err, sizeof err)) return die(err);
-        if (s == 0) {
-            loss0 = loss;
-            memcpy(logits, model_logits(m), (size_t)N * V * sizeof(float));
-            memcpy(init_grads, model_grads(m), P * sizeof(float));
-        }
-        if (s == steps) break;
-        losses[s] = loss;
-        if (clip > 0) clip_grad_norm(model_grads(m), P, (float)clip);
-        adamw_update(&opt, model_params(m), model_grads(m), P, (float)lr, NULL);
+    // the gradient at the given weights, then the steps of train/step.h
+    model_zero_grad(m);
+    if (model_forward(m, tok, tgt, B, T, &loss0, err, sizeof err) || model_backward(m, err, sizeof err)) return die(err);
+    memcpy(logits, model_logits(m), (size_t)N * V * sizeof(float));
+    memcpy(init_grads, model_grads(m), P * sizeof(float));
+    file_batch_src src = {tok, tgt, (size_t)N};
+    const step_config sc = {B, T, 1, (float)clip, 0, file_batch, &src};
+    trainer *tr = trainer_create(m, &opt, dist_self(), &sc, err, sizeof err);
+    if (!tr) return die(err);
+    for (int s = 0; s < steps; s++) {
+        step_stats st;
+        if (trainer_step(tr, s, (float)lr, &st, err, sizeof err)) return die(err);
+        losses[s] = (float)st.loss;
     }
+    trainer_free(tr);
     memcpy(finals, model_params(m), P * sizeof(float));
 
     int n_out = 2 + nt + (steps > 0 ? 1 + nt : 0);

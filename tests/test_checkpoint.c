@@ -84,7 +84,7 @@ static int setup(void **s) {
     if (shard_write(path, tok, N / 2, SHARD_U16, err, sizeof err)) return -1;
     train_config c;
     config(&c, 2);
-    if (train_run(&c, 0, err, sizeof err)) return -1;
+    if (train_run(&c, 0, NULL, err, sizeof err)) return -1;
     copy_file(ckpt, good);
     return 0;
 }
@@ -100,7 +100,7 @@ static int teardown(void **s) {
 static int resume(char *err, size_t n) {
     train_config c;
     config(&c, 3);
-    return train_run(&c, 1, err, n);
+    return train_run(&c, 1, NULL, err, n);
 }
 
 // Rewrites the run's checkpoint from good.safetensors through checkpoint_save (so its checksum is
@@ -296,7 +296,7 @@ static void test_divergence_stops(void **s) {
     c.lr = 10, c.weight_decay = 10, c.save_every = 1;
     char err[1024] = "";
     // from the good checkpoint at step 2, saving after every step until the bad one
-    assert_int_equal(train_run(&c, 1, err, sizeof err), TRAIN_NONFINITE);
+    assert_int_equal(train_run(&c, 1, NULL, err, sizeof err), TRAIN_NONFINITE);
     assert_non_null(strstr(err, "step "));
     assert_non_null(strstr(err, "still holds step"));
     int stop = atoi(strstr(err, "step ") + 5), held = atoi(strstr(err, "holds step ") + 11);

@@ -64,6 +64,10 @@ void dataloader_next(dataloader *dl, int *tokens, int *targets) {
     }
 }
 
+void dataloader_skip(dataloader *dl) {
+    for (int b = 0; b < dl->B; b++) next_pos(dl);
+}
+
 void dataloader_next_windows(dataloader *dl, uint32_t *win) {
     const size_t W = (size_t)dl->T + 1;
     for (int b = 0; b < dl->B; b++) memcpy(win + b * W, dl->s.tokens + next_pos(dl), W * sizeof(uint32_t));

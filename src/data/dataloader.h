@@ -28,6 +28,9 @@ void dataloader_close(dataloader *dl);
 // Training batch: B windows at random starts p_b in [0, n-T-1].
 // tokens[b*T+t] = shard[p_b + t], targets[b*T+t] = shard[p_b + t + 1].
 void dataloader_next(dataloader *dl, int *tokens, int *targets);
+// Moves past one training batch without reading it: the state dataloader_next would leave (a
+// data-parallel rank skips the micro-batches other ranks compute).
+void dataloader_skip(dataloader *dl);
 // The same draw as dataloader_next, as windows: win[b*(T+1)+t] = shard[p_b + t], t in [0, T].
 void dataloader_next_windows(dataloader *dl, uint32_t *win);
 

@@ -1,6 +1,7 @@
 // toytrain.c: see toytrain.h.
 #include "toy/toytrain.h"
 #include "train/optim.h"
+#include "train/step.h"
 #include "util/errmsg.h"
 
 #include <math.h>
@@ -80,6 +81,32 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+// step_batch_fn: fresh rows from the training stream; rows equal to a test row are skipped.
+typedef struct {
+    const toy_config *task;
+    uint64_t rng;
+    int B, n_test;
+    int *rows;               // (B, R)
+    const uint64_t *hashes;  // the test rows' hashes, sorted
+} toy_source;
+
+static int cmp_u64(const void *a, const void *b);
+
+static int toy_batch(void *arg, int a, int *tok, int *tgt, char *err, size_t n) {
+    toy_source *s = arg;
+    const int R = toy_row_len(s->task), T = R - 1;
+    for (int b = 0; b < s->B; b++) {
+        int *row = s->rows + (size_t)b * R;
+        do {
+            toy_generate(s->task, &s->rng, row);
+            uint64_t h = toy_row_hash(s->task, row);
+            if (!bsearch(&h, s->hashes, (size_t)s->n_test, sizeof h, cmp_u64)) break;
+        } while (1);
+        if (tok) toy_example(s->task, row, tok + (size_t)b * T, tgt + (size_t)b * T);
+    }
+    return 0;
+}
+
 int toy_run(const toy_run_config *c, FILE *metrics, const char *weights_path, toy_result *res, char *err, size_t n) {
     if (toy_config_check(&c->task, err, n)) return -1;
     const int R = toy_row_len(&c->task), T = R - 1, B = c->batch_size;
@@ -88,41 +115,37 @@ int toy_run(const toy_run_config *c, FILE *metrics, const char *weights_path, to
     model_init(m, c->seed);
     adamw opt;
     int *test = malloc((size_t)c->n_test * R * sizeof(int)), *rows = malloc((size_t)B * R * sizeof(int));
-    int *tok = malloc(2 * (size_t)B * T * sizeof(int)), *tgt = tok + (size_t)B * T;
+    trainer *tr = NULL;
     uint64_t *hashes = malloc((size_t)c->n_test * sizeof(uint64_t));
     const int max_evals = c->steps / c->eval_every + 1;
     double *ev_step = calloc((size_t)max_evals, sizeof(double)), *ev_err = calloc((size_t)max_evals, sizeof(double)),
            *ev_exact = calloc((size_t)max_evals, sizeof(double));
     int n_evals = 0;
     int rc = adamw_init(&opt, model_num_params(m), c->lr, 0.9f, c->beta2, 1e-8f, c->weight_decay);
-    if (rc || !test || !rows || !tok || !hashes || !ev_step || !ev_err || !ev_exact) {
+    if (rc || !test || !rows || !hashes || !ev_step || !ev_err || !ev_exact) {
         rc = errmsg(err, n, "out of memory");
         goto done;
     }
     // The test set comes from its own stream; training rows that equal a test row are skipped.
-    uint64_t train_rng = c->seed * 0xD1B54A32D192ED03ULL ^ 0x7A1;
     toy_test_rows(&c->task, c->seed, c->n_test, test);
     for (int i = 0; i < c->n_test; i++) hashes[i] = toy_row_hash(&c->task, test + (size_t)i * R);
     qsort(hashes, (size_t)c->n_test, sizeof *hashes, cmp_u64);
+    toy_source src = {&c->task, c->seed * 0xD1B54A32D192ED03ULL ^ 0x7A1, B, c->n_test, rows, hashes};
+    const step_config sc = {B, T, 1, 1.0f, c->seed, toy_batch, &src};
+    if (!(tr = trainer_create(m, &opt, dist_self(), &sc, err, n))) {
+        rc = -1;
+        goto done;
+    }
     const lr_schedule sched = {c->schedule, c->lr, c->warmup, c->steps, 0.0f};
     double t0 = now_s(), loss_ema = NAN;
     toy_eval ev = {NAN, NAN};
     for (int step = 0; step < c->steps && !rc; step++) {
-        for (int b = 0; b < B; b++) {
-            int *row = rows + (size_t)b * R;
-            do {
-                toy_generate(&c->task, &train_rng, row);
-                uint64_t h = toy_row_hash(&c->task, row);
-                if (!bsearch(&h, hashes, (size_t)c->n_test, sizeof h, cmp_u64)) break;
-            } while (1);
-            toy_example(&c->task, row, tok + (size_t)b * T, tgt + (size_t)b * T);
+        step_stats st;
+        if (trainer_step(tr, step, lr_at(&sched, step), &st, err, n)) {
+            rc = -1;  // an error, or a NaN loss or weight (err says which)
+            break;
         }
-        float loss;
-        model_zero_grad(m);
-        model_set_training(m, 1, c->seed * 1000003u + (uint64_t)step);
-        if ((rc = model_forward(m, tok, tgt, B, T, &loss, err, n)) || (rc = model_backward(m, err, n))) break;
-        clip_grad_norm(model_grads(m), model_num_params(m), 1.0);
-        adamw_update(&opt, model_params(m), model_grads(m), model_num_params(m), lr_at(&sched, step), NULL);
+        const double loss = st.loss;
         loss_ema = isnan(loss_ema) ? loss : 0.95 * loss_ema + 0.05 * loss;
         int s1 = step + 1;
         if (s1 % c->eval_every == 0 || s1 == c->steps) {
@@ -146,9 +169,10 @@ int toy_run(const toy_run_config *c, FILE *metrics, const char *weights_path, to
         ev_step = ev_err = ev_exact = NULL;
     }
 done:
+    trainer_free(tr);
     adamw_free(&opt);
     free(ev_step), free(ev_err), free(ev_exact);
-    free(test), free(rows), free(tok), free(hashes);
+    free(test), free(rows), free(hashes);
     model_free(m);
     return rc;
 }

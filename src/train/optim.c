@@ -49,7 +49,12 @@ void adamw_free(adamw *o) {
 
 void adamw_update(adamw *o, float *params, const float *grads, size_t n, float lr,
                   const unsigned char *decay_mask) {
-    if (n > o->n) n = o->n; // never run past the moments
+    adamw_update_range(o, params, grads, 0, n, lr, decay_mask);
+}
+
+void adamw_update_range(adamw *o, float *params, const float *grads, size_t lo, size_t hi, float lr,
+                        const unsigned char *decay_mask) {
+    if (hi > o->n) hi = o->n; // never run past the moments
     o->t += 1;
     // Scalars as torch makes them: Python doubles, each rounded to float when applied to a
     // float32 tensor.
@@ -63,10 +68,10 @@ void adamw_update(adamw *o, float *params, const float *grads, size_t n, float l
     const float neg_step = (float)(-((double)lr / bc1)); // -lr / (1 - b1^t)
     const float eps = o->eps;
     float *m = o->m, *v = o->v;
-    const long nn = (long)n;
+    const long l0 = (long)lo, l1 = (long)hi;
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < nn; i++) {
-        float p = params[i], g = grads[i];
+    for (long i = l0; i < l1; i++) {
+        float p = params[i], g = grads[i - l0];
         if (!decay_mask || decay_mask[i]) p = p * decay;  // decoupled weight decay
         float mi = m[i] * b1 + one_m_b1 * g;              // m = b1*m + (1-b1)*g
         float vi = v[i] * b2 + one_m_b2 * g * g;          // v = b2*v + (1-b2)*g^2
@@ -80,38 +85,53 @@ void adamw_update(adamw *o, float *params, const float *grads, size_t n, float l
 // ----------------------------------------------------------------------------
 // gradient clipping
 
-// The reduction splits g into CLIP_CHUNKS contiguous chunks (a function of n only), sums each
-// sequentially in double, then adds the chunk sums in index order: the same bits for any
-// thread count or schedule.
-#define CLIP_CHUNKS 256
+// The reduction splits g into GRAD_NORM_CHUNKS contiguous chunks (a function of n only), sums
+// each sequentially in double, then adds the chunk sums in index order: the same bits for any
+// thread count or schedule, and for any assignment of whole chunks to ranks.
+size_t grad_norm_chunk_start(size_t n, int c) {
+    const size_t chunk = (n + GRAD_NORM_CHUNKS - 1) / GRAD_NORM_CHUNKS, at = (size_t)c * chunk;
+    return at < n ? at : n;
+}
+
+void grad_norm_partials(const float *g, size_t n, int c0, int c1, double *part) {
+    const size_t base = grad_norm_chunk_start(n, c0);
+#pragma omp parallel for schedule(static)
+    for (int c = c0; c < c1; c++) {
+        const size_t lo = grad_norm_chunk_start(n, c), hi = grad_norm_chunk_start(n, c + 1);
+        double s = 0.0;
+        for (size_t i = lo; i < hi; i++) s += (double)g[i - base] * (double)g[i - base];
+        part[c - c0] = s;
+    }
+}
+
+double grad_norm_total(const double *part) {
+    double total = 0.0;
+    for (int c = 0; c < GRAD_NORM_CHUNKS; c++) total += part[c];
+    return sqrt(total);
+}
 
 double grad_norm(const float *g, size_t n) {
-    double part[CLIP_CHUNKS];
-    const size_t chunk = (n + CLIP_CHUNKS - 1) / CLIP_CHUNKS;
+    double part[GRAD_NORM_CHUNKS];
+    grad_norm_partials(g, n, 0, GRAD_NORM_CHUNKS, part);
+    return grad_norm_total(part);
+}
+
+float clip_coef(double total, double max_norm) {
+    if (max_norm <= 0.0 || !isfinite(total)) return 1.0f;
+    double coef = max_norm / (total + 1e-6); // torch: clip_coef = max_norm / (total_norm + 1e-6)
+    return coef < 1.0 ? (float)coef : 1.0f;  // torch clamps coef to <= 1 and multiplies
+}
+
+void scale_grads(float *g, size_t n, float s) {
+    if (s == 1.0f) return;
+    const long nn = (long)n;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < CLIP_CHUNKS; c++) {
-        size_t lo = (size_t)c * chunk, hi = lo + chunk;
-        if (lo > n) lo = n;
-        if (hi > n) hi = n;
-        double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)g[i] * (double)g[i];
-        part[c] = s;
-    }
-    double total = 0.0;
-    for (int c = 0; c < CLIP_CHUNKS; c++) total += part[c];
-    return sqrt(total);
+    for (long i = 0; i < nn; i++) g[i] *= s;
 }
 
 double clip_grad_norm(float *g, size_t n, double max_norm) {
     double total = grad_norm(g, n);
-    if (max_norm <= 0.0 || !isfinite(total)) return total;
-    double coef = max_norm / (total + 1e-6); // torch: clip_coef = max_norm / (total_norm + 1e-6)
-    if (coef < 1.0) {                        // torch clamps coef to <= 1 and multiplies
-        const float cf = (float)coef;
-        const long nn = (long)n;
-#pragma omp parallel for schedule(static)
-        for (long i = 0; i < nn; i++) g[i] *= cf;
-    }
+    scale_grads(g, n, clip_coef(total, max_norm));
     return total;
 }
 

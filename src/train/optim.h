@@ -33,13 +33,28 @@ void adamw_free(adamw *o);
 //   denom = sqrt(v)/sqrt(1-b2^t) + eps;  p += (-lr/(1-b1^t)) * m / denom
 void adamw_update(adamw *o, float *params, const float *grads, size_t n, float lr,
                   const unsigned char *decay_mask);
+// The same step (t += 1) over params[lo..hi) only (one rank's shard in data-parallel training):
+// params, decay_mask and the moments are indexed as in adamw_update, grads is that range alone
+// (grads[i - lo] is the gradient of params[i]).
+void adamw_update_range(adamw *o, float *params, const float *grads, size_t lo, size_t hi, float lr,
+                        const unsigned char *decay_mask);
 
 // ----------------------------------------------------------------------------
 // gradient clipping
 
-// Global L2 norm of g[0..n), accumulated in double with a fixed-order reduction (fixed chunks
-// summed in order), so the result is bitwise the same for any OpenMP thread count.
+// Global L2 norm of g[0..n), accumulated in double with a fixed-order reduction: the sums of
+// squares of GRAD_NORM_CHUNKS contiguous chunks (a function of n only), added in chunk order. So
+// the result is bitwise the same for any OpenMP thread count, and for any split of the chunks
+// between data-parallel ranks (each computes its chunks' partial sums, grad_norm_total adds them).
+enum { GRAD_NORM_CHUNKS = 1024 };
 double grad_norm(const float *g, size_t n);
+size_t grad_norm_chunk_start(size_t n, int c);  // first element of chunk c (n for c = GRAD_NORM_CHUNKS)
+// part[c - c0] = sum of squares of chunk c, c in [c0, c1); g points at chunk c0's first element.
+void grad_norm_partials(const float *g, size_t n, int c0, int c1, double *part);
+double grad_norm_total(const double *part);  // sqrt of the sum of all GRAD_NORM_CHUNKS partials
+// The factor clip_grad_norm scales by (1 when it does not), and the scaling.
+float clip_coef(double total, double max_norm);
+void scale_grads(float *g, size_t n, float s);
 
 // torch.nn.utils.clip_grad_norm_(max_norm): total = ||g||; coef = max_norm/(total+1e-6); if
 // coef < 1 the gradients are scaled by coef. Returns total (before scaling). max_norm <= 0 only

@@ -1,9 +1,9 @@
-// train.c: the training loop (docs/training.md). One step: grad_accum micro-batches of
-// (batch_size, seq_len) windows drawn from the training shard, loss and backward each (gradients
-// summed, then divided by grad_accum), global-norm clip, AdamW at the scheduled learning rate.
-// Everything random derives from the seed, the step and the micro-batch index, and the data
-// sampler's state is saved in the checkpoint, so a resumed run repeats the uninterrupted one bit
-// for bit (same thread count).
+// train.c: the training run (docs/training.md, docs/distributed.md): the step of train/step.h
+// over micro-batches of (batch_size, seq_len) windows drawn from the training shard, with the
+// learning-rate schedule, evaluation, metrics, checkpoints and resume. Everything random derives
+// from the seed, the step and the micro-batch index, and the data sampler's state is saved in the
+// checkpoint, so a resumed run repeats the uninterrupted one bit for bit (same thread count per
+// rank), with any number of ranks.
 #include "train/train.h"
 #include "util/errmsg.h"
 #include "data/dataloader.h"
@@ -17,17 +17,12 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
 
 static double now_s(void) {
     struct timespec ts;
@@ -190,143 +185,166 @@ static int read_train_state(const char *path, const st_file *f, int *step, adamw
     return 0;
 }
 
-// ---- one step ---------------------------------------------------------------------------------
+// ---- the run ----------------------------------------------------------------------------------
 
-// Forward and backward over grad_accum micro-batches, clipping, then AdamW at lr. The step is
-// checked before it changes anything: a non-finite loss or gradient norm returns TRAIN_NONFINITE
-// with the weights and moments untouched; after the update, a weight that is no longer finite
-// returns TRAIN_NONFINITE too (the weights are then lost, but nothing is saved from them).
-// step1 is the 1-based step number, for the messages.
-static int train_step(const train_config *c, model *m, adamw *opt, dataloader *dl, int *tok, int *tgt, int step1,
-                      float lr, double *loss, double *gnorm, char *err, size_t n) {
-    const int B = c->batch_size, T = c->seq_len;
-    const size_t P = model_num_params(m);
-    model_zero_grad(m);
-    *loss = 0;
-    for (int a = 0; a < c->grad_accum; a++) {
-        dataloader_next(dl, tok, tgt);
-        model_set_training(m, 1, ((uint64_t)c->seed * 1000003u + (uint64_t)(step1 - 1)) * 131u + (uint64_t)a);
-        float l;
-        if (model_forward(m, tok, tgt, B, T, &l, err, n) || model_backward(m, err, n)) return TRAIN_ERROR;
-        *loss += l / c->grad_accum;
-    }
-    if (c->grad_accum > 1) {
-        float inv = 1.0f / c->grad_accum, *g = model_grads(m);
-        for (size_t i = 0; i < P; i++) g[i] *= inv;
-    }
-    *gnorm = clip_grad_norm(model_grads(m), P, c->clip > 0 ? c->clip : 0);
-    if (!isfinite(*loss) || !isfinite(*gnorm)) {
-        errmsg(err, n, "step %d: the loss is %g and the gradient norm %g", step1, *loss, *gnorm);
-        return TRAIN_NONFINITE;
-    }
-    adamw_update(opt, model_params(m), model_grads(m), P, lr, NULL);
-    size_t at;
-    float bad;
-    const model_tensor *t = model_find_nonfinite(m, model_params(m), &at, &bad);
-    if (t) {
-        errmsg(err, n, "step %d: after the update (loss %g, gradient norm %g, lr %g) weight '%s' holds %g at index %zu",
-               step1, *loss, *gnorm, lr, t->name, bad, at);
-        return TRAIN_NONFINITE;
-    }
-    return TRAIN_OK;
+// step_batch_fn over the training shard: every rank draws every micro-batch's windows, reading
+// only its own.
+static int shard_batch(void *arg, int a, int *tokens, int *targets, char *err, size_t n) {
+    dataloader *dl = arg;
+    if (tokens) dataloader_next(dl, tokens, targets);
+    else dataloader_skip(dl);
+    return 0;
 }
 
-int train_run(const train_config *c, int resume, char *err, size_t n) {
+// FNV-1a of a string: the ranks compare their configurations by it.
+static double text_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return (double)(h >> 11);  // 53 bits: exact in a double
+}
+
+// Progress goes to the caller on rank 0 only.
+static void emit(const train_hooks *h, int lead, const train_event *e) {
+    if (lead && h->on_event) h->on_event(h->arg, e);
+}
+
+// The training state rank 0 read from a checkpoint, for the others.
+typedef struct {
+    int start;
+    double best_val;
+    uint64_t data_state;
+} resume_state;
+
+int train_run(const train_config *c, int resume, const train_hooks *hooks, char *err, size_t n) {
+    static const train_hooks none = {0};
+    const train_hooks *h = hooks ? hooks : &none;
+    dist *d = h->d ? h->d : dist_self();
+    const int rank = dist_rank(d), ranks = dist_size(d), lead = rank == 0;
     const int B = c->batch_size, T = c->seq_len;
     if (train_check_batch_shape(B, T, err, n)) return TRAIN_ERROR;
     run_paths p;
     make_paths(c, &p);
-    if (mkdir_p(c->out)) return errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
-    struct stat sb;
-    if (!resume && stat(p.ckpt, &sb) == 0)
-        return errmsg(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
+    // Every rank must run the same configuration: rank 0's is the one written to config.json.
+    char *cfg = train_config_to_json(c);
+    if (!cfg) return errmsg(err, n, "out of memory");
+    double cfg_hash[2] = {text_hash(cfg), 0};
+    dist_bcast(d, cfg_hash, sizeof cfg_hash[0], 0);
+    if (cfg_hash[0] != text_hash(cfg)) {
+        free(cfg);
+        return errmsg(err, n, "rank %d's training configuration differs from rank 0's: every rank must be given the same",
+                      rank);
+    }
+    if (lead) {
+        struct stat sb;
+        int rc = 0;
+        if (mkdir_p(c->out)) rc = errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
+        else if (!resume && stat(p.ckpt, &sb) == 0)
+            rc = errmsg(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
+        if (rc) {
+            free(cfg);
+            return rc;
+        }
+    }
 
     model *m = model_create(&c->model, err, n);
-    if (!m) return TRAIN_ERROR;
+    if (!m) {
+        free(cfg);
+        return TRAIN_ERROR;
+    }
     model_set_backend(m, c->backend);
     const size_t P = model_num_params(m);
     adamw opt;
+    trainer *tr = NULL;
+    FILE *mf = NULL;
+    dataloader dl;
+    int dl_open = 0, rc = TRAIN_ERROR;
     if (adamw_init(&opt, P, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
         model_free(m);
+        free(cfg);
         return errmsg(err, n, "out of memory for the optimizer");
     }
-    // the activations first: they are far larger than the batch
-    int *tok = model_reserve(m, B, T, err, n) ? NULL : alloc_batch(B, T, err, n);
-    dataloader dl;
-    int rc = tok ? dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n) : TRAIN_ERROR;
-    if (rc) goto out_model;
-    int *tgt = tok + (size_t)B * T;
-    int start = 0;
-    double best_val = INFINITY;
+    // the activations first: they are far larger than anything else a rank holds per token
+    if (model_reserve(m, B, T, err, n) || dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n)) goto out;
+    dl_open = 1;
+    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &dl};
+    if (!(tr = trainer_create(m, &opt, d, &sc, err, n))) goto out;
+    resume_state rs = {0, INFINITY, 0};
     if (resume) {
-        st_file f;
-        rc = checkpoint_load(p.ckpt, m, opt.m, opt.v, &f, err, n);
-        if (rc) goto out_dl;
-        rc = read_train_state(p.ckpt, &f, &start, &opt, &dl, &best_val, err, n);
-        st_free(&f);
-        if (rc) goto out_dl;
-        truncate_metrics(p.metrics, start);
-        printf("resumed %s at step %d\n", p.ckpt, start);
+        if (lead) {
+            st_file f;
+            if (checkpoint_load(p.ckpt, m, opt.m, opt.v, &f, err, n)) goto out;
+            int bad = read_train_state(p.ckpt, &f, &rs.start, &opt, &dl, &rs.best_val, err, n);
+            st_free(&f);
+            if (bad) goto out;
+            rs.data_state = dl.state;
+            truncate_metrics(p.metrics, rs.start);
+        }
+        dist_bcast(d, &rs, sizeof rs, 0);
+        dl.state = rs.data_state;
+        trainer_broadcast_state(tr);  // weights, moments and AdamW's t
+        emit(h, lead, &(train_event){.kind = TRAIN_EV_RESUMED, .step = rs.start, .steps = c->steps, .ranks = ranks, .path = p.ckpt});
     } else {
-        model_init(m, (uint64_t)c->seed);
-        remove(p.metrics);
+        model_init(m, (uint64_t)c->seed);  // the same on every rank
+        if (lead) remove(p.metrics);
     }
-    char *cfg = train_config_to_json(c);
-    rc = write_text_atomic(p.config, cfg, err, n);
-    free(cfg);
-    if (rc) goto out_dl;
-    FILE *mf = fopen(p.metrics, "a");
-    if (!mf) {
-        rc = errmsg(err, n, "%s: cannot open: %s", p.metrics, strerror(errno));
-        goto out_dl;
+    if (lead) {
+        if (write_text_atomic(p.config, cfg, err, n)) goto out;
+        if (!(mf = fopen(p.metrics, "a"))) {
+            errmsg(err, n, "%s: cannot open: %s", p.metrics, strerror(errno));
+            goto out;
+        }
     }
     lr_schedule sched;
-    lr_schedule_init(&sched, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, err, n);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    g_stop = 0;
+    if (lr_schedule_init(&sched, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, err, n)) goto out;
 
-    printf("training %s: %zu parameters, %d steps of %d x %d x %d tokens\n", c->model.mta ? "MTA" : "baseline", P,
-           c->steps, c->grad_accum, B, T);
-    double t_run = now_s(), tokens_done = 0;
-    int step = start, saved = resume ? start : -1;  // the step the checkpoint on disk holds (-1: none)
-    for (; step < c->steps && !g_stop; step++) {
-        double t0 = now_s(), loss, gnorm;
+    emit(h, lead, &(train_event){.kind = TRAIN_EV_START, .step = rs.start, .steps = c->steps, .ranks = ranks, .n_params = P});
+    const double step_tokens = (double)c->grad_accum * B * T;
+    double t_run = now_s(), tokens_done = 0, best_val = rs.best_val;
+    int step = rs.start, saved = resume ? rs.start : -1, stop = 0;  // saved: the step on disk (-1: none)
+    rc = TRAIN_OK;
+    for (; step < c->steps && !stop; step++) {
+        double t0 = now_s();
         const int s1 = step + 1;
         float lr = lr_at(&sched, step);
-        if ((rc = train_step(c, m, &opt, &dl, tok, tgt, s1, lr, &loss, &gnorm, err, n))) break;
-        double dt = now_s() - t0, tps = (double)c->grad_accum * B * T / dt;
-        tokens_done += (double)c->grad_accum * B * T;
+        step_stats st;
+        if ((rc = trainer_step(tr, step, lr, &st, err, n))) break;
+        double tps = step_tokens / (now_s() - t0);
+        tokens_done += step_tokens;
         double val = NAN;
-        if ((c->eval_every && s1 % c->eval_every == 0) || s1 == c->steps) {
-            rc = train_eval_loss(m, p.val_bin, B, T, c->eval_batches, &val, err, n);
-            if (rc) break;
-            if (!isfinite(val)) {
-                rc = TRAIN_NONFINITE;
-                errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s1, val, loss);
-                break;
-            }
-            if (val < best_val) best_val = val;
+        const int evaluate = (c->eval_every && s1 % c->eval_every == 0) || s1 == c->steps;
+        // control[0]: a rank was asked to stop; control[1]: rank 0's validation loss is not finite
+        double control[2] = {h->stop && *h->stop, 0};
+        if (lead && evaluate) {
+            if ((rc = train_eval_loss(m, p.val_bin, B, T, c->eval_batches, &val, err, n))) break;
+            control[1] = !isfinite(val);
+            if (isfinite(val) && val < best_val) best_val = val;
         }
-        fprintf(mf, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,\"tokens_per_s\":%.1f", s1, loss, lr,
-                gnorm, tps);
-        if (!isnan(val)) fprintf(mf, ",\"val_loss\":%.6f,\"val_ppl\":%.4f", val, exp(val));
-        fprintf(mf, "}\n");
-        fflush(mf);
-        if (s1 % c->log_every == 0 || s1 == c->steps || !isnan(val)) {
-            double el = now_s() - t_run, eta = (c->steps - s1) * el / (s1 - start);
-            printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | ETA %.0fs", s1, c->steps, loss, lr,
-                   gnorm, tokens_done / el, eta);
-            if (!isnan(val)) printf(" | val loss %.4f ppl %.2f", val, exp(val));
-            printf("\n");
-            fflush(stdout);
+        dist_allreduce_sum(d, control, 2);
+        if (control[1]) {
+            rc = TRAIN_NONFINITE;
+            if (lead) errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s1, val, st.loss);
+            else errmsg(err, n, "step %d: rank 0's validation loss is not finite", s1);
+            break;
         }
-        if (c->save_every && s1 % c->save_every == 0 && s1 < c->steps) {
-            rc = save_all(c, &p, m, &opt, s1, &dl, best_val, err, n);
-            if (rc) break;
+        stop = control[0] > 0;
+        if (lead) {
+            fprintf(mf, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,\"tokens_per_s\":%.1f", s1, st.loss, lr,
+                    st.grad_norm, tps);
+            if (!isnan(val)) fprintf(mf, ",\"val_loss\":%.6f,\"val_ppl\":%.4f", val, exp(val));
+            fprintf(mf, "}\n");
+            fflush(mf);
+        }
+        if (s1 % c->log_every == 0 || s1 == c->steps || evaluate) {
+            // the ranks' weights are identical by construction: check it at each progress line
+            if ((rc = trainer_check_replicas(tr, err, n))) break;
+            double el = now_s() - t_run;
+            emit(h, lead, &(train_event){.kind = TRAIN_EV_LOG, .step = s1, .steps = c->steps, .ranks = ranks, .loss = st.loss,
+                                   .lr = lr, .grad_norm = st.grad_norm, .tokens_per_s = tokens_done / el,
+                                   .val_loss = val, .eta_s = (c->steps - s1) * el / (s1 - rs.start), .wait_s = st.wait_s});
+        }
+        if (c->save_every && s1 % c->save_every == 0 && s1 < c->steps && !stop) {
+            trainer_gather_moments(tr);
+            if (lead && (rc = save_all(c, &p, m, &opt, s1, &dl, best_val, err, n))) break;
             saved = s1;
         }
     }
@@ -337,17 +355,19 @@ int train_run(const train_config *c, int resume, char *err, size_t n) {
             snprintf(err + len, n - len, ": training stopped; nothing was saved, %s still holds step %d", p.ckpt, saved);
         else snprintf(err + len, n - len, ": training stopped; no checkpoint had been saved yet");
     }
-    if (!rc) rc = save_all(c, &p, m, &opt, step, &dl, best_val, err, n);
-    if (!rc && g_stop) printf("stopped by signal at step %d; checkpoint saved: continue with --resume %s\n", step, c->out);
-    else if (!rc) printf("done: %d steps, checkpoint %s, weights %s\n", step, p.ckpt, p.weights);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    fclose(mf);
-out_dl:
-    dataloader_close(&dl);
-out_model:
-    free(tok);
+    if (!rc) rc = trainer_check_replicas(tr, err, n);
+    if (!rc) {
+        trainer_gather_moments(tr);
+        if (lead) rc = save_all(c, &p, m, &opt, step, &dl, best_val, err, n);
+    }
+    if (!rc) emit(h, lead, &(train_event){.kind = stop ? TRAIN_EV_STOPPED : TRAIN_EV_DONE, .step = step, .steps = c->steps,
+                                    .ranks = ranks, .path = c->out});
+out:
+    if (mf) fclose(mf);
+    if (dl_open) dataloader_close(&dl);
+    trainer_free(tr);
     adamw_free(&opt);
     model_free(m);
+    free(cfg);
     return rc;
 }

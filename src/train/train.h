@@ -3,7 +3,11 @@
 #ifndef MTAC_TRAIN_H
 #define MTAC_TRAIN_H
 
+#include "dist/dist.h"
 #include "model/model.h"
+#include "train/step.h"
+
+#include <signal.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -51,18 +55,37 @@ void train_config_print_keys(void);
 // whose indices would overflow.)
 int train_check_batch_shape(int B, int T, char *err, size_t n);
 
-// What train_run returns.
-enum {
-    TRAIN_OK = 0,          // the run finished, or was interrupted by a signal after saving
-    TRAIN_ERROR = -1,      // a failure; the message is in err
-    TRAIN_NONFINITE = -2,  // the loss, the gradient norm, a weight after the update or the
-                           // validation loss became NaN or infinite: training stopped at that step
-                           // without saving anything, so the run's checkpoint and weights are those
-                           // of the last good save. err names the step, the quantity and its value
-};
+// What train_run reports as it goes (to train_hooks.on_event, on rank 0).
+typedef enum {
+    TRAIN_EV_START,    // n_params, steps, step (the first step to run)
+    TRAIN_EV_RESUMED,  // path (the checkpoint), step
+    TRAIN_EV_LOG,      // after step: loss .. wait_s; val_loss NAN unless evaluated at this step
+    TRAIN_EV_DONE,     // step (the last), path (the run directory)
+    TRAIN_EV_STOPPED,  // stopped on request after step; the checkpoint is saved
+} train_event_kind;
 
-// Runs (or, with resume, continues) training: one of the TRAIN_* codes above.
-int train_run(const train_config *c, int resume, char *err, size_t n);
+typedef struct {
+    train_event_kind kind;
+    int step, steps, ranks;
+    size_t n_params;
+    double loss, lr, grad_norm, tokens_per_s, val_loss, eta_s, wait_s;
+    const char *path;
+} train_event;
+
+// How a caller joins a run: all optional (zero: one process, silent, never stopped).
+typedef struct {
+    dist *d;                              // the ranks training together (NULL: this process alone)
+    const volatile sig_atomic_t *stop;    // non-zero on any rank: save after the current step and stop
+    void (*on_event)(void *arg, const train_event *e);
+    void *arg;
+} train_hooks;
+
+// Runs (or, with resume, continues) training: one of the TRAIN_* codes of train/step.h. With
+// several ranks every rank calls it with the same configuration (checked); each computes its
+// share of every step (train/step.h), rank 0 alone evaluates and writes the run directory, and
+// every rank stops at the same step. A failure on one rank is returned on that rank only: the
+// caller must then end them all (dist_abort), or the others wait for it forever.
+int train_run(const train_config *c, int resume, const train_hooks *h, char *err, size_t n);
 
 // Opens a finished or running run directory: its config.json into *c and a model holding its
 // model.safetensors weights. NULL with a message on failure.
