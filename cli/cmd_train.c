@@ -17,7 +17,7 @@ static void usage(FILE *f) {
             "Trains a model on token shards made by `mtac data` (train.bin, val.bin in --data), printing a\n"
             "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
             "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
-            "DIR/config.json. Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and stops; --resume continues the\n"
+            "DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint and stops; --resume continues the\n"
             "run exactly where it stopped. A loss, gradient norm or weight that becomes NaN or infinite stops\n"
             "the run without saving (exit status 3): the last checkpoint stays as it was. Under mpirun or srun\n"
             "each process is a rank of one data-parallel run with the same result (docs/distributed.md):\n"
@@ -135,16 +135,19 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     const int rank = dist_rank(d), ranks = dist_size(d);
-    // SIGINT/SIGTERM: every rank finishes its step, then the run saves once and stops.
+    // SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
+    // odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     const train_hooks hooks = {d, &g_stop, print_event, &c};
     int rc = train_run(&c, resume != NULL, &hooks, err, sizeof err);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     if (rc == TRAIN_NONFINITE) {
         // Every rank sees the same values: rank 0 tells. Its own exit status, so that a script can
         // tell a diverged run from a broken one.

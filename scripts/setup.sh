@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libcmocka-dev libpng-dev bible-kjv)
+# Data-parallel training (docs/distributed.md): OpenMPI's library and mpirun.
+pkgs+=(libopenmpi-dev openmpi-bin)
 # The fuzz targets (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes, its OpenMP.
 pkgs+=(clang libclang-rt-14-dev libomp-14-dev)
 # The independent PyTorch reference (tests/ref) runs on Debian's torch, offline.

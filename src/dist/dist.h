@@ -6,6 +6,7 @@
 #define MTAC_DIST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct dist dist;
 
@@ -38,6 +39,10 @@ void dist_allreduce_sum(dist *d, double *buf, int count);
 void dist_allgather_f32(dist *d, float *buf, const size_t *bound);
 void dist_allgather_f64(dist *d, double *buf, const size_t *bound);
 void dist_gather_f32(dist *d, float *buf, const size_t *bound, int root);
+
+// How many ranks hold a value other than rank 0's, with their numbers in ranks ("1 3").
+// Collective: every rank gets the same answer.
+int dist_differs_from_root(dist *d, uint64_t value, char *ranks, size_t n);
 
 // A non-blocking all-to-all exchange of float ranges: rank r sends send[sdispl[c] ..
 // + scount[c]) to each rank c and receives from each rank c into recv[rdispl[c] .. + rcount[c]).

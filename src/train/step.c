@@ -281,21 +281,8 @@ static uint64_t weights_hash(const float *p, size_t P) {
 }
 
 int trainer_check_replicas(trainer *t, char *err, size_t n) {
-    if (t->size == 1) return 0;
-    uint64_t mine = weights_hash(model_params(t->m), t->P), root = mine;
-    dist_bcast(t->d, &root, sizeof root, 0);
-    double *differs = calloc((size_t)t->size, sizeof(double));
-    if (!differs) return errmsg(err, n, "out of memory");
-    differs[t->rank] = mine != root;
-    dist_allreduce_sum(t->d, differs, t->size);
-    size_t len = 0;
-    int bad = 0;
-    for (int r = 0; r < t->size; r++)
-        if (differs[r]) {
-            if (!bad++) len = (size_t)snprintf(err, n, "the weights of rank");
-            if (len < n) len += (size_t)snprintf(err + len, n - len, " %d", r);
-        }
-    if (bad && len < n) snprintf(err + len, n - len, " differ from rank 0's");
-    free(differs);
-    return bad ? -1 : 0;
+    char ranks[128];
+    if (dist_differs_from_root(t->d, weights_hash(model_params(t->m), t->P), ranks, sizeof ranks))
+        return errmsg(err, n, "the weights of rank(s) %s differ from rank 0's", ranks);
+    return 0;
 }

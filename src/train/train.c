@@ -197,10 +197,10 @@ static int shard_batch(void *arg, int a, int *tokens, int *targets, char *err, s
 }
 
 // FNV-1a of a string: the ranks compare their configurations by it.
-static double text_hash(const char *s) {
+static uint64_t text_hash(const char *s) {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return (double)(h >> 11);  // 53 bits: exact in a double
+    return h;
 }
 
 // Progress goes to the caller on rank 0 only.
@@ -227,12 +227,11 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     // Every rank must run the same configuration: rank 0's is the one written to config.json.
     char *cfg = train_config_to_json(c);
     if (!cfg) return errmsg(err, n, "out of memory");
-    double cfg_hash[2] = {text_hash(cfg), 0};
-    dist_bcast(d, cfg_hash, sizeof cfg_hash[0], 0);
-    if (cfg_hash[0] != text_hash(cfg)) {
+    char which[128];
+    if (dist_differs_from_root(d, text_hash(cfg), which, sizeof which)) {
         free(cfg);
-        return errmsg(err, n, "rank %d's training configuration differs from rank 0's: every rank must be given the same",
-                      rank);
+        return errmsg(err, n, "the training configuration of rank(s) %s differs from rank 0's: every rank must be given "
+                      "the same", which);
     }
     if (lead) {
         struct stat sb;
