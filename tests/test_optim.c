@@ -133,8 +133,51 @@ static void test_adamw_mask(void **state) {
     adamw_free(&d);
 }
 
+// Data-parallel shards (train/step.h): each rank's adamw_init_range over its parameters, updated
+// with adamw_update_range and its slice of the gradient, gives the bits of one whole update.
+static void test_adamw_shards(void **state) {
+    (void)state;
+    const unsigned char mask[NP] = {1, 0, 1, 1, 0, 1, 1};
+    float whole[NP], parts[NP];
+    memcpy(whole, p0, sizeof whole);
+    memcpy(parts, p0, sizeof parts);
+    const size_t cut[] = {0, 2, 3, NP};  // shards of 2, 1 and 4 parameters
+    adamw w, sh[3];
+    assert_int_equal(adamw_init(&w, NP, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f), 0);
+    for (int r = 0; r < 3; r++) assert_int_equal(adamw_init_range(&sh[r], cut[r], cut[r + 1], 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f), 0);
+    for (int s = 0; s < 3; s++) {
+        adamw_update(&w, whole, grads[s], NP, 1e-2f, mask);
+        for (int r = 0; r < 3; r++) adamw_update_range(&sh[r], parts, grads[s] + cut[r], cut[r], cut[r + 1], 1e-2f, mask);
+    }
+    assert_memory_equal(whole, parts, sizeof whole);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(sh[r].t, 3);
+        assert_memory_equal(sh[r].m, w.m + cut[r], (cut[r + 1] - cut[r]) * sizeof(float));
+        assert_memory_equal(sh[r].v, w.v + cut[r], (cut[r + 1] - cut[r]) * sizeof(float));
+        adamw_free(&sh[r]);
+    }
+    adamw_free(&w);
+}
+
 // ----------------------------------------------------------------------------
 // clipping
+
+// The norm from partial sums over any split of the chunk grid (one rank's chunks each) is the
+// norm of the whole gradient, bit for bit.
+static void test_grad_norm_partials(void **state) {
+    (void)state;
+    const size_t n = 100003;
+    float *g = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) g[i] = (float)sin(0.37 * (double)i) * (float)(1 + i % 97);
+    const int splits[] = {0, 1, 300, 301, 1000, GRAD_NORM_CHUNKS};
+    double part[GRAD_NORM_CHUNKS];
+    for (int k = 0; k + 1 < 6; k++) {
+        const int c0 = splits[k], c1 = splits[k + 1];
+        grad_norm_partials(g + grad_norm_chunk_start(n, c0), n, c0, c1, part + c0);
+    }
+    assert_true(grad_norm_total(part) == grad_norm(g, n));
+    free(g);
+}
 
 static void test_clip_below_and_above(void **state) {
     (void)state;
@@ -296,6 +339,8 @@ int main(void) {
         cmocka_unit_test(test_adamw_matches_torch),
         cmocka_unit_test(test_adamw_caller_state_and_resume),
         cmocka_unit_test(test_adamw_mask),
+        cmocka_unit_test(test_adamw_shards),
+        cmocka_unit_test(test_grad_norm_partials),
         cmocka_unit_test(test_clip_below_and_above),
         cmocka_unit_test(test_clip_deterministic_across_threads),
         cmocka_unit_test(test_schedules),

@@ -33,12 +33,14 @@ void dist_abort(dist *d, int code);
 
 void dist_bcast(dist *d, void *buf, size_t bytes, int root);
 void dist_allreduce_sum(dist *d, double *buf, int count);
-// bound[0..size]: rank r owns elements [bound[r], bound[r+1]) of buf. allgather: every rank's
-// part of buf to every rank; gather: to root's buf only (in place: each rank's part is already
-// where it belongs). scatter: root's parts to their ranks.
+// bound[0..size]: rank r owns elements [bound[r], bound[r+1]) of a whole array. allgather: every
+// rank's part of buf to every rank (in place: each part is already where it belongs in buf).
 void dist_allgather_f32(dist *d, float *buf, const size_t *bound);
 void dist_allgather_f64(dist *d, double *buf, const size_t *bound);
-void dist_gather_f32(dist *d, float *buf, const size_t *bound, int root);
+// gather: each rank's part (bound[r+1] - bound[r] elements) into root's whole array; scatter: the
+// reverse. On root, part is whole + bound[root].
+void dist_gather_f32(dist *d, const float *part, float *whole, const size_t *bound, int root);
+void dist_scatter_f32(dist *d, const float *whole, float *part, const size_t *bound, int root);
 
 // How many ranks hold a value other than rank 0's, with their numbers in ranks ("1 3").
 // Collective: every rank gets the same answer.

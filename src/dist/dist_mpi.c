@@ -78,12 +78,21 @@ static void allgather(dist *d, void *buf, const size_t *bound, MPI_Datatype t) {
 void dist_allgather_f32(dist *d, float *buf, const size_t *bound) { allgather(d, buf, bound, MPI_FLOAT); }
 void dist_allgather_f64(dist *d, double *buf, const size_t *bound) { allgather(d, buf, bound, MPI_DOUBLE); }
 
-void dist_gather_f32(dist *d, float *buf, const size_t *bound, int root) {
+void dist_gather_f32(dist *d, const float *part, float *whole, const size_t *bound, int root) {
     if (d->size == 1) return;
     int *cnt = malloc(2 * (size_t)d->size * sizeof(int)), *dsp = cnt + d->size;
     parts(d, bound, cnt, dsp);
-    if (d->rank == root) MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, cnt, dsp, MPI_FLOAT, root, d->comm);
-    else MPI_Gatherv(buf + bound[d->rank], cnt[d->rank], MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, d->comm);
+    if (d->rank == root) MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, whole, cnt, dsp, MPI_FLOAT, root, d->comm);
+    else MPI_Gatherv(part, cnt[d->rank], MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, d->comm);
+    free(cnt);
+}
+
+void dist_scatter_f32(dist *d, const float *whole, float *part, const size_t *bound, int root) {
+    if (d->size == 1) return;
+    int *cnt = malloc(2 * (size_t)d->size * sizeof(int)), *dsp = cnt + d->size;
+    parts(d, bound, cnt, dsp);
+    if (d->rank == root) MPI_Scatterv(whole, cnt, dsp, MPI_FLOAT, MPI_IN_PLACE, 0, MPI_FLOAT, root, d->comm);
+    else MPI_Scatterv(NULL, NULL, NULL, MPI_FLOAT, part, cnt[d->rank], MPI_FLOAT, root, d->comm);
     free(cnt);
 }
 

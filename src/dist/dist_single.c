@@ -22,7 +22,8 @@ void dist_bcast(dist *d, void *buf, size_t bytes, int root) {}
 void dist_allreduce_sum(dist *d, double *buf, int count) {}
 void dist_allgather_f32(dist *d, float *buf, const size_t *bound) {}
 void dist_allgather_f64(dist *d, double *buf, const size_t *bound) {}
-void dist_gather_f32(dist *d, float *buf, const size_t *bound, int root) {}
+void dist_gather_f32(dist *d, const float *part, float *whole, const size_t *bound, int root) {}
+void dist_scatter_f32(dist *d, const float *whole, float *part, const size_t *bound, int root) {}
 
 dist_exchange *dist_exchange_start(dist *d, const float *send, const int *scount, const int *sdispl, float *recv,
                                    const int *rcount, const int *rdispl) {

@@ -10,6 +10,11 @@
 // AdamW
 
 int adamw_init(adamw *o, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay) {
+    return adamw_init_range(o, 0, n, lr, beta1, beta2, eps, weight_decay);
+}
+
+int adamw_init_range(adamw *o, size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay) {
+    const size_t n = hi - lo;
     float *m = calloc(n ? n : 1, sizeof(float));
     float *v = calloc(n ? n : 1, sizeof(float));
     if (!m || !v) {
@@ -19,6 +24,7 @@ int adamw_init(adamw *o, size_t n, float lr, float beta1, float beta2, float eps
         return -1;
     }
     adamw_init_with(o, m, v, n, lr, beta1, beta2, eps, weight_decay);
+    o->base = lo;
     o->owns_state = 1;
     return 0;
 }
@@ -33,6 +39,7 @@ void adamw_init_with(adamw *o, float *m, float *v, size_t n, float lr, float bet
     o->t = 0;
     o->m = m;
     o->v = v;
+    o->base = 0;
     o->n = n;
     o->owns_state = 0;
 }
@@ -54,7 +61,11 @@ void adamw_update(adamw *o, float *params, const float *grads, size_t n, float l
 
 void adamw_update_range(adamw *o, float *params, const float *grads, size_t lo, size_t hi, float lr,
                         const unsigned char *decay_mask) {
-    if (hi > o->n) hi = o->n; // never run past the moments
+    // never run outside the moments (grads stays indexed from the lo asked for)
+    const size_t g0 = lo;
+    if (lo < o->base) lo = o->base;
+    if (hi > o->base + o->n) hi = o->base + o->n;
+    if (hi < lo) hi = lo;
     o->t += 1;
     // Scalars as torch makes them: Python doubles, each rounded to float when applied to a
     // float32 tensor.
@@ -68,17 +79,17 @@ void adamw_update_range(adamw *o, float *params, const float *grads, size_t lo, 
     const float neg_step = (float)(-((double)lr / bc1)); // -lr / (1 - b1^t)
     const float eps = o->eps;
     float *m = o->m, *v = o->v;
-    const long l0 = (long)lo, l1 = (long)hi;
+    const long l0 = (long)lo, l1 = (long)hi, b = (long)o->base, gb = (long)g0;
 #pragma omp parallel for schedule(static)
     for (long i = l0; i < l1; i++) {
-        float p = params[i], g = grads[i - l0];
+        float p = params[i], g = grads[i - gb];
         if (!decay_mask || decay_mask[i]) p = p * decay;  // decoupled weight decay
-        float mi = m[i] * b1 + one_m_b1 * g;              // m = b1*m + (1-b1)*g
-        float vi = v[i] * b2 + one_m_b2 * g * g;          // v = b2*v + (1-b2)*g^2
+        float mi = m[i - b] * b1 + one_m_b1 * g;          // m = b1*m + (1-b1)*g
+        float vi = v[i - b] * b2 + one_m_b2 * g * g;      // v = b2*v + (1-b2)*g^2
         float denom = sqrtf(vi) / bc2_sqrt + eps;         // sqrt(vhat) + eps
         params[i] = p + neg_step * mi / denom;            // p -= lr * mhat / denom
-        m[i] = mi;
-        v[i] = vi;
+        m[i - b] = mi;
+        v[i - b] = vi;
     }
 }
 

@@ -14,13 +14,16 @@ typedef struct {
     float eps;          // added to sqrt(vhat)
     float weight_decay; // decoupled: p -= lr * wd * p, before the Adam step
     int t;              // steps taken so far; the next update is step t+1
-    float *m, *v;       // first and second moments, n floats each (zero at t = 0)
-    size_t n;
+    float *m, *v;       // first and second moments, n floats each (zero at t = 0), of the
+                        // parameters [base, base + n)
+    size_t base, n;
     int owns_state;     // 1 when adamw_init allocated m and v (adamw_free releases them)
 } adamw;
 
 // Allocates zeroed m, v for n parameters. Returns 0, or -1 when out of memory.
 int adamw_init(adamw *o, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay);
+// Moments for the parameters [lo, hi) only (one data-parallel rank's shard; zeroed).
+int adamw_init_range(adamw *o, size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay);
 // Same with caller-owned m, v (n floats each, e.g. loaded from a checkpoint; t set by the caller).
 void adamw_init_with(adamw *o, float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
                      float weight_decay);
@@ -33,9 +36,9 @@ void adamw_free(adamw *o);
 //   denom = sqrt(v)/sqrt(1-b2^t) + eps;  p += (-lr/(1-b1^t)) * m / denom
 void adamw_update(adamw *o, float *params, const float *grads, size_t n, float lr,
                   const unsigned char *decay_mask);
-// The same step (t += 1) over params[lo..hi) only (one rank's shard in data-parallel training):
-// params, decay_mask and the moments are indexed as in adamw_update, grads is that range alone
-// (grads[i - lo] is the gradient of params[i]).
+// The same step (t += 1) over params[lo..hi) only (one rank's shard in data-parallel training),
+// inside the moments' range: params and decay_mask are indexed as in adamw_update, the moments
+// from base (m[i - base]), grads is that range alone (grads[i - lo] is the gradient of params[i]).
 void adamw_update_range(adamw *o, float *params, const float *grads, size_t lo, size_t hi, float lr,
                         const unsigned char *decay_mask);
 

@@ -103,6 +103,11 @@ static void on_grads_ready(void *arg, size_t lo, size_t hi) {
     dist_progress(t->pending, t->next_bucket);
 }
 
+void trainer_shard(size_t P, int rank, int size, size_t *lo, size_t *hi) {
+    *lo = grad_norm_chunk_start(P, (int)((long long)rank * GRAD_NORM_CHUNKS / size));
+    *hi = grad_norm_chunk_start(P, (int)((long long)(rank + 1) * GRAD_NORM_CHUNKS / size));
+}
+
 trainer *trainer_create(model *m, adamw *opt, dist *d, const step_config *c, char *err, size_t n) {
     const int size = dist_size(d);
     if (c->B < 1 || c->T < 1 || c->B > INT_MAX / c->T) {
@@ -132,11 +137,16 @@ trainer *trainer_create(model *m, adamw *opt, dist *d, const step_config *c, cha
     t->bound = malloc(2 * ((size_t)size + 1) * sizeof(size_t));
     if (t->bound) {
         t->cbound = t->bound + size + 1;
-        for (int r = 0; r <= size; r++) {
-            t->cbound[r] = (size_t)((long long)r * GRAD_NORM_CHUNKS / size);
-            t->bound[r] = grad_norm_chunk_start(P, (int)t->cbound[r]);
-        }
+        for (int r = 0; r <= size; r++) t->cbound[r] = (size_t)((long long)r * GRAD_NORM_CHUNKS / size);
+        for (int r = 0; r < size; r++) trainer_shard(P, r, size, &t->bound[r], &t->bound[r + 1]);
         t->lo = t->bound[t->rank], t->hi = t->bound[t->rank + 1];
+        const size_t need_lo = t->rank ? t->lo : 0, need_hi = t->rank ? t->hi : P;
+        if (opt->base > need_lo || opt->base + opt->n < need_hi) {
+            errmsg(err, n, "rank %d: the optimizer's moments cover parameters [%zu, %zu), not [%zu, %zu)", t->rank,
+                   opt->base, opt->base + opt->n, need_lo, need_hi);
+            trainer_free(t);
+            return NULL;
+        }
     }
     const size_t len = t->hi - t->lo, N = (size_t)c->B * c->T;
     t->tok = malloc(2 * N * sizeof(int));
@@ -250,15 +260,17 @@ int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size
 }
 
 void trainer_broadcast_state(trainer *t) {
+    adamw *o = t->opt;
     dist_bcast(t->d, model_params(t->m), t->P * sizeof(float), 0);
-    dist_bcast(t->d, t->opt->m, t->P * sizeof(float), 0);
-    dist_bcast(t->d, t->opt->v, t->P * sizeof(float), 0);
-    dist_bcast(t->d, &t->opt->t, sizeof t->opt->t, 0);
+    dist_bcast(t->d, &o->t, sizeof o->t, 0);
+    dist_scatter_f32(t->d, o->m, o->m + (t->lo - o->base), t->bound, 0);
+    dist_scatter_f32(t->d, o->v, o->v + (t->lo - o->base), t->bound, 0);
 }
 
 void trainer_gather_moments(trainer *t) {
-    dist_gather_f32(t->d, t->opt->m, t->bound, 0);
-    dist_gather_f32(t->d, t->opt->v, t->bound, 0);
+    adamw *o = t->opt;
+    dist_gather_f32(t->d, o->m + (t->lo - o->base), o->m, t->bound, 0);
+    dist_gather_f32(t->d, o->v + (t->lo - o->base), o->v, t->bound, 0);
 }
 
 // 64-bit checksum of the weights' bits: a multiplicative hash per grad_norm chunk (in parallel),

@@ -55,9 +55,14 @@ typedef struct {
 
 typedef struct trainer trainer;
 
-// A step runner over model m (its weights identical on every rank), AdamW opt (moments of all
-// model_num_params, zero or loaded) and the ranks of d (dist_self() for one process). NULL with a
-// message: shapes, n_micro below the number of ranks, memory.
+// The shard of rank of size ranks over P parameters: [lo, hi), whole chunks of grad_norm's grid.
+void trainer_shard(size_t P, int rank, int size, size_t *lo, size_t *hi);
+
+// A step runner over model m (its weights identical on every rank), AdamW opt and the ranks of d
+// (dist_self() for one process). The moments of opt (zero or loaded) cover every parameter on
+// rank 0, which saves them, and at least the rank's shard on the others (adamw_init_range with
+// trainer_shard: ZeRO-1, each rank holds and updates 1/N of them). NULL with a message: shapes,
+// n_micro below the number of ranks, moments that do not cover, memory.
 trainer *trainer_create(model *m, adamw *opt, dist *d, const step_config *c, char *err, size_t n);
 void trainer_free(trainer *t);
 
@@ -65,8 +70,8 @@ void trainer_free(trainer *t);
 // TRAIN_OK, TRAIN_ERROR or TRAIN_NONFINITE (see above). Collective: every rank calls it.
 int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size_t n);
 
-// Rank 0's weights, moments and AdamW step count to every rank (after rank 0 loaded a
-// checkpoint). Collective.
+// Rank 0's weights and AdamW step count to every rank, and each shard of its moments to that
+// shard's rank (after rank 0 loaded a checkpoint). Collective.
 void trainer_broadcast_state(trainer *t);
 // Every shard's moments to rank 0, whose adamw then holds them whole (before it saves a
 // checkpoint). Collective.

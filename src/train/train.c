@@ -252,12 +252,15 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     }
     model_set_backend(m, c->backend);
     const size_t P = model_num_params(m);
+    // ZeRO-1: rank 0 holds every moment (it saves them), the others their shard's
+    size_t lo = 0, hi = P;
+    if (!lead) trainer_shard(P, rank, ranks, &lo, &hi);
     adamw opt;
     trainer *tr = NULL;
     FILE *mf = NULL;
     dataloader dl;
     int dl_open = 0, rc = TRAIN_ERROR;
-    if (adamw_init(&opt, P, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
+    if (adamw_init_range(&opt, lo, hi, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
         model_free(m);
         free(cfg);
         return errmsg(err, n, "out of memory for the optimizer");
