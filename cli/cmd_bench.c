@@ -380,18 +380,6 @@ typedef struct {
     int ok;
 } train_result;
 
-// step_batch_fn: the same random tokens and targets (N each) every micro-batch.
-typedef struct {
-    const int *tok, *tgt;
-    size_t N;
-} fixed_batch_src;
-
-static int fixed_batch(void *arg, int a, int *tok, int *tgt, char *err, size_t n) {
-    const fixed_batch_src *s = arg;
-    if (tok) memcpy(tok, s->tok, s->N * sizeof(int)), memcpy(tgt, s->tgt, s->N * sizeof(int));
-    return 0;
-}
-
 static train_result time_c_train(const model_config *mc, int B, int T, int steps) {
     train_result r = {0};
     char err[256];
@@ -415,8 +403,8 @@ static train_result time_c_train(const model_config *mc, int B, int T, int steps
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         tok[i] = (int)((s >> 33) % (uint64_t)mc->vocab_size);
     }
-    fixed_batch_src src = {tok, tok + (size_t)B * T, (size_t)B * T};
-    const step_config sc = {B, T, 1, 1.0f, 0, fixed_batch, &src};
+    step_same_batch src = {tok, tok + (size_t)B * T, (size_t)B * T};  // random tokens and targets
+    const step_config sc = {B, T, 1, 1.0f, 0, step_same_batch_fn, &src};
     trainer *tr = tok ? trainer_create(m, &opt, dist_self(), &sc, err, sizeof err) : NULL;
     if (!tr) fprintf(stderr, "mtac bench train: %s\n", tok ? err : "out of memory");
     double best = 1e30;

@@ -10,18 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// step_batch_fn: the file's batch every step.
-typedef struct {
-    const int *tok, *tgt;
-    size_t N;
-} file_batch_src;
-
-static int file_batch(void *arg, int a, int *tok, int *tgt, char *err, size_t n) {
-    const file_batch_src *s = arg;
-    if (tok) memcpy(tok, s->tok, s->N * sizeof(int)), memcpy(tgt, s->tgt, s->N * sizeof(int));
-    return 0;
-}
-
 static int die(const char *msg) {
     fprintf(stderr, "model_step: %s\n", msg);
     return 1;
@@ -74,8 +62,8 @@ int main(int argc, char **argv) {
     if (model_forward(m, tok, tgt, B, T, &loss0, err, sizeof err) || model_backward(m, err, sizeof err)) return die(err);
     memcpy(logits, model_logits(m), (size_t)N * V * sizeof(float));
     memcpy(init_grads, model_grads(m), P * sizeof(float));
-    file_batch_src src = {tok, tgt, (size_t)N};
-    const step_config sc = {B, T, 1, (float)clip, 0, file_batch, &src};
+    step_same_batch src = {tok, tgt, (size_t)N};  // the file's batch every step
+    const step_config sc = {B, T, 1, (float)clip, 0, step_same_batch_fn, &src};
     trainer *tr = trainer_create(m, &opt, dist_self(), &sc, err, sizeof err);
     if (!tr) return die(err);
     for (int s = 0; s < steps; s++) {

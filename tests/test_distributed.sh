@@ -19,6 +19,8 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # CI runs as root; more ranks than cores; one thread per rank (the same per-rank thread count is
 # what makes the per-micro-batch gradients identical).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+# Containers often forbid the cross-process copies (CMA) of the shared-memory transport: copy twice.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # Open MPI's own allocations are not ours to report
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$@"; }

@@ -103,6 +103,12 @@ static void on_grads_ready(void *arg, size_t lo, size_t hi) {
     dist_progress(t->pending, t->next_bucket);
 }
 
+int step_same_batch_fn(void *arg, int a, int *tokens, int *targets, char *err, size_t n) {
+    const step_same_batch *s = arg;
+    if (tokens) memcpy(tokens, s->tokens, s->n * sizeof(int)), memcpy(targets, s->targets, s->n * sizeof(int));
+    return 0;
+}
+
 void trainer_shard(size_t P, int rank, int size, size_t *lo, size_t *hi) {
     *lo = grad_norm_chunk_start(P, (int)((long long)rank * GRAD_NORM_CHUNKS / size));
     *hi = grad_norm_chunk_start(P, (int)((long long)(rank + 1) * GRAD_NORM_CHUNKS / size));

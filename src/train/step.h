@@ -38,6 +38,13 @@ enum {
 // with a message.
 typedef int (*step_batch_fn)(void *arg, int a, int *tokens, int *targets, char *err, size_t n);
 
+// A source whose every micro-batch is the same tokens and targets (n each): benchmarks, tests.
+typedef struct {
+    const int *tokens, *targets;
+    size_t n;
+} step_same_batch;
+int step_same_batch_fn(void *arg, int a, int *tokens, int *targets, char *err, size_t n);  // arg: step_same_batch
+
 typedef struct {
     int B, T;             // micro-batch shape
     int n_micro;          // micro-batches per step (grad_accum), at least the number of ranks
