@@ -1,0 +1,329 @@
+// test_longctx.c: the long-context task generators (src/data/longctx.c) against independent
+// checks: the answer recomputed from the row's own text (the needle's sentence; the bAbI world
+// replayed from the facts in the row), the haystack one contiguous window of the given tokens,
+// depths where asked, asked sentences and values once each, determinism, and clear errors.
+#include "data/longctx.h"
+#include "data/tokenizer.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+// A haystack of upper-case words, spaces, full stops and line breaks, so that the inserted text
+// (lower case) is told apart from it; with a few "THE DOOR IS" that must not matter.
+static uint32_t *make_hay(size_t n) {
+    static const char *const words[] = {"AND", "THE", "LORD", "SAID", "UNTO", "MOSES", "DOOR", "IS", "LAMP", "OF", "GOLD"};
+    uint32_t *h = malloc(n * sizeof *h);
+    uint64_t s = 12345;
+    size_t at = 0;
+    while (at < n) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        const char *w = words[(s >> 33) % 11];
+        for (; *w && at < n; w++) h[at++] = (unsigned char)*w;
+        if (at < n) h[at++] = (s >> 40) % 9 == 0 ? '\n' : (s >> 44) % 7 == 0 ? '.' : ' ';
+    }
+    return h;
+}
+
+// The row's bytes from a to b as a string.
+static void text_of(const int *row, int a, int b, char *out) {
+    int k = 0;
+    for (int i = a; i < b; i++) out[k++] = row[i] < 256 ? (char)row[i] : '#';
+    out[k] = 0;
+}
+
+static const char *find_question(const char *s) { return strstr(s, "\nQ: "); }
+
+// Needles: every asked key's sentence "the KEY is VALUE." is in the row, and the answer is the
+// values in the order asked.
+static void check_needle_answer(const int *row, const lc_example *ex) {
+    char *s = malloc((size_t)ex->len + 1), want[512] = "";
+    text_of(row, 0, ex->len - 1, s);
+    const char *q = find_question(s);
+    assert_non_null(q);
+    const char *k = strstr(q, " the ");
+    while (k) {
+        k += 5;
+        char key[64];
+        int m = 0;
+        while (k[m] && k[m] != ',' && k[m] != '?' && strncmp(k + m, " and ", 5)) m++;
+        snprintf(key, sizeof key, "the %.*s is ", m, k);
+        const char *at = strstr(s, key);
+        assert_non_null(at);
+        assert_true(at < q);
+        at += strlen(key);
+        char val[16];
+        int v = 0;
+        while (at[v] != '.') v++;
+        snprintf(val, sizeof val, "%.*s", v, at);
+        if (want[0]) strcat(want, ", ");
+        strcat(want, val);
+        k = strstr(k + m, " the ");
+    }
+    char got[512];
+    text_of(row, ex->answer_at, ex->len - 1, got);
+    assert_string_equal(got, want);
+    assert_int_equal(row[ex->len - 1], TOK_EOS);
+    free(s);
+}
+
+// bAbI: replay the facts found in the row (this test's own reading of the sentences) and answer.
+static const char *const PEOPLE[] = {"Sandra", "Fred", "Bill", "Julie", "Emma", "Oliver", "Greta", "Hugo"};
+static int index_of(const char *const *list, int n, const char *w, int len) {
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(list[i]) == len && !strncmp(list[i], w, (size_t)len)) return i;
+    return -1;
+}
+
+static void check_babi_answer(lc_task task, const int *row, const lc_example *ex) {
+    char *s = malloc((size_t)ex->len + 1);
+    text_of(row, 0, ex->len - 1, s);
+    const char *q = find_question(s);
+    assert_non_null(q);
+    // the world: places and things by name (strings), people by index
+    char at[8][16] = {{0}}, holder_place[8][16] = {{0}};
+    char thing[8][16], thing_at[8][16], hist[8][80][16];
+    int n_things = 0, holder[8], n_hist[8];
+    for (int i = 0; i < 8; i++) holder[i] = -1, n_hist[i] = 0;
+    (void)holder_place;
+    for (int k = 0; k < ex->n_marks; k++) {
+        const char *f = s + ex->mark[k];
+        int nl = 0;
+        while (f[nl] != ' ') nl++;
+        const int who = index_of(PEOPLE, 8, f, nl);
+        assert_true(who >= 0);
+        const char *rest = f + nl + 1;
+        char obj[16];
+        if (sscanf(rest, "went to the %15[a-z].", obj) == 1) {
+            strcpy(at[who], obj);
+            for (int t = 0; t < n_things; t++)
+                if (holder[t] == who) strcpy(thing_at[t], obj), strcpy(hist[t][n_hist[t]++], obj);
+        } else if (sscanf(rest, "took the %15[a-z].", obj) == 1) {
+            int t = 0;
+            while (t < n_things && strcmp(thing[t], obj)) t++;
+            if (t == n_things) strcpy(thing[n_things], obj), thing_at[n_things][0] = 0, n_things++;
+            assert_int_equal(holder[t], -1);
+            assert_true(at[who][0]);
+            holder[t] = who;
+            if (strcmp(thing_at[t], at[who])) strcpy(thing_at[t], at[who]), strcpy(hist[t][n_hist[t]++], at[who]);
+        } else if (sscanf(rest, "dropped the %15[a-z].", obj) == 1) {
+            int t = 0;
+            while (t < n_things && strcmp(thing[t], obj)) t++;
+            assert_true(t < n_things);
+            assert_int_equal(holder[t], who);
+            holder[t] = -1;
+        } else fail_msg("unknown fact: %.40s", f);
+    }
+    char want[32] = "", name[16], place[16];
+    if (task == LC_QA1 && sscanf(q, "\nQ: Where is %15[A-Za-z]?", name) == 1) {
+        strcpy(want, at[index_of(PEOPLE, 8, name, (int)strlen(name))]);
+    } else if (task == LC_QA2 && sscanf(q, "\nQ: Where is the %15[a-z]?", name) == 1) {
+        for (int t = 0; t < n_things; t++)
+            if (!strcmp(thing[t], name)) strcpy(want, thing_at[t]);
+    } else if (task == LC_QA3 && sscanf(q, "\nQ: Where was the %15[a-z] before the %15[a-z]?", name, place) == 2) {
+        for (int t = 0; t < n_things; t++)
+            if (!strcmp(thing[t], name)) {
+                assert_string_equal(hist[t][n_hist[t] - 1], place);
+                for (int k = n_hist[t] - 2; k >= 0 && !want[0]; k--)
+                    if (strcmp(hist[t][k], place)) strcpy(want, hist[t][k]);
+            }
+    } else fail_msg("question not understood: %.60s", q);
+    char got[64];
+    text_of(row, ex->answer_at, ex->len - 1, got);
+    assert_true(want[0]);
+    assert_string_equal(got, want);
+    free(s);
+}
+
+// The row minus its inserts (each from a mark to the end of its first ". ") and the question is one
+// contiguous window of hay.
+static void check_window(const int *row, const lc_example *ex, const uint32_t *hay, size_t hay_n) {
+    int *h = malloc((size_t)ex->len * sizeof *h), nh = 0, k = 0;
+    char *s = malloc((size_t)ex->len + 1);
+    text_of(row, 0, ex->len, s);
+    const int q = (int)(find_question(s) - s);
+    for (int i = 1; i < q; i++) {
+        if (k < ex->n_marks && i == ex->mark[k]) {
+            while (!(row[i] == '.' && row[i + 1] == ' ')) i++;
+            i++;  // the space; the loop's i++ moves past it
+            k++;
+            while (k < ex->n_marks && ex->mark[k] == i + 1) {  // inserts back to back
+                i++;
+                while (!(row[i] == '.' && row[i + 1] == ' ')) i++;
+                i++;
+                k++;
+            }
+            continue;
+        }
+        h[nh++] = row[i];
+    }
+    assert_int_equal(k, ex->n_marks);
+    assert_int_equal(nh, ex->hay_len);
+    int found = 0;
+    for (size_t w = 0; w + (size_t)nh <= hay_n && !found; w++) {
+        int same = 1;
+        for (int i = 0; i < nh && same; i++) same = h[i] == (int)hay[w + i];
+        found = same;
+    }
+    assert_true(found);
+    free(h), free(s);
+}
+
+static void test_needles(void **state) {
+    (void)state;
+    const size_t hay_n = 20000;
+    uint32_t *hay = make_hay(hay_n);
+    int row[2048];
+    char err[256];
+    const double depths[] = {0.0, 0.25, 0.5, 0.9, 1.0, -1};
+    for (int compound = 0; compound <= 1; compound++)
+        for (int needles = 1; needles <= 8; needles += 3)
+            for (int d = 0; d < 6; d++) {
+                lc_config c = {LC_NEEDLE, 1024, needles, needles > 2 ? 2 : 1, compound, depths[d], 0};
+                uint64_t rng = 77 + (uint64_t)d;
+                lc_example ex;
+                assert_int_equal(lc_generate(&c, hay, hay_n, &rng, row, &ex, err, sizeof err), 0);
+                assert_int_equal(ex.len, c.context);
+                assert_int_equal(row[0], TOK_BOS);
+                assert_int_equal(ex.n_marks, needles);
+                check_needle_answer(row, &ex);
+                check_window(row, &ex, hay, hay_n);
+                if (depths[d] >= 0) {  // within the word-boundary snap (32 tokens)
+                    const double want = depths[d] * ex.hay_len;
+                    assert_true(ex.hay_before_asked >= want - 1 && ex.hay_before_asked <= want + 32);
+                }
+                if (compound && needles >= 4) {
+                    // each word of the asked key is in another needle's key too
+                    char *s = malloc(2049);
+                    text_of(row, 0, ex.answer_at, s);
+                    char colour[16], object[16], probe[40];
+                    sscanf(find_question(s), "\nQ: what are the %15s %15[a-z]", colour, object);
+                    snprintf(probe, sizeof probe, "the %s ", colour);
+                    int shared_c = 0, shared_o = 0;
+                    for (const char *p = strstr(s, probe); p; p = strstr(p + 1, probe)) shared_c++;
+                    snprintf(probe, sizeof probe, " %s is ", object);
+                    for (const char *p = strstr(s, probe); p; p = strstr(p + 1, probe)) shared_o++;
+                    assert_true(shared_c >= 2);  // its own needle and another (the question is "the colour object")
+                    assert_true(shared_o >= 2);
+                    free(s);
+                }
+            }
+    free(hay);
+}
+
+static void test_babi(void **state) {
+    (void)state;
+    const size_t hay_n = 20000;
+    uint32_t *hay = make_hay(hay_n);
+    int row[4096];
+    char err[256];
+    for (int task = LC_QA1; task <= LC_QA3; task++)
+        for (int facts = 4; facts <= 24; facts += 10)
+            for (int context = 1536; context <= 4096; context *= 2)
+                for (uint64_t seed = 1; seed <= 4; seed++) {
+                    lc_config c = {(lc_task)task, context, 0, 0, 0, -1, facts};
+                    uint64_t rng = seed;
+                    lc_example ex;
+                    if (lc_generate(&c, hay, hay_n, &rng, row, &ex, err, sizeof err)) fail_msg("%s", err);
+                    assert_int_equal(ex.len, context);
+                    assert_int_equal(ex.n_marks, facts);
+                    for (int k = 1; k < facts; k++) assert_true(ex.mark[k] > ex.mark[k - 1]);
+                    check_babi_answer((lc_task)task, row, &ex);
+                    check_window(row, &ex, hay, hay_n);
+                }
+    free(hay);
+}
+
+static void test_deterministic_and_training_view(void **state) {
+    (void)state;
+    const size_t hay_n = 5000;
+    uint32_t *hay = make_hay(hay_n);
+    int a[512], b[512], tok[511], tgt[511];
+    char err[256];
+    lc_config c = {LC_NEEDLE, 512, 3, 1, 1, 0.5, 0};
+    lc_example ea, eb;
+    uint64_t r1 = 5, r2 = 5, r3 = 6;
+    assert_int_equal(lc_generate(&c, hay, hay_n, &r1, a, &ea, err, sizeof err), 0);
+    assert_int_equal(lc_generate(&c, hay, hay_n, &r2, b, &eb, err, sizeof err), 0);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(r1, r2);
+    assert_int_equal(lc_generate(&c, hay, hay_n, &r3, b, &eb, err, sizeof err), 0);
+    assert_true(memcmp(a, b, sizeof a) != 0);
+    lc_training_view(a, &ea, 1, tok, tgt);
+    for (int t = 0; t + 1 < ea.len; t++) {
+        assert_int_equal(tok[t], a[t]);
+        assert_int_equal(tgt[t], t + 1 < ea.answer_at ? -1 : a[t + 1]);
+    }
+    lc_training_view(a, &ea, 0, tok, tgt);
+    for (int t = 0; t + 1 < ea.len; t++) assert_int_equal(tgt[t], a[t + 1]);
+    free(hay);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    const size_t hay_n = 5000;
+    uint32_t *hay = make_hay(hay_n);
+    int row[8192];
+    char err[256];
+    lc_example ex;
+    uint64_t rng = 1;
+    const lc_config bad[] = {
+        {LC_NEEDLE, 1024, 0, 1, 0, 0.5, 0},   // no needles
+        {LC_NEEDLE, 1024, 3, 4, 0, 0.5, 0},   // more queries than needles
+        {LC_NEEDLE, 1024, 33, 1, 0, 0.5, 0},  // too many needles
+        {LC_NEEDLE, 1024, 3, 1, 0, 1.5, 0},   // depth past the end
+        {LC_NEEDLE, 100, 8, 1, 0, 0.5, 0},    // context too short for 8 needles
+        {LC_QA3, 1024, 0, 0, 0, -1, 2},       // qa3 needs 4 facts
+        {LC_QA1, 1024, 0, 0, 0, -1, 65},      // too many facts
+        {(lc_task)7, 1024, 0, 0, 0, -1, 4},   // no such task
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        assert_int_equal(lc_generate(&bad[i], hay, hay_n, &rng, row, &ex, err, sizeof err), -1);
+        assert_true(strlen(err) > 0);
+    }
+    lc_config big = {LC_NEEDLE, 8000, 2, 1, 0, 0.5, 0};  // haystack shorter than the context
+    assert_int_equal(lc_generate(&big, hay, hay_n, &rng, row, &ex, err, sizeof err), -1);
+    assert_non_null(strstr(err, "haystack"));
+    assert_int_equal(lc_task_from_name("qa2"), LC_QA2);
+    assert_int_equal(lc_task_from_name("qa4"), -1);
+    assert_string_equal(lc_task_name(LC_NEEDLE), "needle");
+    free(hay);
+}
+
+// A haystack that repeats an asked sentence everywhere cannot give a clean window: refused.
+static void test_polluted_haystack(void **state) {
+    (void)state;
+    const char *unit = "the falcon is bobob. the lantern is dadad. ";
+    const size_t m = strlen(unit), hay_n = 4000;
+    uint32_t *hay = malloc(hay_n * sizeof *hay);
+    for (size_t i = 0; i < hay_n; i++) hay[i] = (unsigned char)unit[i % m];
+    int row[1024];
+    char err[256];
+    lc_example ex;
+    // one-word keys: with 32 needles every key of the list is used, falcon among them
+    lc_config c = {LC_NEEDLE, 3000, 32, 32, 0, -1, 0};
+    int *big = malloc((size_t)c.context * sizeof *big);
+    uint64_t rng = 3;
+    assert_int_equal(lc_generate(&c, hay, hay_n, &rng, big, &ex, err, sizeof err), -1);
+    assert_non_null(strstr(err, "copy"));
+    (void)row;
+    free(big);
+    free(hay);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_needles),
+        cmocka_unit_test(test_babi),
+        cmocka_unit_test(test_deterministic_and_training_view),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_polluted_haystack),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
