@@ -11,6 +11,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+// `mtac eval needle|babi` (cmd_eval_longctx.c); argv[0] is the task.
+int cmd_eval_longctx(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_plot(int argc, char **argv);

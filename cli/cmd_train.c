@@ -171,12 +171,14 @@ int cmd_train(int argc, char **argv) {
 }
 
 int cmd_eval(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "needle") || !strcmp(argv[1], "babi"))) return cmd_eval_longctx(argc - 1, argv + 1);
     const char *run = NULL, *data = NULL;
     int batches = 16, B = 0, T = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: mtac eval --run DIR [--data DIR] [--batches N] [--batch-size B] [--seq-len T]\n\n"
+            printf("usage: mtac eval --run DIR [--data DIR] [--batches N] [--batch-size B] [--seq-len T]\n"
+                   "       mtac eval needle|babi --run DIR ...   (long-context retrieval: see their --help)\n\n"
                    "Validation loss and perplexity of a run's weights (DIR/model.safetensors) on DATA/val.bin\n"
                    "(default: the run's own data directory and batch shape).\n");
             return 0;
