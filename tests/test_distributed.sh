@@ -62,6 +62,12 @@ for np in 2 3 4; do
 done
 [ "$(wc -l < "$tmp/n2/metrics.jsonl")" = 24 ] && ok || bad "metrics.jsonl of 2 ranks: one line per step"
 
+# Long-context task examples mixed into the data (docs/longctx.md) are a function of the step, the
+# micro-batch and the sequence, not of the rank.
+train --out "$tmp/m1" --steps 8 --seq_len 256 --mix 0.5 > /dev/null || bad "mixture, 1 process"
+mpi 3 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tmp/m3" --steps 8 --seq_len 256 --mix 0.5 > /dev/null || bad "mixture, 3 ranks"
+same_run "$tmp/m1" "$tmp/m3" && ok || bad "mixture: 3 ranks differ from 1 process"
+
 # Continue the 2-rank run to 48 steps on 3 ranks, and a 1-process run to 48 steps: the same.
 train --out "$tmp/long" --steps 48 > /dev/null || bad "48 steps"
 out=$(mpi 3 "$MTAC" train --resume "$tmp/n2" --steps 48 2>&1) && echo "$out" | grep -q "resumed" && ok || bad "resume on 3 ranks: $out"

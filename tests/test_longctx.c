@@ -317,6 +317,51 @@ static void test_polluted_haystack(void **state) {
     free(hay);
 }
 
+// The training mixture: its parse, the shortest sequence that fits, and sequences that are
+// deterministic in their seed, answer-only in their loss, and of the tasks asked.
+static void test_mixture(void **state) {
+    (void)state;
+    lc_mix m;
+    int min_T;
+    char err[256];
+    assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3", "answer", &m, &min_T, err, sizeof err), 0);
+    assert_int_equal(m.n_tasks, 4);
+    assert_int_equal(m.answers_only, 1);
+    int needle_T;
+    assert_int_equal(lc_mix_parse("needle", "all", &m, &needle_T, err, sizeof err), 0);
+    assert_true(needle_T < min_T);
+    assert_int_equal(lc_mix_parse("needle,needle", "all", &m, &min_T, err, sizeof err), -1);
+    assert_int_equal(lc_mix_parse("qa5", "all", &m, &min_T, err, sizeof err), -1);
+    assert_int_equal(lc_mix_parse("qa1", "most", &m, &min_T, err, sizeof err), -1);
+    assert_int_equal(lc_mix_parse("", "all", &m, &min_T, err, sizeof err), -1);
+
+    const size_t hay_n = 20000;
+    uint32_t *hay = make_hay(hay_n);
+    const int T = 300;
+    int tok[300], tgt[300], tok2[300], tgt2[300];
+    assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3", "answer", &m, &min_T, err, sizeof err), 0);
+    assert_int_equal(lc_mix_sequence(&m, hay, hay_n, 99, min_T - 1, tok, tgt, err, sizeof err), -1);  // too short
+    int saw_q = 0;
+    for (uint64_t seed = 0; seed < 40; seed++) {
+        assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok, tgt, err, sizeof err), 0);
+        assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok2, tgt2, err, sizeof err), 0);
+        assert_memory_equal(tok, tok2, sizeof tok);
+        assert_memory_equal(tgt, tgt2, sizeof tgt);
+        assert_int_equal(tok[0], TOK_BOS);
+        assert_int_equal(tgt[T - 1], TOK_EOS);
+        int first = 0;  // targets: -1 up to the answer, then the answer (the next tokens)
+        while (first < T && tgt[first] == -1) first++;
+        assert_true(first > 0 && first < T - 1);
+        for (int t = first; t < T; t++) assert_true(tgt[t] >= 0 && (t + 1 == T || tgt[t] == tok[t + 1]));
+        // the question ends with "A: " right before the answer
+        assert_int_equal(tok[first], ' ');
+        assert_int_equal(tok[first - 1], ':');
+        saw_q |= tok[first - 2] == 'A';
+    }
+    assert_true(saw_q);
+    free(hay);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_needles),
@@ -324,6 +369,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic_and_training_view),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_polluted_haystack),
+        cmocka_unit_test(test_mixture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,10 @@ static int below(uint64_t *rng, int n) { return (int)(splitmix64(rng) % (uint64_
 // dropped the football. ", the question and answer.
 enum { MAX_INSERT = 40, MAX_QA_FIXED = 40, MAX_QA_PER_KEY = 40 };
 
+// The fewest facts that can support a question: a move (qa1); a move, a take and a move (qa2); and
+// one more move for qa3 (the thing must have been in two places before its last).
+static int least_facts(lc_task t) { return t == LC_QA1 ? 1 : t == LC_QA2 ? 3 : 4; }
+
 int lc_config_check(const lc_config *c, char *err, size_t n) {
     if (c->task < LC_NEEDLE || c->task > LC_QA3) return errmsg(err, n, "unknown task %d", (int)c->task);
     int inserts;
@@ -51,7 +55,7 @@ int lc_config_check(const lc_config *c, char *err, size_t n) {
         if (!(c->depth <= 1.0)) return errmsg(err, n, "depth %g: expected a fraction in [0, 1], or < 0 for any", c->depth);
         inserts = c->n_needles;
     } else {
-        const int least = c->task == LC_QA1 ? 1 : c->task == LC_QA2 ? 2 : 4;
+        const int least = least_facts(c->task);
         if (c->n_facts < least || c->n_facts > LC_MAX_FACTS)
             return errmsg(err, n, "%s needs %d to %d facts, not %d", lc_task_name(c->task), least, LC_MAX_FACTS, c->n_facts);
         inserts = c->n_facts;
@@ -140,7 +144,8 @@ static int plan_babi(const lc_config *c, uint64_t *rng, plan *p) {
     int at[N_PEOPLE], holder[N_THINGS], thing_at[N_THINGS], hist[N_THINGS][LC_MAX_FACTS + 1], n_hist[N_THINGS];
     for (int i = 0; i < N_PEOPLE; i++) at[i] = -1;
     for (int i = 0; i < N_THINGS; i++) holder[i] = thing_at[i] = -1, n_hist[i] = 0;
-    const int people = c->task == LC_QA1 ? N_PEOPLE : 4;  // fewer people: more takes and moves each
+    // qa2, qa3: three people and three things, so that even a few facts carry one thing somewhere
+    const int people = c->task == LC_QA1 ? N_PEOPLE : 3, things = c->task == LC_QA1 ? N_THINGS : 3;
     for (int f = 0; f < c->n_facts; f++) {
         const int who = below(rng, people), kind = c->task == LC_QA1 || at[who] < 0 ? 0 : below(rng, 3);
         if (kind == 0) {  // a move; things held move along
@@ -152,7 +157,7 @@ static int plan_babi(const lc_config *c, uint64_t *rng, plan *p) {
             for (int t = 0; t < N_THINGS; t++)
                 if (holder[t] == who) thing_at[t] = to, hist[t][n_hist[t]++] = to;
         } else {
-            int t = below(rng, N_THINGS);
+            int t = below(rng, things);
             if (kind == 1 && holder[t] < 0 && (thing_at[t] < 0 || thing_at[t] == at[who])) {  // take
                 holder[t] = who;
                 if (thing_at[t] != at[who]) thing_at[t] = at[who], hist[t][n_hist[t]++] = at[who];
@@ -239,7 +244,8 @@ int lc_generate(const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t 
     plan p;
     int tries = 0;
     while (c->task == LC_NEEDLE ? (plan_needles(c, rng, &p), 0) : plan_babi(c, rng, &p))
-        if (++tries == 100) return errmsg(err, n, "%s: no question in 100 draws of %d facts", lc_task_name(c->task), c->n_facts);
+        if (++tries == 10000)
+            return errmsg(err, n, "%s: no question in 10000 draws of %d facts", lc_task_name(c->task), c->n_facts);
     int fixed = 2 + (int)strlen(p.question) + (int)strlen(p.answer);
     for (int i = 0; i < p.n; i++) fixed += (int)strlen(p.text[i]);
     const int H = c->context - fixed;
@@ -297,4 +303,58 @@ void lc_training_view(const int *row, const lc_example *ex, int answers_only, in
         tokens[t] = row[t];
         targets[t] = answers_only && t + 1 < ex->answer_at ? -1 : row[t + 1];
     }
+}
+
+// ---- the training mixture ---------------------------------------------------------------------
+
+// The most needles or facts (up to 4 and 8) whose example fits context tokens; 0 if none.
+static int most_that_fit(lc_task t, int context) {
+    const int lo = t == LC_NEEDLE ? 1 : least_facts(t), hi = t == LC_NEEDLE ? 4 : 8;
+    int best = 0;
+    for (int k = lo; k <= hi; k++) {
+        lc_config c = {t, context, k, 1, 0, -1, k};
+        if (!lc_config_check(&c, NULL, 0)) best = k;
+    }
+    return best;
+}
+
+int lc_mix_parse(const char *tasks, const char *loss, lc_mix *m, int *min_seq_len, char *err, size_t n) {
+    memset(m, 0, sizeof *m);
+    if (!strcmp(loss, "answer")) m->answers_only = 1;
+    else if (strcmp(loss, "all")) return errmsg(err, n, "mix_loss: '%s', expected answer or all", loss);
+    char buf[128];
+    if (strlen(tasks) >= sizeof buf) return errmsg(err, n, "mix_tasks: too long");
+    snprintf(buf, sizeof buf, "%s", tasks);
+    int longest = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const int k = lc_task_from_name(t);
+        if (k < 0) return errmsg(err, n, "mix_tasks: unknown task '%s' (needle, qa1, qa2, qa3)", t);
+        for (int j = 0; j < m->n_tasks; j++)
+            if (m->task[j] == (lc_task)k) return errmsg(err, n, "mix_tasks: '%s' twice", t);
+        m->task[m->n_tasks++] = (lc_task)k;
+        int ctx = 64;
+        while (!most_that_fit((lc_task)k, ctx)) ctx++;
+        longest = ctx > longest ? ctx : longest;
+    }
+    if (!m->n_tasks) return errmsg(err, n, "mix_tasks: no task");
+    *min_seq_len = longest - 1;  // an example of T + 1 tokens is a sequence of T
+    return 0;
+}
+
+int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t seed, int T, int *tokens,
+                    int *targets, char *err, size_t n) {
+    uint64_t rng = seed;
+    const lc_task task = m->task[below(&rng, m->n_tasks)];
+    const int most = most_that_fit(task, T + 1);
+    if (!most) return errmsg(err, n, "a sequence of %d tokens is too short for %s examples", T, lc_task_name(task));
+    const int lo = task == LC_NEEDLE ? 1 : least_facts(task);
+    const int k = lo + below(&rng, most - lo + 1);
+    lc_config c = {task, T + 1, k, 1, below(&rng, 2), -1, k};
+    int *row = malloc((size_t)(T + 1) * sizeof *row);
+    if (!row) return errmsg(err, n, "out of memory");
+    lc_example ex;
+    int rc = lc_generate(&c, hay, hay_n, &rng, row, &ex, err, n);
+    if (!rc) lc_training_view(row, &ex, m->answers_only, tokens, targets);
+    free(row);
+    return rc;
 }

@@ -14,6 +14,7 @@
 //                                "Where is the apple?" -> office
 //   qa3  three supporting facts: "Where was the apple before the office?" -> the place the
 //                                apple was in before it was last carried to the office
+// (qa2 and qa3 draw from three people and three things, so that few facts still make a question.)
 #ifndef MTAC_LONGCTX_H
 #define MTAC_LONGCTX_H
 
@@ -34,7 +35,7 @@ typedef struct {
     double depth;   // where the first asked needle starts, as a fraction of the haystack (0 =
                     // its start, 1 = its end); < 0: anywhere
     // bAbI
-    int n_facts;    // facts before the question (qa1 >= 1, qa2 >= 2, qa3 >= 4), <= LC_MAX_FACTS
+    int n_facts;    // facts before the question (qa1 >= 1, qa2 >= 3, qa3 >= 4), <= LC_MAX_FACTS
 } lc_config;
 
 // An example: row[0 .. len) tokens; the answer (with its EOS) is row[answer_at .. len).
@@ -62,6 +63,24 @@ int lc_generate(const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t 
 // The training view: tokens = row[0 .. len-1), targets = row[1 .. len) with every target before
 // the answer set to -1 when answers_only (the loss on the answer and its EOS alone).
 void lc_training_view(const int *row, const lc_example *ex, int answers_only, int *tokens, int *targets);
+
+// The training mixture (mtac train's mix, mix_tasks, mix_loss keys): which tasks, and the loss
+// on answers only or on every token.
+typedef struct {
+    int n_tasks;
+    lc_task task[4];
+    int answers_only;
+} lc_mix;
+
+// "needle,qa1" and "answer"|"all" into *m; the shortest sequence (seq_len) every task fits in
+// into *min_seq_len. 0, or -1 with a message.
+int lc_mix_parse(const char *tasks, const char *loss, lc_mix *m, int *min_seq_len, char *err, size_t n);
+
+// One training sequence of T tokens (tokens, targets) from the mixture: a task drawn from seed, an
+// example of T + 1 tokens from hay with random settings (needles: 1 to 4, one-word or compound
+// keys, any depth, one asked; bAbI: its fewest facts to 8), as lc_training_view. 0, or -1.
+int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t seed, int T, int *tokens,
+                    int *targets, char *err, size_t n);
 
 // "needle", "qa1", "qa2", "qa3" and back; -1 for an unknown name.
 int lc_task_from_name(const char *name);

@@ -92,7 +92,7 @@ typedef struct {
 
 static int cmp_u64(const void *a, const void *b);
 
-static int toy_batch(void *arg, int a, int *tok, int *tgt, char *err, size_t n) {
+static int toy_batch(void *arg, int step, int a, int *tok, int *tgt, char *err, size_t n) {
     toy_source *s = arg;
     const int R = toy_row_len(s->task), T = R - 1;
     for (int b = 0; b < s->B; b++) {

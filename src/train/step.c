@@ -103,7 +103,7 @@ static void on_grads_ready(void *arg, size_t lo, size_t hi) {
     dist_progress(t->pending, t->next_bucket);
 }
 
-int step_same_batch_fn(void *arg, int a, int *tokens, int *targets, char *err, size_t n) {
+int step_same_batch_fn(void *arg, int step, int a, int *tokens, int *targets, char *err, size_t n) {
     const step_same_batch *s = arg;
     if (tokens) memcpy(tokens, s->tokens, s->n * sizeof(int)), memcpy(targets, s->targets, s->n * sizeof(int));
     return 0;
@@ -217,7 +217,7 @@ int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size
     for (int round = 0; round * N < A; round++) {
         const int mine = round * N + t->rank;
         for (int a = round * N; a < A && a < (round + 1) * N; a++)
-            if (t->c.batch(t->c.batch_arg, a, a == mine ? t->tok : NULL, a == mine ? t->tgt : NULL, err, n)) return TRAIN_ERROR;
+            if (t->c.batch(t->c.batch_arg, step, a, a == mine ? t->tok : NULL, a == mine ? t->tgt : NULL, err, n)) return TRAIN_ERROR;
         t->round = round, t->active = mine < A;
         if (mine < A && micro_batch(t, step, mine, err, n)) return TRAIN_ERROR;
         if (N == 1) {

@@ -32,18 +32,18 @@ enum {
                            // the step, the quantity and its value
 };
 
-// Micro-batch a (0 <= a < n_micro) of the current step into tokens and targets (B*T each). Called
+// Micro-batch a (0 <= a < n_micro) of step (0-based) into tokens and targets (B*T each). Called
 // for every a in order, on every rank; tokens and targets are NULL where another rank computes a:
 // the source then only moves past it (so every rank's source stays in the same state). 0, or -1
 // with a message.
-typedef int (*step_batch_fn)(void *arg, int a, int *tokens, int *targets, char *err, size_t n);
+typedef int (*step_batch_fn)(void *arg, int step, int a, int *tokens, int *targets, char *err, size_t n);
 
 // A source whose every micro-batch is the same tokens and targets (n each): benchmarks, tests.
 typedef struct {
     const int *tokens, *targets;
     size_t n;
 } step_same_batch;
-int step_same_batch_fn(void *arg, int a, int *tokens, int *targets, char *err, size_t n);  // arg: step_same_batch
+int step_same_batch_fn(void *arg, int step, int a, int *tokens, int *targets, char *err, size_t n);  // arg: step_same_batch
 
 typedef struct {
     int B, T;             // micro-batch shape

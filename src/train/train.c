@@ -7,10 +7,12 @@
 #include "train/train.h"
 #include "util/errmsg.h"
 #include "data/dataloader.h"
+#include "data/longctx.h"
 #include "data/shard.h"
 #include "io/fsutil.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
+#include "util/rng.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -187,12 +189,33 @@ static int read_train_state(const char *path, const st_file *f, int *step, adamw
 
 // ---- the run ----------------------------------------------------------------------------------
 
-// step_batch_fn over the training shard: every rank draws every micro-batch's windows, reading
-// only its own.
-static int shard_batch(void *arg, int a, int *tokens, int *targets, char *err, size_t n) {
-    dataloader *dl = arg;
-    if (tokens) dataloader_next(dl, tokens, targets);
-    else dataloader_skip(dl);
+// The training data: windows of the training shard, a fraction of them replaced by long-context
+// task examples whose haystack is the same shard (never the validation text).
+typedef struct {
+    dataloader *dl;
+    const train_config *c;
+    lc_mix mix;
+} train_source;
+
+// step_batch_fn: every rank draws every micro-batch's windows, reading only its own. Whether
+// sequence b of micro-batch a of a step is a task example, and which, is a function of (seed,
+// step, a, b) alone, so it needs no state in the checkpoint and does not depend on the ranks.
+static int shard_batch(void *arg, int step, int a, int *tokens, int *targets, char *err, size_t n) {
+    train_source *s = arg;
+    if (!tokens) {
+        dataloader_skip(s->dl);
+        return 0;
+    }
+    dataloader_next(s->dl, tokens, targets);
+    const int B = s->c->batch_size, T = s->c->seq_len;
+    for (int b = 0; b < B && s->c->mix > 0; b++) {
+        uint64_t r = (((uint64_t)s->c->seed * 0x9E3779B97F4A7C15ULL ^ (uint64_t)step) * 1000003u + (uint64_t)a) * 8191u + (uint64_t)b;
+        splitmix64(&r);
+        if ((double)(splitmix64(&r) >> 11) * 0x1p-53 >= s->c->mix) continue;
+        if (lc_mix_sequence(&s->mix, s->dl->s.tokens, s->dl->s.n, splitmix64(&r), T, tokens + (size_t)b * T,
+                            targets + (size_t)b * T, err, n))
+            return -1;
+    }
     return 0;
 }
 
@@ -268,7 +291,10 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     // the activations first: they are far larger than anything else a rank holds per token
     if (model_reserve(m, B, T, err, n) || dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n)) goto out;
     dl_open = 1;
-    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &dl};
+    train_source src = {&dl, c, {0}};
+    int min_T;
+    if (lc_mix_parse(c->mix_tasks, c->mix_loss, &src.mix, &min_T, err, n)) goto out;
+    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &src};
     if (!(tr = trainer_create(m, &opt, d, &sc, err, n))) goto out;
     resume_state rs = {0, INFINITY, 0};
     if (resume) {

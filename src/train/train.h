@@ -25,6 +25,9 @@ typedef struct {
     int eval_every, eval_batches, save_every, log_every;
     char data[512];           // directory with train.bin and val.bin (mtac data)
     char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
+    float mix;                // fraction of training sequences that are long-context task examples
+    char mix_tasks[64];       // their tasks (docs/longctx.md): needle, qa1, qa2, qa3
+    char mix_loss[16];        // answer (the loss on their answers only) or all
     mta_backend backend;      // attention backend (the caller's choice, not a key of config.json)
 } train_config;
 

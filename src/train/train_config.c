@@ -4,6 +4,8 @@
 #include "io/fsutil.h"
 #include "util/errmsg.h"
 #include "train/optim.h"
+#include "data/longctx.h"
+#include "data/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -52,6 +54,9 @@ static const key_def KEYS[] = {
     {"log_every", K_INT, F(log_every), 1, 1e9, 0, "progress line every N steps"},
     {"data", K_STR, F(data), 0, 0, 0, "directory with train.bin and val.bin (from mtac data)"},
     {"out", K_STR, F(out), 0, 0, 0, "run directory (checkpoint.safetensors, model.safetensors, metrics.jsonl)"},
+    {"mix", K_FLOAT, F(mix), 0, 1, 0, "fraction of training sequences replaced by long-context task examples (docs/longctx.md)"},
+    {"mix_tasks", K_STR, F(mix_tasks), 0, 0, 0, "tasks of those examples: needle, qa1, qa2, qa3 (comma-separated)"},
+    {"mix_loss", K_STR, F(mix_loss), 0, 0, 0, "their loss: answer (on the answer only) or all (every token)"},
 };
 #undef F
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
@@ -67,6 +72,8 @@ void train_config_default(train_config *c) {
     c->seed = 42, c->eval_every = 50, c->eval_batches = 8, c->save_every = 50, c->log_every = 10;
     snprintf(c->data, sizeof c->data, "data/kjv");
     snprintf(c->out, sizeof c->out, "runs/default");
+    snprintf(c->mix_tasks, sizeof c->mix_tasks, "needle,qa1,qa2,qa3");
+    snprintf(c->mix_loss, sizeof c->mix_loss, "answer");
 }
 
 static const key_def *find_key(const char *key) {
@@ -167,6 +174,15 @@ int train_config_finish(train_config *c, char *err, size_t n) {
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
         return errmsg(err, n, "%s", inner);
+    lc_mix mix;
+    int min_T;
+    if (lc_mix_parse(c->mix_tasks, c->mix_loss, &mix, &min_T, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
+    if (c->mix > 0 && c->seq_len < min_T)
+        return errmsg(err, n, "mix: seq_len %d is too short for the examples of %s (at least %d)", c->seq_len, c->mix_tasks,
+                      min_T);
+    if (c->mix > 0 && c->model.vocab_size < TOK_VOCAB)
+        return errmsg(err, n, "mix: the task examples are byte tokens; the model's vocabulary (%d) is smaller than %d",
+                      c->model.vocab_size, TOK_VOCAB);
     return 0;
 }
 
