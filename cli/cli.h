@@ -18,6 +18,7 @@ int cmd_data(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_toy(int argc, char **argv);
 int cmd_attnmap(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 // Parses a positive integer flag value; prints an error naming the flag and returns 0 if bad.
 int cli_parse_pos_int(const char *flag, const char *s, int *out);

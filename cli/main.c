@@ -27,7 +27,8 @@ static void usage(FILE *f) {
             "  sample  generate text from a trained run\n"
             "  plot    loss curves of runs as a PNG\n"
             "  toy     the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)\n"
-            "  attnmap draw where the toy models attend, baseline beside MTA (PNG)\n");
+            "  attnmap draw where the toy models attend, baseline beside MTA (PNG)\n"
+            "  convert --add-mta: a trained baseline as an MTA model with identity kernels (same outputs)\n");
 }
 
 int cli_parse_pos_int(const char *flag, const char *s, int *out) {
@@ -103,6 +104,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
     if (!strcmp(cmd, "toy")) return cmd_toy(argc - 1, argv + 1);
     if (!strcmp(cmd, "attnmap")) return cmd_attnmap(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

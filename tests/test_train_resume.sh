@@ -182,6 +182,24 @@ out=$("$MTAC" train --lr abc 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "lr" && ok || bad "bad value: rc $rc, $out"
 out=$("$MTAC" train --preset nope 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "unknown preset" && ok || bad "bad preset: rc $rc, $out"
+# mtac convert --add-mta: a baseline run as an MTA model with identity kernels has the baseline's
+# validation loss exactly; training continues from it (init), and eval needle/babi score a run.
+sed -e 's/"attn_dropout": 0.1,/"attn_dropout": 0.1}}/' -e '/"mta":/,$d' "$tmp/cfg.json" > "$tmp/base.json"
+train --config "$tmp/base.json" --out "$tmp/base" --steps 20 > /dev/null || bad "baseline run"
+out=$("$MTAC" convert --add-mta --run "$tmp/base" --out "$tmp/retro" 2>&1) && echo "$out" | grep -q "converted" && ok || bad "convert: $out"
+e1=$("$MTAC" eval --run "$tmp/base" --batches 4 2>&1 | cut -d'(' -f1)
+e2=$("$MTAC" eval --run "$tmp/retro" --batches 4 2>&1 | cut -d'(' -f1)
+[ -n "$e1" ] && [ "$e1" = "$e2" ] && ok || bad "converted model: '$e2', baseline '$e1'"
+grep -q '"qk_layers"' "$tmp/retro/config.json" && ok || bad "converted config has no MTA"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --config "$tmp/retro/config.json" --out "$tmp/retro-run" --steps 6 2>&1) && ok || bad "training from a converted model: $out"
+out=$("$MTAC" convert --add-mta --run "$tmp/retro" --out "$tmp/x" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "already an MTA model" && ok || bad "convert of an MTA run: rc $rc, $out"
+out=$("$MTAC" eval needle --run "$tmp/retro" --contexts 256 --depths 0,1 --needles 2 --examples 2 --json "$tmp/n.json" --png "$tmp/n.png" 2>&1) &&
+    grep -q '"accuracy"' "$tmp/n.json" && [ "$(head -c 4 "$tmp/n.png" | tail -c 3)" = "PNG" ] && ok || bad "eval needle: $out"
+out=$("$MTAC" eval babi --run "$tmp/retro" --contexts 512 --examples 2 2>&1) && echo "$out" | grep -q "qa3" && ok || bad "eval babi: $out"
+out=$("$MTAC" eval needle --run "$tmp/retro" --contexts 100 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "too short" && ok || bad "eval needle, short context: rc $rc, $out"
+
 head -c 100 "$tmp/data/train.bin" > "$tmp/data/val.bin"
 out=$(train --out "$tmp/z" --steps 10 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "val.bin" && ok || bad "truncated shard: rc $rc, $out"

@@ -604,6 +604,24 @@ int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
     return st_write(path, ts, m->n_tensors, NULL, 0, msg, n);
 }
 
+int model_copy_matching(model *dst, const model *src) {
+    int copied = 0;
+    for (int i = 0; i < dst->n_tensors; i++) {
+        const model_tensor *d = &dst->tensors[i];
+        for (int j = 0; j < src->n_tensors; j++) {
+            const model_tensor *s = &src->tensors[j];
+            int same = !strcmp(d->name, s->name) && d->ndim == s->ndim;
+            for (int k = 0; same && k < d->ndim; k++) same = d->shape[k] == s->shape[k];
+            if (same) {
+                memcpy(dst->params + d->offset, src->params + s->offset, d->numel * sizeof(float));
+                copied++;
+                break;
+            }
+        }
+    }
+    return copied;
+}
+
 const model_tensor *model_find_nonfinite(const model *m, const float *base, size_t *at, float *value) {
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *t = &m->tensors[i];

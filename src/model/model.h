@@ -37,6 +37,11 @@ char *model_config_to_json(const model_config *c);
 int model_preset(const char *name, model_config *c);
 const char *model_preset_names(void);
 
+// The paper's 830M MTA pattern on c (the presets use it): Q-K convolutions c_q = 6, c_k = 11
+// before and after the softmax in layers 2, 6, 10, ...; head mixing and head convolution over all
+// heads in every layer; group norm and gate in every layer when norm_gate.
+void model_config_mta_pattern(model_config *c, int norm_gate);
+
 // The MTA operator config of layer l at batch B and length T.
 mta_config model_layer_mta_config(const model_config *c, int l, int B, int T);
 
@@ -132,6 +137,10 @@ int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const in
 int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n);
 const float *model_decoder_logits(const model_decoder *dec);  // (B,V), of the last prefill or step
 int model_decoder_len(const model_decoder *dec, int b);       // tokens sequence b holds
+
+// Copies every tensor of src into the tensor of dst with the same name and shape; the count
+// copied. (A baseline's weights into an MTA model of the same sizes: all but the MTA tensors.)
+int model_copy_matching(model *dst, const model *src);
 
 // Weights as safetensors with the names of docs/model.md. Loading refuses a file whose weights
 // hold a NaN or an infinity (naming the tensor): such a model only computes NaN.

@@ -5,13 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-// The 830M pattern: Q-K convolutions c_q=6, c_k=11 before and after the softmax in layers
-// 2, 6, 10, ...; head mixing, head convolution over all heads, group norm and gate everywhere.
-static void mta_830m_pattern(model_config *c) {
+void model_config_mta_pattern(model_config *c, int norm_gate) {
     c->mta = 1;
     for (int l = 2; l < c->n_layers; l += 4) c->qk_layer[l] = 1;
     c->pre_cq = 6, c->pre_ck = 11, c->post_cq = 6, c->post_ck = 11;
-    c->pre_head_mix = 1, c->post_ch = c->n_heads, c->group_norm = 1, c->gate = 1;
+    c->pre_head_mix = 1, c->post_ch = c->n_heads, c->group_norm = norm_gate, c->gate = norm_gate;
 }
 
 static model_config base(int dim, int layers, int heads, int vocab, int hidden) {
@@ -42,16 +40,16 @@ int model_preset(const char *name, model_config *c) {
         }
     } else if (stem == 4 && !strncmp(name, "lm1m", 4)) {
         *c = base(128, 4, 4, BYTE_VOCAB, 384);
-        if (!baseline) mta_830m_pattern(c);
+        if (!baseline) model_config_mta_pattern(c, 1);
     } else if (stem == 5 && !strncmp(name, "lm10m", 5)) {
         *c = base(320, 8, 8, BYTE_VOCAB, 864);
-        if (!baseline) mta_830m_pattern(c);
+        if (!baseline) model_config_mta_pattern(c, 1);
     } else if (stem == 4 && !strncmp(name, "300m", 4)) {
         *c = base(1024, 20, 16, 128256, 0);
-        if (!baseline) mta_830m_pattern(c);
+        if (!baseline) model_config_mta_pattern(c, 1);
     } else if (stem == 4 && !strncmp(name, "830m", 4)) {
         *c = base(1536, 24, 16, 128256, 0);
-        if (!baseline) mta_830m_pattern(c);
+        if (!baseline) model_config_mta_pattern(c, 1);
     } else {
         return -1;
     }

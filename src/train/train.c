@@ -313,6 +313,10 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         emit(h, lead, &(train_event){.kind = TRAIN_EV_RESUMED, .step = rs.start, .steps = c->steps, .ranks = ranks, .path = p.ckpt});
     } else {
         model_init(m, (uint64_t)c->seed);  // the same on every rank
+        if (c->init[0]) {  // rank 0 reads the starting weights, every rank gets them
+            if (lead && model_load_weights(m, c->init, err, n)) goto out;
+            trainer_broadcast_state(tr);
+        }
         if (lead) remove(p.metrics);
     }
     if (lead) {

@@ -25,6 +25,7 @@ typedef struct {
     int eval_every, eval_batches, save_every, log_every;
     char data[512];           // directory with train.bin and val.bin (mtac data)
     char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
+    char init[512];           // weights to start from (safetensors; "" = the seeded initialisation)
     float mix;                // fraction of training sequences that are long-context task examples
     char mix_tasks[64];       // their tasks (docs/longctx.md): needle, qa1, qa2, qa3
     char mix_loss[16];        // answer (the loss on their answers only) or all
