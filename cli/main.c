@@ -23,7 +23,7 @@ static void usage(FILE *f) {
             "  demo    a short tour of the operator: MTA vs plain attention, identity kernels, gradients\n"
             "  data    turn text files (default: the King James Bible) into token shards\n"
             "  train   train an MTA or baseline language model; --resume continues a run\n"
-            "  eval    validation loss and perplexity of a trained run\n"
+            "  eval    validation loss and perplexity of a trained run; eval needle|babi: long-context retrieval\n"
             "  sample  generate text from a trained run\n"
             "  plot    loss curves of runs as a PNG\n"
             "  toy     the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)\n"
