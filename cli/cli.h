@@ -3,6 +3,7 @@
 #define MTAC_CLI_H
 
 #include "mta.h"
+#include "train/train.h"
 
 #include <stddef.h>
 
@@ -31,6 +32,11 @@ int cli_threads(void);
 // The attention backend the commands use unless told otherwise: MTAC_BACKEND (fused or
 // reference) when set, else fused. An unknown name is an error: a message, and -1.
 int cli_default_backend(mta_backend *b);
+
+// Opens a run directory for a command (eval, sample): its configuration into *c and its model on
+// the default backend into *m. 0, or the exit status (1: the run, 2: MTAC_BACKEND) after a message
+// naming cmd. (train_config: train/train.h.)
+int cli_open_run(const char *cmd, const char *run, train_config *c, model **m);
 
 // `mtac bench decode` (cmd_bench_decode.c).
 int bench_decode(int argc, char **argv);

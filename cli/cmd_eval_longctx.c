@@ -124,16 +124,11 @@ int cmd_eval_longctx(int argc, char **argv) {
         fprintf(stderr, "mtac eval %s: --contexts expects up to %d positive integers, like 512,1024\n", argv[0], MAX_CELLS);
         return 2;
     }
-    mta_backend backend;
-    if (cli_default_backend(&backend)) return 2;
     train_config c;
+    model *m;
+    int open_rc = cli_open_run(needle ? "eval needle" : "eval babi", run, &c, &m);
+    if (open_rc) return open_rc;
     char err[1024];
-    model *m = train_open_run(run, &c, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "mtac eval %s: %s\n", argv[0], err);
-        return 1;
-    }
-    model_set_backend(m, backend);
     if (!n_rows) contexts[n_rows++] = c.seq_len;
     char val[1100];
     snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);

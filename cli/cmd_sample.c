@@ -102,16 +102,11 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "mtac sample: --run DIR is required (see --help)\n");
         return 2;
     }
-    mta_backend backend;
-    if (cli_default_backend(&backend)) return 2;
     train_config c;
+    model *m;
+    int open_rc = cli_open_run("sample", run, &c, &m);
+    if (open_rc) return open_rc;
     char err[1024];
-    model *m = train_open_run(run, &c, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "mtac sample: %s\n", err);
-        return 1;
-    }
-    model_set_backend(m, backend);
     if (c.model.vocab_size < 256) {
         fprintf(stderr, "mtac sample: the run's vocabulary (%d) is not byte-level text\n", c.model.vocab_size);
         model_free(m);

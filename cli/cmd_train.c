@@ -202,16 +202,11 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "mtac eval: --run DIR is required (see --help)\n");
         return 2;
     }
-    mta_backend backend;
-    if (cli_default_backend(&backend)) return 2;
     train_config c;
+    model *m;
+    int open_rc = cli_open_run("eval", run, &c, &m);
+    if (open_rc) return open_rc;
     char err[1024];
-    model *m = train_open_run(run, &c, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "mtac eval: %s\n", err);
-        return 1;
-    }
-    model_set_backend(m, backend);
     char val[1100];
     snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);
     double loss;

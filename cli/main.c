@@ -31,6 +31,18 @@ static void usage(FILE *f) {
             "  convert --add-mta: a trained baseline as an MTA model with identity kernels (same outputs)\n");
 }
 
+int cli_open_run(const char *cmd, const char *run, train_config *c, model **m) {
+    mta_backend backend;
+    if (cli_default_backend(&backend)) return 2;
+    char err[1024];
+    if (!(*m = train_open_run(run, c, err, sizeof err))) {
+        fprintf(stderr, "mtac %s: %s\n", cmd, err);
+        return 1;
+    }
+    model_set_backend(*m, backend);
+    return 0;
+}
+
 int cli_parse_pos_int(const char *flag, const char *s, int *out) {
     char *end;
     errno = 0;

@@ -148,32 +148,22 @@ static int plan_babi(const lc_config *c, uint64_t *rng, plan *p) {
     const int people = c->task == LC_QA1 ? N_PEOPLE : 3, things = c->task == LC_QA1 ? N_THINGS : 3;
     for (int f = 0; f < c->n_facts; f++) {
         const int who = below(rng, people), kind = c->task == LC_QA1 || at[who] < 0 ? 0 : below(rng, 3);
-        if (kind == 0) {  // a move; things held move along
+        const int t = kind ? below(rng, things) : -1;
+        if (t >= 0 && kind == 1 && holder[t] < 0 && (thing_at[t] < 0 || thing_at[t] == at[who])) {  // take
+            holder[t] = who;
+            if (thing_at[t] != at[who]) thing_at[t] = at[who], hist[t][n_hist[t]++] = at[who];
+            snprintf(p->text[f], sizeof p->text[f], "%s took the %s. ", PEOPLE[who], THINGS[t]);
+        } else if (t >= 0 && holder[t] == who) {  // drop
+            holder[t] = -1;
+            snprintf(p->text[f], sizeof p->text[f], "%s dropped the %s. ", PEOPLE[who], THINGS[t]);
+        } else {  // a move (also when there is nothing to take or drop); things held move along
             int to;
             do to = below(rng, N_PLACES);
             while (to == at[who]);
             at[who] = to;
             snprintf(p->text[f], sizeof p->text[f], "%s went to the %s. ", PEOPLE[who], PLACES[to]);
-            for (int t = 0; t < N_THINGS; t++)
-                if (holder[t] == who) thing_at[t] = to, hist[t][n_hist[t]++] = to;
-        } else {
-            int t = below(rng, things);
-            if (kind == 1 && holder[t] < 0 && (thing_at[t] < 0 || thing_at[t] == at[who])) {  // take
-                holder[t] = who;
-                if (thing_at[t] != at[who]) thing_at[t] = at[who], hist[t][n_hist[t]++] = at[who];
-                snprintf(p->text[f], sizeof p->text[f], "%s took the %s. ", PEOPLE[who], THINGS[t]);
-            } else if (holder[t] == who) {  // drop
-                holder[t] = -1;
-                snprintf(p->text[f], sizeof p->text[f], "%s dropped the %s. ", PEOPLE[who], THINGS[t]);
-            } else {  // nothing to take or drop: a move instead
-                int to;
-                do to = below(rng, N_PLACES);
-                while (to == at[who]);
-                at[who] = to;
-                snprintf(p->text[f], sizeof p->text[f], "%s went to the %s. ", PEOPLE[who], PLACES[to]);
-                for (int u = 0; u < N_THINGS; u++)
-                    if (holder[u] == who) thing_at[u] = to, hist[u][n_hist[u]++] = to;
-            }
+            for (int u = 0; u < N_THINGS; u++)
+                if (holder[u] == who) thing_at[u] = to, hist[u][n_hist[u]++] = to;
         }
     }
     p->n = c->n_facts, p->asked = -1, p->n_unique = 0;
