@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: mtac convert --add-mta --run BASE --out DIR [--norm-gate]\n\n"
@@ -64,7 +63,7 @@ int cmd_convert(int argc, char **argv) {
         const int copied = model_copy_matching(m, base);
         char path[1100];
         snprintf(path, sizeof path, "%s/model.safetensors", out);
-        if (mkdir(out, 0777) && errno != EEXIST) rc = snprintf(err, sizeof err, "%s: cannot create: %s", out, strerror(errno)) > 0;
+        if (mkdir_p(out)) rc = snprintf(err, sizeof err, "%s: cannot create: %s", out, strerror(errno)) > 0;
         else if (train_config_set(&c, "init", path, err, sizeof err) || train_config_set(&c, "out", out, err, sizeof err) ||
                  model_save_weights(m, path, err, sizeof err))
             rc = 1;
