@@ -138,6 +138,15 @@ int cmd_eval_longctx(int argc, char **argv) {
         model_free(m);
         return 1;
     }
+    // the labels of the columns (depths or tasks) and rows (contexts): progress, table, heat map
+    char col_names[MAX_CELLS][16], row_names[MAX_CELLS][16];
+    const char *cols[MAX_CELLS], *rows[MAX_CELLS];
+    for (int k = 0; k < n_cols; k++) {
+        if (needle) snprintf(col_names[k], sizeof col_names[k], "%.2f", depths[k]);
+        else snprintf(col_names[k], sizeof col_names[k], "%s", lc_task_name((lc_task)tasks[k]));
+        cols[k] = col_names[k];
+    }
+    for (int r = 0; r < n_rows; r++) snprintf(row_names[r], sizeof row_names[r], "%d", contexts[r]), rows[r] = row_names[r];
     double acc[MAX_CELLS * MAX_CELLS];
     cJSON *out = cJSON_CreateObject(), *cells = cJSON_AddArrayToObject(out, "results");
     cJSON_AddStringToObject(out, "task", argv[0]);
@@ -156,8 +165,7 @@ int cmd_eval_longctx(int argc, char **argv) {
             lc_config lc = {needle ? LC_NEEDLE : (lc_task)tasks[k], contexts[r], needles, queries, compound,
                             needle ? depths[k] : -1, facts};
             lc_score s;
-            fprintf(stderr, "context %d, %s %s:\n", contexts[r], needle ? "depth" : "task",
-                    needle ? (snprintf(err, sizeof err, "%.2f", depths[k]), err) : lc_task_name((lc_task)tasks[k]));
+            fprintf(stderr, "context %d, %s %s:\n", contexts[r], needle ? "depth" : "task", cols[k]);
             if (lc_evaluate(m, &lc, hay.tokens, hay.n, (uint64_t)seed * 1000003u + (uint64_t)(r * MAX_CELLS + k), examples,
                             batch, &s, on_progress, &examples, err, sizeof err)) {
                 fprintf(stderr, "\nmtac eval %s: %s\n", argv[0], err);
@@ -175,14 +183,6 @@ int cmd_eval_longctx(int argc, char **argv) {
             cJSON_AddNumberToObject(cell, "accuracy", acc[r * n_cols + k]);
             cJSON_AddItemToArray(cells, cell);
         }
-    char col_names[MAX_CELLS][16], row_names[MAX_CELLS][16];
-    const char *cols[MAX_CELLS], *rows[MAX_CELLS];
-    for (int k = 0; k < n_cols; k++) {
-        if (needle) snprintf(col_names[k], sizeof col_names[k], "%.2f", depths[k]);
-        else snprintf(col_names[k], sizeof col_names[k], "%s", lc_task_name((lc_task)tasks[k]));
-        cols[k] = col_names[k];
-    }
-    for (int r = 0; r < n_rows; r++) snprintf(row_names[r], sizeof row_names[r], "%d", contexts[r]), rows[r] = row_names[r];
     if (!rc) {
         printf("%s accuracy (%d examples per cell, greedy exact match), %s\n", needle ? "needle" : "bAbI", examples, run);
         printf("%8s", "context");

@@ -10,9 +10,6 @@
 
 typedef struct dist dist;
 
-// 1 when this build has MPI.
-int dist_available(void);
-
 // The processes this one was launched with. With MPI and a launcher (mpirun, srun), initialises
 // MPI (the CLI calls this once, before anything else) and returns the world; else a group of one
 // that calls no MPI, or NULL when a launcher started several processes and this build has no MPI

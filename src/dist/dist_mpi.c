@@ -18,8 +18,6 @@ struct dist_exchange {
 
 static dist g_world, g_self;
 
-int dist_available(void) { return 1; }
-
 dist *dist_world(int *argc, char ***argv) {
     if (dist_launched_size() == 1) return dist_self();  // run alone: no MPI (nor its singleton start-up)
     int inited, provided;
@@ -62,15 +60,18 @@ void dist_allreduce_sum(dist *d, double *buf, int count) {
     MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, d->comm);
 }
 
-// counts and displacements of the parts bound[] describes
-static void parts(const dist *d, const size_t *bound, int *count, int *displ) {
-    for (int r = 0; r < d->size; r++) displ[r] = (int)bound[r], count[r] = (int)(bound[r + 1] - bound[r]);
+// The counts (first size ints) and displacements (next size) of the parts bound[] describes,
+// malloc'd; a failed allocation ends every rank (the others are waiting in the collective).
+static int *parts(dist *d, const size_t *bound) {
+    int *cnt = malloc(2 * (size_t)d->size * sizeof(int));
+    if (!cnt) MPI_Abort(d->comm, 1);
+    for (int r = 0; r < d->size; r++) cnt[d->size + r] = (int)bound[r], cnt[r] = (int)(bound[r + 1] - bound[r]);
+    return cnt;
 }
 
 static void allgather(dist *d, void *buf, const size_t *bound, MPI_Datatype t) {
     if (d->size == 1) return;
-    int *cnt = malloc(2 * (size_t)d->size * sizeof(int)), *dsp = cnt + d->size;
-    parts(d, bound, cnt, dsp);
+    int *cnt = parts(d, bound), *dsp = cnt + d->size;
     MPI_Allgatherv(MPI_IN_PLACE, 0, t, buf, cnt, dsp, t, d->comm);
     free(cnt);
 }
@@ -80,8 +81,7 @@ void dist_allgather_f64(dist *d, double *buf, const size_t *bound) { allgather(d
 
 void dist_gather_f32(dist *d, const float *part, float *whole, const size_t *bound, int root) {
     if (d->size == 1) return;
-    int *cnt = malloc(2 * (size_t)d->size * sizeof(int)), *dsp = cnt + d->size;
-    parts(d, bound, cnt, dsp);
+    int *cnt = parts(d, bound), *dsp = cnt + d->size;
     if (d->rank == root) MPI_Gatherv(MPI_IN_PLACE, 0, MPI_FLOAT, whole, cnt, dsp, MPI_FLOAT, root, d->comm);
     else MPI_Gatherv(part, cnt[d->rank], MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root, d->comm);
     free(cnt);
@@ -89,8 +89,7 @@ void dist_gather_f32(dist *d, const float *part, float *whole, const size_t *bou
 
 void dist_scatter_f32(dist *d, const float *whole, float *part, const size_t *bound, int root) {
     if (d->size == 1) return;
-    int *cnt = malloc(2 * (size_t)d->size * sizeof(int)), *dsp = cnt + d->size;
-    parts(d, bound, cnt, dsp);
+    int *cnt = parts(d, bound), *dsp = cnt + d->size;
     if (d->rank == root) MPI_Scatterv(whole, cnt, dsp, MPI_FLOAT, MPI_IN_PLACE, 0, MPI_FLOAT, root, d->comm);
     else MPI_Scatterv(NULL, NULL, NULL, MPI_FLOAT, part, cnt[d->rank], MPI_FLOAT, root, d->comm);
     free(cnt);

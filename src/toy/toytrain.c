@@ -90,8 +90,6 @@ typedef struct {
     const uint64_t *hashes;  // the test rows' hashes, sorted
 } toy_source;
 
-static int cmp_u64(const void *a, const void *b);
-
 static int toy_batch(void *arg, int step, int a, int *tok, int *tgt, char *err, size_t n) {
     toy_source *s = arg;
     const int R = toy_row_len(s->task), T = R - 1;

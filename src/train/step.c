@@ -35,7 +35,6 @@ struct trainer {
     int round, active;       // the round being exchanged; whether this rank has a micro-batch in it
     dist_exchange **pending; // (n_buckets) this round's exchanges
     int *cnt;                // (4*size) send counts and offsets, receive counts and offsets
-    double wait_s;
     char hook_err[160];
 };
 
