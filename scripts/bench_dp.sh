@@ -6,6 +6,7 @@
 # medians over the repeats and the ratios to 1 rank x 1 thread. The runs alternate so that a
 # change in the machine's load falls on all three alike.
 set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 presets=${1:-lm1m,lm10m}
 steps=${2:-12}
