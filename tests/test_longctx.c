@@ -1,9 +1,11 @@
 // test_longctx.c: the long-context task generators (src/data/longctx.c) against independent
 // checks: the answer recomputed from the row's own text (the needle's sentence; the bAbI world
 // replayed from the facts in the row), the haystack one contiguous window of the given tokens,
-// depths where asked, asked sentences and values once each, determinism, and clear errors.
+// depths where asked, asked sentences and values once each, determinism, and clear errors; and
+// the exact-match scoring (src/eval/retrieval.c) against answerers whose answers are known.
 #include "data/longctx.h"
 #include "data/tokenizer.h"
+#include "eval/retrieval.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,15 +41,17 @@ static void text_of(const int *row, int a, int b, char *out) {
 
 static const char *find_question(const char *s) { return strstr(s, "\nQ: "); }
 
-// Needles: every asked key's sentence "the KEY is VALUE." is in the row, and the answer is the
-// values in the order asked.
+// Needles: every asked key's sentence "the KEY is VALUE." is in the row before the question; the
+// prompt ends "A: the KEY1 is " and the answer is VALUE1, then ", the KEY is VALUE" for the
+// other keys in the order asked.
 static void check_needle_answer(const int *row, const lc_example *ex) {
-    char *s = malloc((size_t)ex->len + 1), want[512] = "";
+    char *s = malloc((size_t)ex->len + 1), want[512] = "", first_key[64] = "";
     text_of(row, 0, ex->len - 1, s);
-    const char *q = find_question(s);
+    const char *q = find_question(s), *end = strchr(q, '?');
     assert_non_null(q);
+    assert_non_null(end);
     const char *k = strstr(q, " the ");
-    while (k) {
+    while (k && k < end) {
         k += 5;
         char key[64];
         int m = 0;
@@ -61,13 +65,17 @@ static void check_needle_answer(const int *row, const lc_example *ex) {
         int v = 0;
         while (at[v] != '.') v++;
         snprintf(val, sizeof val, "%.*s", v, at);
-        if (want[0]) strcat(want, ", ");
-        strcat(want, val);
+        if (want[0]) strcat(strcat(strcat(want, ", "), key), val);
+        else strcat(want, val), snprintf(first_key, sizeof first_key, "%s", key);
         k = strstr(k + m, " the ");
     }
-    char got[512];
+    char got[512], prompt_end[80];
     text_of(row, ex->answer_at, ex->len - 1, got);
     assert_string_equal(got, want);
+    snprintf(prompt_end, sizeof prompt_end, "A: %s", first_key);
+    const size_t pl = strlen(prompt_end);
+    text_of(row, ex->answer_at - (int)pl, ex->answer_at, got);
+    assert_string_equal(got, prompt_end);
     assert_int_equal(row[ex->len - 1], TOK_EOS);
     free(s);
 }
@@ -353,12 +361,93 @@ static void test_mixture(void **state) {
         while (first < T && tgt[first] == -1) first++;
         assert_true(first > 0 && first < T - 1);
         for (int t = first; t < T; t++) assert_true(tgt[t] >= 0 && (t + 1 == T || tgt[t] == tok[t + 1]));
-        // the question ends with "A: " right before the answer
+        // the prompt ends with a space right before the answer, after "A: " (bAbI) or in it
+        // (needles: "A: the KEY is ")
         assert_int_equal(tok[first], ' ');
-        assert_int_equal(tok[first - 1], ':');
-        saw_q |= tok[first - 2] == 'A';
+        int a = first;
+        while (a > 1 && !(tok[a] == ' ' && tok[a - 1] == ':' && tok[a - 2] == 'A')) a--;
+        assert_true(first - a <= 24);
+        saw_q |= a > 1;
     }
     assert_true(saw_q);
+    free(hay);
+}
+
+// ---- scoring --------------------------------------------------------------------------------------
+
+// An answerer that reads the expected answer from the row (which holds it after the prompt) and
+// answers example i (counted over all batches) right when i % 4 == 0; with a wrong first token
+// when 1; stopping one token early (EOS in place of the answer's last token) when 2; never
+// stopping (the answer, then 'x' forever) when 3.
+typedef struct {
+    const int *rows;
+    int B, L, started, steps, longest;
+    int pos[64], kind[64], lens[64];
+} oracle;
+
+static int oracle_token(const oracle *o, int b) {
+    const int *row = o->rows + (size_t)b * o->L, p = o->pos[b];
+    const int eos_at = o->L - 1;  // the row ends with the answer's EOS
+    switch (o->kind[b]) {
+    case 0: return p <= eos_at ? row[p] : 'x';
+    case 1: return p == o->lens[b] ? (row[p] == 'q' ? 'z' : 'q') : row[p];
+    case 2: return p == eos_at - 1 ? TOK_EOS : p <= eos_at ? row[p] : 'x';
+    default: return p < eos_at ? row[p] : 'x';
+    }
+}
+
+static int oracle_start(void *arg, const int *rows, int B, int L, const int *lens, int *greedy, char *err, size_t n) {
+    oracle *o = arg;
+    assert_true(B <= 64);
+    o->rows = rows, o->B = B, o->L = L, o->steps = 0;
+    for (int b = 0; b < B; b++) {
+        assert_int_equal(rows[(size_t)b * L + L - 1], TOK_EOS);
+        o->lens[b] = o->pos[b] = lens[b], o->kind[b] = (o->started + b) % 4;
+        const int al = L - lens[b];
+        o->longest = al > o->longest ? al : o->longest;
+        greedy[b] = oracle_token(o, b);
+    }
+    o->started += B;
+    return 0;
+}
+
+static int oracle_step(void *arg, const int *tokens, int *greedy, char *err, size_t n) {
+    oracle *o = arg;
+    assert_true(++o->steps <= o->longest + 1);  // the scorer stops past the longest answer
+    for (int b = 0; b < o->B; b++) {
+        o->pos[b]++;
+        greedy[b] = oracle_token(o, b);
+        // the token fed is the one the answerer gave, or PAD once the example is done
+        assert_true(tokens[b] == TOK_PAD || tokens[b] == o->rows[(size_t)b * o->L + o->pos[b] - 1] ||
+                    tokens[b] == 'x');
+    }
+    return 0;
+}
+
+static void count_done(void *arg, int done) { *(int *)arg = done; }
+
+static void test_scoring(void **state) {
+    (void)state;
+    const size_t hay_n = 20000;
+    uint32_t *hay = make_hay(hay_n);
+    char err[256];
+    const lc_config cs[] = {{LC_NEEDLE, 300, 3, 1, 1, 0.5, 0}, {LC_NEEDLE, 400, 4, 3, 0, -1, 0}, {LC_QA2, 300, 0, 0, 0, -1, 4}};
+    for (int k = 0; k < 3; k++)
+        for (int batch = 1; batch <= 7; batch += 3) {
+            oracle o = {0};
+            const lc_answerer a = {oracle_start, oracle_step, &o};
+            lc_score sc;
+            int done = 0;
+            assert_int_equal(lc_score_answers(&a, &cs[k], hay, hay_n, 5, 13, batch, &sc, count_done, &done, err, sizeof err), 0);
+            assert_int_equal(sc.total, 13);
+            assert_int_equal(sc.correct, 4);  // examples 0, 4, 8, 12
+            assert_int_equal(done, 13);
+            assert_int_equal(o.started, 13);
+        }
+    oracle o = {0};
+    const lc_answerer a = {oracle_start, oracle_step, &o};
+    lc_score sc;
+    assert_int_equal(lc_score_answers(&a, &cs[0], hay, hay_n, 5, 0, 1, &sc, NULL, NULL, err, sizeof err), -1);
     free(hay);
 }
 
@@ -370,6 +459,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_polluted_haystack),
         cmocka_unit_test(test_mixture),
+        cmocka_unit_test(test_scoring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,8 +34,9 @@ const char *lc_task_name(lc_task t) { return t >= LC_NEEDLE && t <= LC_QA3 ? TAS
 static int below(uint64_t *rng, int n) { return (int)(splitmix64(rng) % (uint64_t)n); }
 
 // The longest texts, for lc_config_check: a needle "the purple lamp is kobal. ", a fact "Oliver
-// dropped the football. ", the question and answer.
-enum { MAX_INSERT = 40, MAX_QA_FIXED = 40, MAX_QA_PER_KEY = 40 };
+// dropped the football. ", the question and answer (per key: "the purple lamp, " in the question,
+// ", the purple lamp is kobal" in the answer).
+enum { MAX_INSERT = 40, MAX_QA_FIXED = 40, MAX_QA_PER_KEY = 48 };
 
 // The fewest facts that can support a question: a move (qa1); a move, a take and a move (qa2); and
 // one more move for qa3 (the thing must have been in two places before its last).
@@ -124,17 +125,21 @@ static void plan_needles(const lc_config *c, uint64_t *rng, plan *p) {
         snprintf(p->text[i], sizeof p->text[i], "the %.31s is %.7s. ", keys[i], vals[i]);
     }
     p->n = N, p->asked = 0, p->n_unique = 0;
-    // the asked keys are needles 0 .. n_queries-1 (the needles go in at random places anyway)
+    // the asked keys are needles 0 .. n_queries-1 (the needles go in at random places anyway). The
+    // prompt ends with the first asked needle's own words, "A: the KEY is ", so the answer is a
+    // cloze: the value follows the same words as in the needle (an induction head's pattern);
+    // further asked keys are answered as ", the KEY is VALUE".
     size_t q = (size_t)snprintf(p->question, sizeof p->question, "\nQ: what %s ", c->n_queries > 1 ? "are" : "is");
     size_t a = 0;
     p->answer[0] = 0;
     for (int i = 0; i < c->n_queries; i++) {
         q += (size_t)snprintf(p->question + q, sizeof p->question - q, "%sthe %s", i ? (i + 1 == c->n_queries ? " and " : ", ") : "",
                               keys[i]);
-        a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, "%s%s", i ? ", " : "", vals[i]);
+        if (i) a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, ", the %s is ", keys[i]);
+        a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, "%s", vals[i]);
         snprintf(p->unique[p->n_unique++], sizeof p->unique[0], "the %s is ", keys[i]);
     }
-    snprintf(p->question + q, sizeof p->question - q, "? A: ");
+    snprintf(p->question + q, sizeof p->question - q, "? A: the %s is ", keys[0]);
     for (int i = 0; i < N; i++) snprintf(p->unique[p->n_unique++], sizeof p->unique[0], " %.7s.", vals[i]);
 }
 
@@ -268,20 +273,22 @@ int lc_generate(const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t 
             at = put_text(row, at, p.text[i]);
         }
         for (; h < H; h++) row[at++] = (int)hay[w0 + h];
+        const int question_at = at;
         at = put_text(row, at, p.question);
         ex->answer_at = at;
         at = put_text(row, at, p.answer);
         row[at++] = TOK_EOS;
         ex->len = at;
-        // the asked sentences and the values once each; bAbI facts as often as inserted
+        // before the question: the asked sentences and the values once each; bAbI facts as often as
+        // inserted
         int clean = 1;
-        for (int u = 0; u < p.n_unique && clean; u++) clean = count_in(row, ex->answer_at, p.unique[u]) == 1;
+        for (int u = 0; u < p.n_unique && clean; u++) clean = count_in(row, question_at, p.unique[u]) == 1;
         for (int i = 0; i < p.n && clean && c->task != LC_NEEDLE; i++) {
             int times = 0;
             for (int j = 0; j < p.n; j++) times += !strcmp(p.text[i], p.text[j]);
             char sentence[64];
             snprintf(sentence, sizeof sentence, "%.*s", (int)strlen(p.text[i]) - 1, p.text[i]);  // without the space
-            clean = count_in(row, ex->answer_at, sentence) == times;
+            clean = count_in(row, question_at, sentence) == times;
         }
         if (clean) return 0;
     }

@@ -3,7 +3,9 @@
 //
 // Needles: N sentences "the <key> is <value>." inserted into the haystack at chosen depths,
 // then a question for one or several keys:
-//   <bos> haystack ... the red door is kobal. ... haystack \nQ: what is the red door? A: kobal<eos>
+//   <bos> haystack ... the red door is kobal. ... haystack \nQ: what is the red door? A: the red door is kobal<eos>
+// The prompt ends with the asked needle's words "the red door is ": the answer is the value, a
+// cloze (several keys: "kobal, the blue lamp is tamir").
 // Keys are single words, or (compound) two-word keys whose words other needles share ("red door",
 // "red lamp", "blue door"), so that only the pair identifies the needle. Values are made-up words.
 //

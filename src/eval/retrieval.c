@@ -7,26 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int argmax(const float *z, int V) {
-    int best = 0;
-    for (int j = 1; j < V; j++) best = z[j] > z[best] ? j : best;
-    return best;
-}
-
-int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed, int n_examples,
-                int batch, lc_score *score, void (*progress)(void *arg, int done), void *arg, char *err, size_t n) {
-    const int L = c->context, V = model_cfg(m)->vocab_size;
+int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed,
+                     int n_examples, int batch, lc_score *score, void (*progress)(void *arg, int done),
+                     void *progress_arg, char *err, size_t n) {
+    const int L = c->context;
     if (lc_config_check(c, err, n)) return -1;
     if (n_examples < 1 || batch < 1) return errmsg(err, n, "examples %d and batch %d must be >= 1", n_examples, batch);
-    if (V < TOK_VOCAB) return errmsg(err, n, "the model's vocabulary (%d) is not the byte tokenizer's (%d)", V, TOK_VOCAB);
     if (batch > n_examples) batch = n_examples;
     int *rows = malloc((size_t)batch * L * sizeof(int)), *lens = malloc((size_t)batch * sizeof(int));
     int *next = malloc((size_t)batch * sizeof(int)), *pos = malloc((size_t)batch * sizeof(int));
+    int *greedy = malloc((size_t)batch * sizeof(int));
     unsigned char *ok = malloc((size_t)batch), *done = malloc((size_t)batch);
     lc_example *ex = malloc((size_t)batch * sizeof *ex);
-    model_decoder *dec = NULL;
     int rc = 0;
-    if (!rows || !lens || !next || !pos || !ok || !done || !ex) rc = errmsg(err, n, "out of memory");
+    if (!rows || !lens || !next || !pos || !greedy || !ok || !done || !ex) rc = errmsg(err, n, "out of memory");
     score->correct = score->total = 0;
     for (int e0 = 0; e0 < n_examples && !rc; e0 += batch) {
         const int B = n_examples - e0 < batch ? n_examples - e0 : batch;
@@ -39,26 +33,14 @@ int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n,
             const int al = ex[b].len - ex[b].answer_at;
             longest_answer = al > longest_answer ? al : longest_answer;
         }
-        if (rc) break;
-        // one decoder per batch size (the last batch may be smaller)
-        if (!dec || B != batch) {
-            model_decoder_free(dec);
-            // room for the prompt and the longest answer any example of the batch may run to
-            if (!(dec = model_decoder_create(m, B, 2 * L, err, n))) {
-                rc = -1;
-                break;
-            }
-        }
-        if ((rc = model_decoder_prefill(dec, rows, L, lens, err, n))) break;
+        if (rc || (rc = a->start(a->arg, rows, B, L, lens, greedy, err, n))) break;
         for (int b = 0; b < B; b++) ok[b] = 1, done[b] = 0, pos[b] = ex[b].answer_at;
         for (int s = 0; s <= longest_answer && !rc; s++) {
-            const float *z = model_decoder_logits(dec);
             int all_done = 1;
             for (int b = 0; b < B; b++) {
                 next[b] = TOK_PAD;
                 if (done[b]) continue;
-                const int *row = rows + (size_t)b * L;
-                const int g = argmax(z + (size_t)b * V, V);
+                const int *row = rows + (size_t)b * L, g = greedy[b];
                 // expected: row[pos] while inside the answer (its last token is EOS)
                 if (pos[b] >= ex[b].len || g != row[pos[b]]) ok[b] = 0;
                 pos[b]++;
@@ -66,13 +48,63 @@ int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n,
                 else next[b] = g, all_done = 0;
             }
             if (all_done) break;
-            // finished sequences take a PAD step that nothing reads (the decoder steps all B)
-            rc = model_decoder_step(dec, next, err, n);
+            rc = a->step(a->arg, next, greedy, err, n);
         }
         for (int b = 0; b < B; b++) score->correct += ok[b] && done[b], score->total++;
-        if (progress) progress(arg, e0 + B);
+        if (progress) progress(progress_arg, e0 + B);
     }
-    model_decoder_free(dec);
-    free(rows), free(lens), free(next), free(pos), free(ok), free(done), free(ex);
+    free(rows), free(lens), free(next), free(pos), free(greedy), free(ok), free(done), free(ex);
+    return rc;
+}
+
+// ---- the model as the answerer ------------------------------------------------------------------
+
+typedef struct {
+    model *m;
+    model_decoder *dec;
+    int B;
+} model_answerer;
+
+static void argmax_rows(const model_answerer *s, int *greedy) {
+    const int V = model_cfg(s->m)->vocab_size;
+    const float *z = model_decoder_logits(s->dec);
+    for (int b = 0; b < s->B; b++) {
+        const float *zb = z + (size_t)b * V;
+        int best = 0;
+        for (int j = 1; j < V; j++) best = zb[j] > zb[best] ? j : best;
+        greedy[b] = best;
+    }
+}
+
+static int model_start(void *arg, const int *rows, int B, int L, const int *lens, int *greedy, char *err, size_t n) {
+    model_answerer *s = arg;
+    if (!s->dec || B != s->B) {  // one decoder per batch size (the last batch may be smaller)
+        model_decoder_free(s->dec);
+        // room for the prompt and the longest answer an example may run to
+        if (!(s->dec = model_decoder_create(s->m, B, 2 * L, err, n))) return -1;
+        s->B = B;
+    }
+    if (model_decoder_prefill(s->dec, rows, L, lens, err, n)) return -1;
+    argmax_rows(s, greedy);
+    return 0;
+}
+
+// finished examples take a PAD step that nothing reads (the decoder steps all B)
+static int model_step(void *arg, const int *tokens, int *greedy, char *err, size_t n) {
+    model_answerer *s = arg;
+    if (model_decoder_step(s->dec, tokens, err, n)) return -1;
+    argmax_rows(s, greedy);
+    return 0;
+}
+
+int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed, int n_examples,
+                int batch, lc_score *score, void (*progress)(void *arg, int done), void *arg, char *err, size_t n) {
+    if (model_cfg(m)->vocab_size < TOK_VOCAB)
+        return errmsg(err, n, "the model's vocabulary (%d) is not the byte tokenizer's (%d)", model_cfg(m)->vocab_size,
+                      TOK_VOCAB);
+    model_answerer s = {m, NULL, 0};
+    const lc_answerer a = {model_start, model_step, &s};
+    const int rc = lc_score_answers(&a, c, hay, hay_n, seed, n_examples, batch, score, progress, arg, err, n);
+    model_decoder_free(s.dec);
     return rc;
 }

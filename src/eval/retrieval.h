@@ -13,12 +13,27 @@ typedef struct {
     int correct, total;
 } lc_score;
 
+// What answers the questions, B prompts at a time: start reads the prompts (rows: (B, L) tokens,
+// prompt b is row b's first lens[b] tokens) and step feeds one token per example (a PAD to an
+// example that is done); after each, greedy[b] is example b's next token. 0, or -1 with a message.
+typedef struct {
+    int (*start)(void *arg, const int *rows, int B, int L, const int *lens, int *greedy, char *err, size_t n);
+    int (*step)(void *arg, const int *tokens, int *greedy, char *err, size_t n);
+    void *arg;
+} lc_answerer;
+
 // Draws n_examples examples of c from hay (seed: example i uses the generator state derived from
-// seed and i, so the examples do not depend on batch) and answers each greedily: the prompt up to
-// the answer through the decoder's prefill (batches of up to batch examples), then one token at a
-// time until EOS or one token past the expected answer's length. An answer is correct when its
-// tokens and EOS equal the expected ones exactly. progress (may be NULL) is called after each
-// batch with the examples done. 0, or -1 with a message.
+// seed and i, so the examples do not depend on batch) and has a answer them, in batches of up to
+// batch examples: the prompt up to the answer, then greedy tokens until EOS or one token past
+// the expected answer's length. An answer is correct when its tokens and EOS equal the expected
+// ones exactly. progress (may be NULL) is called after each batch with the examples done. 0, or
+// -1 with a message.
+int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed,
+                     int n_examples, int batch, lc_score *score, void (*progress)(void *arg, int done),
+                     void *progress_arg, char *err, size_t n);
+
+// lc_score_answers with the model's greedy answers (its KV/MTA decoder: the prompts through the
+// prefill, then one step per token).
 int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed, int n_examples,
                 int batch, lc_score *score, void (*progress)(void *arg, int done), void *arg, char *err, size_t n);
 
