@@ -109,7 +109,7 @@ int cmd_eval_longctx(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%s", tasks_s);
         for (char *t = strtok(buf, ","); t && n_cols < MAX_CELLS; t = strtok(NULL, ",")) {
             const int k = lc_task_from_name(t);
-            if (k < LC_QA1) {
+            if (k < LC_QA1 || k > LC_QA3) {
                 fprintf(stderr, "mtac eval babi: unknown task '%s' in --tasks (qa1, qa2, qa3)\n", t);
                 return 2;
             }

@@ -272,6 +272,30 @@ static void test_deterministic_and_training_view(void **state) {
     free(hay);
 }
 
+// The shortest context lc_config_check accepts holds every example of that config: its bound on
+// the inserted text, the question and the answer is a bound.
+static void test_shortest_context(void **state) {
+    (void)state;
+    const size_t hay_n = 5000;
+    uint32_t *hay = make_hay(hay_n);
+    int row[1024];
+    char err[256];
+    for (int task = LC_NEEDLE; task <= LC_QA3; task++)
+        for (int compound = 0; compound <= (task == LC_NEEDLE); compound++)
+            for (int k = 1; k <= 6; k++)
+                for (int q = 1; q <= (task == LC_NEEDLE ? k : 1); q++) {
+                    lc_config c = {(lc_task)task, 64, k, q, compound, -1, k + 3};
+                    while (lc_config_check(&c, NULL, 0)) c.context++;
+                    for (uint64_t seed = 0; seed < 20; seed++) {
+                        uint64_t rng = seed;
+                        lc_example ex;
+                        if (lc_generate(&c, hay, hay_n, &rng, row, &ex, err, sizeof err)) fail_msg("%s", err);
+                        assert_int_equal(ex.len, c.context);
+                    }
+                }
+    free(hay);
+}
+
 static void test_errors(void **state) {
     (void)state;
     const size_t hay_n = 5000;
@@ -456,6 +480,7 @@ int main(void) {
         cmocka_unit_test(test_needles),
         cmocka_unit_test(test_babi),
         cmocka_unit_test(test_deterministic_and_training_view),
+        cmocka_unit_test(test_shortest_context),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_polluted_haystack),
         cmocka_unit_test(test_mixture),

@@ -22,28 +22,44 @@ static const char *const PLACES[] = {"kitchen", "garden", "office", "hallway", "
 static const char *const THINGS[] = {"apple", "football", "milk", "book", "umbrella", "hat"};
 enum { N_NOUNS = 32, N_COLOURS = 8, N_OBJECTS = 8, N_PEOPLE = 8, N_PLACES = 8, N_THINGS = 6 };
 
-static const char *const TASK_NAMES[] = {"needle", "qa1", "qa2", "qa3"};
+static const char *const TASK_NAMES[] = {"needle", "qa1", "qa2", "qa3", "copy"};
 
 int lc_task_from_name(const char *name) {
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < 5; t++)
         if (!strcmp(name, TASK_NAMES[t])) return t;
     return -1;
 }
-const char *lc_task_name(lc_task t) { return t >= LC_NEEDLE && t <= LC_QA3 ? TASK_NAMES[t] : "unknown"; }
+const char *lc_task_name(lc_task t) { return t >= LC_NEEDLE && t <= LC_COPY ? TASK_NAMES[t] : "unknown"; }
 
 static int below(uint64_t *rng, int n) { return (int)(splitmix64(rng) % (uint64_t)n); }
 
-// The longest texts, for lc_config_check: a needle "the purple lamp is kobal. ", a fact "Oliver
-// dropped the football. ", the question and answer (per key: "the purple lamp, " in the question,
-// ", the purple lamp is kobal" in the answer).
-enum { MAX_INSERT = 40, MAX_QA_FIXED = 40, MAX_QA_PER_KEY = 48 };
+// The longest texts, for lc_config_check: a bAbI fact "Oliver dropped the football. ", its question
+// and answer; for needles, from the longest key (K tokens) and a five-letter value:
+//   needle   "the KEY is kobal. "                                   K + 15
+//   question "\nQ: what are " "? A: the KEY is " and the value      26 + K + 5
+//   per key  "the KEY" and ", " or " and " in the question          K + 9
+//            ", the KEY is kobal" in the answer (all but the first)  K + 15
+enum { MAX_INSERT = 40, MAX_QA_FIXED = 40, MAX_QA_PER_KEY = 40 };
+
+static int longest_key(int compound) {
+    size_t k = 0;
+    if (compound) {
+        size_t c = 0, o = 0;
+        for (int i = 0; i < N_COLOURS; i++) c = strlen(COLOURS[i]) > c ? strlen(COLOURS[i]) : c;
+        for (int i = 0; i < N_OBJECTS; i++) o = strlen(OBJECTS[i]) > o ? strlen(OBJECTS[i]) : o;
+        k = c + 1 + o;
+    } else
+        for (int i = 0; i < N_NOUNS; i++) k = strlen(NOUNS[i]) > k ? strlen(NOUNS[i]) : k;
+    return (int)k;
+}
 
 // The fewest facts that can support a question: a move (qa1); a move, a take and a move (qa2); and
 // one more move for qa3 (the thing must have been in two places before its last).
 static int least_facts(lc_task t) { return t == LC_QA1 ? 1 : t == LC_QA2 ? 3 : 4; }
 
 int lc_config_check(const lc_config *c, char *err, size_t n) {
-    if (c->task < LC_NEEDLE || c->task > LC_QA3) return errmsg(err, n, "unknown task %d", (int)c->task);
+    if (c->task < LC_NEEDLE || c->task > LC_COPY) return errmsg(err, n, "unknown task %d", (int)c->task);
+    if (c->task == LC_COPY) return c->context < 64 ? errmsg(err, n, "context %d tokens: copy needs at least 64", c->context) : 0;
     int inserts;
     if (c->task == LC_NEEDLE) {
         if (c->n_needles < 1 || c->n_needles > LC_MAX_NEEDLES)
@@ -61,7 +77,9 @@ int lc_config_check(const lc_config *c, char *err, size_t n) {
             return errmsg(err, n, "%s needs %d to %d facts, not %d", lc_task_name(c->task), least, LC_MAX_FACTS, c->n_facts);
         inserts = c->n_facts;
     }
-    const int need = 2 + inserts * MAX_INSERT + MAX_QA_FIXED + (c->task == LC_NEEDLE ? c->n_queries : 1) * MAX_QA_PER_KEY;
+    const int K = longest_key(c->compound), q = c->n_queries;
+    const int need = c->task == LC_NEEDLE ? 2 + inserts * (K + 15) + 31 + K + q * (K + 9) + (q - 1) * (K + 15)
+                                          : 2 + inserts * MAX_INSERT + MAX_QA_FIXED + MAX_QA_PER_KEY;
     if (c->context < need || c->context < 64)
         return errmsg(err, n, "context %d tokens: too short for the question and its %d %s (at least %d)", c->context,
                       inserts, c->task == LC_NEEDLE ? "needles" : "facts", need > 64 ? need : 64);
@@ -233,9 +251,33 @@ static int snap(const uint32_t *hay, size_t w0, int H, int p) {
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
+// copy: <bos> window \nQ: go on. A: a random span's first CUE tokens, then (the answer) the
+// span's next ones <eos>. The span starts anywhere, so only matching the cue in the window finds
+// it (not a fixed offset).
+static int generate_copy(const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t *rng, int *row, lc_example *ex,
+                         char *err, size_t n) {
+    static const char question[] = "\nQ: go on. A: ";
+    enum { CUE = 12 };
+    const int rest = c->context - 2 - (int)strlen(question) - CUE, M = rest / 3, W = rest - M;
+    if (hay_n < (size_t)W + 1) return errmsg(err, n, "haystack of %zu tokens: shorter than the %d the context needs", hay_n, W);
+    const size_t w0 = (size_t)(splitmix64(rng) % (hay_n - (size_t)W + 1));
+    const int s = below(rng, W - CUE - M + 1);
+    int at = 0;
+    row[at++] = TOK_BOS;
+    for (int h = 0; h < W; h++) row[at++] = (int)hay[w0 + h];
+    at = put_text(row, at, question);
+    for (int h = s; h < s + CUE; h++) row[at++] = (int)hay[w0 + h];
+    ex->answer_at = at;
+    for (int h = s + CUE; h < s + CUE + M; h++) row[at++] = (int)hay[w0 + h];
+    row[at++] = TOK_EOS;
+    ex->len = at, ex->n_marks = 0, ex->asked_at = -1, ex->hay_before_asked = -1, ex->hay_len = W;
+    return 0;
+}
+
 int lc_generate(const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t *rng, int *row, lc_example *ex,
                 char *err, size_t n) {
     if (lc_config_check(c, err, n)) return -1;
+    if (c->task == LC_COPY) return generate_copy(c, hay, hay_n, rng, row, ex, err, n);
     plan p;
     int tries = 0;
     while (c->task == LC_NEEDLE ? (plan_needles(c, rng, &p), 0) : plan_babi(c, rng, &p))
@@ -306,6 +348,7 @@ void lc_training_view(const int *row, const lc_example *ex, int answers_only, in
 
 // The most needles or facts (up to 4 and 8) whose example fits context tokens; 0 if none.
 static int most_that_fit(lc_task t, int context) {
+    if (t == LC_COPY) return context >= 64;
     const int lo = t == LC_NEEDLE ? 1 : least_facts(t), hi = t == LC_NEEDLE ? 4 : 8;
     int best = 0;
     for (int k = lo; k <= hi; k++) {
@@ -325,7 +368,7 @@ int lc_mix_parse(const char *tasks, const char *loss, lc_mix *m, int *min_seq_le
     int longest = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const int k = lc_task_from_name(t);
-        if (k < 0) return errmsg(err, n, "mix_tasks: unknown task '%s' (needle, qa1, qa2, qa3)", t);
+        if (k < 0) return errmsg(err, n, "mix_tasks: unknown task '%s' (needle, qa1, qa2, qa3, copy)", t);
         for (int j = 0; j < m->n_tasks; j++)
             if (m->task[j] == (lc_task)k) return errmsg(err, n, "mix_tasks: '%s' twice", t);
         m->task[m->n_tasks++] = (lc_task)k;
@@ -346,7 +389,9 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
     if (!most) return errmsg(err, n, "a sequence of %d tokens is too short for %s examples", T, lc_task_name(task));
     const int lo = task == LC_NEEDLE ? 1 : least_facts(task);
     const int k = lo + below(&rng, most - lo + 1);
-    lc_config c = {task, T + 1, k, 1, below(&rng, 2), -1, k};
+    // needles: 1 to k asked, as many of those as fit
+    lc_config c = {task, T + 1, k, task == LC_NEEDLE ? 1 + below(&rng, k) : 1, below(&rng, 2), -1, k};
+    while (c.n_queries > 1 && lc_config_check(&c, NULL, 0)) c.n_queries--;
     int *row = malloc((size_t)(T + 1) * sizeof *row);
     if (!row) return errmsg(err, n, "out of memory");
     lc_example ex;

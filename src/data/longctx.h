@@ -25,7 +25,10 @@
 
 enum { LC_MAX_NEEDLES = 32, LC_MAX_FACTS = 64 };
 
-typedef enum { LC_NEEDLE = 0, LC_QA1 = 1, LC_QA2 = 2, LC_QA3 = 3 } lc_task;
+// copy (training only): a haystack window, "\nQ: go on. A: ", the first 12 tokens of a span
+// anywhere in it, and (the answer) the span's next tokens: every answer token is a copy found by
+// matching what precedes it, the pattern needle retrieval is made of (an induction head).
+typedef enum { LC_NEEDLE = 0, LC_QA1 = 1, LC_QA2 = 2, LC_QA3 = 3, LC_COPY = 4 } lc_task;
 
 typedef struct {
     lc_task task;
@@ -70,7 +73,7 @@ void lc_training_view(const int *row, const lc_example *ex, int answers_only, in
 // on answers only or on every token.
 typedef struct {
     int n_tasks;
-    lc_task task[4];
+    lc_task task[5];
     int answers_only;
 } lc_mix;
 
@@ -84,7 +87,7 @@ int lc_mix_parse(const char *tasks, const char *loss, lc_mix *m, int *min_seq_le
 int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t seed, int T, int *tokens,
                     int *targets, char *err, size_t n);
 
-// "needle", "qa1", "qa2", "qa3" and back; -1 for an unknown name.
+// "needle", "qa1", "qa2", "qa3", "copy" and back; -1 for an unknown name.
 int lc_task_from_name(const char *name);
 const char *lc_task_name(lc_task t);
 
