@@ -186,14 +186,18 @@ def child_step(a):
     return dict(step_s=min(times[1:]), steps_s=times, loss0=losses[0], peak_mb=(status_kb('VmHWM') - base) / 1024)
 
 
-def child_mem(a):
+def core_inputs(threads, T, H, d):
+    """Sets the threads; q, k, v, the 830M layer's parameters (all requiring gradients) and dout."""
     import torch
-    torch.set_num_threads(a.threads)
-    T, H, d = a.T_mem, 8, 40
+    torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, H, T, d, generator=gen).requires_grad_() for _ in range(3))
     p = {n: t.requires_grad_() for n, t in core_params(H, d, gen).items()}
-    dout = torch.randn(1, H, T, d, generator=gen)
+    return q, k, v, p, torch.randn(1, H, T, d, generator=gen)
+
+
+def child_mem(a):
+    q, k, v, p, dout = core_inputs(a.threads, a.T_mem, 8, 40)
     core = mtac_core if a.impl == 'mtac' else naive_core
     base = peak_reset()
     t0 = time.perf_counter()
@@ -202,14 +206,8 @@ def child_mem(a):
 
 
 def child_op(a):
-    import torch
     from mtac.torch import mta_attention
-    torch.set_num_threads(a.threads)
-    T, H, d = a.T_op, 8, 64
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, H, T, d, generator=gen).requires_grad_() for _ in range(3))
-    p = {n: t.requires_grad_() for n, t in core_params(H, d, gen).items()}
-    dout = torch.randn(1, H, T, d, generator=gen)
+    q, k, v, p, dout = core_inputs(a.threads, a.T_op, 8, 64)
     times = []
     for _ in range(1 + a.reps):
         for t in [q, k, v] + list(p.values()):

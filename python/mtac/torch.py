@@ -12,7 +12,7 @@ import ctypes
 import torch
 from torch import nn
 
-from mtac._lib import PARAM_NAMES, Config, Context, Error, Grads, Params, backend_of, check_config, lib
+from mtac._lib import PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, lib
 
 __all__ = ['mta_attention', 'MultiTokenAttention', 'Error']
 
