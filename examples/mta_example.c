@@ -1,4 +1,4 @@
-// mta_example.c: a program that uses the installed libmtac (examples/README.md, the README's
+// mta_example.c: a program that uses the installed libmtac (examples/CMakeLists.txt, the README.s
 // "Using mtac from C and PyTorch"). It runs MTA with every step on and identity kernels, which
 // must reproduce plain causal attention (spec section 2), and checks that against a direct
 // computation here; then a backward. Exit status 0 when the operator agrees within 1e-5.
