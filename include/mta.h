@@ -17,8 +17,8 @@
 //
 // Threading: a context holds the activations its forward saved for its backward, so one context
 // serves one call at a time; distinct contexts are independent and may be used concurrently.
-// There is no global state. Inside a call, OpenMP and BLAS use the threads they are given
-// (omp_set_num_threads / OMP_NUM_THREADS).
+// There is no global state. Inside a call, OpenMP and BLAS use cfg.threads threads, or with
+// cfg.threads = 0 the calling thread's OpenMP default (omp_set_num_threads / OMP_NUM_THREADS).
 #ifndef MTA_H
 #define MTA_H
 
@@ -27,6 +27,11 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+// libmtac is built with hidden symbols: what this header declares is its whole exported interface.
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 typedef enum {
@@ -73,6 +78,8 @@ typedef struct {
     float dropout;        // step 7: dropout probability on the attention weights in training, [0, 1)
     mta_backend backend;
     int strip_rows;       // fused backend: query rows per strip; 0 = chosen from a memory budget
+    int threads;          // OpenMP threads of each mta_forward/mta_backward (BLAS included); 0 = the
+                          // calling thread's OpenMP default (omp_get_max_threads())
 } mta_config;
 
 // Parameters of the enabled steps; a pointer must be non-NULL exactly when its step is on.
@@ -180,6 +187,10 @@ void mta_ctx_reset_stats(mta_ctx *ctx);
 
 // lambda_l = 0.8 - 0.6*exp(-0.3*l), the DIFF Transformer depth rule; scale is (1 - lambda_l).
 float mta_depth_scale(int layer_id);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh: install what mtac needs on Debian/Ubuntu (apt-get), then build it into build/.
 #   scripts/setup.sh            install packages (with sudo when not root) and build
-#   MTAC_NO_TORCH=1 scripts/setup.sh   skip PyTorch (the reference tests are then skipped)
+#   MTAC_NO_TORCH=1 scripts/setup.sh   skip PyTorch (the reference and Python tests are then skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +11,8 @@ pkgs+=(libopenmpi-dev openmpi-bin)
 # The fuzz targets (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes, its OpenMP.
 pkgs+=(clang libclang-rt-14-dev libomp-14-dev)
 # The independent PyTorch reference (tests/ref) runs on Debian's torch, offline.
-[ "${MTAC_NO_TORCH:-0}" = 1 ] || pkgs+=(python3 python3-numpy python3-torch)
+# The Python package (python/, pip install into a venv that sees Debian's torch) and its tests.
+[ "${MTAC_NO_TORCH:-0}" = 1 ] || pkgs+=(python3 python3-numpy python3-torch python3-pytest python3-venv python3-pip python3-setuptools python3-wheel)
 
 missing=()
 for p in "${pkgs[@]}"; do

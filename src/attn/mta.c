@@ -2,6 +2,7 @@
 #include "attn/mta_internal.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +105,8 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
     if (!backend_of(c->backend))
         return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused)", (int)c->backend);
+    if (c->threads < 0 || c->threads > 4096)
+        return say(msg, n, MTA_ERR_INVALID, "threads=%d must be in [0, 4096] (0 = the OpenMP default)", c->threads);
     if (c->strip_rows < 0 || c->strip_rows > 4096)
         return say(msg, n, MTA_ERR_INVALID, "strip_rows=%d must be in [0, 4096] (0 = chosen)", c->strip_rows);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
@@ -252,6 +255,17 @@ static mta_status check_params(mta_ctx *ctx, const mta_params *p) {
 
 static const mta_params no_params;
 
+int mta_threads_enter(const mta_config *c) {
+    if (c->threads <= 0) return 0;
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(c->threads);
+    return prev;
+}
+
+void mta_threads_leave(int prev) {
+    if (prev > 0) omp_set_num_threads(prev);
+}
+
 mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float *v,
                        const mta_params *p, float *out) {
     if (!ctx) return MTA_ERR_NULL;
@@ -260,7 +274,9 @@ mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float
     mta_status s = check_params(ctx, p);
     if (s) return s;
     ctx->have_forward = 0;
+    int prev = mta_threads_enter(&ctx->cfg);
     s = ctx->impl->forward(ctx, q, k, v, p, out);
+    mta_threads_leave(prev);
     if (s == MTA_OK) ctx->have_forward = 1;
     return s;
 }
@@ -277,5 +293,8 @@ mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const floa
     if (s) return s;
     static const mta_grads no_grads;
     if (!g) g = &no_grads;
-    return ctx->impl->backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+    int prev = mta_threads_enter(&ctx->cfg);
+    s = ctx->impl->backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+    mta_threads_leave(prev);
+    return s;
 }

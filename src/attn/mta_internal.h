@@ -65,6 +65,11 @@ static inline int mta_dropout_keep(uint64_t seed, size_t idx, uint32_t threshold
 // Sets ctx->err and returns s.
 mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...);
 
+// A call's threads (cfg.threads): sets the calling thread's OpenMP default for the call and
+// returns what to restore (0: nothing was changed); leave restores it.
+int mta_threads_enter(const mta_config *c);
+void mta_threads_leave(int prev);
+
 // Allocation with accounting (ctx->bytes); n floats, zeroed. NULL on failure.
 float *mta_alloc_floats(mta_ctx *ctx, size_t n);
 

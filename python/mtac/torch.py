@@ -1,0 +1,287 @@
+"""Multi-Token Attention for PyTorch on mtac's C operator (include/mta.h).
+
+mta_attention(q, k, v, ...)   the MTA core as an autograd op (mta_forward / mta_backward)
+MultiTokenAttention(...)      the core as an nn.Module, named like the authors' attention
+
+Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the output has that
+shape too (heads not concatenated, no output projection). The op passes the tensors' own memory
+to the library: no copies. Threads: torch.get_num_threads() unless threads= is given.
+"""
+import ctypes
+
+import torch
+from torch import nn
+
+from mtac._lib import PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, lib
+
+__all__ = ['mta_attention', 'MultiTokenAttention', 'Error']
+
+_INT_MAX = 2 ** 31 - 1
+
+
+def _ptr(t):
+    return None if t is None else ctypes.c_void_p(t.data_ptr())
+
+
+def _check_tensor(name, t):
+    if not isinstance(t, torch.Tensor):
+        raise Error('mtac: %s must be a torch.Tensor, not %s' % (name, type(t).__name__))
+    if t.device.type != 'cpu':
+        raise Error('mtac: %s is on device %s; this build of mtac runs on the CPU only (no CUDA backend)'
+                    % (name, t.device))
+    if t.dtype != torch.float32:
+        raise Error('mtac: %s has dtype %s; mtac computes in float32 (convert with .float())' % (name, t.dtype))
+    if not t.is_contiguous():
+        raise Error('mtac: %s is not contiguous (strides %s); pass .contiguous()' % (name, tuple(t.stride())))
+
+
+def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
+    """The mta_config of the call, from the tensors' shapes; raises Error for anything refused."""
+    for name, t in (('q', q), ('k', k), ('v', v)):
+        _check_tensor(name, t)
+    if q.dim() != 4:
+        raise Error('mtac: q must have 4 dimensions (B, H, T, d), got shape %s' % (tuple(q.shape),))
+    if k.shape != q.shape or v.shape != q.shape:
+        raise Error('mtac: q, k and v must have the same shape (B, H, T, d): %s, %s, %s'
+                    % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+    B, H, T, d = q.shape
+    if max(B, H, T, d) > _INT_MAX:
+        raise Error('mtac: shape %s has a size above 2^31-1' % (tuple(q.shape),))
+    for name in PARAM_NAMES:
+        if prm[name] is not None:
+            _check_tensor(name, prm[name])
+    if (prm['gate_w'] is None) != (prm['gate_b'] is None):
+        raise Error('mtac: gate_w and gate_b go together (the gate is sigmoid(O . gate_w + gate_b))')
+    if depth_scale and prm['gn_weight'] is None:
+        raise Error('mtac: depth_scale applies to the group norm output: give gn_weight')
+    cfg = lib.mta_config_default(B, H, T, d)
+
+    def dims(name, n):
+        t = prm[name]
+        if t.dim() != n:
+            raise Error('mtac: %s must have %d dimensions, got shape %s' % (name, n, tuple(t.shape)))
+        return tuple(t.shape)
+
+    if prm['w_pre'] is not None:
+        _, cfg.pre_cq, cfg.pre_ck = dims('w_pre', 3)
+    if prm['w_post'] is not None:
+        _, cfg.post_cq, cfg.post_ck = dims('w_post', 3)
+    if prm['w_post_head'] is not None:
+        cfg.post_ch = dims('w_post_head', 3)[1]
+    cfg.pre_head_mix = int(prm['w_pre_head'] is not None)
+    cfg.group_norm = int(prm['gn_weight'] is not None)
+    cfg.gate = int(prm['gate_w'] is not None)
+    cfg.depth_scale = int(bool(depth_scale))
+    if not isinstance(layer_id, int) or not 0 <= layer_id <= _INT_MAX:
+        raise Error('mtac: layer_id=%r must be an int >= 0' % (layer_id,))
+    cfg.layer_id = layer_id
+    cfg.dropout = float(dropout)
+    cfg.backend = backend_of(backend)
+    threads = torch.get_num_threads() if threads is None else threads
+    if not isinstance(threads, int) or threads < 1:
+        raise Error('mtac: threads=%r must be an int >= 1' % (threads,))
+    cfg.threads = threads
+    check_config(cfg)  # the library's own checks and messages (kernel sizes, c_h | H, dropout, ...)
+    if float(cfg.dropout) != float(dropout):
+        raise Error('mtac: dropout=%r is not a float32 in [0, 1)' % (dropout,))
+    c_h = cfg.post_ch
+    want = {'w_pre': (H, cfg.pre_cq, cfg.pre_ck), 'w_pre_head': (H, H), 'w_post': (H, cfg.post_cq, cfg.post_ck),
+            'w_post_head': (H // c_h if c_h else 0, c_h, c_h), 'gn_weight': (d,), 'gate_w': (d,), 'gate_b': (1,)}
+    for name in PARAM_NAMES:
+        t = prm[name]
+        if t is not None and tuple(t.shape) != want[name]:
+            raise Error('mtac: %s has shape %s; for q of shape %s it must be %s'
+                        % (name, tuple(t.shape), tuple(q.shape), want[name]))
+    return cfg
+
+
+class _MTAFunction(torch.autograd.Function):
+    """forward: mta_forward on a new context, kept for the backward; backward: mta_backward into
+    zeroed gradient buffers (the library adds to them), only for the inputs that need one."""
+
+    @staticmethod
+    def forward(ctx, cfg, q, k, v, *params):
+        mctx = Context(cfg)
+        if cfg.dropout > 0:
+            # The mask is a function of the seed (include/mta.h): draw it from torch's generator
+            # so that torch.manual_seed makes runs repeatable.
+            mctx_seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+            lib.mta_set_dropout(mctx.h, 1, mctx_seed)
+        p = Params(*[_ptr(t) for t in params])
+        out = torch.empty_like(q)
+        mctx.check(lib.mta_forward(mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(out)), 'forward')
+        if any(ctx.needs_input_grad):
+            ctx.mctx = mctx
+            ctx.save_for_backward(q, k, v, *params)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout):
+        q, k, v, *params = ctx.saved_tensors
+        need = ctx.needs_input_grad  # (cfg, q, k, v, params...)
+        dout = dout.contiguous()
+        if dout.dtype != torch.float32:
+            dout = dout.float()
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dparams = [torch.zeros_like(t) if (t is not None and need[4 + i]) else None for i, t in enumerate(params)]
+        p = Params(*[_ptr(t) for t in params])
+        g = Grads(*[_ptr(t) for t in dparams])
+        ctx.mctx.check(lib.mta_backward(ctx.mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(dout),
+                                        _ptr(dq), _ptr(dk), _ptr(dv), ctypes.byref(g)), 'backward')
+        return (None, dq if need[1] else None, dk if need[2] else None, dv if need[3] else None, *dparams)
+
+
+def mta_attention(q, k, v, *, w_pre=None, w_pre_head=None, w_post=None, w_post_head=None, gn_weight=None,
+                  gate_w=None, gate_b=None, layer_id=0, depth_scale=False, dropout=0.0, backend=None,
+                  threads=None):
+    """The MTA attention core (shared/mta-spec.md section 2) of q, k, v (B, H, T, d), float32, CPU,
+    contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
+
+    Each parameter switches its step on; all None is plain causal softmax attention:
+      w_pre        (H, c_q, c_k)      pre-softmax key-query convolution, c_k odd   (step 2)
+      w_pre_head   (H, H)             pre-softmax head mixing S2[h] = sum_h' W[h,h'] S1[h']
+      w_post       (H, c_q', c_k')    post-softmax key-query convolution           (step 5)
+      w_post_head  (H/c_h, c_h, c_h)  post-softmax head convolution P2[g*c_h+o] = sum_n W[g,n,o] P1[g*c_h+n]
+      gn_weight    (d,)               per-head RMS group norm (eps 1e-5); depth_scale multiplies it
+                                      by 1 - (0.8 - 0.6 exp(-0.3 layer_id))
+      gate_w (d,), gate_b (1,)        O * sigmoid(O . gate_w + gate_b)
+    dropout: probability of dropping an attention weight (applied whenever > 0, like
+    F.scaled_dot_product_attention's dropout_p; the mask's seed comes from torch's generator).
+    backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps).
+    threads: OpenMP threads of the call; default torch.get_num_threads().
+    Raises mtac.Error (a ValueError) with the library's message for anything it refuses."""
+    prm = dict(w_pre=w_pre, w_pre_head=w_pre_head, w_post=w_post, w_post_head=w_post_head, gn_weight=gn_weight,
+               gate_w=gate_w, gate_b=gate_b)
+    cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads)
+    return _MTAFunction.apply(cfg, q, k, v, *[prm[n] for n in PARAM_NAMES])
+
+
+class _SubLN(nn.Module):
+    """Holds the group norm's weight under the authors' name (subln.weight)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+
+class MultiTokenAttention(nn.Module):
+    """The MTA attention core as a module: forward(q, k, v) with q, k, v of shape (B, H, T, d)
+    (after the projections and RoPE) returns (B, H, T, d), computed by mta_attention.
+
+    Arguments, parameters and initialisation follow the authors' attention (facebookresearch/RAM,
+    projects/mta, class Attention with MTATransformerArgs), so that its weights load by name.
+    Parameter (shape) <- argument that creates it; the mtac weight it is:
+      mta_kernel          (H, 1, c_q, c_k)    query_kernel_size=c_q, key_kernel_size=c_k
+                                              -> w_pre = mta_kernel.view(H, c_q, c_k)
+      wpsm.weight         (H, H)              pre_sm_linear_head=True -> w_pre_head (out, in)
+      mta_kernel_after_sm (H, 1, c_q', c_k')  after_sm_query_kernel_size, after_sm_key_kernel_size
+                                              -> w_post
+      head_kernel         (H/c_h, c_h, c_h)   head_kernel_size=c_h -> w_post_head [g, in, out]
+      wposm.weight        (H, H)              post_sm_linear_head=True (instead of head_kernel_size)
+                                              -> w_post_head = wposm.weight.T[None] (c_h = H)
+      subln.weight        (d,)                group_norm=True -> gn_weight; layer_norm_rescale=True
+                                              adds the depth scaling of layer layer_id
+      gate.weight (1, d), gate.bias (1,)      add_gating=True (gate_1d) -> gate_w, gate_b
+    Initialisation ("identity", the authors' init_method and shared/mta-spec.md): convolution
+    kernels 1 at [c_q-1, (c_k-1)//2], wpsm, wposm and each head_kernel group the identity,
+    subln.weight 1, gate.weight truncated normal (std init_std, cut at 3 std; init_std defaults to
+    dim ** -0.5 with dim = n_heads * head_dim unless dim= is given, as the authors'), gate.bias 0
+    (the spec's choice; the authors' code leaves nn.Linear's default uniform init there).
+    With identity kernels and no norm or gate the module is plain causal attention.
+    The authors' pad_key is "both" (the only one here); their gate_1d=False (a d x d gate) and
+    triton path are not supported. dropout applies in training mode only (self.training).
+    To load the authors' weights into a module named `core` inside your attention, map
+    "attention.<name>" to "attention.core.<name>"."""
+
+    def __init__(self, n_heads, head_dim, *, query_kernel_size=None, key_kernel_size=None,
+                 after_sm_query_kernel_size=None, after_sm_key_kernel_size=None, pre_sm_linear_head=False,
+                 head_kernel_size=None, post_sm_linear_head=False, group_norm=False, layer_norm_rescale=False,
+                 add_gating=False, gate_1d=True, layer_id=0, dropout=0.0, dim=None, init_std=None,
+                 backend=None, threads=None):
+        super().__init__()
+        if not gate_1d:
+            raise Error('mtac: only the 1-d gate (gate_1d=True, one scalar per head and position) is supported')
+        if head_kernel_size is not None and post_sm_linear_head:
+            raise Error('mtac: head_kernel_size and post_sm_linear_head are alternatives (the authors\' rule)')
+        if layer_norm_rescale and not group_norm:
+            raise Error('mtac: layer_norm_rescale rescales the group norm: set group_norm=True')
+        if (query_kernel_size is None) != (key_kernel_size is None):
+            raise Error('mtac: give both query_kernel_size and key_kernel_size, or neither')
+        if (after_sm_query_kernel_size is None) != (after_sm_key_kernel_size is None):
+            raise Error('mtac: give both after_sm_query_kernel_size and after_sm_key_kernel_size, or neither')
+        H, d = n_heads, head_dim
+        self.n_heads, self.head_dim = H, d
+        self.layer_id, self.layer_norm_rescale, self.dropout = layer_id, layer_norm_rescale, dropout
+        self.backend, self.threads = backend, threads
+        self.dim = dim if dim is not None else H * d
+        self.init_std = init_std
+        # The same checks as a call (kernel sizes, c_h dividing H), at construction.
+        probe = lib.mta_config_default(1, H, 1, d)
+        probe.pre_cq, probe.pre_ck = query_kernel_size or 0, key_kernel_size or 0
+        probe.post_cq, probe.post_ck = after_sm_query_kernel_size or 0, after_sm_key_kernel_size or 0
+        probe.post_ch = head_kernel_size or 0
+        check_config(probe)
+        self.mta_kernel = (nn.Parameter(torch.empty(H, 1, query_kernel_size, key_kernel_size))
+                           if query_kernel_size is not None else None)
+        self.wpsm = nn.Linear(H, H, bias=False) if pre_sm_linear_head else None
+        self.mta_kernel_after_sm = (nn.Parameter(torch.empty(H, 1, after_sm_query_kernel_size,
+                                                             after_sm_key_kernel_size))
+                                    if after_sm_query_kernel_size is not None else None)
+        self.head_kernel = (nn.Parameter(torch.empty(H // head_kernel_size, head_kernel_size, head_kernel_size))
+                            if head_kernel_size is not None else None)
+        self.wposm = nn.Linear(H, H, bias=False) if post_sm_linear_head else None
+        self.subln = _SubLN(d) if group_norm else None
+        self.gate = nn.Linear(d, 1) if add_gating else None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self):
+        """The identity initialisation (see the class docstring)."""
+        for w in (self.mta_kernel, self.mta_kernel_after_sm):
+            if w is not None:
+                w.zero_()
+                w[:, 0, -1, w.shape[-1] // 2] = 1.0
+        for lin in (self.wpsm, self.wposm):
+            if lin is not None:
+                lin.weight.copy_(torch.eye(self.n_heads))
+        if self.head_kernel is not None:
+            g, c_h, _ = self.head_kernel.shape
+            self.head_kernel.copy_(torch.eye(c_h).repeat(g, 1, 1))
+        if self.subln is not None:
+            self.subln.weight.fill_(1.0)
+        if self.gate is not None:
+            std = self.init_std if self.init_std is not None else self.dim ** -0.5
+            nn.init.trunc_normal_(self.gate.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
+            self.gate.bias.zero_()
+
+    def mtac_params(self):
+        """The module's weights as mta_attention's keyword arguments (views, no copies, except
+        wposm's transpose)."""
+        H = self.n_heads
+        p = {}
+        if self.mta_kernel is not None:
+            p['w_pre'] = self.mta_kernel.view(H, *self.mta_kernel.shape[2:])
+        if self.wpsm is not None:
+            p['w_pre_head'] = self.wpsm.weight
+        if self.mta_kernel_after_sm is not None:
+            p['w_post'] = self.mta_kernel_after_sm.view(H, *self.mta_kernel_after_sm.shape[2:])
+        if self.head_kernel is not None:
+            p['w_post_head'] = self.head_kernel
+        elif self.wposm is not None:
+            p['w_post_head'] = self.wposm.weight.t().contiguous().unsqueeze(0)
+        if self.subln is not None:
+            p['gn_weight'] = self.subln.weight
+        if self.gate is not None:
+            p['gate_w'] = self.gate.weight.view(-1)
+            p['gate_b'] = self.gate.bias
+        return p
+
+    def forward(self, q, k, v):
+        return mta_attention(q, k, v, **self.mtac_params(), layer_id=self.layer_id,
+                             depth_scale=self.layer_norm_rescale, dropout=self.dropout if self.training else 0.0,
+                             backend=self.backend, threads=self.threads)
+
+    def extra_repr(self):
+        return 'n_heads=%d, head_dim=%d, layer_id=%d, dropout=%g' % (self.n_heads, self.head_dim, self.layer_id,
+                                                                     self.dropout)

@@ -1,0 +1,47 @@
+"""Builds libmtac (the operator library of the repository this directory is in) with CMake and
+puts it inside the `mtac` package, which reaches it through ctypes (mtac/_lib.py).
+
+    pip install --no-build-isolation ./python
+
+CMake runs on the repository root with -DMTAC_LIBRARY_ONLY=ON (no CLI, so no cJSON, libpng or
+cmocka), in MTAC_CMAKE_BUILD_DIR when set (kept between installs), else in python/build/cmake.
+CMAKE_BUILD_PARALLEL_LEVEL sets the build's jobs as usual. The library is built for this machine's
+CPU (-march=native, like the rest of mtac); pass -DMTAC_NATIVE=OFF through MTAC_CMAKE_ARGS
+(space-separated) for a portable AVX2 build.
+"""
+import os
+import shutil
+import subprocess
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+class BuildPyWithLibmtac(build_py):
+    def run(self):
+        super().run()
+        if not os.path.isfile(os.path.join(ROOT, 'include', 'mta.h')):
+            raise RuntimeError('mtac: %s is not the mtac repository (no include/mta.h): build the package '
+                               'from the repository, pip install ./python' % ROOT)
+        build = os.environ.get('MTAC_CMAKE_BUILD_DIR') or os.path.join(HERE, 'build', 'cmake')
+        args = os.environ.get('MTAC_CMAKE_ARGS', '').split()
+        subprocess.check_call(['cmake', '-S', ROOT, '-B', build, '-DCMAKE_BUILD_TYPE=Release',
+                               '-DMTAC_LIBRARY_ONLY=ON'] + args, stdout=subprocess.DEVNULL)
+        subprocess.check_call(['cmake', '--build', build, '--target', 'mtac_shared'])
+        lib = os.path.realpath(os.path.join(build, 'libmtac.so'))
+        dest = os.path.join(self.build_lib, 'mtac')
+        os.makedirs(dest, exist_ok=True)
+        shutil.copyfile(lib, os.path.join(dest, 'libmtac.so'))
+
+
+class BinaryDistribution(Distribution):
+    """The package holds a compiled library: its wheel is for this platform only."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={'build_py': BuildPyWithLibmtac}, distclass=BinaryDistribution)

@@ -1,0 +1,187 @@
+"""mtac.torch.MultiTokenAttention: the authors' parameter names, shapes and identity
+initialisation, the state-dict round trip, and a small PyTorch model trained with it equal to the
+same model whose attention core is the independent reference (tests/ref/mta_ref.py)."""
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import mtac
+from mtac.torch import MultiTokenAttention
+from mta_ref import mta_forward, plain_attention
+
+FULL = dict(query_kernel_size=6, key_kernel_size=11, after_sm_query_kernel_size=6, after_sm_key_kernel_size=11,
+            pre_sm_linear_head=True, head_kernel_size=4, group_norm=True, add_gating=True)
+
+
+class RefCore(nn.Module):
+    """The same parameters as MultiTokenAttention (the authors' names), computed by mta_ref.mta_forward
+    with its own reading of the authors' layout."""
+
+    def __init__(self, m):
+        super().__init__()
+        for name, p in m.named_parameters(recurse=False):
+            self.register_parameter(name, nn.Parameter(p.detach().clone()))
+        for name in ('wpsm', 'wposm', 'subln', 'gate'):
+            sub = getattr(m, name)
+            setattr(self, name, None if sub is None else copy.deepcopy(sub))
+        self.layer_id, self.rescale = m.layer_id, m.layer_norm_rescale
+
+    def forward(self, q, k, v):
+        g = lambda n: getattr(self, n, None)  # noqa: E731
+        post_head = g('head_kernel')
+        if post_head is None and self.wposm is not None:
+            post_head = self.wposm.weight.t()[None]  # P2[o] = sum_n W[o, n] P1[n]
+        return mta_forward(q, k, v,
+                           w_pre=None if g('mta_kernel') is None else self.mta_kernel[:, 0],
+                           w_pre_head=None if self.wpsm is None else self.wpsm.weight,
+                           w_post=None if g('mta_kernel_after_sm') is None else self.mta_kernel_after_sm[:, 0],
+                           w_post_head=post_head,
+                           gn_weight=None if self.subln is None else self.subln.weight,
+                           gate_w=None if self.gate is None else self.gate.weight[0],
+                           gate_b=None if self.gate is None else self.gate.bias,
+                           layer_id=self.layer_id, depth_scale=self.rescale)
+
+
+def perturb(m, scale=0.2, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+
+
+def qkv(B=2, H=4, T=23, d=8, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, H, T, d, generator=gen) for _ in range(3)]
+
+
+def test_names_shapes_and_identity_init():
+    m = MultiTokenAttention(4, 8, **FULL)
+    shapes = {n: tuple(p.shape) for n, p in m.named_parameters()}
+    assert shapes == {'mta_kernel': (4, 1, 6, 11), 'mta_kernel_after_sm': (4, 1, 6, 11), 'head_kernel': (1, 4, 4),
+                      'wpsm.weight': (4, 4), 'subln.weight': (8,), 'gate.weight': (1, 8), 'gate.bias': (1,)}
+    assert m.mta_kernel.sum() == 4 and (m.mta_kernel[:, 0, 5, 5] == 1).all()
+    assert torch.equal(m.wpsm.weight, torch.eye(4)) and torch.equal(m.head_kernel[0], torch.eye(4))
+    assert (m.subln.weight == 1).all() and m.gate.bias.item() == 0
+    std = 32 ** -0.5
+    assert 0 < m.gate.weight.abs().max() <= 3 * std
+    # Identity kernels without norm and gate: plain causal attention.
+    core = MultiTokenAttention(4, 8, query_kernel_size=6, key_kernel_size=11, after_sm_query_kernel_size=2,
+                               after_sm_key_kernel_size=3, pre_sm_linear_head=True, post_sm_linear_head=True)
+    q, k, v = qkv()
+    assert (core(q, k, v) - plain_attention(q, k, v)).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize('args', [FULL, dict(FULL, head_kernel_size=None, post_sm_linear_head=True, layer_id=5,
+                                             layer_norm_rescale=True),
+                                  dict(query_kernel_size=2, key_kernel_size=9)])
+def test_module_against_reference(args):
+    m = MultiTokenAttention(4, 8, **args)
+    perturb(m)
+    ref = RefCore(m)
+    q, k, v = qkv()
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = m(q, k, v)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    got = [q.grad.clone(), k.grad.clone(), v.grad.clone()] + [p.grad for p in m.parameters()]
+    for t in (q, k, v):
+        t.grad = None
+    exp_out = ref(q, k, v)
+    exp_out.backward(dout)
+    exp = [q.grad, k.grad, v.grad] + [p.grad for p in ref.parameters()]
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    assert (out - exp_out).abs().max() <= 1e-4 * exp_out.abs().max()
+    for a, b in zip(got, exp):
+        assert (a - b).abs().max() <= 2e-4 * max(b.abs().max(), 1e-3)
+
+
+def test_state_dict_round_trip():
+    a = MultiTokenAttention(4, 8, **FULL)
+    perturb(a)
+    sd = a.state_dict()
+    assert sorted(sd) == sorted(['mta_kernel', 'mta_kernel_after_sm', 'head_kernel', 'wpsm.weight', 'subln.weight',
+                                 'gate.weight', 'gate.bias'])
+    b = MultiTokenAttention(4, 8, **FULL)
+    assert not torch.equal(a(*qkv()), b(*qkv()))
+    b.load_state_dict(sd)
+    assert torch.equal(a(*qkv()), b(*qkv()))
+    with pytest.raises(RuntimeError):
+        MultiTokenAttention(4, 8, query_kernel_size=6, key_kernel_size=11).load_state_dict(sd)
+
+
+def test_module_errors():
+    with pytest.raises(mtac.Error, match='must be odd'):
+        MultiTokenAttention(4, 8, query_kernel_size=2, key_kernel_size=4)
+    with pytest.raises(mtac.Error, match='must divide H'):
+        MultiTokenAttention(4, 8, head_kernel_size=3)
+    with pytest.raises(mtac.Error, match='alternatives'):
+        MultiTokenAttention(4, 8, head_kernel_size=2, post_sm_linear_head=True)
+    with pytest.raises(mtac.Error, match='gate_1d'):
+        MultiTokenAttention(4, 8, add_gating=True, gate_1d=False)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, H, core):
+        super().__init__()
+        self.H, self.hd = H, dim // H
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        self.core = core
+        self.ffn = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        B, T, D = x.shape
+        h = self.norm1(x)
+        q, k, v = (w(h).view(B, T, self.H, self.hd).transpose(1, 2).contiguous() for w in (self.wq, self.wk, self.wv))
+        x = x + self.wo(self.core(q, k, v).transpose(1, 2).reshape(B, T, D))
+        return x + self.ffn(self.norm2(x))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, cores, vocab=17, dim=32, H=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block(dim, H, c) for c in cores)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, tok):
+        x = self.emb(tok)
+        for b in self.blocks:
+            x = b(x)
+        return self.out(x)
+
+
+def test_training_loop_matches_reference_attention():
+    """Two layers (the 830M pattern in layer 0, head mixing, norm and gate only in layer 1), 6 SGD
+    steps: the model on MultiTokenAttention and the same model on the reference core lose the same."""
+    torch.manual_seed(0)
+    cores = [MultiTokenAttention(4, 8, **FULL, layer_id=0),
+             MultiTokenAttention(4, 8, pre_sm_linear_head=True, head_kernel_size=2, group_norm=True,
+                                 layer_norm_rescale=True, add_gating=True, layer_id=1)]
+    for i, c in enumerate(cores):
+        perturb(c, 0.1, seed=i)
+    a = TinyLM(cores)
+    b = TinyLM([RefCore(c) for c in cores])
+    b.load_state_dict(a.state_dict())
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (a, b)]
+    gen = torch.Generator().manual_seed(3)
+    losses = []
+    for step in range(6):
+        tok = torch.randint(0, 17, (2, 33), generator=gen)
+        pair = []
+        for m, opt in zip((a, b), opts):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(m(tok[:, :-1]).flatten(0, 1), tok[:, 1:].flatten())
+            loss.backward()
+            opt.step()
+            pair.append(loss.item())
+        losses.append(pair)
+    for la, lb in losses:
+        assert abs(la - lb) <= 1e-4 * abs(lb), losses
+    assert losses[-1][0] < losses[0][0]
+    pa, pb = a.state_dict(), b.state_dict()
+    for n in pa:
+        assert (pa[n] - pb[n]).abs().max() <= 1e-4 * max(1.0, pb[n].abs().max()), n

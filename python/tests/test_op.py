@@ -1,0 +1,150 @@
+"""mtac.torch.mta_attention against the independent autograd reference (tests/ref/mta_ref.py),
+gradcheck, the errors it raises, threads, dropout."""
+import random
+
+import pytest
+import torch
+
+import mtac
+from mtac.torch import mta_attention
+from cases import make_case, reference, describe
+from check_against_torch import combination_cases, compare, fixed_cases, random_case
+from mta_ref import PARAM_NAMES
+
+BACKENDS = ['fused', 'reference']
+
+
+def run_op(tensors, meta, backend, threads=None):
+    """Forward and backward of sum(out * dout) through the op; returns the outputs and gradients
+    named like cases.reference's (numpy arrays)."""
+    x = {n: t.clone().requires_grad_(n != 'dout') for n, t in tensors.items()}
+    params = {n: x[n] for n in PARAM_NAMES if n in x}
+    out = mta_attention(x['q'], x['k'], x['v'], **params, layer_id=int(meta.get('layer_id', '0')),
+                        depth_scale=meta.get('depth_scale', '0') == '1', backend=backend, threads=threads)
+    out.backward(x['dout'])
+    got = {'out': out.detach().numpy()}
+    for n in ['q', 'k', 'v'] + list(params):
+        got['grad.' + n] = x[n].grad.numpy()
+    return got
+
+
+def check_specs(specs, backend, seed):
+    gen = torch.Generator().manual_seed(seed)
+    failures = []
+    for spec in specs:
+        tensors, meta = make_case(spec, gen)
+        ok, worst, rel, msgs = compare(run_op(tensors, meta, backend), reference(tensors, meta), 2e-4)
+        if not ok:
+            failures.append('%s: %s' % (describe(spec), '; '.join(msgs)))
+    assert not failures, '\n'.join(failures)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_every_step_combination(backend):
+    """The 64 on/off combinations of the six steps (check_against_torch's shapes), forward and every gradient."""
+    check_specs(combination_cases(), backend, 91)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_random_problems(backend):
+    rng = random.Random(4242)
+    specs = fixed_cases(rng) + [random_case(rng) for _ in range(16)]
+    check_specs(specs, backend, 4243)
+
+
+def test_threads_same_result():
+    """1 and 2 threads give the same numbers (the library reduces in a fixed order: same bits per
+    thread count; across counts, within rounding)."""
+    gen = torch.Generator().manual_seed(5)
+    tensors, meta = make_case(dict(B=2, H=4, T=40, d=8, pre=(6, 11), pre_head=True, post=(6, 11), c_h=4, gn=True,
+                                   gate=True), gen)
+    a = run_op(tensors, meta, 'fused', threads=1)
+    b = run_op(tensors, meta, 'fused', threads=2)
+    c = run_op(tensors, meta, 'fused', threads=2)
+    for n in a:
+        assert (b[n] == c[n]).all(), n
+        assert abs(a[n] - b[n]).max() <= 1e-5 * max(1.0, abs(a[n]).max()), n
+
+
+def _as64(fn):
+    """A float64 interface around the float32 op, for gradcheck."""
+    def f(*xs):
+        return fn(*[x.float() for x in xs]).double()
+    return f
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_gradcheck(backend):
+    """torch.autograd.gradcheck: the op runs in float32, so the inputs are float64 tensors cast to
+    float32 inside, and the tolerances are float32's (finite differences of step 1e-2 on values of
+    order 1: float32 rounding contributes ~1e-5)."""
+    torch.manual_seed(0)
+    H, T, d = 2, 6, 3
+    q, k, v = (torch.randn(1, H, T, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    w_pre = (torch.zeros(H, 2, 3, dtype=torch.float64).index_put_((torch.arange(H), torch.tensor(1), torch.tensor(1)),
+                                                                  torch.tensor(1.0, dtype=torch.float64))
+             + 0.3 * torch.randn(H, 2, 3, dtype=torch.float64)).requires_grad_()
+    w_pre_head = (torch.eye(H, dtype=torch.float64) + 0.3 * torch.randn(H, H, dtype=torch.float64)).requires_grad_()
+    w_post = (0.5 + 0.3 * torch.randn(H, 2, 3, dtype=torch.float64)).requires_grad_()
+    w_post_head = (torch.eye(H, dtype=torch.float64) + 0.3 * torch.randn(H, H, dtype=torch.float64))[None].requires_grad_()
+    gn = (1 + 0.3 * torch.randn(d, dtype=torch.float64)).requires_grad_()
+    gw = (0.3 * torch.randn(d, dtype=torch.float64)).requires_grad_()
+    gb = (0.3 * torch.randn(1, dtype=torch.float64)).requires_grad_()
+
+    def fn(q, k, v, a, b, c, e, g, h, i):
+        return mta_attention(q, k, v, w_pre=a, w_pre_head=b, w_post=c, w_post_head=e, gn_weight=g, gate_w=h,
+                             gate_b=i, backend=backend)
+    inputs = (q, k, v, w_pre, w_pre_head, w_post, w_post_head, gn, gw, gb)
+    assert torch.autograd.gradcheck(_as64(fn), inputs, eps=1e-2, atol=2e-3, rtol=2e-2)
+    # Only some inputs requiring gradients: the others get none.
+    for t in inputs[3:]:
+        t.requires_grad_(False)
+    assert torch.autograd.gradcheck(_as64(fn), inputs, eps=1e-2, atol=2e-3, rtol=2e-2)
+
+
+def test_only_requested_gradients():
+    q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))
+    w = torch.randn(2, 1, 3, requires_grad=True)
+    mta_attention(q, k, v, w_pre=w).sum().backward()
+    assert w.grad is not None and q.grad is None
+    with torch.no_grad():
+        out = mta_attention(q, k, v, w_pre=w)
+    assert not out.requires_grad
+
+
+def test_dropout_follows_torch_seed():
+    q, k, v = (torch.randn(1, 2, 16, 4) for _ in range(3))
+    torch.manual_seed(1)
+    a = mta_attention(q, k, v, dropout=0.5)
+    torch.manual_seed(1)
+    b = mta_attention(q, k, v, dropout=0.5)
+    c = mta_attention(q, k, v, dropout=0.5)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert not torch.allclose(a, mta_attention(q, k, v))
+
+
+def raises(match, fn):
+    with pytest.raises(mtac.Error, match=match):
+        fn()
+
+
+def test_errors():
+    q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))
+    raises('dtype torch.float64', lambda: mta_attention(q.double(), k, v))
+    raises('not contiguous', lambda: mta_attention(q.transpose(2, 3), k.transpose(2, 3), v.transpose(2, 3)))
+    raises('device meta', lambda: mta_attention(q.to('meta'), k, v))
+    raises('4 dimensions', lambda: mta_attention(q[0], k[0], v[0]))
+    raises('same shape', lambda: mta_attention(q, k[:, :, :4].contiguous(), v))
+    raises('must be odd', lambda: mta_attention(q, k, v, w_pre=torch.zeros(2, 2, 4)))  # the library's message
+    raises('must divide H', lambda: mta_attention(q, k, v, w_post_head=torch.zeros(1, 3, 3)))
+    raises(r'w_pre has shape \(3, 2, 3\)', lambda: mta_attention(q, k, v, w_pre=torch.zeros(3, 2, 3)))
+    raises(r'w_pre_head has shape', lambda: mta_attention(q, k, v, w_pre_head=torch.zeros(2, 3)))
+    raises(r'gn_weight has shape', lambda: mta_attention(q, k, v, gn_weight=torch.zeros(5)))
+    raises('go together', lambda: mta_attention(q, k, v, gate_w=torch.zeros(4)))
+    raises('gn_weight', lambda: mta_attention(q, k, v, depth_scale=True))
+    raises(r'dropout=1 must be in \[0, 1\)', lambda: mta_attention(q, k, v, dropout=1.0))
+    raises('unknown backend', lambda: mta_attention(q, k, v, backend='gpu'))
+    raises('threads', lambda: mta_attention(q, k, v, threads=0))
+    raises('layer_id', lambda: mta_attention(q, k, v, layer_id=-1))
+    raises('must be a torch.Tensor', lambda: mta_attention(q, k, [1.0]))
+    assert issubclass(mtac.Error, ValueError)
