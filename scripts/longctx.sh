@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# longctx.sh [--quick] [--out DIR] [--seeds "1 2 3"] [--steps N]: the long-context experiment of
-# docs/longctx.md from one command. For each seed, trains the baseline Transformer (lm1m-baseline)
-# and the MTA model (lm1m: the paper's pattern scaled to 4 layers) on the King James Bible with
-# the same tokens, a fraction of its sequences replaced by needle and bAbI examples; then scores
-# both with `mtac eval needle` (compound keys) and `mtac eval babi`, and writes DIR/results.md
+# longctx.sh [--quick] [--out DIR] [--seeds "1 2 3"] [--steps N] [--mtac PATH]: the long-context
+# experiment of docs/longctx.md from one command. For each seed, trains the baseline Transformer
+# (lm1m-baseline) and the MTA model (lm1m: the paper's pattern scaled to 4 layers) on the King
+# James Bible with the same tokens, half of its sequences replaced by task examples (needles, bAbI
+# qa1-qa3 and the copy task, loss on the answers); then scores both with `mtac eval needle` (one
+# one-word needle, and four compound-key needles) and `mtac eval babi`, and writes DIR/results.md
 # (mean and per seed). Default: 3 seeds; --quick: 1 seed, few steps (a smoke test of the pipeline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/longctx seeds="1 2 3" steps=500 examples=30 T=256 contexts=256,512
+out=runs/longctx seeds="1 2 3" steps=600 examples=30 T=256 contexts=256,512 M=build/mtac
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) seeds=1 steps=60 examples=6 contexts=256 ;;
         --out) out=$2; shift ;;
         --seeds) seeds=$2; shift ;;
         --steps) steps=$2; shift ;;
-        -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --mtac) M=$2; shift ;;
+        -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "longctx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-M=build/mtac
 [ -x "$M" ] || { echo "longctx.sh: build mtac first (scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$out"
 [ -f "$out/data/train.bin" ] || "$M" data --out "$out/data"
@@ -28,42 +29,44 @@ for seed in $seeds; do
         run="$out/$preset-s$seed"
         if [ ! -f "$run/model.safetensors" ] || ! grep -q "\"step\":$steps," "$run/metrics.jsonl" 2>/dev/null; then
             rm -rf "$run"
-            echo "== training $preset, seed $seed: $steps steps of 8 x $T tokens, a quarter of them task examples"
+            echo "== training $preset, seed $seed: $steps steps of 8 x $T tokens, half of them task examples"
             "$M" train --preset "$preset" --data "$out/data" --out "$run" --seq_len "$T" --batch_size 8 --steps "$steps" \
-                --lr 3e-3 --warmup 20 --mix 0.25 --mix_tasks needle,qa1,qa2,qa3 --mix_loss answer --seed "$seed" \
+                --lr 3e-3 --warmup 20 --mix 0.5 --mix_tasks needle,qa1,qa2,qa3,copy --mix_loss answer --seed "$seed" \
                 --eval_every 0 --save_every 100 --log_every 50
         fi
         echo "== evaluating $run"
+        "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
+            --examples "$examples" --json "$run/needle1.json" --png "$run/needle1.png"
         "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" --depths 0,0.5,1 \
-            --examples "$examples" --json "$run/needle.json" --png "$run/needle.png"
+            --examples "$examples" --json "$run/needle4.json" --png "$run/needle4.png"
         "$M" eval babi --run "$run" --tasks qa1,qa2,qa3 --facts 4 --contexts "$contexts" \
             --examples "$examples" --json "$run/babi.json" --png "$run/babi.png"
     done
 done
 # The table: accuracy per context, averaged over depths (needles) or per task (bAbI), per seed and mean.
-python3 - "$out" $seeds > "$out/results.md" <<'PY'
+/usr/bin/python3 - "$out" $seeds > "$out/results.md" <<'PY'
 import json, sys
 out, seeds = sys.argv[1], sys.argv[2:]
-def cells(path, col):
-    d = json.load(open(path))
+def cells(path, name):
     res = {}
-    for c in d["results"]:
-        res.setdefault((c["context"], c[col] if col == "qa" else "needle"), []).append(c["accuracy"])
+    for c in json.load(open(path))["results"]:
+        res.setdefault((name or c["qa"], c["context"]), []).append(c["accuracy"])
     return {k: sum(v) / len(v) for k, v in res.items()}
 rows = {}
 for preset in ("lm1m-baseline", "lm1m"):
     for s in seeds:
         run = f"{out}/{preset}-s{s}"
-        acc = cells(f"{run}/needle.json", "depth")
-        acc.update(cells(f"{run}/babi.json", "qa"))
+        acc = cells(f"{run}/needle1.json", "needle, 1 one-word key")
+        acc.update(cells(f"{run}/needle4.json", "needles, 4 compound keys"))
+        acc.update(cells(f"{run}/babi.json", None))
         for k, v in acc.items():
             rows.setdefault(k, {}).setdefault(preset, []).append(v)
 print("| task | context | baseline mean | MTA mean | baseline per seed | MTA per seed |")
 print("|---|---|---|---|---|---|")
-for (ctx, task) in sorted(rows, key=lambda k: (k[1], k[0])):
-    b, m = rows[(ctx, task)].get("lm1m-baseline", []), rows[(ctx, task)].get("lm1m", [])
+for (task, ctx) in rows:
+    b, m = rows[(task, ctx)].get("lm1m-baseline", []), rows[(task, ctx)].get("lm1m", [])
     f = lambda v: " / ".join(f"{100 * x:.0f}" for x in v)
     mean = lambda v: f"{100 * sum(v) / len(v):.1f}%" if v else "-"
-    print(f"| {'compound needles (4)' if task == 'needle' else task} | {ctx} | {mean(b)} | {mean(m)} | {f(b)} | {f(m)} |")
+    print(f"| {task} | {ctx} | {mean(b)} | {mean(m)} | {f(b)} | {f(m)} |")
 PY
 cat "$out/results.md"

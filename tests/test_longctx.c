@@ -371,28 +371,35 @@ static void test_mixture(void **state) {
     uint32_t *hay = make_hay(hay_n);
     const int T = 300;
     int tok[300], tgt[300], tok2[300], tgt2[300];
-    assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3", "answer", &m, &min_T, err, sizeof err), 0);
+    assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "answer", &m, &min_T, err, sizeof err), 0);
     assert_int_equal(lc_mix_sequence(&m, hay, hay_n, 99, min_T - 1, tok, tgt, err, sizeof err), -1);  // too short
-    int saw_q = 0;
-    for (uint64_t seed = 0; seed < 40; seed++) {
+    int saw_q = 0, saw_copy = 0, first_bos = T, last_bos = 0;
+    for (uint64_t seed = 0; seed < 60; seed++) {
+        // the caller's language-modelling text, which the example's prefix must leave alone
+        for (int t = 0; t < T; t++) tok[t] = tok2[t] = 'Z', tgt[t] = tgt2[t] = 'Y';
         assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok, tgt, err, sizeof err), 0);
         assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok2, tgt2, err, sizeof err), 0);
         assert_memory_equal(tok, tok2, sizeof tok);
         assert_memory_equal(tgt, tgt2, sizeof tgt);
-        assert_int_equal(tok[0], TOK_BOS);
+        int bos = 0;
+        while (bos < T && tok[bos] == 'Z' && tgt[bos] == 'Y') bos++;
+        assert_true(bos < T);
+        assert_int_equal(tok[bos], TOK_BOS);
+        first_bos = bos < first_bos ? bos : first_bos, last_bos = bos > last_bos ? bos : last_bos;
         assert_int_equal(tgt[T - 1], TOK_EOS);
-        int first = 0;  // targets: -1 up to the answer, then the answer (the next tokens)
+        int first = bos;  // targets: -1 up to the answer, then the answer (the next tokens)
         while (first < T && tgt[first] == -1) first++;
-        assert_true(first > 0 && first < T - 1);
+        assert_true(first > bos && first < T - 1);
         for (int t = first; t < T; t++) assert_true(tgt[t] >= 0 && (t + 1 == T || tgt[t] == tok[t + 1]));
-        // the prompt ends with a space right before the answer, after "A: " (bAbI) or in it
-        // (needles: "A: the KEY is ")
-        assert_int_equal(tok[first], ' ');
+        // the prompt ends after "A: " (bAbI), in "A: the KEY is " (needles) or in the copy's cue
         int a = first;
-        while (a > 1 && !(tok[a] == ' ' && tok[a - 1] == ':' && tok[a - 2] == 'A')) a--;
+        while (a > bos + 1 && !(tok[a] == ' ' && tok[a - 1] == ':' && tok[a - 2] == 'A')) a--;
         assert_true(first - a <= 24);
-        saw_q |= a > 1;
+        saw_q |= a > bos + 1;
+        saw_copy |= first - a == 12;
     }
+    assert_true(first_bos < last_bos);  // the examples start at different places
+    assert_true(saw_copy);
     assert_true(saw_q);
     free(hay);
 }

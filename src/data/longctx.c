@@ -385,18 +385,23 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
                     int *targets, char *err, size_t n) {
     uint64_t rng = seed;
     const lc_task task = m->task[below(&rng, m->n_tasks)];
-    const int most = most_that_fit(task, T + 1);
-    if (!most) return errmsg(err, n, "a sequence of %d tokens is too short for %s examples", T, lc_task_name(task));
+    if (!most_that_fit(task, T + 1))
+        return errmsg(err, n, "a sequence of %d tokens is too short for %s examples", T, lc_task_name(task));
+    // an example of L tokens, L from 64 to T + 1 (at least what one needle or the fewest facts
+    // need), so that where the question sits says nothing about its answer
+    int L = 64 + below(&rng, T + 1 - 64 + 1);
+    while (!most_that_fit(task, L)) L++;
+    const int most = most_that_fit(task, L);
     const int lo = task == LC_NEEDLE ? 1 : least_facts(task);
     const int k = lo + below(&rng, most - lo + 1);
     // needles: 1 to k asked, as many of those as fit
-    lc_config c = {task, T + 1, k, task == LC_NEEDLE ? 1 + below(&rng, k) : 1, below(&rng, 2), -1, k};
+    lc_config c = {task, L, k, task == LC_NEEDLE ? 1 + below(&rng, k) : 1, below(&rng, 2), -1, k};
     while (c.n_queries > 1 && lc_config_check(&c, NULL, 0)) c.n_queries--;
-    int *row = malloc((size_t)(T + 1) * sizeof *row);
+    int *row = malloc((size_t)L * sizeof *row);
     if (!row) return errmsg(err, n, "out of memory");
     lc_example ex;
     int rc = lc_generate(&c, hay, hay_n, &rng, row, &ex, err, n);
-    if (!rc) lc_training_view(row, &ex, m->answers_only, tokens, targets);
+    if (!rc) lc_training_view(row, &ex, m->answers_only, tokens + (T + 1 - L), targets + (T + 1 - L));
     free(row);
     return rc;
 }

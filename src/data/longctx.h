@@ -81,9 +81,12 @@ typedef struct {
 // into *min_seq_len. 0, or -1 with a message.
 int lc_mix_parse(const char *tasks, const char *loss, lc_mix *m, int *min_seq_len, char *err, size_t n);
 
-// One training sequence of T tokens (tokens, targets) from the mixture: a task drawn from seed, an
-// example of T + 1 tokens from hay with random settings (needles: 1 to 4, one-word or compound
-// keys, any depth, one asked; bAbI: its fewest facts to 8), as lc_training_view. 0, or -1.
+// A task example at the end of a training sequence of T tokens (tokens, targets): a task drawn
+// from seed, an example of L tokens (L drawn from 64 to T + 1, at least what the task needs) from
+// hay with random settings (needles: 1 to 4, one-word or compound keys, any depth, 1 to all of
+// them asked, as fit; bAbI: its fewest facts to 8, as fit), as lc_training_view, into the last
+// L - 1 positions. The first T + 1 - L positions keep what the caller put there (its language
+// modelling text and targets). 0, or -1 with a message.
 int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t seed, int T, int *tokens,
                     int *targets, char *err, size_t n);
 
