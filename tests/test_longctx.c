@@ -369,14 +369,14 @@ static void test_mixture(void **state) {
 
     const size_t hay_n = 20000;
     uint32_t *hay = make_hay(hay_n);
-    const int T = 300;
     int tok[300], tgt[300], tok2[300], tgt2[300];
     assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "answer", &m, &min_T, err, sizeof err), 0);
     assert_int_equal(lc_mix_sequence(&m, hay, hay_n, 99, min_T - 1, tok, tgt, err, sizeof err), -1);  // too short
-    int saw_q = 0, saw_copy = 0, first_bos = T, last_bos = 0;
-    for (uint64_t seed = 0; seed < 60; seed++) {
+    int saw_q = 0, saw_copy = 0, first_bos = 300, last_bos = 0;
+    for (uint64_t seed = 0; seed < 600; seed++) {
+        const int T = seed % 3 == 0 ? min_T : seed % 3 == 1 ? 256 : 300;  // every length that may end short
         // the caller's language-modelling text, which the example's prefix must leave alone
-        for (int t = 0; t < T; t++) tok[t] = tok2[t] = 'Z', tgt[t] = tgt2[t] = 'Y';
+        for (int t = 0; t < 300; t++) tok[t] = tok2[t] = 'Z', tgt[t] = tgt2[t] = 'Y';
         assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok, tgt, err, sizeof err), 0);
         assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok2, tgt2, err, sizeof err), 0);
         assert_memory_equal(tok, tok2, sizeof tok);

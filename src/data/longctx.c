@@ -394,9 +394,14 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
     const int most = most_that_fit(task, L);
     const int lo = task == LC_NEEDLE ? 1 : least_facts(task);
     const int k = lo + below(&rng, most - lo + 1);
-    // needles: 1 to k asked, as many of those as fit
+    // needles: 1 to k asked; where compound keys make it too long, fewer asked, then fewer
+    // needles, then one-word keys (one needle with a one-word key fits: most_that_fit)
     lc_config c = {task, L, k, task == LC_NEEDLE ? 1 + below(&rng, k) : 1, below(&rng, 2), -1, k};
-    while (c.n_queries > 1 && lc_config_check(&c, NULL, 0)) c.n_queries--;
+    while (lc_config_check(&c, NULL, 0)) {
+        if (c.n_queries > 1) c.n_queries--;
+        else if (c.n_needles > 1) c.n_needles--;
+        else c.compound = 0;
+    }
     int *row = malloc((size_t)L * sizeof *row);
     if (!row) return errmsg(err, n, "out of memory");
     lc_example ex;
