@@ -148,10 +148,13 @@ static inline __attribute__((always_inline)) void butterfly(vf m[VL], const int 
         }
 }
 
-// m = m^T: log2(VL) butterfly stages (the loop unrolls, so each K is a constant).
+// m = m^T: log2(VL) butterfly stages, VL being 16 or 8 (vec.h). Each K is written out: in a
+// loop GCC built the shuffles' index vectors at run time (blends and broadcasts in the tile).
 static inline __attribute__((always_inline)) void transpose(vf m[VL]) {
-#pragma GCC unroll 4
-    for (int k = VL / 2; k > 0; k /= 2) butterfly(m, k);
+    if (VL == 16) butterfly(m, 8);
+    butterfly(m, 4);
+    butterfly(m, 2);
+    butterfly(m, 1);
 }
 
 // Columns [j0, j0+VL) of rows i < ni of C from at = A^T (d x VL, zero past row ni). With the
