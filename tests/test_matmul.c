@@ -1,6 +1,6 @@
 // test_matmul.c: the strip matrix products of src/attn/matmul.c against direct sums in double,
-// for shapes that take every path: full and partial row/key tiles (6, 4, 2, 1 rows; 16-key
-// blocks and single keys), d with and without whole vectors and a scalar tail, key blocks of
+// for shapes that take every path at either vector width: full and partial row/key tiles (6, 4,
+// 2, 1 rows; 8- or 16-key blocks and single keys), d with and without whole vectors and a scalar tail, key blocks of
 // the nn product, row strides wider than the rows, alpha and both betas.
 #include "attn/matmul.h"
 
@@ -81,7 +81,12 @@ static void check_shape(int n, int m, int d, int pad) {
 
 static void test_shapes(void **s) {
     (void)s;
-    const int ns[] = {1, 2, 3, 5, 7, 16, 17, 33, 150}, ms[] = {1, 15, 16, 37, 129, 300}, ds[] = {1, 5, 16, 20, 48, 64, 80, 128};
+    // Vectors are 8 floats (AVX2) or 16 (AVX-512, src/attn/vec.h), tiles up to 6 rows by 2 or 4
+    // vectors: d from 1 to 14 vectors of 8 (and 0 to 7 of 16) with and without a tail, strips
+    // of every length mod 6, 8 and 16 up to 17, keys of both tile widths with and without single
+    // keys left over.
+    const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 33, 150}, ms[] = {1, 8, 9, 15, 16, 23, 37, 129, 300},
+              ds[] = {1, 5, 8, 16, 20, 24, 40, 48, 64, 80, 112, 128};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++)
             for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++)

@@ -2,9 +2,9 @@
 // Index conventions and the math are in conv.h; shapes: kernels (cq,ck), mixing (H,H).
 //
 // The convolutions are the costly part of MTA (66 multiply-adds per map entry for a 6x11
-// kernel), so they are written as register-tiled kernels: a tile of MT output rows by 16 or 32
-// columns accumulates every tap in vector registers, and each source vector loaded is used by
-// every output row of the tile that reads it. Tiles cover the interior, where every tap reads a
+// kernel), so they are written as register-tiled kernels: a tile of MT output rows by NVT
+// vectors of columns accumulates every tap in vector registers, and each source vector loaded is
+// used by every output row of the tile that reads it. Tiles cover the interior, where every tap reads a
 // causal source entry; the ragged edges (the first p columns, the last columns before the
 // diagonal, the rows near the map's borders) are copied into a small zero-padded scratch and
 // run through the same tile kernel, so no column takes a scalar path.
@@ -21,7 +21,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 
 enum {
     MT = 4,          // output rows per tile
-    NVT = 4,         // vectors (of 16 columns) per tile
+    NVT = CONV_NV,   // vectors of columns per tile (vec.h: 4 x 16 with AVX-512, 2 x 8 with AVX2)
     CQ_MAX = 8,      // kernel rows with a tile of their own (tile_cq)
     EW = 64,         // columns per edge chunk
     EDGE_MAX = 8192  // scratch floats for an edge chunk; larger kernels take a scalar edge path
@@ -244,15 +244,17 @@ void qkconv_backward_input_rows(const float *g, size_t ld, int last, const float
 
 // ---- kernel gradient ------------------------------------------------------------------------------
 
-enum { AT = 6, CT = 4, WVB = 32 };  // kernel rows and columns per accumulator tile; vectors per block
+// Kernel rows and columns per accumulator tile (6 x 4 with AVX-512, 6 x 2 with AVX2); vectors
+// per block.
+enum { AT = 6, CT = WG_ACC / AT, WVB = 32 };
 
 // acc[(a0+a)*ck + c0+c] += g[x] * src[(a0+a)*ld + x + c] lane by lane, for a < NA, c < NC and
 // the vectors v0..v1-1: each g vector is loaded once per NA x NC block of taps. NA and NC are
-// compile-time constants at every call.
+// compile-time constants at every call, NC <= 4 (wg_block_rows; only NC <= CT is reached).
 static inline __attribute__((always_inline)) void wg_block(const float *g, const float *src, size_t ld, int v0, int v1,
                                                             int ck, int a0, int c0, vf *acc, const int NA,
                                                             const int NC) {
-    vf t[AT][CT];
+    vf t[AT][4];
     for (int a = 0; a < NA; a++)
         for (int c = 0; c < NC; c++) t[a][c] = (vf){0};
     for (int v = v0; v < v1; v++) {
@@ -348,9 +350,9 @@ static inline __attribute__((always_inline)) void wg_rows(const float *g, size_t
     }
 }
 
-// Tap columns per block of wg_rows: CQ x NC accumulators stay within 24 registers. A constant
-// argument folds to a constant, so each instance below still has a compile-time NC.
-static int wg_cols(int cq) { return cq <= 6 ? 4 : 3; }
+// Tap columns per block of wg_rows, up to 4: CQ x NC accumulators stay within WG_ACC registers.
+// A constant argument folds to a constant, so each instance below still has a compile-time NC.
+static int wg_cols(int cq) { return imax(1, imin(4, WG_ACC / cq)); }
 
 static void wg_rows_any(const float *g, size_t ldg, const float *src, size_t ld, int nv, int ck, vf *acc, int cq) {
     switch (cq) {
@@ -444,7 +446,7 @@ static inline __attribute__((always_inline)) void mix_cols(const float *in, size
 
 // out[h] = sum_{i in group(h)} w[h*so + i*si] * in[i] over columns 0..n-1 for output heads
 // h < nh, heads in groups of G (the last group may have fewer than G outputs; it still reads G
-// inputs). The last n % 16 columns go through a zero-padded scratch.
+// inputs). The last n % VL columns go through a zero-padded scratch.
 static void mix_rows(const float *in, size_t ins, const float *w, int so, int si, int nh, int G, int n, float *out,
                      size_t outs) {
     for (int g0 = 0; g0 < nh; g0 += G) {
@@ -478,7 +480,7 @@ void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, i
     mix_rows(in, ins, m, ldm, 1, nh, G, n, out, outs);
 }
 
-// dm[h][i] = sum_j a[h][j] * b[i][j] for a tile of NA x NB heads, columns 0..n-1 (n % 16 == 0).
+// dm[h][i] = sum_j a[h][j] * b[i][j] for a tile of NA x NB heads, columns 0..n-1 (n % VL == 0).
 static inline __attribute__((always_inline)) void dot_tile(const float *a, size_t as, const float *b, size_t bs, int n,
                                                             float *dm, int ldm, const int NA, const int NB) {
     vf acc[HT][HT];

@@ -3,18 +3,18 @@
 // nn (C = A B, A a strip) and tn (C += A^T B) are one product, C[i] = sum_s A(i,s) B[s], with A
 // read through strides: A(i,s) = a[i*ai + s*as] (nn: ai = lda, as = 1; tn: ai = 1, as = lda).
 // It runs along the d columns of B in vectors: a tile is NI rows of C by NV vectors of d, up to
-// 6 x 4 = 24 accumulators; each step s loads NV vectors of B, broadcasts NI entries of A and does
-// NI * NV multiply-adds. Columns past the last whole vector of d take a scalar loop. nt is below.
+// MM_NI x MM_NV accumulators (vec.h: 6 x 4 with AVX-512, 6 x 2 with AVX2); each step s loads NV
+// vectors of B, broadcasts NI entries of A and does NI * NV multiply-adds. Columns past the last
+// whole vector of d take a scalar loop. nt is below.
 #include "attn/matmul.h"
 #include "attn/vec.h"
 
 #include <stdlib.h>
 
 enum {
-    NI_MAX = 6,
-    NV_MAX = 4,
-    KB = 128,  // steps per block: the block of B stays in L1 for the other row tiles
-    PF_STEPS = 24  // how far ahead the first row tile prefetches B
+    KB = 128,       // steps per block: the block of B stays in L1 for the other row tiles
+    PF_STEPS = 24,  // how far ahead the first row tile prefetches B
+    LINE = 16       // floats per cache line: one prefetch each, whatever the vector width
 };
 
 // acc[i][k] = sum_{s<ns} A(i,s) * B[s][k-th vector], stored as alpha*acc + beta*C (C not read
@@ -22,13 +22,13 @@ enum {
 static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t ai, size_t as, const float *b,
                                                            size_t ldb, int ns, float alpha, float beta, float *c,
                                                            size_t ldc, int pf, const int NI, const int NV) {
-    vf acc[NI_MAX][NV_MAX];
+    vf acc[MM_NI][MM_NV];
     for (int i = 0; i < NI; i++)
         for (int k = 0; k < NV; k++) acc[i][k] = (vf){0};
     for (int st = 0; st < ns; st++) {
         if (pf && st + PF_STEPS < ns)  // the first row tile brings the block of B from memory
-            for (int k = 0; k < NV; k++) __builtin_prefetch(b + (size_t)(st + PF_STEPS) * ldb + k * VL);
-        vf bv[NV_MAX];
+            for (int x = 0; x < NV * VL; x += LINE) __builtin_prefetch(b + (size_t)(st + PF_STEPS) * ldb + x);
+        vf bv[MM_NV];
         for (int k = 0; k < NV; k++) bv[k] = vload(b + (size_t)st * ldb + k * VL);
         for (int i = 0; i < NI; i++) {
             const float av = a[i * ai + st * as];
@@ -44,27 +44,27 @@ static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-// The tile sizes at run time: NI in 6, 4, 2, 1 and NV in 4, 2, 1, each a compile-time constant
-// in its instance.
+// The tile sizes at run time: NI in 6, 4, 2, 1 and NV in MM_NV, 2, 1, each a compile-time
+// constant in its instance.
 static int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
-static int tile_vecs(int left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+static int tile_vecs(int left) { return left >= MM_NV ? MM_NV : left >= 2 ? 2 : 1; }
+
+static inline __attribute__((always_inline)) void ab_tile_nv(const float *a, size_t ai, size_t as, const float *b,
+                                                              size_t ldb, int ns, float alpha, float beta, float *c,
+                                                              size_t ldc, int pf, int ni, const int NV) {
+    switch (ni) {
+    case 6: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, NV); break;
+    case 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, NV); break;
+    case 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, NV); break;
+    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, NV); break;
+    }
+}
 
 static void ab_tile_any(const float *a, size_t ai, size_t as, const float *b, size_t ldb, int ns, float alpha, float beta,
                         float *c, size_t ldc, int pf, int ni, int nv) {
-    switch (ni * 8 + nv) {
-    case 6 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, 4); break;
-    case 6 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, 2); break;
-    case 6 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, 1); break;
-    case 4 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, 4); break;
-    case 4 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, 2); break;
-    case 4 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, 1); break;
-    case 2 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, 4); break;
-    case 2 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, 2); break;
-    case 2 * 8 + 1: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, 1); break;
-    case 1 * 8 + 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, 4); break;
-    case 1 * 8 + 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, 2); break;
-    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, 1); break;
-    }
+    if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, MM_NV);
+    else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, 2);
+    else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, 1);
 }
 
 // C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C over ns steps, in blocks of KB steps.
@@ -74,13 +74,13 @@ static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_
     for (int s0 = 0; s0 < ns; s0 += KB) {
         const int nb = ns - s0 < KB ? ns - s0 : KB;
         const float bb = s0 == 0 ? beta : 1.0f;
-        for (int k = 0; k < dv;) {  // a block of nb x 4 vectors of B serves every row tile from L1
+        for (int k = 0; k < dv;) {  // a block of nb x MM_NV vectors of B serves every row tile from L1
             const int nv = tile_vecs(dv - k);
             for (int i = 0; i < nr;) {
                 const int ni = tile_rows(nr - i);
                 if (bb != 0.0f)  // the next tile's C, which its store reads, on its way from memory
                     for (int r = i + ni; r < imin(i + 2 * ni, nr); r++)
-                        for (int x = 0; x < nv; x++) __builtin_prefetch(c + (size_t)r * ldc + (k + x) * VL, 1);
+                        for (int x = 0; x < nv * VL; x += LINE) __builtin_prefetch(c + (size_t)r * ldc + k * VL + x, 1);
                 ab_tile_any(a + i * ai + s0 * as, ai, as, b + (size_t)s0 * ldb + k * VL, ldb, nb, alpha, bb,
                             c + (size_t)i * ldc + k * VL, ldc, i == 0, ni, nv);
                 i += ni;
@@ -111,14 +111,14 @@ void strip_matmul_tn(int m, int d, int n, float alpha, const float *a, size_t ld
 //
 // C[i][j] = sum_t A[i][t] B[j][t] runs along t in both operands, while the map strip C wants its
 // rows in vectors along keys. Transposing B (a whole (m, d) tensor) per strip is what makes
-// OpenBLAS slow here; instead the strip's 16 rows of A are transposed once (d x 16, small), a
-// tile holds 16 keys x 16 rows as 16 vectors of rows (each step t: one vector of A^T, 16
-// broadcasts of B[j][t]), and the finished 16 x 16 tile is transposed in registers on its way
-// out: 64 shuffles per 16 * d multiply-adds.
+// OpenBLAS slow here; instead the strip's VL rows of A are transposed once (d x VL, small), a
+// tile holds VL keys x VL rows as VL vectors of rows (each step t: one vector of A^T, VL
+// broadcasts of B[j][t]), and the finished VL x VL tile is transposed in registers on its way
+// out: VL * log2(VL) two-source shuffles per VL * d multiply-adds (64 for VL = 16, 24 for 8).
 
-typedef int vi __attribute__((vector_size(64)));
+typedef int vi __attribute__((vector_size(sizeof(vf))));
 
-// Elements idx[c] of a and b side by side (0..15 from a, 16..31 from b): GCC's two-source
+// Elements idx[c] of a and b side by side (0..VL-1 from a, VL..2VL-1 from b): GCC's two-source
 // shuffle. Clang (the fuzz build, docs/fuzzing.md) has only a constant-index form, so there the
 // elements are picked one by one; speed does not matter under its sanitizers.
 static inline __attribute__((always_inline)) vf shuffle2(vf a, vf b, vi idx) {
@@ -131,7 +131,7 @@ static inline __attribute__((always_inline)) vf shuffle2(vf a, vf b, vi idx) {
 #endif
 }
 
-// One butterfly stage of a 16 x 16 transpose held as 16 row vectors: rows r and r+k
+// One butterfly stage of a VL x VL transpose held as VL row vectors: rows r and r+k
 // (r & k == 0) swap their off-diagonal k x k blocks. K is a compile-time constant at every call.
 static inline __attribute__((always_inline)) void butterfly(vf m[VL], const int K) {
     vi lo, hi;
@@ -148,32 +148,33 @@ static inline __attribute__((always_inline)) void butterfly(vf m[VL], const int 
         }
 }
 
-// m = m^T: four butterfly stages, 64 two-source shuffles.
-static inline __attribute__((always_inline)) void transpose16(vf m[VL]) {
-    butterfly(m, 8);
+// m = m^T: log2(VL) butterfly stages, VL being 16 or 8 (vec.h). Each K is written out: in a
+// loop GCC built the shuffles' index vectors at run time (blends and broadcasts in the tile).
+static inline __attribute__((always_inline)) void transpose(vf m[VL]) {
+    if (VL == 16) butterfly(m, 8);
     butterfly(m, 4);
     butterfly(m, 2);
     butterfly(m, 1);
 }
 
-// Columns [j0, j0+16) of rows i < ni of C from at = A^T (d x 16, zero past row ni). With the
-// row stride of B a compile-time constant, the 16 rows of B are one pointer plus constant
-// offsets; with a run-time stride they are 16 pointers, which do not fit in registers.
+// Columns [j0, j0+VL) of rows i < ni of C from at = A^T (d x VL, zero past row ni). With the
+// row stride of B a compile-time constant, the VL rows of B are one pointer plus constant
+// offsets; with a run-time stride they are VL pointers, which do not fit in registers.
 static inline __attribute__((always_inline)) void nt_tile(const float *at, int d, const float *b, size_t ldb,
                                                            const float *bn, float alpha, int ni, float *c, size_t ldc) {
     vf acc[VL];
     for (int j = 0; j < VL; j++) acc[j] = (vf){0};
     for (int t = 0; t < d; t++) {
-        if (bn && t % VL == 0)  // the next tile's rows of B, one cache line each per 16 steps
+        if (bn && t % LINE == 0)  // the next tile's rows of B, one cache line each per LINE steps
             for (int j = 0; j < VL; j++) __builtin_prefetch(bn + (size_t)j * ldb + t);
         const vf av = vload(at + (size_t)t * VL);
         for (int j = 0; j < VL; j++) acc[j] += b[(size_t)j * ldb + t] * av;
     }
-    transpose16(acc);
+    transpose(acc);
     for (int i = 0; i < ni; i++) vstore(c + (size_t)i * ldc, alpha * acc[i]);
 }
 
-// Tiles j0 = 0, 16, ... up to the last whole one; the usual head sizes get a constant stride.
+// Tiles j0 = 0, VL, ... up to the last whole one; the usual head sizes get a constant stride.
 static void nt_tiles(const float *at, int d, const float *b, size_t ldb, float alpha, int ni, int nt, float *c,
                      size_t ldc) {
     for (int j = 0; j < nt * VL; j += VL) {
@@ -186,7 +187,7 @@ static void nt_tiles(const float *at, int d, const float *b, size_t ldb, float a
 
 void strip_matmul_nt(int n, int m, int d, float alpha, const float *a, size_t lda, const float *b, size_t ldb, float *c,
                      size_t ldc) {
-    enum { AT_STACK = 16 * 256 };
+    enum { AT_STACK = VL * 256 };
     float at_stack[AT_STACK];
     float *at = (size_t)d * VL <= AT_STACK ? at_stack : malloc((size_t)d * VL * sizeof(float));
     if (!at) {  // no memory for A^T of a very wide head: the direct sums
