@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # longctx.sh [--quick] [--out DIR] [--seeds "1 2 3"] [--steps N] [--mtac PATH]: the long-context
 # experiment of docs/longctx.md from one command. For each seed, trains the baseline Transformer
-# (lm1m-baseline) and the MTA model (lm1m: the paper's pattern scaled to 4 layers) on the King
-# James Bible with the same tokens, half of its sequences replaced by task examples (needles, bAbI
-# qa1-qa3 and the copy task, loss on the answers); then scores both with `mtac eval needle` (one
-# one-word needle, and four compound-key needles) and `mtac eval babi`, and writes DIR/results.md
-# (mean and per seed). Default: 3 seeds; --quick: 1 seed, few steps (a smoke test of the pipeline).
+# (lm1m-baseline) and the MTA model (lm1m: the paper's pattern scaled to 4 layers) side by side on
+# the King James Bible with the same tokens, three quarters of its sequences ending with a task
+# example (needles, bAbI qa1-qa3 and the copy task, loss on the answers); then scores both with
+# `mtac eval needle` (one one-word needle, and four compound-key needles) and `mtac eval babi`,
+# and writes DIR/results.md (mean and per seed). Default: 3 seeds; --quick: 1 seed, few steps (a
+# smoke test of the pipeline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/longctx seeds="1 2 3" steps=600 examples=30 T=256 contexts=256,512 M=build/mtac
+out=runs/longctx seeds="1 2 3" steps=1800 examples=40 T=256 contexts=192,256,512 babi_contexts=256,512 M=build/mtac
 while [ $# -gt 0 ]; do
     case $1 in
-        --quick) seeds=1 steps=60 examples=6 contexts=256 ;;
+        --quick) seeds=1 steps=60 examples=6 contexts=256 babi_contexts=256 ;;
         --out) out=$2; shift ;;
         --seeds) seeds=$2; shift ;;
         --steps) steps=$2; shift ;;
         --mtac) M=$2; shift ;;
-        -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "longctx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -24,24 +25,31 @@ done
 [ -x "$M" ] || { echo "longctx.sh: build mtac first (scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$out"
 [ -f "$out/data/train.bin" ] || "$M" data --out "$out/data"
+# One seed's two models train side by side, each on half of the cores (the same tokens: the data
+# and the mixture derive from the seed), then are scored; each run's output goes to its log.
+threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+train_and_eval() {
+    local preset=$1 seed=$2 run="$out/$1-s$2"
+    if [ ! -f "$run/model.safetensors" ] || ! grep -q "\"step\":$steps," "$run/metrics.jsonl" 2>/dev/null; then
+        rm -rf "$run"
+        OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --data "$out/data" --out "$run" --seq_len "$T" \
+            --batch_size 8 --steps "$steps" --lr 3e-3 --warmup 50 --mix 0.75 --mix_tasks needle,qa1,qa2,qa3,copy \
+            --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 --log_every 100
+    fi
+    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
+        --examples "$examples" --json "$run/needle1.json" --png "$run/needle1.png"
+    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" \
+        --depths 0,0.5,1 --examples "$examples" --json "$run/needle4.json" --png "$run/needle4.png"
+    OMP_NUM_THREADS=$threads "$M" eval babi --run "$run" --tasks qa1,qa2,qa3 --facts 4 --contexts "$babi_contexts" \
+        --examples "$examples" --json "$run/babi.json" --png "$run/babi.png"
+}
 for seed in $seeds; do
-    for preset in lm1m-baseline lm1m; do
-        run="$out/$preset-s$seed"
-        if [ ! -f "$run/model.safetensors" ] || ! grep -q "\"step\":$steps," "$run/metrics.jsonl" 2>/dev/null; then
-            rm -rf "$run"
-            echo "== training $preset, seed $seed: $steps steps of 8 x $T tokens, half of them task examples"
-            "$M" train --preset "$preset" --data "$out/data" --out "$run" --seq_len "$T" --batch_size 8 --steps "$steps" \
-                --lr 3e-3 --warmup 20 --mix 0.5 --mix_tasks needle,qa1,qa2,qa3,copy --mix_loss answer --seed "$seed" \
-                --eval_every 0 --save_every 100 --log_every 50
-        fi
-        echo "== evaluating $run"
-        "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
-            --examples "$examples" --json "$run/needle1.json" --png "$run/needle1.png"
-        "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" --depths 0,0.5,1 \
-            --examples "$examples" --json "$run/needle4.json" --png "$run/needle4.png"
-        "$M" eval babi --run "$run" --tasks qa1,qa2,qa3 --facts 4 --contexts "$contexts" \
-            --examples "$examples" --json "$run/babi.json" --png "$run/babi.png"
-    done
+    echo "== seed $seed: lm1m-baseline and lm1m, $steps steps of 8 x $T tokens, $threads threads each (logs: $out/*-s$seed.log)"
+    train_and_eval lm1m-baseline "$seed" > "$out/lm1m-baseline-s$seed.log" 2>&1 &
+    train_and_eval lm1m "$seed" > "$out/lm1m-s$seed.log" 2>&1 &
+    wait %1 || { echo "longctx.sh: lm1m-baseline, seed $seed failed: $out/lm1m-baseline-s$seed.log" >&2; exit 1; }
+    wait %2 || { echo "longctx.sh: lm1m, seed $seed failed: $out/lm1m-s$seed.log" >&2; exit 1; }
+    tail -n 4 "$out/lm1m-baseline-s$seed.log" "$out/lm1m-s$seed.log"
 done
 # The table: accuracy per context, averaged over depths (needles) or per task (bAbI), per seed and mean.
 /usr/bin/python3 - "$out" $seeds > "$out/results.md" <<'PY'
