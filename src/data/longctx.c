@@ -389,9 +389,8 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
         return errmsg(err, n, "a sequence of %d tokens is too short for %s examples", T, lc_task_name(task));
     // an example of L tokens, L from 64 to T + 1 (at least what one needle or the fewest facts
     // need), so that where the question sits says nothing about its answer
-    int L = 64 + below(&rng, T + 1 - 64 + 1);
-    while (!most_that_fit(task, L)) L++;
-    const int most = most_that_fit(task, L);
+    int L = 64 + below(&rng, T + 1 - 64 + 1), most;
+    while (!(most = most_that_fit(task, L))) L++;
     const int lo = task == LC_NEEDLE ? 1 : least_facts(task);
     const int k = lo + below(&rng, most - lo + 1);
     // needles: 1 to k asked; where compound keys make it too long, fewer asked, then fewer
