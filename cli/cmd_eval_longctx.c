@@ -2,6 +2,7 @@
 // on the long-context tasks (docs/longctx.md), as a table, JSON and a PNG heat map.
 #include "cli.h"
 #include "data/shard.h"
+#include "data/tokenizer.h"
 #include "eval/retrieval.h"
 #include "io/fsutil.h"
 #include "io/heatmap.h"
@@ -19,21 +20,24 @@ static void usage(FILE *f, int needle) {
     if (needle)
         fprintf(f, "usage: mtac eval needle --run DIR [--contexts LIST] [--depths LIST] [--needles N] [--queries N]\n"
                    "                        [--compound] [--examples N] [--seed N] [--batch N] [--data DIR]\n"
-                   "                        [--json FILE] [--png FILE]\n\n"
+                   "                        [--show N] [--json FILE] [--png FILE]\n\n"
                    "Needle-in-a-haystack retrieval: N sentences \"the KEY is VALUE.\" in King James Bible text from\n"
                    "DATA/val.bin (default: the run's data directory; text the run did not train on), the first asked\n"
                    "needle at each depth (0 = start of the text, 1 = end), then a question for --queries keys; the\n"
                    "run's model answers greedily, scored by exact match. --compound: two-word keys that share words\n"
                    "with other keys (\"red door\", \"red lamp\", \"blue door\"). Defaults: contexts = the run's seq_len,\n"
                    "depths 0,0.25,0.5,0.75,1, 4 needles, 1 query, 20 examples per cell, seed 1, batch 4.\n"
-                   "Prints accuracy by context x depth; --json writes every cell, --png a heat map.\n");
+                   "Prints accuracy by context x depth; --json writes every cell, --png a heat map; --show N prints\n"
+                   "the expected and the greedy answers of each cell's first N examples.\n");
     else
         fprintf(f, "usage: mtac eval babi --run DIR [--tasks LIST] [--contexts LIST] [--facts N] [--examples N]\n"
-                   "                      [--seed N] [--batch N] [--data DIR] [--json FILE] [--png FILE]\n\n"
+                   "                      [--seed N] [--batch N] [--data DIR] [--show N] [--json FILE] [--png FILE]\n\n"
                    "bAbI-style questions (qa1 one supporting fact, qa2 two, qa3 three) whose facts are spread\n"
                    "through King James Bible text from DATA/val.bin; greedy answers, exact match. Defaults: tasks\n"
                    "qa1,qa2,qa3, contexts = the run's seq_len, 8 facts, 20 examples per cell, seed 1, batch 4.\n"
-                   "Prints accuracy by context x task; --json writes every cell, --png a heat map.\n");
+                   "Prints accuracy by context x task; --json writes every cell, --png a heat map; --show N prints\n"
+                   "the expected and the greedy answers of each cell's first N examples. --tasks copy scores the\n"
+                   "training mixture's copy task (docs/longctx.md) the same way, to see whether a run learned it.\n");
 }
 
 // "0,0.5,1" into at most max fractions in [0, 1]; the count, or 0 if malformed.
@@ -49,17 +53,41 @@ static int parse_fractions(const char *s, double *out, int max) {
     return *s ? 0 : k;
 }
 
+typedef struct {
+    int total, show;
+} eval_view;
+
 static void on_progress(void *arg, int done) {
-    const int *total = arg;
-    fprintf(stderr, "\r  %d/%d examples", done, *total);
+    const eval_view *v = arg;
+    fprintf(stderr, "\r  %d/%d examples", done, v->total);
     fflush(stderr);
+}
+
+static void print_tokens(const char *label, const int *ids, int n) {
+    fprintf(stderr, "%s \"", label);
+    for (int i = 0; i < n; i++) {
+        const char *marker = tok_marker((uint32_t)ids[i]);
+        if (marker) fputs(marker, stderr);
+        else if (ids[i] == '\n') fputs("\\n", stderr);
+        else fputc(ids[i], stderr);
+    }
+    fputs("\"\n", stderr);
+}
+
+// --show: the first examples' expected and greedy answers, below the progress line
+static void on_answered(void *arg, int i, const int *expected, int n_expected, const int *got, int n_got, int correct) {
+    const eval_view *v = arg;
+    if (i >= v->show) return;
+    fprintf(stderr, "\r%30s\r  example %d (%s):\n", "", i, correct ? "right" : "wrong");
+    print_tokens("    expected", expected, n_expected);
+    print_tokens("    got     ", got, n_got);
 }
 
 int cmd_eval_longctx(int argc, char **argv) {
     const int needle = !strcmp(argv[0], "needle");
     const char *run = NULL, *data = NULL, *json = NULL, *png = NULL, *contexts_s = NULL;
     const char *depths_s = "0,0.25,0.5,0.75,1", *tasks_s = "qa1,qa2,qa3";
-    int needles = 4, queries = 1, compound = 0, examples = 20, batch = 4, facts = 8, seed = 1;
+    int needles = 4, queries = 1, compound = 0, examples = 20, batch = 4, facts = 8, seed = 1, show = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -88,6 +116,7 @@ int cmd_eval_longctx(int argc, char **argv) {
         else if (!strcmp(a, "--examples")) { if (!cli_parse_pos_int(a, v, &examples)) return 2; }
         else if (!strcmp(a, "--batch")) { if (!cli_parse_pos_int(a, v, &batch)) return 2; }
         else if (!strcmp(a, "--seed")) { if (!cli_parse_pos_int(a, v, &seed)) return 2; }
+        else if (!strcmp(a, "--show")) { if (!cli_parse_pos_int(a, v, &show)) return 2; }
         else {
             fprintf(stderr, "mtac eval %s: unknown option '%s' (see --help)\n", argv[0], a);
             return 2;
@@ -109,8 +138,8 @@ int cmd_eval_longctx(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%s", tasks_s);
         for (char *t = strtok(buf, ","); t && n_cols < MAX_CELLS; t = strtok(NULL, ",")) {
             const int k = lc_task_from_name(t);
-            if (k < LC_QA1 || k > LC_QA3) {
-                fprintf(stderr, "mtac eval babi: unknown task '%s' in --tasks (qa1, qa2, qa3)\n", t);
+            if (k < LC_QA1) {
+                fprintf(stderr, "mtac eval babi: unknown task '%s' in --tasks (qa1, qa2, qa3, copy)\n", t);
                 return 2;
             }
             tasks[n_cols++] = k;
@@ -166,8 +195,10 @@ int cmd_eval_longctx(int argc, char **argv) {
                             needle ? depths[k] : -1, facts};
             lc_score s;
             fprintf(stderr, "context %d, %s %s:\n", contexts[r], needle ? "depth" : "task", cols[k]);
+            eval_view view = {examples, show};
+            const lc_eval_hooks hooks = {on_progress, on_answered, &view};
             if (lc_evaluate(m, &lc, hay.tokens, hay.n, (uint64_t)seed * 1000003u + (uint64_t)(r * MAX_CELLS + k), examples,
-                            batch, &s, on_progress, &examples, err, sizeof err)) {
+                            batch, &s, &hooks, err, sizeof err)) {
                 fprintf(stderr, "\nmtac eval %s: %s\n", argv[0], err);
                 rc = 1;
                 break;

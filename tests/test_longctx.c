@@ -370,24 +370,30 @@ static void test_mixture(void **state) {
     const size_t hay_n = 20000;
     uint32_t *hay = make_hay(hay_n);
     int tok[300], tgt[300], tok2[300], tgt2[300];
+    lc_mix all;
+    assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "all", &all, &min_T, err, sizeof err), 0);
     assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "answer", &m, &min_T, err, sizeof err), 0);
     assert_int_equal(lc_mix_sequence(&m, hay, hay_n, 99, min_T - 1, tok, tgt, err, sizeof err), -1);  // too short
     int saw_q = 0, saw_copy = 0, first_bos = 300, last_bos = 0;
     for (uint64_t seed = 0; seed < 600; seed++) {
         const int T = seed % 3 == 0 ? min_T : seed % 3 == 1 ? 256 : 300;  // every length that may end short
-        // the caller's language-modelling text, which the example's prefix must leave alone
+        // the caller's language-modelling text and targets, which the example's prefix keeps: the
+        // text always, the targets with the loss on all tokens
         for (int t = 0; t < 300; t++) tok[t] = tok2[t] = 'Z', tgt[t] = tgt2[t] = 'Y';
-        assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok, tgt, err, sizeof err), 0);
-        assert_int_equal(lc_mix_sequence(&m, hay, hay_n, seed, T, tok2, tgt2, err, sizeof err), 0);
+        assert_int_equal(lc_mix_sequence(seed % 2 ? &all : &m, hay, hay_n, seed, T, tok, tgt, err, sizeof err), 0);
+        assert_int_equal(lc_mix_sequence(seed % 2 ? &all : &m, hay, hay_n, seed, T, tok2, tgt2, err, sizeof err), 0);
         assert_memory_equal(tok, tok2, sizeof tok);
         assert_memory_equal(tgt, tgt2, sizeof tgt);
         int bos = 0;
-        while (bos < T && tok[bos] == 'Z' && tgt[bos] == 'Y') bos++;
+        while (bos < T && tok[bos] == 'Z') bos++;
         assert_true(bos < T);
         assert_int_equal(tok[bos], TOK_BOS);
+        for (int t = 0; t < bos; t++) assert_int_equal(tgt[t], seed % 2 && t + 1 < bos ? 'Y' : -1);
         first_bos = bos < first_bos ? bos : first_bos, last_bos = bos > last_bos ? bos : last_bos;
         assert_int_equal(tgt[T - 1], TOK_EOS);
-        int first = bos;  // targets: -1 up to the answer, then the answer (the next tokens)
+        for (int t = bos; seed % 2 && t < T; t++) assert_true(t + 1 == T || tgt[t] == tok[t + 1]);
+        if (seed % 2) continue;
+        int first = bos;  // answers only: -1 up to the answer, then the answer (the next tokens)
         while (first < T && tgt[first] == -1) first++;
         assert_true(first > bos && first < T - 1);
         for (int t = first; t < T; t++) assert_true(tgt[t] >= 0 && (t + 1 == T || tgt[t] == tok[t + 1]));
@@ -450,12 +456,25 @@ static int oracle_step(void *arg, const int *tokens, int *greedy, char *err, siz
         greedy[b] = oracle_token(o, b);
         // the token fed is the one the answerer gave, or PAD once the example is done
         assert_true(tokens[b] == TOK_PAD || tokens[b] == o->rows[(size_t)b * o->L + o->pos[b] - 1] ||
-                    tokens[b] == 'x');
+                    tokens[b] == 'x' || tokens[b] == 'q' || tokens[b] == 'z');
     }
     return 0;
 }
 
-static void count_done(void *arg, int done) { *(int *)arg = done; }
+// What the hooks heard: the examples done, and per example whether it was right and what it got.
+typedef struct {
+    int done, answered, correct[16], n_got[16], got_last[16], got_first[16], expected_first[16];
+} heard;
+
+static void count_done(void *arg, int done) { ((heard *)arg)->done = done; }
+
+static void on_answered(void *arg, int i, const int *expected, int n_expected, const int *got, int n_got, int correct) {
+    heard *h = arg;
+    assert_int_equal(i, h->answered++);  // in order, each once
+    assert_true(i < 16 && n_expected > 1 && expected[n_expected - 1] == TOK_EOS && n_got >= 1 && n_got <= n_expected + 1);
+    h->correct[i] = correct, h->n_got[i] = n_got - n_expected, h->got_last[i] = got[n_got - 1];
+    h->got_first[i] = got[0], h->expected_first[i] = expected[0];
+}
 
 static void test_scoring(void **state) {
     (void)state;
@@ -468,17 +487,28 @@ static void test_scoring(void **state) {
             oracle o = {0};
             const lc_answerer a = {oracle_start, oracle_step, &o};
             lc_score sc;
-            int done = 0;
-            assert_int_equal(lc_score_answers(&a, &cs[k], hay, hay_n, 5, 13, batch, &sc, count_done, &done, err, sizeof err), 0);
+            heard h = {0};
+            const lc_eval_hooks hooks = {count_done, on_answered, &h};
+            assert_int_equal(lc_score_answers(&a, &cs[k], hay, hay_n, 5, 13, batch, &sc, &hooks, err, sizeof err), 0);
             assert_int_equal(sc.total, 13);
             assert_int_equal(sc.correct, 4);  // examples 0, 4, 8, 12
-            assert_int_equal(done, 13);
+            assert_int_equal(h.done, 13);
+            assert_int_equal(h.answered, 13);
             assert_int_equal(o.started, 13);
+            for (int i = 0; i < 13; i++) {
+                assert_int_equal(h.correct[i], i % 4 == 0);
+                // what each got: the answer; a wrong first token, then the rest; one token short;
+                // the answer without EOS and one more token, where the scorer stops it
+                const int len_diff[4] = {0, 0, -1, 1}, last[4] = {TOK_EOS, TOK_EOS, TOK_EOS, 'x'};
+                assert_int_equal(h.n_got[i], len_diff[i % 4]);
+                assert_int_equal(h.got_last[i], last[i % 4]);
+                assert_true((h.got_first[i] == h.expected_first[i]) == (i % 4 != 1));
+            }
         }
     oracle o = {0};
     const lc_answerer a = {oracle_start, oracle_step, &o};
     lc_score sc;
-    assert_int_equal(lc_score_answers(&a, &cs[0], hay, hay_n, 5, 0, 1, &sc, NULL, NULL, err, sizeof err), -1);
+    assert_int_equal(lc_score_answers(&a, &cs[0], hay, hay_n, 5, 0, 1, &sc, NULL, err, sizeof err), -1);
     free(hay);
 }
 

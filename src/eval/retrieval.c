@@ -8,8 +8,7 @@
 #include <string.h>
 
 int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed,
-                     int n_examples, int batch, lc_score *score, void (*progress)(void *arg, int done),
-                     void *progress_arg, char *err, size_t n) {
+                     int n_examples, int batch, lc_score *score, const lc_eval_hooks *hooks, char *err, size_t n) {
     const int L = c->context;
     if (lc_config_check(c, err, n)) return -1;
     if (n_examples < 1 || batch < 1) return errmsg(err, n, "examples %d and batch %d must be >= 1", n_examples, batch);
@@ -19,8 +18,10 @@ int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *h
     int *greedy = malloc((size_t)batch * sizeof(int));
     unsigned char *ok = malloc((size_t)batch), *done = malloc((size_t)batch);
     lc_example *ex = malloc((size_t)batch * sizeof *ex);
+    int *got = malloc((size_t)batch * (L + 1) * sizeof(int)), *n_got = malloc((size_t)batch * sizeof(int));
     int rc = 0;
-    if (!rows || !lens || !next || !pos || !greedy || !ok || !done || !ex) rc = errmsg(err, n, "out of memory");
+    if (!rows || !lens || !next || !pos || !greedy || !ok || !done || !ex || !got || !n_got)
+        rc = errmsg(err, n, "out of memory");
     score->correct = score->total = 0;
     for (int e0 = 0; e0 < n_examples && !rc; e0 += batch) {
         const int B = n_examples - e0 < batch ? n_examples - e0 : batch;
@@ -34,26 +35,33 @@ int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *h
             longest_answer = al > longest_answer ? al : longest_answer;
         }
         if (rc || (rc = a->start(a->arg, rows, B, L, lens, greedy, err, n))) break;
-        for (int b = 0; b < B; b++) ok[b] = 1, done[b] = 0, pos[b] = ex[b].answer_at;
+        for (int b = 0; b < B; b++) ok[b] = 1, done[b] = 0, pos[b] = ex[b].answer_at, n_got[b] = 0;
         for (int s = 0; s <= longest_answer && !rc; s++) {
             int all_done = 1;
             for (int b = 0; b < B; b++) {
                 next[b] = TOK_PAD;
                 if (done[b]) continue;
                 const int *row = rows + (size_t)b * L, g = greedy[b];
+                got[(size_t)b * (L + 1) + n_got[b]++] = g;
                 // expected: row[pos] while inside the answer (its last token is EOS)
                 if (pos[b] >= ex[b].len || g != row[pos[b]]) ok[b] = 0;
                 pos[b]++;
-                if (g == TOK_EOS || !ok[b] || pos[b] > ex[b].len) done[b] = 1;
+                // a wrong answer still runs to its end, for hooks->answered
+                if (g == TOK_EOS || pos[b] > ex[b].len) done[b] = 1;
                 else next[b] = g, all_done = 0;
             }
             if (all_done) break;
             rc = a->step(a->arg, next, greedy, err, n);
         }
-        for (int b = 0; b < B; b++) score->correct += ok[b] && done[b], score->total++;
-        if (progress) progress(progress_arg, e0 + B);
+        for (int b = 0; b < B && !rc; b++) {
+            score->correct += ok[b] && done[b], score->total++;
+            if (hooks && hooks->answered)
+                hooks->answered(hooks->arg, e0 + b, rows + (size_t)b * L + ex[b].answer_at, ex[b].len - ex[b].answer_at,
+                                got + (size_t)b * (L + 1), n_got[b], ok[b] && done[b]);
+        }
+        if (!rc && hooks && hooks->progress) hooks->progress(hooks->arg, e0 + B);
     }
-    free(rows), free(lens), free(next), free(pos), free(greedy), free(ok), free(done), free(ex);
+    free(rows), free(lens), free(next), free(pos), free(greedy), free(ok), free(done), free(ex), free(got), free(n_got);
     return rc;
 }
 
@@ -98,13 +106,13 @@ static int model_step(void *arg, const int *tokens, int *greedy, char *err, size
 }
 
 int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed, int n_examples,
-                int batch, lc_score *score, void (*progress)(void *arg, int done), void *arg, char *err, size_t n) {
+                int batch, lc_score *score, const lc_eval_hooks *hooks, char *err, size_t n) {
     if (model_cfg(m)->vocab_size < TOK_VOCAB)
         return errmsg(err, n, "the model's vocabulary (%d) is not the byte tokenizer's (%d)", model_cfg(m)->vocab_size,
                       TOK_VOCAB);
     model_answerer s = {m, NULL, 0};
     const lc_answerer a = {model_start, model_step, &s};
-    const int rc = lc_score_answers(&a, c, hay, hay_n, seed, n_examples, batch, score, progress, arg, err, n);
+    const int rc = lc_score_answers(&a, c, hay, hay_n, seed, n_examples, batch, score, hooks, err, n);
     model_decoder_free(s.dec);
     return rc;
 }

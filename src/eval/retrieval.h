@@ -22,19 +22,26 @@ typedef struct {
     void *arg;
 } lc_answerer;
 
+// What the caller hears while scoring (every member may be NULL): progress after each batch with
+// the examples done; answered after each example i with its expected answer (ending with EOS) and
+// the greedy tokens it got (ending with EOS when the answerer stopped, at most n_expected + 1).
+typedef struct {
+    void (*progress)(void *arg, int done);
+    void (*answered)(void *arg, int i, const int *expected, int n_expected, const int *got, int n_got, int correct);
+    void *arg;
+} lc_eval_hooks;
+
 // Draws n_examples examples of c from hay (seed: example i uses the generator state derived from
 // seed and i, so the examples do not depend on batch) and has a answer them, in batches of up to
 // batch examples: the prompt up to the answer, then greedy tokens until EOS or one token past
 // the expected answer's length. An answer is correct when its tokens and EOS equal the expected
-// ones exactly. progress (may be NULL) is called after each batch with the examples done. 0, or
-// -1 with a message.
+// ones exactly. hooks may be NULL. 0, or -1 with a message.
 int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed,
-                     int n_examples, int batch, lc_score *score, void (*progress)(void *arg, int done),
-                     void *progress_arg, char *err, size_t n);
+                     int n_examples, int batch, lc_score *score, const lc_eval_hooks *hooks, char *err, size_t n);
 
 // lc_score_answers with the model's greedy answers (its KV/MTA decoder: the prompts through the
 // prefill, then one step per token).
 int lc_evaluate(model *m, const lc_config *c, const uint32_t *hay, size_t hay_n, uint64_t seed, int n_examples,
-                int batch, lc_score *score, void (*progress)(void *arg, int done), void *arg, char *err, size_t n);
+                int batch, lc_score *score, const lc_eval_hooks *hooks, char *err, size_t n);
 
 #endif
