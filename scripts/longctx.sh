@@ -9,7 +9,7 @@
 # smoke test of the pipeline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/longctx seeds="1 2 3" steps=1800 examples=40 T=256 contexts=192,256,512 babi_contexts=256,512 M=build/mtac
+out=runs/longctx seeds="1 2 3" steps=1800 examples=40 T=256 contexts=128,256,512,1024 babi_contexts=256,512 M=build/mtac
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) seeds=1 steps=60 examples=6 contexts=256 babi_contexts=256 ;;
@@ -33,15 +33,15 @@ train_and_eval() {
     if [ ! -f "$run/model.safetensors" ] || ! grep -q "\"step\":$steps," "$run/metrics.jsonl" 2>/dev/null; then
         rm -rf "$run"
         OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --data "$out/data" --out "$run" --seq_len "$T" \
-            --batch_size 8 --steps "$steps" --lr 3e-3 --warmup 50 --mix 0.75 --mix_tasks needle,qa1,qa2,qa3,copy \
+            --batch_size 8 --steps "$steps" --lr 3e-3 --warmup 50 --mix 1 --mix_tasks needle,qa1,qa2,qa3,copy \
             --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 --log_every 100
     fi
     OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
-        --examples "$examples" --json "$run/needle1.json" --png "$run/needle1.png"
+        --examples "$examples" --show 2 --json "$run/needle1.json" --png "$run/needle1.png"
     OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" \
-        --depths 0,0.5,1 --examples "$examples" --json "$run/needle4.json" --png "$run/needle4.png"
+        --depths 0,0.5,1 --examples "$examples" --show 2 --json "$run/needle4.json" --png "$run/needle4.png"
     OMP_NUM_THREADS=$threads "$M" eval babi --run "$run" --tasks qa1,qa2,qa3 --facts 4 --contexts "$babi_contexts" \
-        --examples "$examples" --json "$run/babi.json" --png "$run/babi.png"
+        --examples "$examples" --show 2 --json "$run/babi.json" --png "$run/babi.png"
 }
 for seed in $seeds; do
     echo "== seed $seed: lm1m-baseline and lm1m, $steps steps of 8 x $T tokens, $threads threads each (logs: $out/*-s$seed.log)"

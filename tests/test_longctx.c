@@ -42,7 +42,7 @@ static void text_of(const int *row, int a, int b, char *out) {
 static const char *find_question(const char *s) { return strstr(s, "\nQ: "); }
 
 // Needles: every asked key's sentence "the KEY is VALUE." is in the row before the question; the
-// prompt ends "A: the KEY1 is " and the answer is VALUE1, then ", the KEY is VALUE" for the
+// prompt ends "A: the KEY1 is " and the answer is "VALUE1.", then " the KEY is VALUE." for the
 // other keys in the order asked.
 static void check_needle_answer(const int *row, const lc_example *ex) {
     char *s = malloc((size_t)ex->len + 1), want[512] = "", first_key[64] = "";
@@ -64,8 +64,8 @@ static void check_needle_answer(const int *row, const lc_example *ex) {
         char val[16];
         int v = 0;
         while (at[v] != '.') v++;
-        snprintf(val, sizeof val, "%.*s", v, at);
-        if (want[0]) strcat(strcat(strcat(want, ", "), key), val);
+        snprintf(val, sizeof val, "%.*s.", v, at);
+        if (want[0]) strcat(strcat(strcat(want, " "), key), val);
         else strcat(want, val), snprintf(first_key, sizeof first_key, "%s", key);
         k = strstr(k + m, " the ");
     }

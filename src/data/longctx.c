@@ -36,9 +36,9 @@ static int below(uint64_t *rng, int n) { return (int)(splitmix64(rng) % (uint64_
 // The longest texts, for lc_config_check: a bAbI fact "Oliver dropped the football. ", its question
 // and answer; for needles, from the longest key (K tokens) and a five-letter value:
 //   needle   "the KEY is kobal. "                                   K + 15
-//   question "\nQ: what are " "? A: the KEY is " and the value      26 + K + 5
+//   question "\nQ: what are " "? A: the KEY is " and "kobal."        26 + K + 6
 //   per key  "the KEY" and ", " or " and " in the question          K + 9
-//            ", the KEY is kobal" in the answer (all but the first)  K + 15
+//            " the KEY is kobal." in the answer (all but the first)  K + 15
 enum { MAX_INSERT = 40, MAX_QA_FIXED = 40, MAX_QA_PER_KEY = 40 };
 
 static int longest_key(int compound) {
@@ -78,7 +78,7 @@ int lc_config_check(const lc_config *c, char *err, size_t n) {
         inserts = c->n_facts;
     }
     const int K = longest_key(c->compound), q = c->n_queries;
-    const int need = c->task == LC_NEEDLE ? 2 + inserts * (K + 15) + 31 + K + q * (K + 9) + (q - 1) * (K + 15)
+    const int need = c->task == LC_NEEDLE ? 2 + inserts * (K + 15) + 32 + K + q * (K + 9) + (q - 1) * (K + 15)
                                           : 2 + inserts * MAX_INSERT + MAX_QA_FIXED + MAX_QA_PER_KEY;
     if (c->context < need || c->context < 64)
         return errmsg(err, n, "context %d tokens: too short for the question and its %d %s (at least %d)", c->context,
@@ -145,16 +145,17 @@ static void plan_needles(const lc_config *c, uint64_t *rng, plan *p) {
     p->n = N, p->asked = 0, p->n_unique = 0;
     // the asked keys are needles 0 .. n_queries-1 (the needles go in at random places anyway). The
     // prompt ends with the first asked needle's own words, "A: the KEY is ", so the answer is a
-    // cloze: the value follows the same words as in the needle (an induction head's pattern);
-    // further asked keys are answered as ", the KEY is VALUE".
+    // cloze: the value and its full stop follow the same words as in the needle (an induction
+    // head's pattern, which would copy the full stop too); further asked keys are answered with
+    // their needles' sentences, " the KEY is VALUE.".
     size_t q = (size_t)snprintf(p->question, sizeof p->question, "\nQ: what %s ", c->n_queries > 1 ? "are" : "is");
     size_t a = 0;
     p->answer[0] = 0;
     for (int i = 0; i < c->n_queries; i++) {
         q += (size_t)snprintf(p->question + q, sizeof p->question - q, "%sthe %s", i ? (i + 1 == c->n_queries ? " and " : ", ") : "",
                               keys[i]);
-        if (i) a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, ", the %s is ", keys[i]);
-        a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, "%s", vals[i]);
+        if (i) a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, " the %s is ", keys[i]);
+        a += (size_t)snprintf(p->answer + a, sizeof p->answer - a, "%s.", vals[i]);
         snprintf(p->unique[p->n_unique++], sizeof p->unique[0], "the %s is ", keys[i]);
     }
     snprintf(p->question + q, sizeof p->question - q, "? A: the %s is ", keys[0]);
