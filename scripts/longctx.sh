@@ -2,9 +2,10 @@
 # longctx.sh [--quick] [--out DIR] [--seeds "1 2 3"] [--steps N] [--mtac PATH]: the long-context
 # experiment of docs/longctx.md from one command. For each seed, trains the baseline Transformer
 # (lm1m-baseline) and the MTA model (lm1m: the paper's pattern scaled to 4 layers) side by side on
-# the King James Bible with the same tokens, three quarters of its sequences ending with a task
-# example (needles, bAbI qa1-qa3 and the copy task, loss on the answers); then scores both with
-# `mtac eval needle` (one one-word needle, and four compound-key needles) and `mtac eval babi`,
+# the same sequences, each the King James Bible ending with a task example (needles, bAbI qa1-qa3
+# and the copy task; loss on the answers); retrofits MTA onto the trained baseline (mtac convert
+# --add-mta) and trains it a quarter of the steps more; scores all three with `mtac eval needle`
+# (one one-word needle, and four compound-key needles) and `mtac eval babi` (qa1-qa3 and copy),
 # and writes DIR/results.md (mean and per seed). Default: 3 seeds; --quick: 1 seed, few steps (a
 # smoke test of the pipeline).
 set -euo pipefail
@@ -17,7 +18,7 @@ while [ $# -gt 0 ]; do
         --seeds) seeds=$2; shift ;;
         --steps) steps=$2; shift ;;
         --mtac) M=$2; shift ;;
-        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "longctx.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -26,30 +27,47 @@ done
 mkdir -p "$out"
 [ -f "$out/data/train.bin" ] || "$M" data --out "$out/data"
 # One seed's two models train side by side, each on half of the cores (the same tokens: the data
-# and the mixture derive from the seed), then are scored; each run's output goes to its log.
+# and the mixture derive from the seed), then are scored; each run's output goes to its log. The
+# baseline's side then retrofits MTA onto it (mtac convert --add-mta: identity kernels) and trains
+# that a quarter of the steps more.
 threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+complete() { [ -f "$1/model.safetensors" ] && grep -q "\"step\":$2," "$1/metrics.jsonl" 2>/dev/null; }
+evaluate() {
+    local run=$1
+    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
+        --examples "$examples" --show 2 --json "$run/needle1.json" --png "$run/needle1.png"
+    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" \
+        --depths 0,0.5,1 --examples "$examples" --show 2 --json "$run/needle4.json" --png "$run/needle4.png"
+    OMP_NUM_THREADS=$threads "$M" eval babi --run "$run" --tasks qa1,qa2,qa3,copy --facts 4 --contexts "$babi_contexts" \
+        --examples "$examples" --show 2 --json "$run/babi.json" --png "$run/babi.png"
+}
 train_and_eval() {
     local preset=$1 seed=$2 run="$out/$1-s$2"
-    if [ ! -f "$run/model.safetensors" ] || ! grep -q "\"step\":$steps," "$run/metrics.jsonl" 2>/dev/null; then
+    if ! complete "$run" "$steps"; then
         rm -rf "$run"
         OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --data "$out/data" --out "$run" --seq_len "$T" \
             --batch_size 8 --steps "$steps" --lr 3e-3 --warmup 50 --mix 1 --mix_tasks needle,qa1,qa2,qa3,copy \
             --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 --log_every 100
     fi
-    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
-        --examples "$examples" --show 2 --json "$run/needle1.json" --png "$run/needle1.png"
-    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" \
-        --depths 0,0.5,1 --examples "$examples" --show 2 --json "$run/needle4.json" --png "$run/needle4.png"
-    OMP_NUM_THREADS=$threads "$M" eval babi --run "$run" --tasks qa1,qa2,qa3 --facts 4 --contexts "$babi_contexts" \
-        --examples "$examples" --show 2 --json "$run/babi.json" --png "$run/babi.png"
+    evaluate "$run"
+}
+retrofit_and_eval() {
+    local seed=$1 run="$out/retro-s$1" more=$(( steps / 4 > 0 ? steps / 4 : 1 ))
+    if ! complete "$run" "$more"; then
+        rm -rf "$run" "$run-init"
+        "$M" convert --add-mta --run "$out/lm1m-baseline-s$seed" --out "$run-init"
+        OMP_NUM_THREADS=$threads "$M" train --config "$run-init/config.json" --out "$run" --steps "$more" \
+            --warmup $(( more / 4 < 50 ? more / 4 : 50 ))
+    fi
+    evaluate "$run"
 }
 for seed in $seeds; do
-    echo "== seed $seed: lm1m-baseline and lm1m, $steps steps of 8 x $T tokens, $threads threads each (logs: $out/*-s$seed.log)"
-    train_and_eval lm1m-baseline "$seed" > "$out/lm1m-baseline-s$seed.log" 2>&1 &
+    echo "== seed $seed: lm1m-baseline and lm1m, $steps steps of 8 x $T tokens, $threads thread(s) each, then MTA retrofitted onto the baseline for $(( steps / 4 )) steps (logs: $out/*-s$seed.log)"
+    { train_and_eval lm1m-baseline "$seed" && retrofit_and_eval "$seed"; } > "$out/lm1m-baseline-s$seed.log" 2>&1 &
     train_and_eval lm1m "$seed" > "$out/lm1m-s$seed.log" 2>&1 &
-    wait %1 || { echo "longctx.sh: lm1m-baseline, seed $seed failed: $out/lm1m-baseline-s$seed.log" >&2; exit 1; }
+    wait %1 || { echo "longctx.sh: lm1m-baseline or its retrofit, seed $seed failed: $out/lm1m-baseline-s$seed.log" >&2; exit 1; }
     wait %2 || { echo "longctx.sh: lm1m, seed $seed failed: $out/lm1m-s$seed.log" >&2; exit 1; }
-    tail -n 4 "$out/lm1m-baseline-s$seed.log" "$out/lm1m-s$seed.log"
+    tail -n 6 "$out/lm1m-baseline-s$seed.log" "$out/lm1m-s$seed.log"
 done
 # The table: accuracy per context, averaged over depths (needles) or per task (bAbI), per seed and mean.
 /usr/bin/python3 - "$out" $seeds > "$out/results.md" <<'PY'
@@ -61,20 +79,22 @@ def cells(path, name):
         res.setdefault((name or c["qa"], c["context"]), []).append(c["accuracy"])
     return {k: sum(v) / len(v) for k, v in res.items()}
 rows = {}
-for preset in ("lm1m-baseline", "lm1m"):
+models = (("lm1m-baseline", "baseline"), ("lm1m", "MTA"), ("retro", "retrofit"))
+for run_name, _ in models:
     for s in seeds:
-        run = f"{out}/{preset}-s{s}"
+        run = f"{out}/{run_name}-s{s}"
         acc = cells(f"{run}/needle1.json", "needle, 1 one-word key")
         acc.update(cells(f"{run}/needle4.json", "needles, 4 compound keys"))
         acc.update(cells(f"{run}/babi.json", None))
         for k, v in acc.items():
-            rows.setdefault(k, {}).setdefault(preset, []).append(v)
-print("| task | context | baseline mean | MTA mean | baseline per seed | MTA per seed |")
-print("|---|---|---|---|---|---|")
-for (task, ctx) in rows:
-    b, m = rows[(task, ctx)].get("lm1m-baseline", []), rows[(task, ctx)].get("lm1m", [])
-    f = lambda v: " / ".join(f"{100 * x:.0f}" for x in v)
-    mean = lambda v: f"{100 * sum(v) / len(v):.1f}%" if v else "-"
-    print(f"| {task} | {ctx} | {mean(b)} | {mean(m)} | {f(b)} | {f(m)} |")
+            rows.setdefault(k, {}).setdefault(run_name, []).append(v)
+f = lambda v: " / ".join(f"{100 * x:.0f}" for x in v)
+mean = lambda v: f"{100 * sum(v) / len(v):.1f}%" if v else "-"
+print("| task | context | " + " | ".join(f"{label} mean" for _, label in models) + " | "
+      + " | ".join(f"{label} per seed" for _, label in models) + " |")
+print("|---|---|" + "---|" * (2 * len(models)))
+for (task, ctx), r in rows.items():
+    vals = [r.get(run_name, []) for run_name, _ in models]
+    print(f"| {task} | {ctx} | " + " | ".join(mean(v) for v in vals) + " | " + " | ".join(f(v) for v in vals) + " |")
 PY
 cat "$out/results.md"
