@@ -10,10 +10,10 @@
 # smoke test of the pipeline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/longctx seeds="1 2 3" steps=1800 examples=40 T=256 contexts=128,256,512,1024 babi_contexts=256,512 M=build/mtac
+out=runs/longctx seeds="1 2 3" steps=1800 examples=40 T=256 contexts=128,256,512,1024 contexts4=256,512,1024 babi_contexts=256,512 M=build/mtac
 while [ $# -gt 0 ]; do
     case $1 in
-        --quick) seeds=1 steps=60 examples=6 contexts=256 babi_contexts=256 ;;
+        --quick) seeds=1 steps=60 examples=6 contexts=256 contexts4=256 babi_contexts=256 ;;
         --out) out=$2; shift ;;
         --seeds) seeds=$2; shift ;;
         --steps) steps=$2; shift ;;
@@ -31,23 +31,33 @@ mkdir -p "$out"
 # baseline's side then retrofits MTA onto it (mtac convert --add-mta: identity kernels) and trains
 # that a quarter of the steps more.
 threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+warmup() { echo $(( $1 / 4 < 50 ? $1 / 4 : 50 )); }
 complete() { [ -f "$1/model.safetensors" ] && grep -q "\"step\":$2," "$1/metrics.jsonl" 2>/dev/null; }
 evaluate() {
     local run=$1
     OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --needles 1 --contexts "$contexts" --depths 0,0.5,1 \
-        --examples "$examples" --show 2 --json "$run/needle1.json" --png "$run/needle1.png"
-    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts" \
-        --depths 0,0.5,1 --examples "$examples" --show 2 --json "$run/needle4.json" --png "$run/needle4.png"
+        --examples "$examples" --show 2 --json "$run/needle1.json" --png "$run/needle1.png" || return 1
+    OMP_NUM_THREADS=$threads "$M" eval needle --run "$run" --compound --needles 4 --contexts "$contexts4" \
+        --depths 0,0.5,1 --examples "$examples" --show 2 --json "$run/needle4.json" --png "$run/needle4.png" || return 1
     OMP_NUM_THREADS=$threads "$M" eval babi --run "$run" --tasks qa1,qa2,qa3,copy --facts 4 --contexts "$babi_contexts" \
-        --examples "$examples" --show 2 --json "$run/babi.json" --png "$run/babi.png"
+        --examples "$examples" --show 2 --json "$run/babi.json" --png "$run/babi.png" || return 1
 }
+# Two stages, one run each: needles and the copy task in short sequences (many examples per token:
+# the induction retrieval is made of), then every task at the full length from those weights.
 train_and_eval() {
-    local preset=$1 seed=$2 run="$out/$1-s$2"
-    if ! complete "$run" "$steps"; then
+    local preset=$1 seed=$2 run="$out/$1-s$2" s1=$(( steps * 2 / 3 )) s2=$(( steps - steps * 2 / 3 ))
+    if ! complete "$run-stage1" "$s1"; then
+        rm -rf "$run-stage1" "$run"
+        OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --data "$out/data" --out "$run-stage1" --seq_len 128 \
+            --batch_size 16 --steps "$s1" --lr 3e-3 --warmup "$(warmup "$s1")" --mix 1 --mix_tasks needle,copy \
+            --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 --log_every 100 || return 1
+    fi
+    if ! complete "$run" "$s2"; then
         rm -rf "$run"
-        OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --data "$out/data" --out "$run" --seq_len "$T" \
-            --batch_size 8 --steps "$steps" --lr 3e-3 --warmup 50 --mix 1 --mix_tasks needle,qa1,qa2,qa3,copy \
-            --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 --log_every 100
+        OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --init "$run-stage1/model.safetensors" --data "$out/data" \
+            --out "$run" --seq_len "$T" --batch_size 8 --steps "$s2" --lr 3e-3 --warmup "$(warmup "$s2")" --mix 1 \
+            --mix_tasks needle,qa1,qa2,qa3,copy --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 \
+            --log_every 100 || return 1
     fi
     evaluate "$run"
 }
@@ -55,14 +65,14 @@ retrofit_and_eval() {
     local seed=$1 run="$out/retro-s$1" more=$(( steps / 4 > 0 ? steps / 4 : 1 ))
     if ! complete "$run" "$more"; then
         rm -rf "$run" "$run-init"
-        "$M" convert --add-mta --run "$out/lm1m-baseline-s$seed" --out "$run-init"
+        "$M" convert --add-mta --run "$out/lm1m-baseline-s$seed" --out "$run-init" || return 1
         OMP_NUM_THREADS=$threads "$M" train --config "$run-init/config.json" --out "$run" --steps "$more" \
-            --warmup $(( more / 4 < 50 ? more / 4 : 50 ))
+            --warmup "$(warmup "$more")" || return 1
     fi
     evaluate "$run"
 }
 for seed in $seeds; do
-    echo "== seed $seed: lm1m-baseline and lm1m, $steps steps of 8 x $T tokens, $threads thread(s) each, then MTA retrofitted onto the baseline for $(( steps / 4 )) steps (logs: $out/*-s$seed.log)"
+    echo "== seed $seed: lm1m-baseline and lm1m, $(( steps * 2 / 3 )) steps of 16 x 128 tokens then $(( steps - steps * 2 / 3 )) of 8 x $T, $threads thread(s) each, then MTA retrofitted onto the baseline for $(( steps / 4 )) steps (logs: $out/*-s$seed.log)"
     { train_and_eval lm1m-baseline "$seed" && retrofit_and_eval "$seed"; } > "$out/lm1m-baseline-s$seed.log" 2>&1 &
     train_and_eval lm1m "$seed" > "$out/lm1m-s$seed.log" 2>&1 &
     wait %1 || { echo "longctx.sh: lm1m-baseline or its retrofit, seed $seed failed: $out/lm1m-baseline-s$seed.log" >&2; exit 1; }
