@@ -434,9 +434,10 @@ void model_set_training(model *m, int training, uint64_t seed) {
 
 // ---- forward and backward -----------------------------------------------------------------------
 
-// Called after layer l's attention forward, with its context and its (B,H,T,d) K and V; non-zero
-// stops the forward. The decoder's prefill uses it to fill its caches.
-typedef int (*layer_hook)(void *arg, int l, mta_ctx *ctx, const float *k, const float *v, char *msg, size_t n);
+// Called after layer l's attention forward, with its context and its (B,H,T,d) Q, K and V (after
+// RoPE); non-zero stops the forward. The decoder's prefill uses it to fill its caches.
+typedef int (*layer_hook)(void *arg, int l, mta_ctx *ctx, const float *q, const float *k, const float *v, char *msg,
+                          size_t n);
 
 static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
                         void *hook_arg, char *msg, size_t n);
@@ -472,7 +473,7 @@ static int fwd_attend(void *arg, int l, const float *q, const float *k, const fl
     mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
     if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
         return errmsg(msg, n, "layer %d attention: %s", l, mta_ctx_error(m->ctx[l]));
-    if (fa->hook && fa->hook(fa->hook_arg, l, m->ctx[l], a->k, a->v, msg, n)) return -1;
+    if (fa->hook && fa->hook(fa->hook_arg, l, m->ctx[l], a->q, a->k, a->v, msg, n)) return -1;
     merge_heads(out, a->ao, B, T, H, d, NULL, NULL);
     return 0;
 }
@@ -723,11 +724,16 @@ void model_decoder_free(model_decoder *dec) {
 const float *model_decoder_logits(const model_decoder *dec) { return dec->logits; }
 int model_decoder_len(const model_decoder *dec, int b) { return b >= 0 && b < dec->B ? dec->len[b] : -1; }
 
-// Fills layer l's cache from its forward, then releases the forward's maps: only one layer's
-// (T,T) maps are alive at a time, so long prompts fit in memory.
-static int prefill_layer(void *arg, int l, mta_ctx *ctx, const float *k, const float *v, char *msg, size_t n) {
+// Fills layer l's cache from its forward's q, k and v (mta_cache_prefill recomputes the few
+// score and probability rows it keeps), then releases the forward's workspace: with the fused
+// backend (the default) a prefill never holds a (T,T) map, and with the reference backend it
+// holds one layer's maps at a time.
+static int prefill_layer(void *arg, int l, mta_ctx *ctx, const float *q, const float *k, const float *v, char *msg,
+                         size_t n) {
     model_decoder *dec = arg;
-    if (mta_cache_prefill(dec->cache[l], ctx, k, v, dec->lens) != MTA_OK)
+    const layer_weights *L = &dec->m->w.layer[l];
+    const mta_params p = layer_mta_params(L);
+    if (mta_cache_prefill(dec->cache[l], dec->m->T, q, k, v, &p, dec->lens) != MTA_OK)
         return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
     mta_ctx_release(ctx);
     return 0;
@@ -743,15 +749,13 @@ int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const in
                           T, dec->cap);
     model_set_training(m, 0, 0);
     dec->lens = lens;
-    // The cache is filled from the forward's score and probability maps: the reference backend.
-    const mta_backend was = m->backend;
-    model_set_backend(m, MTA_BACKEND_REFERENCE);
+    // The model's forward on its own backend, each layer's cache filled as soon as its attention
+    // has run.
     int rc = forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, msg, n);
     for (int b = 0; b < B && !rc; b++) {
         dec->len[b] = lens[b];
         memcpy(dec->logits + (size_t)b * V, m->logits + ((size_t)b * T + lens[b] - 1) * V, (size_t)V * sizeof(float));
     }
-    model_set_backend(m, was);
     return rc;
 }
 
