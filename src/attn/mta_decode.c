@@ -4,8 +4,8 @@
 // changes. Per sequence and head the cache keeps K and V, the last pre_cq rows of Z (masked
 // scaled scores, the pre-softmax convolution's input; the current row included) and the last
 // post_cq rows of P (the softmax output, the post-softmax convolution's input). A step computes
-// one row of every map:
-// O(t*(d + c_q*c_k)) work per head at position t.
+// one row of every map: O(t*(d + c_q*c_k)) work per head at position t. A prefill copies K and V
+// and recomputes the window rows from q and K with the same row code, so it needs no (T,T) map.
 #include "attn/conv.h"
 #include "attn/mta_internal.h"
 
