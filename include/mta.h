@@ -48,7 +48,7 @@ typedef enum {
 //   MTA_BACKEND_FUSED (the default): walks the query rows in strips and never holds a (T,T) map;
 //     its workspace is O(H*T*strip) (docs/fused.md).
 //   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
-//     one that can return attention maps (mta_attention_map) and prefill a decoding cache.
+//     one that can return attention maps (mta_attention_map).
 // mta_config_default picks FUSED. (The library reads no environment variable; the mtac command
 // and the tests take MTAC_BACKEND=reference to change their default.)
 typedef enum {
@@ -160,11 +160,16 @@ const char *mta_cache_error(const mta_cache *cache);
 mta_status mta_cache_step(mta_cache *cache, int b, const float *q, const float *k, const float *v,
                           const mta_params *p, float *out);
 
-// Fills the cache from the last mta_forward on ctx (reference backend; same B, H, d and MTA steps; its T may differ
-// from the capacity): sequence b takes positions 0..lens[b]-1 of that forward, with k, v the
-// forward's (B,H,T,d) inputs. Positions after lens[b] in the forward are ignored (causality), so
-// prompts of different lengths can share one padded forward.
-mta_status mta_cache_prefill(mta_cache *cache, mta_ctx *ctx, const float *k, const float *v, const int *lens);
+// Fills the cache from a prompt's q, k, v (B,H,T,d) (those of a forward over the prompts, on any
+// backend; its T may differ from the capacity): sequence b takes positions 0..lens[b]-1, after
+// which mta_cache_step continues at lens[b]. Positions after lens[b] are ignored (causality), so
+// prompts of different lengths can share one padded forward. Besides K and V, the cache keeps the
+// last c_q-1 rows of the masked scores and the last c_q'-1 rows of the probabilities, which it
+// recomputes here from q and k (at most c_q+c_q'-2 rows per sequence, O(T*(d + c_q*c_k + H)) work
+// per row and head): no (T,T) map is needed, and the rows are those a cache stepped from empty
+// would hold.
+mta_status mta_cache_prefill(mta_cache *cache, int T, const float *q, const float *k, const float *v,
+                             const mta_params *p, const int *lens);
 
 // The last error message of a context ("" if none).
 const char *mta_ctx_error(const mta_ctx *ctx);

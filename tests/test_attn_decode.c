@@ -1,6 +1,8 @@
 // test_attn_decode.c: the incremental decoding cache against the batched forward: every output
 // row of mta_cache_step equals the forward's row, from an empty cache and after a prefill with
-// prompts of different lengths, for plain attention and every MTA step alone and together.
+// prompts of different lengths, for plain attention and every MTA step alone and together. A
+// prefill takes only q, k and v (whichever backend ran the forward), and the steps after it give
+// the same bits as a cache stepped from empty through the prompt.
 #include "testutil.h"
 
 #include <math.h>
@@ -20,44 +22,51 @@ static double row_err(const float *a, const float *b, size_t n, double ref) {
     return tu_max_abs_diff(a, b, n) / (ref > 1e-12 ? ref : 1.0);
 }
 
-// Runs the forward over the whole case, then decodes the same positions through a cache:
-// positions 0..lens[b]-1 by prefill (lens NULL: none) and the rest step by step.
-static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed) {
+// The H rows (H,d) of position t of sequence b of a (B,H,T,d) tensor.
+static void gather_rows(const float *x, int b, int t, int H, int T, int d, float *rows) {
+    for (int h = 0; h < H; h++) memcpy(rows + (size_t)h * d, x + (((size_t)b * H + h) * T + t) * d, d * sizeof(float));
+}
+
+// Runs the forward over the whole case (on cfg's backend), then decodes the same positions
+// through a cache: positions 0..lens[b]-1 by prefill (lens NULL: none) and the rest step by step.
+// After a prefill, a second cache steps through every position from empty, and the rows after
+// the prompt must be the same bits in both (*same = 0 where they are not).
+static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed, int *same) {
     tu_case *tc = tu_case_new(cfg, seed, 1.0f, 0.3f);
     assert_non_null(tc);
     mta_ctx *ctx;
-    mta_config fc = *cfg;
-    if (lens) fc.backend = MTA_BACKEND_REFERENCE;  // prefill reads the forward's maps
-    assert_int_equal(mta_create(&ctx, &fc, NULL, 0), MTA_OK);
+    assert_int_equal(mta_create(&ctx, cfg, NULL, 0), MTA_OK);
     assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
     mta_config cc = *cfg;
     cc.T = cfg->T + 3;  // capacity need not equal the forward's length
-    mta_cache *cache;
+    mta_cache *cache, *stepped = NULL;
     char msg[256];
     assert_int_equal(mta_cache_create(&cache, &cc, msg, sizeof msg), MTA_OK);
     const int B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
     if (lens) {
-        assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_OK);
+        assert_int_equal(mta_cache_prefill(cache, T, tc->q, tc->k, tc->v, &tc->p, lens), MTA_OK);
         for (int b = 0; b < B; b++) assert_int_equal(mta_cache_len(cache, b), lens[b]);
+        assert_int_equal(mta_cache_create(&stepped, &cc, msg, sizeof msg), MTA_OK);
     }
     float *q = malloc((size_t)3 * H * d * sizeof(float)), *k = q + (size_t)H * d, *v = k + (size_t)H * d;
-    float *o = malloc((size_t)H * d * sizeof(float)), *want = malloc((size_t)H * d * sizeof(float));
+    float *o = malloc((size_t)2 * H * d * sizeof(float)), *o2 = o + (size_t)H * d;
+    float *want = malloc((size_t)H * d * sizeof(float));
     const double ref = tu_max_abs(tc->out, tc->n);
     double worst = 0;
+    if (same) *same = 1;
     for (int b = 0; b < B; b++)
-        for (int t = lens ? lens[b] : 0; t < T; t++) {
-            for (int h = 0; h < H; h++) {
-                const size_t at = (((size_t)b * H + h) * T + t) * d;
-                memcpy(q + (size_t)h * d, tc->q + at, d * sizeof(float));
-                memcpy(k + (size_t)h * d, tc->k + at, d * sizeof(float));
-                memcpy(v + (size_t)h * d, tc->v + at, d * sizeof(float));
-                memcpy(want + (size_t)h * d, tc->out + at, d * sizeof(float));
-            }
+        for (int t = 0; t < T; t++) {
+            gather_rows(tc->q, b, t, H, T, d, q), gather_rows(tc->k, b, t, H, T, d, k), gather_rows(tc->v, b, t, H, T, d, v);
+            if (stepped) assert_int_equal(mta_cache_step(stepped, b, q, k, v, &tc->p, o2), MTA_OK);
+            if (lens && t < lens[b]) continue;
+            gather_rows(tc->out, b, t, H, T, d, want);
             assert_int_equal(mta_cache_step(cache, b, q, k, v, &tc->p, o), MTA_OK);
             worst = fmax(worst, row_err(o, want, (size_t)H * d, ref));
+            if (stepped && same && memcmp(o, o2, (size_t)H * d * sizeof(float))) *same = 0;
         }
     free(q), free(o), free(want);
     mta_cache_destroy(cache);
+    mta_cache_destroy(stepped);
     mta_destroy(ctx);
     tu_case_free(tc);
     return worst;
@@ -86,18 +95,22 @@ static void test_steps_equal_forward(void **s) {
     (void)s;
     for (int k = 0; k <= NVARIANTS - 1; k++) {
         mta_config c = variant(k);
-        double e = decode_error(&c, NULL, 100 + k);
+        double e = decode_error(&c, NULL, 100 + k, NULL);
         if (e > 1e-5) fail_msg("variant %d: decoding differs from the forward by %.3g (relative)", k, e);
     }
     // rows longer than the decoder's key blocks (512): block edges inside the convolution windows
     mta_config c = tu_config_all(1, 2, 1100, 4, 3, 7, 2);
     const int lens[1] = {700};
-    double e = decode_error(&c, NULL, 300), e2 = decode_error(&c, lens, 301);
+    int same;
+    double e = decode_error(&c, NULL, 300, NULL), e2 = decode_error(&c, lens, 301, &same);
     if (e > 1e-5 || e2 > 1e-5) fail_msg("T=1100: decoding differs from the forward by %.3g / %.3g (relative)", e, e2);
+    if (!same) fail_msg("T=1100: the prefilled cache decodes other bits than the one stepped from empty");
 }
 
 // Every on/off combination of the six steps (tu_combo) on every shape, decoded from an empty
-// cache and after a prefill of prompts of different lengths. One thread: a step is too small to
+// cache and after a prefill of prompts of different lengths (the prefill from the q, k, v of the
+// forward on the tests' backend; the _reference run of this test takes the reference one), and
+// the prefilled cache against one stepped through the prompt. One thread: a step is too small to
 // share, and threads waiting at its barriers dominate on a busy machine.
 static void test_every_combination(void **s) {
     (void)s;
@@ -108,11 +121,13 @@ static void test_every_combination(void **s) {
             const mta_config c = tu_combo(shape, mask, 0.0f);
             int lens[2];
             for (int b = 0; b < c.B; b++) lens[b] = 1 + (c.T / 3 + 5 * b) % c.T;
-            const double e = decode_error(&c, NULL, 500 + mask), e2 = decode_error(&c, lens, 600 + mask);
+            int same;
+            const double e = decode_error(&c, NULL, 500 + mask, NULL), e2 = decode_error(&c, lens, 600 + mask, &same);
             char name[64];
-            if ((e > 1e-5 || e2 > 1e-5) && failed++ < 50)
+            if ((e > 1e-5 || e2 > 1e-5 || !same) && failed++ < 50)
                 print_error("shape %d, %s: decoding differs from the forward by %.3g (empty cache), %.3g (after a "
-                            "prefill)\n", shape, tu_combo_name(mask, name, sizeof name), e, e2);
+                            "prefill)%s\n", shape, tu_combo_name(mask, name, sizeof name), e, e2,
+                            same ? "" : "; the prefilled cache decodes other bits than the stepped one");
         }
     omp_set_num_threads(omp_get_num_procs());
     if (failed) fail_msg("%d of %d combinations decode differently from the forward", failed, TU_NSHAPES * TU_NCOMBOS);
@@ -124,8 +139,11 @@ static void test_prefill_then_steps(void **s) {
     for (int k = 0; k <= NVARIANTS - 1; k++)
         for (int i = 0; i < 4; i++) {
             mta_config c = variant(k);
-            double e = decode_error(&c, lens[i], 200 + k);
+            int same;
+            double e = decode_error(&c, lens[i], 200 + k, &same);
             if (e > 1e-5) fail_msg("variant %d, lens %d/%d: decoding differs by %.3g", k, lens[i][0], lens[i][1], e);
+            if (!same) fail_msg("variant %d, lens %d/%d: the prefilled cache decodes other bits than the stepped one", k,
+                                lens[i][0], lens[i][1]);
         }
 }
 
@@ -146,29 +164,16 @@ static void test_cache_errors(void **s) {
     assert_int_equal(mta_cache_step(cache, 0, NULL, tc->k, tc->v, &tc->p, o), MTA_ERR_NULL);
     mta_cache_reset(cache);
     assert_int_equal(mta_cache_len(cache, 0), 0);
-    mta_ctx *ctx;
-    mta_config fused = c;
-    fused.backend = MTA_BACKEND_FUSED;
-    assert_int_equal(mta_create(&ctx, &fused, NULL, 0), MTA_OK);
-    const int lens[2] = {1, 1}, bad[2] = {3, 1};
-    assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
-    assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_ERR_INVALID);  // fused: no maps
-    assert_non_null(strstr(mta_cache_error(cache), "reference"));
-    mta_destroy(ctx);
-    c.backend = MTA_BACKEND_REFERENCE;
-    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
-    assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, lens), MTA_ERR_STATE);  // no forward
-    assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
-    assert_int_equal(mta_cache_prefill(cache, ctx, tc->k, tc->v, bad), MTA_ERR_INVALID);
-    mta_destroy(ctx);
-    mta_config other = variant(1);
-    other.T = 2, other.backend = MTA_BACKEND_REFERENCE;
-    assert_int_equal(mta_create(&ctx, &other, NULL, 0), MTA_OK);
-    tu_case *to = tu_case_new(&other, 2, 1.0f, 0.1f);
-    assert_int_equal(mta_forward(ctx, to->q, to->k, to->v, &to->p, to->out), MTA_OK);
-    assert_int_equal(mta_cache_prefill(cache, ctx, to->k, to->v, lens), MTA_ERR_INVALID);  // other config
-    mta_destroy(ctx);
-    tu_case_free(to);
+    const int lens[2] = {1, 1}, bad[2] = {3, 1}, zero[2] = {1, 0};
+    assert_int_equal(mta_cache_prefill(cache, c.T, tc->q, tc->k, NULL, &tc->p, lens), MTA_ERR_NULL);
+    assert_int_equal(mta_cache_prefill(cache, c.T, tc->q, tc->k, tc->v, NULL, lens), MTA_ERR_NULL);
+    assert_int_equal(mta_cache_prefill(cache, c.T, tc->q, tc->k, tc->v, &tc->p, bad), MTA_ERR_INVALID);  // > T
+    assert_int_equal(mta_cache_prefill(cache, c.T, tc->q, tc->k, tc->v, &tc->p, zero), MTA_ERR_INVALID);
+    assert_int_equal(mta_cache_prefill(cache, 1, tc->q, tc->k, tc->v, &tc->p, (const int[2]){2, 1}), MTA_ERR_INVALID);
+    assert_non_null(strstr(mta_cache_error(cache), "prefill"));
+    assert_int_equal(mta_cache_len(cache, 0), 0);  // a refused prefill changes nothing
+    assert_int_equal(mta_cache_prefill(cache, c.T, tc->q, tc->k, tc->v, &tc->p, lens), MTA_OK);
+    assert_int_equal(mta_cache_len(cache, 1), 1);
     tu_case_free(tc);
     mta_cache_destroy(cache);
     c.pre_ck = 4;

@@ -1,7 +1,9 @@
 // test_decode.c: incremental decoding of the model with KV/MTA caches. For the baseline and every
 // MTA variant, with kernels moved away from the identity, the logits of prefill + token-by-token
 // decoding equal those of one forward over the same tokens at every step (1e-5 relative to the
-// largest logit), for several prompts of different lengths in one batch.
+// largest logit), for several prompts of different lengths in one batch, with the prompts
+// prefilled by a forward on the fused backend (which holds no (T,T) map) and on the reference
+// one, each against the one forward on the tests' backend.
 #include "model/model.h"
 #include "testutil.h"
 
@@ -44,21 +46,14 @@ static model *make(const char *json, uint64_t seed) {
     return m;
 }
 
-static void check_config(const char *json, const int *lens, int B, int T) {
-    model *m = make(json, 5);
+// Decodes the rows of tok (B,T) through the model's decoder (its backend runs the prefill's
+// forward): prompts of lens[b] tokens, then the rest one token per step (sequences that are done
+// keep decoding past T on a token of their own; only positions < T are compared against ref, the
+// (B,T,V) logits of one forward, scale its largest magnitude).
+static void check_decoder(model *m, const int *tok, const float *ref, double scale, const int *lens, int B, int T,
+                          const char *json, int backend) {
     const int V = model_cfg(m)->vocab_size;
-    int *tok = malloc((size_t)B * T * sizeof(int));
-    uint64_t sd = 9;
-    for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % V;
     char msg[256];
-    // the reference: one forward over every token
-    assert_int_equal(model_forward(m, tok, NULL, B, T, NULL, msg, sizeof msg), 0);
-    float *ref = malloc((size_t)B * T * V * sizeof(float));
-    memcpy(ref, model_logits(m), (size_t)B * T * V * sizeof(float));
-    double scale = 0;
-    for (size_t i = 0; i < (size_t)B * T * V; i++) scale = fmax(scale, fabs(ref[i]));
-    // decoding: prompts of lens[b] tokens, then the rest one token per step (sequences that are
-    // done keep decoding past T on a token of their own; only positions < T are compared)
     model_decoder *dec = model_decoder_create(m, B, 2 * T, msg, sizeof msg);
     assert_non_null(dec);
     assert_int_equal(model_decoder_prefill(dec, tok, T, lens, msg, sizeof msg), 0);
@@ -84,8 +79,30 @@ static void check_config(const char *json, const int *lens, int B, int T) {
     int expect = 0;
     for (int b = 0; b < B; b++) expect += T - lens[b] + 1;
     assert_int_equal(compared, expect);
-    if (worst > 1e-5) fail_msg("%s: decoded logits differ by %.3g (relative)", json, worst);
+    if (worst > 1e-5)
+        fail_msg("%s, prefill on the %s backend: decoded logits differ by %.3g (relative)", json,
+                 mta_backend_name((mta_backend)backend), worst);
     model_decoder_free(dec);
+}
+
+static void check_config(const char *json, const int *lens, int B, int T) {
+    model *m = make(json, 5);
+    const int V = model_cfg(m)->vocab_size;
+    int *tok = malloc((size_t)B * T * sizeof(int));
+    uint64_t sd = 9;
+    for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % V;
+    char msg[256];
+    // the reference: one forward over every token
+    assert_int_equal(model_forward(m, tok, NULL, B, T, NULL, msg, sizeof msg), 0);
+    float *ref = malloc((size_t)B * T * V * sizeof(float));
+    memcpy(ref, model_logits(m), (size_t)B * T * V * sizeof(float));
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)B * T * V; i++) scale = fmax(scale, fabs(ref[i]));
+    for (int be = 0; be < MTA_N_BACKENDS; be++) {
+        if (!mta_backend_available((mta_backend)be)) continue;
+        model_set_backend(m, (mta_backend)be);
+        check_decoder(m, tok, ref, scale, lens, B, T, json, be);
+    }
     free(tok), free(ref);
     model_free(m);
 }

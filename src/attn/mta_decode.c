@@ -4,8 +4,8 @@
 // changes. Per sequence and head the cache keeps K and V, the last pre_cq rows of Z (masked
 // scaled scores, the pre-softmax convolution's input; the current row included) and the last
 // post_cq rows of P (the softmax output, the post-softmax convolution's input). A step computes
-// one row of every map:
-// O(t*(d + c_q*c_k)) work per head at position t.
+// one row of every map: O(t*(d + c_q*c_k)) work per head at position t. A prefill copies K and V
+// and recomputes the window rows from q and K with the same row code, so it needs no (T,T) map.
 #include "attn/conv.h"
 #include "attn/mta_internal.h"
 
@@ -103,6 +103,68 @@ static void mix_row(const float *src, const float *m, int H, int G, int T, int t
     }
 }
 
+// How far cache_row goes: row t of Z only (pushed into its window), on through P (pushed into
+// its window), or on to the output row.
+enum { ROW_Z, ROW_P, ROW_OUT };
+
+// Row t of sequence b's maps, from the cache's K and V rows 0..t (already in place) and the query
+// rows of the H heads (q, qs floats apart). Pushes row t of Z and, from ROW_P on, row t of P into
+// their windows; ROW_OUT writes the output rows to out (H,d). The step and the prefill both come
+// here, so a prefilled cache holds the very rows a cache stepped from empty would.
+static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, const mta_params *p, int upto, float *out) {
+    const mta_config *cf = &c->cfg;
+    const int H = cf->H, T = cf->T, d = cf->d;
+    const float scale = 1.0f / sqrtf((float)d);
+    const size_t zr = window_slots(cf->pre_cq), pr = window_slots(cf->post_cq);
+    float *z = c->row[0], *s1 = c->row[1], *pp = c->row[2], *p1 = c->row[3], *p2 = c->row[4];
+    const float *mix_in = cf->pre_cq ? s1 : z, *a_in = cf->post_ch ? p2 : cf->post_cq ? p1 : pp;
+    if (upto == ROW_OUT && cf->post_ch) mta_headconv_matrix(p->w_post_head, H, cf->post_ch, c->hmat);
+    // One row of every map, head by head between the steps that mix heads.
+    #pragma omp parallel
+    {
+        #pragma omp for schedule(static)
+        for (int h = 0; h < H; h++) {  // steps 1-2
+            const size_t bh = (size_t)b * H + h;
+            const float *K = c->k + bh * T * d;
+            float *zh = z + (size_t)h * T;
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, q + h * qs, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
+            if (cf->pre_cq) {
+                float *zw = c->zwin + bh * zr * T;
+                window_push(zw, cf->pre_cq, T, zh, t);
+                if (upto >= ROW_P)
+                    window_conv(zw, zh, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, T, t,
+                                s1 + (size_t)h * T);
+            }
+        }
+        if (upto >= ROW_P) {
+            if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, pp);  // step 3
+            #pragma omp for schedule(static)
+            for (int h = 0; h < H; h++) {  // steps 4-5
+                float *r = pp + (size_t)h * T;
+                if (!cf->pre_head_mix) memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
+                softmax_row(r, t + 1, NULL, NULL);
+                if (cf->post_cq) {  // step 5
+                    float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
+                    window_push(pw, cf->post_cq, T, r, t);
+                    if (upto == ROW_OUT)
+                        window_conv(pw, r, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck,
+                                    T, t, p1 + (size_t)h * T);
+                }
+            }
+        }
+        if (upto == ROW_OUT) {
+            if (cf->post_ch) mix_row(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, p2);  // step 6
+            #pragma omp for schedule(static)
+            for (int h = 0; h < H; h++) {  // steps 7-9
+                const float *A = a_in + (size_t)h * T, *V = c->v + ((size_t)b * H + h) * T * d;
+                float *o = out + (size_t)h * d;
+                cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
+                mta_normgate_forward_row(cf, p, o, o);
+            }
+        }
+    }
+}
+
 mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, const float *v, const mta_params *p,
                           float *out) {
     if (!c) return MTA_ERR_NULL;
@@ -111,86 +173,42 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
     if (b < 0 || b >= cf->B) return cache_fail(c, MTA_ERR_INVALID, "sequence index outside the cache's batch");
     const int H = cf->H, T = cf->T, d = cf->d, t = c->len[b];
     if (t >= T) return cache_fail(c, MTA_ERR_INVALID, "the cache is full: a sequence reached the capacity cfg.T");
-    const float scale = 1.0f / sqrtf((float)d);
-    const size_t zr = window_slots(cf->pre_cq), pr = window_slots(cf->post_cq);
-    float *z = c->row[0], *s1 = c->row[1], *pp = c->row[2], *p1 = c->row[3], *p2 = c->row[4];
-    const float *mix_in = cf->pre_cq ? s1 : z, *a_in = cf->post_ch ? p2 : cf->post_cq ? p1 : pp;
-    if (cf->post_ch) mta_headconv_matrix(p->w_post_head, H, cf->post_ch, c->hmat);
-    // One row of every map, head by head between the steps that mix heads.
-    #pragma omp parallel
-    {
-        #pragma omp for schedule(static)
-        for (int h = 0; h < H; h++) {  // steps 1-2
-            const size_t bh = (size_t)b * H + h;
-            float *K = c->k + bh * T * d, *V = c->v + bh * T * d, *zh = z + (size_t)h * T;
-            const float *qh = q + (size_t)h * d;
-            memcpy(K + (size_t)t * d, k + (size_t)h * d, (size_t)d * sizeof(float));
-            memcpy(V + (size_t)t * d, v + (size_t)h * d, (size_t)d * sizeof(float));
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, qh, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
-            if (cf->pre_cq) {
-                float *zw = c->zwin + bh * zr * T;
-                window_push(zw, cf->pre_cq, T, zh, t);
-                window_conv(zw, zh, p->w_pre + (size_t)h * cf->pre_cq * cf->pre_ck, cf->pre_cq, cf->pre_ck, T, t,
-                            s1 + (size_t)h * T);
-            }
-        }
-        if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, pp);  // step 3
-        #pragma omp for schedule(static)
-        for (int h = 0; h < H; h++) {  // steps 4-5
-            float *r = pp + (size_t)h * T;
-            if (!cf->pre_head_mix) memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
-            softmax_row(r, t + 1, NULL, NULL);
-            if (cf->post_cq) {  // step 5
-                float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
-                window_push(pw, cf->post_cq, T, r, t);
-                window_conv(pw, r, p->w_post + (size_t)h * cf->post_cq * cf->post_ck, cf->post_cq, cf->post_ck, T, t,
-                            p1 + (size_t)h * T);
-            }
-        }
-        if (cf->post_ch) mix_row(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, p2);  // step 6
-        #pragma omp for schedule(static)
-        for (int h = 0; h < H; h++) {  // steps 7-9
-            const size_t bh = (size_t)b * H + h;
-            const float *A = a_in + (size_t)h * T, *V = c->v + bh * T * d;
-            float *o = out + (size_t)h * d;
-            cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
-            mta_normgate_forward_row(cf, p, o, o);
-        }
+    for (int h = 0; h < H; h++) {
+        const size_t at = (((size_t)b * H + h) * T + t) * d;
+        memcpy(c->k + at, k + (size_t)h * d, (size_t)d * sizeof(float));
+        memcpy(c->v + at, v + (size_t)h * d, (size_t)d * sizeof(float));
     }
+    cache_row(c, b, t, q, (size_t)d, p, ROW_OUT, out);
     c->len[b] = t + 1;
     return MTA_OK;
 }
 
-mta_status mta_cache_prefill(mta_cache *c, mta_ctx *ctx, const float *k, const float *v, const int *lens) {
-    if (!c || !ctx || !k || !v || !lens) return c ? cache_fail(c, MTA_ERR_NULL, "ctx, k, v and lens must be non-NULL") : MTA_ERR_NULL;
-    const mta_config *cf = &c->cfg, *fc = &ctx->cfg;
-    if (!ctx->have_forward) return cache_fail(c, MTA_ERR_STATE, "prefill needs a forward on the context");
-    if (!ctx->impl->maps)
-        return cache_fail(c, MTA_ERR_INVALID, "prefill needs a forward of the reference backend (it reads the score and probability maps)");
-    if (fc->B != cf->B || fc->H != cf->H || fc->d != cf->d || fc->pre_cq != cf->pre_cq || fc->pre_ck != cf->pre_ck ||
-        fc->pre_head_mix != cf->pre_head_mix || fc->post_cq != cf->post_cq || fc->post_ck != cf->post_ck ||
-        fc->post_ch != cf->post_ch || fc->group_norm != cf->group_norm || fc->depth_scale != cf->depth_scale ||
-        fc->layer_id != cf->layer_id || fc->gate != cf->gate)
-        return cache_fail(c, MTA_ERR_INVALID, "prefill: the forward's config differs from the cache's");
-    const int H = cf->H, T = cf->T, d = cf->d, Tf = fc->T;
-    const size_t zr = window_slots(cf->pre_cq), pr = window_slots(cf->post_cq);
+// The windows of a sequence of L positions must hold Z rows L-(c_q-1)..L-1 and P rows
+// L-(c_q'-1)..L-1, the rows the next step's convolutions read besides its own. P row r needs Z
+// rows r-(c_q-1)..r (its pre-softmax convolution) and every head's row r (the mixing), so the
+// rows from Z's first needed row on are recomputed from q and K: at most c_q + c_q' - 2 rows of
+// O(L*(d + c_q*c_k + H)) work per head, against the O(L^2) of the forward that gave K and V.
+mta_status mta_cache_prefill(mta_cache *c, int Tf, const float *q, const float *k, const float *v, const mta_params *p,
+                             const int *lens) {
+    if (!c) return MTA_ERR_NULL;
+    if (!q || !k || !v || !p || !lens) return cache_fail(c, MTA_ERR_NULL, "q, k, v, p and lens must be non-NULL");
+    const mta_config *cf = &c->cfg;
+    const int H = cf->H, T = cf->T, d = cf->d;
     for (int b = 0; b < cf->B; b++)
         if (lens[b] < 1 || lens[b] > Tf || lens[b] > T)
-            return cache_fail(c, MTA_ERR_INVALID, "prefill: a length is < 1 or longer than the forward or the cache");
-    const float *zmap, *pmap;
-    ctx->impl->maps(ctx, &zmap, &pmap);
+            return cache_fail(c, MTA_ERR_INVALID, "prefill: a length is < 1 or longer than the tensors' T or the cache");
     for (int b = 0; b < cf->B; b++) {
         const int L = lens[b];
         for (int h = 0; h < H; h++) {
             const size_t bh = (size_t)b * H + h;
             memcpy(c->k + bh * T * d, k + bh * Tf * d, (size_t)L * d * sizeof(float));
             memcpy(c->v + bh * T * d, v + bh * Tf * d, (size_t)L * d * sizeof(float));
-            // the windows take rows L-cq..L-1 (those before position 0 are never read)
-            for (int r = L - cf->pre_cq > 0 ? L - cf->pre_cq : 0; r < L; r++)
-                window_push(c->zwin + bh * zr * T, cf->pre_cq, T, zmap + (bh * Tf + r) * Tf, r);
-            for (int r = L - cf->post_cq > 0 ? L - cf->post_cq : 0; r < L; r++)
-                window_push(c->pwin + bh * pr * T, cf->post_cq, T, pmap + (bh * Tf + r) * Tf, r);
         }
+        // first P row the windows keep (L: none), and the first Z row (rows before 0 are never read)
+        const int rp = cf->post_cq > 1 ? L - (cf->post_cq - 1) : L;
+        const int rz = cf->pre_cq > 1 ? rp - (cf->pre_cq - 1) : rp;
+        for (int r = rz > 0 ? rz : 0; r < L; r++)
+            cache_row(c, b, r, q + ((size_t)b * H * Tf + r) * d, (size_t)Tf * d, p, r >= rp ? ROW_P : ROW_Z, NULL);
         c->len[b] = L;
     }
     return MTA_OK;

@@ -17,11 +17,9 @@ typedef struct {
                            const float *dout, float *dq, float *dk, float *dv, const mta_grads *g);
     // Frees ctx->state and sets it NULL; the next call allocates it again.
     void (*release)(mta_ctx *ctx);
-    // The last forward's (T,T) maps, for backends that keep them: the map of (b,h) that
-    // multiplied V (no dropout), and the (B,H,T,T) maps Z (masked scaled scores; valid when
-    // pre_cq is on) and P (softmax output) for the decoding cache's prefill.
+    // The last forward's map of (b,h) that multiplied V (no dropout), for backends that keep
+    // their (T,T) maps.
     const float *(*attention)(const mta_ctx *ctx, int b, int h);
-    void (*maps)(const mta_ctx *ctx, const float **z, const float **p);
 } mta_backend_impl;
 
 extern const mta_backend_impl mta_reference_backend;  // mta_ref.c

@@ -290,11 +290,6 @@ static const float *ref_attention(const mta_ctx *ctx, int b, int h) {
     return chain_of(c, ctx->state).pv + ((size_t)b * c->H + h) * c->T * c->T;
 }
 
-static void ref_maps(const mta_ctx *ctx, const float **z, const float **p) {
-    chain ch = chain_of(&ctx->cfg, ctx->state);
-    *z = ch.z, *p = ch.p;
-}
-
 // ---- attention dropout --------------------------------------------------------------------
 
 // dst = src * mask / (1-p) on the causal part of every row (zero above the diagonal).
@@ -402,5 +397,4 @@ const mta_backend_impl mta_reference_backend = {
     .backward = ref_backward,
     .release = ref_release,
     .attention = ref_attention,
-    .maps = ref_maps,
 };

@@ -83,15 +83,16 @@ model_weights model_weights_of(model *m, float *base);  // named pointers into p
 void model_init(model *m, uint64_t seed);
 
 // Forward over tokens (B,T) (ids in [0,V)); B*T must fit an int (the row index). With targets (B,T) (-1 = ignored) it also computes
-// the mean cross-entropy loss into *loss and keeps what model_backward needs. logits (B,T,V) are
-// available from model_logits after the call. Returns 0, or -1 with a message.
+// the mean cross-entropy loss into *loss and keeps what model_backward needs; without, it holds
+// one layer's activations at a time (all layers reuse them). logits (B,T,V) are available from
+// model_logits after the call. Returns 0, or -1 with a message.
 int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg,
                   size_t n);
 const float *model_logits(const model *m);
 
-// Allocates the activations of a forward over (B,T) now rather than at the first forward, so that
-// a batch too large for the memory is refused before any data is read for it. 0, or -1 with a
-// message (B*T past an int, or out of memory).
+// Allocates the activations of a forward with targets over (B,T) now rather than at the first
+// one, so that a batch too large for the memory is refused before any data is read for it. 0, or
+// -1 with a message (B*T past an int, or out of memory).
 int model_reserve(model *m, int B, int T, char *msg, size_t n);
 
 // The operator backend of the attention layers: MTA_BACKEND_FUSED by default (no (T,T) maps held;
