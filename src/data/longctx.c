@@ -410,7 +410,7 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
     // The text before the example: with answers only it is context, not loss (its hundred-odd
     // language-modelling targets would outweigh the answer's few in the batch's mean); either way
     // its last token is followed by the example's BOS, not by the text its target names.
-    for (int t = m->answers_only ? 0 : T - L; !rc && t < T + 1 - L; t++) targets[t] = -1;
+    for (int t = m->answers_only || L > T ? 0 : T - L; !rc && t < T + 1 - L; t++) targets[t] = -1;
     free(row);
     return rc;
 }
