@@ -204,12 +204,14 @@ int cmd_eval_longctx(int argc, char **argv) {
                 break;
             }
             acc[r * n_cols + k] = (double)s.correct / s.total;
-            fprintf(stderr, "\r  %d/%d correct (%.0f%%)\n", s.correct, s.total, 100.0 * s.correct / s.total);
+            fprintf(stderr, "\r  %d/%d correct (%.0f%%); %d with the answer right before its end\n", s.correct, s.total,
+                    100.0 * s.correct / s.total, s.retrieved);
             cJSON *cell = cJSON_CreateObject();
             cJSON_AddNumberToObject(cell, "context", contexts[r]);
             if (needle) cJSON_AddNumberToObject(cell, "depth", depths[k]);
             else cJSON_AddStringToObject(cell, "qa", lc_task_name((lc_task)tasks[k]));
             cJSON_AddNumberToObject(cell, "correct", s.correct);
+            cJSON_AddNumberToObject(cell, "retrieved", s.retrieved);
             cJSON_AddNumberToObject(cell, "total", s.total);
             cJSON_AddNumberToObject(cell, "accuracy", acc[r * n_cols + k]);
             cJSON_AddItemToArray(cells, cell);

@@ -491,7 +491,8 @@ static void test_scoring(void **state) {
             const lc_eval_hooks hooks = {count_done, on_answered, &h};
             assert_int_equal(lc_score_answers(&a, &cs[k], hay, hay_n, 5, 13, batch, &sc, &hooks, err, sizeof err), 0);
             assert_int_equal(sc.total, 13);
-            assert_int_equal(sc.correct, 4);  // examples 0, 4, 8, 12
+            assert_int_equal(sc.correct, 4);    // examples 0, 4, 8, 12
+            assert_int_equal(sc.retrieved, 7);  // and those that run on past the answer: 3, 7, 11
             assert_int_equal(h.done, 13);
             assert_int_equal(h.answered, 13);
             assert_int_equal(o.started, 13);

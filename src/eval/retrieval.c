@@ -22,7 +22,7 @@ int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *h
     int rc = 0;
     if (!rows || !lens || !next || !pos || !greedy || !ok || !done || !ex || !got || !n_got)
         rc = errmsg(err, n, "out of memory");
-    score->correct = score->total = 0;
+    score->correct = score->retrieved = score->total = 0;
     for (int e0 = 0; e0 < n_examples && !rc; e0 += batch) {
         const int B = n_examples - e0 < batch ? n_examples - e0 : batch;
         int longest_answer = 0;
@@ -55,6 +55,11 @@ int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *h
         }
         for (int b = 0; b < B && !rc; b++) {
             score->correct += ok[b] && done[b], score->total++;
+            const int *want = rows + (size_t)b * L + ex[b].answer_at, *g = got + (size_t)b * (L + 1);
+            const int m = ex[b].len - ex[b].answer_at - 1;  // the answer's tokens before its EOS
+            int same = n_got[b] >= m;
+            for (int i = 0; same && i < m; i++) same = g[i] == want[i];
+            score->retrieved += same;
             if (hooks && hooks->answered)
                 hooks->answered(hooks->arg, e0 + b, rows + (size_t)b * L + ex[b].answer_at, ex[b].len - ex[b].answer_at,
                                 got + (size_t)b * (L + 1), n_got[b], ok[b] && done[b]);

@@ -9,8 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// correct: exact matches; retrieved: answers whose tokens before the EOS are all right, whatever
+// follows them (a model that retrieves but does not stop, e.g. copying on past the needle).
 typedef struct {
-    int correct, total;
+    int correct, retrieved, total;
 } lc_score;
 
 // What answers the questions, B prompts at a time: start reads the prompts (rows: (B, L) tokens,
