@@ -83,11 +83,14 @@ done
 /usr/bin/python3 - "$out" $seeds > "$out/results.md" <<'PY'
 import json, sys
 out, seeds = sys.argv[1], sys.argv[2:]
+# per (task, context): the exact-match accuracy and the retrieved fraction (the answer right up to
+# its end, whatever follows), each averaged over depths (needles)
 def cells(path, name):
     res = {}
     for c in json.load(open(path))["results"]:
-        res.setdefault((name or c["qa"], c["context"]), []).append(c["accuracy"])
-    return {k: sum(v) / len(v) for k, v in res.items()}
+        r = res.setdefault((name or c["qa"], c["context"]), [[], []])
+        r[0].append(c["accuracy"]), r[1].append(c.get("retrieved", 0) / c["total"])
+    return {k: (sum(v[0]) / len(v[0]), sum(v[1]) / len(v[1])) for k, v in res.items()}
 rows = {}
 models = (("lm1m-baseline", "baseline"), ("lm1m", "MTA"), ("retro", "retrofit"))
 for run_name, _ in models:
@@ -98,13 +101,15 @@ for run_name, _ in models:
         acc.update(cells(f"{run}/babi.json", None))
         for k, v in acc.items():
             rows.setdefault(k, {}).setdefault(run_name, []).append(v)
-f = lambda v: " / ".join(f"{100 * x:.0f}" for x in v)
-mean = lambda v: f"{100 * sum(v) / len(v):.1f}%" if v else "-"
+mean = lambda v, i: 100 * sum(x[i] for x in v) / len(v)
+both = lambda v: f"{mean(v, 0):.1f}% ({mean(v, 1):.0f}%)" if v else "-"
+per = lambda v: " / ".join(f"{100 * x[0]:.0f} ({100 * x[1]:.0f})" for x in v)
+print("Exact match, mean over seeds (in brackets: the answer right up to its end, whatever follows).\n")
 print("| task | context | " + " | ".join(f"{label} mean" for _, label in models) + " | "
       + " | ".join(f"{label} per seed" for _, label in models) + " |")
 print("|---|---|" + "---|" * (2 * len(models)))
 for (task, ctx), r in rows.items():
     vals = [r.get(run_name, []) for run_name, _ in models]
-    print(f"| {task} | {ctx} | " + " | ".join(mean(v) for v in vals) + " | " + " | ".join(f(v) for v in vals) + " |")
+    print(f"| {task} | {ctx} | " + " | ".join(both(v) for v in vals) + " | " + " | ".join(per(v) for v in vals) + " |")
 PY
 cat "$out/results.md"
