@@ -14,13 +14,12 @@ int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *h
     if (n_examples < 1 || batch < 1) return errmsg(err, n, "examples %d and batch %d must be >= 1", n_examples, batch);
     if (batch > n_examples) batch = n_examples;
     int *rows = malloc((size_t)batch * L * sizeof(int)), *lens = malloc((size_t)batch * sizeof(int));
-    int *next = malloc((size_t)batch * sizeof(int)), *pos = malloc((size_t)batch * sizeof(int));
-    int *greedy = malloc((size_t)batch * sizeof(int));
-    unsigned char *ok = malloc((size_t)batch), *done = malloc((size_t)batch);
+    int *next = malloc((size_t)batch * sizeof(int)), *greedy = malloc((size_t)batch * sizeof(int));
+    unsigned char *done = malloc((size_t)batch);
     lc_example *ex = malloc((size_t)batch * sizeof *ex);
     int *got = malloc((size_t)batch * (L + 1) * sizeof(int)), *n_got = malloc((size_t)batch * sizeof(int));
     int rc = 0;
-    if (!rows || !lens || !next || !pos || !greedy || !ok || !done || !ex || !got || !n_got)
+    if (!rows || !lens || !next || !greedy || !done || !ex || !got || !n_got)
         rc = errmsg(err, n, "out of memory");
     score->correct = score->retrieved = score->total = 0;
     for (int e0 = 0; e0 < n_examples && !rc; e0 += batch) {
@@ -35,38 +34,34 @@ int lc_score_answers(const lc_answerer *a, const lc_config *c, const uint32_t *h
             longest_answer = al > longest_answer ? al : longest_answer;
         }
         if (rc || (rc = a->start(a->arg, rows, B, L, lens, greedy, err, n))) break;
-        for (int b = 0; b < B; b++) ok[b] = 1, done[b] = 0, pos[b] = ex[b].answer_at, n_got[b] = 0;
+        // greedy tokens until EOS or one past the expected answer's length (its last token is
+        // EOS), right or wrong, so that the hooks see whole answers
+        for (int b = 0; b < B; b++) done[b] = 0, n_got[b] = 0;
         for (int s = 0; s <= longest_answer && !rc; s++) {
             int all_done = 1;
             for (int b = 0; b < B; b++) {
                 next[b] = TOK_PAD;
                 if (done[b]) continue;
-                const int *row = rows + (size_t)b * L, g = greedy[b];
+                const int g = greedy[b];
                 got[(size_t)b * (L + 1) + n_got[b]++] = g;
-                // expected: row[pos] while inside the answer (its last token is EOS)
-                if (pos[b] >= ex[b].len || g != row[pos[b]]) ok[b] = 0;
-                pos[b]++;
-                // a wrong answer still runs to its end, for hooks->answered
-                if (g == TOK_EOS || pos[b] > ex[b].len) done[b] = 1;
+                if (g == TOK_EOS || n_got[b] > ex[b].len - ex[b].answer_at) done[b] = 1;
                 else next[b] = g, all_done = 0;
             }
             if (all_done) break;
             rc = a->step(a->arg, next, greedy, err, n);
         }
         for (int b = 0; b < B && !rc; b++) {
-            score->correct += ok[b] && done[b], score->total++;
             const int *want = rows + (size_t)b * L + ex[b].answer_at, *g = got + (size_t)b * (L + 1);
-            const int m = ex[b].len - ex[b].answer_at - 1;  // the answer's tokens before its EOS
-            int same = n_got[b] >= m;
-            for (int i = 0; same && i < m; i++) same = g[i] == want[i];
-            score->retrieved += same;
-            if (hooks && hooks->answered)
-                hooks->answered(hooks->arg, e0 + b, rows + (size_t)b * L + ex[b].answer_at, ex[b].len - ex[b].answer_at,
-                                got + (size_t)b * (L + 1), n_got[b], ok[b] && done[b]);
+            const int m = ex[b].len - ex[b].answer_at;  // the expected tokens, EOS included
+            int same = 0;                                // how many of them the answer begins with
+            while (same < m && same < n_got[b] && g[same] == want[same]) same++;
+            const int correct = same == m && n_got[b] == m;
+            score->correct += correct, score->retrieved += same >= m - 1, score->total++;
+            if (hooks && hooks->answered) hooks->answered(hooks->arg, e0 + b, want, m, g, n_got[b], correct);
         }
         if (!rc && hooks && hooks->progress) hooks->progress(hooks->arg, e0 + B);
     }
-    free(rows), free(lens), free(next), free(pos), free(greedy), free(ok), free(done), free(ex), free(got), free(n_got);
+    free(rows), free(lens), free(next), free(greedy), free(done), free(ex), free(got), free(n_got);
     return rc;
 }
 
