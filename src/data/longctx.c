@@ -406,11 +406,16 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
     if (!row) return errmsg(err, n, "out of memory");
     lc_example ex;
     int rc = lc_generate(&c, hay, hay_n, &rng, row, &ex, err, n);
-    if (!rc) lc_training_view(row, &ex, m->answers_only, tokens + (T + 1 - L), targets + (T + 1 - L));
-    // The text before the example: with answers only it is context, not loss (its hundred-odd
+    const int head = T + 1 - L;  // the caller's text before the example
+    if (!rc) lc_training_view(row, &ex, m->answers_only, tokens + head, targets + head);
+    // With answers only the text before the example is context, not loss (its hundred-odd
     // language-modelling targets would outweigh the answer's few in the batch's mean); either way
     // its last token is followed by the example's BOS, not by the text its target names.
-    for (int t = m->answers_only || L > T ? 0 : T - L; !rc && t < T + 1 - L; t++) targets[t] = -1;
+    if (!rc && head > 0) {
+        if (m->answers_only)
+            for (int t = 0; t < head; t++) targets[t] = -1;
+        else targets[head - 1] = -1;
+    }
     free(row);
     return rc;
 }
