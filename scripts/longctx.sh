@@ -24,6 +24,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ -x "$M" ] || { echo "longctx.sh: build mtac first (scripts/setup.sh)" >&2; exit 1; }
+# the steps: two thirds in stage 1, the rest in stage 2; the retrofit trains a quarter more
+stage1=$(( steps * 2 / 3 )) stage2=$(( steps - steps * 2 / 3 )) more=$(( steps / 4 > 0 ? steps / 4 : 1 ))
 mkdir -p "$out"
 [ -f "$out/data/train.bin" ] || "$M" data --out "$out/data"
 # One seed's two models train side by side, each on half of the cores (the same tokens: the data
@@ -45,24 +47,24 @@ evaluate() {
 # Two stages, one run each: needles and the copy task in short sequences (many examples per token:
 # the induction retrieval is made of), then every task at the full length from those weights.
 train_and_eval() {
-    local preset=$1 seed=$2 run="$out/$1-s$2" s1=$(( steps * 2 / 3 )) s2=$(( steps - steps * 2 / 3 ))
-    if ! complete "$run-stage1" "$s1"; then
+    local preset=$1 seed=$2 run="$out/$1-s$2"
+    if ! complete "$run-stage1" "$stage1"; then
         rm -rf "$run-stage1" "$run"
         OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --data "$out/data" --out "$run-stage1" --seq_len 128 \
-            --batch_size 16 --steps "$s1" --lr 3e-3 --warmup "$(warmup "$s1")" --mix 1 --mix_tasks needle,copy \
+            --batch_size 16 --steps "$stage1" --lr 3e-3 --warmup "$(warmup "$stage1")" --mix 1 --mix_tasks needle,copy \
             --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 --log_every 100 || return 1
     fi
-    if ! complete "$run" "$s2"; then
+    if ! complete "$run" "$stage2"; then
         rm -rf "$run"
         OMP_NUM_THREADS=$threads "$M" train --preset "$preset" --init "$run-stage1/model.safetensors" --data "$out/data" \
-            --out "$run" --seq_len "$T" --batch_size 8 --steps "$s2" --lr 3e-3 --warmup "$(warmup "$s2")" --mix 1 \
+            --out "$run" --seq_len "$T" --batch_size 8 --steps "$stage2" --lr 3e-3 --warmup "$(warmup "$stage2")" --mix 1 \
             --mix_tasks needle,qa1,qa2,qa3,copy --mix_loss answer --seed "$seed" --eval_every 0 --save_every 250 \
             --log_every 100 || return 1
     fi
     evaluate "$run"
 }
 retrofit_and_eval() {
-    local seed=$1 run="$out/retro-s$1" more=$(( steps / 4 > 0 ? steps / 4 : 1 ))
+    local seed=$1 run="$out/retro-s$1"
     if ! complete "$run" "$more"; then
         rm -rf "$run" "$run-init"
         "$M" convert --add-mta --run "$out/lm1m-baseline-s$seed" --out "$run-init" || return 1
@@ -72,7 +74,7 @@ retrofit_and_eval() {
     evaluate "$run"
 }
 for seed in $seeds; do
-    echo "== seed $seed: lm1m-baseline and lm1m, $(( steps * 2 / 3 )) steps of 16 x 128 tokens then $(( steps - steps * 2 / 3 )) of 8 x $T, $threads thread(s) each, then MTA retrofitted onto the baseline for $(( steps / 4 )) steps (logs: $out/*-s$seed.log)"
+    echo "== seed $seed: lm1m-baseline and lm1m, $stage1 steps of 16 x 128 tokens then $stage2 of 8 x $T, $threads thread(s) each, then MTA retrofitted onto the baseline for $more steps (logs: $out/*-s$seed.log)"
     { train_and_eval lm1m-baseline "$seed" && retrofit_and_eval "$seed"; } > "$out/lm1m-baseline-s$seed.log" 2>&1 &
     train_and_eval lm1m "$seed" > "$out/lm1m-s$seed.log" 2>&1 &
     wait %1 || { echo "longctx.sh: lm1m-baseline or its retrofit, seed $seed failed: $out/lm1m-baseline-s$seed.log" >&2; exit 1; }
@@ -89,7 +91,7 @@ def cells(path, name):
     res = {}
     for c in json.load(open(path))["results"]:
         r = res.setdefault((name or c["qa"], c["context"]), [[], []])
-        r[0].append(c["accuracy"]), r[1].append(c.get("retrieved", 0) / c["total"])
+        r[0].append(c["accuracy"]), r[1].append(c["retrieved"] / c["total"])
     return {k: (sum(v[0]) / len(v[0]), sum(v[1]) / len(v[1])) for k, v in res.items()}
 rows = {}
 models = (("lm1m-baseline", "baseline"), ("lm1m", "MTA"), ("retro", "retrofit"))
