@@ -74,21 +74,26 @@ out=$(mpi 3 "$MTAC" train --resume "$tmp/n2" --steps 48 2>&1) && echo "$out" | g
 cmp -s "$tmp/long/model.safetensors" "$tmp/n2/model.safetensors" && ok || bad "2 ranks, then 3 on resume, differ from 1 process"
 
 # A signal to mpirun: every rank finishes its step, the run saves once and stops; resumed on 1
-# process it ends as the uninterrupted run. mpirun forwards SIGUSR1 at once, SIGTERM and SIGINT
-# after odls_base_sigkill_timeout (1 s, then SIGKILL 1 s later: enough for these short steps).
-train --out "$tmp/u" --steps 400 --save_every 0 --eval_every 0 --log_every 100000 > /dev/null || bad "400 steps"
+# process a few steps further it ends as an uninterrupted run of as many steps. mpirun forwards
+# SIGUSR1 at once, SIGTERM and SIGINT after odls_base_sigkill_timeout (1 s, then SIGKILL 1 s later:
+# enough for these short steps). The runs are given far more steps than they get to make, so the
+# signal arrives mid-run however fast the machine is (the schedule is constant).
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
 for sig in USR1 TERM; do
     mpirun --oversubscribe -np 2 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tmp/s$sig" \
-        --steps 400 --save_every 0 --eval_every 0 --log_every 100000 > "$tmp/s.log" 2>&1 &
+        --steps 5000 --save_every 0 --eval_every 0 --log_every 100000 > "$tmp/s.log" 2>&1 &
     job=$!
-    for _ in $(seq 200); do [ "$(wc -l < "$tmp/s$sig/metrics.jsonl" 2> /dev/null || echo 0)" -ge 20 ] && break; sleep 0.1; done
+    for _ in $(seq 200); do [ "$(lines "$tmp/s$sig/metrics.jsonl")" -ge 20 ] && break; sleep 0.1; done
     kill -$sig $job
     wait $job
     stopped=$(sed -nE 's/.*stopped by signal at step ([0-9]+).*/\1/p' "$tmp/s.log")
-    [ -n "$stopped" ] && [ "$stopped" -lt 400 ] && [ "$(wc -l < "$tmp/s$sig/metrics.jsonl")" = "$stopped" ] && ok ||
+    [ -n "$stopped" ] && [ "$stopped" -lt 5000 ] && [ "$(lines "$tmp/s$sig/metrics.jsonl")" = "$stopped" ] && ok ||
         bad "SIG$sig: stopped at '$stopped': $(cat "$tmp/s.log")"
-    "$MTAC" train --resume "$tmp/s$sig" > /dev/null && cmp -s "$tmp/u/model.safetensors" "$tmp/s$sig/model.safetensors" && ok ||
-        bad "SIG$sig, then resumed on 1 process, differs"
+    n=$((${stopped:-0} + 8))
+    train --out "$tmp/u$sig" --steps $n --save_every 0 --eval_every 0 --log_every 100000 > /dev/null || bad "$n steps"
+    "$MTAC" train --resume "$tmp/s$sig" --steps $n > /dev/null &&
+        cmp -s "$tmp/u$sig/model.safetensors" "$tmp/s$sig/model.safetensors" && ok ||
+        bad "SIG$sig, then resumed on 1 process to step $n, differs from $n uninterrupted steps"
 done
 
 # A rank given another configuration: the job fails before anything is written, naming it.
@@ -101,17 +106,20 @@ out=$(mpi 3 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tm
 [ $rc -ne 0 ] && echo "$out" | grep -q "each rank needs at least one" && ok || bad "grad_accum 2 on 3 ranks: rc $rc, $out"
 
 # A rank killed mid-run (the kernel's OOM killer, a lost node): the job fails naming the rank; the
-# last checkpoint is whole and resumes to the uninterrupted result.
-mpirun --oversubscribe -np 2 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tmp/k" --steps 400 --save_every 7 \
+# last checkpoint is whole and resumes to the uninterrupted result (the checkpoint is at or before
+# the last step logged, so n is past it).
+mpirun --oversubscribe -np 2 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tmp/k" --steps 5000 --save_every 7 \
     --eval_every 0 --log_every 100000 > "$tmp/k.log" 2>&1 &
 job=$!
-for _ in $(seq 200); do [ "$(wc -l < "$tmp/k/metrics.jsonl" 2> /dev/null || echo 0)" -ge 30 ] && break; sleep 0.1; done
+for _ in $(seq 200); do [ "$(lines "$tmp/k/metrics.jsonl")" -ge 30 ] && break; sleep 0.1; done
 victim=$(pgrep -f -- "--out $tmp/k " | while read -r p; do [ "$(cat /proc/$p/comm 2>/dev/null)" = mtac ] && echo "$p"; done | tail -1)
 [ -n "$victim" ] && kill -KILL "$victim"
 wait $job; rc=$?
 [ $rc -ne 0 ] && grep -q "rank [01]" "$tmp/k.log" && ok || bad "killed rank: rc $rc, $(cat "$tmp/k.log")"
-train --out "$tmp/ku" --steps 400 --save_every 7 --eval_every 0 --log_every 100000 > /dev/null
-"$MTAC" train --resume "$tmp/k" > /dev/null && cmp -s "$tmp/ku/model.safetensors" "$tmp/k/model.safetensors" && ok || bad "resume after a killed rank differs"
+n=$(($(lines "$tmp/k/metrics.jsonl") + 8))
+train --out "$tmp/ku" --steps $n --save_every 7 --eval_every 0 --log_every 100000 > /dev/null
+"$MTAC" train --resume "$tmp/k" --steps $n > /dev/null && cmp -s "$tmp/ku/model.safetensors" "$tmp/k/model.safetensors" && ok ||
+    bad "resume after a killed rank to step $n differs"
 
 echo "test_distributed: $pass passed, $fail failed"
 [ $fail -eq 0 ]
