@@ -262,29 +262,36 @@ static void test_workspace_has_no_map(void **s) {
     tu_case_free(a);
 }
 
-// The strip size follows the memory budget (windows within 3/8 of the output and gradients):
-// for the 830M layer at d = 64, R = 16 would pass it and the default strips are smaller; at
-// d = 128 it allows R = 16. Two threads share the unit's strips, as in `mtac bench attn`.
+// The strip size follows the memory budget (all workers' windows within 3/8 of the output and
+// gradients) whatever the thread count: one thread running the unit alone, two sharing its
+// strips (as in `mtac bench attn`), and two batch elements run side by side with a set of
+// windows each. For the 830M layer at d = 64 R = 16 would exceed it and the default strips are
+// smaller; at d = 128 one set of windows allows larger strips than 16.
 static void test_strip_size_budget(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_FUSED) skip();
-    omp_set_num_threads(2);
-    const int ds[2] = {64, 128};
-    for (int i = 0; i < 2; i++) {
-        mta_config c = tu_config_all(1, 8, 512, ds[i], 6, 11, 8);
-        c.backend = MTA_BACKEND_FUSED;
-        tu_case *a = tu_case_new(&c, 5, 1.0f, 0.3f);
-        const size_t chosen = run(a);
-        a->cfg.strip_rows = 16;
-        const size_t r16 = run(a);
-        const double grads = 4.0 * a->n * sizeof(float);  // out, dq, dk, dv
-        if (ds[i] == 64 && !(chosen < r16 && r16 > 0.45 * grads))
-            fail_msg("d = 64: workspace %zu bytes by default, %zu with R = 16 (out and gradients: %.0f)", chosen, r16, grads);
-        if (ds[i] == 128 && chosen != r16) fail_msg("d = 128: workspace %zu bytes, %zu with R = 16", chosen, r16);
-        // the windows' 3/8, their rows' padding and the row statistics and strip buffers
-        if (chosen > 0.45 * grads) fail_msg("d = %d: workspace %zu bytes, %.2f of the output and gradients", ds[i], chosen, chosen / grads);
-        tu_case_free(a);
-    }
+    const int ds[2] = {64, 128}, threads[3] = {1, 2, 2}, batch[3] = {1, 1, 2};
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 2; i++) {
+            omp_set_num_threads(threads[t]);
+            mta_config c = tu_config_all(batch[t], 8, 512, ds[i], 6, 11, 8);
+            c.backend = MTA_BACKEND_FUSED;
+            tu_case *a = tu_case_new(&c, 5, 1.0f, 0.3f);
+            const size_t chosen = run(a);
+            a->cfg.strip_rows = 16;
+            const size_t r16 = run(a);
+            const double grads = 4.0 * a->n * sizeof(float);  // out, dq, dk, dv
+            if (ds[i] == 64 && !(chosen < r16 && r16 > 0.45 * grads))
+                fail_msg("d = 64, %d threads, B = %d: workspace %zu bytes by default, %zu with R = 16 (out and gradients: %.0f)",
+                         threads[t], batch[t], chosen, r16, grads);
+            if (ds[i] == 128 && batch[t] == 1 && chosen <= r16)
+                fail_msg("d = 128, %d threads: workspace %zu bytes, %zu with R = 16", threads[t], chosen, r16);
+            // the windows' 3/8, their rows' padding and the row statistics and strip buffers
+            if (chosen > 0.45 * grads)
+                fail_msg("d = %d, %d threads, B = %d: workspace %zu bytes, %.2f of the output and gradients", ds[i],
+                         threads[t], batch[t], chosen, chosen / grads);
+            tu_case_free(a);
+        }
     omp_set_num_threads(omp_get_num_procs());
 }
 

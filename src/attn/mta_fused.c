@@ -133,18 +133,21 @@ static win_rows window_rows(const job *jb, int R) {
 static int total_rows(win_rows k) { return k.z + k.s1 + k.p + k.p2 + k.g2 + k.dp1 + k.dp + k.ds1 + k.dz; }
 
 // Rows per strip: large strips read k and v (and write dk, dv) fewer times, small ones keep the
-// windows small. A thread that runs whole units alone takes 64. When the threads share a unit's
-// strips (few units of many heads, as in `mtac bench attn`), R is the largest of 16, 12 and 8
-// whose windows hold at most 3/8 as many floats as the call's output and three input gradients
-// (4 B*H*T*d, which any attention backward holds): fused MTA then needs about 1.2x plain
-// attention's memory. The config's strip_rows overrides (benchmarks and tests).
-static int strip_rows(const job *jb) {
+// windows small. R is the largest of 64, 48, 32, 24, 16, 12 and 8 for which the windows of all
+// workers hold at most 3/8 as many floats as the call's output and three input gradients
+// (4 B*H*T*d, which any attention backward holds), so that fused MTA needs about 1.2x the memory
+// of plain attention whatever the thread count (at least 8 rows: below that the score and
+// convolution tiles run mostly empty). Single-head units (plain attention, per-head
+// convolutions) get 64; units of all 8 heads of the 830M layer get 12 at d = 64 and 24 at
+// d = 128 with one set of windows. The config's strip_rows overrides (a trade of memory for time,
+// docs/fused.md).
+static int strip_rows(const job *jb, int nworkers) {
     if (jb->c->strip_rows > 0) return jb->c->strip_rows;
-    if (!jb->inner) return 64;
     const mta_config *c = jb->c;
     const double budget = 1.5 * c->B * c->H * c->d;  // 3/8 of 4 B*H*d floats per column of T
-    for (int R = 16; R > 8; R -= 4)
-        if ((double)total_rows(window_rows(jb, R)) * jb->G <= budget) return R;
+    static const int sizes[] = {64, 48, 32, 24, 16, 12};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if ((double)nworkers * total_rows(window_rows(jb, sizes[i])) * jb->G <= budget) return sizes[i];
     return 8;
 }
 
@@ -612,11 +615,12 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
     jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
-    jb->R = strip_rows(jb);
+    const int nworkers = jb->inner ? 1 : imin(threads, jb->units);
+    jb->R = strip_rows(jb, nworkers);
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
     jb->drop_scale = 1.0f / (1.0f - c->dropout);
-    return fused_buffers(ctx, jb, jb->inner ? 1 : imin(threads, jb->units));
+    return fused_buffers(ctx, jb, nworkers);
 }
 
 // Runs fn over every unit: in turn (each unit's strips shared by all threads), or with whole
