@@ -374,11 +374,11 @@ static void test_mixture(void **state) {
     assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "all", &all, &min_T, err, sizeof err), 0);
     assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "answer", &m, &min_T, err, sizeof err), 0);
     assert_int_equal(lc_mix_sequence(&m, hay, hay_n, 99, min_T - 1, tok, tgt, err, sizeof err), -1);  // too short
-    int saw_q = 0, saw_copy = 0, first_bos = 300, last_bos = 0;
+    int saw_q = 0, saw_copy = 0, first_bos = 300, last_bos = 0, ends_early = 0, ends_last = 0;
     for (uint64_t seed = 0; seed < 600; seed++) {
         const int T = seed % 3 == 0 ? min_T : seed % 3 == 1 ? 256 : 300;  // every length that may end short
-        // the caller's language-modelling text and targets, which the example's prefix keeps: the
-        // text always, the targets with the loss on all tokens
+        // the caller's language-modelling text and targets, which the positions around the example
+        // keep: the text always, the targets with the loss on all tokens
         for (int t = 0; t < 300; t++) tok[t] = tok2[t] = 'Z', tgt[t] = tgt2[t] = 'Y';
         assert_int_equal(lc_mix_sequence(seed % 2 ? &all : &m, hay, hay_n, seed, T, tok, tgt, err, sizeof err), 0);
         assert_int_equal(lc_mix_sequence(seed % 2 ? &all : &m, hay, hay_n, seed, T, tok2, tgt2, err, sizeof err), 0);
@@ -390,13 +390,17 @@ static void test_mixture(void **state) {
         assert_int_equal(tok[bos], TOK_BOS);
         for (int t = 0; t < bos; t++) assert_int_equal(tgt[t], seed % 2 && t + 1 < bos ? 'Y' : -1);
         first_bos = bos < first_bos ? bos : first_bos, last_bos = bos > last_bos ? bos : last_bos;
-        assert_int_equal(tgt[T - 1], TOK_EOS);
-        for (int t = bos; seed % 2 && t < T; t++) assert_true(t + 1 == T || tgt[t] == tok[t + 1]);
+        int end = bos;  // the answer's EOS target ends the example; the caller's text follows it
+        while (end < T && tgt[end] != TOK_EOS) end++;
+        assert_true(end < T);
+        for (int t = end + 1; t < T; t++) assert_true(tok[t] == 'Z' && tgt[t] == (seed % 2 ? 'Y' : -1));
+        ends_early |= end < T - 1, ends_last |= end == T - 1;
+        for (int t = bos; seed % 2 && t < end; t++) assert_true(tgt[t] == tok[t + 1]);
         if (seed % 2) continue;
         int first = bos;  // answers only: -1 up to the answer, then the answer (the next tokens)
-        while (first < T && tgt[first] == -1) first++;
-        assert_true(first > bos && first < T - 1);
-        for (int t = first; t < T; t++) assert_true(tgt[t] >= 0 && (t + 1 == T || tgt[t] == tok[t + 1]));
+        while (first < end && tgt[first] == -1) first++;
+        assert_true(first > bos && first < end);
+        for (int t = first; t < end; t++) assert_true(tgt[t] >= 0 && tgt[t] == tok[t + 1]);
         // the prompt ends after "A: " (bAbI), in "A: the KEY is " (needles) or in the copy's cue
         int a = first;
         while (a > bos + 1 && !(tok[a] == ' ' && tok[a - 1] == ':' && tok[a - 2] == 'A')) a--;
@@ -405,6 +409,7 @@ static void test_mixture(void **state) {
         saw_copy |= first - a == 12;
     }
     assert_true(first_bos < last_bos);  // the examples start at different places
+    assert_true(ends_early && ends_last);  // and end at different places: the EOS is not by position
     assert_true(saw_copy);
     assert_true(saw_q);
     free(hay);

@@ -81,13 +81,14 @@ typedef struct {
 // into *min_seq_len. 0, or -1 with a message.
 int lc_mix_parse(const char *tasks, const char *loss, lc_mix *m, int *min_seq_len, char *err, size_t n);
 
-// A task example at the end of a training sequence of T tokens (tokens, targets): a task drawn
-// from seed, an example of L tokens (L drawn from 64 to T + 1, at least what the task needs) from
-// hay with random settings (needles: 1 to 4, one-word or compound keys, any depth, 1 to all of
-// them asked, as fit; bAbI: its fewest facts to 8, as fit), as lc_training_view, into the last
-// L - 1 positions. The first T + 1 - L positions keep the caller's tokens (its language modelling
-// text) and, unless answers_only, its targets, but for the last (-1: the example's BOS follows
-// it). 0, or -1 with a message.
+// A task example in a training sequence of T tokens (tokens, targets): a task drawn from seed, an
+// example of L tokens (L drawn from 64 to T + 1, at least what the task needs) from hay with
+// random settings (needles: 1 to 4, one-word or compound keys, any depth, 1 to all of them asked,
+// as fit; bAbI: its fewest facts to 8, as fit), as lc_training_view, into L - 1 positions from a
+// random start: the example's EOS target may fall anywhere from position L - 2 to T - 1. The
+// positions before and after it keep the caller's tokens (its language-modelling text) and,
+// unless answers_only, its targets, but for the one before the example (-1: the example's BOS
+// follows it). 0, or -1 with a message.
 int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t seed, int T, int *tokens,
                     int *targets, char *err, size_t n);
 
