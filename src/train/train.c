@@ -189,8 +189,8 @@ static int read_train_state(const char *path, const st_file *f, int *step, adamw
 
 // ---- the run ----------------------------------------------------------------------------------
 
-// The training data: windows of the training shard, a fraction of them replaced by long-context
-// task examples whose haystack is the same shard (never the validation text).
+// The training data: windows of the training shard, a fraction of them holding a long-context
+// task example whose haystack is the same shard (never the validation text).
 typedef struct {
     dataloader *dl;
     const train_config *c;

@@ -55,8 +55,8 @@ static const key_def KEYS[] = {
     {"data", K_STR, F(data), 0, 0, 0, "directory with train.bin and val.bin (from mtac data)"},
     {"out", K_STR, F(out), 0, 0, 0, "run directory (checkpoint.safetensors, model.safetensors, metrics.jsonl)"},
     {"init", K_STR, F(init), 0, 0, 0, "weights to start from instead of the seeded initialisation (e.g. from mtac convert)"},
-    {"mix", K_FLOAT, F(mix), 0, 1, 0, "fraction of training sequences replaced by long-context task examples (docs/longctx.md)"},
-    {"mix_tasks", K_STR, F(mix_tasks), 0, 0, 0, "tasks of those examples: needle, qa1, qa2, qa3 (comma-separated)"},
+    {"mix", K_FLOAT, F(mix), 0, 1, 0, "fraction of training sequences that hold a long-context task example (docs/longctx.md)"},
+    {"mix_tasks", K_STR, F(mix_tasks), 0, 0, 0, "tasks of those examples: needle, qa1, qa2, qa3, copy (comma-separated)"},
     {"mix_loss", K_STR, F(mix_loss), 0, 0, 0, "their loss: answer (on the answer only) or all (every token)"},
 };
 #undef F
