@@ -405,20 +405,23 @@ int lc_mix_sequence(const lc_mix *m, const uint32_t *hay, size_t hay_n, uint64_t
     int *row = malloc((size_t)L * sizeof *row);
     if (!row) return errmsg(err, n, "out of memory");
     lc_example ex;
-    int rc = lc_generate(&c, hay, hay_n, &rng, row, &ex, err, n);
-    // The example goes anywhere in the sequence: the caller's text before it (head tokens) and
-    // after its EOS. When examples always ended the sequence, the answer's EOS was always the
-    // sequence's last position, and MTA models learned to stop there (by position) instead of
-    // after the value: they answered "kobal. t..." at other lengths.
-    const int head = rc ? 0 : below(&rng, T + 1 - L + 1), tail = head + L - 1;
-    if (!rc) lc_training_view(row, &ex, m->answers_only, tokens + head, targets + head);
-    // With answers only the caller's text is context, not loss (its hundred-odd language-modelling
-    // targets would outweigh the answer's few in the batch's mean). Either way the last token
-    // before the example is followed by the example's BOS, not by the text its target names.
-    if (!rc && m->answers_only) {
-        for (int t = 0; t < head; t++) targets[t] = -1;
-        for (int t = tail; t < T; t++) targets[t] = -1;
-    } else if (!rc && head > 0) targets[head - 1] = -1;
+    const int rc = lc_generate(&c, hay, hay_n, &rng, row, &ex, err, n);
+    if (!rc) {
+        // The example goes anywhere in the sequence: the caller's text before it (head tokens) and
+        // after its EOS. When examples always ended the sequence, the answer's EOS was always the
+        // sequence's last position, and MTA models learned to stop there (by position) instead of
+        // after the value: they answered "kobal. t..." at other lengths.
+        const int head = below(&rng, T + 1 - L + 1), tail = head + L - 1;
+        lc_training_view(row, &ex, m->answers_only, tokens + head, targets + head);
+        // With answers only the caller's text is context, not loss (its hundred-odd language-
+        // modelling targets would outweigh the answer's few in the batch's mean). Either way the
+        // last token before the example is followed by the example's BOS, not by the text its
+        // target names.
+        if (m->answers_only) {
+            for (int t = 0; t < head; t++) targets[t] = -1;
+            for (int t = tail; t < T; t++) targets[t] = -1;
+        } else if (head > 0) targets[head - 1] = -1;
+    }
     free(row);
     return rc;
 }
