@@ -29,6 +29,7 @@ enum {
 
 // ---- the tile kernel ----------------------------------------------------------------------------
 
+
 // A kernel read with strides: tap (a,c) is at w[a*sa + c*sc], so that the transposed
 // convolution reads the forward kernel flipped in both directions without a copy. wp is the
 // kernel packed for the tile: wp[(s*ck + c)*MT + m] = w(s-m, c) for source row s of a tile and
@@ -95,7 +96,10 @@ static inline __attribute__((always_inline)) void tile_cq(const float *src, size
 #pragma GCC unroll 16
         for (int s = 0; s < MT + CQ - 1; s++) {
             vf x[NVT];
-            for (int k = 0; k < NV; k++) x[k] = vload(src + (size_t)s * ld + c + k * VL);
+            for (int k = 0; k < NV; k++) {
+                x[k] = vload(src + (size_t)s * ld + c + k * VL);
+                keep_in_register(&x[k]);
+            }
 #pragma GCC unroll 8
             for (int m = imax(0, s - (CQ - 1)); m <= imin(MT - 1, s); m++)
                 for (int k = 0; k < NV; k++) acc[m][k] += wv[s - m] * x[k];
@@ -340,7 +344,8 @@ static inline __attribute__((always_inline)) void wg_rows(const float *g, size_t
 #pragma GCC unroll 16
             for (int s = 0; s < MT + CQ - 1; s++)
                 for (int c = 0; c < NC; c++) {
-                    const vf x = vload(src + (size_t)s * ld + v * VL + c0 + c);
+                    vf x = vload(src + (size_t)s * ld + v * VL + c0 + c);
+                    keep_in_register(&x);
 #pragma GCC unroll 8
                     for (int m = imax(0, s - (CQ - 1)); m <= imin(MT - 1, s); m++) t[s - m][c] += gv[m] * x;
                 }
