@@ -74,6 +74,25 @@ static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_
     for (int s0 = 0; s0 < ns; s0 += KB) {
         const int nb = ns - s0 < KB ? ns - s0 : KB;
         const float bb = s0 == 0 ? beta : 1.0f;
+        if (ns <= KB) {
+            // One block of steps (tn: the strip's rows; nn: a row's first keys): B is small and
+            // stays in L1 whatever the order, so each row tile's A (ni rows of ns steps, a
+            // column block of the strip for tn) is read once for all the vectors of d.
+            for (int i = 0; i < nr;) {
+                const int ni = tile_rows(nr - i);
+                if (bb != 0.0f)  // the next tile's C, which its store reads, on its way from memory
+                    for (int r = i + ni; r < imin(i + 2 * ni, nr); r++)
+                        for (int x = 0; x < dv * VL; x += LINE) __builtin_prefetch(c + (size_t)r * ldc + x, 1);
+                for (int k = 0; k < dv;) {
+                    const int nv = tile_vecs(dv - k);
+                    ab_tile_any(a + i * ai, ai, as, b + k * VL, ldb, nb, alpha, bb, c + (size_t)i * ldc + k * VL, ldc, 0,
+                                ni, nv);
+                    k += nv;
+                }
+                i += ni;
+            }
+            continue;
+        }
         for (int k = 0; k < dv;) {  // a block of nb x MM_NV vectors of B serves every row tile from L1
             const int nv = tile_vecs(dv - k);
             for (int i = 0; i < nr;) {
