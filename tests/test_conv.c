@@ -105,15 +105,16 @@ static void test_convolutions(void **s) {
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) check_shape(shapes[k][0], shapes[k][1], shapes[k][2]);
 }
 
-// Head mixing and its gradients against direct sums: groups of 3 inside 6 heads (partial tiles),
-// and all 8 heads in one group (full tiles); row lengths with and without a vector tail.
+// Head mixing and its gradients against direct sums: groups of 3 inside 6 heads (one-head
+// tiles), all 8 heads in one group (the 8-head tile), groups of 4 (the 4-head tile), 12 heads
+// (8 + 4) and 16; row lengths with and without a vector tail.
 static void test_head_mixing(void **s) {
     (void)s;
-    const int cases[][3] = {{6, 3, 37}, {8, 8, 64}, {8, 8, 70}, {5, 5, 1}};
+    const int cases[][3] = {{6, 3, 37}, {8, 8, 64}, {8, 8, 70}, {5, 5, 1}, {8, 4, 70}, {12, 12, 50}, {16, 16, 37}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const int H = cases[k][0], G = cases[k][1], n = cases[k][2], ld = 80;
         uint32_t seed = 99u + (uint32_t)k;
-        float in[8 * 80], g[8 * 80], m[64], out[8 * 80], din[8 * 80], dm[64];
+        float in[16 * 80], g[16 * 80], m[256], out[16 * 80], din[16 * 80], dm[256];
         for (int i = 0; i < H * ld; i++) in[i] = frand(&seed), g[i] = frand(&seed);
         for (int i = 0; i < H * H; i++) m[i] = frand(&seed);
         headmix_row(in, ld, m, H, H, G, n, out, ld);
