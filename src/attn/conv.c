@@ -29,7 +29,6 @@ enum {
 
 // ---- the tile kernel ----------------------------------------------------------------------------
 
-
 // A kernel read with strides: tap (a,c) is at w[a*sa + c*sc], so that the transposed
 // convolution reads the forward kernel flipped in both directions without a copy. wp is the
 // kernel packed for the tile: wp[(s*ck + c)*MT + m] = w(s-m, c) for source row s of a tile and

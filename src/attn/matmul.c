@@ -67,32 +67,35 @@ static void ab_tile_any(const float *a, size_t ai, size_t as, const float *b, si
     else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, 1);
 }
 
+// The whole vectors of d of C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C, for ns <= KB
+// steps (tn: the strip's rows; nn: a row's first keys): B is small and stays in L1 whatever the
+// order, so each row tile runs every vector of d before the next, and its A (ni rows of ns
+// steps, for tn a column block of the strip) comes from memory once. Going over the row tiles
+// once per pair of vectors instead read the strip d/16 times.
+static void ab_one_block(int nr, int dv, int ns, float alpha, const float *a, size_t ai, size_t as, const float *b,
+                         size_t ldb, float beta, float *c, size_t ldc) {
+    for (int i = 0; i < nr;) {
+        const int ni = tile_rows(nr - i);
+        if (beta != 0.0f)  // the next tile's C, which its store reads, on its way from memory
+            for (int r = i + ni; r < imin(i + 2 * ni, nr); r++)
+                for (int x = 0; x < dv * VL; x += LINE) __builtin_prefetch(c + (size_t)r * ldc + x, 1);
+        for (int k = 0; k < dv;) {
+            const int nv = tile_vecs(dv - k);
+            ab_tile_any(a + i * ai, ai, as, b + k * VL, ldb, ns, alpha, beta, c + (size_t)i * ldc + k * VL, ldc, 0, ni, nv);
+            k += nv;
+        }
+        i += ni;
+    }
+}
+
 // C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C over ns steps, in blocks of KB steps.
 static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_t ai, size_t as, const float *b,
                        size_t ldb, float beta, float *c, size_t ldc) {
     const int dv = d / VL;
-    for (int s0 = 0; s0 < ns; s0 += KB) {
+    if (ns <= KB) ab_one_block(nr, dv, ns, alpha, a, ai, as, b, ldb, beta, c, ldc);
+    for (int s0 = 0; ns > KB && s0 < ns; s0 += KB) {
         const int nb = ns - s0 < KB ? ns - s0 : KB;
         const float bb = s0 == 0 ? beta : 1.0f;
-        if (ns <= KB) {
-            // One block of steps (tn: the strip's rows; nn: a row's first keys): B is small and
-            // stays in L1 whatever the order, so each row tile's A (ni rows of ns steps, a
-            // column block of the strip for tn) is read once for all the vectors of d.
-            for (int i = 0; i < nr;) {
-                const int ni = tile_rows(nr - i);
-                if (bb != 0.0f)  // the next tile's C, which its store reads, on its way from memory
-                    for (int r = i + ni; r < imin(i + 2 * ni, nr); r++)
-                        for (int x = 0; x < dv * VL; x += LINE) __builtin_prefetch(c + (size_t)r * ldc + x, 1);
-                for (int k = 0; k < dv;) {
-                    const int nv = tile_vecs(dv - k);
-                    ab_tile_any(a + i * ai, ai, as, b + k * VL, ldb, nb, alpha, bb, c + (size_t)i * ldc + k * VL, ldc, 0,
-                                ni, nv);
-                    k += nv;
-                }
-                i += ni;
-            }
-            continue;
-        }
         for (int k = 0; k < dv;) {  // a block of nb x MM_NV vectors of B serves every row tile from L1
             const int nv = tile_vecs(dv - k);
             for (int i = 0; i < nr;) {

@@ -43,7 +43,14 @@ static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
 // tile is bound by loads). An empty asm that takes the vector in a register and gives it back
 // keeps GCC from redoing the load. On an AMD EPYC (znver3, one thread, 6 x 11 kernel, a
 // 2048-row map in 12-row strips) the convolution went from 49 to 70 GFLOP/s, its transpose from
-// 48 to 69 and the kernel gradient from 44 to 64 (sgemm: 85).
-static inline __attribute__((always_inline)) void keep_in_register(vf *x) { __asm__("" : "+v"(*x)); }
+// 48 to 69 and the kernel gradient from 44 to 64 (sgemm: 85). x86 only (its "v" register class
+// holds a whole vector); elsewhere nothing.
+static inline __attribute__((always_inline)) void keep_in_register(vf *x) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+v"(*x));
+#else
+    (void)x;
+#endif
+}
 
 #endif
