@@ -447,9 +447,9 @@ static inline __attribute__((always_inline)) void mix_tile(const float *in, size
 static inline __attribute__((always_inline)) void mix_cols(const float *in, size_t ins, const float *w, int so, int si,
                                                             int G, int nout, float *out, size_t outs, const int NV) {
     int o = 0;
-    for (; o + 8 <= nout; o += 8)
+    for (; o + HT <= nout; o += HT)
         for (int k = 0; k < NV; k++)
-            mix_tile(in + k * VL, ins, w + o * so, so, si, G, out + (size_t)o * outs + k * VL, outs, 8, 1);
+            mix_tile(in + k * VL, ins, w + o * so, so, si, G, out + (size_t)o * outs + k * VL, outs, HT, 1);
     for (; o + 4 <= nout; o += 4) mix_tile(in, ins, w + o * so, so, si, G, out + (size_t)o * outs, outs, 4, NV);
     for (; o < nout; o++) mix_tile(in, ins, w + o * so, so, si, G, out + (size_t)o * outs, outs, 1, NV);
 }

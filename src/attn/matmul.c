@@ -93,7 +93,7 @@ static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_
                        size_t ldb, float beta, float *c, size_t ldc) {
     const int dv = d / VL;
     if (ns <= KB) ab_one_block(nr, dv, ns, alpha, a, ai, as, b, ldb, beta, c, ldc);
-    for (int s0 = 0; ns > KB && s0 < ns; s0 += KB) {
+    else for (int s0 = 0; s0 < ns; s0 += KB) {
         const int nb = ns - s0 < KB ? ns - s0 : KB;
         const float bb = s0 == 0 ? beta : 1.0f;
         for (int k = 0; k < dv;) {  // a block of nb x MM_NV vectors of B serves every row tile from L1
