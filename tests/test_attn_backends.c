@@ -35,42 +35,6 @@ static size_t run(tu_case *c) {
     return bytes;
 }
 
-// Largest difference of every output and gradient, relative to the reference tensor's largest
-// entry; *which names the worst tensor when which is not NULL.
-static double rel_diff_which(const tu_case *a, const tu_case *r, const char **which) {
-    static const char *names[11] = {"out", "dq", "dk", "dv", "w_pre", "w_pre_head", "w_post", "w_post_head", "gn_weight",
-                                    "gate_w", "gate_b"};
-    const float *x[4] = {a->out, a->dq, a->dk, a->dv}, *y[4] = {r->out, r->dq, r->dk, r->dv};
-    double worst = 0;
-    int wi = 0;
-    for (int t = 0; t < 4; t++) {
-        const double e = tu_max_abs_diff(x[t], y[t], a->n) / fmax(1e-6, tu_max_abs(y[t], a->n));
-        if (e > worst) worst = e, wi = t;
-    }
-    for (int i = 0; i < 7; i++)
-        if (r->wn[i]) {
-            // Gradients that are zero or one number up to rounding are measured at the scale of
-            // a sum of the same kind of products:
-            // - the gate bias's, a sum over every row that largely cancels (0.06 from terms of
-            //   order 1 in the 830M variant), at the gate weight's (a bias column of it);
-            // - a head-convolution group of one head scales its head's P2 by a constant that
-            //   the group norm undoes: at the post-softmax kernel's or, without it, the norm
-            //   weight's (dout times normed O over rows, the same products uncancelled);
-            // - a one-head mixing is one scalar on the scores: at the pre-softmax kernel's.
-            double scale = tu_max_abs(r->gw[i], r->wn[i]);
-            if (i == 6 && r->wn[5]) scale = fmax(scale, tu_max_abs(r->gw[5], r->wn[5]));
-            if (i == 3 && r->cfg.post_ch == 1 && r->cfg.group_norm) {
-                if (r->wn[2]) scale = fmax(scale, tu_max_abs(r->gw[2], r->wn[2]));
-                else scale = fmax(scale, tu_max_abs(r->gw[4], r->wn[4]));
-            }
-            if (i == 1 && r->cfg.H == 1 && r->wn[0]) scale = fmax(scale, tu_max_abs(r->gw[0], r->wn[0]));
-            const double e = tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]) / fmax(1e-6, scale);
-            if (e > worst) worst = e, wi = 4 + i;
-        }
-    if (which) *which = names[wi];
-    return worst;
-}
-
 static int same_bits(const tu_case *a, const tu_case *b) {
     // dq, dk and dv are consecutive in a case's memory
     if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
@@ -81,28 +45,6 @@ static int same_bits(const tu_case *a, const tu_case *b) {
 
 static mta_backend backend;  // the backend under test (argv[1])
 
-static mta_config variant(int k) {
-    mta_config c = tu_config_default(2, 4, 29, 6);
-    switch (k) {
-    case 0: break;                                                      // plain attention
-    case 1: c.pre_cq = 3, c.pre_ck = 5; break;                          // pre-softmax conv alone
-    case 2: c.post_cq = 4, c.post_ck = 3; break;                        // post-softmax conv alone
-    case 3: c.pre_head_mix = 1; break;                                  // head mixing alone
-    case 4: c.post_ch = 2; break;                                       // head conv alone (units of 2 heads)
-    case 5: c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3, c.gate = 1; break;
-    case 6: c = tu_config_all(2, 4, 45, 8, 6, 11, 4); break;            // the 830M pattern
-    case 7: c = tu_config_all(1, 4, 23, 5, 2, 3, 2); break;             // head conv groups inside the mixing unit
-    case 8: c.post_cq = 3, c.post_ck = 5, c.post_ch = 2, c.pre_cq = 2, c.pre_ck = 3; break;  // no mixing
-    case 9: c = tu_config_all(1, 3, 4, 5, 3, 9, 1); break;              // T < c_k
-    case 10: c = tu_config_all(2, 2, 19, 4, 1, 7, 2); break;            // c_q = 1
-    case 11: c = tu_config_all(2, 4, 33, 8, 3, 5, 2), c.dropout = 0.25f; break;  // dropout, every step
-    case 12: c.dropout = 0.3f; break;                                   // dropout on plain attention
-    case 13: c.post_ch = 4, c.dropout = 0.2f; break;                    // dropout after the head conv
-    case 14: c = tu_config_all(1, 4, 70, 20, 6, 11, 4); break;          // d = 20: vector tiles and a scalar tail
-    }
-    return c;
-}
-enum { NVARIANTS = 15 };
 
 // The strip sizes and thread counts a backend is run with: the fused backend's strips and
 // threading paths, or one run (rows 0, every thread) for a backend that has neither.
@@ -141,7 +83,7 @@ static int against_reference(const mta_config *c, uint64_t seed, const run_grid 
             omp_set_num_threads(gr->threads[ti]);
             run(f);
             const char *which;
-            const double e = rel_diff_which(f, ref, &which);
+            const double e = tu_rel_diff(f, ref, &which);
             if (e > 2e-5) {
                 failed++;
                 if ((*printed)++ < 50)
@@ -161,10 +103,10 @@ static void test_variants(void **s) {
     const int rows[] = {1, 2, 5, 16, 64}, threads[] = {1, 3};
     const run_grid gr = grid(rows, 5, threads, 2);
     int runs = 0, printed = 0, failed = 0;
-    for (int k = 0; k < NVARIANTS; k++) {
+    for (int k = 0; k < TU_NVARIANTS; k++) {
         char label[32];
         snprintf(label, sizeof label, "variant %d", k);
-        const mta_config c = variant(k);
+        const mta_config c = tu_variant(k);
         failed += against_reference(&c, 40 + k, &gr, label, &runs, &printed);
     }
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
@@ -222,7 +164,7 @@ static void test_mix_post_hconv_without_pre(void **s) {
         tu_case *f = tu_case_new(&c, 77 + i, 1.0f, 0.3f);
         run(f);
         const char *which;
-        const double e = rel_diff_which(f, ref, &which);
+        const double e = tu_rel_diff(f, ref, &which);
         if (e > 1e-5) fail_msg("case %zu: %s differs from the reference by %.3g", i, which, e);
         tu_case_free(f);
         tu_case_free(ref);
@@ -234,7 +176,7 @@ static void test_mix_post_hconv_without_pre(void **s) {
 static void test_thread_count_invariant(void **s) {
     (void)s;
     for (int k = 6; k <= 8; k++) {
-        mta_config c = variant(k);
+        mta_config c = tu_variant(k);
         c.backend = backend, c.strip_rows = 7;
         tu_case *a = tu_case_new(&c, 7, 1.0f, 0.3f), *b = tu_case_new(&c, 7, 1.0f, 0.3f);
         omp_set_num_threads(1);

@@ -31,8 +31,8 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n) {
 mta_backend tu_backend(void) {
     const char *e = getenv("MTAC_BACKEND");
     mta_backend b = MTA_BACKEND_FUSED;
-    if (e && *e && mta_backend_from_name(e, &b)) {
-        fprintf(stderr, "MTAC_BACKEND=%s is not a backend\n", e);
+    if (e && *e && (mta_backend_from_name(e, &b) || b == MTA_BACKEND_CUDA)) {
+        fprintf(stderr, "MTAC_BACKEND=%s is not a backend of host tensors\n", e);
         exit(2);
     }
     return b;
@@ -143,4 +143,62 @@ mta_status tu_case_run(tu_case *c, int backward) {
     }
     mta_destroy(ctx);
     return s;
+}
+
+// Largest difference of every output and gradient, relative to the reference tensor's largest
+// entry; *which names the worst tensor when which is not NULL.
+double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
+    static const char *names[11] = {"out", "dq", "dk", "dv", "w_pre", "w_pre_head", "w_post", "w_post_head", "gn_weight",
+                                    "gate_w", "gate_b"};
+    const float *x[4] = {a->out, a->dq, a->dk, a->dv}, *y[4] = {r->out, r->dq, r->dk, r->dv};
+    double worst = 0;
+    int wi = 0;
+    for (int t = 0; t < 4; t++) {
+        const double e = tu_max_abs_diff(x[t], y[t], a->n) / fmax(1e-6, tu_max_abs(y[t], a->n));
+        if (e > worst) worst = e, wi = t;
+    }
+    for (int i = 0; i < 7; i++)
+        if (r->wn[i]) {
+            // Gradients that are zero or one number up to rounding are measured at the scale of
+            // a sum of the same kind of products:
+            // - the gate bias's, a sum over every row that largely cancels (0.06 from terms of
+            //   order 1 in the 830M variant), at the gate weight's (a bias column of it);
+            // - a head-convolution group of one head scales its head's P2 by a constant that
+            //   the group norm undoes: at the post-softmax kernel's or, without it, the norm
+            //   weight's (dout times normed O over rows, the same products uncancelled);
+            // - a one-head mixing is one scalar on the scores: at the pre-softmax kernel's.
+            double scale = tu_max_abs(r->gw[i], r->wn[i]);
+            if (i == 6 && r->wn[5]) scale = fmax(scale, tu_max_abs(r->gw[5], r->wn[5]));
+            if (i == 3 && r->cfg.post_ch == 1 && r->cfg.group_norm) {
+                if (r->wn[2]) scale = fmax(scale, tu_max_abs(r->gw[2], r->wn[2]));
+                else scale = fmax(scale, tu_max_abs(r->gw[4], r->wn[4]));
+            }
+            if (i == 1 && r->cfg.H == 1 && r->wn[0]) scale = fmax(scale, tu_max_abs(r->gw[0], r->wn[0]));
+            const double e = tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]) / fmax(1e-6, scale);
+            if (e > worst) worst = e, wi = 4 + i;
+        }
+    if (which) *which = names[wi];
+    return worst;
+}
+
+mta_config tu_variant(int k) {
+    mta_config c = tu_config_default(2, 4, 29, 6);
+    switch (k) {
+    case 0: break;                                                      // plain attention
+    case 1: c.pre_cq = 3, c.pre_ck = 5; break;                          // pre-softmax conv alone
+    case 2: c.post_cq = 4, c.post_ck = 3; break;                        // post-softmax conv alone
+    case 3: c.pre_head_mix = 1; break;                                  // head mixing alone
+    case 4: c.post_ch = 2; break;                                       // head conv alone (units of 2 heads)
+    case 5: c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3, c.gate = 1; break;
+    case 6: c = tu_config_all(2, 4, 45, 8, 6, 11, 4); break;            // the 830M pattern
+    case 7: c = tu_config_all(1, 4, 23, 5, 2, 3, 2); break;             // head conv groups inside the mixing unit
+    case 8: c.post_cq = 3, c.post_ck = 5, c.post_ch = 2, c.pre_cq = 2, c.pre_ck = 3; break;  // no mixing
+    case 9: c = tu_config_all(1, 3, 4, 5, 3, 9, 1); break;              // T < c_k
+    case 10: c = tu_config_all(2, 2, 19, 4, 1, 7, 2); break;            // c_q = 1
+    case 11: c = tu_config_all(2, 4, 33, 8, 3, 5, 2), c.dropout = 0.25f; break;  // dropout, every step
+    case 12: c.dropout = 0.3f; break;                                   // dropout on plain attention
+    case 13: c.post_ch = 4, c.dropout = 0.2f; break;                    // dropout after the head conv
+    case 14: c = tu_config_all(1, 4, 70, 20, 6, 11, 4); break;          // d = 20: vector tiles and a scalar tail
+    }
+    return c;
 }

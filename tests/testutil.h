@@ -50,4 +50,14 @@ mta_config tu_combo(int shape, int mask, float dropout);
 // "pre+mix+post+hconv+gn+gate" for the steps of mask ("plain" for none), into buf.
 const char *tu_combo_name(int mask, char *buf, size_t n);
 
+// Largest difference of every output and gradient of a from those of the reference run r,
+// relative to the reference tensor's largest entry (gradients that are near zero or one number
+// at the scale of related ones); *which names the worst tensor when which is not NULL.
+double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which);
+
+// Hand-picked configs that reach the backends' edges (k < TU_NVARIANTS): plain attention, each
+// step alone, the 830M pattern, T < c_k, c_q = 1, dropout with every step, d = 20.
+enum { TU_NVARIANTS = 15 };
+mta_config tu_variant(int k);
+
 #endif
