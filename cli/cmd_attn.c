@@ -63,7 +63,7 @@ int cmd_attn(int argc, char **argv) {
         } else if (!strcmp(a, "--backend")) {
             const char *b = argv[++i];
             mta_backend be;
-            if (!mta_backend_from_name(b, &be)) backend = (int)be;
+            if (!mta_backend_from_name(b, &be) && be != MTA_BACKEND_CUDA) backend = (int)be;
             else {
                 fprintf(stderr, "mtac attn: --backend expects fused or reference, got '%s'\n", b);
                 return 2;

@@ -59,8 +59,9 @@ int cli_default_backend(mta_backend *b) {
     const char *e = getenv("MTAC_BACKEND");
     *b = MTA_BACKEND_FUSED;
     if (!e || !*e) return 0;
-    if (mta_backend_from_name(e, b)) {
-        fprintf(stderr, "mtac: MTAC_BACKEND=%s is not a backend (fused or reference)\n", e);
+    if (mta_backend_from_name(e, b) || *b == MTA_BACKEND_CUDA) {
+        fprintf(stderr, "mtac: MTAC_BACKEND=%s is not a backend for host tensors (fused or reference; the GPU is "
+                        "`mtac attn --device cuda` and `mtac bench attn --device cuda`)\n", e);
         return -1;
     }
     return 0;

@@ -41,6 +41,7 @@ typedef enum {
     MTA_ERR_OVERFLOW = 3,  // a size product overflows
     MTA_ERR_NOMEM = 4,     // allocation failed
     MTA_ERR_STATE = 5,     // backward called without a matching forward
+    MTA_ERR_DEVICE = 6,    // a GPU call failed (the message says which and why)
 } mta_status;
 
 // Which implementation runs behind the API; both compute the same function (within float32
@@ -49,15 +50,23 @@ typedef enum {
 //     its workspace is O(H*T*strip) (docs/fused.md).
 //   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
 //     one that can return attention maps (mta_attention_map).
+//   MTA_BACKEND_CUDA: the fused algorithm on an NVIDIA GPU (docs/cuda.md), in builds made with
+//     the CUDA toolkit. Every tensor of its calls lives in GPU memory: q, k, v, out, dout, dq, dk,
+//     dv and every pointer of mta_params and mta_grads are device pointers (cudaMalloc, or a
+//     torch tensor's data_ptr()) on the current device. Its calls are asynchronous: they enqueue
+//     the work on the context's stream (mta_set_stream; default the legacy default stream) and
+//     return; synchronise that stream before reading the results on the host. A failing GPU
+//     call makes the operator return MTA_ERR_DEVICE. Float32 products, exact (no TF32).
 // mta_config_default picks FUSED. (The library reads no environment variable; the mtac command
 // and the tests take MTAC_BACKEND=reference to change their default.)
 typedef enum {
     MTA_BACKEND_REFERENCE = 0,
     MTA_BACKEND_FUSED = 1,
+    MTA_BACKEND_CUDA = 2,
     MTA_N_BACKENDS
 } mta_backend;
 
-// The backend's name ("reference", "fused"; "unknown" for a value that is not a backend), and
+// The backend's name ("reference", "fused", "cuda"; "unknown" for a value that is not a backend), and
 // the backend of a name (0, or -1 when no backend has it).
 const char *mta_backend_name(mta_backend b);
 int mta_backend_from_name(const char *name, mta_backend *b);
@@ -143,6 +152,10 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
 // The mask is a pure function of (seed, b, h, i, j), so the backward regenerates it and a given
 // seed always drops the same entries; pass a new seed for each step.
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
+
+// The CUDA stream (a cudaStream_t) that the CUDA backend's calls on ctx enqueue their work on;
+// NULL (the default) is the legacy default stream. Other backends ignore it.
+void mta_set_stream(mta_ctx *ctx, void *stream);
 
 // ---- incremental decoding ----
 // A cache for decoding B sequences one position at a time with the MTA of cfg (cfg.T = the

@@ -69,6 +69,9 @@ def backend_of(name):
     b = _c_int()
     if not isinstance(name, str) or lib.mta_backend_from_name(name.encode(), ctypes.byref(b)) != 0:
         raise Error('mtac: unknown backend %r (fused, reference)' % (name,))
+    if name == 'cuda':
+        raise Error('mtac: the Python package runs the CPU backends (fused, reference); '
+                    'the CUDA backend takes GPU pointers through the C API (include/mta.h)')
     if not lib.mta_backend_available(b.value):
         raise Error('mtac: backend %r cannot run on this machine' % name)
     return b.value

@@ -17,29 +17,38 @@ const char *mta_status_str(mta_status s) {
     case MTA_ERR_OVERFLOW: return "size overflow";
     case MTA_ERR_NOMEM: return "out of memory";
     case MTA_ERR_STATE: return "backward without a forward";
+    case MTA_ERR_DEVICE: return "GPU error";
     }
     return "unknown status";
 }
 
-// The backends, chosen here and nowhere else (NULL: not one).
+// The backends, chosen here and nowhere else (NULL: not one, or not in this build).
 static const mta_backend_impl *backend_of(mta_backend b) {
     switch (b) {
     case MTA_BACKEND_REFERENCE: return &mta_reference_backend;
     case MTA_BACKEND_FUSED: return &mta_fused_backend;
+#ifdef MTAC_HAVE_CUDA
+    case MTA_BACKEND_CUDA: return &mta_cuda_backend;
+#endif
     default: return NULL;
     }
 }
 
+// Every backend's name, whether or not this build has it.
+static const char *const backend_names[MTA_N_BACKENDS] = {"reference", "fused", "cuda"};
+
 const char *mta_backend_name(mta_backend b) {
-    const mta_backend_impl *impl = backend_of(b);
-    return impl ? impl->name : "unknown";
+    return b >= 0 && b < MTA_N_BACKENDS ? backend_names[b] : "unknown";
 }
 
-int mta_backend_available(mta_backend b) { return backend_of(b) != NULL; }
+int mta_backend_available(mta_backend b) {
+    const mta_backend_impl *impl = backend_of(b);
+    return impl && (!impl->available || impl->available());
+}
 
 int mta_backend_from_name(const char *name, mta_backend *b) {
     for (int i = 0; name && i < MTA_N_BACKENDS; i++)
-        if (backend_of((mta_backend)i) && !strcmp(name, backend_of((mta_backend)i)->name)) {
+        if (!strcmp(name, backend_names[i])) {
             *b = (mta_backend)i;
             return 0;
         }
@@ -103,8 +112,10 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return say(msg, n, MTA_ERR_INVALID, "dropout=%g must be in [0, 1)", (double)c->dropout);
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
+    if (c->backend == MTA_BACKEND_CUDA && !backend_of(c->backend))
+        return say(msg, n, MTA_ERR_INVALID, "this build of libmtac has no CUDA backend (built without the CUDA toolkit, or with -DMTAC_CUDA=OFF)");
     if (!backend_of(c->backend))
-        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused)", (int)c->backend);
+        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused, 2 = cuda)", (int)c->backend);
     if (c->threads < 0 || c->threads > 4096)
         return say(msg, n, MTA_ERR_INVALID, "threads=%d must be in [0, 4096] (0 = the OpenMP default)", c->threads);
     if (c->strip_rows < 0 || c->strip_rows > 4096)
@@ -197,6 +208,10 @@ void mta_destroy(mta_ctx *ctx) {
     if (!ctx) return;
     ctx->impl->release(ctx);
     free(ctx);
+}
+
+void mta_set_stream(mta_ctx *ctx, void *stream) {
+    if (ctx) ctx->stream = stream;
 }
 
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed) {

@@ -4,6 +4,10 @@
 
 #include "mta.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // A backend: what runs behind mta_forward / mta_backward for a config's `backend`. The table
 // of backends is mta.c's backend_of, the one place that chooses. Each backend owns its state
 // (ctx->state: what its forward keeps for its backward, and its workspace), allocates it on
@@ -20,10 +24,15 @@ typedef struct {
     // The last forward's map of (b,h) that multiplied V (no dropout), for backends that keep
     // their (T,T) maps.
     const float *(*attention)(const mta_ctx *ctx, int b, int h);
+    // 1 when this machine can run the backend (a GPU backend needs a GPU); NULL: always.
+    int (*available)(void);
 } mta_backend_impl;
 
 extern const mta_backend_impl mta_reference_backend;  // mta_ref.c
 extern const mta_backend_impl mta_fused_backend;      // mta_fused.c
+#ifdef MTAC_HAVE_CUDA
+extern const mta_backend_impl mta_cuda_backend;       // mta_cuda.cu
+#endif
 
 struct mta_ctx {
     mta_config cfg;
@@ -35,6 +44,7 @@ struct mta_ctx {
     mta_stats stats;
     const mta_backend_impl *impl;  // the config's backend
     void *state;                   // the backend's own (NULL until its first call)
+    void *stream;                  // the CUDA backend's stream (mta_set_stream)
 };
 
 // Group norm's epsilon (spec section 2, step 8).
@@ -77,4 +87,7 @@ float *mta_alloc_floats(mta_ctx *ctx, size_t n);
 void mta_headconv_matrix(const float *w, int H, int ch, float *m);
 void mta_headconv_grad_add(const float *dm, int H, int ch, float *dw);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

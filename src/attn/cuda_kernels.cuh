@@ -1,0 +1,299 @@
+// cuda_kernels.cuh: the map kernels of the CUDA backend (mta_cuda.cu), one thread per map entry
+// or one block per row, over windows of rows in GPU memory. They compute what src/attn/conv.c and
+// shared.c compute on the CPU, on every (batch, head) at once.
+//
+// A window (mview) holds rows of one map for all B*H heads: row r of head bh is at
+// p + bh*hs + slot(r)*ld, with slot(r) = r % cap for a ring of cap rows (strips of R rows start at
+// multiples of R and cap is a multiple of R, so a strip's rows are contiguous for the matrix
+// products) or r - base for a plain buffer. Like the CPU kernels they read only the causal part
+// (j <= r) of a source row and write columns 0..r of an output row unless told to zero more.
+#ifndef MTAC_ATTN_CUDA_KERNELS_CUH
+#define MTAC_ATTN_CUDA_KERNELS_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    float *p;
+    int cap, base;  // cap > 0: a ring of cap rows; cap = 0: rows from base on
+    size_t ld, hs;  // row stride, head stride (floats)
+} mview;
+
+__device__ __forceinline__ float *vrow(mview v, int bh, int r) {
+    const int slot = v.cap ? r % v.cap : r - v.base;
+    return v.p + (size_t)bh * v.hs + (size_t)slot * v.ld;
+}
+
+// The same keep-or-drop as mta_dropout_keep (mta_internal.h): splitmix64 of seed and entry index.
+__device__ __forceinline__ int drop_keep(uint64_t seed, size_t idx, uint32_t threshold) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (idx + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return (uint32_t)(z >> 32) >= threshold;
+}
+
+// Key-query convolution, rows [a0, a1) (grid: x columns, y rows, z heads):
+//   dst[i,j] = sum_{a<cq, c<ck} w[h,a,c] * src[i-(cq-1)+a, j-p+c],  j <= i,
+// with src zero above its diagonal and outside 0..T-1.
+__global__ void k_conv(mview src, mview dst, const float *__restrict__ w, int H, int cq, int ck, int a0) {
+    const int i = a0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.z;
+    if (j > i) return;
+    const float *wh = w + (size_t)(bh % H) * cq * ck;
+    const int p = (ck - 1) / 2;
+    float s = 0.0f;
+    for (int a = 0; a < cq; a++) {
+        const int r = i - (cq - 1) + a;
+        if (r < 0) continue;
+        const float *x = vrow(src, bh, r);
+        for (int c = 0; c < ck; c++) {
+            const int col = j - p + c;
+            if (col >= 0 && col <= r) s = fmaf(wh[a * ck + c], x[col], s);
+        }
+    }
+    vrow(dst, bh, i)[j] = s;
+}
+
+// The transposed convolution, rows [r0, r1) (grid: x columns up to zero_to, y rows, z heads):
+//   dst[r,j] = sum_{a,c} w[h,a,c] * g[r+(cq-1)-a, j+p-c],  j <= r,
+// over the causal entries of g and its rows up to last; w = NULL is the identity (a masked copy).
+// Columns r < j < zero_to are set to 0 (the matrix products read whole strips).
+__global__ void k_conv_t(mview g, mview dst, const float *__restrict__ w, int H, int cq, int ck, int last, int r0,
+                         int zero_to) {
+    const int r = r0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.z;
+    if (j >= zero_to && j > r) return;
+    float s = 0.0f;
+    if (j <= r) {
+        if (!w) {
+            s = vrow(g, bh, r)[j];
+        } else {
+            const float *wh = w + (size_t)(bh % H) * cq * ck;
+            const int p = (ck - 1) / 2;
+            for (int a = 0; a < cq; a++) {
+                const int rr = r + (cq - 1) - a;
+                if (rr > last) continue;
+                const float *x = vrow(g, bh, rr);
+                for (int c = 0; c < ck; c++) {
+                    const int col = j + p - c;
+                    if (col >= 0 && col <= rr) s = fmaf(wh[a * ck + c], x[col], s);
+                }
+            }
+        }
+    }
+    vrow(dst, bh, r)[j] = s;
+}
+
+// Head mixing, rows [a0, a1) (grid: x columns, y rows, z batch):
+//   dst[h] = sum_h' m[h*H + h'] src[h'],  j <= i.
+// The forward mixing and head convolution use their (H,H) matrices, the backward ones the
+// transposes.
+__global__ void k_mix(mview src, mview dst, const float *__restrict__ m, int H, int a0) {
+    const int i = a0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.z;
+    if (j > i) return;
+    for (int h = 0; h < H; h++) {
+        float s = 0.0f;
+        for (int h2 = 0; h2 < H; h2++) {
+            const float mv = m[h * H + h2];
+            if (mv != 0.0f) s = fmaf(mv, vrow(src, b * H + h2, i)[j], s);
+        }
+        vrow(dst, b * H + h, i)[j] = s;
+    }
+}
+
+// Block-wide sum (blockDim.x a power of two <= 1024) in a fixed order: the same result on every
+// run.
+template <typename F>
+__device__ F block_sum(F x, F *sh) {
+    const int t = threadIdx.x;
+    sh[t] = x;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    F r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ float block_max(float x, float *sh) {
+    const int t = threadIdx.x;
+    sh[t] = x;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) sh[t] = fmaxf(sh[t], sh[t + s]);
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// Softmax of rows [a0, a1) in place over columns 0..i (grid: x rows, y heads). save = 1: the row
+// max and 1/sum go to mx, inv (B*H*T); save = 0: the probabilities come from the saved ones, bit
+// for bit what the forward computed.
+__global__ void k_softmax(mview s, float *mx, float *inv, int T, int a0, int save) {
+    __shared__ float sh[256];
+    const int i = a0 + blockIdx.x, bh = blockIdx.y;
+    float *x = vrow(s, bh, i);
+    const size_t row = (size_t)bh * T + i;
+    float m, iv;
+    if (save) {
+        float lm = -INFINITY;
+        for (int j = threadIdx.x; j <= i; j += blockDim.x) lm = fmaxf(lm, x[j]);
+        m = block_max(lm, sh);
+        float ls = 0.0f;
+        for (int j = threadIdx.x; j <= i; j += blockDim.x) ls += expf(x[j] - m);
+        iv = 1.0f / block_sum(ls, sh);
+        if (threadIdx.x == 0) mx[row] = m, inv[row] = iv;
+    } else {
+        m = mx[row], iv = inv[row];
+    }
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) x[j] = expf(x[j] - m) * iv;
+}
+
+// Softmax backward of rows [r0, r1) in place: g = p * (g - sum_j p g) (grid: x rows, y heads).
+__global__ void k_softmax_t(mview p, mview g, int r0) {
+    __shared__ float sh[256];
+    const int r = r0 + blockIdx.x, bh = blockIdx.y;
+    const float *pr = vrow(p, bh, r);
+    float *gr = vrow(g, bh, r);
+    float ls = 0.0f;
+    for (int j = threadIdx.x; j <= r; j += blockDim.x) ls += pr[j] * gr[j];
+    const float D = block_sum(ls, sh);
+    for (int j = threadIdx.x; j <= r; j += blockDim.x) gr[j] = pr[j] * (gr[j] - D);
+}
+
+// The map that multiplies V, rows [a0, a1), columns 0..a1-1 (grid: x columns, y rows, z heads):
+// dst = src with dropout (drop_thr > 0: keep with the mask of (seed, b, h, i, j), scaled), zero
+// past the diagonal. The backward applies it to dP2 the same way (src may be dst).
+__global__ void k_drop(mview src, mview dst, int T, int a0, int a1, uint64_t seed, uint32_t drop_thr, float drop_scale) {
+    const int i = a0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.z;
+    if (j >= a1) return;
+    float x = 0.0f;
+    if (j <= i) {
+        x = vrow(src, bh, i)[j];
+        if (drop_thr) x = drop_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr) ? x * drop_scale : 0.0f;
+    }
+    vrow(dst, bh, i)[j] = x;
+}
+
+// Sum over rows [r0, r1) and columns j <= r of x[ho] * y[hi] for each pair of heads (ho, hi) of
+// a group of gs heads (grid: x ho*H + hi, y batch), added to acc[(b*H + ho)*H + hi] (the mixing
+// kernels' gradients: dS2 with S1, dP2 with P1).
+__global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, double *acc) {
+    __shared__ double sh[256];
+    const int ho = blockIdx.x / H, hi = blockIdx.x % H, b = blockIdx.y;
+    if (ho / gs != hi / gs) return;
+    double s = 0.0;
+    for (int r = r0; r < r1; r++) {
+        const float *xr = vrow(x, b * H + ho, r), *yr = vrow(y, b * H + hi, r);
+        float ls = 0.0f;
+        for (int j = threadIdx.x; j <= r; j += blockDim.x) ls = fmaf(xr[j], yr[j], ls);
+        s += ls;
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) acc[((size_t)b * H + ho) * H + hi] += s;
+}
+
+// A key-query convolution's kernel gradient from output-gradient rows [r0, r1) (grid: x taps
+// a*ck + c, y heads): acc[bh*cq*ck + a*ck + c] += sum_{r, j <= r} g[r,j] * src[r-(cq-1)+a, j-p+c].
+__global__ void k_conv_wgrad(mview g, mview src, int cq, int ck, int r0, int r1, double *acc) {
+    __shared__ double sh[256];
+    const int a = blockIdx.x / ck, c = blockIdx.x % ck, bh = blockIdx.y, p = (ck - 1) / 2;
+    double s = 0.0;
+    for (int r = r0; r < r1; r++) {
+        const int rs = r - (cq - 1) + a;
+        if (rs < 0) continue;
+        const float *gr = vrow(g, bh, r), *xr = vrow(src, bh, rs);
+        float ls = 0.0f;
+        for (int j = threadIdx.x; j <= r; j += blockDim.x) {
+            const int col = j - p + c;
+            if (col >= 0 && col <= rs) ls = fmaf(gr[j], xr[col], ls);
+        }
+        s += ls;
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) acc[(size_t)bh * cq * ck + blockIdx.x] += s;
+}
+
+// Settings of the group norm and gate (spec section 2, steps 8 and 9).
+typedef struct {
+    int d, group_norm, gate;
+    float ds, eps;  // depth scale (1 when off), the norm's epsilon
+    const float *gn_weight, *gate_w, *gate_b;
+} normgate;
+
+// Group norm and gate of n rows of d in place, row after row of (B*H, rows, d) (grid: x rows, y
+// heads): out = y * sigmoid(gate_w . y + gate_b), y = o * rs * gamma * ds.
+__global__ void k_normgate(float *o, size_t hs, normgate ng) {
+    __shared__ float sh[256];
+    const int d = ng.d;
+    float *x = o + (size_t)blockIdx.y * hs + (size_t)blockIdx.x * d;
+    if (ng.group_norm) {
+        float ss = 0.0f;
+        for (int e = threadIdx.x; e < d; e += blockDim.x) ss += x[e] * x[e];
+        const float rs = 1.0f / sqrtf(block_sum(ss, sh) / d + ng.eps);
+        for (int e = threadIdx.x; e < d; e += blockDim.x) x[e] = x[e] * rs * ng.gn_weight[e] * ng.ds;
+    }
+    if (ng.gate) {
+        __syncthreads();
+        float z = 0.0f;
+        for (int e = threadIdx.x; e < d; e += blockDim.x) z += ng.gate_w[e] * x[e];
+        z = block_sum(z, sh) + ng.gate_b[0];
+        const float gv = 1.0f / (1.0f + expf(-z));
+        for (int e = threadIdx.x; e < d; e += blockDim.x) x[e] *= gv;
+    }
+}
+
+// The norm and gate backward of n rows (grid: y heads; one block walks the rows in order, so the
+// parameter gradients are summed in a fixed order): dO from dout (go) and the recomputed o, and
+// acc[bh*(2d+1) + ...] += dgamma (d), dgate_w (d), dgate_b (1).
+__global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, normgate ng,
+                             double *acc) {
+    __shared__ float sh[256];
+    const int d = ng.d, bh = blockIdx.y;
+    double *a = acc + (size_t)bh * (2 * d + 1);
+    for (int i = 0; i < n; i++) {
+        const float *x = o + (size_t)bh * hs + (size_t)i * d, *g = go + (size_t)bh * ghs + (size_t)i * d;
+        float *dx = dO + (size_t)bh * hs + (size_t)i * d;
+        float rs = 1.0f;
+        if (ng.group_norm) {
+            float ss = 0.0f;
+            for (int e = threadIdx.x; e < d; e += blockDim.x) ss += x[e] * x[e];
+            rs = 1.0f / sqrtf(block_sum(ss, sh) / d + ng.eps);
+        }
+        if (ng.gate) {
+            float z = 0.0f, dot = 0.0f;
+            for (int e = threadIdx.x; e < d; e += blockDim.x) {
+                const float y = ng.group_norm ? x[e] * rs * ng.gn_weight[e] * ng.ds : x[e];
+                z += ng.gate_w[e] * y;
+                dot += g[e] * y;
+            }
+            z = block_sum(z, sh) + ng.gate_b[0];
+            dot = block_sum(dot, sh);
+            const float gv = 1.0f / (1.0f + expf(-z)), dz = dot * gv * (1.0f - gv);
+            for (int e = threadIdx.x; e < d; e += blockDim.x) {
+                const float y = ng.group_norm ? x[e] * rs * ng.gn_weight[e] * ng.ds : x[e];
+                a[d + e] += dz * y;
+                dx[e] = g[e] * gv + dz * ng.gate_w[e];
+            }
+            if (threadIdx.x == 0) a[2 * d] += dz;
+        } else {
+            for (int e = threadIdx.x; e < d; e += blockDim.x) dx[e] = g[e];
+        }
+        if (ng.group_norm) {
+            float uo = 0.0f;
+            for (int e = threadIdx.x; e < d; e += blockDim.x) {
+                a[e] += dx[e] * x[e] * rs * ng.ds;
+                dx[e] *= ng.gn_weight[e] * ng.ds;
+                uo += dx[e] * x[e];
+            }
+            const float k3 = rs * rs * rs * block_sum(uo, sh) / d;
+            for (int e = threadIdx.x; e < d; e += blockDim.x) dx[e] = rs * dx[e] - k3 * x[e];
+        }
+        __syncthreads();
+    }
+}
+
+#endif

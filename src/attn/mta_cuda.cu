@@ -1,0 +1,430 @@
+// mta_cuda.cu: the CUDA backend (MTA_BACKEND_CUDA). It runs the fused backend's algorithm
+// (docs/fused.md) on the GPU: the query rows are walked in strips of R rows, every (batch, head)
+// at once, and each map lives in a window of a few rows, so no (T,T) map is ever held. The
+// products (scores, P v and the gradients') run on cuBLAS, the convolutions, mixing, softmax,
+// dropout and norm/gate on the kernels of cuda_kernels.cuh.
+//
+// Windows are rings of `cap` rows (cap a multiple of R, at least R + (c_q'-1) + (c_q-1)): a strip
+// starting at a multiple of R is contiguous in its ring, and the rows the convolutions and the
+// lagging backward stages still read stay in place. The backward's stages are those of the CPU
+// backend: rows A = [i0, i1) recompute their maps and get dP2, dP1; rows B = A - (c_q'-1) get dP,
+// dS2, dS1; rows C = B - (c_q-1) get dZ and its products with k and q.
+//
+// Everything is enqueued on the context's stream (mta_set_stream) and is deterministic: kernel
+// gradients are summed by fixed block reductions, per head and strip in order, in double.
+#include "attn/cuda_kernels.cuh"
+#include "attn/mta_internal.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace {
+
+struct cuda_state {
+    cublasHandle_t blas;
+    void *mem;        // one allocation: everything below
+    size_t mem_bytes;
+    int R, cap;       // strip rows, ring rows
+    size_t ld;        // map row stride (floats)
+    float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
+    float *mats;      // 4 (H,H): mixing, its transpose, head conv as a matrix, its transpose
+    float *o, *dO;    // (B*H, R, d) recomputed output and its gradient
+    double *acc;      // kernel-gradient accumulators (see grad_layout)
+    mview z, s1, p, p1, p2, pd, dp2, dp1, dp, ds1, dz;  // windows (p == unused ones when a step is off)
+};
+
+struct grad_layout {
+    size_t pre, post, mix, hc, ng, total;  // offsets (doubles) into acc
+};
+
+int imin(int a, int b) { return a < b ? a : b; }
+int imax(int a, int b) { return a > b ? a : b; }
+
+grad_layout grads_of(const mta_config *c) {
+    grad_layout g;
+    const size_t BH = (size_t)c->B * c->H;
+    g.pre = 0;
+    g.post = g.pre + BH * c->pre_cq * c->pre_ck;
+    g.mix = g.post + BH * c->post_cq * c->post_ck;
+    g.hc = g.mix + BH * c->H;
+    g.ng = g.hc + BH * c->H;
+    g.total = g.ng + BH * (2 * (size_t)c->d + 1);
+    return g;
+}
+
+// The windows a config needs, in rows of B*H*ld floats: rings of cap rows for the maps read
+// across strips, plain R-row buffers for P2 with dropout (PD) and dZ.
+struct plan {
+    int z, s1, p1, p2, dp1, dp, ds1;  // 1: the step's own window exists
+    size_t rows;                      // total rows
+};
+
+plan plan_of(const mta_config *c, int R, int cap) {
+    plan k;
+    k.z = c->pre_cq > 0;
+    k.s1 = c->pre_head_mix;
+    k.p1 = c->post_cq > 0;
+    k.p2 = c->post_ch > 0;
+    k.dp1 = c->post_ch > 0;
+    k.dp = c->post_cq > 0;
+    k.ds1 = c->pre_head_mix;
+    // p and dp2 always; pd and dz are R rows
+    k.rows = (size_t)cap * (2 + k.z + k.s1 + k.p1 + k.p2 + k.dp1 + k.dp + k.ds1) + 2 * (size_t)R;
+    return k;
+}
+
+size_t ld_of(int T) { return ((size_t)T + 31) / 32 * 32; }
+
+// Bytes of the one allocation for strips of R rows.
+size_t bytes_of(const mta_config *c, int R, int *cap_out) {
+    const int L = (c->post_cq ? c->post_cq - 1 : 0) + (c->pre_cq ? c->pre_cq - 1 : 0);
+    const int cap = (R + L + R - 1) / R * R;
+    if (cap_out) *cap_out = cap;
+    const size_t BH = (size_t)c->B * c->H;
+    const plan k = plan_of(c, R, cap);
+    size_t floats = k.rows * BH * ld_of(c->T) + 2 * BH * c->T + 4 * (size_t)c->H * c->H + 2 * BH * R * c->d;
+    floats = (floats + 1) / 2 * 2;  // the doubles after it are 8-byte aligned
+    return floats * sizeof(float) + grads_of(c).total * sizeof(double);
+}
+
+// Strip rows: the config's, else the largest of 64, 32, 16, 8 whose workspace stays within the
+// larger of 256 MiB and the call's q, k, v, out and their gradients (8 B*H*T*d floats).
+int strip_rows_of(const mta_config *c) {
+    if (c->strip_rows > 0) return c->strip_rows;
+    const double budget = fmax(256.0 * 1024 * 1024, 8.0 * c->B * c->H * c->T * c->d * sizeof(float));
+    static const int sizes[] = {64, 32, 16};
+    for (int s : sizes)
+        if ((double)bytes_of(c, s, NULL) <= budget) return s;
+    return 8;
+}
+
+mta_status cuda_fail(mta_ctx *ctx, cudaError_t e, const char *what) {
+    return mta_fail(ctx, MTA_ERR_DEVICE, "CUDA error in %s: %s", what, cudaGetErrorString(e));
+}
+
+void cuda_release(mta_ctx *ctx) {
+    cuda_state *st = (cuda_state *)ctx->state;
+    if (st) {
+        if (st->mem) cudaFree(st->mem);
+        if (st->blas) cublasDestroy(st->blas);
+        free(st);
+    }
+    ctx->state = NULL;
+    ctx->bytes = 0;
+    ctx->have_forward = 0;
+}
+
+mview ring(float **at, const mta_config *c, int rows, size_t ld, int is_ring) {
+    mview v;
+    v.p = *at;
+    v.cap = is_ring ? rows : 0;
+    v.base = 0;
+    v.ld = ld;
+    v.hs = (size_t)rows * ld;
+    *at += (size_t)c->B * c->H * v.hs;
+    return v;
+}
+
+mta_status cuda_setup(mta_ctx *ctx) {
+    const mta_config *c = &ctx->cfg;
+    if (!ctx->state) {
+        cuda_state *st = (cuda_state *)calloc(1, sizeof(cuda_state));
+        if (!st) return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the CUDA backend's state");
+        ctx->state = st;
+        if (cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) {
+            cuda_release(ctx);
+            return mta_fail(ctx, MTA_ERR_DEVICE, "cuBLAS could not be initialised (no usable GPU?)");
+        }
+    }
+    cuda_state *st = (cuda_state *)ctx->state;
+    cublasSetStream(st->blas, (cudaStream_t)ctx->stream);
+    if (st->mem) return MTA_OK;
+    st->R = strip_rows_of(c);
+    st->mem_bytes = bytes_of(c, st->R, &st->cap);
+    cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
+    if (e != cudaSuccess) {
+        st->mem = NULL;
+        return mta_fail(ctx, MTA_ERR_NOMEM, "could not allocate %.1f MB of GPU memory for the CUDA workspace (%d rows per strip): %s",
+                        st->mem_bytes / 1e6, st->R, cudaGetErrorString(e));
+    }
+    ctx->bytes = st->mem_bytes;
+    const size_t BH = (size_t)c->B * c->H, ld = st->ld = ld_of(c->T);
+    const int cap = st->cap, R = st->R;
+    const plan k = plan_of(c, R, cap);
+    float *at = (float *)st->mem;
+    mview none;
+    memset(&none, 0, sizeof none);
+    st->p = ring(&at, c, cap, ld, 1);
+    st->dp2 = ring(&at, c, cap, ld, 1);
+    st->z = k.z ? ring(&at, c, cap, ld, 1) : none;
+    st->s1 = k.s1 ? ring(&at, c, cap, ld, 1) : none;
+    st->p1 = k.p1 ? ring(&at, c, cap, ld, 1) : none;
+    st->p2 = k.p2 ? ring(&at, c, cap, ld, 1) : none;
+    st->dp1 = k.dp1 ? ring(&at, c, cap, ld, 1) : none;
+    st->dp = k.dp ? ring(&at, c, cap, ld, 1) : none;
+    st->ds1 = k.ds1 ? ring(&at, c, cap, ld, 1) : none;
+    st->pd = ring(&at, c, R, ld, 0);
+    st->dz = ring(&at, c, R, ld, 0);
+    st->mx = at, at += BH * c->T;
+    st->inv = at, at += BH * c->T;
+    st->mats = at, at += 4 * (size_t)c->H * c->H;
+    st->o = at, at += BH * R * c->d;
+    st->dO = at, at += BH * R * c->d;
+    st->acc = (double *)((char *)st->mem + st->mem_bytes - grads_of(c).total * sizeof(double));
+    // The maps of the steps that are off are the previous map (as maps_of in mta_fused.c).
+    if (!k.s1) st->s1 = st->p;
+    if (!k.z) st->z = st->s1;
+    if (!k.p1) st->p1 = st->p;
+    if (!k.p2) st->p2 = st->p1;
+    if (!k.dp1) st->dp1 = st->dp2;
+    if (!k.dp) st->dp = st->dp1;
+    if (!k.ds1) st->ds1 = st->dp;
+    return MTA_OK;
+}
+
+// The mixing matrices on the device: [0] w_pre_head, [1] its transpose, [2] the head conv
+// (H/ch, ch, ch) as [out, in] (mta_headconv_matrix), [3] its transpose.
+__global__ void k_mats(const float *w_mix, const float *w_hc, int H, int ch, float *m) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= H * H) return;
+    const int o = e / H, i = e % H, HH = H * H;
+    m[e] = w_mix ? w_mix[o * H + i] : 0.0f;
+    m[HH + e] = w_mix ? w_mix[i * H + o] : 0.0f;
+    float hc = 0.0f, hct = 0.0f;
+    if (w_hc && o / ch == i / ch) {
+        const int g = o / ch;
+        hc = w_hc[((size_t)g * ch + i % ch) * ch + o % ch];
+        hct = w_hc[((size_t)g * ch + o % ch) * ch + i % ch];
+    }
+    m[2 * HH + e] = hc;
+    m[3 * HH + e] = hct;
+}
+
+// out[e] += sum_{s<n} acc[s*stride + off(e)], off(e) = off0 + e, or for the head conv's kernel
+// (H/ch, ch, ch), e = (g*ch + n)*ch + o, the matrix entry [g*ch + o, g*ch + n] of an (H,H).
+__global__ void k_sum_grad(float *out, int count, const double *acc, size_t stride, int n, int off0, int H, int ch) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= count) return;
+    size_t off = off0 + e;
+    if (ch) {
+        const int g = e / (ch * ch), nn = e / ch % ch, o = e % ch;
+        off = (size_t)(g * ch + o) * H + g * ch + nn;
+    }
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += acc[(size_t)i * stride + off];
+    out[e] += (float)s;
+}
+
+// Row-major C = alpha op(A) op(B) + beta C for each of `batch` heads (strides sA, sB, sC), on
+// cuBLAS (column-major: C^T = op(B)^T op(A)^T).
+cublasStatus_t gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha, const float *A, size_t lda,
+                    size_t sA, const float *B, size_t ldb, size_t sB, float beta, float *C, size_t ldc, size_t sC, int batch) {
+    return cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B,
+                                     (int)ldb, (long long)sB, A, (int)lda, (long long)sA, &beta, C, (int)ldc, (long long)sC,
+                                     batch);
+}
+
+float *row_ptr(mview v, int r) { return v.p + (size_t)(v.cap ? r % v.cap : r - v.base) * v.ld; }
+
+struct call {
+    mta_ctx *ctx;
+    cuda_state *st;
+    const mta_config *c;
+    const float *q, *k, *v;
+    const mta_params *p;
+    cudaStream_t s;
+    float scale;
+    int blas_err;
+    uint32_t drop_thr;
+    float drop_scale;
+};
+
+void blas_check(call *cl, cublasStatus_t r) {
+    if (r != CUBLAS_STATUS_SUCCESS) cl->blas_err = (int)r;
+}
+
+const int CT = 128;  // threads per block of the per-entry kernels (columns)
+
+dim3 cols_grid(int ncols, int nrows, int z) { return dim3((unsigned)((ncols + CT - 1) / CT), (unsigned)nrows, (unsigned)z); }
+
+// Rows [a0, a1) of Z, S1, S2 -> P (softmax; saving its statistics in a forward, from them in a
+// backward), P1 and P2.
+void strip_maps(call *cl, int a0, int a1, int save) {
+    const mta_config *c = cl->c;
+    cuda_state *st = cl->st;
+    const int B = c->B, H = c->H, T = c->T, d = c->d, n = a1 - a0, BH = B * H;
+    blas_check(cl, gemm(st->blas, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d,
+                        (size_t)T * d, 0.0f, row_ptr(st->z, a0), st->ld, st->z.hs, BH));
+    if (c->pre_cq)
+        k_conv<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0);
+    if (c->pre_head_mix) k_mix<<<cols_grid(a1, n, B), CT, 0, cl->s>>>(st->s1, st->p, st->mats, H, a0);
+    k_softmax<<<dim3((unsigned)n, (unsigned)BH), 256, 0, cl->s>>>(st->p, st->mx, st->inv, T, a0, save);
+    if (c->post_cq)
+        k_conv<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->p, st->p1, cl->p->w_post, H, c->post_cq, c->post_ck, a0);
+    if (c->post_ch)
+        k_mix<<<cols_grid(a1, n, B), CT, 0, cl->s>>>(st->p1, st->p2, st->mats + 2 * (size_t)H * H, H, a0);
+    st->pd.base = a0;
+    k_drop<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->p2, st->pd, T, a0, a1, cl->ctx->seed, cl->drop_thr, cl->drop_scale);
+}
+
+normgate normgate_of(const mta_config *c, const mta_params *p) {
+    normgate ng;
+    ng.d = c->d, ng.group_norm = c->group_norm, ng.gate = c->gate;
+    ng.ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
+    ng.eps = MTA_GN_EPS;
+    ng.gn_weight = p->gn_weight, ng.gate_w = p->gate_w, ng.gate_b = p->gate_b;
+    return ng;
+}
+
+mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const float *v, const mta_params *p) {
+    memset(cl, 0, sizeof *cl);
+    mta_status s = cuda_setup(ctx);
+    if (s) return s;
+    cl->ctx = ctx, cl->st = (cuda_state *)ctx->state, cl->c = &ctx->cfg;
+    cl->q = q, cl->k = k, cl->v = v, cl->p = p;
+    cl->s = (cudaStream_t)ctx->stream;
+    cl->scale = 1.0f / sqrtf((float)ctx->cfg.d);
+    const int H = ctx->cfg.H;
+    if (ctx->cfg.pre_head_mix || ctx->cfg.post_ch)
+        k_mats<<<(H * H + 255) / 256, 256, 0, cl->s>>>(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
+                                                      cl->st->mats);
+    return MTA_OK;
+}
+
+mta_status finish(call *cl, const char *what) {
+    if (cl->blas_err) return mta_fail(cl->ctx, MTA_ERR_DEVICE, "cuBLAS error %d in the %s", cl->blas_err, what);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_fail(cl->ctx, e, what);
+    return MTA_OK;
+}
+
+mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
+    call cl;
+    mta_status s = begin(ctx, &cl, q, k, v, p);
+    if (s) return s;
+    const mta_config *c = &ctx->cfg;
+    cuda_state *st = cl.st;
+    ctx->dropout_on = c->dropout > 0 && ctx->training;
+    cl.drop_thr = ctx->dropout_on ? (uint32_t)((double)c->dropout * 4294967296.0) : 0;
+    cl.drop_scale = 1.0f / (1.0f - c->dropout);
+    const int T = c->T, d = c->d, R = st->R, BH = c->B * c->H;
+    const normgate ng = normgate_of(c, p);
+    for (int i0 = 0; i0 < T; i0 += R) {
+        const int i1 = imin(T, i0 + R), n = i1 - i0;
+        strip_maps(&cl, i0, i1, 1);
+        blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,
+                             out + (size_t)i0 * d, d, (size_t)T * d, BH));
+        if (c->group_norm || c->gate)
+            k_normgate<<<dim3((unsigned)n, (unsigned)BH), 128, 0, cl.s>>>(out + (size_t)i0 * d, (size_t)T * d, ng);
+    }
+    return finish(&cl, "forward");
+}
+
+mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                         const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    call cl;
+    mta_status s = begin(ctx, &cl, q, k, v, p);
+    if (s) return s;
+    const mta_config *c = &ctx->cfg;
+    cuda_state *st = cl.st;
+    cl.drop_thr = ctx->dropout_on ? (uint32_t)((double)c->dropout * 4294967296.0) : 0;
+    cl.drop_scale = 1.0f / (1.0f - c->dropout);
+    const int B = c->B, H = c->H, T = c->T, d = c->d, R = st->R, BH = B * H;
+    const int L1 = c->post_cq ? c->post_cq - 1 : 0, L2 = c->pre_cq ? c->pre_cq - 1 : 0;
+    const size_t Td = (size_t)T * d;
+    const grad_layout gl = grads_of(c);
+    const normgate ng = normgate_of(c, p);
+    cudaMemsetAsync(st->acc, 0, gl.total * sizeof(double), cl.s);
+    const float *mats = st->mats;
+    const size_t HH = (size_t)H * H;
+    for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
+        const int i1 = i0 + R;
+        const int a0 = i0, a1 = imin(i1, T);
+        const int b0 = imax(0, i0 - L1), b1 = imin(i1 - L1, T);
+        const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);
+        if (a0 < a1) {
+            const int n = a1 - a0;
+            strip_maps(&cl, a0, a1, 0);
+            // O again, then dO through the gate and norm; dV; dP2 = dO v^T through the dropout
+            const float *dO = dout + (size_t)a0 * d;
+            size_t dOs = Td;
+            if (c->group_norm || c->gate) {
+                blas_check(&cl, gemm(st->blas, 0, 0, n, d, a1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, Td, 0.0f, st->o, d,
+                                     (size_t)R * d, BH));
+                k_normgate_t<<<dim3(1, (unsigned)BH), 128, 0, cl.s>>>(st->o, dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td,
+                                                                      n, ng, st->acc + gl.ng);
+                dO = st->dO, dOs = (size_t)R * d;
+            }
+            blas_check(&cl, gemm(st->blas, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td, BH));
+            blas_check(&cl, gemm(st->blas, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, row_ptr(st->dp2, a0), st->ld,
+                                 st->dp2.hs, BH));
+            k_drop<<<cols_grid(a1, n, BH), CT, 0, cl.s>>>(st->dp2, st->dp2, T, a0, a1, ctx->seed, cl.drop_thr, cl.drop_scale);
+            if (c->post_ch) {
+                k_mix<<<cols_grid(a1, n, B), CT, 0, cl.s>>>(st->dp2, st->dp1, mats + 3 * HH, H, a0);
+                k_pair_grad<<<dim3((unsigned)HH, (unsigned)B), 256, 0, cl.s>>>(st->dp2, st->p1, H, c->post_ch, a0, a1,
+                                                                              st->acc + gl.hc);
+            }
+            if (c->post_cq)
+                k_conv_wgrad<<<dim3((unsigned)(c->post_cq * c->post_ck), (unsigned)BH), 256, 0, cl.s>>>(
+                    st->dp1, st->p, c->post_cq, c->post_ck, a0, a1, st->acc + gl.post);
+        }
+        if (b0 < b1) {
+            const int n = b1 - b0;
+            if (c->post_cq)
+                k_conv_t<<<cols_grid(b1, n, BH), CT, 0, cl.s>>>(st->dp1, st->dp, p->w_post, H, c->post_cq, c->post_ck, T - 1,
+                                                               b0, 0);
+            k_softmax_t<<<dim3((unsigned)n, (unsigned)BH), 256, 0, cl.s>>>(st->p, st->dp, b0);
+            if (c->pre_head_mix) {
+                k_mix<<<cols_grid(b1, n, B), CT, 0, cl.s>>>(st->dp, st->ds1, mats + HH, H, b0);
+                k_pair_grad<<<dim3((unsigned)HH, (unsigned)B), 256, 0, cl.s>>>(st->dp, st->s1, H, H, b0, b1, st->acc + gl.mix);
+            }
+            if (c->pre_cq)
+                k_conv_wgrad<<<dim3((unsigned)(c->pre_cq * c->pre_ck), (unsigned)BH), 256, 0, cl.s>>>(
+                    st->ds1, st->z, c->pre_cq, c->pre_ck, b0, b1, st->acc + gl.pre);
+        }
+        if (c0 < c1) {
+            const int n = c1 - c0;
+            st->dz.base = c0;
+            k_conv_t<<<cols_grid(c1, n, BH), CT, 0, cl.s>>>(st->ds1, st->dz, c->pre_cq ? p->w_pre : NULL, H, c->pre_cq,
+                                                           c->pre_ck, T - 1, c0, c1);
+            blas_check(&cl, gemm(st->blas, 0, 0, n, d, c1, cl.scale, st->dz.p, st->ld, st->dz.hs, k, d, Td, 1.0f,
+                                 dq + (size_t)c0 * d, d, Td, BH));
+            blas_check(&cl, gemm(st->blas, 1, 0, c1, d, n, cl.scale, st->dz.p, st->ld, st->dz.hs, q + (size_t)c0 * d, d, Td,
+                                 1.0f, dk, d, Td, BH));
+        }
+    }
+    // The per-head accumulators into the gradients, heads and batch elements in order.
+    const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
+    struct {
+        float *out;
+        int count;
+        size_t acc, stride;
+        int n, off0, ch;
+    } sums[] = {
+        {g->w_pre, H * K1, gl.pre, (size_t)H * K1, B, 0, 0},
+        {g->w_post, H * K2, gl.post, (size_t)H * K2, B, 0, 0},
+        {g->w_pre_head, c->pre_head_mix ? H * H : 0, gl.mix, HH, B, 0, 0},
+        {g->w_post_head, c->post_ch ? H * c->post_ch : 0, gl.hc, HH, B, 0, c->post_ch},
+        {g->gn_weight, c->group_norm ? d : 0, gl.ng, (size_t)np, BH, 0, 0},
+        {g->gate_w, c->gate ? d : 0, gl.ng, (size_t)np, BH, d, 0},
+        {g->gate_b, c->gate ? 1 : 0, gl.ng, (size_t)np, BH, 2 * d, 0},
+    };
+    for (auto &x : sums)
+        if (x.out && x.count)
+            k_sum_grad<<<(x.count + 127) / 128, 128, 0, cl.s>>>(x.out, x.count, st->acc + x.acc, x.stride, x.n, x.off0, H, x.ch);
+    return finish(&cl, "backward");
+}
+
+int cuda_available(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+}  // namespace
+
+extern "C" const mta_backend_impl mta_cuda_backend = {
+    "cuda", cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
+};

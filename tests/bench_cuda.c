@@ -1,0 +1,201 @@
+// bench_cuda.c: forward + backward time and GPU memory of the CUDA backend, one JSON row per
+// sequence length (the GPU rows of `mtac bench attn`; this program needs only libmtac and the
+// CUDA runtime, so a bare GPU machine can build it).
+//
+//   bench_cuda [--T 2048,4096,...] [--B 1] [--H 8] [--d 64] [--config mta830m|plain] [--rows R]
+//              [--reps 5] [--warmup 1]
+//
+// mta830m: pre and post 6x11 convolutions, H x H head mixing, head convolution over all heads,
+// group norm and gate (the 830M layer's MTA); plain: every step off. Inputs are random normal
+// (never zeros), parameters identity plus noise. fwd_bwd_s is the median over --reps of one
+// forward and one backward, timed with CUDA events after --warmup untimed calls. peak_mb is the
+// GPU memory in use after the timed calls (cudaMemGetInfo) minus that before anything was
+// allocated: q, k, v, out, dout, dq, dk, dv, the parameters and the backend's workspace (which it
+// keeps between calls), and cuBLAS's.
+#include "mta.h"
+
+#include <cuda_runtime.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void ck(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "bench_cuda: %s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+static float randn(uint64_t *s) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+        u[i] = ((*s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
+static float *dev_random(size_t n, float mean, float std, uint64_t *seed) {
+    float *h = malloc(n * sizeof(float)), *d;
+    if (!h) exit(1);
+    for (size_t i = 0; i < n; i++) h[i] = mean + std * randn(seed);
+    ck(cudaMalloc((void **)&d, n * sizeof(float)), "cudaMalloc");
+    ck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    free(h);
+    return d;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--config mta830m|plain] [--rows R]\n"
+               "                  [--reps 5] [--warmup 1]\n"
+               "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
+               "prints one JSON row per T.\n");
+}
+
+static int pos_int(const char *s, int *out) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || *end || x < 1 || x > 100000000) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    int B = 1, H = 8, d = 64, rows = 0, reps = 5, warmup = 1, mta = 1;
+    int Ts[32], nT = 0;
+    const char *Tlist = "2048,4096";
+    static const struct option opts[] = {{"T", 1, 0, 'T'},      {"B", 1, 0, 'B'},    {"H", 1, 0, 'H'},
+                                         {"d", 1, 0, 'd'},      {"config", 1, 0, 'c'}, {"rows", 1, 0, 'r'},
+                                         {"reps", 1, 0, 'n'},   {"warmup", 1, 0, 'w'}, {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int o, ok = 1;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'T': Tlist = optarg; break;
+        case 'B': ok = pos_int(optarg, &B); break;
+        case 'H': ok = pos_int(optarg, &H); break;
+        case 'd': ok = pos_int(optarg, &d); break;
+        case 'r': ok = pos_int(optarg, &rows); break;
+        case 'n': ok = pos_int(optarg, &reps); break;
+        case 'w': ok = !strcmp(optarg, "0") ? (warmup = 0, 1) : pos_int(optarg, &warmup); break;
+        case 'c':
+            if (!strcmp(optarg, "mta830m")) mta = 1;
+            else if (!strcmp(optarg, "plain")) mta = 0;
+            else ok = 0;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "bench_cuda: bad value '%s'\n", optarg);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    char *tl = strdup(Tlist);
+    for (char *t = strtok(tl, ","); t; t = strtok(NULL, ",")) {
+        if (nT == 32 || !pos_int(t, &Ts[nT])) {
+            fprintf(stderr, "bench_cuda: --T takes up to 32 positive integers separated by commas, got '%s'\n", Tlist);
+            return 2;
+        }
+        nT++;
+    }
+    free(tl);
+    if (!mta_backend_available(MTA_BACKEND_CUDA)) {
+        fprintf(stderr, "bench_cuda: no CUDA device, or libmtac was built without the CUDA backend\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    ck(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    for (int ti = 0; ti < nT; ti++) {
+        const int T = Ts[ti];
+        mta_config c = mta_config_default(B, H, T, d);
+        c.backend = MTA_BACKEND_CUDA, c.strip_rows = rows;
+        if (mta) {
+            c.pre_cq = c.post_cq = 6, c.pre_ck = c.post_ck = 11;
+            c.pre_head_mix = 1, c.post_ch = H, c.group_norm = 1, c.gate = 1;
+        }
+        char msg[256];
+        if (mta_config_check(&c, msg, sizeof msg)) {
+            fprintf(stderr, "bench_cuda: %s\n", msg);
+            return 2;
+        }
+        ck(cudaDeviceSynchronize(), "sync");
+        size_t free0, total;
+        ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+        const size_t n = (size_t)B * H * T * d;
+        uint64_t seed = 42 + T;
+        float *q = dev_random(n, 0, 1, &seed), *k = dev_random(n, 0, 1, &seed), *v = dev_random(n, 0, 1, &seed);
+        float *dout = dev_random(n, 0, 1, &seed), *out, *dq, *dk, *dv;
+        ck(cudaMalloc((void **)&out, n * sizeof(float)), "cudaMalloc");
+        ck(cudaMalloc((void **)&dq, n * sizeof(float)), "cudaMalloc");
+        ck(cudaMalloc((void **)&dk, n * sizeof(float)), "cudaMalloc");
+        ck(cudaMalloc((void **)&dv, n * sizeof(float)), "cudaMalloc");
+        const mta_param_sizes ps = mta_param_sizes_of(&c);
+        const size_t pn[7] = {ps.w_pre, ps.w_pre_head, ps.w_post, ps.w_post_head, ps.gn_weight, ps.gate_w, ps.gate_b};
+        float *w[7] = {0}, *gw[7] = {0};
+        // identity plus noise (mta_params_init_identity on the host, then copied)
+        for (int i = 0; i < 7; i++)
+            if (pn[i]) {
+                float *h = calloc(pn[i], sizeof(float));
+                float *id[7] = {0};
+                id[i] = h;
+                mta_params_init_identity(&c, id[0], id[1], id[2], id[3], id[4], id[6]);
+                for (size_t e = 0; e < pn[i]; e++) h[e] += 0.1f * randn(&seed);
+                ck(cudaMalloc((void **)&w[i], pn[i] * sizeof(float)), "cudaMalloc");
+                ck(cudaMalloc((void **)&gw[i], pn[i] * sizeof(float)), "cudaMalloc");
+                ck(cudaMemcpy(w[i], h, pn[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+                ck(cudaMemset(gw[i], 0, pn[i] * sizeof(float)), "cudaMemset");
+                free(h);
+            }
+        const mta_params p = {w[0], w[1], w[2], w[3], w[4], w[5], w[6]};
+        const mta_grads g = {gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], gw[6]};
+        mta_ctx *ctx;
+        if (mta_create(&ctx, &c, msg, sizeof msg)) {
+            fprintf(stderr, "bench_cuda: %s\n", msg);
+            return 1;
+        }
+        cudaEvent_t e0, e1;
+        ck(cudaEventCreate(&e0), "event"), ck(cudaEventCreate(&e1), "event");
+        double *times = calloc((size_t)reps, sizeof(double));
+        for (int r = -warmup; r < reps; r++) {
+            ck(cudaEventRecord(e0, 0), "event");
+            if (mta_forward(ctx, q, k, v, &p, out) || mta_backward(ctx, q, k, v, &p, dout, dq, dk, dv, &g)) {
+                fprintf(stderr, "bench_cuda: T=%d: %s\n", T, mta_ctx_error(ctx));
+                return 1;
+            }
+            ck(cudaEventRecord(e1, 0), "event");
+            ck(cudaEventSynchronize(e1), "sync");
+            float ms;
+            ck(cudaEventElapsedTime(&ms, e0, e1), "event");
+            if (r >= 0) times[r] = ms / 1e3;
+        }
+        qsort(times, (size_t)reps, sizeof(double), cmp_double);
+        size_t free1;
+        ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
+        const size_t ws = mta_ctx_workspace_bytes(ctx);
+        printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"T\": %d, \"B\": %d, \"H\": %d, \"d\": %d, "
+               "\"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, \"workspace_mb\": %.1f, \"reps\": %d}\n",
+               mta ? "cuda_mta" : "cuda_plain", prop.name, T, B, H, d, times[reps / 2], (free0 - free1) / 1e6, ws / 1e6,
+               reps);
+        fflush(stdout);
+        free(times);
+        mta_destroy(ctx);
+        cudaEventDestroy(e0), cudaEventDestroy(e1);
+        for (int i = 0; i < 7; i++) cudaFree(w[i]), cudaFree(gw[i]);
+        cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(out), cudaFree(dq), cudaFree(dk), cudaFree(dv);
+    }
+    return 0;
+}

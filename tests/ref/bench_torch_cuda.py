@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""PyTorch on the GPU: the baselines of the CUDA backend's benchmark (tests/bench_cuda.c).
+
+    python3 tests/ref/bench_torch_cuda.py --T 2048,4096 --H 8 --d 64 [--B 1] [--reps 5] [--impl sdpa,naive]
+
+sdpa  : torch.nn.functional.scaled_dot_product_attention(is_causal=True) (FlashAttention where
+        PyTorch picks it) in bfloat16 and float32: plain causal attention, the speed bar.
+naive : the authors' formulation of MTA (tests/ref/mta_ref.mta_forward with F.conv2d), float32,
+        with the 830M layer's steps: pre and post 6x11 convolutions, head mixing, head
+        convolution over all heads, group norm, gate.
+Times forward + backward of (out * dout).sum() (median of --reps after one warm-up, CUDA
+events). peak_mb: torch.cuda.max_memory_allocated during the timed calls minus what was
+allocated before the inputs. A size that runs out of GPU memory prints a row with "oom": true.
+One JSON row per (impl, dtype, T). Exit 77 without torch or a GPU.
+"""
+import argparse
+import json
+import os
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print('bench_torch_cuda: torch is not importable; skipping', file=sys.stderr)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mta_ref import mta_forward  # noqa: E402
+
+
+def mta_params(H, d, dev):
+    c_q, c_k = 6, 11
+    w = torch.zeros(H, c_q, c_k)
+    w[:, c_q - 1, (c_k - 1) // 2] = 1
+    p = dict(w_pre=w + 0.1 * torch.randn(H, c_q, c_k),
+             w_pre_head=torch.eye(H) + 0.1 * torch.randn(H, H),
+             w_post=w + 0.1 * torch.randn(H, c_q, c_k),
+             w_post_head=(torch.eye(H) + 0.1 * torch.randn(H, H)).unsqueeze(0),
+             gn_weight=1 + 0.1 * torch.randn(d),
+             gate_w=0.1 * torch.randn(d),
+             gate_b=0.1 * torch.randn(1))
+    return {n: t.to(dev).requires_grad_(True) for n, t in p.items()}
+
+
+def run(impl, dtype, B, H, T, d, reps):
+    dev = 'cuda'
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    q, k, v = (torch.randn(B, H, T, d, device=dev, dtype=dtype).requires_grad_(True) for _ in range(3))
+    dout = torch.randn(B, H, T, d, device=dev, dtype=dtype)
+    params = mta_params(H, d, dev) if impl == 'naive' else {}
+
+    def step():
+        for t in [q, k, v] + list(params.values()):
+            t.grad = None
+        if impl == 'sdpa':
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            out = mta_forward(q, k, v, **params, use_conv2d=True)
+        (out * dout).sum().backward()
+
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        step()
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) / 1e3)
+    times.sort()
+    peak = (torch.cuda.max_memory_allocated() - base) / 1e6
+    return times[len(times) // 2], peak
+
+
+def main():
+    ap = argparse.ArgumentParser(description='PyTorch GPU baselines of the CUDA MTA benchmark')
+    ap.add_argument('--T', default='2048,4096')
+    ap.add_argument('--B', type=int, default=1)
+    ap.add_argument('--H', type=int, default=8)
+    ap.add_argument('--d', type=int, default=64)
+    ap.add_argument('--reps', type=int, default=5)
+    ap.add_argument('--impl', default='sdpa,naive')
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print('bench_torch_cuda: no GPU; skipping', file=sys.stderr)
+        sys.exit(77)
+    torch.manual_seed(0)
+    name = torch.cuda.get_device_name(0)
+    for T in [int(t) for t in a.T.split(',')]:
+        for impl in a.impl.split(','):
+            dtypes = [torch.bfloat16, torch.float32] if impl == 'sdpa' else [torch.float32]
+            for dt in dtypes:
+                row = {'impl': 'torch_' + impl, 'device': name, 'dtype': str(dt).replace('torch.', ''),
+                       'T': T, 'B': a.B, 'H': a.H, 'd': a.d}
+                try:
+                    row['fwd_bwd_s'], row['peak_mb'] = run(impl, dt, a.B, a.H, T, a.d, a.reps)
+                except torch.OutOfMemoryError:
+                    row['oom'] = True
+                torch.cuda.empty_cache()
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == '__main__':
+    main()
