@@ -38,6 +38,8 @@ expect 2 "needs a value" -- "$MTAC" attn --in
 expect 2 "unknown option" -- "$MTAC" attn --bogus 1
 expect 2 "positive integer" -- "$MTAC" attn --in a --out b --threads zero
 expect 2 "fused or reference" -- "$MTAC" attn --in a --out b --backend gpu
+# The CUDA backend takes device pointers: the commands on host tensors refuse it, with a message.
+expect 2 "fused or reference" -- "$MTAC" attn --in a --out b --backend cuda
 expect 2 "unknown benchmark" -- "$MTAC" bench nope
 expect 2 "comma-separated" -- "$MTAC" bench attn --T 512,,x
 expect 1 "No such file" -- "$MTAC" attn --in "$tmp/missing.safetensors" --out "$tmp/o.safetensors"
@@ -55,6 +57,7 @@ tiny_problem() {
 }
 tiny_problem "$tmp/ok.safetensors" '\x00\x00\x80\x3f' '\x00\x00\x80\x3f'
 expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o.safetensors"
+expect 2 "not a backend for host tensors" -- env MTAC_BACKEND=cuda "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o2.safetensors"
 # NaN input: a clear error, not NaN output (and no undefined behaviour in the softmax's exp)
 tiny_problem "$tmp/nan.safetensors" '\x00\x00\xc0\x7f' '\x00\x00\x80\x3f'
 expect 1 "tensor q has a non-finite value" -- "$MTAC" attn --in "$tmp/nan.safetensors" --out "$tmp/o.safetensors"
