@@ -10,6 +10,8 @@
 #ifndef MTAC_ATTN_CUDA_KERNELS_CUH
 #define MTAC_ATTN_CUDA_KERNELS_CUH
 
+#include "attn/mta_internal.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,15 +24,6 @@ typedef struct {
 __device__ __forceinline__ float *vrow(mview v, int bh, int r) {
     const int slot = v.cap ? r % v.cap : r - v.base;
     return v.p + (size_t)bh * v.hs + (size_t)slot * v.ld;
-}
-
-// The same keep-or-drop as mta_dropout_keep (mta_internal.h): splitmix64 of seed and entry index.
-__device__ __forceinline__ int drop_keep(uint64_t seed, size_t idx, uint32_t threshold) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (idx + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z ^= z >> 31;
-    return (uint32_t)(z >> 32) >= threshold;
 }
 
 // Key-query convolution, rows [a0, a1) (grid: x columns, y rows, z heads):
@@ -173,7 +166,7 @@ __global__ void k_drop(mview src, mview dst, int T, int a0, int a1, uint64_t see
     float x = 0.0f;
     if (j <= i) {
         x = vrow(src, bh, i)[j];
-        if (drop_thr) x = drop_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr) ? x * drop_scale : 0.0f;
+        if (drop_thr) x = mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr) ? x * drop_scale : 0.0f;
     }
     vrow(dst, bh, i)[j] = x;
 }

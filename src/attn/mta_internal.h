@@ -59,10 +59,17 @@ void mta_normgate_backward_row(const mta_config *c, const mta_params *p, const f
 // Adds n per-slab accumulators (2d+1 doubles each), in order, to the norm/gate gradients.
 void mta_normgate_add_grads(const mta_config *c, const mta_grads *g, const double *acc, int n);
 
+// Functions that the CUDA kernels share with the CPU code are compiled for both by nvcc.
+#ifdef __CUDACC__
+#define MTA_HOST_DEVICE __host__ __device__
+#else
+#define MTA_HOST_DEVICE
+#endif
+
 // Attention dropout's keep-or-drop of map entry idx = ((b*H + h)*T + i)*T + j: a hash of the seed
-// and the index (splitmix64 finaliser) compared with the drop threshold p * 2^32. Both backends
-// draw the same mask, and the backward regenerates it instead of storing it.
-static inline int mta_dropout_keep(uint64_t seed, size_t idx, uint32_t threshold) {
+// and the index (splitmix64 finaliser) compared with the drop threshold p * 2^32. Every backend
+// draws the same mask (the CUDA kernels call this too), and the backward regenerates it.
+static inline MTA_HOST_DEVICE int mta_dropout_keep(uint64_t seed, size_t idx, uint32_t threshold) {
     uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (idx + 1);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
