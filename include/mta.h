@@ -44,8 +44,9 @@ typedef enum {
     MTA_ERR_DEVICE = 6,    // a GPU call failed (the message says which and why)
 } mta_status;
 
-// Which implementation runs behind the API; both compute the same function (within float32
-// rounding) and are tested against each other and the PyTorch reference.
+// Which implementation runs behind the API; all compute the same function (within float32
+// rounding). The CPU backends are tested against each other and the PyTorch reference; the CUDA
+// backend's test against the reference backend has not yet run on a GPU (docs/cuda.md).
 //   MTA_BACKEND_FUSED (the default): walks the query rows in strips and never holds a (T,T) map;
 //     its workspace is O(H*T*strip) (docs/fused.md).
 //   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
