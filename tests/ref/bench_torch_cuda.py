@@ -26,20 +26,13 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mta_ref import mta_forward  # noqa: E402
+from mta_ref import identity_params, mta_forward  # noqa: E402
 
 
 def mta_params(H, d, dev):
-    c_q, c_k = 6, 11
-    w = torch.zeros(H, c_q, c_k)
-    w[:, c_q - 1, (c_k - 1) // 2] = 1
-    p = dict(w_pre=w + 0.1 * torch.randn(H, c_q, c_k),
-             w_pre_head=torch.eye(H) + 0.1 * torch.randn(H, H),
-             w_post=w + 0.1 * torch.randn(H, c_q, c_k),
-             w_post_head=(torch.eye(H) + 0.1 * torch.randn(H, H)).unsqueeze(0),
-             gn_weight=1 + 0.1 * torch.randn(d),
-             gate_w=0.1 * torch.randn(d),
-             gate_b=0.1 * torch.randn(1))
+    """The 830M layer's MTA parameters: identity kernels (mta_ref.identity_params) plus noise."""
+    p = {n: t + 0.1 * torch.randn_like(t) for n, t in identity_params(H, d, dtype=torch.float32).items()}
+    p.update(gn_weight=1 + 0.1 * torch.randn(d), gate_w=0.1 * torch.randn(d), gate_b=0.1 * torch.randn(1))
     return {n: t.to(dev).requires_grad_(True) for n, t in p.items()}
 
 
