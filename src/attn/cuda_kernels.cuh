@@ -21,7 +21,7 @@ typedef struct {
     size_t ld, hs;  // row stride, head stride (floats)
 } mview;
 
-__device__ __forceinline__ float *vrow(mview v, int bh, int r) {
+__host__ __device__ __forceinline__ float *vrow(mview v, int bh, int r) {
     const int slot = v.cap ? r % v.cap : r - v.base;
     return v.p + (size_t)bh * v.hs + (size_t)slot * v.ld;
 }
@@ -93,15 +93,22 @@ __global__ void k_mix(mview src, mview dst, const float *__restrict__ m, int H, 
     }
 }
 
-// Block-wide sum (blockDim.x a power of two <= 1024) in a fixed order: the same result on every
-// run.
-template <typename F>
-__device__ F block_sum(F x, F *sh) {
+// Block-wide reduction (blockDim.x a power of two <= 1024) in a fixed order, the same result on
+// every run: block_sum and block_max.
+struct op_sum {
+    template <typename F> __device__ F operator()(F a, F b) const { return a + b; }
+};
+struct op_max {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename F, typename Op>
+__device__ F block_reduce(F x, F *sh, Op op) {
     const int t = threadIdx.x;
     sh[t] = x;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) sh[t] += sh[t + s];
+        if (t < s) sh[t] = op(sh[t], sh[t + s]);
         __syncthreads();
     }
     F r = sh[0];
@@ -109,18 +116,9 @@ __device__ F block_sum(F x, F *sh) {
     return r;
 }
 
-__device__ float block_max(float x, float *sh) {
-    const int t = threadIdx.x;
-    sh[t] = x;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) sh[t] = fmaxf(sh[t], sh[t + s]);
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
+template <typename F>
+__device__ F block_sum(F x, F *sh) { return block_reduce(x, sh, op_sum()); }
+__device__ float block_max(float x, float *sh) { return block_reduce(x, sh, op_max()); }
 
 // Softmax of rows [a0, a1) in place over columns 0..i (grid: x rows, y heads). save = 1: the row
 // max and 1/sum go to mx, inv (B*H*T); save = 0: the probabilities come from the saved ones, bit
@@ -230,7 +228,6 @@ __global__ void k_normgate(float *o, size_t hs, normgate ng) {
         for (int e = threadIdx.x; e < d; e += blockDim.x) x[e] = x[e] * rs * ng.gn_weight[e] * ng.ds;
     }
     if (ng.gate) {
-        __syncthreads();
         float z = 0.0f;
         for (int e = threadIdx.x; e < d; e += blockDim.x) z += ng.gate_w[e] * x[e];
         z = block_sum(z, sh) + ng.gate_b[0];
@@ -285,7 +282,6 @@ __global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t 
             const float k3 = rs * rs * rs * block_sum(uo, sh) / d;
             for (int e = threadIdx.x; e < d; e += blockDim.x) dx[e] = rs * dx[e] - k3 * x[e];
         }
-        __syncthreads();
     }
 }
 

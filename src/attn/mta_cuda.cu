@@ -155,17 +155,16 @@ mta_status cuda_setup(mta_ctx *ctx) {
     const int cap = st->cap, R = st->R;
     const plan k = plan_of(c, R, cap);
     float *at = (float *)st->mem;
-    mview none;
-    memset(&none, 0, sizeof none);
+    // The map of a step that is off is the previous map (as maps_of in mta_fused.c).
     st->p = ring(&at, c, cap, ld, 1);
     st->dp2 = ring(&at, c, cap, ld, 1);
-    st->z = k.z ? ring(&at, c, cap, ld, 1) : none;
-    st->s1 = k.s1 ? ring(&at, c, cap, ld, 1) : none;
-    st->p1 = k.p1 ? ring(&at, c, cap, ld, 1) : none;
-    st->p2 = k.p2 ? ring(&at, c, cap, ld, 1) : none;
-    st->dp1 = k.dp1 ? ring(&at, c, cap, ld, 1) : none;
-    st->dp = k.dp ? ring(&at, c, cap, ld, 1) : none;
-    st->ds1 = k.ds1 ? ring(&at, c, cap, ld, 1) : none;
+    st->s1 = k.s1 ? ring(&at, c, cap, ld, 1) : st->p;
+    st->z = k.z ? ring(&at, c, cap, ld, 1) : st->s1;
+    st->p1 = k.p1 ? ring(&at, c, cap, ld, 1) : st->p;
+    st->p2 = k.p2 ? ring(&at, c, cap, ld, 1) : st->p1;
+    st->dp1 = k.dp1 ? ring(&at, c, cap, ld, 1) : st->dp2;
+    st->dp = k.dp ? ring(&at, c, cap, ld, 1) : st->dp1;
+    st->ds1 = k.ds1 ? ring(&at, c, cap, ld, 1) : st->dp;
     st->pd = ring(&at, c, R, ld, 0);
     st->dz = ring(&at, c, R, ld, 0);
     st->mx = at, at += BH * c->T;
@@ -174,14 +173,6 @@ mta_status cuda_setup(mta_ctx *ctx) {
     st->o = at, at += BH * R * c->d;
     st->dO = at, at += BH * R * c->d;
     st->acc = (double *)((char *)st->mem + st->mem_bytes - grads_of(c).total * sizeof(double));
-    // The maps of the steps that are off are the previous map (as maps_of in mta_fused.c).
-    if (!k.s1) st->s1 = st->p;
-    if (!k.z) st->z = st->s1;
-    if (!k.p1) st->p1 = st->p;
-    if (!k.p2) st->p2 = st->p1;
-    if (!k.dp1) st->dp1 = st->dp2;
-    if (!k.dp) st->dp = st->dp1;
-    if (!k.ds1) st->ds1 = st->dp;
     return MTA_OK;
 }
 
@@ -227,8 +218,6 @@ cublasStatus_t gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, float
                                      batch);
 }
 
-float *row_ptr(mview v, int r) { return v.p + (size_t)(v.cap ? r % v.cap : r - v.base) * v.ld; }
-
 struct call {
     mta_ctx *ctx;
     cuda_state *st;
@@ -257,7 +246,7 @@ void strip_maps(call *cl, int a0, int a1, int save) {
     cuda_state *st = cl->st;
     const int B = c->B, H = c->H, T = c->T, d = c->d, n = a1 - a0, BH = B * H;
     blas_check(cl, gemm(st->blas, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d,
-                        (size_t)T * d, 0.0f, row_ptr(st->z, a0), st->ld, st->z.hs, BH));
+                        (size_t)T * d, 0.0f, vrow(st->z, 0, a0), st->ld, st->z.hs, BH));
     if (c->pre_cq)
         k_conv<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0);
     if (c->pre_head_mix) k_mix<<<cols_grid(a1, n, B), CT, 0, cl->s>>>(st->s1, st->p, st->mats, H, a0);
@@ -287,6 +276,9 @@ mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const f
     cl->q = q, cl->k = k, cl->v = v, cl->p = p;
     cl->s = (cudaStream_t)ctx->stream;
     cl->scale = 1.0f / sqrtf((float)ctx->cfg.d);
+    // the dropout of the forward (its backward applies the same mask)
+    cl->drop_thr = ctx->dropout_on ? mta_dropout_threshold(ctx->cfg.dropout) : 0;
+    cl->drop_scale = 1.0f / (1.0f - ctx->cfg.dropout);
     const int H = ctx->cfg.H;
     if (ctx->cfg.pre_head_mix || ctx->cfg.post_ch)
         k_mats<<<(H * H + 255) / 256, 256, 0, cl->s>>>(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
@@ -302,14 +294,12 @@ mta_status finish(call *cl, const char *what) {
 }
 
 mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
+    ctx->dropout_on = ctx->cfg.dropout > 0 && ctx->training;
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     cuda_state *st = cl.st;
-    ctx->dropout_on = c->dropout > 0 && ctx->training;
-    cl.drop_thr = ctx->dropout_on ? (uint32_t)((double)c->dropout * 4294967296.0) : 0;
-    cl.drop_scale = 1.0f / (1.0f - c->dropout);
     const int T = c->T, d = c->d, R = st->R, BH = c->B * c->H;
     const normgate ng = normgate_of(c, p);
     for (int i0 = 0; i0 < T; i0 += R) {
@@ -330,8 +320,6 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     cuda_state *st = cl.st;
-    cl.drop_thr = ctx->dropout_on ? (uint32_t)((double)c->dropout * 4294967296.0) : 0;
-    cl.drop_scale = 1.0f / (1.0f - c->dropout);
     const int B = c->B, H = c->H, T = c->T, d = c->d, R = st->R, BH = B * H;
     const int L1 = c->post_cq ? c->post_cq - 1 : 0, L2 = c->pre_cq ? c->pre_cq - 1 : 0;
     const size_t Td = (size_t)T * d;
@@ -359,7 +347,7 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
                 dO = st->dO, dOs = (size_t)R * d;
             }
             blas_check(&cl, gemm(st->blas, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td, BH));
-            blas_check(&cl, gemm(st->blas, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, row_ptr(st->dp2, a0), st->ld,
+            blas_check(&cl, gemm(st->blas, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, vrow(st->dp2, 0, a0), st->ld,
                                  st->dp2.hs, BH));
             k_drop<<<cols_grid(a1, n, BH), CT, 0, cl.s>>>(st->dp2, st->dp2, T, a0, a1, ctx->seed, cl.drop_thr, cl.drop_scale);
             if (c->post_ch) {

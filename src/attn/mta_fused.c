@@ -618,7 +618,7 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     const int nworkers = jb->inner ? 1 : imin(threads, jb->units);
     jb->R = strip_rows(jb, nworkers);
     jb->scale = 1.0f / sqrtf((float)c->d);
-    jb->drop_thr = (uint32_t)((double)c->dropout * 4294967296.0);
+    jb->drop_thr = mta_dropout_threshold(c->dropout);
     jb->drop_scale = 1.0f / (1.0f - c->dropout);
     return fused_buffers(ctx, jb, nworkers);
 }

@@ -296,7 +296,7 @@ static const float *ref_attention(const mta_ctx *ctx, int b, int h) {
 static void dropout_apply(const mta_ctx *ctx, const float *src, float *dst) {
     const mta_config *c = &ctx->cfg;
     const int T = c->T, BH = c->B * c->H;
-    const uint32_t thr = (uint32_t)((double)c->dropout * 4294967296.0);
+    const uint32_t thr = mta_dropout_threshold(c->dropout);
     const float scale = 1.0f / (1.0f - c->dropout);
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
     for (int t = 0; t < BH * T; t++) {
