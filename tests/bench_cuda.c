@@ -12,7 +12,7 @@
 // GPU memory in use after the timed calls (cudaMemGetInfo) minus that before anything was
 // allocated: q, k, v, out, dout, dq, dk, dv, the parameters and the backend's workspace (which it
 // keeps between calls), and cuBLAS's.
-#include "mta.h"
+#include "testutil.h"
 
 #include <cuda_runtime.h>
 #include <getopt.h>
@@ -29,19 +29,11 @@ static void ck(cudaError_t e, const char *what) {
     }
 }
 
-static float randn(uint64_t *s) {
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-        u[i] = ((*s >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
-}
-
-static float *dev_random(size_t n, float mean, float std, uint64_t *seed) {
+// n normal draws in GPU memory.
+static float *dev_randn(size_t n, uint64_t *seed) {
     float *h = malloc(n * sizeof(float)), *d;
     if (!h) exit(1);
-    for (size_t i = 0; i < n; i++) h[i] = mean + std * randn(seed);
+    for (size_t i = 0; i < n; i++) h[i] = tu_randn(seed);
     ck(cudaMalloc((void **)&d, n * sizeof(float)), "cudaMalloc");
     ck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
     free(h);
@@ -137,28 +129,27 @@ int main(int argc, char **argv) {
         ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
         const size_t n = (size_t)B * H * T * d;
         uint64_t seed = 42 + T;
-        float *q = dev_random(n, 0, 1, &seed), *k = dev_random(n, 0, 1, &seed), *v = dev_random(n, 0, 1, &seed);
-        float *dout = dev_random(n, 0, 1, &seed), *out, *dq, *dk, *dv;
+        float *q = dev_randn(n, &seed), *k = dev_randn(n, &seed), *v = dev_randn(n, &seed);
+        float *dout = dev_randn(n, &seed), *out, *dq, *dk, *dv;
         ck(cudaMalloc((void **)&out, n * sizeof(float)), "cudaMalloc");
         ck(cudaMalloc((void **)&dq, n * sizeof(float)), "cudaMalloc");
         ck(cudaMalloc((void **)&dk, n * sizeof(float)), "cudaMalloc");
         ck(cudaMalloc((void **)&dv, n * sizeof(float)), "cudaMalloc");
+        // parameters: identity plus noise, drawn on the host and copied
         const mta_param_sizes ps = mta_param_sizes_of(&c);
         const size_t pn[7] = {ps.w_pre, ps.w_pre_head, ps.w_post, ps.w_post_head, ps.gn_weight, ps.gate_w, ps.gate_b};
-        float *w[7] = {0}, *gw[7] = {0};
-        // identity plus noise (mta_params_init_identity on the host, then copied)
+        float *hw[7] = {0}, *w[7] = {0}, *gw[7] = {0};
+        for (int i = 0; i < 7; i++)
+            if (pn[i] && !(hw[i] = calloc(pn[i], sizeof(float)))) return 1;
+        mta_params_init_identity(&c, hw[0], hw[1], hw[2], hw[3], hw[4], hw[6]);
         for (int i = 0; i < 7; i++)
             if (pn[i]) {
-                float *h = calloc(pn[i], sizeof(float));
-                float *id[7] = {0};
-                id[i] = h;
-                mta_params_init_identity(&c, id[0], id[1], id[2], id[3], id[4], id[6]);
-                for (size_t e = 0; e < pn[i]; e++) h[e] += 0.1f * randn(&seed);
+                for (size_t e = 0; e < pn[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
                 ck(cudaMalloc((void **)&w[i], pn[i] * sizeof(float)), "cudaMalloc");
                 ck(cudaMalloc((void **)&gw[i], pn[i] * sizeof(float)), "cudaMalloc");
-                ck(cudaMemcpy(w[i], h, pn[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+                ck(cudaMemcpy(w[i], hw[i], pn[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
                 ck(cudaMemset(gw[i], 0, pn[i] * sizeof(float)), "cudaMemset");
-                free(h);
+                free(hw[i]);
             }
         const mta_params p = {w[0], w[1], w[2], w[3], w[4], w[5], w[6]};
         const mta_grads g = {gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], gw[6]};

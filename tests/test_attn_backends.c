@@ -22,25 +22,9 @@
 // Forward and backward of a case on a fresh context (training with a fixed dropout seed when
 // the config has dropout). Returns the context's workspace bytes.
 static size_t run(tu_case *c) {
-    mta_ctx *ctx;
-    assert_int_equal(mta_create(&ctx, &c->cfg, NULL, 0), MTA_OK);
-    if (c->cfg.dropout > 0) mta_set_dropout(ctx, 1, 1234);
-    assert_int_equal(mta_forward(ctx, c->q, c->k, c->v, &c->p, c->out), MTA_OK);
-    memset(c->dq, 0, 3 * c->n * sizeof(float));
-    for (int i = 0; i < 7; i++)
-        if (c->gw[i]) memset(c->gw[i], 0, c->wn[i] * sizeof(float));
-    assert_int_equal(mta_backward(ctx, c->q, c->k, c->v, &c->p, c->dout, c->dq, c->dk, c->dv, &c->g), MTA_OK);
-    size_t bytes = mta_ctx_workspace_bytes(ctx);
-    mta_destroy(ctx);
+    size_t bytes;
+    assert_int_equal(tu_case_train(c, &bytes), MTA_OK);
     return bytes;
-}
-
-static int same_bits(const tu_case *a, const tu_case *b) {
-    // dq, dk and dv are consecutive in a case's memory
-    if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
-    for (int i = 0; i < 7; i++)
-        if (a->wn[i] && memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float))) return 0;
-    return 1;
 }
 
 static mta_backend backend;  // the backend under test (argv[1])
@@ -183,7 +167,7 @@ static void test_thread_count_invariant(void **s) {
         run(a);
         omp_set_num_threads(4);
         run(b);
-        assert_true(same_bits(a, b));
+        assert_true(tu_same_bits(a, b));
         tu_case_free(a);
         tu_case_free(b);
     }

@@ -87,32 +87,12 @@ static mta_status gpu_run(tu_case *c) {
     return s;
 }
 
-static void ref_run(tu_case *c) {
-    mta_ctx *ctx;
-    if (mta_create(&ctx, &c->cfg, NULL, 0) != MTA_OK) exit(1);
-    if (c->cfg.dropout > 0) mta_set_dropout(ctx, 1, 1234);
-    memset(c->dq, 0, 3 * c->n * sizeof(float));
-    for (int i = 0; i < 7; i++)
-        if (c->gw[i]) memset(c->gw[i], 0, c->wn[i] * sizeof(float));
-    if (mta_forward(ctx, c->q, c->k, c->v, &c->p, c->out) || mta_backward(ctx, c->q, c->k, c->v, &c->p, c->dout, c->dq,
-                                                                             c->dk, c->dv, &c->g))
-        exit(1);
-    mta_destroy(ctx);
-}
-
-static int same_bits(const tu_case *a, const tu_case *b) {
-    if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
-    for (int i = 0; i < 7; i++)
-        if (a->wn[i] && memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float))) return 0;
-    return 1;
-}
-
 // The config on the reference backend and on the GPU at each strip size of rows (0: default).
 static void check(const mta_config *cfg, uint64_t seed, const int *rows, int nrows, const char *label) {
     mta_config rc = *cfg;
     rc.backend = MTA_BACKEND_REFERENCE, rc.strip_rows = 0;
     tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
-    ref_run(ref);
+    if (tu_case_train(ref, NULL)) exit(1);
     mta_config gc = *cfg;
     gc.backend = MTA_BACKEND_CUDA;
     tu_case *f = tu_case_new(&gc, seed, 1.0f, 0.3f);
@@ -140,7 +120,7 @@ static void check_repeatable(const mta_config *cfg, const char *label) {
     gpu_run(a);
     gpu_run(b);
     runs++;
-    if (!same_bits(a, b)) {
+    if (!tu_same_bits(a, b)) {
         failures++;
         printf("FAIL %s: two runs on the same inputs differ\n", label);
     }

@@ -130,10 +130,13 @@ void tu_case_free(tu_case *c) {
     free(c);
 }
 
-mta_status tu_case_run(tu_case *c, int backward) {
+// Forward (and backward, with zeroed gradients) on a fresh context; with training, dropout is on
+// with seed 1234. *bytes (when not NULL) gets the context's workspace after the calls.
+static mta_status case_run(tu_case *c, int backward, int training, size_t *bytes) {
     mta_ctx *ctx;
     mta_status s = mta_create(&ctx, &c->cfg, NULL, 0);
     if (s) return s;
+    if (training) mta_set_dropout(ctx, 1, 1234);
     s = mta_forward(ctx, c->q, c->k, c->v, &c->p, c->out);
     if (!s && backward) {
         memset(c->dq, 0, 3 * c->n * sizeof(float));
@@ -141,8 +144,21 @@ mta_status tu_case_run(tu_case *c, int backward) {
             if (c->gw[i]) memset(c->gw[i], 0, c->wn[i] * sizeof(float));
         s = mta_backward(ctx, c->q, c->k, c->v, &c->p, c->dout, c->dq, c->dk, c->dv, &c->g);
     }
+    if (bytes) *bytes = mta_ctx_workspace_bytes(ctx);
     mta_destroy(ctx);
     return s;
+}
+
+mta_status tu_case_run(tu_case *c, int backward) { return case_run(c, backward, 0, NULL); }
+
+mta_status tu_case_train(tu_case *c, size_t *bytes) { return case_run(c, 1, c->cfg.dropout > 0, bytes); }
+
+int tu_same_bits(const tu_case *a, const tu_case *b) {
+    // dq, dk and dv are consecutive in a case's memory
+    if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
+    for (int i = 0; i < 7; i++)
+        if (a->wn[i] && memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float))) return 0;
+    return 1;
 }
 
 // Largest difference of every output and gradient, relative to the reference tensor's largest

@@ -26,6 +26,11 @@ void tu_case_free(tu_case *c);
 
 // forward (+ backward with zeroed gradients); returns the status.
 mta_status tu_case_run(tu_case *c, int backward);
+// Forward and backward as tu_case_run, training (dropout on, seed 1234) when the config has
+// dropout; *bytes (if not NULL) gets the context's workspace bytes.
+mta_status tu_case_train(tu_case *c, size_t *bytes);
+// 1 when two runs gave the same bits in every output and gradient.
+int tu_same_bits(const tu_case *a, const tu_case *b);
 
 float tu_randn(uint64_t *s);
 double tu_max_abs(const float *a, size_t n);
