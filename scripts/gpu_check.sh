@@ -12,8 +12,10 @@
 # Logs and JSON rows go to OUTDIR (default gpu-out/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 out=${1:-gpu-out}
 mode=${2:-full}
+case "$mode" in quick|full|bench) ;; *) echo "gpu_check.sh: mode must be quick, full or bench, got '$mode'" >&2; exit 2 ;; esac
 mkdir -p "$out"
 blas=()
 if ! ldconfig -p | grep -q libopenblas && [ -d .deb ]; then
