@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_check.sh [OUTDIR] [quick|full]: the CUDA backend's checks and benchmarks, on a machine with an
+# gpu_check.sh [OUTDIR] [quick|full|bench]: the CUDA backend's checks and benchmarks, on a machine with an
 # NVIDIA GPU, the CUDA toolkit and a BLAS (or Debian's OpenBLAS packages in .deb/, unpacked here
 # when the machine has none: `apt-get download libopenblas0-openmp libopenblas-openmp-dev
 # libopenblas-dev libgfortran5 libquadmath0` into .deb/ on a machine with a package registry).
