@@ -22,6 +22,7 @@ static inline int imin(int a, int b) { return a < b ? a : b; }
 enum {
     MT = 4,          // output rows per tile
     NVT = CONV_NV,   // vectors of columns per tile (vec.h: 4 x 16 with AVX-512, 2 x 8 with AVX2)
+    NV1 = 8,         // vectors of columns per one-row tile (edges, decoding)
     CQ_MAX = 8,      // kernel rows with a tile of their own (tile_cq)
     EW = 64,         // columns per edge chunk
     EDGE_MAX = 8192  // scratch floats for an edge chunk; larger kernels take a scalar edge path
@@ -62,13 +63,13 @@ static void pack_kernel(const kern *k, float *wp) {
 static inline __attribute__((always_inline)) void tile_nv(const float *src, size_t ld, const kern *kw, int M,
                                                            float *out, size_t ldo, const int ROWS, const int NV) {
     const int cq = kw->cq, ck = kw->ck;
-    vf acc[MT][NVT];
+    vf acc[MT][NV1];
     for (int m = 0; m < ROWS; m++)
         for (int k = 0; k < NV; k++) acc[m][k] = (vf){0};
     for (int c = 0; c < ck; c++)
         for (int s = 0; s < M + cq - 1; s++) {
             const float *row = src + (size_t)s * ld, *wr = kw->wp + (size_t)s * ck * MT;
-            vf x[NVT];
+            vf x[NV1];
             for (int k = 0; k < NV; k++) x[k] = vload(row + c + k * VL);
             for (int m = 0; m < ROWS; m++) {
                 const float wv = wr[c * MT + m];
@@ -129,8 +130,14 @@ static void conv_tile(const float *src, size_t ld, const kern *kw, int M, int nv
         }
     }
     int v = 0;
-    if (M == 1) {  // edges: one row, no products wasted on the other tile rows
-        for (; v + 2 <= nv; v += 2) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 2);
+    if (M == 1) {
+        // Edges and decoding: one row, no products wasted on other tile rows. Each accumulator
+        // is one chain of cq*ck dependent multiply-adds, so the tile takes NV1 vectors at once to
+        // keep enough chains in flight (a 2-vector tile waited on the multiply-add latency: the
+        // decoding step's convolutions ran at half the speed).
+        for (; v + NV1 <= nv; v += NV1) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, NV1);
+        if (v + 4 <= nv) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 4), v += 4;
+        if (v + 2 <= nv) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 2), v += 2;
         if (v < nv) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 1);
         return;
     }
