@@ -6,6 +6,15 @@
 #include <math.h>
 #include <string.h>
 
+// The row sums below run in vector lanes (omp simd): summed in order, each waited on the one
+// before, and the rows' norm and gate took 1.5% of an lm10m training step at T = 256.
+static float sum_sq(const float *x, int d) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int e = 0; e < d; e++) ss += x[e] * x[e];
+    return ss;
+}
+
 // out = y * sigmoid(gate_w . y + gate_b), y = o * rs * gamma * ds, rs = (mean(o^2) + eps)^-1/2.
 // out may alias o.
 void mta_normgate_forward_row(const mta_config *c, const mta_params *p, const float *o, float *out) {
@@ -13,14 +22,15 @@ void mta_normgate_forward_row(const mta_config *c, const mta_params *p, const fl
     if (out != o) memcpy(out, o, (size_t)d * sizeof(float));
     if (c->group_norm) {
         const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
-        float ss = 0.0f;
-        for (int e = 0; e < d; e++) ss += out[e] * out[e];
+        const float ss = sum_sq(out, d);
         const float rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
         for (int e = 0; e < d; e++) out[e] = out[e] * rs * p->gn_weight[e] * ds;
     }
     if (c->gate) {
-        float z = p->gate_b[0];
+        float z = 0.0f;
+#pragma omp simd reduction(+ : z)
         for (int e = 0; e < d; e++) z += p->gate_w[e] * out[e];
+        z += p->gate_b[0];
         const float g = 1.0f / (1.0f + expf(-z));
         for (int e = 0; e < d; e++) out[e] *= g;
     }
@@ -32,23 +42,22 @@ void mta_normgate_backward_row(const mta_config *c, const mta_params *p, const f
                                double *acc) {
     const int d = c->d;
     const float ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
-    float rs = 1.0f;
-    if (c->group_norm) {
-        float ss = 0.0f;
-        for (int e = 0; e < d; e++) ss += o[e] * o[e];
-        rs = 1.0f / sqrtf(ss / d + MTA_GN_EPS);
-    }
+    const int gn = c->group_norm;
+    const float rs = gn ? 1.0f / sqrtf(sum_sq(o, d) / d + MTA_GN_EPS) : 1.0f;
     if (c->gate) {
         // y, the gate's input, is recomputed as the forward computed it
-        float z = p->gate_b[0], dot = 0.0f;
+        float z = 0.0f, dot = 0.0f;
+#pragma omp simd reduction(+ : z, dot)
         for (int e = 0; e < d; e++) {
-            const float y = c->group_norm ? o[e] * rs * p->gn_weight[e] * ds : o[e];
+            const float y = gn ? o[e] * rs * p->gn_weight[e] * ds : o[e];
             z += p->gate_w[e] * y;
             dot += go[e] * y;
         }
+        z += p->gate_b[0];
         const float gv = 1.0f / (1.0f + expf(-z)), dz = dot * gv * (1.0f - gv);
+#pragma omp simd
         for (int e = 0; e < d; e++) {
-            const float y = c->group_norm ? o[e] * rs * p->gn_weight[e] * ds : o[e];
+            const float y = gn ? o[e] * rs * p->gn_weight[e] * ds : o[e];
             acc[d + e] += dz * y;
             dO[e] = go[e] * gv + dz * p->gate_w[e];
         }
@@ -56,9 +65,10 @@ void mta_normgate_backward_row(const mta_config *c, const mta_params *p, const f
     } else {
         memcpy(dO, go, (size_t)d * sizeof(float));
     }
-    if (c->group_norm) {
+    if (gn) {
         // y = o * rs * gamma * ds: do = rs*u - rs^3/d * o * (u . o), u = dy * gamma * ds.
         float uo = 0.0f;
+#pragma omp simd reduction(+ : uo)
         for (int e = 0; e < d; e++) {
             acc[e] += dO[e] * o[e] * rs * ds;
             dO[e] *= p->gn_weight[e] * ds;
