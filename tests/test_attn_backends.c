@@ -29,7 +29,6 @@ static size_t run(tu_case *c) {
 
 static mta_backend backend;  // the backend under test (argv[1])
 
-
 // The strip sizes and thread counts a backend is run with: the fused backend's strips and
 // threading paths, or one run (rows 0, every thread) for a backend that has neither.
 typedef struct {

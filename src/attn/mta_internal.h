@@ -66,12 +66,12 @@ void mta_normgate_add_grads(const mta_config *c, const mta_grads *g, const doubl
 #define MTA_HOST_DEVICE
 #endif
 
-// Attention dropout's keep-or-drop of map entry idx = ((b*H + h)*T + i)*T + j: a hash of the seed
-// and the index (splitmix64 finaliser) compared with the drop threshold p * 2^32. Every backend
-// draws the same mask (the CUDA kernels call this too), and the backward regenerates it.
 // The threshold of dropout probability p: an entry is kept when its hash is at least p * 2^32.
 static inline uint32_t mta_dropout_threshold(float p) { return (uint32_t)((double)p * 4294967296.0); }
 
+// Attention dropout's keep-or-drop of map entry idx = ((b*H + h)*T + i)*T + j: a hash of the seed
+// and the index (splitmix64 finaliser) compared with the drop threshold p * 2^32. Every backend
+// draws the same mask (the CUDA kernels call this too), and the backward regenerates it.
 static inline MTA_HOST_DEVICE int mta_dropout_keep(uint64_t seed, size_t idx, uint32_t threshold) {
     uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (idx + 1);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
