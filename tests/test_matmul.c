@@ -1,6 +1,6 @@
 // test_matmul.c: the strip matrix products of src/attn/matmul.c against direct sums in double,
 // for shapes that take every path at either vector width: full and partial row/key tiles (6, 4,
-// 2, 1 rows; 8- or 16-key blocks and single keys), d with and without whole vectors and a scalar tail, key blocks of
+// 2, 1 rows; 8- or 16-key blocks and single keys), d with and without a partial last vector, key blocks of
 // the nn product, row strides wider than the rows, alpha and both betas.
 #include "attn/matmul.h"
 

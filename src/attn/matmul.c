@@ -4,8 +4,10 @@
 // read through strides: A(i,s) = a[i*ai + s*as] (nn: ai = lda, as = 1; tn: ai = 1, as = lda).
 // It runs along the d columns of B in vectors: a tile is NI rows of C by NV vectors of d, up to
 // MM_NI x MM_NV accumulators (vec.h: 6 x 4 with AVX-512, 6 x 2 with AVX2); each step s loads NV
-// vectors of B, broadcasts NI entries of A and does NI * NV multiply-adds. Columns past the last
-// whole vector of d take a scalar loop. nt is below.
+// vectors of B, broadcasts NI entries of A and does NI * NV multiply-adds. When VL does not divide
+// d (d = 40 with AVX-512), the last vector of the last tile is a partial one, moved with masks:
+// a scalar loop over those columns had cost lm10m's attention (d = 40) most of its time. nt is
+// below.
 #include "attn/matmul.h"
 #include "attn/vec.h"
 
@@ -17,11 +19,24 @@ enum {
     LINE = 16       // floats per cache line: one prefetch each, whatever the vector width
 };
 
+// Vector k of NV at p, whose last holds only `last` lanes when PART.
+static inline __attribute__((always_inline)) vf tile_load(const float *p, int k, const int NV, const int PART, int last) {
+    return PART && k == NV - 1 ? vload_part(p + k * VL, last) : vload(p + k * VL);
+}
+
+static inline __attribute__((always_inline)) void tile_store(float *p, int k, vf v, const int NV, const int PART,
+                                                              int last) {
+    if (PART && k == NV - 1) vstore_part(p + k * VL, v, last);
+    else vstore(p + k * VL, v);
+}
+
 // acc[i][k] = sum_{s<ns} A(i,s) * B[s][k-th vector], stored as alpha*acc + beta*C (C not read
-// when beta == 0). NI and NV are compile-time constants at every call.
+// when beta == 0). NI, NV and PART (the last vector has only `last` lanes) are compile-time
+// constants at every call.
 static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t ai, size_t as, const float *b,
                                                            size_t ldb, int ns, float alpha, float beta, float *c,
-                                                           size_t ldc, int pf, const int NI, const int NV) {
+                                                           size_t ldc, int pf, int last, const int NI, const int NV,
+                                                           const int PART) {
     vf acc[MM_NI][MM_NV];
     for (int i = 0; i < NI; i++)
         for (int k = 0; k < NV; k++) acc[i][k] = (vf){0};
@@ -29,7 +44,7 @@ static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t
         if (pf && st + PF_STEPS < ns)  // the first row tile brings the block of B from memory
             for (int x = 0; x < NV * VL; x += LINE) __builtin_prefetch(b + (size_t)(st + PF_STEPS) * ldb + x);
         vf bv[MM_NV];
-        for (int k = 0; k < NV; k++) bv[k] = vload(b + (size_t)st * ldb + k * VL);
+        for (int k = 0; k < NV; k++) bv[k] = tile_load(b + (size_t)st * ldb, k, NV, PART, last);
         for (int i = 0; i < NI; i++) {
             const float av = a[i * ai + st * as];
             for (int k = 0; k < NV; k++) acc[i][k] += av * bv[k];
@@ -37,8 +52,9 @@ static inline __attribute__((always_inline)) void ab_tile(const float *a, size_t
     }
     for (int i = 0; i < NI; i++)
         for (int k = 0; k < NV; k++) {
-            float *ci = c + (size_t)i * ldc + k * VL;
-            vstore(ci, beta == 0.0f ? alpha * acc[i][k] : alpha * acc[i][k] + beta * vload(ci));
+            float *ci = c + (size_t)i * ldc;
+            const vf r = beta == 0.0f ? alpha * acc[i][k] : alpha * acc[i][k] + beta * tile_load(ci, k, NV, PART, last);
+            tile_store(ci, k, r, NV, PART, last);
         }
 }
 
@@ -51,29 +67,39 @@ static int tile_vecs(int left) { return left >= MM_NV ? MM_NV : left >= 2 ? 2 : 
 
 static inline __attribute__((always_inline)) void ab_tile_nv(const float *a, size_t ai, size_t as, const float *b,
                                                               size_t ldb, int ns, float alpha, float beta, float *c,
-                                                              size_t ldc, int pf, int ni, const int NV) {
+                                                              size_t ldc, int pf, int last, int ni, const int NV,
+                                                              const int PART) {
     switch (ni) {
-    case 6: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 6, NV); break;
-    case 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 4, NV); break;
-    case 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 2, NV); break;
-    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, 1, NV); break;
+    case 6: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, 6, NV, PART); break;
+    case 4: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, 4, NV, PART); break;
+    case 2: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, 2, NV, PART); break;
+    default: ab_tile(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, 1, NV, PART); break;
     }
 }
 
+// A tile of ni rows by nv vectors, the last of which holds `last` lanes (VL: a whole one).
 static void ab_tile_any(const float *a, size_t ai, size_t as, const float *b, size_t ldb, int ns, float alpha, float beta,
-                        float *c, size_t ldc, int pf, int ni, int nv) {
-    if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, MM_NV);
-    else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, 2);
-    else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, 1);
+                        float *c, size_t ldc, int pf, int ni, int nv, int last) {
+    if (last < VL) {
+        if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, MM_NV, 1);
+        else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, 2, 1);
+        else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, 1, 1);
+    } else if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, VL, ni, MM_NV, 0);
+    else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, VL, ni, 2, 0);
+    else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, VL, ni, 1, 0);
 }
 
-// The whole vectors of d of C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C, for ns <= KB
-// steps (tn: the strip's rows; nn: a row's first keys): B is small and stays in L1 whatever the
-// order, so each row tile runs every vector of d before the next, and its A (ni rows of ns
-// steps, for tn a column block of the strip) comes from memory once. Going over the row tiles
-// once per pair of vectors instead read the strip d/16 times.
-static void ab_one_block(int nr, int dv, int ns, float alpha, const float *a, size_t ai, size_t as, const float *b,
-                         size_t ldb, float beta, float *c, size_t ldc) {
+// The lanes of the last vector of a tile starting at vector k of nv, in a row of dv vectors
+// whose last holds dl lanes.
+static int tile_last(int k, int nv, int dv, int dl) { return k + nv == dv ? dl : VL; }
+
+// C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C, d in dv vectors (the last with dl lanes), for
+// ns <= KB steps (tn: the strip's rows; nn: a row's first keys): B is small and stays in L1
+// whatever the order, so each row tile runs every vector of d before the next, and its A (ni rows
+// of ns steps, for tn a column block of the strip) comes from memory once. Going over the row
+// tiles once per pair of vectors instead read the strip d/16 times.
+static void ab_one_block(int nr, int dv, int dl, int ns, float alpha, const float *a, size_t ai, size_t as,
+                         const float *b, size_t ldb, float beta, float *c, size_t ldc) {
     for (int i = 0; i < nr;) {
         const int ni = tile_rows(nr - i);
         if (beta != 0.0f)  // the next tile's C, which its store reads, on its way from memory
@@ -81,7 +107,8 @@ static void ab_one_block(int nr, int dv, int ns, float alpha, const float *a, si
                 for (int x = 0; x < dv * VL; x += LINE) __builtin_prefetch(c + (size_t)r * ldc + x, 1);
         for (int k = 0; k < dv;) {
             const int nv = tile_vecs(dv - k);
-            ab_tile_any(a + i * ai, ai, as, b + k * VL, ldb, ns, alpha, beta, c + (size_t)i * ldc + k * VL, ldc, 0, ni, nv);
+            ab_tile_any(a + i * ai, ai, as, b + k * VL, ldb, ns, alpha, beta, c + (size_t)i * ldc + k * VL, ldc, 0, ni, nv,
+                        tile_last(k, nv, dv, dl));
             k += nv;
         }
         i += ni;
@@ -91,9 +118,12 @@ static void ab_one_block(int nr, int dv, int ns, float alpha, const float *a, si
 // C (nr, d) = alpha * sum_s A(i,s) B[s] + beta * C over ns steps, in blocks of KB steps.
 static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_t ai, size_t as, const float *b,
                        size_t ldb, float beta, float *c, size_t ldc) {
-    const int dv = d / VL;
-    if (ns <= KB) ab_one_block(nr, dv, ns, alpha, a, ai, as, b, ldb, beta, c, ldc);
-    else for (int s0 = 0; s0 < ns; s0 += KB) {
+    const int dv = (d + VL - 1) / VL, dl = d - (dv - 1) * VL;
+    if (ns <= KB) {
+        ab_one_block(nr, dv, dl, ns, alpha, a, ai, as, b, ldb, beta, c, ldc);
+        return;
+    }
+    for (int s0 = 0; s0 < ns; s0 += KB) {
         const int nb = ns - s0 < KB ? ns - s0 : KB;
         const float bb = s0 == 0 ? beta : 1.0f;
         for (int k = 0; k < dv;) {  // a block of nb x MM_NV vectors of B serves every row tile from L1
@@ -104,19 +134,12 @@ static void ab_product(int nr, int d, int ns, float alpha, const float *a, size_
                     for (int r = i + ni; r < imin(i + 2 * ni, nr); r++)
                         for (int x = 0; x < nv * VL; x += LINE) __builtin_prefetch(c + (size_t)r * ldc + k * VL + x, 1);
                 ab_tile_any(a + i * ai + s0 * as, ai, as, b + (size_t)s0 * ldb + k * VL, ldb, nb, alpha, bb,
-                            c + (size_t)i * ldc + k * VL, ldc, i == 0, ni, nv);
+                            c + (size_t)i * ldc + k * VL, ldc, i == 0, ni, nv, tile_last(k, nv, dv, dl));
                 i += ni;
             }
             k += nv;
         }
     }
-    for (int i = 0; i < nr; i++)
-        for (int x = dv * VL; x < d; x++) {
-            float acc = 0.0f;
-            for (int st = 0; st < ns; st++) acc += a[i * ai + st * as] * b[(size_t)st * ldb + x];
-            float *ci = c + (size_t)i * ldc + x;
-            *ci = beta == 0.0f ? alpha * acc : alpha * acc + beta * *ci;
-        }
 }
 
 void strip_matmul_nn(int n, int d, int m, float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,

@@ -14,6 +14,9 @@
 #define MTAC_ATTN_VEC_H
 
 #include <string.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #ifdef __AVX512F__
 typedef float vf __attribute__((vector_size(64)));
@@ -36,6 +39,31 @@ static inline vf vload(const float *p) {
 }
 
 static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+// The first n lanes (0 < n <= VL) of a vector at p, zeros elsewhere, and their store: masked
+// moves, which touch no memory past p[n-1] (the last row of a tensor whose width is not a
+// multiple of VL, e.g. d = 40 with AVX-512, ends there).
+static inline vf vload_part(const float *p, int n) {
+#if defined(__AVX512F__)
+    return (vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#elif defined(__AVX2__)
+    return (vf)_mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+#else
+    vf v = {0};
+    memcpy(&v, p, (size_t)n * sizeof(float));
+    return v;
+#endif
+}
+
+static inline void vstore_part(float *p, vf v, int n) {
+#if defined(__AVX512F__)
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+#elif defined(__AVX2__)
+    _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), (__m256)v);
+#else
+    memcpy(p, &v, (size_t)n * sizeof(float));
+#endif
+}
 
 // The tiles load each operand vector once and multiply it into every accumulator that reads
 // it. With AVX2's 16 registers a tile needs nearly all of them, and GCC then drops the loaded
