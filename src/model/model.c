@@ -16,7 +16,7 @@
 
 enum {
     MAX_TENSORS = 16 * MODEL_MAX_LAYERS + 2,
-    FORWARD_STRIP_ROWS = 32  // fused strips of a forward without a backward (ensure_acts)
+    STRIP_ROWS = 32  // fused strips of a forward without a backward, and of mixing layers (ensure_acts)
 };
 
 typedef struct {
@@ -434,7 +434,12 @@ static int ensure_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
         // each back), so it can afford strips of 32 rows instead of the operator's memory-bound
         // default (12 for lm10m's mixing layers at B = 1): lm10m's prefill of 8,192 tokens took
         // 7.0-7.1 s instead of 7.5-7.6 s, with the same peak memory (docs/decoding.md).
-        if (!keep) mc.strip_rows = FORWARD_STRIP_ROWS;
+        // Training takes 32 rows in the layers whose units couple heads too: there the operator's
+        // budget, set against its own inputs and outputs (docs/fused.md), leaves lm10m (d = 40)
+        // 8-row strips, whose score tiles run half empty with AVX-512 and whose many barriers
+        // cost the most; the larger windows are a few percent of the activations
+        // (docs/training.md).
+        if (!keep || mc.pre_head_mix || mc.post_ch) mc.strip_rows = STRIP_ROWS;
         if (mta_create(&m->ctx[l], &mc, msg, n) != MTA_OK) {
             free_acts(m);
             return -1;
