@@ -34,6 +34,8 @@ static void usage(FILE *f) {
             "  --reps N          timed repetitions, the best is reported (default 1; one warm-up first)\n"
             "  --rows R          the fused backend's query rows per strip (default: chosen from its memory\n"
             "                    budget, docs/fused.md)\n"
+            "  --keep-o          the fused MTA forward keeps O for the backward (mta_config.keep_o: one\n"
+            "                    more (B,H,T,d) tensor, one product per head fewer)\n"
             "  --impl LIST       any of plain,mta,mta_ref,torch (default all four)\n"
             "  --naive-max-T N   run mta_ref and torch only up to this T (default 4096: they hold\n"
             "                    several (T,T) maps per head, 8.6 GB each per 8 heads at T=16384)\n"
@@ -241,7 +243,7 @@ void cli_cpu_name(char *buf, size_t n) {
 
 static int bench_attn(int argc, char **argv) {
     int Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
-    int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096, rows = 0;
+    int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096, rows = 0, keep_o = 0;
     const char *python = "/usr/bin/python3", *script = "tests/ref/bench_torch.py";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -251,6 +253,10 @@ static int bench_attn(int argc, char **argv) {
         }
         if (!strcmp(a, "--json")) {
             json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--keep-o")) {
+            keep_o = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -320,6 +326,7 @@ static int bench_attn(int argc, char **argv) {
         mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d), ref = mta;
         plain.backend = mta.backend = MTA_BACKEND_FUSED;
         plain.strip_rows = mta.strip_rows = rows;
+        mta.keep_o = keep_o;
         ref.backend = MTA_BACKEND_REFERENCE;
         char err[256];
         if (mta_config_check(&mta, err, sizeof err)) {

@@ -90,6 +90,10 @@ typedef struct {
     int strip_rows;       // fused backend: query rows per strip; 0 = chosen from a memory budget
     int threads;          // OpenMP threads of each mta_forward/mta_backward (BLAS included); 0 = the
                           // calling thread's OpenMP default (omp_get_max_threads())
+    int keep_o;           // fused backend, with group_norm or gate: 1 = the forward keeps the attention
+                          // output before them, O (B,H,T,d), for the backward, which otherwise
+                          // recomputes it (one (T,T)-by-(T,d) product per head); same results either
+                          // way. Other backends ignore it. 0 = off
 } mta_config;
 
 // Parameters of the enabled steps; a pointer must be non-NULL exactly when its step is on.

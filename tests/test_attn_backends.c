@@ -3,7 +3,8 @@
 // dropout, and hand-picked variants; for the fused backend with strips of 1 to 64 rows (so
 // strips shorter and longer than the convolutions' halos) and one or several threads (whole
 // units per thread, or a unit's heads shared). Also: its results do not depend on the thread
-// count, and the fused backend's workspace holds no (T,T) map and follows its memory budget.
+// count or on keep_o, and the fused backend's workspace holds no (T,T) map and follows its
+// memory budget.
 // Exits 77 (CTest's skip) when the backend cannot run here (a GPU backend without a GPU).
 #include "testutil.h"
 
@@ -173,6 +174,41 @@ static void test_thread_count_invariant(void **s) {
     omp_set_num_threads(omp_get_num_procs());
 }
 
+// keep_o (the forward keeps O for the backward) gives the same bits as recomputing it, for every
+// combination of the steps with and without dropout, whole units per thread and a unit shared,
+// and holds one more (B,H,T,d) tensor where there is a norm or gate (other backends ignore it).
+static void test_keep_o_same_bits(void **s) {
+    (void)s;
+    const float drops[] = {0.0f, 0.25f};
+    int failed = 0, printed = 0;
+    for (int mask = 0; mask < TU_NCOMBOS; mask++)
+        for (int di = 0; di < 2; di++)
+            for (int th = 1; th <= 3; th += 2) {
+                mta_config c = tu_combo(1, mask, drops[di]);
+                c.backend = backend;
+                tu_case *a = tu_case_new(&c, 500 + mask, 1.0f, 0.3f);
+                c.keep_o = 1;
+                tu_case *b = tu_case_new(&c, 500 + mask, 1.0f, 0.3f);
+                omp_set_num_threads(th);
+                const size_t without = run(a), with = run(b);
+                const size_t extra = backend == MTA_BACKEND_FUSED && (c.group_norm || c.gate)
+                                         ? (size_t)c.B * c.H * c.T * c.d * sizeof(float)
+                                         : 0;
+                char name[64];
+                if (!tu_same_bits(a, b) || with != without + extra) {
+                    failed++;
+                    if (printed++ < 20)
+                        print_error("%s, dropout %.2f, %d threads: keep_o %s (workspace %zu bytes, %zu without)\n",
+                                    tu_combo_name(mask, name, sizeof name), drops[di], th,
+                                    tu_same_bits(a, b) ? "holds the wrong amount" : "changes the results", with, without);
+                }
+                tu_case_free(a);
+                tu_case_free(b);
+            }
+    omp_set_num_threads(omp_get_num_procs());
+    if (failed) fail_msg("%d runs with keep_o differ from those without", failed);
+}
+
 // The workspace grows like T * strip, not T^2: at T = 1024 it is a small fraction of the
 // (B,H,T,T) maps the reference path holds several of.
 static void test_workspace_has_no_map(void **s) {
@@ -234,6 +270,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_every_combination),
         cmocka_unit_test(test_mix_post_hconv_without_pre),
         cmocka_unit_test(test_thread_count_invariant),
+        cmocka_unit_test(test_keep_o_same_bits),
         cmocka_unit_test(test_workspace_has_no_map),
         cmocka_unit_test(test_strip_size_budget),
     };

@@ -18,7 +18,8 @@ class Config(ctypes.Structure):
                 ('pre_cq', _c_int), ('pre_ck', _c_int), ('pre_head_mix', _c_int),
                 ('post_cq', _c_int), ('post_ck', _c_int), ('post_ch', _c_int),
                 ('group_norm', _c_int), ('depth_scale', _c_int), ('layer_id', _c_int), ('gate', _c_int),
-                ('dropout', _c_float), ('backend', _c_int), ('strip_rows', _c_int), ('threads', _c_int)]
+                ('dropout', _c_float), ('backend', _c_int), ('strip_rows', _c_int), ('threads', _c_int),
+                ('keep_o', _c_int)]
 
 
 PARAM_NAMES = ('w_pre', 'w_pre_head', 'w_post', 'w_post_head', 'gn_weight', 'gate_w', 'gate_b')

@@ -120,6 +120,7 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
         return say(msg, n, MTA_ERR_INVALID, "threads=%d must be in [0, 4096] (0 = the OpenMP default)", c->threads);
     if (c->strip_rows < 0 || c->strip_rows > 4096)
         return say(msg, n, MTA_ERR_INVALID, "strip_rows=%d must be in [0, 4096] (0 = chosen)", c->strip_rows);
+    if (c->keep_o != 0 && c->keep_o != 1) return say(msg, n, MTA_ERR_INVALID, "keep_o=%d must be 0 or 1", c->keep_o);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
     // times a small count of maps, must fit in size_t and in ptrdiff_t.
     size_t maps = 1, acts = 1;

@@ -35,6 +35,7 @@
 // per worker thread the row windows of its strips.
 typedef struct {
     float *mx, *inv;     // (B,H,T) row max and 1/sum of the softmax
+    float *o;            // (B,H,T,d) O before the norm and gate, kept for the backward (keep_o), or NULL
     float *hconv;        // (H,H) head-conv kernel as a mixing matrix
     void *workers;       // nworkers workers
     double *acc;         // per-unit kernel-gradient accumulators
@@ -190,6 +191,10 @@ static int win_alloc(mta_ctx *ctx, win *w, int cap, int G) {
 
 static void fused_release(mta_ctx *ctx);
 
+// Whether the forward keeps O for the backward: asked for, and there is a norm or gate after it
+// (without them O is the output, and the backward never needs it).
+static int keeps_o(const mta_config *c) { return c->keep_o && (c->group_norm || c->gate); }
+
 static void free_workers(mta_ctx *ctx) {
     fused_state *st = ctx->state;
     for (int t = 0; t < st->nworkers; t++) {
@@ -218,7 +223,8 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
     if (!st->mx) {
         const size_t rows = (size_t)c->B * c->H * c->T;
         if (!(st->mx = mta_alloc_floats(ctx, rows)) || !(st->inv = mta_alloc_floats(ctx, rows)) ||
-            !(st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H))) {
+            !(st->hconv = mta_alloc_floats(ctx, (size_t)c->H * c->H)) ||
+            (keeps_o(c) && !(st->o = mta_alloc_floats(ctx, rows * c->d)))) {
             fused_release(ctx);
             return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused row statistics");
         }
@@ -254,7 +260,7 @@ static void fused_release(mta_ctx *ctx) {
     fused_state *st = ctx->state;
     if (st) {
         free_workers(ctx);
-        free(st->mx), free(st->inv), free(st->hconv);
+        free(st->mx), free(st->inv), free(st->hconv), free(st->o);
         free(st);
     }
     ctx->state = NULL;
@@ -448,10 +454,10 @@ static void unit_forward(job *jb, worker *w, int u) {
         for (int hl = 0; hl < G; hl++) {
             const size_t bh = (size_t)b * H + h0 + hl;
             win *pd = strip_pd(jb, w, b, h0, hl, i0, i1);
-            float *o = jb->out + (bh * T + i0) * d;
+            float *out = jb->out + (bh * T + i0) * d, *o = jb->st->o ? jb->st->o + (bh * T + i0) * d : out;
             matmul(jb, MM_NN, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + bh * T * d, d, 0.0f, o, d);
             if (c->group_norm || c->gate)
-                for (int i = 0; i < n; i++) mta_normgate_forward_row(c, jb->p, o + (size_t)i * d, o + (size_t)i * d);
+                for (int i = 0; i < n; i++) mta_normgate_forward_row(c, jb->p, o + (size_t)i * d, out + (size_t)i * d);
         }
     }
 }
@@ -530,15 +536,16 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
         if (a0 < a1) {
             const int n = a1 - a0;
             strip_maps(jb, w, b, h0, a0, a1, 0, &lg);
-            // O again, then dO through the gate and norm; dV; dP2 = dO v^T (through the dropout)
+            // O (kept, or again), then dO through the gate and norm; dV; dP2 = dO v^T (through the dropout)
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
                 const size_t bh = (size_t)b * H + h0 + hl;
                 const float *vh = jb->v + bh * T * d, *go = jb->dout + (bh * T + a0) * d;
                 win *pd = strip_pd(jb, w, b, h0, hl, a0, a1);
-                float *o = w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
+                float *o = st->o ? st->o + (bh * T + a0) * d : w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
                 if (c->group_norm || c->gate) {
-                    matmul(jb, MM_NN, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
+                    if (!st->o)  // O again
+                        matmul(jb, MM_NN, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
                     for (int i = 0; i < n; i++)
                         mta_normgate_backward_row(c, p, o + (size_t)i * d, go + (size_t)i * d, dO + (size_t)i * d,
                                                   acc.ng + (size_t)hl * np);

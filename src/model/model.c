@@ -440,6 +440,9 @@ static int ensure_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
         // cost the most; the larger windows are a few percent of the activations
         // (docs/training.md).
         if (!keep || mc.pre_head_mix || mc.post_ch) mc.strip_rows = STRIP_ROWS;
+        // Training keeps each layer's attention output before its norm and gate for the
+        // backward, one (B,T,dim) tensor per layer, instead of a product per head again.
+        mc.keep_o = keep;
         if (mta_create(&m->ctx[l], &mc, msg, n) != MTA_OK) {
             free_acts(m);
             return -1;
