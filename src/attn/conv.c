@@ -497,55 +497,63 @@ void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, i
     mix_rows(in, ins, m, ldm, 1, nh, G, n, out, outs);
 }
 
-// dm[h][i] = sum_j a[h][j] * b[i][j] for a tile of NA x NB heads, columns 0..n-1 (n % VL == 0).
+// The kernel gradient of a row's mixing, dm[h][i] = sum_j a[h][j] * b[i][j], is kept as VL lane
+// partials per entry (summed over a strip's rows in vectors, then across lanes once, by
+// headmix_grad_sum): summing each entry's lanes per row had cost more than the products
+// themselves at a few hundred columns. A tile is DM_NA x DM_NB entries (vec.h), all in registers.
+int headmix_grad_lanes(void) { return VL; }
+
+// acc[h][i] += a[h][x..] * b[i][x..] for the vector at column x, `lanes` of it when PART.
+static inline __attribute__((always_inline)) void dot_step(const float *a, size_t as, const float *b, size_t bs, int x,
+                                                            int lanes, vf acc[DM_NA][DM_NB], const int NA, const int NB,
+                                                            const int PART) {
+    vf bv[DM_NB];
+    for (int i = 0; i < NB; i++) bv[i] = PART ? vload_part(b + (size_t)i * bs + x, lanes) : vload(b + (size_t)i * bs + x);
+    for (int h = 0; h < NA; h++) {
+        const vf av = PART ? vload_part(a + (size_t)h * as + x, lanes) : vload(a + (size_t)h * as + x);
+        for (int i = 0; i < NB; i++) acc[h][i] += av * bv[i];
+    }
+}
+
+// The lane partials of dm[h][i] for a tile of NA x NB heads over columns 0..n-1, stored at
+// dm + (h*ldm + i)*VL.
 static inline __attribute__((always_inline)) void dot_tile(const float *a, size_t as, const float *b, size_t bs, int n,
                                                             float *dm, int ldm, const int NA, const int NB) {
-    vf acc[HT][HT];
+    vf acc[DM_NA][DM_NB];
     for (int h = 0; h < NA; h++)
         for (int i = 0; i < NB; i++) acc[h][i] = (vf){0};
-    for (int x = 0; x < n; x += VL) {
-        vf bv[HT];
-        for (int i = 0; i < NB; i++) bv[i] = vload(b + (size_t)i * bs + x);
-        for (int h = 0; h < NA; h++) {
-            const vf av = vload(a + (size_t)h * as + x);
-            for (int i = 0; i < NB; i++) acc[h][i] += av * bv[i];
-        }
-    }
+    const int nv = n / VL * VL;
+    for (int x = 0; x < nv; x += VL) dot_step(a, as, b, bs, x, VL, acc, NA, NB, 0);
+    if (nv < n) dot_step(a, as, b, bs, nv, n - nv, acc, NA, NB, 1);  // zeros past n in both
     for (int h = 0; h < NA; h++)
-        for (int i = 0; i < NB; i++) {
-            float t = 0.0f;
-            for (int l = 0; l < VL; l++) t += acc[h][i][l];
-            dm[h * ldm + i] += t;
-        }
+        for (int i = 0; i < NB; i++) vstore(dm + ((size_t)h * ldm + i) * VL, acc[h][i]);
 }
 
 void headmix_backward_row(const float *dout, size_t douts, const float *in, size_t ins, const float *m, int ldm,
                           int nh, int G, int n, float *din, size_t dins, float *dm_row) {
-    // dm_row within each group first (whole vectors in tiles, then the tail), so that din may
-    // overwrite in
-    const int nv = n / VL * VL;
+    // dm_row within each group first (whole tiles, then the heads left over one pair at a time),
+    // so that din may overwrite in
     for (int g0 = 0; dm_row && g0 < nh; g0 += G) {
-        for (int h = g0; h < g0 + G; h++)
-            for (int i = g0; i < g0 + G; i++) dm_row[h * ldm + i] = 0.0f;
-        const int gt = g0 + G / HT * HT;  // heads [g0, gt) in full tiles, the rest one pair at a time
-        for (int h = g0; h < gt; h += HT)
-            for (int i = g0; i < gt; i += HT)
-                dot_tile(dout + (size_t)h * douts, douts, in + (size_t)i * ins, ins, nv, dm_row + h * ldm + i, ldm, HT,
-                         HT);
+        const int ha = g0 + G / DM_NA * DM_NA, ib = g0 + G / DM_NB * DM_NB;
+        for (int h = g0; h < ha; h += DM_NA)
+            for (int i = g0; i < ib; i += DM_NB)
+                dot_tile(dout + (size_t)h * douts, douts, in + (size_t)i * ins, ins, n,
+                         dm_row + ((size_t)h * ldm + i) * VL, ldm, DM_NA, DM_NB);
         for (int h = g0; h < g0 + G; h++)
             for (int i = g0; i < g0 + G; i++)
-                if (h >= gt || i >= gt)
-                    dot_tile(dout + (size_t)h * douts, douts, in + (size_t)i * ins, ins, nv, dm_row + h * ldm + i, ldm,
-                             1, 1);
-        if (nv == n) continue;
-        for (int h = g0; h < g0 + G; h++)
-            for (int i = g0; i < g0 + G; i++) {
-                float acc = 0.0f;
-                for (int j = nv; j < n; j++) acc += dout[(size_t)h * douts + j] * in[(size_t)i * ins + j];
-                dm_row[h * ldm + i] += acc;
-            }
+                if (h >= ha || i >= ib)
+                    dot_tile(dout + (size_t)h * douts, douts, in + (size_t)i * ins, ins, n,
+                             dm_row + ((size_t)h * ldm + i) * VL, ldm, 1, 1);
     }
     mix_rows(dout, douts, m, 1, ldm, nh, G, n, din, dins);  // the transposed mixing
+}
+
+float headmix_grad_sum(const float *dm, size_t rs, int nrows) {
+    vf s = (vf){0};
+    for (int r = 0; r < nrows; r++) s += vload(dm + (size_t)r * rs);
+    float t = 0.0f;
+    for (int l = 0; l < VL; l++) t += s[l];
+    return t;
 }
 
 // exp(x) for the softmax loops, written so that GCC vectorises it (libm's expf is a call per

@@ -40,10 +40,16 @@ void headmix_row(const float *in, size_t ins, const float *m, int ldm, int nh, i
 
 // Transposed mixing of one row: din[h'] = sum_{h in group(h')} m[h*ldm + h'] * dout[h], columns
 // 0..n-1; and, when dm_row is non-NULL, this row's kernel gradient
-// dm_row[h*ldm + h'] = sum_j dout[h][j] * in[h'][j] (overwritten within the groups). din may be
-// in (the gradient replaces the mixing's input in place), not dout.
+// dm[h*ldm + h'] = sum_j dout[h][j] * in[h'][j] within the groups, as headmix_grad_lanes() lane
+// partials per entry at dm_row + (h*ldm + h') * lanes (overwritten), whose sum is the entry. din
+// may be in (the gradient replaces the mixing's input in place), not dout.
 void headmix_backward_row(const float *dout, size_t douts, const float *in, size_t ins, const float *m, int ldm,
                           int nh, int G, int n, float *din, size_t dins, float *dm_row);
+int headmix_grad_lanes(void);
+// One kernel-gradient entry summed over nrows rows: dm points at the entry's lane partials in the
+// first row's dm_row, the rows rs floats apart. The lanes are summed row by row, then across, in a
+// fixed order.
+float headmix_grad_sum(const float *dm, size_t rs, int nrows);
 
 // Softmax of x[0..n-1] in place; *mx and *inv receive the row max and 1/sum(exp(x - max)), so
 // that softmax_row_recompute reproduces the same values bit for bit.

@@ -75,7 +75,7 @@ static void wslide_head(const win *w, int h, int nb) {
 typedef struct {
     win z, s1, p, p2, g2, dp1, dp, ds1, dz;
     float *o, *dO;       // (G, R, d) recomputed attention output and its gradient
-    float *rowpart;      // (R, G*H) per-row mixing-gradient partials
+    float *rowpart;      // (R, G*H, lanes) per-row mixing-gradient lane partials (headmix_backward_row)
     float *kpart;        // (G, K) one row's conv-kernel gradient per head
 } worker;
 
@@ -243,7 +243,7 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
              win_alloc(ctx, &w->p2, k.p2, G) && win_alloc(ctx, &w->g2, k.g2, G) && win_alloc(ctx, &w->dp1, k.dp1, G) &&
              win_alloc(ctx, &w->dp, k.dp, G) && win_alloc(ctx, &w->ds1, k.ds1, G) && win_alloc(ctx, &w->dz, k.dz, G) &&
              (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
-             (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H)) &&
+             (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H * headmix_grad_lanes())) &&
              (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
         if (ok && k.dp_in_p2) w->dp = w->p2;
         if (ok && k.dz_in_p2) w->dz = w->p2;
@@ -466,22 +466,23 @@ static void unit_forward(job *jb, worker *w, int u) {
 
 // The transposed mixing of rows [r0, r1): window din from window dout and mm (rows H apart, in
 // groups of gs heads), and the mixing kernel's gradient from dout and the mixing's input window
-// in, added to acc (G*G, [h*G + h']) in row order through the per-row partials (slot r: G rows
-// of H, [h*H + h']). Worksharing loops over rows, then over acc's entries.
+// in, added to acc (G*G, [h*G + h']) through the per-row lane partials (slot r: G rows of H
+// entries [h*H + h'], each headmix_grad_lanes() floats), summed in a fixed order. Worksharing loops over rows, then over acc's entries.
 // With sm (the softmax's output P), dout holds dP, and each row first becomes dS2 = P (dP - D) in
 // place, on the thread that mixes it.
 static void mix_backward(const win *dout, const win *in, const win *din, const win *sm, const float *mm, int H, int G,
                          int gs, int r0, int r1, float *rowpart, double *acc) {
+    const size_t rs = (size_t)G * H * headmix_grad_lanes();  // floats per row slot
     #pragma omp for schedule(dynamic, 1)
     for (int r = r0; r < r1; r++) {
         if (sm)
             for (int h = 0; h < G; h++) softmax_backward_row(wrow(sm, h, r), wrow(dout, h, r), r + 1);
         headmix_backward_row(wrow(dout, 0, r), dout->hs, wrow(in, 0, r), in->hs, mm, H, G, gs, r + 1, wrow(din, 0, r),
-                             din->hs, rowpart + (size_t)(r - r0) * G * H);
+                             din->hs, rowpart + (size_t)(r - r0) * rs);
     }
     #pragma omp for schedule(static)
     for (int e = 0; e < G * G; e++)
-        for (int r = 0; r < r1 - r0; r++) acc[e] += rowpart[(size_t)r * G * H + e / G * H + e % G];
+        acc[e] += headmix_grad_sum(rowpart + (size_t)(e / G * H + e % G) * headmix_grad_lanes(), rs, r1 - r0);
 }
 
 // A key-query convolution's kernel gradient from output-gradient rows [r0, r1) of window g and

@@ -165,21 +165,17 @@ static void headmix_all(const mta_config *c, const float *in, const float *m, in
 static void headmix_all_backward(const mta_config *c, const float *dout, const float *in, const float *m, int G,
                                  float *din, float *dm, float *partial) {
     const int T = c->T, H = c->H;
-    const size_t TT = (size_t)T * T, HTT = (size_t)H * TT, HH = (size_t)H * H;
+    const size_t TT = (size_t)T * T, HTT = (size_t)H * TT, HH = (size_t)H * H, lanes = headmix_grad_lanes();
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
     for (int t = 0; t < c->B * T; t++) {
         const size_t off = (size_t)(t / T) * HTT + (size_t)(t % T) * T;
-        if (dm) memset(partial + (size_t)t * HH, 0, HH * sizeof(float));
+        if (dm) memset(partial + (size_t)t * HH * lanes, 0, HH * lanes * sizeof(float));
         headmix_backward_row(dout + off, TT, in + off, TT, m, H, H, G, T, din + off, TT,
-                             dm ? partial + (size_t)t * HH : NULL);
+                             dm ? partial + (size_t)t * HH * lanes : NULL);
     }
     if (!dm) return;
     #pragma omp parallel for schedule(static)
-    for (int e = 0; e < (int)HH; e++) {
-        float acc = 0.0f;
-        for (int t = 0; t < c->B * T; t++) acc += partial[(size_t)t * HH + e];
-        dm[e] += acc;
-    }
+    for (int e = 0; e < (int)HH; e++) dm[e] += headmix_grad_sum(partial + e * lanes, HH * lanes, c->B * T);
 }
 
 // ---- group norm and gate, per (batch, head, position) row of d ----------------------------
@@ -245,10 +241,11 @@ static mta_status backward_buffers(mta_ctx *ctx) {
     if (st->g1) return MTA_OK;
     const size_t nm = map_floats(c), rows = (size_t)c->B * c->H * c->T;
     // Per-row kernel-gradient partials: the larger of the conv kernels (cq*ck per (b,h,i) row)
-    // and the mixing matrices (H*H per (b,i) row); the norm/gate parameters (2d+1 per slab).
+    // and the mixing matrices (H*H lane partials per (b,i) row, headmix_backward_row); the
+    // norm/gate parameters (2d+1 per slab).
     size_t per = (size_t)c->pre_cq * c->pre_ck;
     if ((size_t)c->post_cq * c->post_ck > per) per = (size_t)c->post_cq * c->post_ck;
-    if ((size_t)c->H > per) per = (size_t)c->H;
+    if ((size_t)c->H * headmix_grad_lanes() > per) per = (size_t)c->H * headmix_grad_lanes();
     const size_t ng = (size_t)c->B * c->H * (2 * c->d + 1);
     int ok = (st->g1 = mta_alloc_floats(ctx, nm)) && (st->g2 = mta_alloc_floats(ctx, nm)) &&
              (st->dO = mta_alloc_floats(ctx, act_floats(c))) && (st->partial = mta_alloc_floats(ctx, rows * per)) &&
