@@ -173,27 +173,36 @@ static void pad_rows(const smap *s, int r, int x0, int n, int width, float *buf)
     }
 }
 
-// Columns [e0, e1] of output row o: out[j] = sum_{a,c} w(a,c) * S(o+sh+a, j+c-off). The
-// source window is copied into a zero-padded scratch chunk by chunk and goes through the tile
-// kernel; kernels too large for the scratch take the direct sum.
-static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int e0, int e1, float *out) {
-    const int cq = kw->cq, ck = kw->ck;
+// Columns [e0, e1] of output rows o..o+M-1, each row only up to its diagonal (row o+m's last
+// column is min(e1, o+m)): out[m][j] = sum_{a,c} w(a,c) * S(o+m+sh+a, j+c-off). The source rows
+// are copied into a zero-padded scratch chunk by chunk and go through the tile kernel with all M
+// rows at once, so that each vector of an edge carries M independent sums (one row at a time,
+// an edge of one or two vectors was one chain of cq*ck dependent multiply-adds, waiting on their
+// latency: at T = 256 the edges took as long as the interior). Kernels too large for the
+// scratch take the direct sum.
+static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int M, int e0, int e1, float *out,
+                      size_t ldo) {
+    const int cq = kw->cq, ck = kw->ck, ns = M + cq - 1;
     if (e1 < e0) return;
-    if (!kw->wp || (size_t)cq * (EW + ck - 1) > EDGE_MAX) {
-        for (int j = e0; j <= e1; j++) {
-            float acc = 0.0f;
-            for (int a = 0; a < cq; a++)
-                for (int c = 0; c < ck; c++) acc += ktap(kw, a, c) * sval(s, o + sh + a, j + c - off);
-            out[j] = acc;
-        }
+    if (!kw->wp || (size_t)ns * (EW + ck - 1) > EDGE_MAX) {
+        for (int m = 0; m < M; m++)
+            for (int j = e0; j <= imin(e1, o + m); j++) {
+                float acc = 0.0f;
+                for (int a = 0; a < cq; a++)
+                    for (int c = 0; c < ck; c++) acc += ktap(kw, a, c) * sval(s, o + m + sh + a, j + c - off);
+                out[(size_t)m * ldo + j] = acc;
+            }
         return;
     }
-    float buf[EDGE_MAX], res[EW];
+    float buf[EDGE_MAX], res[MT * EW];
     for (int x0 = e0; x0 <= e1; x0 += EW) {
         const int n = imin(EW, e1 - x0 + 1), nv = (n + VL - 1) / VL, width = nv * VL + ck - 1;
-        pad_rows(s, o + sh, x0 - off, cq, width, buf);
-        conv_tile(buf, (size_t)width, kw, 1, nv, res, EW);
-        memcpy(out + x0, res, (size_t)n * sizeof(float));
+        pad_rows(s, o + sh, x0 - off, ns, width, buf);
+        conv_tile(buf, (size_t)width, kw, M, nv, res, EW);
+        for (int m = 0; m < M; m++) {
+            const int last = imin(x0 + n - 1, o + m);
+            if (last >= x0) memcpy(out + (size_t)m * ldo + x0, res + (size_t)m * EW, (size_t)(last - x0 + 1) * sizeof(float));
+        }
     }
 }
 
@@ -220,16 +229,12 @@ static void conv_rows(const smap *s, int sh, kern k, int off, int o0, int o1, fl
             if (jmax >= off) nv = (jmax - off + 1) / VL;
         }
         float *orow = out + (size_t)(o - o0) * ldo;
-        if (nv > 0) conv_tile(s->src + (size_t)(rf - s->rlo) * s->ld, s->ld, kw, M, nv, orow + off, ldo);
-        for (int m = 0; m < M; m++) {
-            const int oo = o + m;
-            float *r = orow + (size_t)m * ldo;
-            if (nv > 0) {
-                conv_edge(s, sh, kw, off, oo, 0, imin(off - 1, oo), r);
-                conv_edge(s, sh, kw, off, oo, off + nv * VL, oo, r);
-            } else {
-                conv_edge(s, sh, kw, off, oo, 0, oo, r);
-            }
+        if (nv > 0) {
+            conv_tile(s->src + (size_t)(rf - s->rlo) * s->ld, s->ld, kw, M, nv, orow + off, ldo);
+            conv_edge(s, sh, kw, off, o, M, 0, off - 1, orow, ldo);
+            conv_edge(s, sh, kw, off, o, M, off + nv * VL, o + M - 1, orow, ldo);
+        } else {
+            conv_edge(s, sh, kw, off, o, M, 0, o + M - 1, orow, ldo);
         }
     }
     if (wp != pack_stack) free(wp);
