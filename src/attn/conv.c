@@ -383,6 +383,24 @@ static void wg_rows_any(const float *g, size_t ldg, const float *src, size_t ld,
     }
 }
 
+// The kernel gradient's terms of output columns [e0, e1] of the MT rows i..i+MT-1 (row i+m up
+// to its diagonal), added to acc: g's rows and the source rows copied into zero-padded scratches
+// and run through wg_rows, all MT rows at once (one row at a time, an edge of a vector or two
+// spent more on loading and storing its accumulators than on its products). The caller checks
+// that MT + cq - 1 rows of EW + ck + 3 columns fit the scratch.
+static void wgrad_edge_rows(const float *g, size_t ldg, const smap *s, int i, int cq, int ck, int e0, int e1, vf *acc) {
+    const int p = (ck - 1) / 2, nc = wg_cols(cq), ckp = (ck + nc - 1) / nc * nc;
+    float buf[EDGE_MAX], gb[MT * EW];
+    for (int x0 = e0; x0 <= e1; x0 += EW) {
+        const int n = imin(EW, e1 - x0 + 1), ev = (n + VL - 1) / VL, width = ev * VL + ckp - 1;
+        for (int m = 0; m < MT; m++)
+            for (int x = 0; x < ev * VL; x++)
+                gb[m * EW + x] = x < n && x0 + x <= i + m ? g[(size_t)m * ldg + x0 + x] : 0.0f;
+        pad_rows(s, i - (cq - 1), x0 - p, MT + cq - 1, width, buf);
+        wg_rows_any(gb, EW, buf, (size_t)width, ev, ck, acc, cq);
+    }
+}
+
 // dw[a,c] = sum_{i0<=i<i1} sum_{j<=i} g_i[j] * S(i-(cq-1)+a, j-p+c). Tiles of MT rows whose
 // source rows all exist take their common interior (the first row's) in wg_rows, and each row
 // its own remaining columns; other rows go one at a time.
@@ -403,20 +421,19 @@ void qkconv_backward_weight_rows(const float *g, size_t ldg, const float *src, s
     vf acc[1024];
     for (int e = 0; e < K; e++) acc[e] = (vf){0};
     const int nc = wg_cols(cq), ckp = (ck + nc - 1) / nc * nc;  // columns wg_rows reads
+    const int tiles = cq <= CQ_MAX && (size_t)(MT + cq - 1) * (EW + ckp - 1) <= EDGE_MAX;
     int i = i0;
-    for (; i + MT <= i1 && cq <= CQ_MAX; i += MT) {
+    for (; i + MT <= i1 && tiles; i += MT) {
         const int r0 = i - (cq - 1);
         // interior of the tile's first row, for kernel columns up to ckp - 1
         const int nv = r0 >= s.rlo && r0 - (ckp - 1 - p) >= p ? (r0 - (ckp - 1 - p) - p + 1) / VL : 0;
         const float *gi = g + (size_t)(i - i0) * ldg;
         if (nv > 0) {
             wg_rows_any(gi + p, ldg, src + (size_t)(r0 - s.rlo) * ld, ld, nv, ck, acc, cq);
-            for (int m = 0; m < MT; m++) {  // each row's columns left and right of the interior
-                wgrad_edge(gi + (size_t)m * ldg, &s, r0 + m, cq, ck, 0, imin(p - 1, i + m), acc);
-                wgrad_edge(gi + (size_t)m * ldg, &s, r0 + m, cq, ck, p + nv * VL, i + m, acc);
-            }
+            wgrad_edge_rows(gi, ldg, &s, i, cq, ck, 0, p - 1, acc);  // the columns left and right of it
+            wgrad_edge_rows(gi, ldg, &s, i, cq, ck, p + nv * VL, i + MT - 1, acc);
         } else {
-            for (int m = 0; m < MT; m++) wgrad_row(gi + (size_t)m * ldg, &s, cq, ck, i + m, acc);
+            wgrad_edge_rows(gi, ldg, &s, i, cq, ck, 0, i + MT - 1, acc);
         }
     }
     for (; i < i1; i++) wgrad_row(g + (size_t)(i - i0) * ldg, &s, cq, ck, i, acc);
