@@ -159,7 +159,7 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
                 const float *A = a_in + (size_t)h * T, *V = c->v + ((size_t)b * H + h) * T * d;
                 float *o = out + (size_t)h * d;
                 cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
-                mta_normgate_forward_row(cf, p, o, o);
+                mta_normgate_forward_rows(cf, p, o, o, 1);
             }
         }
     }

@@ -457,7 +457,7 @@ static void unit_forward(job *jb, worker *w, int u) {
             float *out = jb->out + (bh * T + i0) * d, *o = jb->st->o ? jb->st->o + (bh * T + i0) * d : out;
             matmul(jb, MM_NN, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + bh * T * d, d, 0.0f, o, d);
             if (c->group_norm || c->gate)
-                for (int i = 0; i < n; i++) mta_normgate_forward_row(c, jb->p, o + (size_t)i * d, out + (size_t)i * d);
+                mta_normgate_forward_rows(c, jb->p, o, out, n);
         }
     }
 }
@@ -547,9 +547,7 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 if (c->group_norm || c->gate) {
                     if (!st->o)  // O again
                         matmul(jb, MM_NN, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
-                    for (int i = 0; i < n; i++)
-                        mta_normgate_backward_row(c, p, o + (size_t)i * d, go + (size_t)i * d, dO + (size_t)i * d,
-                                                  acc.ng + (size_t)hl * np);
+                    mta_normgate_backward_rows(c, p, o, go, dO, n, acc.ng + (size_t)hl * np);
                 } else {
                     memcpy(dO, go, (size_t)n * d * sizeof(float));
                 }

@@ -50,12 +50,12 @@ struct mta_ctx {
 // Group norm's epsilon (spec section 2, step 8).
 static const float MTA_GN_EPS = 1e-5f;
 
-// Group norm and gate of one (batch, head, position) row of d (shared.c). The forward may run
-// in place (out == o). The backward recomputes the norm and gate from o, writes dO and adds the
-// row's dgamma (d), dgate_w (d), dgate_b (1) to acc.
-void mta_normgate_forward_row(const mta_config *c, const mta_params *p, const float *o, float *out);
-void mta_normgate_backward_row(const mta_config *c, const mta_params *p, const float *o, const float *go, float *dO,
-                               double *acc);
+// Group norm and gate of n consecutive (batch, head, position) rows of d (shared.c). The forward
+// may run in place (out == o). The backward recomputes the norm and gate from o, writes dO and
+// adds each row's dgamma (d), dgate_w (d), dgate_b (1) to acc, in row order.
+void mta_normgate_forward_rows(const mta_config *c, const mta_params *p, const float *o, float *out, int n);
+void mta_normgate_backward_rows(const mta_config *c, const mta_params *p, const float *o, const float *go, float *dO,
+                                int n, double *acc);
 // Adds n per-slab accumulators (2d+1 doubles each), in order, to the norm/gate gradients.
 void mta_normgate_add_grads(const mta_config *c, const mta_grads *g, const double *acc, int n);
 

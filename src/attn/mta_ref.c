@@ -183,8 +183,7 @@ static void headmix_all_backward(const mta_config *c, const float *dout, const f
 static void norm_gate_forward(const mta_config *c, const mta_params *p, ref_state *st, float *out) {
     const int rows = c->B * c->H * c->T;
     #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++)
-        mta_normgate_forward_row(c, p, st->o + (size_t)r * c->d, out + (size_t)r * c->d);
+    for (int r = 0; r < rows; r++) mta_normgate_forward_rows(c, p, st->o + (size_t)r * c->d, out + (size_t)r * c->d, 1);
 }
 
 // dO from dout through the gate and the norm; parameter gradients summed per (b,h) slab in
@@ -197,10 +196,8 @@ static void norm_gate_backward(const mta_config *c, const mta_params *p, ref_sta
     for (int bh = 0; bh < BH; bh++) {
         double *acc = st->ngpart + (size_t)bh * np;
         memset(acc, 0, (size_t)np * sizeof(double));
-        for (int i = 0; i < T; i++) {
-            const size_t r = ((size_t)bh * T + i) * d;
-            mta_normgate_backward_row(c, p, st->o + r, dout + r, st->dO + r, acc);
-        }
+        const size_t r = (size_t)bh * T * d;
+        mta_normgate_backward_rows(c, p, st->o + r, dout + r, st->dO + r, T, acc);
     }
     mta_normgate_add_grads(c, g, st->ngpart, BH);
 }
