@@ -394,6 +394,10 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         k_products(jb, m.z, a0, a1, lg, (size_t)b * H + h0 + h, h);
         if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
     }
+    // Without the post conv, the head conv reads P itself: a row's head conv follows its softmax
+    // in the same loop (each worksharing loop ends in a barrier, a wait on the slower thread).
+    const int hconv_in_rows = c->pre_head_mix && c->post_ch && !c->post_cq;
+    const float *hm = st->hconv + (size_t)h0 * H + h0;
     if (c->pre_head_mix) {
         // each row's softmax right after its mixing, on the thread that has its heads in cache
         const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
@@ -401,14 +405,17 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         for (int i = a0; i < a1; i++) {
             headmix_row(wrow(m.s1, 0, i), m.s1->hs, mm, H, G, G, i + 1, wrow(m.p, 0, i), m.p->hs);
             for (int h = 0; h < G; h++) strip_softmax(jb, m.p, b, h0, h, i, i + 1, save);
+            if (hconv_in_rows) headmix_row(wrow(m.p, 0, i), m.p->hs, hm, H, G, c->post_ch, i + 1, wrow(m.p2, 0, i), m.p2->hs);
         }
     }
-    #pragma omp for schedule(static)
-    for (int h = 0; h < G; h++) {
-        if (!c->pre_head_mix) strip_softmax(jb, m.p, b, h0, h, a0, a1, save);
-        if (c->post_cq) strip_conv(m.p, m.p1, p->w_post, c->post_cq, c->post_ck, h0, h, a0, a1);
+    if (!c->pre_head_mix || c->post_cq) {
+        #pragma omp for schedule(static)
+        for (int h = 0; h < G; h++) {
+            if (!c->pre_head_mix) strip_softmax(jb, m.p, b, h0, h, a0, a1, save);
+            if (c->post_cq) strip_conv(m.p, m.p1, p->w_post, c->post_cq, c->post_ck, h0, h, a0, a1);
+        }
     }
-    if (c->post_ch) strip_mix(m.p1, m.p2, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1);
+    if (c->post_ch && !hconv_in_rows) strip_mix(m.p1, m.p2, hm, H, G, c->post_ch, a0, a1);
 }
 
 // The map that multiplies V for local head hl, rows [a0, a1): P2 with dropout applied (in place,
@@ -569,18 +576,21 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             if (c->post_cq) kernel_grads(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, G, w->kpart, acc.wpost);
         }
         if (b0 < b1) {
-            #pragma omp for schedule(static)
-            for (int hl = 0; hl < G; hl++) {
-                if (c->post_cq) {
-                    const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
-                    qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0, b1,
-                                               wrow(m.dp, hl, b0), m.dp->ld);
-                }
-                if (!c->pre_head_mix)  // with the mixing, its row loop does the softmax backward
-                    for (int r = b0; r < b1; r++) {
-                        softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
-                        if (m.ds1 != m.dp) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
+            if (c->post_cq || !c->pre_head_mix) {  // (else nothing per head: no barrier)
+                #pragma omp for schedule(static)
+                for (int hl = 0; hl < G; hl++) {
+                    if (c->post_cq) {
+                        const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
+                        qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0,
+                                                   b1, wrow(m.dp, hl, b0), m.dp->ld);
                     }
+                    if (!c->pre_head_mix)  // with the mixing, its row loop does the softmax backward
+                        for (int r = b0; r < b1; r++) {
+                            softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
+                            if (m.ds1 != m.dp)
+                                memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
+                        }
+                }
             }
             if (c->pre_head_mix)
                 mix_backward(m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1, w->rowpart, acc.mix);
