@@ -90,17 +90,14 @@ static void window_conv(const float *win, const float *cur, const float *w, int 
     qkconv_rows(src, (size_t)T, w, cq, ck, t, t + 1, out, (size_t)T);
 }
 
-// Row t of every head mixed within groups of G: dst[h] = sum_{h' in group(h)} m[h,h'] src[h'],
-// keys 0..t, one block of keys per worksharing iteration (so each thread mixes all heads of its
-// keys at once). Called inside a parallel region.
-enum { MIX_BLOCK = 512 };
-
-static void mix_row(const float *src, const float *m, int H, int G, int T, int t, float *dst) {
-    #pragma omp for schedule(static)
-    for (int j0 = 0; j0 <= t; j0 += MIX_BLOCK) {
-        const int n = t + 1 - j0 < MIX_BLOCK ? t + 1 - j0 : MIX_BLOCK;
-        headmix_row(src + j0, (size_t)T, m, H, H, G, n, dst + j0, (size_t)T);
-    }
+// Row t of head h mixed from its group of G heads: dst = sum_{h' in group(h)} m[h,h'] src[h'],
+// keys 0..t. Each head's mixing runs on the thread that goes on with that head (its softmax, its
+// product with V), so the only waits are for every head's input rows: mixing a block of keys
+// for all heads at once needed a barrier before and after, and at a few thousand keys those
+// cost more than the mixing (OMP_WAIT_POLICY=passive).
+static void mix_head(const float *src, const float *m, int H, int G, int T, int t, int h, float *dst) {
+    const int g0 = h / G * G;
+    headmix_row(src + (size_t)g0 * T, (size_t)T, m + (size_t)h * H + g0, H, 1, G, t + 1, dst, (size_t)T);
 }
 
 // How far cache_row goes: row t of Z only (pushed into its window), on through P (pushed into
@@ -137,11 +134,11 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
             }
         }
         if (upto >= ROW_P) {
-            if (cf->pre_head_mix) mix_row(mix_in, p->w_pre_head, H, H, T, t, pp);  // step 3
             #pragma omp for schedule(static)
-            for (int h = 0; h < H; h++) {  // steps 4-5
+            for (int h = 0; h < H; h++) {  // steps 3-5
                 float *r = pp + (size_t)h * T;
-                if (!cf->pre_head_mix) memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
+                if (cf->pre_head_mix) mix_head(mix_in, p->w_pre_head, H, H, T, t, h, r);
+                else memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
                 softmax_row(r, t + 1, NULL, NULL);
                 if (cf->post_cq) {  // step 5
                     float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
@@ -153,9 +150,9 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
             }
         }
         if (upto == ROW_OUT) {
-            if (cf->post_ch) mix_row(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, p2);  // step 6
             #pragma omp for schedule(static)
-            for (int h = 0; h < H; h++) {  // steps 7-9
+            for (int h = 0; h < H; h++) {  // steps 6-9
+                if (cf->post_ch) mix_head(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, h, p2 + (size_t)h * T);
                 const float *A = a_in + (size_t)h * T, *V = c->v + ((size_t)b * H + h) * T * d;
                 float *o = out + (size_t)h * d;
                 cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
