@@ -11,6 +11,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,14 +91,18 @@ static void window_conv(const float *win, const float *cur, const float *w, int 
     qkconv_rows(src, (size_t)T, w, cq, ck, t, t + 1, out, (size_t)T);
 }
 
-// Row t of head h mixed from its group of G heads: dst = sum_{h' in group(h)} m[h,h'] src[h'],
-// keys 0..t. Each head's mixing runs on the thread that goes on with that head (its softmax, its
-// product with V), so the only waits are for every head's input rows: mixing a block of keys
-// for all heads at once needed a barrier before and after, and at a few thousand keys those
-// cost more than the mixing (OMP_WAIT_POLICY=passive).
-static void mix_head(const float *src, const float *m, int H, int G, int T, int t, int h, float *dst) {
-    const int g0 = h / G * G;
-    headmix_row(src + (size_t)g0 * T, (size_t)T, m + (size_t)h * H + g0, H, 1, G, t + 1, dst, (size_t)T);
+// Row t of heads [lo, hi) mixed within groups of G: dst[h] = sum_{h' in group(h)} m[h,h'] src[h'],
+// keys 0..t. Each thread mixes the heads it goes on with (their softmax, their product with V),
+// so the only waits are for every head's input rows: mixing a block of keys of all heads at once
+// needed a barrier before and after, and at a few thousand keys those cost more than the mixing
+// (OMP_WAIT_POLICY=passive). A thread's heads are mixed together, reading each input row once.
+static void mix_heads(const float *src, const float *m, int H, int G, int T, int t, int lo, int hi, float *dst) {
+    for (int h = lo; h < hi;) {
+        const int g0 = h / G * G, he = hi < g0 + G ? hi : g0 + G;  // heads h..he-1 share a group
+        headmix_row(src + (size_t)g0 * T, (size_t)T, m + (size_t)h * H + g0, H, he - h, G, t + 1, dst + (size_t)h * T,
+                    (size_t)T);
+        h = he;
+    }
 }
 
 // How far cache_row goes: row t of Z only (pushed into its window), on through P (pushed into
@@ -133,12 +138,14 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
                                 s1 + (size_t)h * T);
             }
         }
+        // this thread's heads in the steps after a mixing (as a static schedule would give them)
+        const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int lo = H * tid / nt, hi = H * (tid + 1) / nt;
         if (upto >= ROW_P) {
-            #pragma omp for schedule(static)
-            for (int h = 0; h < H; h++) {  // steps 3-5
+            if (cf->pre_head_mix) mix_heads(mix_in, p->w_pre_head, H, H, T, t, lo, hi, pp);  // step 3
+            for (int h = lo; h < hi; h++) {  // steps 4-5
                 float *r = pp + (size_t)h * T;
-                if (cf->pre_head_mix) mix_head(mix_in, p->w_pre_head, H, H, T, t, h, r);
-                else memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
+                if (!cf->pre_head_mix) memcpy(r, mix_in + (size_t)h * T, (size_t)(t + 1) * sizeof(float));
                 softmax_row(r, t + 1, NULL, NULL);
                 if (cf->post_cq) {  // step 5
                     float *pw = c->pwin + ((size_t)b * H + h) * pr * T;
@@ -150,9 +157,11 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
             }
         }
         if (upto == ROW_OUT) {
-            #pragma omp for schedule(static)
-            for (int h = 0; h < H; h++) {  // steps 6-9
-                if (cf->post_ch) mix_head(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, h, p2 + (size_t)h * T);
+            if (cf->post_ch) {  // step 6, once every head's P1 row is done
+                #pragma omp barrier
+                mix_heads(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, lo, hi, p2);
+            }
+            for (int h = lo; h < hi; h++) {  // steps 7-9
                 const float *A = a_in + (size_t)h * T, *V = c->v + ((size_t)b * H + h) * T * d;
                 float *o = out + (size_t)h * d;
                 cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
