@@ -88,7 +88,7 @@ typedef struct {
     mta_ctx *ctx;
     fused_state *st;  // ctx's
     // plan
-    int G, units, R, L1, L2, inner;
+    int G, units, R, L1, L2, inner, strips_apart;
     float scale;
     uint32_t drop_thr;
     float drop_scale;
@@ -442,12 +442,14 @@ static win *strip_pd(job *jb, worker *w, int b, int h0, int hl, int a0, int a1) 
 
 // ---- forward ------------------------------------------------------------------------------------
 
-static void unit_forward(job *jb, worker *w, int u) {
+// Strips [s0, s1) of unit u (strip s: rows s*R..), in order: their maps and output rows. The
+// threads share each strip when jb->inner; otherwise the region has a team of one, this thread.
+static void unit_forward_strips(job *jb, worker *w, int u, int s0, int s1) {
     const mta_config *c = jb->c;
     const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R;
     const int b = u / (H / G), h0 = u % (H / G) * G;
     #pragma omp parallel if (jb->inner)
-    for (int i0 = 0; i0 < T; i0 += R) {
+    for (int i0 = s0 * R; i0 < imin(T, s1 * R); i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         #pragma omp for schedule(static)
         for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
@@ -467,6 +469,22 @@ static void unit_forward(job *jb, worker *w, int u) {
                 mta_normgate_forward_rows(c, jb->p, o, out, n);
         }
     }
+}
+
+static int strip_count(const job *jb) { return (jb->c->T + jb->R - 1) / jb->R; }
+
+static void unit_forward(job *jb, worker *w, int u) { unit_forward_strips(jb, w, u, 0, strip_count(jb)); }
+
+// The forward of units whose strips are independent (no convolution reaches back to earlier rows:
+// L1 = L2 = 0) when there are fewer units than threads: each thread takes whole strips, with its
+// own windows, instead of the threads sharing every strip. Sharing a strip costs a barrier per
+// step (five per strip of lm10m's mixing layers), a wait on the slower thread each.
+static void strips_forward(job *jb) {
+    worker *ws = (worker *)jb->st->workers;
+    const int ns = strip_count(jb);
+    jb->inner = 0;
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(jb->st->nworkers)
+    for (int k = 0; k < jb->units * ns; k++) unit_forward_strips(jb, ws + omp_get_thread_num(), k / ns, k % ns, k % ns + 1);
 }
 
 // ---- backward -----------------------------------------------------------------------------------
@@ -631,7 +649,10 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
     jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
-    const int nworkers = jb->inner ? 1 : imin(threads, jb->units);
+    // a worker per thread when the forward runs strips apart (strips_forward; the backward shares
+    // the first worker's strips)
+    jb->strips_apart = jb->inner && !jb->L1 && !jb->L2;
+    const int nworkers = jb->strips_apart ? threads : jb->inner ? 1 : imin(threads, jb->units);
     jb->R = strip_rows(jb, nworkers);
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = mta_dropout_threshold(c->dropout);
@@ -663,7 +684,8 @@ static mta_status fused_forward(mta_ctx *ctx, const float *q, const float *k, co
     jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.out = out;
     if (c->post_ch) mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, jb.st->hconv);
     ctx->dropout_on = c->dropout > 0 && ctx->training;
-    run_units(&jb, unit_forward);
+    if (jb.strips_apart) strips_forward(&jb);
+    else run_units(&jb, unit_forward);
     return MTA_OK;
 }
 
