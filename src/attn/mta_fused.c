@@ -13,7 +13,9 @@
 // A unit is one batch element and one group of heads that mixing couples (all H heads with the
 // pre-softmax head mixing, c_h heads with the head convolution alone, else one head). Units are
 // independent: with enough of them each thread takes whole units; otherwise the threads share a
-// unit's heads (convolutions, matrix products) and rows (mixing, softmax) strip by strip.
+// unit's heads (convolutions, matrix products) and rows (mixing, softmax) strip by strip, except
+// in the forward of units whose strips are independent too (no convolution reaching back to
+// earlier rows), where each thread takes whole strips.
 //
 // The backward walks the strips in the same order and recomputes a strip's maps from q, k and
 // the saved row statistics. Gradients flow to earlier rows only through the transposed
