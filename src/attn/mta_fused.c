@@ -77,7 +77,7 @@ static void wslide_head(const win *w, int h, int nb) {
 typedef struct {
     win z, s1, p, p2, g2, dp1, dp, ds1, dz;
     float *o, *dO;       // (G, R, d) recomputed attention output and its gradient
-    float *rowpart;      // (R, G*H, lanes) per-row mixing-gradient lane partials (headmix_backward_row)
+    float *rowpart;      // (2, R, G*H, lanes) per-row mixing-gradient lane partials of the two mixings
     float *kpart;        // (G, K) one row's conv-kernel gradient per head
 } worker;
 
@@ -245,7 +245,7 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
              win_alloc(ctx, &w->p2, k.p2, G) && win_alloc(ctx, &w->g2, k.g2, G) && win_alloc(ctx, &w->dp1, k.dp1, G) &&
              win_alloc(ctx, &w->dp, k.dp, G) && win_alloc(ctx, &w->ds1, k.ds1, G) && win_alloc(ctx, &w->dz, k.dz, G) &&
              (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
-             (w->rowpart = mta_alloc_floats(ctx, (size_t)R * G * c->H * headmix_grad_lanes())) &&
+             (w->rowpart = mta_alloc_floats(ctx, 2 * (size_t)R * G * c->H * headmix_grad_lanes())) &&
              (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
         if (ok && k.dp_in_p2) w->dp = w->p2;
         if (ok && k.dz_in_p2) w->dz = w->p2;
@@ -453,8 +453,10 @@ static void unit_forward_strips(job *jb, worker *w, int u, int s0, int s1) {
     #pragma omp parallel if (jb->inner)
     for (int i0 = s0 * R; i0 < imin(T, s1 * R); i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
-        #pragma omp for schedule(static)
-        for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
+        if (jb->L1 || jb->L2) {  // (without a convolution reaching back, windows keep no rows)
+            #pragma omp for schedule(static)
+            for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
+        }
         #pragma omp single
         {
             w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
@@ -494,7 +496,8 @@ static void strips_forward(job *jb) {
 // The transposed mixing of rows [r0, r1): window din from window dout and mm (rows H apart, in
 // groups of gs heads), and the mixing kernel's gradient from dout and the mixing's input window
 // in, added to acc (G*G, [h*G + h']) through the per-row lane partials (slot r: G rows of H
-// entries [h*H + h'], each headmix_grad_lanes() floats), summed in a fixed order. Worksharing loops over rows, then over acc's entries.
+// entries [h*H + h'], each headmix_grad_lanes() floats), summed in a fixed order. The two
+// mixings of a strip take separate halves of the worker's rowpart. Worksharing loops over rows, then over acc's entries.
 // With sm (the softmax's output P), dout holds dP, and each row first becomes dS2 = P (dP - D) in
 // place, on the thread that mixes it.
 static void mix_backward(const win *dout, const win *in, const win *din, const win *sm, const float *mm, int H, int G,
@@ -507,7 +510,9 @@ static void mix_backward(const win *dout, const win *in, const win *din, const w
         headmix_backward_row(wrow(dout, 0, r), dout->hs, wrow(in, 0, r), in->hs, mm, H, G, gs, r + 1, wrow(din, 0, r),
                              din->hs, rowpart + (size_t)(r - r0) * rs);
     }
-    #pragma omp for schedule(static)
+    // No barrier after: nothing reads acc before the unit is done, and this rowpart is written
+    // again only in the next strip.
+    #pragma omp for schedule(static) nowait
     for (int e = 0; e < G * G; e++)
         acc[e] += headmix_grad_sum(rowpart + (size_t)(e / G * H + e % G) * headmix_grad_lanes(), rs, r1 - r0);
 }
@@ -544,13 +549,15 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
         const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);  // rows whose dZ is complete
         // S1 rows from B on, and dS1 (in the same window when it replaces S1) from C on
         const int s1base = m.ds1 == m.s1 ? i0 - L1 - L2 : i0 - L1;
-        #pragma omp for schedule(static)
-        for (int h = 0; h < G; h++) {
-            wslide_head(&w->z, h, i0 - L1 - L2);
-            wslide_head(&w->s1, h, s1base);
-            wslide_head(&w->p, h, i0 - L1);
-            wslide_head(&w->dp1, h, i0 - L1);
-            wslide_head(&w->ds1, h, i0 - L1 - L2);
+        if (L1 || L2) {  // (without a convolution reaching back, windows keep no rows)
+            #pragma omp for schedule(static)
+            for (int h = 0; h < G; h++) {
+                wslide_head(&w->z, h, i0 - L1 - L2);
+                wslide_head(&w->s1, h, s1base);
+                wslide_head(&w->p, h, i0 - L1);
+                wslide_head(&w->dp1, h, i0 - L1);
+                wslide_head(&w->ds1, h, i0 - L1 - L2);
+            }
         }
         #pragma omp single
         {
@@ -613,7 +620,8 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 }
             }
             if (c->pre_head_mix)
-                mix_backward(m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1, w->rowpart, acc.mix);
+                mix_backward(m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1,
+                             w->rowpart + (size_t)R * G * H * headmix_grad_lanes(), acc.mix);
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
@@ -621,6 +629,9 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
         // no next strip's scores (past T) they run at once.
         lg.c0 = lg.c1 = 0;
         if (c0 < c1) {
+            // (the rows' place is taken before the loop's barrier: once past it, a thread may set
+            // the next strip's window bases)
+            lg = (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs};
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
                 if (c->pre_cq)
@@ -628,7 +639,6 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                                                c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
                 for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
             }
-            lg = (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs};
             if (i1 >= T) {
                 #pragma omp for schedule(static)
                 for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
