@@ -387,7 +387,7 @@ static void wg_rows_any(const float *g, size_t ldg, const float *src, size_t ld,
 // to its diagonal), added to acc: g's rows and the source rows copied into zero-padded scratches
 // and run through wg_rows, all MT rows at once (one row at a time, an edge of a vector or two
 // spent more on loading and storing its accumulators than on its products). The caller checks
-// that MT + cq - 1 rows of EW + ck + 3 columns fit the scratch.
+// that MT + cq - 1 rows of EW + ckp - 1 columns fit the scratch.
 static void wgrad_edge_rows(const float *g, size_t ldg, const smap *s, int i, int cq, int ck, int e0, int e1, vf *acc) {
     const int p = (ck - 1) / 2, nc = wg_cols(cq), ckp = (ck + nc - 1) / nc * nc;
     float buf[EDGE_MAX], gb[MT * EW];

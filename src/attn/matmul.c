@@ -77,16 +77,20 @@ static inline __attribute__((always_inline)) void ab_tile_nv(const float *a, siz
     }
 }
 
+static inline __attribute__((always_inline)) void ab_tile_part(const float *a, size_t ai, size_t as, const float *b,
+                                                                size_t ldb, int ns, float alpha, float beta, float *c,
+                                                                size_t ldc, int pf, int ni, int nv, int last,
+                                                                const int PART) {
+    if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, MM_NV, PART);
+    else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, 2, PART);
+    else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, 1, PART);
+}
+
 // A tile of ni rows by nv vectors, the last of which holds `last` lanes (VL: a whole one).
 static void ab_tile_any(const float *a, size_t ai, size_t as, const float *b, size_t ldb, int ns, float alpha, float beta,
                         float *c, size_t ldc, int pf, int ni, int nv, int last) {
-    if (last < VL) {
-        if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, MM_NV, 1);
-        else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, 2, 1);
-        else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, last, ni, 1, 1);
-    } else if (nv == MM_NV) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, VL, ni, MM_NV, 0);
-    else if (nv == 2) ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, VL, ni, 2, 0);
-    else ab_tile_nv(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, VL, ni, 1, 0);
+    if (last < VL) ab_tile_part(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, nv, last, 1);
+    else ab_tile_part(a, ai, as, b, ldb, ns, alpha, beta, c, ldc, pf, ni, nv, VL, 0);
 }
 
 // The lanes of the last vector of a tile starting at vector k of nv, in a row of dv vectors

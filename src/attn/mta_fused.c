@@ -176,6 +176,9 @@ static unit_acc unit_acc_at(const mta_config *c, int G, double *base, int u) {
 
 // ---- workspace ----------------------------------------------------------------------------------
 
+// Floats of one half of a worker's rowpart: R rows of G*H mixing-gradient entries in lanes.
+static size_t rowpart_half(int R, int G, int H) { return (size_t)R * G * H * headmix_grad_lanes(); }
+
 static int win_alloc(mta_ctx *ctx, win *w, int cap, int G) {
     memset(w, 0, sizeof *w);
     if (!cap) return 1;
@@ -245,7 +248,7 @@ static mta_status fused_buffers(mta_ctx *ctx, const job *jb, int nworkers) {
              win_alloc(ctx, &w->p2, k.p2, G) && win_alloc(ctx, &w->g2, k.g2, G) && win_alloc(ctx, &w->dp1, k.dp1, G) &&
              win_alloc(ctx, &w->dp, k.dp, G) && win_alloc(ctx, &w->ds1, k.ds1, G) && win_alloc(ctx, &w->dz, k.dz, G) &&
              (w->o = mta_alloc_floats(ctx, (size_t)G * R * c->d)) && (w->dO = mta_alloc_floats(ctx, (size_t)G * R * c->d)) &&
-             (w->rowpart = mta_alloc_floats(ctx, 2 * (size_t)R * G * c->H * headmix_grad_lanes())) &&
+             (w->rowpart = mta_alloc_floats(ctx, 2 * rowpart_half(R, G, c->H))) &&
              (w->kpart = mta_alloc_floats(ctx, (size_t)G * (K ? K : 1)));
         if (ok && k.dp_in_p2) w->dp = w->p2;
         if (ok && k.dz_in_p2) w->dz = w->p2;
@@ -497,7 +500,8 @@ static void strips_forward(job *jb) {
 // groups of gs heads), and the mixing kernel's gradient from dout and the mixing's input window
 // in, added to acc (G*G, [h*G + h']) through the per-row lane partials (slot r: G rows of H
 // entries [h*H + h'], each headmix_grad_lanes() floats), summed in a fixed order. The two
-// mixings of a strip take separate halves of the worker's rowpart. Worksharing loops over rows, then over acc's entries.
+// mixings of a strip take separate halves of the worker's rowpart (rowpart_half floats each).
+// Worksharing loops over rows, then over acc's entries.
 // With sm (the softmax's output P), dout holds dP, and each row first becomes dS2 = P (dP - D) in
 // place, on the thread that mixes it.
 static void mix_backward(const win *dout, const win *in, const win *din, const win *sm, const float *mm, int H, int G,
@@ -621,7 +625,7 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             }
             if (c->pre_head_mix)
                 mix_backward(m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1,
-                             w->rowpart + (size_t)R * G * H * headmix_grad_lanes(), acc.mix);
+                             w->rowpart + rowpart_half(R, G, H), acc.mix);
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
