@@ -496,29 +496,47 @@ static void strips_forward(job *jb) {
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// The transposed mixing of rows [r0, r1): window din from window dout and mm (rows H apart, in
+// One mixing's backward for mix_backward: window din from window dout and mm (rows H apart, in
 // groups of gs heads), and the mixing kernel's gradient from dout and the mixing's input window
-// in, added to acc (G*G, [h*G + h']) through the per-row lane partials (slot r: G rows of H
-// entries [h*H + h'], each headmix_grad_lanes() floats), summed in a fixed order. The two
+// in, added to acc (G*G, [h*G + h']) through the per-row lane partials in rowpart (slot r: G rows
+// of H entries [h*H + h'], each headmix_grad_lanes() floats), summed in a fixed order. The two
 // mixings of a strip take separate halves of the worker's rowpart (rowpart_half floats each).
-// Worksharing loops over rows, then over acc's entries.
 // With sm (the softmax's output P), dout holds dP, and each row first becomes dS2 = P (dP - D) in
 // place, on the thread that mixes it.
-static void mix_backward(const win *dout, const win *in, const win *din, const win *sm, const float *mm, int H, int G,
-                         int gs, int r0, int r1, float *rowpart, double *acc) {
+typedef struct {
+    const win *dout, *in, *din, *sm;
+    const float *mm;
+    int gs;
+    float *rowpart;
+    double *acc;
+} mix_grad;
+
+// The backward of nm mixings over rows [r0, r1), one after the other in each row (each reads
+// only its row, so a row's chain runs on one thread, its heads still in cache, with one barrier
+// for all), then the rows [r+1, r1) of each head of window zero (or NULL) set to zero. A
+// worksharing loop over rows, then over acc's entries.
+static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r1, const win *zero) {
     const size_t rs = (size_t)G * H * headmix_grad_lanes();  // floats per row slot
     #pragma omp for schedule(dynamic, 1)
     for (int r = r0; r < r1; r++) {
-        if (sm)
-            for (int h = 0; h < G; h++) softmax_backward_row(wrow(sm, h, r), wrow(dout, h, r), r + 1);
-        headmix_backward_row(wrow(dout, 0, r), dout->hs, wrow(in, 0, r), in->hs, mm, H, G, gs, r + 1, wrow(din, 0, r),
-                             din->hs, rowpart + (size_t)(r - r0) * rs);
+        for (int k = 0; k < nm; k++) {
+            const mix_grad *x = &mg[k];
+            if (x->sm)
+                for (int h = 0; h < G; h++) softmax_backward_row(wrow(x->sm, h, r), wrow(x->dout, h, r), r + 1);
+            headmix_backward_row(wrow(x->dout, 0, r), x->dout->hs, wrow(x->in, 0, r), x->in->hs, x->mm, H, G, x->gs,
+                                 r + 1, wrow(x->din, 0, r), x->din->hs, x->rowpart + (size_t)(r - r0) * rs);
+        }
+        if (zero)
+            for (int h = 0; h < G; h++) memset(wrow(zero, h, r) + r + 1, 0, (size_t)(r1 - 1 - r) * sizeof(float));
     }
     // No barrier after: nothing reads acc before the unit is done, and this rowpart is written
     // again only in the next strip.
-    #pragma omp for schedule(static) nowait
-    for (int e = 0; e < G * G; e++)
-        acc[e] += headmix_grad_sum(rowpart + (size_t)(e / G * H + e % G) * headmix_grad_lanes(), rs, r1 - r0);
+    for (int k = 0; k < nm; k++) {
+        #pragma omp for schedule(static) nowait
+        for (int e = 0; e < G * G; e++)
+            mg[k].acc[e] += headmix_grad_sum(mg[k].rowpart + (size_t)(e / G * H + e % G) * headmix_grad_lanes(), rs,
+                                             r1 - r0);
+    }
 }
 
 // A key-query convolution's kernel gradient from output-gradient rows [r0, r1) of window g and
@@ -543,6 +561,9 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
     const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
     fused_state *st = jb->st;
     maps m = maps_of(c, w);
+    const int rows_chain = c->pre_head_mix && !c->post_cq;
+    const mix_grad premix = {m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, G,
+                             w->rowpart + rowpart_half(R, G, H), acc.mix};
     #pragma omp parallel if (jb->inner)
     {
     lagged lg = {0, 0, NULL, 0, 0};  // rows C of the previous strip (private: every thread walks the strips)
@@ -572,6 +593,10 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
             w->dp.base = i0 - L1;
             w->dz.base = i0 - L1 - L2;
         }
+        // Rows C, whose dZ this strip finishes, for the next strip's pass over k. (Their place is
+        // taken here: once past this strip's last barrier, a thread may set the next strip's
+        // window bases.)
+        const lagged next = c0 < c1 ? (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs} : (lagged){0, 0, NULL, 0, 0};
         if (a0 < a1) {
             const int n = a1 - a0;
             strip_maps(jb, w, b, h0, a0, a1, 0, &lg);
@@ -601,9 +626,15 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                             x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? x[j] * jb->drop_scale : 0.0f;
                     }
             }
+            // Without the post conv (B = A), each row's pre-softmax mixing backward follows its head
+            // conv's in the same loop, and without the pre conv (C = A) its dZ rows are finished there.
+            mix_grad mg[2];
+            int nm = 0;
             if (c->post_ch)
-                mix_backward(m.p2, m.p1, m.dp1, NULL, st->hconv + (size_t)h0 * H + h0, H, G, c->post_ch, a0, a1, w->rowpart,
-                             acc.hconv);
+                mg[nm++] = (mix_grad){m.p2, m.p1, m.dp1, NULL, st->hconv + (size_t)h0 * H + h0, c->post_ch, w->rowpart,
+                                      acc.hconv};
+            if (rows_chain) mg[nm++] = premix;
+            if (nm) mix_backward(mg, nm, H, G, a0, a1, rows_chain && !c->pre_cq ? m.dz : NULL);
             if (c->post_cq) kernel_grads(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, G, w->kpart, acc.wpost);
         }
         if (b0 < b1) {
@@ -623,25 +654,24 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                         }
                 }
             }
-            if (c->pre_head_mix)
-                mix_backward(m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, H, G, G, b0, b1,
-                             w->rowpart + rowpart_half(R, G, H), acc.mix);
+            if (c->pre_head_mix && !rows_chain) mix_backward(&premix, 1, H, G, b0, b1, NULL);
             if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
         // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
         // overwrites nothing of dz before it (dz's buffer holds P2 or dP, written after it). With
         // no next strip's scores (past T) they run at once.
-        lg.c0 = lg.c1 = 0;
+        lg = next;
         if (c0 < c1) {
-            // (the rows' place is taken before the loop's barrier: once past it, a thread may set
-            // the next strip's window bases)
-            lg = (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs};
-            #pragma omp for schedule(static)
-            for (int hl = 0; hl < G; hl++) {
-                if (c->pre_cq)
-                    qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
-                                               c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
-                for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
+            if (!rows_chain || c->pre_cq) {
+                #pragma omp for schedule(static)
+                for (int hl = 0; hl < G; hl++) {
+                    if (c->pre_cq)
+                        qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1,
+                                                   p->w_pre + (size_t)(h0 + hl) * K1, c->pre_cq, c->pre_ck, c0, c1,
+                                                   wrow(m.dz, hl, c0), m.dz->ld);
+                    for (int r = c0; r < c1; r++)
+                        memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
+                }
             }
             if (i1 >= T) {
                 #pragma omp for schedule(static)
