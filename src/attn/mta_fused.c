@@ -74,6 +74,10 @@ static void wslide_head(const win *w, int h, int nb) {
 
 // ---- the plan: strip size, units, which window holds which map ----------------------------------
 
+// A worker's buffers. The threads that share a unit's strips each walk them with their own copy
+// of the worker: the window buffers are shared, but each thread moves its copy's
+// bases itself, to the same rows as the others, so moving them needs no single thread and no
+// barrier after it.
 typedef struct {
     win z, s1, p, p2, g2, dp1, dp, ds1, dz;
     float *o, *dO;       // (G, R, d) recomputed attention output and its gradient
@@ -449,22 +453,21 @@ static win *strip_pd(job *jb, worker *w, int b, int h0, int hl, int a0, int a1) 
 
 // Strips [s0, s1) of unit u (strip s: rows s*R..), in order: their maps and output rows. The
 // threads share each strip when jb->inner; otherwise the region has a team of one, this thread.
-static void unit_forward_strips(job *jb, worker *w, int u, int s0, int s1) {
+static void unit_forward_strips(job *jb, worker *shared, int u, int s0, int s1) {
     const mta_config *c = jb->c;
     const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R;
     const int b = u / (H / G), h0 = u % (H / G) * G;
     #pragma omp parallel if (jb->inner)
+    {
+    worker own = *shared, *w = &own;  // this thread's copy (see worker)
     for (int i0 = s0 * R; i0 < imin(T, s1 * R); i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         if (jb->L1 || jb->L2) {  // (without a convolution reaching back, windows keep no rows)
             #pragma omp for schedule(static)
             for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
         }
-        #pragma omp single
-        {
-            w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
-            w->s1.base = w->p2.base = w->g2.base = w->dp1.base = i0;
-        }
+        w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
+        w->s1.base = w->p2.base = w->g2.base = w->dp1.base = i0;
         strip_maps(jb, w, b, h0, i0, i1, 1, NULL);
         #pragma omp for schedule(static)
         for (int hl = 0; hl < G; hl++) {
@@ -475,6 +478,7 @@ static void unit_forward_strips(job *jb, worker *w, int u, int s0, int s1) {
             if (c->group_norm || c->gate)
                 mta_normgate_forward_rows(c, jb->p, o, out, n);
         }
+    }
     }
 }
 
@@ -553,19 +557,20 @@ static void kernel_grads(const win *g, const win *src, int cq, int ck, int r0, i
     }
 }
 
-static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
+static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
     const mta_config *c = jb->c;
     const mta_params *p = jb->p;
     const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R, L1 = jb->L1, L2 = jb->L2;
     const int b = u / (H / G), h0 = u % (H / G) * G;
     const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
     fused_state *st = jb->st;
-    maps m = maps_of(c, w);
     const int rows_chain = c->pre_head_mix && !c->post_cq;
-    const mix_grad premix = {m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, G,
-                             w->rowpart + rowpart_half(R, G, H), acc.mix};
     #pragma omp parallel if (jb->inner)
     {
+    worker own = *shared, *w = &own;  // this thread's copy (see worker)
+    const maps m = maps_of(c, w);
+    const mix_grad premix = {m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, G,
+                             w->rowpart + rowpart_half(R, G, H), acc.mix};
     lagged lg = {0, 0, NULL, 0, 0};  // rows C of the previous strip (private: every thread walks the strips)
     for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
         const int i1 = i0 + R;
@@ -584,18 +589,13 @@ static void unit_backward(job *jb, worker *w, int u, unit_acc acc) {
                 wslide_head(&w->ds1, h, i0 - L1 - L2);
             }
         }
-        #pragma omp single
-        {
-            w->z.base = w->ds1.base = i0 - L1 - L2;
-            w->s1.base = s1base;
-            w->p.base = w->dp1.base = i0 - L1;
-            w->p2.base = w->g2.base = i0;
-            w->dp.base = i0 - L1;
-            w->dz.base = i0 - L1 - L2;
-        }
-        // Rows C, whose dZ this strip finishes, for the next strip's pass over k. (Their place is
-        // taken here: once past this strip's last barrier, a thread may set the next strip's
-        // window bases.)
+        w->z.base = w->ds1.base = i0 - L1 - L2;
+        w->s1.base = s1base;
+        w->p.base = w->dp1.base = i0 - L1;
+        w->p2.base = w->g2.base = i0;
+        w->dp.base = i0 - L1;
+        w->dz.base = i0 - L1 - L2;
+        // rows C, whose dZ this strip finishes, for the next strip's pass over k
         const lagged next = c0 < c1 ? (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs} : (lagged){0, 0, NULL, 0, 0};
         if (a0 < a1) {
             const int n = a1 - a0;
