@@ -569,8 +569,9 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
     {
     worker own = *shared, *w = &own;  // this thread's copy (see worker)
     const maps m = maps_of(c, w);
-    const mix_grad premix = {m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, G,
-                             w->rowpart + rowpart_half(R, G, H), acc.mix};
+    const mix_grad premix = c->pre_head_mix ? (mix_grad){m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, G,
+                                                         w->rowpart + rowpart_half(R, G, H), acc.mix}
+                                            : (mix_grad){0};
     lagged lg = {0, 0, NULL, 0, 0};  // rows C of the previous strip (private: every thread walks the strips)
     for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
         const int i1 = i0 + R;
