@@ -469,16 +469,19 @@ static inline __attribute__((always_inline)) void mix_tile(const float *in, size
 }
 
 // VL*NV columns of the first nout output heads of one group of G inputs (inputs and weights
-// already offset to the group). Tiles of 8 output heads by one vector, else 4 by NV, else one:
-// the 8-head tile reads each input vector once for 8 outputs (the 8 heads of lm10m's and the
-// 830M layer's mixing in one pass), where two 4-head tiles read it twice: the mixing layer of
-// lm10m (B=2, H=8, T=2048, d=40, 2 threads) took 0.280-0.285 s against 0.292-0.293.
+// already offset to the group). Tiles of 8 output heads by MIX_NV vectors (vec.h), else 4 by NV,
+// else one: the 8-head tile reads each input vector once for 8 outputs (the 8 heads of lm10m's
+// and the 830M layer's mixing in one pass), where two 4-head tiles read it twice: the mixing
+// layer of lm10m (B=2, H=8, T=2048, d=40, 2 threads) took 0.280-0.285 s against 0.292-0.293.
+// With AVX-512, two vectors per tile take each weight's broadcast for two multiply-adds: one
+// thread mixing 8 heads of a 32-row strip (T = 2048, in cache) ran at 78-79 GFLOP/s against 69.
 static inline __attribute__((always_inline)) void mix_cols(const float *in, size_t ins, const float *w, int so, int si,
                                                             int G, int nout, float *out, size_t outs, const int NV) {
     int o = 0;
     for (; o + HT <= nout; o += HT)
-        for (int k = 0; k < NV; k++)
-            mix_tile(in + k * VL, ins, w + o * so, so, si, G, out + (size_t)o * outs + k * VL, outs, HT, 1);
+        for (int k = 0; k < NV; k += MIX_NV)
+            mix_tile(in + k * VL, ins, w + o * so, so, si, G, out + (size_t)o * outs + k * VL, outs, HT,
+                     NV < MIX_NV ? NV : MIX_NV);
     for (; o + 4 <= nout; o += 4) mix_tile(in, ins, w + o * so, so, si, G, out + (size_t)o * outs, outs, 4, NV);
     for (; o < nout; o++) mix_tile(in, ins, w + o * so, so, si, G, out + (size_t)o * outs, outs, 1, NV);
 }

@@ -26,11 +26,12 @@ enum {
     CONV_NV = 4,  // conv.c: vectors of keys per convolution tile (by 4 output rows)
     WG_ACC = 24,  // conv.c: accumulators of a kernel-gradient block (kernel rows x tap columns)
     DM_NA = 4,    // conv.c: head-mixing gradient tile, DM_NA x DM_NB entries
-    DM_NB = 4
+    DM_NB = 4,
+    MIX_NV = 2    // conv.c: vectors of keys per head-mixing tile (by 8 output heads)
 };
 #else
 typedef float vf __attribute__((vector_size(32)));
-enum { VL = 8, MM_NV = 2, CONV_NV = 2, WG_ACC = 12, DM_NA = 2, DM_NB = 4 };
+enum { VL = 8, MM_NV = 2, CONV_NV = 2, WG_ACC = 12, DM_NA = 2, DM_NB = 4, MIX_NV = 1 };
 #endif
 enum { MM_NI = 6 };  // matmul.c, C = A B: rows per tile
 
