@@ -10,6 +10,7 @@
 // run through the same tile kernel, so no column takes a scalar path.
 #include "attn/conv.h"
 #include "attn/vec.h"
+#include "util/exp_approx.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -579,29 +580,6 @@ float headmix_grad_sum(const float *dm, size_t rs, int nrows) {
     float t = 0.0f;
     for (int l = 0; l < VL; l++) t += s[l];
     return t;
-}
-
-// exp(x) for the softmax loops, written so that GCC vectorises it (libm's expf is a call per
-// element): x = n*ln2 + r with |r| <= ln2/2, exp(r) by a degree-6 polynomial (Cephes' expf,
-// within 2 ulp), 2^n built in the exponent bits. Inputs are clamped to [-87, 88] (the softmax
-// only passes x - max <= 0; exp(-87) = 1.6e-38 stands in for anything smaller). A NaN passes
-// the clamps and comes out NaN through r; its n, whose conversion to int would be undefined,
-// takes 0 for the exponent bits.
-static inline float exp_approx(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    const float n = rintf(x * 1.44269504088896341f), ni = n == n ? n : 0.0f;
-    const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    const int32_t bits = ((int32_t)ni + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return (q * r * r + r + 1.0f) * scale;
 }
 
 void softmax_row(float *x, int n, float *mx_out, float *inv_out) {

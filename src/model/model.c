@@ -2,6 +2,7 @@
 // Shapes: N = B*T rows; x (N,D); q, k, v, attention out (B,H,T,d); FFN hidden (N,F); logits (N,V).
 // Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
 #include "model/model.h"
+#include "model/swiglu.h"
 #include "util/errmsg.h"
 #include "io/safetensors.h"
 #include "util/rng.h"
@@ -336,8 +337,6 @@ static void merge_heads(float *dst, const float *src, int B, int T, int H, int d
             }
 }
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 // ---- the layer block --------------------------------------------------------------------------
 
 // The attention of a block: q, k, v are (N,D) rows before RoPE; out gets the (N,D) rows that
@@ -369,8 +368,7 @@ static int block_forward(const model_config *c, const layer_weights *L, int l, c
     rmsnorm_forward(b->xn2, b->rms2, b->x_mid, L->ffn_norm, N, D, c->norm_eps);
     linear_forward(b->h1, b->xn2, L->w1, N, D, F);
     linear_forward(b->h3, b->xn2, L->w3, N, D, F);
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < (size_t)N * F; i++) b->hg[i] = b->h1[i] * sigmoidf(b->h1[i]) * b->h3[i];
+    swiglu_forward(b->hg, b->h1, b->h3, (size_t)N * F);
     linear_forward(b->x_out, b->hg, L->w2, N, F, D);
     for (size_t i = 0; i < (size_t)N * D; i++) b->x_out[i] += b->x_mid[i];
     return 0;
@@ -589,12 +587,7 @@ int model_backward(model *m, char *msg, size_t n) {
         // x_next = x_mid + hg w2^T; hg = silu(h1) * h3
         float *dhg = m->dh1;
         linear_backward(dhg, 0.0f, LG->w2, m->dx, a->hg, L->w2, N, F, D);
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < (size_t)N * F; i++) {
-            float s = sigmoidf(a->h1[i]), gg = dhg[i];
-            m->dh3[i] = gg * a->h1[i] * s;
-            dhg[i] = gg * a->h3[i] * s * (1.0f + a->h1[i] * (1.0f - s));  // now dh1
-        }
+        swiglu_backward(dhg, m->dh3, a->h1, a->h3, (size_t)N * F);  // dhg is now dh1
         linear_backward(m->dxn, 0.0f, LG->w1, m->dh1, a->xn2, L->w1, N, D, F);
         linear_backward(m->dxn, 1.0f, LG->w3, m->dh3, a->xn2, L->w3, N, D, F);
         rmsnorm_backward(m->dx, LG->ffn_norm, m->dxn, a->x_mid, a->rms2, L->ffn_norm, N, D);  // dx = d x_mid
