@@ -75,9 +75,8 @@ static void wslide_head(const win *w, int h, int nb) {
 // ---- the plan: strip size, units, which window holds which map ----------------------------------
 
 // A worker's buffers. The threads that share a unit's strips each walk them with their own copy
-// of the worker: the window buffers are shared, but each thread moves its copy's
-// bases itself, to the same rows as the others, so moving them needs no single thread and no
-// barrier after it.
+// of the worker: the window buffers are shared, but each thread moves its copy's bases itself,
+// to the same rows as the others, so moving them needs no single thread and no barrier after it.
 typedef struct {
     win z, s1, p, p2, g2, dp1, dp, ds1, dz;
     float *o, *dO;       // (G, R, d) recomputed attention output and its gradient
