@@ -542,18 +542,15 @@ static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r
     }
 }
 
-// A key-query convolution's kernel gradient from output-gradient rows [r0, r1) of window g and
-// the convolution's source rows in window src, per head, added to acc (G, cq*ck) strip by strip.
-static void kernel_grads(const win *g, const win *src, int cq, int ck, int r0, int r1, int G, float *kpart,
-                         double *acc) {
+// Local head hl's part of a key-query convolution's kernel gradient from output-gradient rows
+// [r0, r1) of window g and the convolution's source rows in window src, added to acc (G, cq*ck)
+// strip by strip.
+static void kernel_grad(const win *g, const win *src, int cq, int ck, int r0, int r1, int hl, float *kpart,
+                        double *acc) {
     const int K = cq * ck;
-    #pragma omp for schedule(static)
-    for (int hl = 0; hl < G; hl++) {
-        float *kp = kpart + (size_t)hl * K;
-        qkconv_backward_weight_rows(wrow(g, hl, r0), g->ld, wrow(src, hl, imax(0, r0 - (cq - 1))), src->ld, cq, ck, r0, r1,
-                                    kp);
-        for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
-    }
+    float *kp = kpart + (size_t)hl * K;
+    qkconv_backward_weight_rows(wrow(g, hl, r0), g->ld, wrow(src, hl, imax(0, r0 - (cq - 1))), src->ld, cq, ck, r0, r1, kp);
+    for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
 }
 
 static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
@@ -635,49 +632,49 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                                       acc.hconv};
             if (rows_chain) mg[nm++] = premix;
             if (nm) mix_backward(mg, nm, H, G, a0, a1, rows_chain && !c->pre_cq ? m.dz : NULL);
-            if (c->post_cq) kernel_grads(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, G, w->kpart, acc.wpost);
         }
-        if (b0 < b1) {
-            if (c->post_cq || !c->pre_head_mix) {  // (else nothing per head: no barrier)
-                #pragma omp for schedule(static)
-                for (int hl = 0; hl < G; hl++) {
-                    if (c->post_cq) {
-                        const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
-                        qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0,
-                                                   b1, wrow(m.dp, hl, b0), m.dp->ld);
+        // Per head, in one loop (neither writes what the other reads): the post conv's kernel
+        // gradient from rows A, and dP of rows B through the transposed post conv (without the
+        // mixing, also its softmax backward; with it, the mixing's row loop does that).
+        const int post_grad = c->post_cq && a0 < a1, b_heads = b0 < b1 && (c->post_cq || !c->pre_head_mix);
+        if (post_grad || b_heads) {
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) {
+                if (post_grad) kernel_grad(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, hl, w->kpart, acc.wpost);
+                if (b_heads && c->post_cq) {
+                    const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
+                    qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0, b1,
+                                               wrow(m.dp, hl, b0), m.dp->ld);
+                }
+                if (b_heads && !c->pre_head_mix)
+                    for (int r = b0; r < b1; r++) {
+                        softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
+                        if (m.ds1 != m.dp) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
                     }
-                    if (!c->pre_head_mix)  // with the mixing, its row loop does the softmax backward
-                        for (int r = b0; r < b1; r++) {
-                            softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
-                            if (m.ds1 != m.dp)
-                                memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
-                        }
-                }
             }
-            if (c->pre_head_mix && !rows_chain) mix_backward(&premix, 1, H, G, b0, b1, NULL);
-            if (c->pre_cq) kernel_grads(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, G, w->kpart, acc.wpre);
         }
-        // dZ of rows C; its products with k and q wait for the next strip's pass over k, which
-        // overwrites nothing of dz before it (dz's buffer holds P2 or dP, written after it). With
-        // no next strip's scores (past T) they run at once.
+        if (b0 < b1 && c->pre_head_mix && !rows_chain) mix_backward(&premix, 1, H, G, b0, b1, NULL);
+        // Per head, in one loop again: the pre conv's kernel gradient from rows B, and dZ of rows C
+        // through the transposed pre conv. The dq, dk products of rows C wait for the next strip's
+        // pass over k, which overwrites nothing of dz before it (dz's buffer holds P2 or dP,
+        // written after it); with no next strip's scores (past T) they run at once.
         lg = next;
-        if (c0 < c1) {
-            if (!rows_chain || c->pre_cq) {
-                #pragma omp for schedule(static)
-                for (int hl = 0; hl < G; hl++) {
-                    if (c->pre_cq)
-                        qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1,
-                                                   p->w_pre + (size_t)(h0 + hl) * K1, c->pre_cq, c->pre_ck, c0, c1,
-                                                   wrow(m.dz, hl, c0), m.dz->ld);
-                    for (int r = c0; r < c1; r++)
-                        memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
-                }
+        const int pre_grad = c->pre_cq && b0 < b1, c_heads = c0 < c1 && (!rows_chain || c->pre_cq);
+        if (pre_grad || c_heads) {
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) {
+                if (pre_grad) kernel_grad(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, hl, w->kpart, acc.wpre);
+                if (!c_heads) continue;
+                if (c->pre_cq)
+                    qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
+                                               c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
+                for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
             }
-            if (i1 >= T) {
-                #pragma omp for schedule(static)
-                for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
-                lg.c0 = lg.c1 = 0;
-            }
+        }
+        if (c0 < c1 && i1 >= T) {
+            #pragma omp for schedule(static)
+            for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
+            lg.c0 = lg.c1 = 0;
         }
     }
     }
