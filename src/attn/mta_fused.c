@@ -61,6 +61,12 @@ typedef struct {
 
 static inline float *wrow(const win *w, int h, int r) { return w->buf + h * w->hs + (size_t)(r - w->base) * w->ld; }
 
+// Entries r+1..n-1 of map row r (x) set to zero: the products read a strip of rows as one matrix
+// up to the strip's last column n-1, past each row's diagonal.
+static inline void zero_past_diagonal(float *x, int r, int n) {
+    memset(x + r + 1, 0, (size_t)(n - 1 - r) * sizeof(float));
+}
+
 // Moves head h's rows of window w to start at row nb (nb >= base), keeping the rows it shares
 // with the old position; row r's entries 0..r are all that is ever read. The heads move in a
 // worksharing loop; the caller sets w->base = nb once all have.
@@ -443,7 +449,7 @@ static win *strip_pd(job *jb, worker *w, int b, int h0, int hl, int a0, int a1) 
             for (int j = 0; j <= i; j++)
                 x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? sx[j] * jb->drop_scale : 0.0f;
         }
-        memset(x + i + 1, 0, (size_t)(a1 - 1 - i) * sizeof(float));
+        zero_past_diagonal(x, i, a1);
     }
     return pd;
 }
@@ -516,8 +522,8 @@ typedef struct {
 
 // The backward of nm mixings over rows [r0, r1), one after the other in each row (each reads
 // only its row, so a row's chain runs on one thread, its heads still in cache, with one barrier
-// for all), then the rows [r+1, r1) of each head of window zero (or NULL) set to zero. A
-// worksharing loop over rows, then over acc's entries.
+// for all), then each row of each head of window zero (or NULL) zeroed past its diagonal up to
+// column r1-1. A worksharing loop over rows, then over acc's entries.
 static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r1, const win *zero) {
     const size_t rs = (size_t)G * H * headmix_grad_lanes();  // floats per row slot
     #pragma omp for schedule(dynamic, 1)
@@ -530,7 +536,7 @@ static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r
                                  r + 1, wrow(x->din, 0, r), x->din->hs, x->rowpart + (size_t)(r - r0) * rs);
         }
         if (zero)
-            for (int h = 0; h < G; h++) memset(wrow(zero, h, r) + r + 1, 0, (size_t)(r1 - 1 - r) * sizeof(float));
+            for (int h = 0; h < G; h++) zero_past_diagonal(wrow(zero, h, r), r, r1);
     }
     // No barrier after: nothing reads acc before the unit is done, and this rowpart is written
     // again only in the next strip.
@@ -668,7 +674,7 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                 if (c->pre_cq)
                     qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
                                                c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
-                for (int r = c0; r < c1; r++) memset(wrow(m.dz, hl, r) + r + 1, 0, (size_t)(c1 - 1 - r) * sizeof(float));
+                for (int r = c0; r < c1; r++) zero_past_diagonal(wrow(m.dz, hl, r), r, c1);
             }
         }
         if (c0 < c1 && i1 >= T) {
