@@ -465,16 +465,20 @@ static void unit_forward_strips(job *jb, worker *shared, int u, int s0, int s1) 
     #pragma omp parallel if (jb->inner)
     {
     worker own = *shared, *w = &own;  // this thread's copy (see worker)
+    // The per-head loops here (slides, the first loop of strip_maps, the output rows) have the same
+    // G iterations and static schedule, so each thread gets the same heads in all of them: one
+    // that runs into the next reads and writes only heads it handled itself, and needs no barrier
+    // (nowait). The loops over rows, which read every head, still wait for all.
     for (int i0 = s0 * R; i0 < imin(T, s1 * R); i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         if (jb->L1 || jb->L2) {  // (without a convolution reaching back, windows keep no rows)
-            #pragma omp for schedule(static)
+            #pragma omp for schedule(static) nowait
             for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
         }
         w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
         w->s1.base = w->p2.base = w->g2.base = w->dp1.base = i0;
         strip_maps(jb, w, b, h0, i0, i1, 1, NULL);
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(static) nowait
         for (int hl = 0; hl < G; hl++) {
             const size_t bh = (size_t)b * H + h0 + hl;
             win *pd = strip_pd(jb, w, b, h0, hl, i0, i1);
@@ -583,13 +587,17 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
         // S1 rows from B on, and dS1 (in the same window when it replaces S1) from C on
         const int s1base = m.ds1 == m.s1 ? i0 - L1 - L2 : i0 - L1;
         if (L1 || L2) {  // (without a convolution reaching back, windows keep no rows)
-            #pragma omp for schedule(static)
+            // no barrier before strip_maps' first loop, over the same heads (see unit_forward_strips)
+            #pragma omp for schedule(static) nowait
             for (int h = 0; h < G; h++) {
                 wslide_head(&w->z, h, i0 - L1 - L2);
                 wslide_head(&w->s1, h, s1base);
                 wslide_head(&w->p, h, i0 - L1);
                 wslide_head(&w->dp1, h, i0 - L1);
                 wslide_head(&w->ds1, h, i0 - L1 - L2);
+            }
+            if (a0 >= a1) {  // past T what follows may read every head
+                #pragma omp barrier
             }
         }
         w->z.base = w->ds1.base = i0 - L1 - L2;
@@ -665,9 +673,11 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
         // pass over k, which overwrites nothing of dz before it (dz's buffer holds P2 or dP,
         // written after it); with no next strip's scores (past T) they run at once.
         lg = next;
+        // The loops from here to the next strip's first loop over rows run over the same heads, and
+        // need no barrier between them (see unit_forward_strips).
         const int pre_grad = c->pre_cq && b0 < b1, c_heads = c0 < c1 && (!rows_chain || c->pre_cq);
         if (pre_grad || c_heads) {
-            #pragma omp for schedule(static)
+            #pragma omp for schedule(static) nowait
             for (int hl = 0; hl < G; hl++) {
                 if (pre_grad) kernel_grad(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, hl, w->kpart, acc.wpre);
                 if (!c_heads) continue;
