@@ -61,12 +61,6 @@ typedef struct {
 
 static inline float *wrow(const win *w, int h, int r) { return w->buf + h * w->hs + (size_t)(r - w->base) * w->ld; }
 
-// Entries r+1..n-1 of map row r (x) set to zero: the products read a strip of rows as one matrix
-// up to the strip's last column n-1, past each row's diagonal.
-static inline void zero_past_diagonal(float *x, int r, int n) {
-    memset(x + r + 1, 0, (size_t)(n - 1 - r) * sizeof(float));
-}
-
 // Moves head h's rows of window w to start at row nb (nb >= base), keeping the rows it shares
 // with the old position; row r's entries 0..r are all that is ever read. The heads move in a
 // worksharing loop; the caller sets w->base = nb once all have.
@@ -449,7 +443,7 @@ static win *strip_pd(job *jb, worker *w, int b, int h0, int hl, int a0, int a1) 
             for (int j = 0; j <= i; j++)
                 x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? sx[j] * jb->drop_scale : 0.0f;
         }
-        zero_past_diagonal(x, i, a1);
+        mta_zero_past_diagonal(x, i, a1);
     }
     return pd;
 }
@@ -540,7 +534,7 @@ static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r
                                  r + 1, wrow(x->din, 0, r), x->din->hs, x->rowpart + (size_t)(r - r0) * rs);
         }
         if (zero)
-            for (int h = 0; h < G; h++) zero_past_diagonal(wrow(zero, h, r), r, r1);
+            for (int h = 0; h < G; h++) mta_zero_past_diagonal(wrow(zero, h, r), r, r1);
     }
     // No barrier after: nothing reads acc before the unit is done, and this rowpart is written
     // again only in the next strip.
@@ -684,7 +678,7 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                 if (c->pre_cq)
                     qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
                                                c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
-                for (int r = c0; r < c1; r++) zero_past_diagonal(wrow(m.dz, hl, r), r, c1);
+                for (int r = c0; r < c1; r++) mta_zero_past_diagonal(wrow(m.dz, hl, r), r, c1);
             }
         }
         if (c0 < c1 && i1 >= T) {

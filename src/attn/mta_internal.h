@@ -4,6 +4,8 @@
 
 #include "mta.h"
 
+#include <string.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -65,6 +67,12 @@ void mta_normgate_add_grads(const mta_config *c, const mta_grads *g, const doubl
 #else
 #define MTA_HOST_DEVICE
 #endif
+
+// Entries r+1..n-1 of map row r (x) set to zero: the causal maps are stored in full rows, and
+// the matrix products read past each row's diagonal.
+static inline void mta_zero_past_diagonal(float *x, int r, int n) {
+    memset(x + r + 1, 0, (size_t)(n - 1 - r) * sizeof(float));
+}
 
 // The threshold of dropout probability p: an entry is kept when its hash is at least p * 2^32.
 static inline uint32_t mta_dropout_threshold(float p) { return (uint32_t)((double)p * 4294967296.0); }

@@ -67,7 +67,7 @@ static void scores_causal(mta_stats *st, const float *q, const float *k, int T, 
                     0.0f, s + (size_t)i0 * T, T);
     }
     #pragma omp parallel for schedule(static)
-    for (int i = 0; i < T; i++) memset(s + (size_t)i * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
+    for (int i = 0; i < T; i++) mta_zero_past_diagonal(s + (size_t)i * T, i, T);
 }
 
 // o = p v with p zero above the diagonal. p: (T,T); v, o: (T,d).
@@ -116,7 +116,7 @@ static void qkconv_all(const mta_config *c, const float *in, const float *w, int
         const int bh = t / nb, i0 = t % nb * ROW_TASK, i1 = imin(T, i0 + ROW_TASK), h = bh % c->H;
         float *o = out + bh * TT + (size_t)i0 * T;
         qkconv_rows(in + bh * TT + (size_t)imax(0, i0 - (cq - 1)) * T, T, w + (size_t)h * cq * ck, cq, ck, i0, i1, o, T);
-        for (int i = i0; i < i1; i++) memset(o + (size_t)(i - i0) * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
+        for (int i = i0; i < i1; i++) mta_zero_past_diagonal(o + (size_t)(i - i0) * T, i, T);
     }
 }
 
@@ -133,7 +133,7 @@ static void qkconv_all_backward(const mta_config *c, const float *dout, const fl
         float *o = din + bh * TT + (size_t)i0 * T;
         qkconv_backward_input_rows(g + (size_t)i0 * T, T, T - 1, wh, cq, ck, i0, i1, o, T);
         for (int i = i0; i < i1; i++) {
-            memset(o + (size_t)(i - i0) * T + i + 1, 0, (size_t)(T - 1 - i) * sizeof(float));
+            mta_zero_past_diagonal(o + (size_t)(i - i0) * T, i, T);
             if (dw)
                 qkconv_backward_weight_rows(g + (size_t)i * T, T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq,
                                             ck, i, i + 1, partial + ((size_t)bh * T + i) * K);
@@ -321,7 +321,7 @@ static mta_status ref_forward(mta_ctx *ctx, const float *q, const float *k, cons
     for (int t = 0; t < BH * T; t++) {
         float *x = ch.p + (size_t)t * T;
         softmax_row(x, t % T + 1, NULL, NULL);
-        memset(x + t % T + 1, 0, (size_t)(T - 1 - t % T) * sizeof(float));
+        mta_zero_past_diagonal(x, t % T, T);
     }
     if (c->post_cq) qkconv_all(c, ch.p, p->w_post, c->post_cq, c->post_ck, st->p1);
     if (c->post_ch) {
@@ -370,7 +370,7 @@ static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, con
     for (int t = 0; t < BH * T; t++) {
         float *gr = cur + (size_t)t * T;
         softmax_backward_row(ch.p + (size_t)t * T, gr, t % T + 1);
-        memset(gr + t % T + 1, 0, (size_t)(T - 1 - t % T) * sizeof(float));
+        mta_zero_past_diagonal(gr, t % T, T);
     }
     if (c->pre_head_mix) {
         headmix_all_backward(c, cur, ch.mix_in, p->w_pre_head, H, spare, g->w_pre_head, st->partial);
