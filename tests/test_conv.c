@@ -3,6 +3,7 @@
 // the map, kernels too large for the stack-packed or edge-scratch paths), and the invariance
 // the backends rely on: a row's result does not depend on how rows are grouped into tiles.
 #include "attn/conv.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -41,7 +42,7 @@ static void check_shape(int T, int cq, int ck) {
             double ref = 0;
             for (int q = 0; q < cq; q++)
                 for (int c = 0; c < ck; c++) ref += (double)w[q * ck + c] * zval(z, T, i - (cq - 1) + q, j - p + c);
-            worst = fmax(worst, fabs(a[(size_t)i * T + j] - ref));
+            worst = tu_worst(worst, fabs(a[(size_t)i * T + j] - ref));
         }
     }
     // transposed: the map's last row is T-1; strips of 5 rows against one call
@@ -54,7 +55,7 @@ static void check_shape(int T, int cq, int ck) {
             double ref = 0;
             for (int q = 0; q < cq; q++)
                 for (int c = 0; c < ck; c++) ref += (double)w[q * ck + c] * zval(z, T, r + (cq - 1) - q, jj + p - c);
-            worst = fmax(worst, fabs(a[(size_t)r * T + jj] - ref));
+            worst = tu_worst(worst, fabs(a[(size_t)r * T + jj] - ref));
         }
     }
     // kernel gradient of every row, with the map itself as the output gradient
@@ -65,7 +66,7 @@ static void check_shape(int T, int cq, int ck) {
             for (int c = 0; c < ck; c++) {
                 double ref = 0;
                 for (int j = 0; j <= i; j++) ref += (double)z[(size_t)i * T + j] * zval(z, T, i - (cq - 1) + q, j - p + c);
-                worst = fmax(worst, fabs(dw[q * ck + c] - ref));
+                worst = tu_worst(worst, fabs(dw[q * ck + c] - ref));
             }
     }
     // and of strips of rows (tiles of rows, the rows a tile leaves, and partial tiles), against
@@ -81,10 +82,10 @@ static void check_shape(int T, int cq, int ck) {
                 double ref = 0;
                 for (int i = i0; i < i1; i++)
                     for (int j = 0; j <= i; j++) ref += (double)z[(size_t)i * T + j] * zval(z, T, i - (cq - 1) + q, j - p + c);
-                wworst = fmax(wworst, fabs(dw[q * ck + c] - ref));
+                wworst = tu_worst(wworst, fabs(dw[q * ck + c] - ref));
             }
     }
-    worst = fmax(worst, wworst / strip);
+    worst = tu_worst(worst, wworst / strip);
     // float sums of up to cq*ck (or T) terms of size <= 0.25
     const double tol = 1e-6 * (cq * ck + T);
     if (worst > tol) fail_msg("T=%d, kernel %dx%d: %.3g from the direct sum (tolerance %.3g)", T, cq, ck, worst, tol);
@@ -130,12 +131,12 @@ static void test_head_mixing(void **s) {
                     o += (double)m[h * H + h2] * in[h2 * ld + j];
                     di += (double)m[h2 * H + h] * g[h2 * ld + j];
                 }
-                worst = fmax(worst, fmax(fabs(out[h * ld + j] - o), fabs(din[h * ld + j] - di)));
+                worst = tu_worst(worst, tu_worst(fabs(out[h * ld + j] - o), fabs(din[h * ld + j] - di)));
             }
             for (int h2 = g0; h2 < g0 + G; h2++) {
                 double d = 0;
                 for (int j = 0; j < n; j++) d += (double)g[h * ld + j] * in[h2 * ld + j];
-                worst = fmax(worst, fabs(headmix_grad_sum(dm + (size_t)(h * H + h2) * headmix_grad_lanes(), 0, 1) - d));
+                worst = tu_worst(worst, fabs(headmix_grad_sum(dm + (size_t)(h * H + h2) * headmix_grad_lanes(), 0, 1) - d));
             }
         }
         if (worst > 1e-5) fail_msg("H=%d, groups of %d, %d columns: %.3g from the direct sum", H, G, n, worst);
@@ -155,7 +156,8 @@ static void test_softmax(void **s) {
     for (int i = 0; i < 300; i++) sum += exp((double)x[i] - mx);
     for (int i = 0; i < 300; i++) {
         const double ref = exp((double)x[i] - mx) / sum;
-        if (fabs(y[i] - ref) > 1e-6 * ref + 1e-37) fail_msg("softmax entry %d: %.9g against %.9g", i, y[i], ref);
+        if (!tu_close(y[i], ref, 1e-37, 1e-6))  // a NaN fails, where `|y - ref| > tol` passed it
+            fail_msg("softmax entry %d: %.9g against %.9g", i, y[i], ref);
     }
     float z[300];
     memcpy(z, x, sizeof x);

@@ -3,6 +3,7 @@
 // 2, 1 rows; 8- or 16-key blocks and single keys), d with and without a partial last vector, key blocks of
 // the nn product, row strides wider than the rows, alpha and both betas.
 #include "attn/matmul.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -29,7 +30,8 @@ static float *randn_buf(size_t n, uint32_t *s) {
 // |got - want| within float rounding of a sum of `terms` products of entries below 0.5.
 static void check(float got, double want, int terms, const char *what, int n, int m, int d) {
     const double tol = 1e-6 * (terms + 1) + 1e-6 * fabs(want);
-    if (fabs(got - want) > tol) fail_msg("%s n=%d m=%d d=%d: %.9g, expected %.9g", what, n, m, d, got, want);
+    if (!(fabs(got - want) <= tol))  // not `> tol`, which a NaN passes
+        fail_msg("%s n=%d m=%d d=%d: %.9g, expected %.9g", what, n, m, d, got, want);
 }
 
 // Tensor rows ldb = d + pad apart: pad 0 is how q, k, v lie (nt has a path for d = 64 and 128

@@ -1,6 +1,7 @@
 // test_optim.c: AdamW against torch.optim.AdamW, clip_grad_norm against its closed form and across
 // OpenMP thread counts, and the learning-rate schedules at their key steps.
 #include "train/optim.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -20,7 +21,7 @@
 static void expect_close(const float *a, const float *b, int n, double rtol, double atol, const char *what) {
     for (int i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
-        if (d > rtol * fabs((double)b[i]) + atol) {
+        if (!tu_close(a[i], b[i], atol, rtol)) {  // a NaN or infinity fails, where d > tol passes a NaN
             print_error("%s[%d]: got %.9g want %.9g (diff %.3g)\n", what, i, (double)a[i], (double)b[i], d);
             fail();
         }
@@ -259,7 +260,7 @@ static void test_clip_deterministic_across_threads(void **state) {
 
 static void expect_lr(const lr_schedule *s, int step, double want) {
     float got = lr_at(s, step);
-    if (fabs((double)got - want) > 1e-6 * fabs(want) + 1e-12) {
+    if (!tu_close(got, want, 1e-12, 1e-6)) {  // a NaN or infinity fails
         print_error("%s step %d: got %.9g want %.9g\n", lr_kind_name(s->kind), step, (double)got, want);
         fail();
     }

@@ -16,15 +16,22 @@ float tu_randn(uint64_t *s) {
     return (float)(sqrt(-2.0 * log(u[0] + 1e-300)) * cos(6.283185307179586 * u[1]));
 }
 
+double tu_worst(double worst, double e) { return isfinite(worst) && isfinite(e) ? fmax(worst, e) : INFINITY; }
+
+int tu_close(double a, double b, double atol, double rtol) {
+    return isfinite(a) && isfinite(b) && fabs(a - b) <= atol + rtol * fabs(b);
+}
+
 double tu_max_abs(const float *a, size_t n) {
     double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    for (size_t i = 0; i < n; i++) m = tu_worst(m, fabs(a[i]));
     return m;
 }
 
+// |a - b| is NaN or infinite exactly when a or b is.
 double tu_max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    for (size_t i = 0; i < n; i++) m = tu_worst(m, fabs((double)a[i] - b[i]));
     return m;
 }
 
@@ -161,6 +168,10 @@ int tu_same_bits(const tu_case *a, const tu_case *b) {
     return 1;
 }
 
+// err over max(scale, 1e-6); +INFINITY when err is (a NaN or infinity in either tensor), where
+// INFINITY / INFINITY would be a NaN that `e > worst` below and the callers' `e > tol` pass.
+static double rel(double err, double scale) { return err < INFINITY ? err / fmax(1e-6, scale) : INFINITY; }
+
 // Largest difference of every output and gradient, relative to the reference tensor's largest
 // entry; *which names the worst tensor when which is not NULL.
 double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
@@ -170,7 +181,7 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
     double worst = 0;
     int wi = 0;
     for (int t = 0; t < 4; t++) {
-        const double e = tu_max_abs_diff(x[t], y[t], a->n) / fmax(1e-6, tu_max_abs(y[t], a->n));
+        const double e = rel(tu_max_abs_diff(x[t], y[t], a->n), tu_max_abs(y[t], a->n));
         if (e > worst) worst = e, wi = t;
     }
     for (int i = 0; i < 7; i++)
@@ -190,7 +201,7 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
                 else scale = fmax(scale, tu_max_abs(r->gw[4], r->wn[4]));
             }
             if (i == 1 && r->cfg.H == 1 && r->wn[0]) scale = fmax(scale, tu_max_abs(r->gw[0], r->wn[0]));
-            const double e = tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]) / fmax(1e-6, scale);
+            const double e = rel(tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]), scale);
             if (e > worst) worst = e, wi = 4 + i;
         }
     if (which) *which = names[wi];

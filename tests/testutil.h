@@ -33,8 +33,17 @@ mta_status tu_case_train(tu_case *c, size_t *bytes);
 int tu_same_bits(const tu_case *a, const tu_case *b);
 
 float tu_randn(uint64_t *s);
+// Largest |a| and largest |a - b|; +INFINITY when a (or b) holds a NaN or an infinity, so that
+// both `e > tol` and `e <= tol` checks fail on it (fmax would drop a NaN and pass a backend that
+// never wrote its output). No reference tensor of these tests is legitimately non-finite.
 double tu_max_abs(const float *a, size_t n);
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
+// fmax(worst, e) for accumulating a worst error, but +INFINITY once either is NaN or infinite
+// (fmax(worst, NaN) is worst: a NaN error would vanish).
+double tu_worst(double worst, double e);
+// 1 when a and b are finite and |a - b| <= atol + rtol * |b|. Write tolerance checks with it (or
+// as !(err <= tol)): `if (fabs(a - b) > tol) fail` passes a NaN.
+int tu_close(double a, double b, double atol, double rtol);
 
 // The backend the operator and model tests run on: MTAC_BACKEND (fused or reference; CTest's
 // *_reference variants set it), else fused. The library itself reads no environment variable.
@@ -58,6 +67,7 @@ const char *tu_combo_name(int mask, char *buf, size_t n);
 // Largest difference of every output and gradient of a from those of the reference run r,
 // relative to the reference tensor's largest entry (gradients that are near zero or one number
 // at the scale of related ones); *which names the worst tensor when which is not NULL.
+// +INFINITY (never NaN) when a NaN or infinity is in either run's tensors.
 double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which);
 
 // Hand-picked configs that reach the backends' edges (k < TU_NVARIANTS): plain attention, each
