@@ -41,6 +41,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
 from cases import make_case, reference, describe  # noqa: E402
+from maxerr import max_abs, max_abs_diff, rel_err  # noqa: E402
 
 DEFAULT_SEED = 777  # the fixtures use 20240601
 FLOOR = 0.05  # see the module docstring
@@ -124,9 +125,10 @@ def random_case(rng):
 
 def compare(got, exp, tol):
     """Returns (ok, worst_name, worst_rel, messages) over every expected tensor; rel is the error
-    over max(max|ref|, FLOOR * case_scale), to be <= tol."""
+    over max(max|ref|, FLOOR * case_scale), to be <= tol; a NaN or infinity on either side fails
+    (maxerr measures it as +inf, where a NaN would pass `rel > tol`)."""
     ok, worst, worst_rel, msgs = True, '-', 0.0, []
-    case_scale = max([float(r.abs().max()) for r in exp.values() if r.numel()] + [1e-30])
+    case_scale = max([max_abs(r) for r in exp.values()] + [1e-30])
     for name, ref in exp.items():
         if name not in got:
             ok = False
@@ -143,13 +145,13 @@ def compare(got, exp, tol):
             ok = False
             msgs.append(f'{name}: non-finite values')
             continue
-        err = float((a - ref).abs().max())
-        rel = err / max(float(ref.abs().max()), FLOOR * case_scale)
+        err = max_abs_diff(a, ref)
+        rel = rel_err(a, ref, FLOOR * case_scale)
         if rel > worst_rel:
             worst, worst_rel = name, rel
-        if rel > tol:
+        if not rel <= tol:
             ok = False
-            msgs.append(f'{name}: max err {err:.3g} (max|ref| {float(ref.abs().max()):.3g}, case scale '
+            msgs.append(f'{name}: max err {err:.3g} (max|ref| {max_abs(ref):.3g}, case scale '
                         f'{case_scale:.3g}), rel {rel:.3g} > {tol:g}')
     extra = sorted(set(got) - set(exp))
     if extra:
