@@ -45,34 +45,53 @@ typedef enum {
 } mta_status;
 
 // Which implementation runs behind the API; all compute the same function (within float32
-// rounding). The CPU backends are tested against each other and the PyTorch reference; the CUDA
-// backend's test against the reference backend has not yet run on a GPU (docs/cuda.md).
+// rounding). The CPU backends are tested against each other and the PyTorch reference, and the
+// CUDA backend's source on the CPU (cuda-emu); the CUDA backend has not yet run on a GPU
+// (docs/cuda.md).
 //   MTA_BACKEND_FUSED (the default): walks the query rows in strips and never holds a (T,T) map;
 //     its workspace is O(H*T*strip) (docs/fused.md).
 //   MTA_BACKEND_REFERENCE: materialises every (T,T) map of the chain, O(B*H*T^2) memory; the only
 //     one that can return attention maps (mta_attention_map).
 //   MTA_BACKEND_CUDA: the fused algorithm on an NVIDIA GPU (docs/cuda.md), in builds made with
-//     the CUDA toolkit. Every tensor of its calls lives in GPU memory: q, k, v, out, dout, dq, dk,
-//     dv and every pointer of mta_params and mta_grads are device pointers (cudaMalloc, or a
-//     torch tensor's data_ptr()) on the current device. Its calls are asynchronous: they enqueue
-//     the work on the context's stream (mta_set_stream; default the legacy default stream) and
-//     return; synchronise that stream before reading the results on the host. A failing GPU
-//     call makes the operator return MTA_ERR_DEVICE. Float32 products, exact (no TF32).
+//     the CUDA toolkit. Its calls take device memory (below): q, k, v, out, dout, dq, dk, dv and
+//     every pointer of mta_params and mta_grads are device pointers (mta_backend_alloc,
+//     cudaMalloc, or a torch tensor's data_ptr()) on the current device. Its calls are
+//     asynchronous: they enqueue the work on the context's stream (mta_set_stream; default the
+//     legacy default stream) and return; synchronise before reading the results on the host. A
+//     failing GPU call makes the operator return MTA_ERR_DEVICE. Float32 products (no TF32).
+//   MTA_BACKEND_CUDA_EMU ("cuda-emu"): the CUDA backend's own source executed on the CPU by the
+//     project's CUDA emulator, for tests (builds made with -DMTAC_CUDA_EMU=ON). Its device memory
+//     is host heap memory that starts as NaN; slow (every GPU thread is a fiber).
 // mta_config_default picks FUSED. (The library reads no environment variable; the mtac command
 // and the tests take MTAC_BACKEND=reference to change their default.)
 typedef enum {
     MTA_BACKEND_REFERENCE = 0,
     MTA_BACKEND_FUSED = 1,
     MTA_BACKEND_CUDA = 2,
+    MTA_BACKEND_CUDA_EMU = 3,
     MTA_N_BACKENDS
 } mta_backend;
 
-// The backend's name ("reference", "fused", "cuda"; "unknown" for a value that is not a backend), and
-// the backend of a name (0, or -1 when no backend has it).
+// The backend's name ("reference", "fused", "cuda", "cuda-emu"; "unknown" for a value that is not
+// a backend), and the backend of a name (0, or -1 when no backend has it).
 const char *mta_backend_name(mta_backend b);
 int mta_backend_from_name(const char *name, mta_backend *b);
 // 1 when this build and machine can run backend b (a backend for a device needs one), else 0.
 int mta_backend_available(mta_backend b);
+
+// The memory of a backend's calls. mta_backend_device_memory(b) is 1 when b's calls take tensors in
+// its device's memory (cuda, cuda-emu), 0 when they take host memory. These calls allocate, fill,
+// read and free that memory; for a host backend they are malloc, memcpy and free, so a program
+// written with them runs on every backend. Each returns MTA_ERR_INVALID for a backend that is not
+// available, MTA_ERR_NOMEM when an allocation is refused, MTA_ERR_DEVICE when the device fails.
+// alloc's memory holds no defined values; download waits for the copy (synchronize first when a
+// context's stream is not the default one); synchronize waits for all the device's work.
+int mta_backend_device_memory(mta_backend b);
+mta_status mta_backend_alloc(mta_backend b, size_t bytes, void **ptr);
+mta_status mta_backend_free(mta_backend b, void *ptr);
+mta_status mta_backend_upload(mta_backend b, void *dst, const void *src, size_t bytes);
+mta_status mta_backend_download(mta_backend b, void *dst, const void *src, size_t bytes);
+mta_status mta_backend_synchronize(mta_backend b);
 
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
 typedef struct {

@@ -30,18 +30,21 @@ static size_t run(tu_case *c) {
 
 static mta_backend backend;  // the backend under test (argv[1])
 
-// The strip sizes and thread counts a backend is run with: the fused backend's strips and
-// threading paths, or one run (rows 0, every thread) for a backend that has neither.
+// The strip sizes and thread counts a backend is run with: the strips of a backend that walks
+// them (all but the reference one) and the threading paths of one on the CPU's threads (a
+// backend on a device's memory runs on the device's: one run each).
 typedef struct {
     int rows[20], threads[4], nrows, nthreads;
 } run_grid;
 
 static run_grid grid(const int *rows, int nrows, const int *threads, int nthreads) {
     run_grid g = {{0}, {omp_get_num_procs()}, 1, 1};
-    if (backend != MTA_BACKEND_FUSED) return g;
+    if (backend == MTA_BACKEND_REFERENCE) return g;
     memcpy(g.rows, rows, (size_t)nrows * sizeof(int));
+    g.nrows = nrows;
+    if (mta_backend_device_memory(backend)) return g;
     memcpy(g.threads, threads, (size_t)nthreads * sizeof(int));
-    g.nrows = nrows, g.nthreads = nthreads;
+    g.nthreads = nthreads;
     return g;
 }
 

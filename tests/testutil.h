@@ -16,7 +16,8 @@ typedef struct {
     size_t wn[7];
     mta_params p;
     mta_grads g;
-    float *mem;
+    float *mem;                     // all of the above: 8 n floats, the parameters, their gradients
+    size_t nmem, ngrad;             // floats of mem, and where the parameters' gradients start
 } tu_case;
 
 // Draws q, k, v (normal, std qk_scale for q and k) and dout; parameters are identity plus

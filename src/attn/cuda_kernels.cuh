@@ -12,8 +12,21 @@
 
 #include "attn/mta_internal.h"
 
+#include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+
+// Launches and shared arrays are written through two macros, so that the same source runs under
+// nvcc and in the CUDA emulator (cuda_emu/cuda_emu.h, the cuda-emu backend):
+//   MTA_LAUNCH(kernel, grid, block, shmem, stream)(args...)   is   kernel<<<grid, block, shmem, stream>>>(args...)
+//   MTA_SHARED(T, name, n);                                    is   __shared__ T name[n];
+#ifdef MTAC_CUDA_EMU
+#define MTA_LAUNCH(k, grid, block, shmem, stream) ::cuemu::launch(#k, k, grid, block, shmem, stream)
+#define MTA_SHARED(T, name, n) T *const name = (T *)::cuemu::shared_array((n) * sizeof(T), alignof(T))
+#else
+#define MTA_LAUNCH(k, grid, block, shmem, stream) k<<<grid, block, shmem, stream>>>
+#define MTA_SHARED(T, name, n) __shared__ T name[n]
+#endif
 
 typedef struct {
     float *p;
@@ -93,7 +106,8 @@ __global__ void k_mix(mview src, mview dst, const float *__restrict__ m, int H, 
     }
 }
 
-// Block-wide reduction (blockDim.x a power of two <= 1024) in a fixed order, the same result on
+// Block-wide reduction (blockDim.x a power of two, at most the 256 entries of the kernels' sh) in a
+// fixed order, the same result on
 // every run: block_sum and block_max.
 struct op_sum {
     template <typename F> __device__ F operator()(F a, F b) const { return a + b; }
@@ -124,7 +138,7 @@ __device__ float block_max(float x, float *sh) { return block_reduce(x, sh, op_m
 // max and 1/sum go to mx, inv (B*H*T); save = 0: the probabilities come from the saved ones, bit
 // for bit what the forward computed.
 __global__ void k_softmax(mview s, float *mx, float *inv, int T, int a0, int save) {
-    __shared__ float sh[256];
+    MTA_SHARED(float, sh, 256);
     const int i = a0 + blockIdx.x, bh = blockIdx.y;
     float *x = vrow(s, bh, i);
     const size_t row = (size_t)bh * T + i;
@@ -145,7 +159,7 @@ __global__ void k_softmax(mview s, float *mx, float *inv, int T, int a0, int sav
 
 // Softmax backward of rows [r0, r1) in place: g = p * (g - sum_j p g) (grid: x rows, y heads).
 __global__ void k_softmax_t(mview p, mview g, int r0) {
-    __shared__ float sh[256];
+    MTA_SHARED(float, sh, 256);
     const int r = r0 + blockIdx.x, bh = blockIdx.y;
     const float *pr = vrow(p, bh, r);
     float *gr = vrow(g, bh, r);
@@ -173,7 +187,7 @@ __global__ void k_drop(mview src, mview dst, int T, int a0, int a1, uint64_t see
 // a group of gs heads (grid: x ho*H + hi, y batch), added to acc[(b*H + ho)*H + hi] (the mixing
 // kernels' gradients: dS2 with S1, dP2 with P1).
 __global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, double *acc) {
-    __shared__ double sh[256];
+    MTA_SHARED(double, sh, 256);
     const int ho = blockIdx.x / H, hi = blockIdx.x % H, b = blockIdx.y;
     if (ho / gs != hi / gs) return;
     double s = 0.0;
@@ -190,7 +204,7 @@ __global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, dou
 // A key-query convolution's kernel gradient from output-gradient rows [r0, r1) (grid: x taps
 // a*ck + c, y heads): acc[bh*cq*ck + a*ck + c] += sum_{r, j <= r} g[r,j] * src[r-(cq-1)+a, j-p+c].
 __global__ void k_conv_wgrad(mview g, mview src, int cq, int ck, int r0, int r1, double *acc) {
-    __shared__ double sh[256];
+    MTA_SHARED(double, sh, 256);
     const int a = blockIdx.x / ck, c = blockIdx.x % ck, bh = blockIdx.y, p = (ck - 1) / 2;
     double s = 0.0;
     for (int r = r0; r < r1; r++) {
@@ -218,7 +232,7 @@ typedef struct {
 // Group norm and gate of n rows of d in place, row after row of (B*H, rows, d) (grid: x rows, y
 // heads): out = y * sigmoid(gate_w . y + gate_b), y = o * rs * gamma * ds.
 __global__ void k_normgate(float *o, size_t hs, normgate ng) {
-    __shared__ float sh[256];
+    MTA_SHARED(float, sh, 256);
     const int d = ng.d;
     float *x = o + (size_t)blockIdx.y * hs + (size_t)blockIdx.x * d;
     if (ng.group_norm) {
@@ -241,7 +255,7 @@ __global__ void k_normgate(float *o, size_t hs, normgate ng) {
 // acc[bh*(2d+1) + ...] += dgamma (d), dgate_w (d), dgate_b (1).
 __global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, normgate ng,
                              double *acc) {
-    __shared__ float sh[256];
+    MTA_SHARED(float, sh, 256);
     const int d = ng.d, bh = blockIdx.y;
     double *a = acc + (size_t)bh * (2 * d + 1);
     for (int i = 0; i < n; i++) {

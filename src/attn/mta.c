@@ -22,24 +22,35 @@ const char *mta_status_str(mta_status s) {
     return "unknown status";
 }
 
-// The backends, chosen here and nowhere else (NULL: not one, or not in this build).
-static const mta_backend_impl *backend_of(mta_backend b) {
-    switch (b) {
-    case MTA_BACKEND_REFERENCE: return &mta_reference_backend;
-    case MTA_BACKEND_FUSED: return &mta_fused_backend;
+// The backends, registered here and nowhere else: each id's name and implementation (NULL: not in
+// this build, for the reason given).
 #ifdef MTAC_HAVE_CUDA
-    case MTA_BACKEND_CUDA: return &mta_cuda_backend;
+#define CUDA_IMPL (&mta_cuda_backend)
+#else
+#define CUDA_IMPL NULL
 #endif
-    default: return NULL;
-    }
-}
+#ifdef MTAC_HAVE_CUDA_EMU
+#define CUDA_EMU_IMPL (&mta_cuda_emu_backend)
+#else
+#define CUDA_EMU_IMPL NULL
+#endif
+static const struct {
+    mta_backend id;
+    const char *name;
+    const mta_backend_impl *impl;
+    const char *missing;  // why a build lacks it
+} backends[MTA_N_BACKENDS] = {
+    {MTA_BACKEND_REFERENCE, "reference", &mta_reference_backend, NULL},
+    {MTA_BACKEND_FUSED, "fused", &mta_fused_backend, NULL},
+    {MTA_BACKEND_CUDA, "cuda", CUDA_IMPL, "built without the CUDA toolkit, or with -DMTAC_CUDA=OFF"},
+    {MTA_BACKEND_CUDA_EMU, "cuda-emu", CUDA_EMU_IMPL, "the CUDA emulator is built with -DMTAC_CUDA_EMU=ON"},
+};
 
-// Every backend's name, whether or not this build has it.
-static const char *const backend_names[MTA_N_BACKENDS] = {"reference", "fused", "cuda"};
+static int is_backend(mta_backend b) { return (int)b >= 0 && (int)b < MTA_N_BACKENDS; }
 
-const char *mta_backend_name(mta_backend b) {
-    return b >= 0 && b < MTA_N_BACKENDS ? backend_names[b] : "unknown";
-}
+static const mta_backend_impl *backend_of(mta_backend b) { return is_backend(b) ? backends[b].impl : NULL; }
+
+const char *mta_backend_name(mta_backend b) { return is_backend(b) ? backends[b].name : "unknown"; }
 
 int mta_backend_available(mta_backend b) {
     const mta_backend_impl *impl = backend_of(b);
@@ -48,11 +59,62 @@ int mta_backend_available(mta_backend b) {
 
 int mta_backend_from_name(const char *name, mta_backend *b) {
     for (int i = 0; name && i < MTA_N_BACKENDS; i++)
-        if (!strcmp(name, backend_names[i])) {
-            *b = (mta_backend)i;
+        if (!strcmp(name, backends[i].name)) {
+            *b = backends[i].id;
             return 0;
         }
     return -1;
+}
+
+// ---- the memory of a backend's calls: its own hooks, or host memory ----
+
+int mta_backend_device_memory(mta_backend b) {
+    const mta_backend_impl *impl = backend_of(b);
+    return impl ? impl->device_memory : 0;
+}
+
+static const mta_backend_impl *usable(mta_backend b) { return mta_backend_available(b) ? backend_of(b) : NULL; }
+
+mta_status mta_backend_alloc(mta_backend b, size_t bytes, void **ptr) {
+    const mta_backend_impl *impl = usable(b);
+    if (!ptr) return MTA_ERR_NULL;
+    *ptr = NULL;
+    if (!impl) return MTA_ERR_INVALID;
+    if (impl->device_memory) return impl->alloc(ptr, bytes);
+    *ptr = malloc(bytes ? bytes : 1);
+    return *ptr ? MTA_OK : MTA_ERR_NOMEM;
+}
+
+mta_status mta_backend_free(mta_backend b, void *ptr) {
+    const mta_backend_impl *impl = usable(b);
+    if (!impl) return MTA_ERR_INVALID;
+    if (impl->device_memory) return ptr ? impl->free(ptr) : MTA_OK;
+    free(ptr);
+    return MTA_OK;
+}
+
+mta_status mta_backend_upload(mta_backend b, void *dst, const void *src, size_t bytes) {
+    const mta_backend_impl *impl = usable(b);
+    if (!impl) return MTA_ERR_INVALID;
+    if (bytes && (!dst || !src)) return MTA_ERR_NULL;
+    if (impl->device_memory) return impl->upload(dst, src, bytes);
+    if (bytes) memcpy(dst, src, bytes);
+    return MTA_OK;
+}
+
+mta_status mta_backend_download(mta_backend b, void *dst, const void *src, size_t bytes) {
+    const mta_backend_impl *impl = usable(b);
+    if (!impl) return MTA_ERR_INVALID;
+    if (bytes && (!dst || !src)) return MTA_ERR_NULL;
+    if (impl->device_memory) return impl->download(dst, src, bytes);
+    if (bytes) memcpy(dst, src, bytes);
+    return MTA_OK;
+}
+
+mta_status mta_backend_synchronize(mta_backend b) {
+    const mta_backend_impl *impl = usable(b);
+    if (!impl) return MTA_ERR_INVALID;
+    return impl->device_memory ? impl->synchronize() : MTA_OK;
 }
 
 mta_config mta_config_default(int B, int H, int T, int d) {
@@ -112,10 +174,11 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return say(msg, n, MTA_ERR_INVALID, "dropout=%g must be in [0, 1)", (double)c->dropout);
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
-    if (c->backend == MTA_BACKEND_CUDA && !backend_of(c->backend))
-        return say(msg, n, MTA_ERR_INVALID, "this build of libmtac has no CUDA backend (built without the CUDA toolkit, or with -DMTAC_CUDA=OFF)");
+    if (!is_backend(c->backend))
+        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused, 2 = cuda, 3 = cuda-emu)", (int)c->backend);
     if (!backend_of(c->backend))
-        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused, 2 = cuda)", (int)c->backend);
+        return say(msg, n, MTA_ERR_INVALID, "this build of libmtac has no %s backend (%s)", backends[c->backend].name,
+                   backends[c->backend].missing);
     if (c->threads < 0 || c->threads > 4096)
         return say(msg, n, MTA_ERR_INVALID, "threads=%d must be in [0, 4096] (0 = the OpenMP default)", c->threads);
     if (c->strip_rows < 0 || c->strip_rows > 4096)
@@ -228,7 +291,7 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out) {
     if (!ctx->have_forward) return mta_fail(ctx, MTA_ERR_STATE, "no forward to take the attention map of");
     if (!ctx->impl->attention)
         return mta_fail(ctx, MTA_ERR_INVALID, "attention maps need the reference backend (the %s one keeps no (T,T) map)",
-                        ctx->impl->name);
+                        mta_backend_name(ctx->cfg.backend));
     if (b < 0 || b >= ctx->cfg.B || h < 0 || h >= ctx->cfg.H)
         return mta_fail(ctx, MTA_ERR_INVALID, "attention map (b=%d, h=%d) outside B=%d, H=%d", b, h, ctx->cfg.B, ctx->cfg.H);
     const size_t TT = (size_t)ctx->cfg.T * ctx->cfg.T;

@@ -25,6 +25,7 @@ namespace {
 
 struct cuda_state {
     cublasHandle_t blas;
+    cudaStream_t stream;  // the stream of the last call (cuda_setup)
     void *mem;        // one allocation: everything below
     size_t mem_bytes;
     int R, cap;       // strip rows, ring rows
@@ -102,6 +103,7 @@ int strip_rows_of(const mta_config *c) {
 }
 
 mta_status cuda_fail(mta_ctx *ctx, cudaError_t e, const char *what) {
+    cudaGetLastError();  // reported here: not again by a later call's check
     return mta_fail(ctx, MTA_ERR_DEVICE, "CUDA error in %s: %s", what, cudaGetErrorString(e));
 }
 
@@ -140,13 +142,22 @@ mta_status cuda_setup(mta_ctx *ctx) {
         }
     }
     cuda_state *st = (cuda_state *)ctx->state;
-    cublasSetStream(st->blas, (cudaStream_t)ctx->stream);
+    // The workspace is shared by every call on the context: work still queued on the previous
+    // call's stream must finish before another stream may touch it (mta_set_stream).
+    if ((cudaStream_t)ctx->stream != st->stream) {
+        const cudaError_t e = cudaStreamSynchronize(st->stream);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "the synchronisation with the previous stream");
+        st->stream = (cudaStream_t)ctx->stream;
+    }
+    if (cublasSetStream(st->blas, st->stream) != CUBLAS_STATUS_SUCCESS)
+        return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
     st->R = strip_rows_of(c);
     st->mem_bytes = bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;
+        cudaGetLastError();  // a refused allocation is reported here, not by the next call's check
         return mta_fail(ctx, MTA_ERR_NOMEM, "could not allocate %.1f MB of GPU memory for the CUDA workspace (%d rows per strip): %s",
                         st->mem_bytes / 1e6, st->R, cudaGetErrorString(e));
     }
@@ -237,6 +248,14 @@ void blas_check(call *cl, cublasStatus_t r) {
 
 const int CT = 128;  // threads per block of the per-entry kernels (columns)
 
+// Threads per block of a kernel that reduces rows of up to len entries: the smallest power of two
+// (block_reduce's need) that covers them, from a warp up to most. Short rows leave no idle warps.
+int red_threads(int len, int most) {
+    int t = 32;
+    while (t < len && t < most) t *= 2;
+    return t;
+}
+
 dim3 cols_grid(int ncols, int nrows, int z) { return dim3((unsigned)((ncols + CT - 1) / CT), (unsigned)nrows, (unsigned)z); }
 
 // Rows [a0, a1) of Z, S1, S2 -> P (softmax; saving its statistics in a forward, from them in a
@@ -248,15 +267,15 @@ void strip_maps(call *cl, int a0, int a1, int save) {
     blas_check(cl, gemm(st->blas, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d,
                         (size_t)T * d, 0.0f, vrow(st->z, 0, a0), st->ld, st->z.hs, BH));
     if (c->pre_cq)
-        k_conv<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0);
-    if (c->pre_head_mix) k_mix<<<cols_grid(a1, n, B), CT, 0, cl->s>>>(st->s1, st->p, st->mats, H, a0);
-    k_softmax<<<dim3((unsigned)n, (unsigned)BH), 256, 0, cl->s>>>(st->p, st->mx, st->inv, T, a0, save);
+        MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0);
+    if (c->pre_head_mix) MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->s1, st->p, st->mats, H, a0);
+    MTA_LAUNCH(k_softmax, dim3((unsigned)n, (unsigned)BH), red_threads(a1, 256), 0, cl->s)(st->p, st->mx, st->inv, T, a0, save);
     if (c->post_cq)
-        k_conv<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->p, st->p1, cl->p->w_post, H, c->post_cq, c->post_ck, a0);
+        MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->p, st->p1, cl->p->w_post, H, c->post_cq, c->post_ck, a0);
     if (c->post_ch)
-        k_mix<<<cols_grid(a1, n, B), CT, 0, cl->s>>>(st->p1, st->p2, st->mats + 2 * (size_t)H * H, H, a0);
+        MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->p1, st->p2, st->mats + 2 * (size_t)H * H, H, a0);
     st->pd.base = a0;
-    k_drop<<<cols_grid(a1, n, BH), CT, 0, cl->s>>>(st->p2, st->pd, T, a0, a1, cl->ctx->seed, cl->drop_thr, cl->drop_scale);
+    MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl->s)(st->p2, st->pd, T, a0, a1, cl->ctx->seed, cl->drop_thr, cl->drop_scale);
 }
 
 normgate normgate_of(const mta_config *c, const mta_params *p) {
@@ -281,7 +300,7 @@ mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const f
     cl->drop_scale = 1.0f / (1.0f - ctx->cfg.dropout);
     const int H = ctx->cfg.H;
     if (ctx->cfg.pre_head_mix || ctx->cfg.post_ch)
-        k_mats<<<(H * H + 255) / 256, 256, 0, cl->s>>>(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
+        MTA_LAUNCH(k_mats, (H * H + 255) / 256, 256, 0, cl->s)(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
                                                       cl->st->mats);
     return MTA_OK;
 }
@@ -308,7 +327,7 @@ mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const floa
         blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,
                              out + (size_t)i0 * d, d, (size_t)T * d, BH));
         if (c->group_norm || c->gate)
-            k_normgate<<<dim3((unsigned)n, (unsigned)BH), 128, 0, cl.s>>>(out + (size_t)i0 * d, (size_t)T * d, ng);
+            MTA_LAUNCH(k_normgate, dim3((unsigned)n, (unsigned)BH), red_threads(d, 128), 0, cl.s)(out + (size_t)i0 * d, (size_t)T * d, ng);
     }
     return finish(&cl, "forward");
 }
@@ -325,7 +344,8 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     const size_t Td = (size_t)T * d;
     const grad_layout gl = grads_of(c);
     const normgate ng = normgate_of(c, p);
-    cudaMemsetAsync(st->acc, 0, gl.total * sizeof(double), cl.s);
+    const cudaError_t e = cudaMemsetAsync(st->acc, 0, gl.total * sizeof(double), cl.s);
+    if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
     const float *mats = st->mats;
     const size_t HH = (size_t)H * H;
     for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
@@ -342,41 +362,41 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
             if (c->group_norm || c->gate) {
                 blas_check(&cl, gemm(st->blas, 0, 0, n, d, a1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, Td, 0.0f, st->o, d,
                                      (size_t)R * d, BH));
-                k_normgate_t<<<dim3(1, (unsigned)BH), 128, 0, cl.s>>>(st->o, dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td,
+                MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl.s)(st->o, dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td,
                                                                       n, ng, st->acc + gl.ng);
                 dO = st->dO, dOs = (size_t)R * d;
             }
             blas_check(&cl, gemm(st->blas, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td, BH));
             blas_check(&cl, gemm(st->blas, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, vrow(st->dp2, 0, a0), st->ld,
                                  st->dp2.hs, BH));
-            k_drop<<<cols_grid(a1, n, BH), CT, 0, cl.s>>>(st->dp2, st->dp2, T, a0, a1, ctx->seed, cl.drop_thr, cl.drop_scale);
+            MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl.s)(st->dp2, st->dp2, T, a0, a1, ctx->seed, cl.drop_thr, cl.drop_scale);
             if (c->post_ch) {
-                k_mix<<<cols_grid(a1, n, B), CT, 0, cl.s>>>(st->dp2, st->dp1, mats + 3 * HH, H, a0);
-                k_pair_grad<<<dim3((unsigned)HH, (unsigned)B), 256, 0, cl.s>>>(st->dp2, st->p1, H, c->post_ch, a0, a1,
+                MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl.s)(st->dp2, st->dp1, mats + 3 * HH, H, a0);
+                MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(a1, 256), 0, cl.s)(st->dp2, st->p1, H, c->post_ch, a0, a1,
                                                                               st->acc + gl.hc);
             }
             if (c->post_cq)
-                k_conv_wgrad<<<dim3((unsigned)(c->post_cq * c->post_ck), (unsigned)BH), 256, 0, cl.s>>>(
+                MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(c->post_cq * c->post_ck), (unsigned)BH), red_threads(a1, 256), 0, cl.s)(
                     st->dp1, st->p, c->post_cq, c->post_ck, a0, a1, st->acc + gl.post);
         }
         if (b0 < b1) {
             const int n = b1 - b0;
             if (c->post_cq)
-                k_conv_t<<<cols_grid(b1, n, BH), CT, 0, cl.s>>>(st->dp1, st->dp, p->w_post, H, c->post_cq, c->post_ck, T - 1,
+                MTA_LAUNCH(k_conv_t, cols_grid(b1, n, BH), CT, 0, cl.s)(st->dp1, st->dp, p->w_post, H, c->post_cq, c->post_ck, T - 1,
                                                                b0, 0);
-            k_softmax_t<<<dim3((unsigned)n, (unsigned)BH), 256, 0, cl.s>>>(st->p, st->dp, b0);
+            MTA_LAUNCH(k_softmax_t, dim3((unsigned)n, (unsigned)BH), red_threads(b1, 256), 0, cl.s)(st->p, st->dp, b0);
             if (c->pre_head_mix) {
-                k_mix<<<cols_grid(b1, n, B), CT, 0, cl.s>>>(st->dp, st->ds1, mats + HH, H, b0);
-                k_pair_grad<<<dim3((unsigned)HH, (unsigned)B), 256, 0, cl.s>>>(st->dp, st->s1, H, H, b0, b1, st->acc + gl.mix);
+                MTA_LAUNCH(k_mix, cols_grid(b1, n, B), CT, 0, cl.s)(st->dp, st->ds1, mats + HH, H, b0);
+                MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(b1, 256), 0, cl.s)(st->dp, st->s1, H, H, b0, b1, st->acc + gl.mix);
             }
             if (c->pre_cq)
-                k_conv_wgrad<<<dim3((unsigned)(c->pre_cq * c->pre_ck), (unsigned)BH), 256, 0, cl.s>>>(
+                MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(c->pre_cq * c->pre_ck), (unsigned)BH), red_threads(b1, 256), 0, cl.s)(
                     st->ds1, st->z, c->pre_cq, c->pre_ck, b0, b1, st->acc + gl.pre);
         }
         if (c0 < c1) {
             const int n = c1 - c0;
             st->dz.base = c0;
-            k_conv_t<<<cols_grid(c1, n, BH), CT, 0, cl.s>>>(st->ds1, st->dz, c->pre_cq ? p->w_pre : NULL, H, c->pre_cq,
+            MTA_LAUNCH(k_conv_t, cols_grid(c1, n, BH), CT, 0, cl.s)(st->ds1, st->dz, c->pre_cq ? p->w_pre : NULL, H, c->pre_cq,
                                                            c->pre_ck, T - 1, c0, c1);
             blas_check(&cl, gemm(st->blas, 0, 0, n, d, c1, cl.scale, st->dz.p, st->ld, st->dz.hs, k, d, Td, 1.0f,
                                  dq + (size_t)c0 * d, d, Td, BH));
@@ -402,17 +422,56 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     };
     for (auto &x : sums)
         if (x.out && x.count)
-            k_sum_grad<<<(x.count + 127) / 128, 128, 0, cl.s>>>(x.out, x.count, st->acc + x.acc, x.stride, x.n, x.off0, H, x.ch);
+            MTA_LAUNCH(k_sum_grad, (x.count + 127) / 128, 128, 0, cl.s)(x.out, x.count, st->acc + x.acc, x.stride, x.n, x.off0, H, x.ch);
     return finish(&cl, "backward");
 }
 
+// The compute capability the build's code runs on: sm_90 machine code and compute_90 PTX run on
+// 9.0 and later (nvcc's __CUDA_ARCH_LIST__ names what was compiled; its smallest entry counts).
+#if defined(MTAC_CUDA_EMU)
+const int BUILT_ARCH = MTAC_CUDA_EMU_ARCH;
+#elif defined(__CUDA_ARCH_LIST__)
+constexpr int min_arch(int a) { return a; }
+template <typename... R> constexpr int min_arch(int a, R... r) { return a < min_arch(r...) ? a : min_arch(r...); }
+const int BUILT_ARCH = min_arch(__CUDA_ARCH_LIST__) / 10;
+#else
+const int BUILT_ARCH = 90;
+#endif
+
+// 1 when the current device runs this build's code; a failed query is cleared, not left to the
+// next call's check.
 int cuda_available(void) {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    int n = 0, dev = 0;
+    cudaDeviceProp prop;
+    const int ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaGetDevice(&dev) == cudaSuccess &&
+                   cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major * 10 + prop.minor >= BUILT_ARCH;
+    cudaGetLastError();
+    return ok;
 }
+
+// The memory hooks of the backend table: device memory through the runtime.
+mta_status dev_status(cudaError_t e) {
+    if (e == cudaSuccess) return MTA_OK;
+    cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? MTA_ERR_NOMEM : MTA_ERR_DEVICE;
+}
+mta_status dev_alloc(void **p, size_t bytes) { return dev_status(cudaMalloc(p, bytes ? bytes : 1)); }
+mta_status dev_free(void *p) { return dev_status(cudaFree(p)); }
+mta_status dev_upload(void *dst, const void *src, size_t bytes) {
+    return dev_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+mta_status dev_download(void *dst, const void *src, size_t bytes) {
+    return dev_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+mta_status dev_synchronize(void) { return dev_status(cudaDeviceSynchronize()); }
 
 }  // namespace
 
+#ifdef MTAC_CUDA_EMU
+extern "C" const mta_backend_impl mta_cuda_emu_backend = {
+#else
 extern "C" const mta_backend_impl mta_cuda_backend = {
-    "cuda", cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
+#endif
+    cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
+    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize,
 };

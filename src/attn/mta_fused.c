@@ -785,7 +785,6 @@ static mta_status fused_backward(mta_ctx *ctx, const float *q, const float *k, c
 }
 
 const mta_backend_impl mta_fused_backend = {
-    .name = "fused",
     .forward = fused_forward,
     .backward = fused_backward,
     .release = fused_release,

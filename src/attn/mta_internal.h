@@ -10,13 +10,12 @@
 extern "C" {
 #endif
 
-// A backend: what runs behind mta_forward / mta_backward for a config's `backend`. The table
-// of backends is mta.c's backend_of, the one place that chooses. Each backend owns its state
-// (ctx->state: what its forward keeps for its backward, and its workspace), allocates it on
-// first use through mta_alloc_floats (which counts ctx->bytes) and frees it in release. What it
-// does not support is NULL.
+// A backend: what runs behind mta_forward / mta_backward for a config's `backend`. The backends
+// are registered once, in mta.c's table (id, name, implementation); nothing else chooses. Each
+// backend owns its state (ctx->state: what its forward keeps for its backward, and its
+// workspace), allocates it on first use (through mta_alloc_floats, which counts ctx->bytes, for
+// host memory) and frees it in release. What it does not support is NULL.
 typedef struct {
-    const char *name;
     mta_status (*forward)(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                           float *out);
     mta_status (*backward)(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
@@ -26,15 +25,22 @@ typedef struct {
     // The last forward's map of (b,h) that multiplied V (no dropout), for backends that keep
     // their (T,T) maps.
     const float *(*attention)(const mta_ctx *ctx, int b, int h);
-    // 1 when this machine can run the backend (a GPU backend needs a GPU); NULL: always.
+    // 1 when this machine can run the backend (a GPU backend needs a usable GPU); NULL: always.
     int (*available)(void);
+    // The memory its calls take: 0, host memory (the hooks below are NULL: malloc, memcpy, free);
+    // 1, its device's, allocated, filled, read and freed by these hooks (mta.h, mta_backend_alloc).
+    int device_memory;
+    mta_status (*alloc)(void **p, size_t bytes);
+    mta_status (*free)(void *p);
+    mta_status (*upload)(void *dst, const void *src, size_t bytes);
+    mta_status (*download)(void *dst, const void *src, size_t bytes);
+    mta_status (*synchronize)(void);
 } mta_backend_impl;
 
 extern const mta_backend_impl mta_reference_backend;  // mta_ref.c
 extern const mta_backend_impl mta_fused_backend;      // mta_fused.c
-#ifdef MTAC_HAVE_CUDA
-extern const mta_backend_impl mta_cuda_backend;       // mta_cuda.cu
-#endif
+extern const mta_backend_impl mta_cuda_backend;       // mta_cuda.cu, in builds with the CUDA toolkit
+extern const mta_backend_impl mta_cuda_emu_backend;   // mta_cuda.cu on the CUDA emulator (cuda_emu/)
 
 struct mta_ctx {
     mta_config cfg;
@@ -44,7 +50,7 @@ struct mta_ctx {
     uint64_t seed;
     size_t bytes;   // workspace currently held
     mta_stats stats;
-    const mta_backend_impl *impl;  // the config's backend
+    const mta_backend_impl *impl;  // the config's backend (mta.c's table)
     void *state;                   // the backend's own (NULL until its first call)
     void *stream;                  // the CUDA backend's stream (mta_set_stream)
 };

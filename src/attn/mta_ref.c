@@ -386,7 +386,6 @@ static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, con
 }
 
 const mta_backend_impl mta_reference_backend = {
-    .name = "reference",
     .forward = ref_forward,
     .backward = ref_backward,
     .release = ref_release,

@@ -1,0 +1,584 @@
+// cuda_emu.cpp: the CUDA emulator's runtime (cuda_emu.h): fibers for a block's threads, the
+// scheduler that runs them pass by pass in varied orders, per-block shared memory, the launch
+// checks, device memory, and cuBLAS on OpenBLAS. Plain C-style C++ (no exceptions, no C++ library
+// at run time), so that C programs link libmtac with a C linker.
+#include "attn/cuda_emu/cuda_emu.h"
+#include "attn/cuda_emu/cuda_emu_ctl.h"
+#include "attn/cuda_emu/include/cublas_v2.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CUEMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUEMU_ASAN 1
+#endif
+#endif
+#ifdef CUEMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+namespace cuemu {
+
+thread_local uint3 thread_idx, block_idx;
+thread_local dim3 block_dim, grid_dim;
+
+namespace {
+
+// The GPU's limits that a launch is checked against (those of an H100, compute capability 9.0).
+const unsigned MAX_THREADS = 1024, MAX_BLOCK_XY = 1024, MAX_BLOCK_Z = 64, MAX_GRID_YZ = 65535;
+const unsigned long long MAX_GRID_X = 2147483647ULL;
+const size_t SHARED_DEFAULT = 48 * 1024, SHARED_OPTIN = 227 * 1024;
+const size_t DEVICE_MEMORY = (size_t)4 << 30;  // the emulated device's memory
+
+void fatal(const char *fmt, const char *kernel, const char *what) {
+    fprintf(stderr, "cuda-emu: kernel %s: ", kernel);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    abort();
+}
+
+// ---- fibers: one stack each, switched by saving the callee-saved registers (x86-64) ----
+
+#if defined(__x86_64__)
+extern "C" void mtac_cuemu_switch(void **save_sp, void *to_sp);
+extern "C" void mtac_cuemu_fiber_start(void);
+// mtac_cuemu_switch saves rbp, rbx, r12-r15 and the stack pointer in *save_sp, and resumes the
+// fiber whose stack pointer is to_sp. A new fiber's stack holds those six registers and the
+// address of mtac_cuemu_fiber_start, which calls r13(r12).
+__asm__(".text\n"
+        ".globl mtac_cuemu_switch\n.hidden mtac_cuemu_switch\n.type mtac_cuemu_switch,@function\n"
+        "mtac_cuemu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size mtac_cuemu_switch, .-mtac_cuemu_switch\n"
+        ".globl mtac_cuemu_fiber_start\n.hidden mtac_cuemu_fiber_start\n.type mtac_cuemu_fiber_start,@function\n"
+        "mtac_cuemu_fiber_start:\n"
+        "  movq %r12, %rdi\n  callq *%r13\n  ud2\n"
+        ".size mtac_cuemu_fiber_start, .-mtac_cuemu_fiber_start\n");
+#endif
+
+enum { F_READY, F_BARRIER, F_DONE };
+
+struct fiber {
+#if defined(__x86_64__)
+    void *sp;
+#else
+    ucontext_t uc;
+#endif
+    char *stack;        // lowest address (a guard page below it)
+    int state;
+    unsigned shared_n;  // static shared arrays this thread has declared so far
+    void *fake_stack;   // ASan's fake stack while switched out
+};
+
+// Per OS thread: the fibers and stacks, the block being run and its shared memory.
+struct sched {
+    fiber *fibers;
+    char *stacks;
+    unsigned nstacks;
+    size_t stack_size;
+#if defined(__x86_64__)
+    void *main_sp;
+#else
+    ucontext_t main_uc;
+#endif
+    fiber *cur;
+    void (*fn)(void *);
+    void *arg;
+    const char *kernel;
+    const void *main_bottom;  // the scheduler's own stack, for ASan's switch annotations
+    size_t main_size;
+    void *main_fake;
+    void *shared[64];  // the block's static shared arrays
+    size_t shared_bytes[64], shared_total;
+    unsigned shared_n;
+    void *dyn_shared;
+    size_t dyn_bytes, shared_limit;
+    uint64_t launches, passes;
+};
+
+thread_local sched *S;
+uint64_t schedule_seed;  // mta_cuda_emu_set_schedule
+
+void switch_to_fiber(fiber *f) {
+    S->cur = f;
+#ifdef CUEMU_ASAN
+    __sanitizer_start_switch_fiber(&S->main_fake, f->stack, S->stack_size);
+#endif
+#if defined(__x86_64__)
+    mtac_cuemu_switch(&S->main_sp, f->sp);
+#else
+    swapcontext(&S->main_uc, &f->uc);
+#endif
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(S->main_fake, NULL, NULL);
+#endif
+}
+
+// From the running fiber back to the scheduler; a fiber that is done is never resumed.
+void switch_to_main(void) {
+    fiber *f = S->cur;
+#ifdef CUEMU_ASAN
+    __sanitizer_start_switch_fiber(f->state == F_DONE ? NULL : &f->fake_stack, S->main_bottom, S->main_size);
+#endif
+#if defined(__x86_64__)
+    mtac_cuemu_switch(&f->sp, S->main_sp);
+#else
+    swapcontext(&f->uc, &S->main_uc);
+#endif
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(f->fake_stack, NULL, NULL);
+#endif
+}
+
+void fiber_main(void *p) {
+    fiber *f = (fiber *)p;
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &S->main_bottom, &S->main_size);
+#endif
+    S->fn(S->arg);
+    f->state = F_DONE;
+    switch_to_main();
+}
+
+#if !defined(__x86_64__)
+void fiber_entry(unsigned lo, unsigned hi) { fiber_main((void *)((uintptr_t)lo | (uintptr_t)hi << 32)); }
+#endif
+
+// A fresh fiber on stack i that will run fiber_main(f).
+void fiber_init(fiber *f, unsigned i) {
+    f->stack = S->stacks + (size_t)i * (S->stack_size + 4096) + 4096;
+    f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL;
+#if defined(__x86_64__)
+    void **top = (void **)(f->stack + S->stack_size);  // 16-byte aligned
+    void **sp = top - 7;
+    sp[0] = sp[1] = NULL;                                   // r15, r14
+    sp[2] = (void *)fiber_main;                             // r13
+    sp[3] = f;                                              // r12
+    sp[4] = sp[5] = NULL;                                   // rbx, rbp
+    sp[6] = (void *)mtac_cuemu_fiber_start;                 // return address
+    f->sp = sp;
+#else
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = f->stack;
+    f->uc.uc_stack.ss_size = S->stack_size;
+    f->uc.uc_link = NULL;
+    makecontext(&f->uc, (void (*)(void))fiber_entry, 2, (unsigned)(uintptr_t)f, (unsigned)((uintptr_t)f >> 32));
+#endif
+}
+
+sched *sched_get(void) {
+    if (S) return S;
+    S = (sched *)calloc(1, sizeof *S);
+    if (!S) abort();
+    // Kernels use little stack; AddressSanitizer's redzones make frames larger.
+#ifdef CUEMU_ASAN
+    S->stack_size = 256 * 1024;
+#else
+    S->stack_size = 64 * 1024;
+#endif
+    const size_t span = (S->stack_size + 4096) * MAX_THREADS;
+    void *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    S->fibers = (fiber *)calloc(MAX_THREADS, sizeof(fiber));
+    if (m == MAP_FAILED || !S->fibers) {
+        fprintf(stderr, "cuda-emu: cannot map the fibers' stacks\n");
+        abort();
+    }
+    S->stacks = (char *)m;
+    for (unsigned i = 0; i < MAX_THREADS; i++) mprotect(S->stacks + (size_t)i * (S->stack_size + 4096), 4096, PROT_NONE);
+    return S;
+}
+
+uint64_t gcd(uint64_t a, uint64_t b) {
+    while (b) {
+        const uint64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+// (a i + c) mod n, for i, c < n.
+uint64_t affine(uint64_t a, uint64_t i, uint64_t c, uint64_t n) {
+    const uint64_t x = (uint64_t)((unsigned __int128)a * i % n) + c;
+    return x >= n ? x - n : x;
+}
+
+uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// order[0..n) for pass p of unit u: in order, reversed or shuffled (see cuda_emu_ctl.h).
+void make_order(unsigned *order, unsigned n, uint64_t pass, uint64_t unit) {
+    const unsigned mode = (unsigned)((pass + S->launches + schedule_seed) % 3);
+    for (unsigned i = 0; i < n; i++) order[i] = mode == 1 ? n - 1 - i : i;
+    if (mode != 2) return;
+    uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + mix64(S->launches * 31 + unit) + pass);
+    for (unsigned i = n; i > 1; i--) {
+        r = mix64(r + 0x9E3779B97F4A7C15ULL);
+        const unsigned j = (unsigned)(r % i), t = order[i - 1];
+        order[i - 1] = order[j], order[j] = t;
+    }
+}
+
+void shared_free(void) {
+    for (unsigned i = 0; i < S->shared_n; i++) free(S->shared[i]);
+    free(S->dyn_shared);
+    S->shared_n = 0, S->shared_total = 0, S->dyn_shared = NULL;
+}
+
+void *poisoned(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) memset(p, 0xff, bytes);  // every float and double of it NaN
+    return p;
+}
+
+// One block: its threads as fibers, pass by pass, until all are done.
+void run_block(unsigned nthreads, uint64_t block_no) {
+    unsigned order[MAX_THREADS];
+    if (S->dyn_bytes && !(S->dyn_shared = poisoned(S->dyn_bytes))) fatal("%s", S->kernel, "out of memory");
+    S->shared_total = S->dyn_bytes;
+    for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
+    for (uint64_t pass = 0;; pass++) {
+        S->passes++;
+        make_order(order, nthreads, pass, block_no + 1);
+        for (unsigned i = 0; i < nthreads; i++) {
+            const unsigned t = order[i];
+            fiber *f = &S->fibers[t];
+            if (f->state != F_READY) continue;
+            thread_idx.x = t % block_dim.x, thread_idx.y = t / block_dim.x % block_dim.y;
+            thread_idx.z = t / (block_dim.x * block_dim.y);
+            switch_to_fiber(f);
+        }
+        unsigned done = 0;
+        for (unsigned t = 0; t < nthreads; t++) done += S->fibers[t].state == F_DONE;
+        if (done == nthreads) break;
+        if (done) fatal("%s", S->kernel, "barrier divergence: some threads of a block exited while others wait at __syncthreads()");
+        for (unsigned t = 0; t < nthreads; t++) S->fibers[t].state = F_READY;
+    }
+    shared_free();
+}
+
+cudaError_t last_error;  // what cudaGetLastError returns (and clears)
+
+cudaError_t fail(cudaError_t e) {
+    last_error = e;
+    return e;
+}
+
+// Device allocations, for cudaFree's and the copies' checks.
+struct alloc {
+    char *p;
+    size_t bytes;
+    alloc *next;
+};
+alloc *allocs;
+size_t device_used;
+pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// 1 when [p, p + bytes) lies within one device allocation.
+int on_device(const void *p, size_t bytes) {
+    pthread_mutex_lock(&mem_lock);
+    int ok = 0;
+    for (alloc *a = allocs; a && !ok; a = a->next)
+        ok = (const char *)p >= a->p && (const char *)p + bytes <= a->p + a->bytes && (const char *)p < a->p + (a->bytes ? a->bytes : 1);
+    pthread_mutex_unlock(&mem_lock);
+    return ok;
+}
+
+// Kernels that opted in to more dynamic shared memory (cudaFuncSetAttribute).
+struct optin {
+    const void *kernel;
+    size_t bytes;
+} optins[64];
+int noptins;
+
+size_t shared_limit_of(const void *kernel) {
+    for (int i = 0; i < noptins; i++)
+        if (optins[i].kernel == kernel) return optins[i].bytes;
+    return SHARED_DEFAULT;
+}
+
+struct cuemu_stream_ok {
+    int magic;
+};
+
+}  // namespace
+
+void syncthreads(void) {
+    if (!S || !S->cur) abort();
+    S->cur->state = F_BARRIER;
+    switch_to_main();
+}
+
+void *shared_array(size_t bytes, size_t align) {
+    fiber *f = S->cur;
+    const unsigned k = f->shared_n++;
+    if (k == S->shared_n) {  // the first thread of the block to declare it
+        if (k == 64) fatal("%s", S->kernel, "more than 64 shared arrays");
+        S->shared_total += bytes;
+        if (S->shared_total > S->shared_limit)
+            fatal("uses %s of shared memory: a GPU refuses this launch", S->kernel, "more than the limit (48 KB without the opt-in)");
+        void *p = poisoned(bytes);
+        if (!p || ((uintptr_t)p % align)) fatal("%s", S->kernel, "cannot allocate shared memory");
+        S->shared[k] = p, S->shared_bytes[k] = bytes, S->shared_n++;
+    } else if (k > S->shared_n || S->shared_bytes[k] != bytes) {
+        fatal("%s", S->kernel, "the threads of a block declare different shared arrays");
+    }
+    return S->shared[k];
+}
+
+void *dynamic_shared(void) { return S->dyn_shared; }
+
+void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                 void (*fn)(void *), void *arg) {
+    sched_get();
+    const unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
+    if (!block.x || !block.y || !block.z || block.x > MAX_BLOCK_XY || block.y > MAX_BLOCK_XY || block.z > MAX_BLOCK_Z ||
+        nthreads > MAX_THREADS || !grid.x || !grid.y || !grid.z || grid.x > MAX_GRID_X || grid.y > MAX_GRID_YZ ||
+        grid.z > MAX_GRID_YZ) {
+        fail(cudaErrorInvalidConfiguration);
+        return;
+    }
+    const size_t limit = shared_limit_of(kernel);
+    if (shmem > limit) {
+        fail(cudaErrorInvalidValue);
+        return;
+    }
+    (void)s;  // every stream runs in call order
+    if (S->fn) fatal("%s", name, "a kernel launched from inside a kernel");
+    S->fn = fn, S->arg = arg, S->kernel = name, S->dyn_bytes = shmem, S->shared_limit = limit;
+    block_dim = block, grid_dim = grid;
+    const uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
+    // Blocks in order, reversed, or shuffled by b = (a i + c) mod nblocks with a coprime to nblocks.
+    const unsigned mode = (unsigned)((S->launches + schedule_seed) % 3);
+    const uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + S->launches);
+    uint64_t a = nblocks > 1 ? r % nblocks : 1;
+    while (gcd(a, nblocks) != 1) a = (a + 1) % nblocks;
+    const uint64_t c = nblocks ? (r >> 32) % nblocks : 0;
+    for (uint64_t i = 0; i < nblocks; i++) {
+        const uint64_t b = mode == 0 ? i : mode == 1 ? nblocks - 1 - i : affine(a, i, c, nblocks);
+        block_idx.x = (unsigned)(b % grid.x), block_idx.y = (unsigned)(b / grid.x % grid.y);
+        block_idx.z = (unsigned)(b / ((uint64_t)grid.x * grid.y));
+        run_block((unsigned)nthreads, b);
+    }
+    S->fn = NULL, S->cur = NULL;
+    S->launches++;
+}
+
+}  // namespace cuemu
+
+using namespace cuemu;
+
+// ---- the runtime API ----
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    if (!p) return fail(cudaErrorInvalidValue);
+    *p = NULL;
+    pthread_mutex_lock(&mem_lock);
+    const int room = bytes <= DEVICE_MEMORY - device_used;
+    pthread_mutex_unlock(&mem_lock);
+    if (!room) return fail(cudaErrorMemoryAllocation);
+    alloc *a = (alloc *)malloc(sizeof *a);
+    // 256-byte aligned, as cudaMalloc's; every byte 0xff (NaN) until written
+    char *m = NULL;
+    if (!a || posix_memalign((void **)&m, 256, bytes ? (bytes + 255) / 256 * 256 : 256)) {
+        free(a);
+        return fail(cudaErrorMemoryAllocation);
+    }
+    memset(m, 0xff, bytes);
+    a->p = m, a->bytes = bytes;
+    pthread_mutex_lock(&mem_lock);
+    a->next = allocs, allocs = a, device_used += bytes;
+    pthread_mutex_unlock(&mem_lock);
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    pthread_mutex_lock(&mem_lock);
+    alloc **at = &allocs;
+    while (*at && (*at)->p != (char *)p) at = &(*at)->next;
+    alloc *a = *at;
+    if (a) *at = a->next, device_used -= a->bytes;
+    pthread_mutex_unlock(&mem_lock);
+    if (!a) return fail(cudaErrorInvalidDevicePointer);
+    free(a->p);
+    free(a);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return cudaSuccess;
+    if (!dst || !src) return fail(cudaErrorInvalidValue);
+    const int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind > cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
+    if (kind != cudaMemcpyDefault && ((dst_dev && !on_device(dst, bytes)) || (src_dev && !on_device(src, bytes))))
+        return fail(cudaErrorInvalidValue);
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+    if (!bytes) return cudaSuccess;
+    if (!on_device(p, bytes)) return fail(cudaErrorInvalidValue);
+    memset(p, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
+
+cudaError_t cudaGetLastError(void) {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    }
+    return "unrecognized error code";
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    if (!n) return fail(cudaErrorInvalidValue);
+    *n = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *dev) {
+    if (!dev) return fail(cudaErrorInvalidValue);
+    *dev = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev) {
+    if (!prop) return fail(cudaErrorInvalidValue);
+    if (dev != 0) return fail(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "mtac CUDA emulator (CPU)");
+    prop->totalGlobalMem = DEVICE_MEMORY;
+    prop->sharedMemPerBlock = SHARED_DEFAULT, prop->sharedMemPerBlockOptin = SHARED_OPTIN;
+    prop->major = MTAC_CUDA_EMU_ARCH / 10, prop->minor = MTAC_CUDA_EMU_ARCH % 10;
+    prop->multiProcessorCount = 1, prop->maxThreadsPerBlock = (int)MAX_THREADS, prop->warpSize = 32;
+    prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = (int)MAX_BLOCK_XY, prop->maxThreadsDim[2] = (int)MAX_BLOCK_Z;
+    prop->maxGridSize[0] = (int)MAX_GRID_X, prop->maxGridSize[1] = prop->maxGridSize[2] = (int)MAX_GRID_YZ;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    if (!s) return fail(cudaErrorInvalidValue);
+    *s = (cudaStream_t)malloc(sizeof(cuemu_stream_ok));
+    return *s ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return fail(cudaErrorInvalidResourceHandle);
+    free(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || (size_t)value > SHARED_OPTIN || !kernel)
+        return fail(cudaErrorInvalidValue);
+    for (int i = 0; i < noptins; i++)
+        if (optins[i].kernel == kernel) {
+            optins[i].bytes = (size_t)value > SHARED_DEFAULT ? (size_t)value : SHARED_DEFAULT;
+            return cudaSuccess;
+        }
+    if (noptins == 64) return fail(cudaErrorInvalidValue);
+    optins[noptins].kernel = kernel;
+    optins[noptins++].bytes = (size_t)value > SHARED_DEFAULT ? (size_t)value : SHARED_DEFAULT;
+    return cudaSuccess;
+}
+
+// ---- cuBLAS ----
+
+struct cuemu_blas {
+    cudaStream_t stream;
+};
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    *h = (cublasHandle_t)calloc(1, sizeof(cuemu_blas));
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static int max1(int x) { return x > 1 ? x : 1; }
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *A, int lda, long long sA,
+                                         const float *B, int ldb, long long sB, const float *beta, float *C, int ldc,
+                                         long long sC, int batch) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    // cuBLAS's checks: op(A) is m x k, op(B) k x n, C m x n, each stored with its leading dimension
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) || m < 0 || n < 0 || k < 0 ||
+        batch < 0 || !alpha || !beta || lda < max1(ta == CUBLAS_OP_N ? m : k) || ldb < max1(tb == CUBLAS_OP_N ? k : n) ||
+        ldc < max1(m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!m || !n || !batch) return CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < batch; i++) {
+        float *c = C + i * sC;
+        if (*beta == 0.0f)  // C is not read: a NaN there is overwritten, as cuBLAS does
+            for (int j = 0; j < n; j++) memset(c + (size_t)j * ldc, 0, (size_t)m * sizeof(float));
+        if (k == 0) {
+            for (int j = 0; j < n && *beta != 0.0f; j++)
+                for (int r = 0; r < m; r++) c[(size_t)j * ldc + r] *= *beta;
+            continue;
+        }
+        cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                    m, n, k, *alpha, A + i * sA, lda, B + i * sB, ldb, *beta, c, ldc);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---- settings for the tests ----
+
+extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
+extern "C" uint64_t mta_cuda_emu_launches(void) { return sched_get()->launches; }
+extern "C" uint64_t mta_cuda_emu_passes(void) { return sched_get()->passes; }

@@ -1,0 +1,146 @@
+// cuda_emu.h: the subset of CUDA that the CUDA backend's kernels use, executed on the CPU, so that
+// src/attn/mta_cuda.cu and cuda_kernels.cuh run unchanged under the host C++ compiler (the
+// `cuda-emu` backend, -DMTAC_CUDA_EMU=ON; docs/cuda.md). The emulated GPU checks what a GPU would
+// refuse or leave undefined, where a CPU would let it pass:
+//   - each thread block's threads are cooperative fibers: __syncthreads() is a real barrier, and a
+//     block whose threads do not all reach the same barrier (some exit, some wait) is an error;
+//   - between two barriers ("a pass") the threads run one after another, in order, reversed or in
+//     a seeded shuffle, a different order on each pass and each launch; blocks too. A missing
+//     barrier or a race between threads changes the result from one order to the next;
+//   - shared memory (MTA_SHARED, MTA_DYNAMIC_SHARED) is per block, a heap allocation of exactly its
+//     size (AddressSanitizer sees a read past it) that starts as NaN, like every fresh device
+//     allocation (cudaMalloc): a read of memory no thread wrote shows;
+//   - launches are checked as a GPU checks them: threads per block <= 1024 (x, y <= 1024,
+//     z <= 64), grid y, z <= 65535, x < 2^31, dynamic shared memory over 48 KB only after
+//     cudaFuncSetAttribute's opt-in (and at most 227 KB); a refused launch sets the error that
+//     cudaGetLastError returns, as the runtime does;
+//   - device memory is host heap memory (ASan sees kernels' out-of-bounds reads and writes), 4 GiB
+//     of it in all; a refused cudaMalloc sets the last error too. Streams, events and async copies
+//     run synchronously, in the order they are called.
+// Warp-level intrinsics are not provided: no kernel uses one.
+#ifndef MTAC_CUDA_EMU_H
+#define MTAC_CUDA_EMU_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <utility>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+// Compiled for sm_90 (what a GPU build of this tree targets), for the backend's capability check.
+#define MTAC_CUDA_EMU_ARCH 90
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+    unsigned x, y, z;
+};
+
+enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+};
+typedef enum cudaError cudaError_t;
+typedef struct cuemu_stream *cudaStream_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
+    int major, minor, multiProcessorCount, maxThreadsPerBlock, warpSize;
+    int maxThreadsDim[3], maxGridSize[3];
+};
+
+cudaError_t cudaMalloc(void **p, size_t bytes);
+template <typename T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s = 0);
+cudaError_t cudaMemset(void *p, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDevice(int *dev);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attr, int value);
+template <typename F> cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute((const void *)kernel, attr, value);
+}
+
+namespace cuemu {
+
+// The running thread's coordinates (set by the scheduler on every switch).
+extern thread_local uint3 thread_idx, block_idx;
+extern thread_local dim3 block_dim, grid_dim;
+
+void syncthreads(void);
+// The calling block's n-th static shared array (every thread of a block declares the same arrays
+// in the same order, as a kernel's __shared__ declarations) and its dynamic shared memory.
+void *shared_array(size_t bytes, size_t align);
+void *dynamic_shared(void);
+
+// Runs fn(arg) as every thread of every block of the launch (the launch's checks first).
+void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                 void (*fn)(void *), void *arg);
+
+// MTA_LAUNCH(k, grid, block, shmem, stream)(args...): the kernel's parameters are converted once
+// from the arguments, as a call converts them, and each thread gets its own copy.
+template <typename... P>
+struct launcher {
+    const char *name;
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    template <typename... A>
+    void operator()(A &&...a) const {
+        struct call {
+            void (*kernel)(P...);
+            std::tuple<P...> args;
+        } c{kernel, std::tuple<P...>(std::forward<A>(a)...)};
+        launch_grid(name, (const void *)kernel, grid, block, shmem, stream,
+                    [](void *p) { std::apply(((call *)p)->kernel, ((call *)p)->args); }, &c);
+    }
+};
+template <typename... P>
+launcher<P...> launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t s) {
+    return launcher<P...>{name, kernel, grid, block, shmem, s};
+}
+
+}  // namespace cuemu
+
+#define threadIdx (::cuemu::thread_idx)
+#define blockIdx (::cuemu::block_idx)
+#define blockDim (::cuemu::block_dim)
+#define gridDim (::cuemu::grid_dim)
+#define __syncthreads() ::cuemu::syncthreads()
+
+#endif
