@@ -32,6 +32,16 @@ int cli_threads(void);
 // The attention backend the commands use unless told otherwise: MTAC_BACKEND (fused or
 // reference) when set, else fused. An unknown name is an error: a message, and -1.
 int cli_default_backend(mta_backend *b);
+// The backend named by a --backend flag of command cmd, when this build and machine can run it
+// (1); else 0 after saying why.
+int cli_backend_usable(const char *cmd, const char *name, mta_backend *b);
+// n floats where backend b's calls take them: host itself for a backend of host memory, else a
+// copy in its device's memory (mta_backend_alloc, upload); NULL after a message on failure.
+// cli_from_backend copies such a copy back (after the device's work; 0 or -1 after a message),
+// cli_off_backend frees it (nothing for host memory).
+float *cli_on_backend(mta_backend b, const float *host, size_t n);
+int cli_from_backend(mta_backend b, float *host, const float *placed, size_t n);
+void cli_off_backend(mta_backend b, const float *host, float *placed);
 
 // Opens a run directory for a command (eval, sample): its configuration into *c and its model on
 // the default backend into *m. 0, or the exit status (1: the run, 2: MTAC_BACKEND) after a message

@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend fused|reference]\n"
+            "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
             "                 [--max-T N]\n"
             "\n"
             "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
@@ -25,9 +25,12 @@ static void usage(FILE *f) {
             "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
             "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
             "  The format is documented in docs/formats.md.\n"
-            "  --backend: fused (the default: no (T,T) map held, docs/fused.md) or reference (materialises\n"
-            "  the maps); both compute the same function within float32 rounding. Without the flag, the\n"
-            "  environment variable MTAC_BACKEND (fused or reference) picks one.\n"
+            "  --backend: fused (the default: no (T,T) map held, docs/fused.md), reference (materialises\n"
+            "  the maps), cuda (an NVIDIA GPU, in builds with the CUDA toolkit) or cuda-emu (the CUDA\n"
+            "  backend's source run on the CPU, in builds made with -DMTAC_CUDA_EMU=ON; slow); all compute\n"
+            "  the same function within float32 rounding. The tensors go to a GPU backend's memory and the\n"
+            "  results come back. Without the flag, the environment variable MTAC_BACKEND (fused or\n"
+            "  reference) picks one.\n"
             "  --max-T: the largest T run (default %d), checked before any work: the work grows as B*H*T^2\n"
             "  while the file grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds\n"
             "  several maps of B*H*T*T floats: 1 GiB each at the default).\n",
@@ -61,13 +64,9 @@ int cmd_attn(int argc, char **argv) {
         } else if (!strcmp(a, "--max-T")) {
             if (!cli_parse_pos_int("--max-T", argv[++i], &max_T)) return 2;
         } else if (!strcmp(a, "--backend")) {
-            const char *b = argv[++i];
             mta_backend be;
-            if (!mta_backend_from_name(b, &be) && be != MTA_BACKEND_CUDA) backend = (int)be;
-            else {
-                fprintf(stderr, "mtac attn: --backend expects fused or reference, got '%s'\n", b);
-                return 2;
-            }
+            if (!cli_backend_usable("mtac attn", argv[++i], &be)) return 2;
+            backend = (int)be;
         } else {
             fprintf(stderr, "mtac attn: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -118,23 +117,32 @@ int cmd_attn(int argc, char **argv) {
             return 1;
         }
     }
-    mta_ctx *ctx = NULL;
-    mta_params p = attn_problem_params(&pr);
     // One block: out, dq, dk, dv, then the parameter gradients.
     size_t ngrad = 0;
     for (int i = 0; i < ATTN_N_PARAMS; i++) ngrad += pr.param_numel[i];
-    float *buf = calloc(4 * n + ngrad, sizeof(float));
+    const size_t nbuf = 4 * n + ngrad;
+    float *buf = calloc(nbuf, sizeof(float));
+    // Every tensor where the backend's calls take it (a copy in a GPU backend's memory).
+    const mta_backend be = c->backend;
+    float *placed[4 + ATTN_N_PARAMS] = {0}, *pbuf = NULL;
+    mta_ctx *ctx = NULL;
     int rc = 1;
     if (!buf) {
         fprintf(stderr, "mtac attn: out of memory\n");
         goto done;
     }
+    for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) {
+        const float *x = i < 4 ? inputs[i] : pr.param[i - 4];
+        if (x && !(placed[i] = cli_on_backend(be, x, i < 4 ? n : pr.param_numel[i - 4]))) goto done;
+    }
+    if (!(pbuf = cli_on_backend(be, buf, nbuf))) goto done;
+    const mta_params p = {placed[4], placed[5], placed[6], placed[7], placed[8], placed[9], placed[10]};
     if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
         fprintf(stderr, "mtac attn: %s\n", err);
         goto done;
     }
     float *out = buf, *dq = buf + n, *dk = buf + 2 * n, *dv = buf + 3 * n;
-    if (mta_forward(ctx, pr.q, pr.k, pr.v, &p, out) != MTA_OK) {
+    if (mta_forward(ctx, placed[0], placed[1], placed[2], &p, pbuf) != MTA_OK) {
         fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(ctx));
         goto done;
     }
@@ -152,23 +160,25 @@ int cmd_attn(int argc, char **argv) {
     }
     if (pr.dout) {
         float *gp[ATTN_N_PARAMS] = {0};
-        float *cur = buf + 4 * n;
+        size_t at = 4 * n;
         for (int i = 0; i < ATTN_N_PARAMS; i++) {
             if (!pr.param[i]) continue;
-            gp[i] = cur;
-            cur += pr.param_numel[i];
+            gp[i] = pbuf + at;
             const st_tensor *pt = st_find(&f, attn_param_names[i]);
             snprintf(names[i], sizeof names[i], "grad.%s", attn_param_names[i]);
             ts[nt] = *pt;
             ts[nt].name = names[i];
-            ts[nt++].data = gp[i];
+            ts[nt++].data = buf + at;
+            at += pr.param_numel[i];
         }
         mta_grads g = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5], gp[6]};
-        if (mta_backward(ctx, pr.q, pr.k, pr.v, &p, pr.dout, dq, dk, dv, &g) != MTA_OK) {
+        if (mta_backward(ctx, placed[0], placed[1], placed[2], &p, placed[3], pbuf + n, pbuf + 2 * n, pbuf + 3 * n, &g) !=
+            MTA_OK) {
             fprintf(stderr, "mtac attn: backward failed: %s\n", mta_ctx_error(ctx));
             goto done;
         }
     }
+    if (cli_from_backend(be, buf, pbuf, nbuf)) goto done;
     // Finite inputs can still overflow float32 (scores of q, k near 1e19 and beyond): say so
     // instead of writing NaN.
     for (int i = 0; i < nt; i++) {
@@ -194,6 +204,8 @@ int cmd_attn(int argc, char **argv) {
     rc = 0;
 done:
     mta_destroy(ctx);
+    for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) cli_off_backend(be, i < 4 ? inputs[i] : pr.param[i - 4], placed[i]);
+    cli_off_backend(be, buf, pbuf);
     free(buf);
     st_free(&f);
     return rc;

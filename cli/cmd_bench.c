@@ -37,6 +37,9 @@ static void usage(FILE *f) {
             "  --keep-o          the fused MTA forward keeps O for the backward (mta_config.keep_o: one\n"
             "                    more (B,H,T,d) tensor, one product per head fewer)\n"
             "  --impl LIST       any of plain,mta,mta_ref,torch (default all four)\n"
+            "  --backend NAME    the backend of plain and mta: fused (default), reference, cuda (a GPU: the\n"
+            "                    tensors live in its memory, each call is timed to its synchronisation, and\n"
+            "                    peak MB is the workspace) or cuda-emu (the CUDA source on the CPU: slow)\n"
             "  --naive-max-T N   run mta_ref and torch only up to this T (default 4096: they hold\n"
             "                    several (T,T) maps per head, 8.6 GB each per 8 heads at T=16384)\n"
             "  --python PATH     Python with torch for the PyTorch reference (default /usr/bin/python3)\n"
@@ -122,12 +125,24 @@ static result run_c(const mta_config *c, int reps) {
         for (size_t i = 0; i < np; i++) w[i] += tmp[i];
         free(tmp);
     }
-    mta_params p = {pw[0], pw[1], pw[2], pw[3], pw[4], pw[5], pw[6]};
-    mta_grads g = {pg[0], pg[1], pg[2], pg[3], pg[4], pg[5], pg[6]};
+    // Everything where the backend's calls take it: a copy in a GPU backend's memory.
+    float *dbuf = cli_on_backend(c->backend, buf, 8 * n + 2 * np);
+    if (!dbuf) {
+        free(buf);
+        return r;
+    }
+#define PLACED(x) ((x) ? dbuf + ((x) - buf) : NULL)
+    mta_params p = {PLACED(pw[0]), PLACED(pw[1]), PLACED(pw[2]), PLACED(pw[3]), PLACED(pw[4]), PLACED(pw[5]), PLACED(pw[6])};
+    mta_grads g = {PLACED(pg[0]), PLACED(pg[1]), PLACED(pg[2]), PLACED(pg[3]), PLACED(pg[4]), PLACED(pg[5]), PLACED(pg[6])};
+    q = PLACED(q), k = PLACED(k), v = PLACED(v), dout = PLACED(dout), out = PLACED(out);
+    dq = PLACED(dq), dk = PLACED(dk), dv = PLACED(dv);
+#undef PLACED
+    const int device = dbuf != buf;
     char err[256];
     mta_ctx *ctx;
     if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
         fprintf(stderr, "mtac bench: %s\n", err);
+        cli_off_backend(c->backend, buf, dbuf);
         free(buf);
         return r;
     }
@@ -142,12 +157,18 @@ static result run_c(const mta_config *c, int reps) {
             reset_peak();
             base = proc_status_kb("VmRSS");
         }
-        memset(dq, 0, 3 * n * sizeof(float));
-        memset(gw, 0, np * sizeof(float));
+        if (!device) {  // a device's gradients just accumulate: the same work
+            memset(dq, 0, 3 * n * sizeof(float));
+            memset(gw, 0, np * sizeof(float));
+        }
         mta_ctx_reset_stats(ctx);
         double t0 = cli_now();
         if (mta_forward(ctx, q, k, v, &p, out) || mta_backward(ctx, q, k, v, &p, dout, dq, dk, dv, &g)) {
             fprintf(stderr, "mtac bench: %s\n", mta_ctx_error(ctx));
+            break;
+        }
+        if (device && mta_backend_synchronize(c->backend)) {
+            fprintf(stderr, "mtac bench: the %s backend failed\n", mta_backend_name(c->backend));
             break;
         }
         double t = cli_now() - t0;
@@ -165,7 +186,9 @@ static result run_c(const mta_config *c, int reps) {
     r.fwd_bwd_s = best;
     r.peak_mb = (hwm - base) / 1024.0;
     r.workspace_mb = mta_ctx_workspace_bytes(ctx) / 1048576.0;
+    if (device) r.peak_mb = r.workspace_mb;  // the host's memory says nothing of the device's
     mta_destroy(ctx);
+    cli_off_backend(c->backend, buf, dbuf);
     free(buf);
     return r;
 }
@@ -244,6 +267,7 @@ void cli_cpu_name(char *buf, size_t n) {
 static int bench_attn(int argc, char **argv) {
     int Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
     int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096, rows = 0, keep_o = 0;
+    mta_backend backend = MTA_BACKEND_FUSED;
     const char *python = "/usr/bin/python3", *script = "tests/ref/bench_torch.py";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -281,6 +305,8 @@ static int bench_attn(int argc, char **argv) {
             if (!cli_parse_pos_int(a, val, &reps)) return 2;
         } else if (!strcmp(a, "--rows")) {
             if (!cli_parse_pos_int(a, val, &rows)) return 2;
+        } else if (!strcmp(a, "--backend")) {
+            if (!cli_backend_usable("mtac bench attn", val, &backend)) return 2;
         } else if (!strcmp(a, "--python")) {
             python = val;
         } else if (!strcmp(a, "--torch-script")) {
@@ -324,7 +350,7 @@ static int bench_attn(int argc, char **argv) {
     for (int ti = 0; ti < nT; ti++) {
         int T = Ts[ti];
         mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d), ref = mta;
-        plain.backend = mta.backend = MTA_BACKEND_FUSED;
+        plain.backend = mta.backend = backend;
         plain.strip_rows = mta.strip_rows = rows;
         mta.keep_o = keep_o;
         ref.backend = MTA_BACKEND_REFERENCE;
@@ -351,7 +377,8 @@ static int bench_attn(int argc, char **argv) {
                        "\"peak_mb\":%.1f",
                        names[i], T, B, H, d, threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
                 if (i < 3)
-                    printf(",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f", rs[i].workspace_mb,
+                    printf(",\"backend\":\"%s\",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f",
+                           mta_backend_name(i < 2 ? backend : MTA_BACKEND_REFERENCE), rs[i].workspace_mb,
                            rs[i].matmul_gflops, peak);
                 printf("}\n");
             } else {

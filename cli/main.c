@@ -59,12 +59,56 @@ int cli_default_backend(mta_backend *b) {
     const char *e = getenv("MTAC_BACKEND");
     *b = MTA_BACKEND_FUSED;
     if (!e || !*e) return 0;
-    if (mta_backend_from_name(e, b) || *b == MTA_BACKEND_CUDA) {
-        fprintf(stderr, "mtac: MTAC_BACKEND=%s is not a backend for host tensors (fused or reference; the GPU is "
-                        "`mtac attn --device cuda` and `mtac bench attn --device cuda`)\n", e);
+    if (mta_backend_from_name(e, b) || mta_backend_device_memory(*b)) {
+        fprintf(stderr, "mtac: MTAC_BACKEND=%s is not a backend of host tensors (fused or reference; a backend of device "
+                        "memory runs in `mtac attn --backend NAME` and `mtac bench attn --backend NAME`)\n", e);
         return -1;
     }
     return 0;
+}
+
+int cli_backend_usable(const char *cmd, const char *name, mta_backend *b) {
+    if (mta_backend_from_name(name, b)) {
+        fprintf(stderr, "%s: --backend expects one of", cmd);
+        for (int i = 0; i < MTA_N_BACKENDS; i++) fprintf(stderr, "%s %s", i ? "," : "", mta_backend_name((mta_backend)i));
+        fprintf(stderr, ", got '%s'\n", name);
+        return 0;
+    }
+    if (!mta_backend_available(*b)) {
+        mta_config c = mta_config_default(1, 1, 1, 1);
+        char why[256];
+        c.backend = *b;
+        if (mta_config_check(&c, why, sizeof why)) fprintf(stderr, "%s: %s\n", cmd, why);
+        else fprintf(stderr, "%s: the %s backend cannot run on this machine (it needs a GPU it can use)\n", cmd, name);
+        return 0;
+    }
+    return 1;
+}
+
+float *cli_on_backend(mta_backend b, const float *host, size_t n) {
+    if (!mta_backend_device_memory(b)) return (float *)host;
+    void *d = NULL;
+    mta_status s = mta_backend_alloc(b, n * sizeof(float), &d);
+    if (!s) s = mta_backend_upload(b, d, host, n * sizeof(float));
+    if (s) {
+        fprintf(stderr, "mtac: could not place %.1f MB in the %s backend's memory: %s\n", n * 4e-6, mta_backend_name(b),
+                mta_status_str(s));
+        mta_backend_free(b, d);
+        return NULL;
+    }
+    return d;
+}
+
+int cli_from_backend(mta_backend b, float *host, const float *placed, size_t n) {
+    if (placed == host) return 0;
+    mta_status s = mta_backend_synchronize(b);
+    if (!s) s = mta_backend_download(b, host, placed, n * sizeof(float));
+    if (s) fprintf(stderr, "mtac: could not read back from the %s backend: %s\n", mta_backend_name(b), mta_status_str(s));
+    return s ? -1 : 0;
+}
+
+void cli_off_backend(mta_backend b, const float *host, float *placed) {
+    if (placed && placed != host) mta_backend_free(b, placed);
 }
 
 void cli_set_threads(int n) {

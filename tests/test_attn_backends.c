@@ -20,6 +20,10 @@
 
 #include <cmocka.h>
 
+#ifdef MTAC_HAVE_CUDA_EMU
+#include "attn/cuda_emu/cuda_emu_ctl.h"
+#endif
+
 // Forward and backward of a case on a fresh context (training with a fixed dropout seed when
 // the config has dropout). Returns the context's workspace bytes.
 static size_t run(tu_case *c) {
@@ -29,6 +33,9 @@ static size_t run(tu_case *c) {
 }
 
 static mta_backend backend;  // the backend under test (argv[1])
+// MTAC_SWEEP: quick (for the GPU's sanitizers: one shape, two strip sizes, no long sequences),
+// the default, or full (scripts/sweep.sh).
+static enum { SWEEP_QUICK, SWEEP_DEFAULT, SWEEP_FULL } sweep = SWEEP_DEFAULT;
 
 // The strip sizes and thread counts a backend is run with: the strips of a backend that walks
 // them (all but the reference one) and the threading paths of one on the CPU's threads (a
@@ -88,7 +95,7 @@ static int against_reference(const mta_config *c, uint64_t seed, const run_grid 
 static void test_variants(void **s) {
     (void)s;
     const int rows[] = {1, 2, 5, 16, 64}, threads[] = {1, 3};
-    const run_grid gr = grid(rows, 5, threads, 2);
+    const run_grid gr = grid(sweep == SWEEP_QUICK ? rows + 2 : rows, sweep == SWEEP_QUICK ? 1 : 5, threads, 2);
     int runs = 0, printed = 0, failed = 0;
     for (int k = 0; k < TU_NVARIANTS; k++) {
         char label[32];
@@ -106,8 +113,9 @@ static void test_variants(void **s) {
 // to 17, 64 and the default, and 1 to 4 threads.
 static void test_every_combination(void **s) {
     (void)s;
-    const int full = getenv("MTAC_SWEEP") && !strcmp(getenv("MTAC_SWEEP"), "full");
-    int rows[20] = {1, 3, 16, 0}, threads[4] = {1, 3}, nrows = 4, nthreads = 2;
+    const int full = sweep == SWEEP_FULL;
+    int rows[20] = {1, 3, 16, 0}, threads[4] = {1, 3}, nrows = sweep == SWEEP_QUICK ? 2 : 4, nthreads = 2;
+    if (sweep == SWEEP_QUICK) rows[0] = 3, rows[1] = 0;
     if (full) {
         for (nrows = 0; nrows < 17; nrows++) rows[nrows] = nrows + 1;
         rows[nrows++] = 64, rows[nrows++] = 0;
@@ -116,7 +124,8 @@ static void test_every_combination(void **s) {
     const run_grid gr = grid(rows, nrows, threads, nthreads);
     const float drops[] = {0.0f, 0.25f};
     int cases = 0, failed = 0, printed = 0;
-    for (int shape = 0; shape < TU_NSHAPES; shape++)
+    const int shape0 = sweep == SWEEP_QUICK ? 3 : 0, shape1 = sweep == SWEEP_QUICK ? 4 : TU_NSHAPES;
+    for (int shape = shape0; shape < shape1; shape++)
         for (int mask = 0; mask < TU_NCOMBOS; mask++)
             for (int di = 0; di < 2; di++) {
                 char name[64], label[128];
@@ -126,7 +135,57 @@ static void test_every_combination(void **s) {
                 failed += against_reference(&c, 1000 + 128 * shape + 2 * mask + di, &gr, label, &cases, &printed);
             }
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, cases);
-    assert_int_equal(cases, TU_NSHAPES * TU_NCOMBOS * 2 * gr.nrows * gr.nthreads);
+    assert_int_equal(cases, (shape1 - shape0) * TU_NCOMBOS * 2 * gr.nrows * gr.nthreads);
+}
+
+// The 830M layer's pattern over several default strips and T not a multiple of a strip: d = 64
+// with 8 heads, and d = 96 with B = 2 and dropout; the default strips and 24 rows.
+static void test_830m_pattern(void **s) {
+    (void)s;
+    if (sweep == SWEEP_QUICK) skip();
+    const int rows[] = {0, 24}, threads[] = {2};
+    const run_grid gr = grid(rows, 2, threads, 1);
+    int runs = 0, printed = 0, failed = 0;
+    mta_config c = tu_config_all(1, 8, 333, 64, 6, 11, 8);
+    failed += against_reference(&c, 91, &gr, "830M pattern, H = 8, T = 333, d = 64", &runs, &printed);
+    c = tu_config_all(2, 4, 200, 96, 6, 11, 4);
+    c.dropout = 0.1f;
+    failed += against_reference(&c, 92, &gr, "830M pattern, B = 2, T = 200, d = 96, dropout", &runs, &printed);
+    if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
+}
+
+// The same inputs give the same bits on every run (kernel gradients are reduced in a fixed order,
+// with no atomics), with and without dropout.
+static void test_repeatable(void **s) {
+    (void)s;
+    for (int drop = 0; drop < 2; drop++) {
+        mta_config c = tu_config_all(2, 4, 45, 8, 6, 11, 4);
+        c.backend = backend, c.dropout = drop ? 0.2f : 0.0f;
+        tu_case *a = tu_case_new(&c, 11, 1.0f, 0.3f), *b = tu_case_new(&c, 11, 1.0f, 0.3f);
+        run(a);
+        run(b);
+        if (!tu_same_bits(a, b)) fail_msg("two runs on the same inputs differ (dropout %.1f)", (double)c.dropout);
+        tu_case_free(a);
+        tu_case_free(b);
+    }
+}
+
+// A workspace the device refuses (152 GB: more memory than any GPU has) fails with
+// MTA_ERR_NOMEM, and the next context, a small one, runs as if nothing had happened (a refused
+// allocation is not left behind as the device's last error).
+static void test_refused_allocation(void **s) {
+    (void)s;
+    if (!mta_backend_device_memory(backend)) skip();
+    mta_config big = tu_config_all(4, 1, 131072, 1, 6, 11, 1);
+    big.backend = backend, big.strip_rows = 4096;
+    tu_case *a = tu_case_new(&big, 1, 1.0f, 0.3f);
+    assert_non_null(a);
+    assert_int_equal(tu_case_forward(a, NULL), MTA_ERR_NOMEM);
+    tu_case_free(a);
+    const run_grid gr = grid((const int[]){0}, 1, (const int[]){1}, 1);
+    int runs = 0, printed = 0;
+    const mta_config c = tu_variant(6);
+    if (against_reference(&c, 46, &gr, "after a refused allocation", &runs, &printed)) fail_msg("the small context failed");
 }
 
 // The cases of issue 15, where the fused dq and dk were wrong (head mixing, post conv and head
@@ -212,18 +271,33 @@ static void test_keep_o_same_bits(void **s) {
     if (failed) fail_msg("%d runs with keep_o differ from those without", failed);
 }
 
-// The workspace grows like T * strip, not T^2: at T = 1024 it is a small fraction of the
-// (B,H,T,T) maps the reference path holds several of.
+// The workspace a forward leaves for its backward.
+static size_t forward_workspace(const mta_config *c) {
+    tu_case *a = tu_case_new(c, 3, 1.0f, 0.3f);
+    assert_non_null(a);
+    size_t bytes = 0;
+    assert_int_equal(tu_case_forward(a, &bytes), MTA_OK);
+    tu_case_free(a);
+    return bytes;
+}
+
+// The workspace grows like T * strip, not T^2: at T = 1024 the fused backend's is a small
+// fraction of the (B,H,T,T) maps the reference path holds several of, and with strips of 16 rows
+// every backend's grows about linearly from T = 512 to 1024 and stays below one map.
 static void test_workspace_has_no_map(void **s) {
     (void)s;
-    mta_config c = tu_config_all(1, 4, 1024, 4, 6, 11, 4);
+    mta_config c = tu_config_all(1, 2, 1024, 4, 6, 11, 2);
     c.backend = backend;
-    tu_case *a = tu_case_new(&c, 3, 1.0f, 0.3f);
-    const size_t bytes = run(a);
-    const size_t map = (size_t)c.B * c.H * c.T * c.T * sizeof(float);
-    if (bytes * 4 > map) fail_msg("workspace %zu bytes, a quarter of one (B,H,T,T) map is %zu", bytes, map / 4);
-    assert_true(bytes > 0);
-    tu_case_free(a);
+    if (backend == MTA_BACKEND_FUSED) {
+        const size_t bytes = forward_workspace(&c), map = (size_t)c.B * c.H * c.T * c.T * sizeof(float);
+        if (bytes * 4 > map) fail_msg("workspace %zu bytes, a quarter of one (B,H,T,T) map is %zu", bytes, map / 4);
+    }
+    c.strip_rows = 16;
+    const size_t at1024 = forward_workspace(&c);
+    c.T = 512;
+    const size_t at512 = forward_workspace(&c), map = (size_t)c.B * c.H * 1024 * 1024 * sizeof(float);
+    if (!(at512 > 0 && at1024 < 2.2 * at512 && at1024 < map))
+        fail_msg("workspace %zu bytes at T = 512, %zu at T = 1024 (one map: %zu)", at512, at1024, map);
 }
 
 // The strip size follows the memory budget (all workers' windows within 3/8 of the output and
@@ -260,9 +334,27 @@ static void test_strip_size_budget(void **s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 || mta_backend_from_name(argv[1], &backend)) {
-        fprintf(stderr, "usage: test_attn_backends fused|...: the backend to check against the reference\n");
+    const int with_schedule = argc == 4 && !strcmp(argv[2], "--schedule");
+    if ((argc != 2 && !with_schedule) || mta_backend_from_name(argv[1], &backend)) {
+        fprintf(stderr, "usage: test_attn_backends BACKEND [--schedule N]: the backend (fused, cuda, cuda-emu) against the\n"
+                        "reference; --schedule: the cuda-emu thread orders (src/attn/cuda_emu/cuda_emu_ctl.h). MTAC_SWEEP=quick\n"
+                        "or full: fewer or more cases\n");
         return 2;
+    }
+    const char *sw = getenv("MTAC_SWEEP");
+    if (sw && !strcmp(sw, "quick")) sweep = SWEEP_QUICK;
+    else if (sw && !strcmp(sw, "full")) sweep = SWEEP_FULL;
+    else if (sw && *sw) {
+        fprintf(stderr, "test_attn_backends: MTAC_SWEEP=%s: quick or full\n", sw);
+        return 2;
+    }
+    if (with_schedule) {
+#ifdef MTAC_HAVE_CUDA_EMU
+        mta_cuda_emu_set_schedule(strtoull(argv[3], NULL, 10));
+#else
+        fprintf(stderr, "test_attn_backends: --schedule needs a build with the CUDA emulator (-DMTAC_CUDA_EMU=ON)\n");
+        return 2;
+#endif
     }
     if (!mta_backend_available(backend)) {
         printf("test_attn_backends: the %s backend cannot run here; skipped\n", argv[1]);
@@ -271,6 +363,9 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_every_combination),
+        cmocka_unit_test(test_830m_pattern),
+        cmocka_unit_test(test_repeatable),
+        cmocka_unit_test(test_refused_allocation),
         cmocka_unit_test(test_mix_post_hconv_without_pre),
         cmocka_unit_test(test_thread_count_invariant),
         cmocka_unit_test(test_keep_o_same_bits),

@@ -198,6 +198,8 @@ static mta_status case_run(tu_case *c, int backward, int training, size_t *bytes
 
 mta_status tu_case_run(tu_case *c, int backward) { return case_run(c, backward, 0, NULL); }
 
+mta_status tu_case_forward(tu_case *c, size_t *bytes) { return case_run(c, 0, 0, bytes); }
+
 mta_status tu_case_train(tu_case *c, size_t *bytes) { return case_run(c, 1, c->cfg.dropout > 0, bytes); }
 
 int tu_same_bits(const tu_case *a, const tu_case *b) {

@@ -27,6 +27,8 @@ void tu_case_free(tu_case *c);
 
 // forward (+ backward with zeroed gradients); returns the status.
 mta_status tu_case_run(tu_case *c, int backward);
+// A forward alone; *bytes gets the context's workspace after it.
+mta_status tu_case_forward(tu_case *c, size_t *bytes);
 // Forward and backward as tu_case_run, training (dropout on, seed 1234) when the config has
 // dropout; *bytes (if not NULL) gets the context's workspace bytes.
 mta_status tu_case_train(tu_case *c, size_t *bytes);

@@ -7,6 +7,7 @@
 #include "attn/cuda_emu/include/cublas_v2.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,7 @@ struct fiber {
     ucontext_t uc;
 #endif
     char *stack;        // lowest address (a guard page below it)
+    uint3 idx;          // its threadIdx
     int state;
     unsigned shared_n;  // static shared arrays this thread has declared so far
     void *fake_stack;   // ASan's fake stack while switched out
@@ -106,11 +108,12 @@ struct sched {
     unsigned shared_n;
     void *dyn_shared;
     size_t dyn_bytes, shared_limit;
-    uint64_t launches, passes;
+    uint64_t launch;  // the number of the launch being run
 };
 
 thread_local sched *S;
-uint64_t schedule_seed;  // mta_cuda_emu_set_schedule
+uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
+uint64_t launches, passes;  // counted over all OS threads
 
 void switch_to_fiber(fiber *f) {
     S->cur = f;
@@ -161,8 +164,11 @@ void fiber_entry(unsigned lo, unsigned hi) { fiber_main((void *)((uintptr_t)lo |
 void fiber_init(fiber *f, unsigned i) {
     f->stack = S->stacks + (size_t)i * (S->stack_size + 4096) + 4096;
     f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL;
+    f->idx.x = i % block_dim.x, f->idx.y = i / block_dim.x % block_dim.y, f->idx.z = i / (block_dim.x * block_dim.y);
 #if defined(__x86_64__)
-    void **top = (void **)(f->stack + S->stack_size);  // 16-byte aligned
+    // Stacks are a power of two apart: their tops are staggered by 3 cache lines a fiber, or the
+    // live frames of a block's threads would all fall in the same cache sets.
+    void **top = (void **)(f->stack + S->stack_size - (size_t)(i % 21) * 192);  // 16-byte aligned
     void **sp = top - 7;
     sp[0] = sp[1] = NULL;                                   // r15, r14
     sp[2] = (void *)fiber_main;                             // r13
@@ -223,10 +229,10 @@ uint64_t mix64(uint64_t z) {
 
 // order[0..n) for pass p of unit u: in order, reversed or shuffled (see cuda_emu_ctl.h).
 void make_order(unsigned *order, unsigned n, uint64_t pass, uint64_t unit) {
-    const unsigned mode = (unsigned)((pass + S->launches + schedule_seed) % 3);
+    const unsigned mode = (unsigned)((pass + S->launch + schedule_seed) % 3);
     for (unsigned i = 0; i < n; i++) order[i] = mode == 1 ? n - 1 - i : i;
     if (mode != 2) return;
-    uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + mix64(S->launches * 31 + unit) + pass);
+    uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + mix64(S->launch * 31 + unit) + pass);
     for (unsigned i = n; i > 1; i--) {
         r = mix64(r + 0x9E3779B97F4A7C15ULL);
         const unsigned j = (unsigned)(r % i), t = order[i - 1];
@@ -253,14 +259,13 @@ void run_block(unsigned nthreads, uint64_t block_no) {
     S->shared_total = S->dyn_bytes;
     for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
     for (uint64_t pass = 0;; pass++) {
-        S->passes++;
+        __atomic_fetch_add(&passes, 1, __ATOMIC_RELAXED);
         make_order(order, nthreads, pass, block_no + 1);
         for (unsigned i = 0; i < nthreads; i++) {
             const unsigned t = order[i];
             fiber *f = &S->fibers[t];
             if (f->state != F_READY) continue;
-            thread_idx.x = t % block_dim.x, thread_idx.y = t / block_dim.x % block_dim.y;
-            thread_idx.z = t / (block_dim.x * block_dim.y);
+            thread_idx = f->idx;
             switch_to_fiber(f);
         }
         unsigned done = 0;
@@ -360,23 +365,27 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
     }
     (void)s;  // every stream runs in call order
     if (S->fn) fatal("%s", name, "a kernel launched from inside a kernel");
-    S->fn = fn, S->arg = arg, S->kernel = name, S->dyn_bytes = shmem, S->shared_limit = limit;
-    block_dim = block, grid_dim = grid;
+    const uint64_t launch = __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
     const uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
     // Blocks in order, reversed, or shuffled by b = (a i + c) mod nblocks with a coprime to nblocks.
-    const unsigned mode = (unsigned)((S->launches + schedule_seed) % 3);
-    const uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + S->launches);
+    const unsigned mode = (unsigned)((launch + schedule_seed) % 3);
+    const uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + launch);
     uint64_t a = nblocks > 1 ? r % nblocks : 1;
     while (gcd(a, nblocks) != 1) a = (a + 1) % nblocks;
     const uint64_t c = nblocks ? (r >> 32) % nblocks : 0;
+    // Blocks are independent on a GPU: the CPU's threads share them out (each with its own
+    // fibers), one after another in the order above on each.
+#pragma omp parallel for schedule(static, 1) if (nblocks > 1)
     for (uint64_t i = 0; i < nblocks; i++) {
+        sched_get();
+        S->fn = fn, S->arg = arg, S->kernel = name, S->dyn_bytes = shmem, S->shared_limit = limit, S->launch = launch;
+        block_dim = block, grid_dim = grid;
         const uint64_t b = mode == 0 ? i : mode == 1 ? nblocks - 1 - i : affine(a, i, c, nblocks);
         block_idx.x = (unsigned)(b % grid.x), block_idx.y = (unsigned)(b / grid.x % grid.y);
         block_idx.z = (unsigned)(b / ((uint64_t)grid.x * grid.y));
         run_block((unsigned)nthreads, b);
+        S->fn = NULL, S->cur = NULL;
     }
-    S->fn = NULL, S->cur = NULL;
-    S->launches++;
 }
 
 }  // namespace cuemu
@@ -580,5 +589,5 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 // ---- settings for the tests ----
 
 extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
-extern "C" uint64_t mta_cuda_emu_launches(void) { return sched_get()->launches; }
-extern "C" uint64_t mta_cuda_emu_passes(void) { return sched_get()->passes; }
+extern "C" uint64_t mta_cuda_emu_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
+extern "C" uint64_t mta_cuda_emu_passes(void) { return __atomic_load_n(&passes, __ATOMIC_RELAXED); }
