@@ -1,6 +1,9 @@
 // mta.c: the public operator API: configuration checks, contexts, dispatch to a backend.
+#define _GNU_SOURCE  // dladdr
 #include "attn/mta_internal.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -22,12 +25,13 @@ const char *mta_status_str(mta_status s) {
     return "unknown status";
 }
 
-// The backends, registered here and nowhere else: each id's name and implementation (NULL: not in
-// this build, for the reason given).
+// The backends, registered here and nowhere else: each id's name and implementation, built into
+// libmtac or a module of its own that is opened when first asked for (the CUDA backend: libmtac
+// itself never needs the CUDA runtime), or neither in this build, for the reason given.
 #ifdef MTAC_HAVE_CUDA
-#define CUDA_IMPL (&mta_cuda_backend)
+#define CUDA_MODULE "libmtac_cuda.so"
 #else
-#define CUDA_IMPL NULL
+#define CUDA_MODULE NULL
 #endif
 #ifdef MTAC_HAVE_CUDA_EMU
 #define CUDA_EMU_IMPL (&mta_cuda_emu_backend)
@@ -37,18 +41,63 @@ const char *mta_status_str(mta_status s) {
 static const struct {
     mta_backend id;
     const char *name;
-    const mta_backend_impl *impl;
-    const char *missing;  // why a build lacks it
+    const mta_backend_impl *impl;  // built in
+    const char *module, *symbol;   // or opened at run time: the library, its mta_backend_impl
+    const char *missing;           // why a build has neither
 } backends[MTA_N_BACKENDS] = {
-    {MTA_BACKEND_REFERENCE, "reference", &mta_reference_backend, NULL},
-    {MTA_BACKEND_FUSED, "fused", &mta_fused_backend, NULL},
-    {MTA_BACKEND_CUDA, "cuda", CUDA_IMPL, "built without the CUDA toolkit, or with -DMTAC_CUDA=OFF"},
-    {MTA_BACKEND_CUDA_EMU, "cuda-emu", CUDA_EMU_IMPL, "the CUDA emulator is built with -DMTAC_CUDA_EMU=ON"},
+    {MTA_BACKEND_REFERENCE, "reference", &mta_reference_backend, NULL, NULL, NULL},
+    {MTA_BACKEND_FUSED, "fused", &mta_fused_backend, NULL, NULL, NULL},
+    {MTA_BACKEND_CUDA, "cuda", NULL, CUDA_MODULE, "mta_cuda_backend",
+     "built without the CUDA toolkit, or with -DMTAC_CUDA=OFF"},
+    {MTA_BACKEND_CUDA_EMU, "cuda-emu", CUDA_EMU_IMPL, NULL, NULL, "the CUDA emulator is built with -DMTAC_CUDA_EMU=ON"},
 };
 
 static int is_backend(mta_backend b) { return (int)b >= 0 && (int)b < MTA_N_BACKENDS; }
 
-static const mta_backend_impl *backend_of(mta_backend b) { return is_backend(b) ? backends[b].impl : NULL; }
+// A module backend, opened once: from the directory of libmtac (or of the program it is linked
+// into), else through the dynamic loader's search path. NULL when it cannot be, *why saying so.
+static const mta_backend_impl *open_module(int i, const char **why) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int tried[MTA_N_BACKENDS];
+    static const mta_backend_impl *impl[MTA_N_BACKENDS];
+    static char error[MTA_N_BACKENDS][320];
+    pthread_mutex_lock(&lock);
+    if (!tried[i]) {
+        tried[i] = 1;
+        void *h = NULL;
+        Dl_info self;
+        const char *slash;
+        if (dladdr((void *)mta_create, &self) && self.dli_fname && (slash = strrchr(self.dli_fname, '/'))) {
+            char path[4096];
+            snprintf(path, sizeof path, "%.*s/%s", (int)(slash - self.dli_fname), self.dli_fname, backends[i].module);
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
+        if (!h) h = dlopen(backends[i].module, RTLD_NOW | RTLD_LOCAL);
+        if (h) impl[i] = (const mta_backend_impl *)dlsym(h, backends[i].symbol);
+        if (!impl[i]) {
+            const char *e = dlerror();
+            snprintf(error[i], sizeof error[i], "its module %s could not be opened: %s", backends[i].module, e ? e : "?");
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    *why = error[i];
+    return impl[i];
+}
+
+// The implementation of b, NULL when this build or machine has none (*why, when not NULL, says why).
+static const mta_backend_impl *backend_impl(mta_backend b, const char **why) {
+    const char *w = "not a backend";
+    const mta_backend_impl *impl = NULL;
+    if (is_backend(b)) {
+        impl = backends[b].impl;
+        w = backends[b].missing;
+        if (!impl && backends[b].module) impl = open_module((int)b, &w);
+    }
+    if (why) *why = w;
+    return impl;
+}
+
+static const mta_backend_impl *backend_of(mta_backend b) { return backend_impl(b, NULL); }
 
 const char *mta_backend_name(mta_backend b) { return is_backend(b) ? backends[b].name : "unknown"; }
 
@@ -125,7 +174,7 @@ mta_config mta_config_default(int B, int H, int T, int d) {
     return c;
 }
 
-float mta_depth_scale(int layer_id) { return 1.0f - (0.8f - 0.6f * expf(-0.3f * (float)layer_id)); }
+float mta_depth_scale(int layer_id) { return mta_depth_scale_of(layer_id); }
 
 static mta_status say(char *msg, size_t n, mta_status s, const char *fmt, ...) {
     if (msg && n) {
@@ -176,9 +225,9 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
     if (!is_backend(c->backend))
         return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused, 2 = cuda, 3 = cuda-emu)", (int)c->backend);
-    if (!backend_of(c->backend))
-        return say(msg, n, MTA_ERR_INVALID, "this build of libmtac has no %s backend (%s)", backends[c->backend].name,
-                   backends[c->backend].missing);
+    const char *why;
+    if (!backend_impl(c->backend, &why))
+        return say(msg, n, MTA_ERR_INVALID, "this libmtac has no %s backend: %s", backends[c->backend].name, why);
     if (c->threads < 0 || c->threads > 4096)
         return say(msg, n, MTA_ERR_INVALID, "threads=%d must be in [0, 4096] (0 = the OpenMP default)", c->threads);
     if (c->strip_rows < 0 || c->strip_rows > 4096)
@@ -239,14 +288,6 @@ void mta_params_init_identity(const mta_config *c, float *w_pre, float *w_pre_he
     if (gn_weight && c->group_norm)
         for (int i = 0; i < c->d; i++) gn_weight[i] = 1.0f;
     if (gate_b && c->gate) gate_b[0] = 0.0f;
-}
-
-mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    va_end(ap);
-    return s;
 }
 
 float *mta_alloc_floats(mta_ctx *ctx, size_t n) {

@@ -281,7 +281,7 @@ void strip_maps(call *cl, int a0, int a1, int save) {
 normgate normgate_of(const mta_config *c, const mta_params *p) {
     normgate ng;
     ng.d = c->d, ng.group_norm = c->group_norm, ng.gate = c->gate;
-    ng.ds = c->depth_scale ? mta_depth_scale(c->layer_id) : 1.0f;
+    ng.ds = c->depth_scale ? mta_depth_scale_of(c->layer_id) : 1.0f;
     ng.eps = MTA_GN_EPS;
     ng.gn_weight = p->gn_weight, ng.gate_w = p->gate_w, ng.gate_b = p->gate_b;
     return ng;
@@ -470,7 +470,8 @@ mta_status dev_synchronize(void) { return dev_status(cudaDeviceSynchronize()); }
 #ifdef MTAC_CUDA_EMU
 extern "C" const mta_backend_impl mta_cuda_emu_backend = {
 #else
-extern "C" const mta_backend_impl mta_cuda_backend = {
+// The module's one exported symbol, which libmtac looks up when it opens libmtac_cuda (mta.c).
+extern "C" __attribute__((visibility("default"))) const mta_backend_impl mta_cuda_backend = {
 #endif
     cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
     1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize,

@@ -4,6 +4,9 @@
 
 #include "mta.h"
 
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #ifdef __cplusplus
@@ -94,8 +97,18 @@ static inline MTA_HOST_DEVICE int mta_dropout_keep(uint64_t seed, size_t idx, ui
     return (uint32_t)(z >> 32) >= threshold;
 }
 
-// Sets ctx->err and returns s.
-mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...);
+// Sets ctx->err and returns s. (Inline, as mta_depth_scale_of: the CUDA backend's module,
+// libmtac_cuda, uses them without linking libmtac's internals.)
+static inline mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+// The depth scale 1 - lambda(layer_id) (mta_depth_scale).
+static inline float mta_depth_scale_of(int layer_id) { return 1.0f - (0.8f - 0.6f * expf(-0.3f * (float)layer_id)); }
 
 // A call's threads (cfg.threads): sets the calling thread's OpenMP default for the call and
 // returns what to restore (0: nothing was changed); leave restores it.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks `mtac attn` against the independent PyTorch autograd reference on freshly drawn cases.
 
-    /usr/bin/python3 tests/ref/check_against_torch.py --mtac build/mtac [--cases N] [--seed S]
+    /usr/bin/python3 tests/ref/check_against_torch.py --mtac build/mtac [--cases N] [--seed S] [--backend NAME]
 
 Then every on/off combination of the six steps once (64 cases, on the shapes of the C tests'
 combination sweep; --no-combos leaves them out).
@@ -168,6 +168,7 @@ def main():
     ap.add_argument('--no-combos', action='store_true',
                     help='leave out the 64 on/off combinations of the six steps (run after the N cases)')
     ap.add_argument('--keep', action='store_true', help='keep the files of failed cases')
+    ap.add_argument('--backend', help='mtac attn --backend NAME (default: its own, MTAC_BACKEND or fused)')
     args = ap.parse_args()
     if not (os.path.isfile(args.mtac) and os.access(args.mtac, os.X_OK)):
         print(f'check_against_torch: {args.mtac} is not an executable file', file=sys.stderr)
@@ -191,7 +192,7 @@ def main():
             inp = os.path.join(tmp, f'case{n}_in.safetensors')
             out = os.path.join(tmp, f'case{n}_out.safetensors')
             st.save(inp, {k: v.numpy() for k, v in tensors.items()}, meta)
-            cmd = [args.mtac, 'attn', '--in', inp, '--out', out]
+            cmd = [args.mtac, 'attn', '--in', inp, '--out', out] + (['--backend', args.backend] if args.backend else [])
             try:
                 r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
                 rc, log = r.returncode, r.stdout.decode(errors='replace')

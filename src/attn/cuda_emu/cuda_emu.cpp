@@ -91,18 +91,14 @@ struct sched {
     char *stacks;
     unsigned nstacks;
     size_t stack_size;
-#if defined(__x86_64__)
-    void *main_sp;
-#else
-    ucontext_t main_uc;
-#endif
-    fiber *cur;
+    fiber main;  // the scheduler's own context
+    fiber *cur;  // the thread running (NULL: the scheduler)
+    unsigned order[MAX_THREADS], norder, pos;  // the pass's order, and the next of it to run
     void (*fn)(void *);
     void *arg;
     const char *kernel;
-    const void *main_bottom;  // the scheduler's own stack, for ASan's switch annotations
+    void *main_bottom;  // the scheduler's own stack, for ASan's switch annotations
     size_t main_size;
-    void *main_fake;
     void *shared[64];  // the block's static shared arrays
     size_t shared_bytes[64], shared_total;
     unsigned shared_n;
@@ -112,48 +108,51 @@ struct sched {
 };
 
 thread_local sched *S;
+// Every OS thread's scheduler, kept for the life of the process (the threads of OpenMP's pool
+// come back for the next launch), and reachable from here for LeakSanitizer.
+sched *all_scheds[1024];
+unsigned nscheds;
 uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
 uint64_t launches, passes;  // counted over all OS threads
 
-void switch_to_fiber(fiber *f) {
-    S->cur = f;
-#ifdef CUEMU_ASAN
-    __sanitizer_start_switch_fiber(&S->main_fake, f->stack, S->stack_size);
-#endif
-#if defined(__x86_64__)
-    mtac_cuemu_switch(&S->main_sp, f->sp);
-#else
-    swapcontext(&S->main_uc, &f->uc);
-#endif
-#ifdef CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(S->main_fake, NULL, NULL);
-#endif
+// The next thread of the pass to run, or the scheduler when every one has run.
+fiber *next_of_pass(void) {
+    while (S->pos < S->norder) {
+        fiber *f = &S->fibers[S->order[S->pos++]];
+        if (f->state == F_READY) return f;
+    }
+    return &S->main;
 }
 
-// From the running fiber back to the scheduler; a fiber that is done is never resumed.
-void switch_to_main(void) {
-    fiber *f = S->cur;
+// Leaves from (a thread, or the scheduler: &S->main) for to. A thread passes the block straight to
+// the next one of the pass; the last one hands it back to the scheduler. A thread that is done is
+// never resumed.
+void switch_fibers(fiber *from, fiber *to) {
+    const int to_main = to == &S->main;
+    S->cur = to_main ? NULL : to;
+    if (!to_main) thread_idx = to->idx;
 #ifdef CUEMU_ASAN
-    __sanitizer_start_switch_fiber(f->state == F_DONE ? NULL : &f->fake_stack, S->main_bottom, S->main_size);
+    __sanitizer_start_switch_fiber(from->state == F_DONE ? NULL : &from->fake_stack, to_main ? S->main_bottom : to->stack,
+                                   to_main ? S->main_size : S->stack_size);
 #endif
 #if defined(__x86_64__)
-    mtac_cuemu_switch(&f->sp, S->main_sp);
+    mtac_cuemu_switch(&from->sp, to->sp);
 #else
-    swapcontext(&f->uc, &S->main_uc);
+    swapcontext(&from->uc, &to->uc);
 #endif
 #ifdef CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(f->fake_stack, NULL, NULL);
+    __sanitizer_finish_switch_fiber(from->fake_stack, NULL, NULL);
 #endif
 }
 
 void fiber_main(void *p) {
     fiber *f = (fiber *)p;
 #ifdef CUEMU_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &S->main_bottom, &S->main_size);
+    __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
     S->fn(S->arg);
     f->state = F_DONE;
-    switch_to_main();
+    switch_fibers(f, next_of_pass());
 }
 
 #if !defined(__x86_64__)
@@ -204,6 +203,16 @@ sched *sched_get(void) {
     }
     S->stacks = (char *)m;
     for (unsigned i = 0; i < MAX_THREADS; i++) mprotect(S->stacks + (size_t)i * (S->stack_size + 4096), 4096, PROT_NONE);
+#ifdef CUEMU_ASAN
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) || pthread_attr_getstack(&attr, &S->main_bottom, &S->main_size)) {
+        fprintf(stderr, "cuda-emu: cannot find this thread's stack\n");
+        abort();
+    }
+    pthread_attr_destroy(&attr);
+#endif
+    const unsigned k = __atomic_fetch_add(&nscheds, 1, __ATOMIC_RELAXED);
+    if (k < sizeof all_scheds / sizeof all_scheds[0]) all_scheds[k] = S;
     return S;
 }
 
@@ -254,20 +263,15 @@ void *poisoned(size_t bytes) {
 
 // One block: its threads as fibers, pass by pass, until all are done.
 void run_block(unsigned nthreads, uint64_t block_no) {
-    unsigned order[MAX_THREADS];
     if (S->dyn_bytes && !(S->dyn_shared = poisoned(S->dyn_bytes))) fatal("%s", S->kernel, "out of memory");
     S->shared_total = S->dyn_bytes;
     for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
     for (uint64_t pass = 0;; pass++) {
         __atomic_fetch_add(&passes, 1, __ATOMIC_RELAXED);
-        make_order(order, nthreads, pass, block_no + 1);
-        for (unsigned i = 0; i < nthreads; i++) {
-            const unsigned t = order[i];
-            fiber *f = &S->fibers[t];
-            if (f->state != F_READY) continue;
-            thread_idx = f->idx;
-            switch_to_fiber(f);
-        }
+        make_order(S->order, nthreads, pass, block_no + 1);
+        S->norder = nthreads, S->pos = 0;
+        fiber *first = next_of_pass();
+        if (first != &S->main) switch_fibers(&S->main, first);
         unsigned done = 0;
         for (unsigned t = 0; t < nthreads; t++) done += S->fibers[t].state == F_DONE;
         if (done == nthreads) break;
@@ -324,9 +328,10 @@ struct cuemu_stream_ok {
 }  // namespace
 
 void syncthreads(void) {
-    if (!S || !S->cur) abort();
-    S->cur->state = F_BARRIER;
-    switch_to_main();
+    fiber *f = S ? S->cur : NULL;
+    if (!f) abort();
+    f->state = F_BARRIER;
+    switch_fibers(f, next_of_pass());
 }
 
 void *shared_array(size_t bytes, size_t align) {
@@ -373,9 +378,9 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
     uint64_t a = nblocks > 1 ? r % nblocks : 1;
     while (gcd(a, nblocks) != 1) a = (a + 1) % nblocks;
     const uint64_t c = nblocks ? (r >> 32) % nblocks : 0;
-    // Blocks are independent on a GPU: the CPU's threads share them out (each with its own
-    // fibers), one after another in the order above on each.
-#pragma omp parallel for schedule(static, 1) if (nblocks > 1)
+    // Blocks are independent on a GPU: the CPU's threads share out those of a large launch (each
+    // with its own fibers), one after another in the order above on each.
+#pragma omp parallel for schedule(static, 1) if (nblocks * nthreads >= 16384)
     for (uint64_t i = 0; i < nblocks; i++) {
         sched_get();
         S->fn = fn, S->arg = arg, S->kernel = name, S->dyn_bytes = shmem, S->shared_limit = limit, S->launch = launch;
