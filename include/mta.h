@@ -178,7 +178,9 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
 
 // The CUDA stream (a cudaStream_t) that the CUDA backend's calls on ctx enqueue their work on;
-// NULL (the default) is the legacy default stream. Other backends ignore it.
+// NULL (the default) is the legacy default stream. Other backends ignore it. The context's
+// workspace serves every call on it: the first call on a new stream waits for the work still
+// queued on the previous one.
 void mta_set_stream(mta_ctx *ctx, void *stream);
 
 // ---- incremental decoding ----

@@ -37,9 +37,10 @@ expect 2 "required" -- "$MTAC" attn --in x
 expect 2 "needs a value" -- "$MTAC" attn --in
 expect 2 "unknown option" -- "$MTAC" attn --bogus 1
 expect 2 "positive integer" -- "$MTAC" attn --in a --out b --threads zero
-expect 2 "fused or reference" -- "$MTAC" attn --in a --out b --backend gpu
-# The CUDA backend takes device pointers: the commands on host tensors refuse it, with a message.
-expect 2 "fused or reference" -- "$MTAC" attn --in a --out b --backend cuda
+expect 2 "expects one of reference, fused, cuda, cuda-emu" -- "$MTAC" attn --in a --out b --backend gpu
+# The CUDA backend needs a GPU (or a build with it): a message saying which, not a crash.
+expect 2 "cuda backend" -- "$MTAC" attn --in a --out b --backend cuda
+expect 2 "cuda backend" -- "$MTAC" bench attn --backend cuda
 expect 2 "unknown benchmark" -- "$MTAC" bench nope
 expect 2 "comma-separated" -- "$MTAC" bench attn --T 512,,x
 expect 1 "No such file" -- "$MTAC" attn --in "$tmp/missing.safetensors" --out "$tmp/o.safetensors"
@@ -57,7 +58,7 @@ tiny_problem() {
 }
 tiny_problem "$tmp/ok.safetensors" '\x00\x00\x80\x3f' '\x00\x00\x80\x3f'
 expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o.safetensors"
-expect 2 "not a backend for host tensors" -- env MTAC_BACKEND=cuda "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o2.safetensors"
+expect 2 "not a backend of host tensors" -- env MTAC_BACKEND=cuda "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o2.safetensors"
 # NaN input: a clear error, not NaN output (and no undefined behaviour in the softmax's exp)
 tiny_problem "$tmp/nan.safetensors" '\x00\x00\xc0\x7f' '\x00\x00\x80\x3f'
 expect 1 "tensor q has a non-finite value" -- "$MTAC" attn --in "$tmp/nan.safetensors" --out "$tmp/o.safetensors"
@@ -74,6 +75,14 @@ if [ -n "$fx" ]; then
 fi
 expect 0 "identity kernels" -- "$MTAC" demo --T 64
 expect 0 '"impl":"mtac_mta"' -- "$MTAC" bench attn --T 64 --H 2 --d 16 --impl plain,mta --json --threads 1
+# With the CUDA emulator (-DMTAC_CUDA_EMU=ON): the CUDA source through both commands' upload and
+# download (its results against PyTorch's: test_torch_reference_cuda-emu).
+if "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o3.safetensors" --backend cuda-emu 2>&1 | grep -q "no cuda-emu backend"; then
+    echo "skip: this build has no cuda-emu backend"
+else
+    expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o3.safetensors" --backend cuda-emu
+    expect 0 '"backend":"cuda-emu"' -- "$MTAC" bench attn --T 24 --H 2 --d 8 --impl plain,mta --json --threads 1 --backend cuda-emu
+fi
 
 # decoding benchmark
 expect 0 "usage: mtac bench decode" -- "$MTAC" bench decode --help

@@ -53,6 +53,7 @@ def _load():
         'mta_backend_from_name': (_c_int, [ctypes.c_char_p, ctypes.POINTER(_c_int)]),
         'mta_backend_name': (ctypes.c_char_p, [_c_int]),
         'mta_backend_available': (_c_int, [_c_int]),
+        'mta_backend_device_memory': (_c_int, [_c_int]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -64,15 +65,16 @@ lib = _load()
 
 
 def backend_of(name):
-    """The mta_backend of a name ('fused', 'reference'); None gives the library's default."""
+    """The mta_backend of a name ('fused', 'reference'); None gives the library's default. A backend of
+    device memory (cuda, cuda-emu) is refused: the op passes host tensors."""
     if name is None:
         return lib.mta_config_default(1, 1, 1, 1).backend
     b = _c_int()
     if not isinstance(name, str) or lib.mta_backend_from_name(name.encode(), ctypes.byref(b)) != 0:
         raise Error('mtac: unknown backend %r (fused, reference)' % (name,))
-    if name == 'cuda':
-        raise Error('mtac: the Python package runs the CPU backends (fused, reference); '
-                    'the CUDA backend takes GPU pointers through the C API (include/mta.h)')
+    if lib.mta_backend_device_memory(b.value):
+        raise Error('mtac: the Python package runs the backends of host memory (fused, reference); '
+                    'the %s backend takes device pointers through the C API (include/mta.h)' % name)
     if not lib.mta_backend_available(b.value):
         raise Error('mtac: backend %r cannot run on this machine' % name)
     return b.value

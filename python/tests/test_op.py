@@ -144,6 +144,7 @@ def test_errors():
     raises('gn_weight', lambda: mta_attention(q, k, v, depth_scale=True))
     raises(r'dropout=1 must be in \[0, 1\)', lambda: mta_attention(q, k, v, dropout=1.0))
     raises('unknown backend', lambda: mta_attention(q, k, v, backend='gpu'))
+    raises('device pointers', lambda: mta_attention(q, k, v, backend='cuda'))  # registered, device memory
     raises('threads', lambda: mta_attention(q, k, v, threads=0))
     raises('layer_id', lambda: mta_attention(q, k, v, layer_id=-1))
     raises('must be a torch.Tensor', lambda: mta_attention(q, k, [1.0]))

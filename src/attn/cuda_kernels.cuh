@@ -20,12 +20,17 @@
 // nvcc and in the CUDA emulator (cuda_emu/cuda_emu.h, the cuda-emu backend):
 //   MTA_LAUNCH(kernel, grid, block, shmem, stream)(args...)   is   kernel<<<grid, block, shmem, stream>>>(args...)
 //   MTA_SHARED(T, name, n);                                    is   __shared__ T name[n];
+//   MTA_DYNAMIC_SHARED(T, name);                               is   the launch's shmem bytes, as T *name
 #ifdef MTAC_CUDA_EMU
 #define MTA_LAUNCH(k, grid, block, shmem, stream) ::cuemu::launch(#k, k, grid, block, shmem, stream)
 #define MTA_SHARED(T, name, n) T *const name = (T *)::cuemu::shared_array((n) * sizeof(T), alignof(T))
+#define MTA_DYNAMIC_SHARED(T, name) T *const name = (T *)::cuemu::dynamic_shared()
 #else
 #define MTA_LAUNCH(k, grid, block, shmem, stream) k<<<grid, block, shmem, stream>>>
 #define MTA_SHARED(T, name, n) __shared__ T name[n]
+#define MTA_DYNAMIC_SHARED(T, name)                        \
+    extern __shared__ __align__(16) unsigned char mta_dynamic_shared_[]; \
+    T *const name = (T *)mta_dynamic_shared_
 #endif
 
 typedef struct {

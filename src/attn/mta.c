@@ -142,22 +142,22 @@ mta_status mta_backend_free(mta_backend b, void *ptr) {
     return MTA_OK;
 }
 
-mta_status mta_backend_upload(mta_backend b, void *dst, const void *src, size_t bytes) {
+// A copy between the host and b's memory through b's hook (upload or download), or memcpy.
+static mta_status copy(mta_backend b, void *dst, const void *src, size_t bytes, int upload) {
     const mta_backend_impl *impl = usable(b);
     if (!impl) return MTA_ERR_INVALID;
     if (bytes && (!dst || !src)) return MTA_ERR_NULL;
-    if (impl->device_memory) return impl->upload(dst, src, bytes);
+    if (impl->device_memory) return (upload ? impl->upload : impl->download)(dst, src, bytes);
     if (bytes) memcpy(dst, src, bytes);
     return MTA_OK;
 }
 
+mta_status mta_backend_upload(mta_backend b, void *dst, const void *src, size_t bytes) {
+    return copy(b, dst, src, bytes, 1);
+}
+
 mta_status mta_backend_download(mta_backend b, void *dst, const void *src, size_t bytes) {
-    const mta_backend_impl *impl = usable(b);
-    if (!impl) return MTA_ERR_INVALID;
-    if (bytes && (!dst || !src)) return MTA_ERR_NULL;
-    if (impl->device_memory) return impl->download(dst, src, bytes);
-    if (bytes) memcpy(dst, src, bytes);
-    return MTA_OK;
+    return copy(b, dst, src, bytes, 0);
 }
 
 mta_status mta_backend_synchronize(mta_backend b) {

@@ -438,15 +438,16 @@ const int BUILT_ARCH = min_arch(__CUDA_ARCH_LIST__) / 10;
 const int BUILT_ARCH = 90;
 #endif
 
-// 1 when the current device runs this build's code; a failed query is cleared, not left to the
-// next call's check.
+// 1 when the current device runs this build's code. The attributes are cheap to ask for (the
+// memory hooks ask on every call); a failed query is cleared, not left to the next call's check,
+// and an error already pending is left alone.
 int cuda_available(void) {
-    int n = 0, dev = 0;
-    cudaDeviceProp prop;
+    int n = 0, dev = 0, major = 0, minor = 0;
     const int ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaGetDevice(&dev) == cudaSuccess &&
-                   cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major * 10 + prop.minor >= BUILT_ARCH;
-    cudaGetLastError();
-    return ok;
+                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    return ok && major * 10 + minor >= BUILT_ARCH;
 }
 
 // The memory hooks of the backend table: device memory through the runtime.

@@ -477,6 +477,9 @@ int model_forward(model *m, const int *tokens, const int *targets, int B, int T,
 
 static int reserve(model *m, int B, int T, int keep, char *msg, size_t n) {
     if (B < 1 || T < 1) return errmsg(msg, n, "batch size and length must be >= 1 (got B=%d T=%d)", B, T);
+    if (mta_backend_device_memory(m->backend))
+        return errmsg(msg, n, "the model keeps its tensors in host memory: the %s attention backend takes device memory",
+                      mta_backend_name(m->backend));
     // N = B*T rows are indexed with an int in the forward and backward (and by the BLAS calls).
     if (B > INT_MAX / T) return errmsg(msg, n, "batch of B=%d x T=%d tokens: more than %d rows", B, T, INT_MAX);
     return ensure_acts(m, B, T, keep, msg, n);

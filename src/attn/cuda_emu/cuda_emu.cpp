@@ -509,6 +509,15 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev) {
     return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
+    if (!value) return fail(cudaErrorInvalidValue);
+    if (dev != 0) return fail(cudaErrorInvalidDevice);
+    if (attr == cudaDevAttrComputeCapabilityMajor) *value = MTAC_CUDA_EMU_ARCH / 10;
+    else if (attr == cudaDevAttrComputeCapabilityMinor) *value = MTAC_CUDA_EMU_ARCH % 10;
+    else return fail(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) {

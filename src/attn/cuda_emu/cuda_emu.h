@@ -7,7 +7,7 @@
 //   - between two barriers ("a pass") the threads run one after another, in order, reversed or in
 //     a seeded shuffle, a different order on each pass and each launch; blocks too. A missing
 //     barrier or a race between threads changes the result from one order to the next;
-//   - shared memory (MTA_SHARED, MTA_DYNAMIC_SHARED) is per block, a heap allocation of exactly its
+//   - shared memory (cuda_kernels.cuh's MTA_SHARED, MTA_DYNAMIC_SHARED) is per block, a heap allocation of exactly its
 //     size (AddressSanitizer sees a read past it) that starts as NaN, like every fresh device
 //     allocation (cudaMalloc): a read of memory no thread wrote shows;
 //   - launches are checked as a GPU checks them: threads per block <= 1024 (x, y <= 1024,
@@ -65,6 +65,7 @@ enum cudaMemcpyKind {
     cudaMemcpyDefault = 4
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
 
 struct cudaDeviceProp {
     char name[256];
@@ -86,6 +87,7 @@ const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaGetDevice(int *dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
