@@ -251,6 +251,12 @@ for tool in memcheck racecheck synccheck initcheck; do
     note "$tool" "$s" "$secs" "${figs:-no summary line}"
 done
 
+# A backend that computes wrong results has no speed worth measuring: the time goes to the logs.
+if [ $failed = 1 ]; then
+    note bench NOTRUN 0 "not run: a check failed"
+    finish 1 "a check failed: see the FAIL and ERRORS lines and their logs; the benchmarks were not run"
+fi
+
 # ---- 4. bench_cuda ----
 log=$out/bench_cuda.log
 : >"$log"

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Deliberate bugs in the CUDA backend's source, each of which test_attn_backends cuda-emu must catch.
+
+    python3 scripts/mutate_cuda.py [--build DIR] [--list] [N ...]
+
+Each mutation is applied to the source, the build directory's test_attn_backends is rebuilt (a build
+made with -DMTAC_CUDA_EMU=ON), `test_attn_backends cuda-emu` runs, and the source is restored, also
+on an error or Ctrl-C. A mutation the tests do not catch (the run passes) is reported as MISSED and
+makes the exit status 1. Without N, every mutation runs (about half a minute each on 2 cores). Do not
+edit or build the tree meanwhile: the source files are changed in place. See docs/cuda.md.
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CU, CUH = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh'
+
+# (what, file, the text, what it becomes)
+MUTATIONS = [
+    ('ring one row short (off by one in the ring capacity)', CU,
+     'const int cap = (R + L + R - 1) / R * R;', 'const int cap = L ? (R + L - 1 + R - 1) / R * R : R;'),
+    ('ring slot off by one on the convolution\'s writes', CUH,
+     '    vrow(dst, bh, i)[j] = s;\n}\n\n// The transposed', '    vrow(dst, bh, i + 1)[j] = s;\n}\n\n// The transposed'),
+    ('barrier removed in block_reduce\'s loop', CUH,
+     '        if (t < s) sh[t] = op(sh[t], sh[t + s]);\n        __syncthreads();',
+     '        if (t < s) sh[t] = op(sh[t], sh[t + s]);'),
+    ('barrier removed after block_reduce\'s result', CUH, '    F r = sh[0];\n    __syncthreads();', '    F r = sh[0];'),
+    ('barrier removed before block_reduce\'s loop', CUH, '    sh[t] = x;\n    __syncthreads();', '    sh[t] = x;'),
+    ('strip edge: the backward\'s rows B one short', CU, 'b1 = imin(i1 - L1, T);', 'b1 = imin(i1 - L1 - 1, T);'),
+    ('strip edge: the forward\'s last row skipped', CU,
+     'const int i1 = imin(T, i0 + R), n = i1 - i0;', 'const int i1 = imin(T - 1, i0 + R), n = i1 - i0;'),
+    ('strip edge: the convolution skips the diagonal', CUH,
+     'bh = blockIdx.z;\n    if (j > i) return;\n    const float *wh', 'bh = blockIdx.z;\n    if (j >= i) return;\n    const float *wh'),
+    ('wrong head in the mixing (its matrix transposed)', CUH,
+     'const float mv = m[h * H + h2];', 'const float mv = m[h2 * H + h];'),
+    ('wrong head in the head convolution\'s matrix', CU,
+     'hc = w_hc[((size_t)g * ch + i % ch) * ch + o % ch];', 'hc = w_hc[((size_t)g * ch + o % ch) * ch + i % ch];'),
+    ('the reduction reads past the half that was written', CUH,
+     'for (int s = blockDim.x / 2; s > 0; s >>= 1) {', 'for (int s = blockDim.x; s > 0; s >>= 1) {'),
+    ('a refused cudaMalloc\'s error left behind', CU,
+     '        cudaGetLastError();  // a refused allocation is reported here, not by the next call\'s check\n', ''),
+    ('the backward\'s dropout mask from another entry', CUH,
+     'mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr)',
+     'mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j + (src.p == dst.p), drop_thr)'),
+    ('the forward never writes out (P v skipped)', CU,
+     '        blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,',
+     '        if (0) blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,'),
+    ('the parameter gradients never summed', CU, '        if (x.out && x.count)', '        if (0 && x.out && x.count)'),
+]
+
+
+def build(build_dir):
+    r = subprocess.run(['cmake', '--build', build_dir, '-j2', '--target', 'test_attn_backends'],
+                       capture_output=True, text=True)
+    return r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('n', nargs='*', type=int, help='the mutations to run (default: all)')
+    ap.add_argument('--build', default='build', help='a build made with -DMTAC_CUDA_EMU=ON (default build)')
+    ap.add_argument('--list', action='store_true', help='list the mutations and exit')
+    ap.add_argument('--timeout', type=int, default=300, help='seconds a test run may take (default 300)')
+    args = ap.parse_args()
+    if args.list:
+        for k, m in enumerate(MUTATIONS):
+            print(k, m[0])
+        return 0
+    os.chdir(ROOT)
+    if not os.path.isfile(os.path.join(args.build, 'CMakeCache.txt')):
+        sys.exit(f'mutate_cuda: {args.build} is not a build directory (cmake -S . -B {args.build} -DMTAC_CUDA_EMU=ON)')
+    chosen = args.n or range(len(MUTATIONS))
+    if any(not 0 <= k < len(MUTATIONS) for k in chosen):
+        sys.exit(f'mutate_cuda: mutations are 0 to {len(MUTATIONS) - 1} (--list)')
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally below restores the source
+    env = dict(os.environ, OMP_WAIT_POLICY='passive')
+    missed = 0
+    for k in chosen:
+        what, path, old, new = MUTATIONS[k]
+        src = open(path).read()
+        if src.count(old) != 1:
+            sys.exit(f'mutate_cuda: mutation {k} ({what}): its text is not in {path} once; update this script')
+        try:
+            open(path, 'w').write(src.replace(old, new))
+            ok, log = build(args.build)
+            if not ok:
+                print(f'{k} {what}: the build failed\n{log}', flush=True)
+                missed += 1
+                continue
+            t0 = time.time()
+            try:
+                r = subprocess.run([os.path.join(args.build, 'test_attn_backends'), 'cuda-emu'], capture_output=True,
+                                   text=True, env=env, timeout=args.timeout)
+                failed = [l.split('] ')[1] for l in r.stdout.splitlines() if l.startswith('[  FAILED  ] test_')]
+                verdict = 'MISSED' if r.returncode == 0 else 'caught by ' + ', '.join(failed or [f'exit {r.returncode}'])
+            except subprocess.TimeoutExpired:
+                verdict = f'caught: the tests did not finish in {args.timeout} s'
+            print(f'{k} {what}: {verdict} ({time.time() - t0:.0f} s)', flush=True)
+            missed += verdict == 'MISSED'
+        finally:
+            open(path, 'w').write(src)
+    build(args.build)
+    print(f'mutate_cuda: {len(chosen) - missed} of {len(chosen)} mutations caught')
+    return 1 if missed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
