@@ -58,7 +58,8 @@ nvcc=$(command -v nvcc) || die "nvcc not found (looked on PATH and in /usr/local
 echo "== nvcc: $nvcc ($("$nvcc" --version | grep -o 'release [0-9.]*'))"
 mkdir -p "$build"
 log=$build/prepare-configure.log
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMTAC_CUDA=ON -DMTAC_CUDA_EMU=OFF -DMTAC_MPI=OFF \
+# MTAC_NATIVE=OFF: AVX2 and FMA, not this machine's own CPU (the GPU machine's host CPU is another).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMTAC_CUDA=ON -DMTAC_CUDA_EMU=OFF -DMTAC_MPI=OFF -DMTAC_NATIVE=OFF \
     -DMTAC_LIBRARY_ONLY=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 >"$log" 2>&1 ||
     { tail -30 "$log"; die "cmake configure failed (whole log: $log)"; }
 if ! grep -q 'mtac: CUDA backend' "$log" || grep -q 'building without the CUDA backend' "$log"; then
