@@ -82,6 +82,7 @@ int cmd_plot(int argc, char **argv) {
     static const char *names[8] = {"blue", "orange", "green", "red", "purple", "brown", "pink", "grey"};
     curves cv[8];
     plot_series s[16];
+    char labels[16][160];  // the legend: each run's directory, train and validation
     int ns = 0, rc = 0;
     for (int r = 0; r < nr && !rc; r++) {
         if (read_metrics(runs[r], &cv[r])) {
@@ -92,12 +93,16 @@ int cmd_plot(int argc, char **argv) {
         plot_series tr = {cv[r].x, cv[r].y, cv[r].n, {0}, 1, NULL};
         for (int k = 0; k < 3; k++) tr.rgb[k] = (unsigned char)(pal[r][k] + (255 - pal[r][k]) / 2);
         plot_series va = {cv[r].vx, cv[r].vy, cv[r].nv, {pal[r][0], pal[r][1], pal[r][2]}, 3, NULL};
-        s[ns++] = tr;
-        if (cv[r].nv) s[ns++] = va;
+        snprintf(labels[ns], sizeof labels[ns], "%s, train", runs[r]);
+        tr.label = labels[ns], s[ns++] = tr;
+        if (cv[r].nv) {
+            snprintf(labels[ns], sizeof labels[ns], "%s, validation", runs[r]);
+            va.label = labels[ns], s[ns++] = va;
+        }
         printf("%-7s %s\n", names[r], runs[r]);
     }
     char err[512];
-    if (!rc && plot_png(out, s, ns, W, H, &(plot_text){"LOSS", "STEP", NULL, 0, 0}, err, sizeof err)) {
+    if (!rc && plot_png(out, s, ns, W, H, &(plot_text){"Loss", "step", "loss", 0, 0}, err, sizeof err)) {
         fprintf(stderr, "mtac plot: %s\n", err);
         rc = 1;
     }

@@ -211,13 +211,13 @@ static int write_curves(const toy_plan *p, toy_result res[][TOY_MAX_SEEDS], cons
             const toy_result *r = &res[mi][si];
             pct[ns] = malloc((size_t)(r->n_evals ? r->n_evals : 1) * sizeof(double));
             for (int i = 0; pct[ns] && i < r->n_evals; i++) pct[ns][i] = 100 * r->eval_error[i];
-            snprintf(labels[ns], sizeof labels[ns], "%s SEED %" PRIu64, display(p, mi), p->seeds[si]);
+            snprintf(labels[ns], sizeof labels[ns], "%s, seed %" PRIu64, display(p, mi), p->seeds[si]);
             const unsigned char *c = pal[p->models[mi].mta ? 1 : 0][si % 3];
             s[ns] = (plot_series){r->eval_step, pct[ns], pct[ns] ? r->n_evals : 0, {c[0], c[1], c[2]}, 2, labels[ns]};
         }
     char path[4096];
     snprintf(path, sizeof path, "%s/error_curves.png", dir);
-    plot_text txt = {"TOY TASK: TEST SEQUENCE ERROR (%) DURING TRAINING", "STEP", "ERROR %", 0, 100};
+    plot_text txt = {"Toy task: test sequence error (%) during training", "step", "error %", 0, 100};
     int rc = plot_png(path, s, ns, 900, 520, &txt, err, n);
     for (int i = 0; i < ns; i++) free(pct[i]);
     return rc;

@@ -1,6 +1,7 @@
-// attnplot.h: attention maps as PNG: for chosen query rows of a (T,T) attention map, one heat
-// strip per row over all key positions, with the tokens written along both axes; several maps
-// side by side in a grid (e.g. baseline beside MTA, one line per layer and head).
+// attnplot.h: attention maps as pictures (PNG, or SVG for a .svg path): for chosen query rows of a
+// (T,T) attention map, one heat strip per row over all key positions, with the tokens written
+// along both axes; several maps side by side in a grid (e.g. baseline beside MTA, one line per
+// layer and head).
 #ifndef MTAC_ATTNPLOT_H
 #define MTAC_ATTNPLOT_H
 

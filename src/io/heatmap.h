@@ -1,5 +1,5 @@
-// heatmap.h: a table of values in [0, 1] as a PNG: one coloured cell per value (white 0 to dark
-// blue 1) with its percentage, row and column labels and a title.
+// heatmap.h: a table of values in [0, 1] as a picture (PNG, or SVG for a .svg path): one coloured
+// cell per value (white 0 to dark blue 1) with its percentage, row and column labels and a title.
 #ifndef MTAC_HEATMAP_H
 #define MTAC_HEATMAP_H
 

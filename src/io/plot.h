@@ -1,5 +1,5 @@
-// plot.h: line charts as PNG (libpng): curves with axes, grid, numeric tick labels, a title,
-// axis names and a legend.
+// plot.h: line charts (cairo, io/canvas.h): curves with axes, grid, numeric tick labels, a title,
+// axis names and a legend; PNG, or SVG for a path ending in .svg.
 #ifndef MTAC_PLOT_H
 #define MTAC_PLOT_H
 

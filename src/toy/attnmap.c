@@ -69,7 +69,7 @@ int toy_attnmap(const toy_plan *p, const char *dir, uint64_t seed, int sample, c
             for (int hi = 0; hi < nh && !rc; hi++) {
                 const int k = (li * nh + hi) * p->n_models + mi;
                 rc = model_attention_map(m, layers[li], 0, heads[hi], maps + (size_t)k * T * T, err, n);
-                snprintf(labels[k], sizeof labels[k], "%s  LAYER %d  HEAD %d", p->models[mi].mta ? "MTA" : "BASELINE",
+                snprintf(labels[k], sizeof labels[k], "%s, layer %d, head %d", p->models[mi].mta ? "MTA" : "baseline",
                          layers[li], heads[hi]);
                 panels[k].label = labels[k], panels[k].map = maps + (size_t)k * T * T;
             }
@@ -77,7 +77,7 @@ int toy_attnmap(const toy_plan *p, const char *dir, uint64_t seed, int sample, c
     }
     if (!rc) {
         char title[256];
-        snprintf(title, sizeof title, "SEED %" PRIu64 ", TEST SAMPLE %d: ATTENTION OF THE #, QUERY AND ANSWER POSITIONS; TARGET BLOCK IN RED",
+        snprintf(title, sizeof title, "Seed %" PRIu64 ", test sample %d: attention of the #, query and answer positions; the target block in red",
                  seed, sample);
         attnplot_layout lay = {T, P - L - 1, T, tokens, mark, title};
         rc = attnplot_png(out, &lay, panels, nl * nh * p->n_models, p->n_models, err, n);
