@@ -12,8 +12,34 @@ CPU (-march=native, like the rest of mtac); pass -DMTAC_NATIVE=OFF through MTAC_
 import os
 import shutil
 import subprocess
+import sys
 
 from setuptools import Distribution, setup
+
+
+def _check_wheel():
+    """pip builds a wheel (bdist_wheel), which setuptools before 70.1 takes from the `wheel`
+    package. A venv of a python other than Debian's (pyenv, conda) sees neither Debian's
+    python3-wheel nor its python3-torch, and pip would fail with "invalid command 'bdist_wheel'"."""
+    try:
+        import setuptools.command.bdist_wheel  # noqa: F401  (setuptools >= 70.1)
+        return
+    except ImportError:
+        pass
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        sys.exit('mtac: this python (%s) cannot import the `wheel` package, which pip needs to build the '
+                 'package ("invalid command \'bdist_wheel\'"). It is probably not Debian\'s python (pyenv, '
+                 'conda): create the venv with Debian\'s, which sees python3-wheel and python3-torch:\n'
+                 '    /usr/bin/python3 -m venv --system-site-packages .venv\n'
+                 '    .venv/bin/pip install --no-build-isolation ./python\n'
+                 '(or install wheel, setuptools and torch into this python yourself)' % sys.executable)
+
+
+# pip's metadata step (dist_info) already asks for bdist_wheel; only an sdist goes without.
+if not set(sys.argv[1:2]) & {'sdist', 'egg_info', 'clean', '--help'}:
+    _check_wheel()
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
