@@ -347,6 +347,7 @@ static int bench_attn(int argc, char **argv) {
         printf("%-6s %-16s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s",
                "%sgemm");
     }
+    int n_ran = 0;  // measurements printed: none (e.g. only --impl torch, which could not start) is a failure
     for (int ti = 0; ti < nT; ti++) {
         int T = Ts[ti];
         mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d), ref = mta;
@@ -372,6 +373,7 @@ static int bench_attn(int argc, char **argv) {
         }
         for (int i = 0; i < 4; i++) {
             if (!rs[i].ok) continue;
+            n_ran++;
             if (json) {
                 printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,"
                        "\"peak_mb\":%.1f",
@@ -393,6 +395,11 @@ static int bench_attn(int argc, char **argv) {
             }
             fflush(stdout);
         }
+    }
+    if (!n_ran) {
+        fprintf(stderr, "mtac bench attn: nothing was measured (the implementations asked for did not run%s)\n",
+                do_torch ? "; for torch: does the --python given import torch, and is --torch-script there?" : "");
+        return 1;
     }
     return 0;
 }

@@ -84,6 +84,7 @@ static int split_doc(const unsigned char *s, size_t len, int k, size_t *block_no
 int cmd_data(int argc, char **argv) {
     const char *out = NULL;
     int k = 20, dtype = SHARD_U16, nfiles = 0;
+    const char *split_flag = NULL;  // --val-fraction or --val-every: one of them, as the usage says
     const char *files[256];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -97,8 +98,13 @@ int cmd_data(int argc, char **argv) {
                 return 2;
             }
             const char *v = argv[++i];
+            if ((!strcmp(a, "--val-fraction") || !strcmp(a, "--val-every")) && split_flag) {
+                fprintf(stderr, "mtac data: %s and %s both set the split: give one (see --help)\n", split_flag, a);
+                return 2;
+            }
             if (!strcmp(a, "--out")) out = v;
             else if (!strcmp(a, "--val-fraction")) {
+                split_flag = a;
                 char *end;
                 double fr = strtod(v, &end);
                 if (end == v || *end || !(fr >= 1e-6 && fr <= 0.5)) {
@@ -107,6 +113,7 @@ int cmd_data(int argc, char **argv) {
                 }
                 k = (int)(1.0 / fr + 0.5);
             } else if (!strcmp(a, "--val-every")) {
+                split_flag = a;
                 if (!cli_parse_pos_int(a, v, &k)) return 2;
                 if (k < 2) {
                     fprintf(stderr, "mtac data: --val-every must be >= 2\n");

@@ -71,6 +71,10 @@ int cmd_plot(int argc, char **argv) {
             return 2;
         } else if (nr < 8) {
             runs[nr++] = argv[i];
+        } else {
+            fprintf(stderr, "mtac plot: at most 8 runs in one picture; '%s' is the 9th (plot the rest in another)\n",
+                    argv[i]);
+            return 2;
         }
     }
     if (!out || !nr) {

@@ -21,8 +21,9 @@ static void usage(FILE *f) {
             "       mtac toy gen [--n N] [--seed S] [TASK OPTIONS]\n"
             "\n"
             "run (the default) trains the baseline Transformer and the MTA toy model for each seed on freshly\n"
-            "generated samples (never a test sample) with constant-lr AdamW (beta2 0.98, no weight decay) and\n"
-            "evaluates them on held-out test samples: the paper's sequence error rate (a sample is wrong if any\n"
+            "generated samples (never a test sample) with AdamW (beta2 0.98, no weight decay; the setting's lr\n"
+            "schedule: constant in paper, warmup then cosine decay in reduced and quick) and evaluates them\n"
+            "on held-out test samples: the paper's sequence error rate (a sample is wrong if any\n"
             "teacher-forced argmax on its answer or EOS is wrong) and the exact match of greedy generation.\n"
             "It writes DIR (default runs/toy-SETTING): run.json, results.json, results.md, error_curves.png,\n"
             "attention.png, and per model and seed <model>-seed<S>.jsonl and .safetensors.\n"
@@ -30,9 +31,9 @@ static void usage(FILE *f) {
             "settings:\n"
             "  reduced  (default) 6 blocks; dim 64, 2 layers, FFN 192, no attention dropout; 6000 steps x 32,\n"
             "           lr 1e-3, 200 warmup steps, cosine decay; 500 test samples; seeds 42,43,44\n"
-            "  quick    as reduced, 2500 steps, 300 test samples, seed 42 (--quick)\n"
+            "  quick    as reduced, 2500 steps, 300 test samples, seed 42 (--quick; not with another --setting)\n"
             "  paper    the paper's Table 1: 52 blocks, dim 256, 4 layers, 2 heads, FFN 768, 100k steps x 64,\n"
-            "           lr 1e-4 (GPU-scale work)\n"
+            "           lr 1e-4, constant (GPU-scale work)\n"
             "overrides: --seeds 42,43 --steps N --batch B --lr X --schedule constant|linear|cosine --warmup N\n"
             "           --test N --eval-every N --threads N --attn-dropout P\n"
             "           --dim D --layers L --hidden F --models toy-baseline,toy\n"
@@ -228,14 +229,23 @@ static int toy_runs(int argc, char **argv) {
     int dim = 0, layers = 0, hidden = 0, threads = 0, used;
     float dropout = -1.0f;
     // first pass: the setting, which the other options then override
+    int quick = 0;
+    const char *named = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--quick")) setting = "quick";
-        else if (!strcmp(argv[i], "--setting") && i + 1 < argc) setting = argv[++i];
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--setting") && i + 1 < argc) named = argv[++i];
     }
+    if (quick && named && strcmp(named, "quick")) {
+        fprintf(stderr, "mtac toy: --quick is the setting quick; it cannot go with --setting %s: give one of them\n",
+                named);
+        return 2;
+    }
+    if (quick) setting = "quick";
+    else if (named) setting = named;
     toy_plan p;
     if (toy_plan_preset(setting, &p)) {
         fprintf(stderr, "mtac toy: unknown setting '%s' (%s)\n", setting, toy_plan_settings());
@@ -450,6 +460,14 @@ int cmd_attnmap(int argc, char **argv) {
         return 1;
     }
     if (!have_seed) seed = p.seeds[0];
+    int known = 0;
+    for (int i = 0; i < p.n_seeds; i++) known |= p.seeds[i] == seed;
+    if (!known) {
+        fprintf(stderr, "mtac attnmap: %s has no run of seed %" PRIu64 "; its seeds:", run, seed);
+        for (int i = 0; i < p.n_seeds; i++) fprintf(stderr, "%s %" PRIu64, i ? "," : "", p.seeds[i]);
+        fprintf(stderr, " (--seed S)\n");
+        return 1;
+    }
     int layers[MODEL_MAX_LAYERS], heads[MODEL_MAX_LAYERS];
     for (int i = 0; i < nl; i++) layers[i] = lv[i] < MODEL_MAX_LAYERS ? (int)lv[i] : MODEL_MAX_LAYERS;
     for (int i = 0; i < nh; i++) heads[i] = hv[i] < MODEL_MAX_LAYERS ? (int)hv[i] : MODEL_MAX_LAYERS;

@@ -18,9 +18,12 @@ static void usage(FILE *f) {
             "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
             "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
             "DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint and stops; --resume continues the\n"
-            "run exactly where it stopped. A loss, gradient norm or weight that becomes NaN or infinite stops\n"
-            "the run without saving (exit status 3): the last checkpoint stays as it was. Under mpirun or srun\n"
-            "each process is a rank of one data-parallel run with the same result (docs/distributed.md):\n"
+            "run exactly where it stopped, with DIR's config.json and its model (--preset may not change it);\n"
+            "--steps N there sets a new total, over which a linear or cosine lr schedule is then recomputed\n"
+            "(the lr from the resumed step on follows the stretched schedule). A loss, gradient norm or weight\n"
+            "that becomes NaN or infinite stops the run without saving (exit status 3): the last checkpoint\n"
+            "stays as it was. Under mpirun or srun each process is a rank of one data-parallel run with the\n"
+            "same result (docs/distributed.md):\n"
             "  mpirun -np 2 -x OMP_NUM_THREADS=1 mtac train ... (grad_accum a multiple of the ranks).\n"
             "A config file holds\n"
             "the keys below and optionally a \"model\" object (docs/model.md); flags override it. Unknown keys\n"
@@ -101,6 +104,8 @@ int cmd_train(int argc, char **argv) {
     train_config c;
     train_config_default(&c);
     char err[1024];
+    char saved_preset[sizeof c.preset] = "";
+    int saved_steps = 0;
     if (resume) {
         // the run's own saved configuration first, then any file and flags on top
         char path[1100];
@@ -109,12 +114,22 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "mtac train: cannot resume: %s\n", err);
             return 1;
         }
+        memcpy(saved_preset, c.preset, sizeof saved_preset);
+        saved_steps = c.steps;
     }
     if (config && train_config_load(&c, config, err, sizeof err)) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 2;
     }
     if (apply_flags(&c, argc, argv)) return 2;
+    // A resumed run's model is the one its config.json (and checkpoint) hold: a --preset (or a
+    // config file's) naming another would be ignored, so it is refused.
+    if (resume && strcmp(c.preset, saved_preset)) {
+        fprintf(stderr, "mtac train: --resume %s: the run's model is its own (preset '%s' in its config.json); "
+                        "--preset '%s' cannot change it: start a new run (--out DIR) for another model\n",
+                resume, saved_preset, c.preset);
+        return 2;
+    }
     // The run directory goes through the same check as --out (a path that does not fit is refused,
     // never cut short).
     if (resume && train_config_set(&c, "out", resume, err, sizeof err)) {
@@ -135,6 +150,10 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     const int rank = dist_rank(d), ranks = dist_size(d);
+    if (resume && rank == 0 && c.steps != saved_steps && strcmp(c.schedule, "constant"))
+        printf("note: --steps %d on a run of %d steps: the %s lr schedule is recomputed over %d steps, so from the "
+               "resumed step on the lr follows the stretched schedule, not the first run's\n",
+               c.steps, saved_steps, c.schedule, c.steps);
     // SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
     // odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
     struct sigaction sa;

@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 presets=${1:-lm1m,lm10m}
 steps=${2:-12}
 repeats=${3:-3}
+# tokens/s are taken from the steps after the first two: STEPS must leave at least one.
+[[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 3 ] || { echo "bench_dp.sh: STEPS must be an integer >= 3 (the first two steps are not timed), got '$steps'" >&2; exit 2; }
+[[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -ge 1 ] || { echo "bench_dp.sh: REPEATS must be an integer >= 1, got '$repeats'" >&2; exit 2; }
+[ -n "$presets" ] || { echo "bench_dp.sh: PRESETS is empty" >&2; exit 2; }
 M=build/mtac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -36,6 +40,7 @@ for preset in ${presets//,/ }; do
     for rep in $(seq "$repeats"); do
         for cfg in r1t1 r2t1 r1t2; do
             tps=$(run "$cfg" "$preset")
+            awk -v x="$tps" 'BEGIN {exit !(x > 0)}' || { echo "bench_dp.sh: $preset $cfg: no timed step in metrics.jsonl" >&2; exit 1; }
             echo "$preset $cfg repeat $rep: $tps tokens/s"
             echo "$cfg $tps" >> "$tmp/$preset.tsv"
         done

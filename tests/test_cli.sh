@@ -113,7 +113,13 @@ expect 2 "is required" -- "$MTAC" attnmap --seed 1
 expect 1 "cannot open" -- "$MTAC" attnmap --run "$tmp/nowhere"
 expect 1 "layer 5" -- "$MTAC" attnmap --run "$tmp/toy" --layers 5
 expect 1 "test samples" -- "$MTAC" attnmap --run "$tmp/toy" --sample 8
-expect 1 "seed7.safetensors" -- "$MTAC" attnmap --run "$tmp/toy" --seed 7
+# a seed the run does not have: its seeds listed, not a file that cannot be opened
+expect 1 "has no run of seed 7; its seeds: 1, 2" -- "$MTAC" attnmap --run "$tmp/toy" --seed 7
+# the help says the settings' schedule (cosine after warmup), not constant-lr everywhere
+expect 0 "warmup then cosine decay in reduced and quick" -- "$MTAC" toy --help
+# --quick is a setting: with another --setting, refused (it used to run the paper setting silently)
+expect 2 "cannot go with --setting paper" -- timeout 20 "$MTAC" toy --quick --setting paper --steps 1 --out "$tmp/toy-qp"
+[ ! -e "$tmp/toy-qp" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: toy --quick --setting paper wrote $tmp/toy-qp"; }
 # seeds that are no uint64 or that run.json does not keep exactly: refused, never converted
 expect 2 "more than 2^52" -- "$MTAC" toy --quick --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3 --seeds 1,4503599627370497 --out "$tmp/toy-big"
 mkdir "$tmp/toy-seed"
@@ -121,6 +127,26 @@ for seed in 1e20 1.5 1e999; do
     sed "s/\"seeds\":.*/\"seeds\": [$seed],/" "$tmp/toy/run.json" > "$tmp/toy-seed/run.json"
     expect 1 "seeds: " -- "$MTAC" attnmap --run "$tmp/toy-seed"
 done
+
+# mtac data: one way to set the split
+expect 2 "both set the split" -- "$MTAC" data --out "$tmp/split" --val-fraction 0.1 --val-every 3 /dev/null
+# mtac plot: a 9th run is refused, not dropped
+expect 2 "'$tmp/r9' is the 9th" -- "$MTAC" plot --out "$tmp/p9.png" "$tmp"/r{1,2,3,4,5,6,7,8,9}
+# mtac bench attn with nothing that ran: an error, not an empty table with exit 0
+expect 1 "nothing was measured" -- "$MTAC" bench attn --impl torch --python "$tmp/no-python" --T 64 --H 2 --d 8
+# scripts/bench_dp.sh with too few steps to time (it divided by zero and exited 0)
+expect 2 "STEPS must be an integer >= 3" -- bash "$(dirname "$0")/../scripts/bench_dp.sh" lm1m 2 1
+
+# mtac train: the warmup error names the flags; the seed's limit (docs/training.md: 2^53-1); a
+# resumed run refuses another preset and says that --steps stretches the lr schedule.
+cat "$(dirname "$0")"/../src/*/*.c > "$tmp/corpus.txt"
+"$MTAC" data --out "$tmp/tdata" --val-every 3 "$tmp/corpus.txt" > /dev/null
+expect 2 "lower --warmup or raise --steps" -- "$MTAC" train --data "$tmp/tdata" --steps 5 --out "$tmp/trun-w"
+expect 2 "[0, 9007199254740991]" -- "$MTAC" train --data "$tmp/tdata" --seed 9007199254740992 --out "$tmp/trun-s"
+tiny=(--data "$tmp/tdata" --batch_size 2 --seq_len 16 --warmup 0 --eval_every 0)
+expect 0 "done: 2 steps" -- env OMP_NUM_THREADS=1 "$MTAC" train --preset lm1m-baseline "${tiny[@]}" --steps 2 --out "$tmp/trun"
+expect 2 "--preset 'lm1m' cannot change it" -- "$MTAC" train --resume "$tmp/trun" --preset lm1m
+expect 0 "the cosine lr schedule is recomputed over 4 steps" -- env OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/trun" --steps 4
 
 # Input files that are FIFOs are refused at once: opening one for reading would wait for a writer
 # forever. `timeout` keeps a regression from hanging the suite (it exits 124, which fails).

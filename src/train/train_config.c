@@ -172,6 +172,10 @@ int train_config_finish(train_config *c, char *err, size_t n) {
     char inner[256];
     if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
     if (train_check_batch_shape(c->batch_size, c->seq_len, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
+    // Named as the user writes them (flags and config keys alike), which lr_schedule_init cannot.
+    if (strcmp(c->schedule, "constant") && c->steps < c->warmup)
+        return errmsg(err, n, "steps (%d) is less than warmup (%d, the %s lr schedule's warmup steps; default 20): "
+                              "lower --warmup or raise --steps", c->steps, c->warmup, c->schedule);
     lr_schedule s;
     if (lr_schedule_init(&s, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, inner, sizeof inner))
         return errmsg(err, n, "%s", inner);
