@@ -55,9 +55,10 @@ int cmd_plot(int argc, char **argv) {
     int nr = 0, W = 900, H = 500;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: mtac plot --out FILE.png RUN_DIR [RUN_DIR ...]\n\n"
+            printf("usage: mtac plot --out FILE.png|FILE.svg RUN_DIR [RUN_DIR ...]\n\n"
                    "Draws each run's training loss (thin, lighter) and validation loss (thick) against the\n"
-                   "step, up to 8 runs, in the colours listed on standard output.\n");
+                   "step, up to 8 runs, in the colours listed on standard output, with a legend that names\n"
+                   "each run; a PNG, or an SVG when FILE ends in .svg.\n");
             return 0;
         }
         if (!strcmp(argv[i], "--out")) {
