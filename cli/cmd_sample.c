@@ -86,7 +86,11 @@ int cmd_sample(int argc, char **argv) {
         else if (!strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--tokens")) { if (!cli_parse_pos_int(a, v, &ntok)) return 2; }
         else if (!strcmp(a, "--seed")) { if (!cli_parse_pos_int(a, v, &seed)) return 2; }
-        else if (!strcmp(a, "--top-k")) { if (!cli_parse_pos_int(a, v, &top_k)) return 2; }
+        else if (!strcmp(a, "--top-k")) {
+            long x = strtol(v, &end, 10);  // 0 is the default: every token
+            if (end == v || *end || x < 0 || x > 1000000000) { fprintf(stderr, "mtac sample: --top-k expects an integer >= 0 (0 = all tokens), got '%s'\n", v); return 2; }
+            top_k = (int)x;
+        }
         else if (!strcmp(a, "--temperature")) {
             tau = strtof(v, &end);
             if (*end || !(tau >= 0 && tau <= 100)) { fprintf(stderr, "mtac sample: --temperature expects a number in [0, 100]\n"); return 2; }

@@ -192,5 +192,9 @@ expect 0 "T=64" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$tmp/o.safete
 expect 1 "above the limit of 63" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$tmp/o.safetensors" --max-T 63
 expect 2 "positive integer" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$tmp/o.safetensors" --max-T 0
 
+# sample: --top-k 0 is the default (every token), so it is accepted and changes nothing; K < 0 is refused
+expect 0 "same" -- bash -c 'cmp <("$1" sample --run "$2" --prompt x --tokens 20 --top-k 0 2>/dev/null) <("$1" sample --run "$2" --prompt x --tokens 20 2>/dev/null) && echo same' _ "$MTAC" "$tmp/trun"
+expect 2 "--top-k expects an integer >= 0" -- "$MTAC" sample --run "$tmp/trun" --prompt x --top-k -1
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
