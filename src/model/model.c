@@ -6,6 +6,7 @@
 #include "util/errmsg.h"
 #include "io/safetensors.h"
 #include "util/rng.h"
+#include "util/threads.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -253,8 +254,14 @@ static void rope_table(float *cs, float *sn, int T, int d, float theta) {
         }
 }
 
-// y (N,out) = x (N,in) W^T, W (out,in).
+// y (N,out) = x (N,in) W^T, W (out,in). One row (a decoding step) is a product with a vector:
+// OpenBLAS's sgemm packs all of W for it, and sampling from lm1m spent 79% of its time there
+// (sgemv: no copy).
 static void linear_forward(float *y, const float *x, const float *W, int N, int in, int out) {
+    if (N == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, x, 1, 0.0f, y, 1);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
 }
 
@@ -335,6 +342,24 @@ static void merge_heads(float *dst, const float *src, int B, int T, int H, int d
                     o[2 * i + 1] = -g0 * sn_ + g1 * c;
                 }
             }
+}
+
+// ---- threads -------------------------------------------------------------------------------
+
+threads_cost threads_min_work = {5e8, 65536};
+
+void threads_set_spinning(int spinning) {
+    const threads_cost passive = {5e8, 65536}, spin = {2.5e6, 4096};
+    threads_min_work = spinning ? spin : passive;
+}
+
+// Floating-point operations of a forward over `rows` token rows that attend to `keys` keys each
+// on average: the matrix products (2 per weight and row) and attention's two products per head
+// (the MTA convolutions and mixings are a fraction of those). threads_enter takes it to choose
+// how many threads a forward, backward or decoding step is worth (util/threads.h).
+static double forward_flops(const model_config *c, double rows, double keys) {
+    const double D = c->dim, F = c->hidden_dim, V = c->vocab_size;
+    return 2 * rows * (c->n_layers * (4 * D * D + 3 * D * F) + D * V) + 4 * rows * keys * D * c->n_layers;
 }
 
 // ---- the layer block --------------------------------------------------------------------------
@@ -515,8 +540,19 @@ static int fwd_attend(void *arg, int l, const float *q, const float *k, const fl
     return 0;
 }
 
+static int forward_run(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
+                       void *hook_arg, char *msg, size_t n);
+
 static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
                         void *hook_arg, char *msg, size_t n) {
+    const int prev = threads_enter(forward_flops(&m->cfg, (double)B * T, (T + 1) / 2.0), threads_min_work.flops);
+    const int rc = forward_run(m, tokens, targets, B, T, loss, hook, hook_arg, msg, n);
+    threads_leave(prev);
+    return rc;
+}
+
+static int forward_run(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
+                       void *hook_arg, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (reserve(m, B, T, targets != NULL, msg, n)) return -1;
     const int D = c->dim, V = c->vocab_size;
@@ -570,7 +606,17 @@ static int forward_impl(model *m, const int *tokens, const int *targets, int B, 
     return 0;
 }
 
+static int backward_run(model *m, char *msg, size_t n);
+
+// The backward runs on as many threads as its forward (twice its work, in the same products).
 int model_backward(model *m, char *msg, size_t n) {
+    const int prev = threads_enter(forward_flops(&m->cfg, (double)m->B * m->T, (m->T + 1) / 2.0), threads_min_work.flops);
+    const int rc = backward_run(m, msg, n);
+    threads_leave(prev);
+    return rc;
+}
+
+static int backward_run(model *m, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (!m->have_targets) return errmsg(msg, n, "model_backward needs a forward with targets first");
     const int B = m->B, T = m->T, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
@@ -809,7 +855,20 @@ static int dec_attend(void *arg, int l, const float *q, const float *k, const fl
     return 0;
 }
 
+static int decoder_step_run(model_decoder *dec, const int *tokens, char *msg, size_t n);
+
+// A step is one row per sequence: for the small models it is microseconds of work, which threads
+// woken for each of its few dozen parallel regions would only slow down (util/threads.h).
 int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n) {
+    double keys = 0;
+    for (int b = 0; b < dec->B; b++) keys += dec->len[b] + 1;
+    const int prev = threads_enter(forward_flops(&dec->m->cfg, dec->B, keys / dec->B), threads_min_work.flops);
+    const int rc = decoder_step_run(dec, tokens, msg, n);
+    threads_leave(prev);
+    return rc;
+}
+
+static int decoder_step_run(model_decoder *dec, const int *tokens, char *msg, size_t n) {
     model *m = dec->m;
     const model_config *c = &m->cfg;
     const int B = dec->B, D = c->dim, V = c->vocab_size;

@@ -1,5 +1,6 @@
 // optim.c: AdamW, global-norm clipping and learning-rate schedules (see optim.h).
 #include "train/optim.h"
+#include "util/threads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -80,7 +81,7 @@ void adamw_update_range(adamw *o, float *params, const float *grads, size_t lo, 
     const float eps = o->eps;
     float *m = o->m, *v = o->v;
     const long l0 = (long)lo, l1 = (long)hi, b = (long)o->base, gb = (long)g0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_for((double)(l1 - l0), threads_min_work.elems))
     for (long i = l0; i < l1; i++) {
         float p = params[i], g = grads[i - gb];
         if (!decay_mask || decay_mask[i]) p = p * decay;  // decoupled weight decay
@@ -106,7 +107,7 @@ size_t grad_norm_chunk_start(size_t n, int c) {
 
 void grad_norm_partials(const float *g, size_t n, int c0, int c1, double *part) {
     const size_t base = grad_norm_chunk_start(n, c0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_for((double)n * (c1 - c0) / GRAD_NORM_CHUNKS, threads_min_work.elems))
     for (int c = c0; c < c1; c++) {
         const size_t lo = grad_norm_chunk_start(n, c), hi = grad_norm_chunk_start(n, c + 1);
         double s = 0.0;
@@ -136,7 +137,7 @@ float clip_coef(double total, double max_norm) {
 void scale_grads(float *g, size_t n, float s) {
     if (s == 1.0f) return;
     const long nn = (long)n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_for((double)nn, threads_min_work.elems))
     for (long i = 0; i < nn; i++) g[i] *= s;
 }
 

@@ -1,6 +1,7 @@
 // step.c: the training step, one process or data-parallel over ranks (see step.h).
 #include "train/step.h"
 #include "util/errmsg.h"
+#include "util/threads.h"
 
 #include <limits.h>
 #include <math.h>
@@ -189,7 +190,7 @@ static void fold(float *acc, const float *src, size_t len, int first) {
         memcpy(acc, src, len * sizeof(float));
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_for((double)nn, threads_min_work.elems))
     for (long i = 0; i < nn; i++) acc[i] += src[i];
 }
 
@@ -282,7 +283,7 @@ void trainer_gather_moments(trainer *t) {
 // the chunks' hashes combined in order.
 static uint64_t weights_hash(const float *p, size_t P) {
     uint64_t h[GRAD_NORM_CHUNKS];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads_for((double)P, threads_min_work.elems))
     for (int c = 0; c < GRAD_NORM_CHUNKS; c++) {
         uint64_t x = 0x9E3779B97F4A7C15ULL ^ (uint64_t)c;
         for (size_t i = grad_norm_chunk_start(P, c); i < grad_norm_chunk_start(P, c + 1); i++) {
