@@ -1,5 +1,6 @@
 // main.c: the mtac command-line tool: dispatches to subcommands.
 #include "cli.h"
+#include "util/threads.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -28,7 +29,11 @@ static void usage(FILE *f) {
             "  plot    loss curves of runs as a PNG\n"
             "  toy     the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)\n"
             "  attnmap draw where the toy models attend, baseline beside MTA (PNG)\n"
-            "  convert --add-mta: a trained baseline as an MTA model with identity kernels (same outputs)\n");
+            "  convert --add-mta: a trained baseline as an MTA model with identity kernels (same outputs)\n"
+            "\n"
+            "threads: at most OMP_NUM_THREADS (default: every core); work too small to share (decoding a token of a\n"
+            "small model, the toy task) runs on fewer. mtac runs with OMP_WAIT_POLICY=passive (waiting threads sleep\n"
+            "instead of spinning: for machines shared with other jobs) unless you set OMP_WAIT_POLICY yourself.\n");
 }
 
 int cli_open_run(const char *cmd, const char *run, train_config *c, model **m) {
@@ -124,24 +129,43 @@ double cli_now(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-// OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its generic
-// "Prescott" SSE3 kernels, 2.5-5x slower than the AVX2/AVX-512 ones the CPU can run. When that
-// happened and the user chose no core, restart once with the kernels the CPU supports.
-// MTAC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice.
-static void fix_blas_core(char **argv) {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("MTAC_KEEP_BLAS_CORE")) return;
-    const char *core = openblas_get_corename();
-    if (!core || strcasecmp(core, "prescott") != 0) return;
-    const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
-    if (!want) return;
-    setenv("OPENBLAS_CORETYPE", want, 1);
-    setenv("MTAC_KEEP_BLAS_CORE", "1", 1);  // never loop
+// The environment that OpenMP and OpenBLAS read when they load, before main: when mtac wants a
+// variable the user left unset, it sets it and restarts itself once (one exec for all of them).
+//  - OMP_WAIT_POLICY=passive: a thread that waits for work or at a barrier sleeps at once instead
+//    of spinning (libgomp's default spins up to 300,000 times first). On a machine whose cores
+//    another job also uses, spinning threads take the cores from the ones with work: the toy
+//    quick start took 374 s instead of 77 s with two busy processes on 2 cores. A user's
+//    OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
+//  - OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its generic
+//    "Prescott" SSE3 kernels, 2.5-5x slower than the AVX2/AVX-512 ones the CPU can run. When that
+//    happened and the user chose no core (OPENBLAS_CORETYPE), restart with the kernels the CPU
+//    supports. MTAC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice.
+// The restarted process finds every variable it would set already set, so it never restarts.
+static void fix_env(char **argv) {
+    int restart = 0;
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) restart |= !setenv("OMP_WAIT_POLICY", "passive", 1);
+    const char *core = getenv("OPENBLAS_CORETYPE") || getenv("MTAC_KEEP_BLAS_CORE") ? NULL : openblas_get_corename();
+    if (core && !strcasecmp(core, "prescott")) {
+        const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+        // the PyTorch reference that bench starts inherits the choice
+        if (want && !setenv("MTAC_KEEP_BLAS_CORE", "1", 1)) restart |= !setenv("OPENBLAS_CORETYPE", want, 1);
+    }
+    if (!restart) return;
     execv("/proc/self/exe", argv);
-    // exec failed: carry on with the generic kernels
+    // exec failed: carry on with the defaults
+}
+
+// Whether OpenMP's waiting threads spin (the user's OMP_WAIT_POLICY=active, or GOMP_SPINCOUNT
+// without a policy): small work is then worth more threads (util/threads.h).
+static int omp_spins(void) {
+    const char *policy = getenv("OMP_WAIT_POLICY"), *count = getenv("GOMP_SPINCOUNT");
+    if (policy) return !strcasecmp(policy, "active");
+    return count && strtod(count, NULL) > 0;
 }
 
 int main(int argc, char **argv) {
-    fix_blas_core(argv);
+    fix_env(argv);
+    threads_set_spinning(omp_spins());
     if (argc < 2) {
         usage(stderr);
         return 2;
