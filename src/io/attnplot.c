@@ -22,12 +22,12 @@ int attnplot_png(const char *path, const attnplot_layout *lay, const attnplot_pa
     const canvas_font title = {16, 0, 1, 0}, label = {12, 0, 1, 0}, tok = {fs, 1, 0, 0};
     double W = 16 + ncols * pw + (ncols - 1) * gap;
     const double H = top + nrows * (ph + gap);
-    canvas *c = canvas_new((int)ceil(W), (int)ceil(H), err, n);
+    canvas *c = canvas_new(path, (int)ceil(W), (int)ceil(H), err, n);
     if (!c) return -1;
     if (lay->title && canvas_text_width(c, lay->title, title) + 16 > W) {  // a wider picture for the title
         W = canvas_text_width(c, lay->title, title) + 16;
         canvas_free(c);
-        if (!(c = canvas_new((int)ceil(W), (int)ceil(H), err, n))) return -1;
+        if (!(c = canvas_new(path, (int)ceil(W), (int)ceil(H), err, n))) return -1;
     }
     const unsigned char ink[3] = {40, 40, 40}, markc[3] = {214, 39, 40}, frame[3] = {200, 200, 200};
     if (lay->title) canvas_text(c, 8, 10, lay->title, ink, title);

@@ -1,21 +1,37 @@
-// canvas.c: see canvas.h. The drawing is recorded (a cairo recording surface) and replayed onto a
-// PNG image or an SVG surface when it is written, so one drawing gives either format.
+// canvas.c: see canvas.h. A PNG is drawn on an image surface and written at the end; an SVG on
+// cairo's SVG surface, which writes its file (path.tmp) as it goes.
 #include "io/canvas.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
 #include <errno.h>
+#include <fontconfig/fontconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct canvas {
-    cairo_surface_t *rec;
+    cairo_surface_t *surface;
     cairo_t *cr;
-    int w, h;
+    int svg;
+    char path[4096], tmp[4096];  // path empty: a canvas to measure text on, not to write
 };
 
-canvas *canvas_new(int w, int h, char *err, size_t n) {
+// cairo and fontconfig keep the fonts of the text drawn for the rest of the process; given back at
+// exit, when every canvas is gone, so that a leak checker sees only what mtac itself kept.
+static void release_font_caches(void) {
+    cairo_debug_reset_static_data();
+    FcFini();
+}
+
+static int ends_with(const char *s, const char *tail) {
+    const size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+canvas *canvas_new(const char *path, int w, int h, char *err, size_t n) {
+    static int at_exit;
+    if (!at_exit) at_exit = !atexit(release_font_caches);
     if (w < 1 || h < 1 || w > 16384 || h > 16384) {
         snprintf(err, n, "picture of %d x %d pixels: each side must be 1 to 16384", w, h);
         return NULL;
@@ -25,12 +41,18 @@ canvas *canvas_new(int w, int h, char *err, size_t n) {
         snprintf(err, n, "out of memory");
         return NULL;
     }
-    const cairo_rectangle_t extent = {0, 0, w, h};
-    c->rec = cairo_recording_surface_create(CAIRO_CONTENT_COLOR, &extent);
-    c->cr = cairo_create(c->rec);
-    c->w = w, c->h = h;
+    if (path && (snprintf(c->path, sizeof c->path, "%s", path) >= (int)sizeof c->path ||
+                 snprintf(c->tmp, sizeof c->tmp, "%s.tmp", path) >= (int)sizeof c->tmp)) {
+        snprintf(err, n, "%s: path too long", path);
+        free(c);
+        return NULL;
+    }
+    c->svg = path && ends_with(path, ".svg");
+    // an SVG is written to path.tmp as it is drawn (cairo's SVG surface streams to its file)
+    c->surface = c->svg ? cairo_svg_surface_create(c->tmp, w, h) : cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    c->cr = cairo_create(c->surface);
     if (cairo_status(c->cr) != CAIRO_STATUS_SUCCESS) {
-        snprintf(err, n, "cairo: %s", cairo_status_to_string(cairo_status(c->cr)));
+        snprintf(err, n, "%s: cannot start the picture: %s", path ? path : "(measure)", cairo_status_to_string(cairo_status(c->cr)));
         canvas_free(c);
         return NULL;
     }
@@ -42,7 +64,8 @@ canvas *canvas_new(int w, int h, char *err, size_t n) {
 void canvas_free(canvas *c) {
     if (!c) return;
     cairo_destroy(c->cr);
-    cairo_surface_destroy(c->rec);
+    cairo_surface_destroy(c->surface);
+    if (c->svg) remove(c->tmp);  // nothing, once canvas_write renamed it
     free(c);
 }
 
@@ -103,43 +126,24 @@ void canvas_text(canvas *c, double x, double y, const char *s, const unsigned ch
     cairo_restore(c->cr);
 }
 
-static int ends_with(const char *s, const char *tail) {
-    const size_t a = strlen(s), b = strlen(tail);
-    return a >= b && !strcmp(s + a - b, tail);
-}
-
-// The recording replayed onto an image (PNG) or an SVG surface written to tmp.
-static cairo_status_t render(canvas *c, const char *tmp, int svg) {
-    cairo_surface_t *out = svg ? cairo_svg_surface_create(tmp, c->w, c->h)
-                               : cairo_image_surface_create(CAIRO_FORMAT_RGB24, c->w, c->h);
-    cairo_t *cr = cairo_create(out);
-    cairo_set_source_surface(cr, c->rec, 0, 0);
-    cairo_paint(cr);
-    cairo_destroy(cr);
-    cairo_surface_flush(out);
-    cairo_status_t st = cairo_surface_status(out);
-    if (!st && !svg) st = cairo_surface_write_to_png(out, tmp);
-    cairo_surface_finish(out);  // an SVG is written out here
-    if (!st) st = cairo_surface_status(out);
-    cairo_surface_destroy(out);
-    return st;
-}
-
 int canvas_write(canvas *c, const char *path, char *err, size_t n) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(err, n, "%s: path too long", path);
+    if (!c->path[0] || strcmp(path, c->path)) {
+        snprintf(err, n, "%s: not the path this picture was drawn for", path);
         return -1;
     }
-    const cairo_status_t st = cairo_status(c->cr) ? cairo_status(c->cr) : render(c, tmp, ends_with(path, ".svg"));
+    cairo_status_t st = cairo_status(c->cr);
+    cairo_surface_flush(c->surface);
+    if (!st && !c->svg) st = cairo_surface_write_to_png(c->surface, c->tmp);
+    cairo_surface_finish(c->surface);  // an SVG's file is complete here
+    if (!st) st = cairo_surface_status(c->surface);
     if (st) {
         snprintf(err, n, "%s: cannot write the picture: %s", path, cairo_status_to_string(st));
-        remove(tmp);
+        remove(c->tmp);
         return -1;
     }
-    if (rename(tmp, path)) {
+    if (rename(c->tmp, path)) {
         snprintf(err, n, "%s: cannot rename into place: %s", path, strerror(errno));
-        remove(tmp);
+        remove(c->tmp);
         return -1;
     }
     return 0;

@@ -8,8 +8,10 @@
 
 typedef struct canvas canvas;
 
-// A white w x h canvas (in pixels of the PNG); NULL with a message.
-canvas *canvas_new(int w, int h, char *err, size_t n);
+// A white w x h canvas (pixels of a PNG, points of an SVG) for the picture at path: PNG, or SVG
+// when path ends in ".svg"; path NULL: a canvas to measure text on, never written. NULL with a
+// message.
+canvas *canvas_new(const char *path, int w, int h, char *err, size_t n);
 void canvas_free(canvas *c);
 
 // Lines (width in pixels) and filled rectangles, in 8-bit RGB.
@@ -30,8 +32,8 @@ void canvas_text(canvas *c, double x, double y, const char *s, const unsigned ch
 // The advance width of s at that font, in pixels.
 double canvas_text_width(canvas *c, const char *s, canvas_font f);
 
-// Writes the picture to path (PNG, or SVG for a ".svg" path) through path.tmp and a rename. 0, or
-// -1 + message.
+// Writes the picture to the path it was made for, through path.tmp and a rename. 0, or -1 +
+// message; canvas_free then removes what was left of path.tmp.
 int canvas_write(canvas *c, const char *path, char *err, size_t n);
 
 #endif

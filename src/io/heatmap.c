@@ -11,13 +11,13 @@ int heatmap_png(const char *path, const char *title, const char *row_axis, const
                 const char *col_axis, const char *const *cols, int n_cols, const double *values, char *err, size_t n) {
     const canvas_font head = {16, 0, 1, 0}, text = {13, 0, 0, 0}, axis = {13, 0, 1, 0};
     // measured on a throwaway canvas: the row labels' width sets the left margin
-    canvas *m = canvas_new(1, 1, err, n);
+    canvas *m = canvas_new(NULL, 1, 1, err, n);
     if (!m) return -1;
     double label_w = canvas_text_width(m, row_axis, axis);
     for (int r = 0; r < n_rows; r++) label_w = fmax(label_w, canvas_text_width(m, rows[r], text));
     canvas_free(m);
     const int x0 = (int)label_w + 24, y0 = 66, W = x0 + n_cols * CELL_W + 20, H = y0 + n_rows * CELL_H + 56;
-    canvas *c = canvas_new(W, H, err, n);
+    canvas *c = canvas_new(path, W, H, err, n);
     if (!c) return -1;
     const unsigned char black[3] = {30, 30, 30}, white[3] = {255, 255, 255}, grey[3] = {200, 200, 200};
     canvas_text(c, 12, 12, title, black, head);

@@ -33,7 +33,7 @@ int plot_png(const char *path, const plot_series *s, int ns, int W, int H, const
     if (txt && txt->y_max > txt->y_min) y0 = txt->y_min, y1 = txt->y_max;
     if (x1 == x0) x1 = x0 + 1;
     if (y1 == y0) y1 = y0 + 1;
-    canvas *c = canvas_new(W, H, err, en);
+    canvas *c = canvas_new(path, W, H, err, en);
     if (!c) return -1;
     const canvas_font title = {16, 0, 1, 0}, label = {13, 1, 0, 0}, tick = {12, 0, 0, 0};
     const double L = 74, R = W - 20, T = txt && txt->title ? 44 : 16, B = H - 56;  // the plot area
