@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_docs.sh BUILD SRC: the commands the docs give a user, run as written.
+# A shell block of README.md or docs/*.md whose fence is preceded by the line
+#     <!-- doctest -->                      runs as it is, or by
+#     <!-- doctest: SED; SED -->            runs after these sed substitutions (smaller sizes where a
+#                                          command trains: the doc shows the real ones)
+# Blocks run in order (README.md, then docs/*.md by name), each with bash -e -o pipefail, in one
+# scratch copy of SRC's tracked files whose build/ is BUILD (the docs say build/mtac), so a
+# block may use what an earlier block of the same page made. A failing block is listed with the
+# end of its output. MTAC_DOCTEST_ONLY=FILE runs one page.
+set -u
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+work=$tmp/tree
+mkdir -p "$work"
+# the tracked files as they are in the working tree (a fresh clone in CI)
+(cd "$SRC" && git ls-files -z | xargs -0 tar -cf -) | (cd "$work" && tar -xf -) || { echo "test_docs: cannot copy $SRC"; exit 1; }
+ln -s "$BUILD" "$work/build"
+pass=0 fail=0
+pages=("$SRC/README.md" "$SRC"/docs/*.md)
+[ -n "${MTAC_DOCTEST_ONLY:-}" ] && pages=("$SRC/$MTAC_DOCTEST_ONLY")
+for page in "${pages[@]}"; do
+    rel=${page#"$SRC"/}
+    # each marked block into a file of its own: LINE<tab>SED on the first line, then the block
+    rm -rf "$tmp/blocks" && mkdir "$tmp/blocks"
+    awk -v dir="$tmp/blocks" '
+        /^<!-- doctest(:.*)? -->$/ { sed = $0; sub(/^<!-- doctest:? */, "", sed); sub(/ *-->$/, "", sed); want = NR + 1; next }
+        NR == want && /^```/ { inblock = 1; f = sprintf("%s/%06d", dir, NR); printf "%d\t%s\n", NR, sed > f; next }
+        inblock && /^```/ { inblock = 0; close(f); next }
+        inblock { print > f }
+    ' "$page"
+    for f in "$tmp"/blocks/*; do
+        [ -e "$f" ] || continue
+        head=$(head -1 "$f")
+        line=${head%%$'\t'*}
+        sed_script=${head#*$'\t'}
+        body=$(tail -n +2 "$f")
+        [ -n "$sed_script" ] && body=$(printf '%s\n' "$body" | sed -e "$sed_script")
+        log=$tmp/log
+        (cd "$work" && timeout 600 bash -e -o pipefail -c "$body") >"$log" 2>&1
+        rc=$?
+        if [ "$rc" = 0 ]; then
+            pass=$((pass + 1))
+        else
+            fail=$((fail + 1))
+            echo "FAIL: $rel:$line (exit $rc):"
+            printf '%s\n' "$body" | sed 's/^/    | /'
+            tail -15 "$log" | sed 's/^/    > /'
+        fi
+    done
+done
+echo "docs: $pass passed, $fail failed"
+[ "$fail" = 0 ] && [ "$pass" -gt 0 ]
