@@ -101,10 +101,13 @@ static const mta_backend_impl *backend_of(mta_backend b) { return backend_impl(b
 
 const char *mta_backend_name(mta_backend b) { return is_backend(b) ? backends[b].name : "unknown"; }
 
-int mta_backend_available(mta_backend b) {
+// The implementation of b when this build and machine can run it, else NULL.
+static const mta_backend_impl *usable(mta_backend b) {
     const mta_backend_impl *impl = backend_of(b);
-    return impl && (!impl->available || impl->available());
+    return impl && (!impl->available || impl->available()) ? impl : NULL;
 }
+
+int mta_backend_available(mta_backend b) { return usable(b) != NULL; }
 
 int mta_backend_from_name(const char *name, mta_backend *b) {
     for (int i = 0; name && i < MTA_N_BACKENDS; i++)
@@ -121,8 +124,6 @@ int mta_backend_device_memory(mta_backend b) {
     const mta_backend_impl *impl = backend_of(b);
     return impl ? impl->device_memory : 0;
 }
-
-static const mta_backend_impl *usable(mta_backend b) { return mta_backend_available(b) ? backend_of(b) : NULL; }
 
 mta_status mta_backend_alloc(mta_backend b, size_t bytes, void **ptr) {
     const mta_backend_impl *impl = usable(b);
