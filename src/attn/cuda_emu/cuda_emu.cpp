@@ -113,7 +113,7 @@ thread_local sched *S;
 sched *all_scheds[1024];
 unsigned nscheds;
 uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
-uint64_t launches, passes;  // counted over all OS threads
+uint64_t launches;          // counted over all OS threads
 
 // The next thread of the pass to run, or the scheduler when every one has run.
 fiber *next_of_pass(void) {
@@ -267,7 +267,6 @@ void run_block(unsigned nthreads, uint64_t block_no) {
     S->shared_total = S->dyn_bytes;
     for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
     for (uint64_t pass = 0;; pass++) {
-        __atomic_fetch_add(&passes, 1, __ATOMIC_RELAXED);
         make_order(S->order, nthreads, pass, block_no + 1);
         S->norder = nthreads, S->pos = 0;
         fiber *first = next_of_pass();
@@ -604,4 +603,3 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 
 extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
 extern "C" uint64_t mta_cuda_emu_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
-extern "C" uint64_t mta_cuda_emu_passes(void) { return __atomic_load_n(&passes, __ATOMIC_RELAXED); }

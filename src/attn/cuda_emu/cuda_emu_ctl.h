@@ -13,9 +13,8 @@ extern "C" {
 // when 2; blocks likewise with p = 0. Schedules 0, 1 and 2 start each launch with a different one
 // of the three orders. Default 0.
 void mta_cuda_emu_set_schedule(uint64_t schedule);
-// Launches and passes (a block's runs from one barrier to the next) so far, in this process.
+// Kernel launches so far, in this process.
 uint64_t mta_cuda_emu_launches(void);
-uint64_t mta_cuda_emu_passes(void);
 
 #ifdef __cplusplus
 }
