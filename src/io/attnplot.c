@@ -58,7 +58,7 @@ int attnplot_png(const char *path, const attnplot_layout *lay, const attnplot_pa
             if (marked) canvas_fill(c, hx + j * cw + 1, ty + fs + 3, cw - 2, 2, markc);
         }
     }
-    const int rc = canvas_write(c, path, err, n);
+    const int rc = canvas_write(c, err, n);
     canvas_free(c);
     return rc;
 }

@@ -126,9 +126,10 @@ void canvas_text(canvas *c, double x, double y, const char *s, const unsigned ch
     cairo_restore(c->cr);
 }
 
-int canvas_write(canvas *c, const char *path, char *err, size_t n) {
-    if (!c->path[0] || strcmp(path, c->path)) {
-        snprintf(err, n, "%s: not the path this picture was drawn for", path);
+int canvas_write(canvas *c, char *err, size_t n) {
+    const char *path = c->path;
+    if (!path[0]) {
+        snprintf(err, n, "a canvas made to measure text on has no file to write");
         return -1;
     }
     cairo_status_t st = cairo_status(c->cr);

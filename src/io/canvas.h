@@ -34,6 +34,6 @@ double canvas_text_width(canvas *c, const char *s, canvas_font f);
 
 // Writes the picture to the path it was made for, through path.tmp and a rename. 0, or -1 +
 // message; canvas_free then removes what was left of path.tmp.
-int canvas_write(canvas *c, const char *path, char *err, size_t n);
+int canvas_write(canvas *c, char *err, size_t n);
 
 #endif

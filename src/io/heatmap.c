@@ -45,7 +45,7 @@ int heatmap_png(const char *path, const char *title, const char *row_axis, const
     for (int col = 0; col < n_cols; col++)
         canvas_text(c, x0 + col * CELL_W + (CELL_W - 2) / 2.0, yl, cols[col], black, (canvas_font){text.size, 1, 0, 0});
     canvas_text(c, x0 + n_cols * CELL_W / 2.0, yl + 22, col_axis, black, (canvas_font){axis.size, 1, 1, 0});
-    const int rc = canvas_write(c, path, err, n);
+    const int rc = canvas_write(c, err, n);
     canvas_free(c);
     return rc;
 }

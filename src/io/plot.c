@@ -88,7 +88,7 @@ int plot_png(const char *path, const plot_series *s, int ns, int W, int H, const
             ly += 20;
         }
     }
-    const int rc = canvas_write(c, path, err, en);
+    const int rc = canvas_write(c, err, en);
     canvas_free(c);
     return rc;
 }
