@@ -18,6 +18,9 @@ mkdir -p "$work"
 # the tracked files as they are in the working tree (a fresh clone in CI)
 (cd "$SRC" && git ls-files -z | xargs -0 tar -cf -) | (cd "$work" && tar -xf -) || { echo "test_docs: cannot copy $SRC"; exit 1; }
 ln -s "$BUILD" "$work/build"
+# CI runs as root, which mpirun refuses unless allowed (the docs' mpirun lines say "as root:
+# mpirun --allow-run-as-root"); the environment allows it, so the blocks run as written
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 pass=0 fail=0
 pages=("$SRC/README.md" "$SRC"/docs/*.md)
 [ -n "${MTAC_DOCTEST_ONLY:-}" ] && pages=("$SRC/$MTAC_DOCTEST_ONLY")
