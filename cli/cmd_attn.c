@@ -12,7 +12,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
-            "                 [--max-T N]\n"
+            "                 [--max-T N] [--tol X]\n"
             "\n"
             "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
             "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
@@ -25,6 +25,10 @@ static void usage(FILE *f) {
             "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
             "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
             "  The format is documented in docs/formats.md.\n"
+            "  IN may also hold expect.out, expect.grad.q, ... (as the files of tests/fixtures/ do): each is\n"
+            "  compared with the result of that name, and the command fails (exit status 1, after writing\n"
+            "  OUT) when the largest difference exceeds --tol (default 2e-4) times the largest |expected|\n"
+            "  (at least 0.1).\n"
             "  --backend: fused (the default: no (T,T) map held, docs/fused.md), reference (materialises\n"
             "  the maps), cuda (an NVIDIA GPU, in builds with the CUDA toolkit) or cuda-emu (the CUDA\n"
             "  backend's source run on the CPU, in builds made with -DMTAC_CUDA_EMU=ON; slow); all compute\n"
@@ -37,6 +41,37 @@ static void usage(FILE *f) {
             ATTN_DEFAULT_MAX_T);
 }
 
+// Compares each result with the file's expect.<name>, if any; prints one line each. Returns the
+// number of results beyond tol (relative to the largest |expected|, as the project's tests
+// compare, with a floor), or -1 when an expect tensor does not match its result's size.
+static int compare_expected(const st_file *f, const st_tensor *ts, int nt, double tol) {
+    int bad = 0;
+    for (int i = 0; i < nt; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "expect.%s", ts[i].name);
+        const st_tensor *e = st_find(f, key);
+        if (!e) continue;
+        if (e->numel != ts[i].numel) {
+            fprintf(stderr, "mtac attn: %s has %zu entries, the result %s %zu\n", key, e->numel, ts[i].name, ts[i].numel);
+            return -1;
+        }
+        const float *x = ts[i].data, *y = e->data;
+        double diff = 0, scale = 0;
+        for (size_t j = 0; j < e->numel; j++) {
+            const double dj = fabs((double)x[j] - y[j]);
+            if (isnan(dj)) diff = NAN;  // a NaN expected value fails the comparison, never skipped
+            else if (dj > diff) diff = dj;
+            if (fabs(y[j]) > scale) scale = fabs(y[j]);
+        }
+        // A floor under the scale, as tests/test_attn_fixtures.c has: a gradient that is zero up to
+        // rounding (1e-5 here) is float32 noise of products a hundred thousand times larger.
+        const int ok = diff <= tol * (scale > 0.1 ? scale : 0.1);
+        printf("  %-18s max |diff| %.3g, largest |expected| %.3g: %s\n", ts[i].name, diff, scale, ok ? "ok" : "DIFFERS");
+        bad += !ok;
+    }
+    return bad;
+}
+
 // The index of the first non-finite entry of x (n entries), or -1.
 static long first_nonfinite(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -47,6 +82,7 @@ static long first_nonfinite(const float *x, size_t n) {
 int cmd_attn(int argc, char **argv) {
     const char *in = NULL, *outp = NULL;
     int threads = 0, backend = -1, max_T = ATTN_DEFAULT_MAX_T;
+    double tol = 2e-4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -63,6 +99,13 @@ int cmd_attn(int argc, char **argv) {
             if (!cli_parse_pos_int("--threads", argv[++i], &threads)) return 2;
         } else if (!strcmp(a, "--max-T")) {
             if (!cli_parse_pos_int("--max-T", argv[++i], &max_T)) return 2;
+        } else if (!strcmp(a, "--tol")) {
+            char *end;
+            tol = strtod(argv[++i], &end);
+            if (*end || !(tol >= 0 && tol <= 1)) {
+                fprintf(stderr, "mtac attn: --tol must be a number in [0, 1], got '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "--backend")) {
             mta_backend be;
             if (!cli_backend_usable("mtac attn", argv[++i], &be)) return 2;
@@ -85,7 +128,7 @@ int cmd_attn(int argc, char **argv) {
         return 1;
     }
     attn_problem pr;
-    if (attn_problem_from_file(&f, NULL, &pr, err, sizeof err)) {
+    if (attn_problem_from_file(&f, "expect.", &pr, err, sizeof err)) {
         fprintf(stderr, "mtac attn: %s: %s\n", in, err);
         st_free(&f);
         return 1;
@@ -201,7 +244,9 @@ int cmd_attn(int argc, char **argv) {
         if (on[i]) strncat(steps, step_names[i], sizeof steps - strlen(steps) - 1);
     printf("mtac attn: B=%d H=%d T=%d d=%d, steps:%s; wrote %d tensor%s to %s\n", c->B, c->H, c->T, c->d,
            steps[0] ? steps : " none (plain causal attention)", nt, nt == 1 ? "" : "s", outp);
-    rc = 0;
+    const int bad = compare_expected(&f, ts, nt, tol);
+    if (bad > 0) fprintf(stderr, "mtac attn: %d result%s differ from the file's expect.* beyond --tol %g\n", bad, bad == 1 ? "" : "s", tol);
+    rc = bad != 0;
 done:
     mta_destroy(ctx);
     for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) cli_off_backend(be, i < 4 ? inputs[i] : pr.param[i - 4], placed[i]);

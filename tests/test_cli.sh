@@ -70,8 +70,11 @@ expect 1 "overflow float32" -- "$MTAC" attn --in "$tmp/big.safetensors" --out "$
 # A real problem from the fixtures works end to end; the output file appears atomically.
 fx=$(ls tests/fixtures/*.safetensors 2>/dev/null | head -1)
 if [ -n "$fx" ]; then
-    # the fixtures hold expect.* tensors, which `mtac attn` rejects as unknown by design
-    expect 1 "unknown tensor" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors"
+    # the fixtures hold expect.* tensors (PyTorch's results in float64): each is compared with
+    # the result of its name, and a difference beyond --tol fails the command
+    expect 0 "grad.q             max |diff|" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors"
+    expect 1 "differ from the file's expect.* beyond --tol 1e-09" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 1e-9
+    expect 2 "--tol must be a number" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 2
 fi
 expect 0 "identity kernels" -- "$MTAC" demo --T 64
 expect 0 '"impl":"mtac_mta"' -- "$MTAC" bench attn --T 64 --H 2 --d 16 --impl plain,mta --json --threads 1
