@@ -1,4 +1,4 @@
-// cmd_toy.c: `mtac toy` and `mtac attnmap`: the paper's toy task (shared/mta-spec.md section 4).
+// cmd_toy.c: `mtac toy` and `mtac attnmap`: the paper's toy task (docs/spec.md section 4).
 // Generates samples, trains and evaluates the baseline and the MTA toy model over several seeds,
 // and writes the table (markdown and JSON), the error curves and the attention maps.
 #include "cli.h"

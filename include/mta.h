@@ -1,5 +1,5 @@
-// mta.h: the Multi-Token Attention operator (see docs/spec pointer in README; semantics in
-// shared/mta-spec.md section 2). Forward and backward of the MTA attention core on float32
+// mta.h: the Multi-Token Attention operator (semantics: docs/spec.md section 2). Forward and
+// backward of the MTA attention core on float32
 // tensors laid out (B,H,T,d), row-major, one (batch, head) slab after another.
 //
 // Usage:

@@ -1,4 +1,4 @@
-// test_toytask.c: the toy-task generator follows shared/mta-spec.md section 4.
+// test_toytask.c: the toy-task generator follows docs/spec.md section 4.
 #include "toy/toytask.h"
 
 #include <setjmp.h>

@@ -135,7 +135,7 @@ class _MTAFunction(torch.autograd.Function):
 def mta_attention(q, k, v, *, w_pre=None, w_pre_head=None, w_post=None, w_post_head=None, gn_weight=None,
                   gate_w=None, gate_b=None, layer_id=0, depth_scale=False, dropout=0.0, backend=None,
                   threads=None):
-    """The MTA attention core (shared/mta-spec.md section 2) of q, k, v (B, H, T, d), float32, CPU,
+    """The MTA attention core (docs/spec.md section 2) of q, k, v (B, H, T, d), float32, CPU,
     contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
 
     Each parameter switches its step on; all None is plain causal softmax attention:
@@ -183,7 +183,7 @@ class MultiTokenAttention(nn.Module):
       subln.weight        (d,)                group_norm=True -> gn_weight; layer_norm_rescale=True
                                               adds the depth scaling of layer layer_id
       gate.weight (1, d), gate.bias (1,)      add_gating=True (gate_1d) -> gate_w, gate_b
-    Initialisation ("identity", the authors' init_method and shared/mta-spec.md): convolution
+    Initialisation ("identity", the authors' init_method and docs/spec.md section 2.2): convolution
     kernels 1 at [c_q-1, (c_k-1)//2], wpsm, wposm and each head_kernel group the identity,
     subln.weight 1, gate.weight truncated normal (std init_std, cut at 3 std; init_std defaults to
     dim ** -0.5 with dim = n_heads * head_dim unless dim= is given, as the authors'), gate.bias 0

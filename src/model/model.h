@@ -1,4 +1,4 @@
-// model.h: the Llama-style MTA transformer (docs/model.md, shared/mta-spec.md section 3).
+// model.h: the Llama-style MTA transformer (docs/model.md, docs/spec.md section 3).
 // Forward and backward over token batches (B,T); parameters in one allocation with named
 // pointers; weights load and save as safetensors with the documented names.
 #ifndef MTAC_MODEL_H

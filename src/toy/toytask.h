@@ -1,4 +1,4 @@
-// toytask.h: the paper's toy task (shared/mta-spec.md section 4): find the block of letters that
+// toytask.h: the paper's toy task (docs/spec.md section 4): find the block of letters that
 // contains all the query letters, and copy it.
 //   row = BOS, blocks joined by '.', '#', query letters, target block letters, EOS
 // With the paper's setting (52 blocks of 5 letters, query of 2, alphabet a-z) a row holds 321

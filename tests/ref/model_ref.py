@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference of the MTA transformer (docs/model.md, shared/mta-spec.md section 3).
+"""PyTorch reference of the MTA transformer (docs/model.md, docs/spec.md section 3).
 
 Llama-style pre-norm decoder around the MTA attention core of mta_ref.mta_forward:
 

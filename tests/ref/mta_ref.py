@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent PyTorch reference of the Multi-Token Attention core (spec section 2).
 
-Written from section 2 of the project's spec (shared/mta-spec.md, outside this repository) only, with plain differentiable torch ops.
+Written from section 2 of the project's spec (docs/spec.md) only, not from src/, with plain differentiable torch ops.
 Works in any floating dtype (the fixtures use float64).  Run the self-check with:
 
     /usr/bin/python3 tests/ref/mta_ref.py
