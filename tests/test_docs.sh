@@ -22,6 +22,16 @@ ln -s "$BUILD" "$work/build"
 # mpirun --allow-run-as-root"); the environment allows it, so the blocks run as written
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 pass=0 fail=0
+# First, what a clone cannot have: a citation of the spec's old location outside the repository
+# (the spec is docs/spec.md) or a path of one particular machine. Every tracked text file is
+# searched; a path that only ends in such a name ($tmp/work/) is fine. The patterns are
+# bracketed so that this file does not match itself.
+bad=$(git -C "$SRC" ls-files -z | (cd "$SRC" && xargs -0 grep -nIsE 'shared/mta-spe[c]|(^|[^[:alnum:]_.$~-])[/](work|home|root)[/]' --))
+if [ -n "$bad" ]; then
+    fail=$((fail + 1))
+    echo "FAIL: tracked files cite the spec outside the repository (use docs/spec.md) or a machine's path:"
+    printf '%s\n' "$bad" | sed 's/^/    | /'
+fi
 pages=("$SRC/README.md" "$SRC"/docs/*.md)
 [ -n "${MTAC_DOCTEST_ONLY:-}" ] && pages=("$SRC/$MTAC_DOCTEST_ONLY")
 for page in "${pages[@]}"; do
