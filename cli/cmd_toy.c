@@ -412,13 +412,13 @@ int cmd_toy(int argc, char **argv) {
 
 static void attnmap_usage(FILE *f) {
     fprintf(f,
-            "usage: mtac attnmap --run DIR [--seed S] [--sample I] [--layers 0,1] [--heads 0,1] [--out FILE.png]\n"
+            "usage: mtac attnmap --run DIR [--seed S] [--sample I] [--layers 0,1] [--heads 0,1] [--out FILE.png|FILE.svg]\n"
             "\n"
             "Draws where the models of a finished `mtac toy` run attend: for test sample I (default 0) of seed S\n"
             "(default: the run's first seed), the attention weights of the '#', query and answer positions over\n"
             "the whole input, one strip per position, for each chosen layer and head (default: all), the\n"
             "baseline beside MTA. Each strip is scaled to its own maximum; the target block is underlined in\n"
-            "red. Writes FILE (default DIR/attention-seed<S>-sample<I>.png).\n");
+            "red. Writes FILE, a PNG or an SVG by its extension (default DIR/attention-seed<S>-sample<I>.png).\n");
 }
 
 int cmd_attnmap(int argc, char **argv) {
