@@ -25,7 +25,8 @@ static void usage(FILE *f) {
                "King James Bible printed by Debian's `bible` program (package bible-kjv, installed by\n"
                "scripts/setup.sh).\n"
                "Split: the text is cut into blocks of about %d bytes at line ends; every K-th block goes to\n"
-               "validation. --val-fraction F sets K = round(1/F) (1e-6 <= F <= 0.5; default 0.05, K = 20).\n"
+               "validation. --val-fraction F sets K = round(1/F) (1e-6 <= F <= 0.5; default 0.05, K = 20);\n"
+               "--val-every K sets K itself (K >= 2).\n"
                "The split depends only on the text.\n"
                "  --dtype  token width in the shards (default uint16)\n", BLOCK);
 }
