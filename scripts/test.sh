@@ -5,8 +5,18 @@
 # tested too; the ranks run 40 times slower under the sanitizers); then every fuzz target for 15
 # seconds (scripts/fuzz.sh, build-fuzz/; skipped without clang's libFuzzer). Run scripts/setup.sh
 # once first.
+#   scripts/test.sh            the full run (CI's)
+#   scripts/test.sh --quick    the edit loop: the release build and its unit and op tiers only
+#                              (ctest -L 'unit|op'; about 2 minutes on 2 cores once built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+    "") ;;
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown option '$1' (--quick or nothing; --help)" >&2; exit 2 ;;
+esac
 jobs=$(nproc)
 # OpenMP threads sleep at once at a barrier instead of spinning: the tests run many tiny parallel
 # regions, and on a busy machine (or under the sanitizers) spinning threads take the cores from
@@ -20,6 +30,10 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="$PATH:/usr/local/cuda/bin"
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMTAC_CUDA_EMU=ON >/dev/null
 cmake --build build -j"$jobs"
+if [ "$quick" = 1 ]; then
+    ctest --test-dir build --output-on-failure -L 'unit|op' -j"$jobs"
+    exit 0
+fi
 ctest --test-dir build --output-on-failure
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTAC_SANITIZE=ON -DMTAC_MPI=OFF -DMTAC_CUDA_EMU=ON >/dev/null
