@@ -27,7 +27,9 @@ const char *mta_status_str(mta_status s) {
 
 // The backends, registered here and nowhere else: each id's name and implementation, built into
 // libmtac or a module of its own that is opened when first asked for (the CUDA backend: libmtac
-// itself never needs the CUDA runtime), or neither in this build, for the reason given.
+// itself never needs the CUDA runtime), or neither in this build, for the reason given. Whether
+// a backend's calls take device memory is a fact of the backend, known (mta_backend_device_memory)
+// without its implementation: a build or machine that cannot run it still tells host from device.
 #ifdef MTAC_HAVE_CUDA
 #define CUDA_MODULE "libmtac_cuda.so"
 #else
@@ -44,12 +46,13 @@ static const struct {
     const mta_backend_impl *impl;  // built in
     const char *module, *symbol;   // or opened at run time: the library, its mta_backend_impl
     const char *missing;           // why a build has neither
+    int device_memory;             // its calls take tensors in a device's memory (as impl->device_memory)
 } backends[MTA_N_BACKENDS] = {
-    {MTA_BACKEND_REFERENCE, "reference", &mta_reference_backend, NULL, NULL, NULL},
-    {MTA_BACKEND_FUSED, "fused", &mta_fused_backend, NULL, NULL, NULL},
+    {MTA_BACKEND_REFERENCE, "reference", &mta_reference_backend, NULL, NULL, NULL, 0},
+    {MTA_BACKEND_FUSED, "fused", &mta_fused_backend, NULL, NULL, NULL, 0},
     {MTA_BACKEND_CUDA, "cuda", NULL, CUDA_MODULE, "mta_cuda_backend",
-     "built without the CUDA toolkit, or with -DMTAC_CUDA=OFF"},
-    {MTA_BACKEND_CUDA_EMU, "cuda-emu", CUDA_EMU_IMPL, NULL, NULL, "the CUDA emulator is built with -DMTAC_CUDA_EMU=ON"},
+     "built without the CUDA toolkit, or with -DMTAC_CUDA=OFF", 1},
+    {MTA_BACKEND_CUDA_EMU, "cuda-emu", CUDA_EMU_IMPL, NULL, NULL, "the CUDA emulator is built with -DMTAC_CUDA_EMU=ON", 1},
 };
 
 static int is_backend(mta_backend b) { return (int)b >= 0 && (int)b < MTA_N_BACKENDS; }
@@ -120,10 +123,7 @@ int mta_backend_from_name(const char *name, mta_backend *b) {
 
 // ---- the memory of a backend's calls: its own hooks, or host memory ----
 
-int mta_backend_device_memory(mta_backend b) {
-    const mta_backend_impl *impl = backend_of(b);
-    return impl ? impl->device_memory : 0;
-}
+int mta_backend_device_memory(mta_backend b) { return is_backend(b) && backends[b].device_memory; }
 
 mta_status mta_backend_alloc(mta_backend b, size_t bytes, void **ptr) {
     const mta_backend_impl *impl = usable(b);
