@@ -54,8 +54,12 @@ class BuildPyWithLibmtac(build_py):
                                'from the repository, pip install ./python' % ROOT)
         build = os.environ.get('MTAC_CMAKE_BUILD_DIR') or os.path.join(HERE, 'build', 'cmake')
         args = os.environ.get('MTAC_CMAKE_ARGS', '').split()
+        # The library is copied out of the build tree, so it gets the run path of an installed one:
+        # a build tree's is padded with ':' for CMake's install-time rewrite, and that empty entry
+        # made the loader search the current directory (for libmtac_cuda.so, among others).
         subprocess.check_call(['cmake', '-S', ROOT, '-B', build, '-DCMAKE_BUILD_TYPE=Release',
-                               '-DMTAC_LIBRARY_ONLY=ON'] + args, stdout=subprocess.DEVNULL)
+                               '-DMTAC_LIBRARY_ONLY=ON', '-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON'] + args,
+                              stdout=subprocess.DEVNULL)
         subprocess.check_call(['cmake', '--build', build, '--target', 'mtac_shared'])
         lib = os.path.realpath(os.path.join(build, 'libmtac.so'))
         dest = os.path.join(self.build_lib, 'mtac')

@@ -1,6 +1,9 @@
 """mtac.torch.mta_attention against the independent autograd reference (tests/ref/mta_ref.py),
 gradcheck, the errors it raises, threads, dropout."""
+import os
 import random
+import shutil
+import subprocess
 
 import pytest
 import torch
@@ -149,3 +152,16 @@ def test_errors():
     raises('layer_id', lambda: mta_attention(q, k, v, layer_id=-1))
     raises('must be a torch.Tensor', lambda: mta_attention(q, k, [1.0]))
     assert issubclass(mtac.Error, ValueError)
+
+
+def test_library_searches_no_current_directory():
+    """The package's libmtac.so has no empty run path entry (a build tree's ':' padding), which
+    would make the loader search the current directory for what libmtac opens (libmtac_cuda.so)."""
+    readelf = shutil.which('readelf')
+    if readelf is None:
+        pytest.skip('no readelf')
+    lib = os.path.join(os.path.dirname(mtac.__file__), 'libmtac.so')
+    out = subprocess.run([readelf, '-d', lib], check=True, capture_output=True, text=True).stdout
+    paths = [line.split('[', 1)[1].rstrip(']') for line in out.splitlines() if 'RPATH' in line or 'RUNPATH' in line]
+    for p in paths:
+        assert '' not in p.split(':'), 'libmtac.so run path %r has an empty entry (the current directory)' % p
