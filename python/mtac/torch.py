@@ -27,8 +27,8 @@ def _check_tensor(name, t):
     if not isinstance(t, torch.Tensor):
         raise Error('mtac: %s must be a torch.Tensor, not %s' % (name, type(t).__name__))
     if t.device.type != 'cpu':
-        raise Error('mtac: %s is on device %s; this build of mtac runs on the CPU only (no CUDA backend)'
-                    % (name, t.device))
+        raise Error('mtac: %s is on device %s; the op takes CPU tensors (the CUDA backend takes device memory '
+                    'through the C API, include/mta.h)' % (name, t.device))
     if t.dtype != torch.float32:
         raise Error('mtac: %s has dtype %s; mtac computes in float32 (convert with .float())' % (name, t.dtype))
     if not t.is_contiguous():
