@@ -151,7 +151,13 @@ static void fix_env(char **argv) {
         if (want && !setenv("MTAC_KEEP_BLAS_CORE", "1", 1)) restart |= !setenv("OPENBLAS_CORETYPE", want, 1);
     }
     if (!restart) return;
-    execv("/proc/self/exe", argv);
+    // The binary's own path, not /proc/self/exe: the process takes its name (ps, top, pkill,
+    // /proc/PID/comm) from the path it was executed as, and would be called "exe".
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return;
+    self[len] = 0;
+    execv(self, argv);
     // exec failed: carry on with the defaults
 }
 

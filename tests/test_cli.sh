@@ -142,7 +142,7 @@ expect 2 "STEPS must be an integer >= 3" -- bash "$(dirname "$0")/../scripts/ben
 
 # mtac train: the warmup error names the flags; the seed's limit (docs/training.md: 2^53-1); a
 # resumed run refuses another preset and says that --steps stretches the lr schedule.
-cat "$(dirname "$0")"/../src/*/*.c > "$tmp/corpus.txt"
+cp "$(dirname "$0")"/data/corpus.txt "$tmp/corpus.txt"  # a fixed text (Genesis and most of Exodus, KJV)
 "$MTAC" data --out "$tmp/tdata" --val-every 3 "$tmp/corpus.txt" > /dev/null
 expect 2 "lower --warmup or raise --steps" -- "$MTAC" train --data "$tmp/tdata" --steps 5 --out "$tmp/trun-w"
 expect 2 "[0, 9007199254740991]" -- "$MTAC" train --data "$tmp/tdata" --seed 9007199254740992 --out "$tmp/trun-s"
@@ -198,6 +198,15 @@ expect 2 "positive integer" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$
 # sample: --top-k 0 is the default (every token), so it is accepted and changes nothing; K < 0 is refused
 expect 0 "same" -- bash -c 'cmp <("$1" sample --run "$2" --prompt x --tokens 20 --top-k 0 2>/dev/null) <("$1" sample --run "$2" --prompt x --tokens 20 2>/dev/null) && echo same' _ "$MTAC" "$tmp/trun"
 expect 2 "--top-k expects an integer >= 0" -- "$MTAC" sample --run "$tmp/trun" --prompt x --top-k -1
+
+# Without OMP_WAIT_POLICY, mtac restarts itself with it set (cli/main.c): the restarted process
+# must still be called mtac (ps, top, pkill; test_distributed's killed rank finds it by name).
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$MTAC" toy --quick --steps 100000 --out "$tmp/comm" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -qz '^OMP_WAIT_POLICY=passive$' /proc/$pid/environ 2>/dev/null && break; sleep 0.05; done
+comm=$(cat /proc/$pid/comm 2>/dev/null)
+kill $pid 2>/dev/null; wait $pid 2>/dev/null
+[ "$comm" = mtac ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: restarted with OMP_WAIT_POLICY=passive, mtac is called '$comm'"; }
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
