@@ -51,7 +51,7 @@ int cmd_demo(int argc, char **argv) {
     for (size_t i = 0; i < 3 * n; i++) q[i] = 2.0f * urand(&s);
     for (size_t i = 0; i < n; i++) dout[i] = urand(&s);
     mta_params_init_identity(&mta, w_pre, w_mix, w_post, w_hc, NULL, NULL);
-    mta_params pm = {w_pre, w_mix, w_post, w_hc, NULL, NULL, NULL};
+    mta_params pm = {.w_pre = w_pre, .w_pre_head = w_mix, .w_post = w_post, .w_post_head = w_hc};
 
     char err[256];
     mta_ctx *cp, *cm;
@@ -76,7 +76,7 @@ int cmd_demo(int argc, char **argv) {
     printf("2. perturbed kernels: max |MTA - plain attention| = %.3g   (the convolutions now mix neighbours)\n",
            max_abs_diff(o_plain, o_mta, n));
 
-    mta_grads g = {g_pre, NULL, NULL, NULL, NULL, NULL, NULL};
+    mta_grads g = {.w_pre = g_pre};
     double t3 = cli_now();
     mta_status st = mta_backward(cm, q, k, v, &pm, dout, dq, dk, dv, &g);
     double t4 = cli_now();
