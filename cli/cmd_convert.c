@@ -9,39 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: mtac convert --add-mta --run BASE --out DIR [--norm-gate]\n\n"
-               "Turns the baseline Transformer of run BASE into an MTA model: the paper's pattern (6x11 key-query\n"
-               "convolutions before and after the softmax in layers 2, 6, 10, ...; head mixing and head\n"
-               "convolution over all heads in every layer), every new kernel the identity, every other weight\n"
-               "the baseline's. Its outputs are then the baseline's. --norm-gate adds group norm and the gate\n"
-               "too, which are not the identity (the outputs then change). Writes DIR/model.safetensors and\n"
-               "DIR/config.json (BASE's configuration with the MTA model, init = the new weights); continue\n"
-               "training with: mtac train --config DIR/config.json --out NEWRUN --steps N\n");
-}
+static const char USAGE[] = "usage: mtac convert --add-mta --run BASE --out DIR [--norm-gate]\n";
+static const char ABOUT[] =
+    "Turns the baseline Transformer of run BASE into an MTA model: the paper's pattern (6x11 key-query\n"
+    "convolutions before and after the softmax in layers 2, 6, 10, ...; head mixing and head\n"
+    "convolution over all heads in every layer), every new kernel the identity, every other weight\n"
+    "the baseline's. Its outputs are then the baseline's. --norm-gate adds group norm and the gate\n"
+    "too, which are not the identity (the outputs then change). Writes DIR/model.safetensors and\n"
+    "DIR/config.json (BASE's configuration with the MTA model, init = the new weights); continue\n"
+    "training with: mtac train --config DIR/config.json --out NEWRUN --steps N\n";
 
 int cmd_convert(int argc, char **argv) {
     const char *run = NULL, *out = NULL;
     int add_mta = 0, norm_gate = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--add-mta")) add_mta = 1;
-        else if (!strcmp(a, "--norm-gate")) norm_gate = 1;
-        else if (!strcmp(a, "--run") && i + 1 < argc) run = argv[++i];
-        else if (!strcmp(a, "--out") && i + 1 < argc) out = argv[++i];
-        else {
-            fprintf(stderr, "mtac convert: unknown option or missing value '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (!add_mta || !run || !out) {
-        fprintf(stderr, "mtac convert: --add-mta, --run BASE and --out DIR are required (see --help)\n");
-        return 2;
-    }
+    const cli_opt opts[] = {
+        {"add-mta", CLI_FLAG, &add_mta, .required = 1, .help = "the conversion (the only one there is)"},
+        {"run", CLI_STR, &run, .required = 1, .arg = "BASE", .help = "the baseline run"},
+        {"out", CLI_STR, &out, .required = 1, .arg = "DIR", .help = "where the MTA model goes"},
+        {"norm-gate", CLI_FLAG, &norm_gate, .help = "add group norm and the gate too (outputs change)"},
+    };
+    const cli_spec spec = {"mtac convert", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
     train_config c;
     char err[1024];
     model *base = train_open_run(run, &c, err, sizeof err);

@@ -18,19 +18,6 @@ enum { BLOCK = 16384 };
 // text"); -l10000 keeps it from wrapping lines at the terminal width.
 static const char *BIBLE_CMD = "bible -l10000 gen1:1-rev22:21 </dev/null 2>/dev/null";
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: mtac data --out DIR [--val-fraction F | --val-every K] [--dtype uint16|uint32] [FILE ...]\n\n"
-               "Tokenizes text byte by byte (ids 0-255; 256 BOS, 257 EOS after each file, 258 PAD; vocab 259)\n"
-               "and writes DIR/train.bin and DIR/val.bin (format: docs/shards.md). Without FILE it uses the\n"
-               "King James Bible printed by Debian's `bible` program (package bible-kjv, installed by\n"
-               "scripts/setup.sh).\n"
-               "Split: the text is cut into blocks of about %d bytes at line ends; every K-th block goes to\n"
-               "validation. --val-fraction F sets K = round(1/F) (1e-6 <= F <= 0.5; default 0.05, K = 20);\n"
-               "--val-every K sets K itself (K >= 2).\n"
-               "The split depends only on the text.\n"
-               "  --dtype  token width in the shards (default uint16)\n", BLOCK);
-}
-
 // Appends a whole stream to a growing byte buffer.
 static int slurp(FILE *f, unsigned char **buf, size_t *len, size_t *cap) {
     unsigned char chunk[65536];
@@ -82,105 +69,102 @@ static int split_doc(const unsigned char *s, size_t len, int k, size_t *block_no
     return push(tr, TOK_EOS) || push(va, TOK_EOS);
 }
 
-int cmd_data(int argc, char **argv) {
-    const char *out = NULL;
-    int k = 20, dtype = SHARD_U16, nfiles = 0;
-    const char *split_flag = NULL;  // --val-fraction or --val-every: one of them, as the usage says
-    const char *files[256];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strncmp(a, "--", 2)) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mtac data: %s needs a value (see --help)\n", a);
-                return 2;
-            }
-            const char *v = argv[++i];
-            if ((!strcmp(a, "--val-fraction") || !strcmp(a, "--val-every")) && split_flag) {
-                fprintf(stderr, "mtac data: %s and %s both set the split: give one (see --help)\n", split_flag, a);
-                return 2;
-            }
-            if (!strcmp(a, "--out")) out = v;
-            else if (!strcmp(a, "--val-fraction")) {
-                split_flag = a;
-                char *end;
-                double fr = strtod(v, &end);
-                if (end == v || *end || !(fr >= 1e-6 && fr <= 0.5)) {
-                    fprintf(stderr, "mtac data: --val-fraction expects a number in [1e-6, 0.5], got '%s'\n", v);
-                    return 2;
-                }
-                k = (int)(1.0 / fr + 0.5);
-            } else if (!strcmp(a, "--val-every")) {
-                split_flag = a;
-                if (!cli_parse_pos_int(a, v, &k)) return 2;
-                if (k < 2) {
-                    fprintf(stderr, "mtac data: --val-every must be >= 2\n");
-                    return 2;
-                }
-            } else if (!strcmp(a, "--dtype")) {
-                if (!strcmp(v, "uint16")) dtype = SHARD_U16;
-                else if (!strcmp(v, "uint32")) dtype = SHARD_U32;
-                else {
-                    fprintf(stderr, "mtac data: --dtype expects uint16 or uint32, got '%s'\n", v);
-                    return 2;
-                }
-            } else {
-                fprintf(stderr, "mtac data: unknown option '%s' (see --help)\n", a);
-                return 2;
-            }
-        } else if (nfiles < 256) {
-            files[nfiles++] = a;
-        } else {
-            fprintf(stderr, "mtac data: at most 256 files\n");
-            return 2;
-        }
-    }
-    if (!out) {
-        fprintf(stderr, "mtac data: --out DIR is required (see --help)\n");
+static const char USAGE[] = "usage: mtac data --out DIR [--val-fraction F | --val-every K] [--dtype uint16|uint32] [FILE ...]\n";
+static const char ABOUT[] =
+    "Tokenizes text byte by byte (ids 0-255; 256 BOS, 257 EOS after each file, 258 PAD; vocab 259)\n"
+    "and writes DIR/train.bin and DIR/val.bin (format: docs/shards.md). Without FILE it uses the\n"
+    "King James Bible printed by Debian's `bible` program (package bible-kjv, installed by\n"
+    "scripts/setup.sh).\n"
+    "Split: the text is cut into blocks of about 16384 bytes at line ends; every K-th block goes to\n"
+    "validation. --val-fraction F sets K = round(1/F) (default 0.05, K = 20); --val-every K sets K itself.\n"
+    "The split depends only on the text.\n";
+_Static_assert(BLOCK == 16384, "ABOUT says the block size");
+
+static const char *const DTYPES[] = {"uint16", "uint32", NULL};
+
+typedef struct {
+    const char *out;
+    double fraction;
+    int every, dtype, nfiles;
+    char **files;
+} data_args;
+
+// The flags into a: -1 to go on, else the exit status.
+static int parse_args(int argc, char **argv, data_args *a) {
+    const cli_opt opts[] = {
+        {"out", CLI_STR, &a->out, .required = 1, .arg = "DIR", .help = "where train.bin and val.bin go"},
+        {"val-fraction", CLI_NUM, &a->fraction, 1e-6, 0.5, .arg = "F", .help = "validation share: every round(1/F)-th block"},
+        {"val-every", CLI_INT, &a->every, 2, 1e9, .arg = "K", .help = "every K-th block to validation"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = DTYPES, .arg = "TYPE", .help = "token width in the shards"},
+    };
+    const cli_spec spec = {"mtac data", USAGE, ABOUT, "FILE", opts, sizeof opts / sizeof opts[0]};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (a->fraction > 0 && a->every) {
+        fprintf(stderr, "mtac data: --val-fraction and --val-every both set the split: give one (see --help)\n");
         return 2;
     }
+    if ((a->nfiles = argc - first) > 256) {
+        fprintf(stderr, "mtac data: at most 256 files\n");
+        return 2;
+    }
+    a->files = argv + first;
+    if (!a->every) a->every = a->fraction > 0 ? (int)(1.0 / a->fraction + 0.5) : 20;
+    a->dtype = a->dtype ? SHARD_U32 : SHARD_U16;
+    return -1;
+}
+
+// Reads every file (or the Bible) and splits it into tr and va: 0, or 1 after a message.
+static int read_split(const data_args *a, tokvec *tr, tokvec *va, size_t *block_no, size_t *bytes) {
+    const int n = a->nfiles;
+    for (int f = 0; f < (n ? n : 1); f++) {
+        FILE *in = n ? fopen(a->files[f], "rb") : popen(BIBLE_CMD, "r");
+        if (!in) {
+            fprintf(stderr, "mtac data: cannot open %s: %s\n", n ? a->files[f] : "the bible program", strerror(errno));
+            return 1;
+        }
+        unsigned char *buf = NULL;
+        size_t len = 0, cap = 0;
+        int rc = 0, bad = slurp(in, &buf, &len, &cap);
+        int st = n ? fclose(in) : pclose(in);
+        if (bad || (!n && (st != 0 || len < 1000000))) {
+            fprintf(stderr, "mtac data: could not read %s%s\n", n ? a->files[f] : "the King James Bible",
+                    n ? "" : " (install Debian's bible-kjv: scripts/setup.sh does)");
+            rc = 1;
+        } else if (split_doc(buf, len, a->every, block_no, tr, va)) {
+            fprintf(stderr, "mtac data: out of memory\n");
+            rc = 1;
+        }
+        *bytes += len;
+        free(buf);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int cmd_data(int argc, char **argv) {
+    data_args a = {.fraction = -1};
+    const int st = parse_args(argc, argv, &a);
+    if (st >= 0) return st;
+    const char *out = a.out;
+    const int k = a.every;
     if (mkdir_p(out)) {
         fprintf(stderr, "mtac data: cannot create %s: %s\n", out, strerror(errno));
         return 1;
     }
     tokvec tr = {0}, va = {0};
     size_t block_no = 0, bytes = 0;
-    int rc = 0;
-    for (int f = 0; f < (nfiles ? nfiles : 1) && !rc; f++) {
-        FILE *in = nfiles ? fopen(files[f], "rb") : popen(BIBLE_CMD, "r");
-        if (!in) {
-            fprintf(stderr, "mtac data: cannot open %s: %s\n", nfiles ? files[f] : "the bible program", strerror(errno));
-            rc = 1;
-            break;
-        }
-        unsigned char *buf = NULL;
-        size_t len = 0, cap = 0;
-        int bad = slurp(in, &buf, &len, &cap);
-        int st = nfiles ? fclose(in) : pclose(in);
-        if (bad || (!nfiles && (st != 0 || len < 1000000))) {
-            fprintf(stderr, "mtac data: could not read %s%s\n", nfiles ? files[f] : "the King James Bible",
-                    nfiles ? "" : " (install Debian's bible-kjv: scripts/setup.sh does)");
-            rc = 1;
-        } else if (split_doc(buf, len, k, &block_no, &tr, &va)) {
-            fprintf(stderr, "mtac data: out of memory\n");
-            rc = 1;
-        }
-        bytes += len;
-        free(buf);
-    }
+    int rc = read_split(&a, &tr, &va, &block_no, &bytes);
     if (!rc && block_no < (size_t)k)
         fprintf(stderr, "mtac data: warning: the text makes only %zu block%s of about %d bytes, so none went to "
                         "validation (lower --val-every or raise --val-fraction)\n", block_no, block_no == 1 ? "" : "s", BLOCK);
     char path[4096], err[512];
     if (!rc) {
         snprintf(path, sizeof path, "%s/train.bin", out);
-        rc = shard_write(path, tr.t, tr.n, dtype, err, sizeof err);
+        rc = shard_write(path, tr.t, tr.n, a.dtype, err, sizeof err);
         if (!rc) {
             snprintf(path, sizeof path, "%s/val.bin", out);
-            rc = shard_write(path, va.t, va.n, dtype, err, sizeof err);
+            rc = shard_write(path, va.t, va.n, a.dtype, err, sizeof err);
         }
         if (rc) fprintf(stderr, "mtac data: %s\n", err);
         else

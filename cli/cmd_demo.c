@@ -21,19 +21,13 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
 
 int cmd_demo(int argc, char **argv) {
     int T = 256;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: mtac demo [--T N]\n\nRuns MTA and plain attention on random inputs (B=1, H=4, d=32), shows\n"
-                   "that identity kernels reproduce plain attention, and that the gradients flow.\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--T") && i + 1 < argc) {
-            if (!cli_parse_pos_int("--T", argv[++i], &T)) return 2;
-        } else {
-            fprintf(stderr, "mtac demo: unknown option '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {{"T", CLI_INT, &T, 1, 1e9, .arg = "N", .help = "sequence length"}};
+    const cli_spec spec = {"mtac demo", "usage: mtac demo [--T N]\n",
+                           "Runs MTA and plain attention on random inputs (B=1, H=4, d=32), shows\n"
+                           "that identity kernels reproduce plain attention, and that the gradients flow.\n",
+                           NULL, opts, 1};
+    int first, done = cli_parse(&spec, argc, argv, &first);
+    if (done >= 0) return done;
     const int B = 1, H = 4, d = 32;
     const size_t n = (size_t)B * H * T * d;
     mta_config plain = mta_config_default(B, H, T, d), mta = plain;

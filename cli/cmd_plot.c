@@ -50,34 +50,26 @@ static int read_metrics(const char *dir, curves *c) {
     return c->n ? 0 : -1;
 }
 
+static const char USAGE[] = "usage: mtac plot --out FILE.png|FILE.svg RUN_DIR [RUN_DIR ...]\n";
+static const char ABOUT[] =
+    "Draws each run's training loss (thin, lighter) and validation loss (thick) against the\n"
+    "step, up to 8 runs, in the colours listed on standard output, with a legend that names\n"
+    "each run; a PNG, or an SVG when FILE ends in .svg.\n";
+
 int cmd_plot(int argc, char **argv) {
-    const char *out = NULL, *runs[8];
-    int nr = 0, W = 900, H = 500;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: mtac plot --out FILE.png|FILE.svg RUN_DIR [RUN_DIR ...]\n\n"
-                   "Draws each run's training loss (thin, lighter) and validation loss (thick) against the\n"
-                   "step, up to 8 runs, in the colours listed on standard output, with a legend that names\n"
-                   "each run; a PNG, or an SVG when FILE ends in .svg.\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--out")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mtac plot: --out needs a value\n");
-                return 2;
-            }
-            out = argv[++i];
-        } else if (!strncmp(argv[i], "--", 2)) {
-            fprintf(stderr, "mtac plot: unknown option '%s' (see --help)\n", argv[i]);
-            return 2;
-        } else if (nr < 8) {
-            runs[nr++] = argv[i];
-        } else {
-            fprintf(stderr, "mtac plot: at most 8 runs in one picture; '%s' is the 9th (plot the rest in another)\n",
-                    argv[i]);
-            return 2;
-        }
+    const char *out = NULL;
+    const cli_opt opts[] = {{"out", CLI_STR, &out, .arg = "FILE", .help = "the picture (.png or .svg)"}};
+    const cli_spec spec = {"mtac plot", USAGE, ABOUT, "RUN_DIR", opts, 1};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (argc - first > 8) {
+        fprintf(stderr, "mtac plot: at most 8 runs in one picture; '%s' is the 9th (plot the rest in another)\n",
+                argv[first + 8]);
+        return 2;
     }
+    char *const *runs = argv + first;
+    int nr = argc - first;
+    const int W = 900, H = 500;
     if (!out || !nr) {
         fprintf(stderr, "mtac plot: --out FILE.png and at least one run directory are required\n");
         return 2;

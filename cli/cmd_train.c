@@ -1,4 +1,4 @@
-// cmd_train.c: `mtac train` (and `mtac eval`): train an MTA or baseline model on token shards.
+// cmd_train.c: `mtac train`: train an MTA or baseline model on token shards.
 #include "cli.h"
 #include "train/train.h"
 
@@ -187,52 +187,4 @@ int cmd_train(int argc, char **argv) {
     }
     dist_finalize(d);
     return 0;
-}
-
-int cmd_eval(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "needle") || !strcmp(argv[1], "babi"))) return cmd_eval_longctx(argc - 1, argv + 1);
-    const char *run = NULL, *data = NULL;
-    int batches = 16, B = 0, T = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: mtac eval --run DIR [--data DIR] [--batches N] [--batch-size B] [--seq-len T]\n"
-                   "       mtac eval needle|babi --run DIR ...   (long-context retrieval: see their --help)\n\n"
-                   "Validation loss and perplexity of a run's weights (DIR/model.safetensors) on DATA/val.bin\n"
-                   "(default: the run's own data directory and batch shape).\n");
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac eval: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--run")) run = v;
-        else if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--batches")) { if (!cli_parse_pos_int(a, v, &batches)) return 2; }
-        else if (!strcmp(a, "--batch-size")) { if (!cli_parse_pos_int(a, v, &B)) return 2; }
-        else if (!strcmp(a, "--seq-len")) { if (!cli_parse_pos_int(a, v, &T)) return 2; }
-        else {
-            fprintf(stderr, "mtac eval: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (!run) {
-        fprintf(stderr, "mtac eval: --run DIR is required (see --help)\n");
-        return 2;
-    }
-    train_config c;
-    model *m;
-    int open_rc = cli_open_run("eval", run, &c, &m);
-    if (open_rc) return open_rc;
-    char err[1024];
-    char val[1100];
-    snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);
-    double loss;
-    int rc = train_eval_loss(m, val, B ? B : c.batch_size, T ? T : c.seq_len, batches, &loss, err, sizeof err);
-    if (rc) fprintf(stderr, "mtac eval: %s\n", err);
-    else printf("val loss %.4f  perplexity %.3f  (%d batches of %d x %d from %s)\n", loss, exp(loss), batches,
-                B ? B : c.batch_size, T ? T : c.seq_len, val);
-    model_free(m);
-    return rc ? 1 : 0;
 }
