@@ -70,6 +70,14 @@ static int set_choice(const cli_spec *s, const cli_opt *o, const char *v) {
     return 2;
 }
 
+// The range of a list's integers in words: "positive integers", "integers in [0, 9]", ...
+static void list_range(char *buf, size_t n, double lo, double hi) {
+    if (lo == 1 && hi >= 1e9) snprintf(buf, n, "positive integers");
+    else if (lo == 0 && hi >= 1e9) snprintf(buf, n, "non-negative integers");
+    else if (hi >= 1e9) snprintf(buf, n, "integers >= %.16g", lo);
+    else snprintf(buf, n, "integers in [%.16g, %.16g]", lo, hi);
+}
+
 static int set_list(const cli_spec *s, const cli_opt *o, const char *v) {
     uint64_t *out = o->dst;
     int k = 0;
@@ -80,10 +88,8 @@ static int set_list(const cli_spec *s, const cli_opt *o, const char *v) {
         if (end == p || errno || *p == '-' || *p == '+' || (*end && *end != ',') || k == o->max || (double)x < o->lo ||
             (double)x > o->hi) {
             char want[96];
-            int_range(want, sizeof want, o->lo, o->hi);
-            if (o->lo == 0 && o->hi >= 1e9) snprintf(want, sizeof want, "a non-negative integer");
-            fprintf(stderr, "%s: --%s expects up to %d comma-separated integers, each %s, got '%s'\n", s->name, o->name,
-                    o->max, want + (want[1] == ' ' ? 2 : 3), v);
+            list_range(want, sizeof want, o->lo, o->hi);
+            fprintf(stderr, "%s: --%s expects up to %d comma-separated %s, got '%s'\n", s->name, o->name, o->max, want, v);
             return 2;
         }
         out[k++] = x;
@@ -195,9 +201,14 @@ static void print_default(FILE *f, const cli_opt *o) {
     } else if (o->kind == CLI_STR && *(const char *const *)o->dst) {
         fprintf(f, " (default %s)", *(const char *const *)o->dst);
     } else if (o->kind == CLI_CHOICE) {
+        const int x = *(const int *)o->dst;  // below 0: no default
         fprintf(f, " (");
         for (int i = 0; o->choices[i]; i++) fprintf(f, "%s%s", i ? ", " : "", o->choices[i]);
-        fprintf(f, "; default %s)", o->choices[*(const int *)o->dst]);
+        if (x >= 0) fprintf(f, "; default %s", o->choices[x]);
+        fprintf(f, ")");
+    } else if (o->kind == CLI_LIST && o->max > 1) {
+        list_range(r, sizeof r, o->lo, o->hi);
+        fprintf(f, " (up to %d %s)", o->max, r);
     }
 }
 

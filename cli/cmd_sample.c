@@ -10,18 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: mtac sample --run DIR [--prompt TEXT] [--tokens N] [--temperature X] [--top-k K] [--top-p P]\n"
-               "                   [--seed S] [--no-cache]\n\n"
-               "Continues TEXT (default: read from standard input when it is not a terminal, else \"\\n\")\n"
-               "with N (default 200) bytes sampled from the run's model, streaming them as they come, and\n"
-               "prints tokens/s at the end. Temperature 0 is greedy; top-k keeps the K most likely tokens\n"
-               "(default 0 = all); top-p keeps the smallest set of tokens with that much probability.\n"
-               "Decoding uses a KV cache that keeps the MTA convolutions exact; when the context reaches the\n"
-               "run's seq_len it restarts from the last half. --no-cache recomputes the whole context for\n"
-               "every token instead (the same contexts, slower; for comparison).\n");
-}
-
 static double urand(uint64_t *s) {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
     return ((*s >> 11) + 0.5) / 9007199254740992.0;
@@ -62,107 +50,135 @@ static int sample_token(const float *z, int V, float tau, int top_k, float top_p
     return c[k - 1].id;
 }
 
+static const char USAGE[] =
+    "usage: mtac sample --run DIR [--prompt TEXT] [--tokens N] [--temperature X] [--top-k K] [--top-p P]\n"
+    "                   [--seed S] [--no-cache]\n";
+static const char ABOUT[] =
+    "Continues TEXT (default: read from standard input when it is not a terminal, else \"\\n\")\n"
+    "with N (default 200) bytes sampled from the run's model, streaming them as they come, and\n"
+    "prints tokens/s at the end. Temperature 0 is greedy; top-k keeps the K most likely tokens\n"
+    "(default 0 = all); top-p keeps the smallest set of tokens with that much probability.\n"
+    "Decoding uses a KV cache that keeps the MTA convolutions exact; when the context reaches the\n"
+    "run's seq_len it restarts from the last half. --no-cache recomputes the whole context for\n"
+    "every token instead (the same contexts, slower; for comparison).\n";
+
+typedef struct {
+    const char *run, *prompt;
+    int ntok, seed, top_k, no_cache;
+    float tau, top_p;
+} sample_args;
+
+// What the sampling loop works with: the tokens so far (n), the model or its decoder.
+typedef struct {
+    model *m;
+    model_decoder *dec;
+    int *toks, *lens, n, ctx, V;
+    cand *cd;
+} sampler;
+
+static int parse_args(int argc, char **argv, sample_args *a) {
+    const cli_opt opts[] = {
+        {"run", CLI_STR, &a->run, .required = 1, .arg = "DIR", .help = "the run whose model samples"},
+        {"prompt", CLI_STR, &a->prompt, .arg = "TEXT", .help = "the text to continue"},
+        {"tokens", CLI_INT, &a->ntok, 1, 1e9, .arg = "N", .help = "bytes to sample"},
+        {"temperature", CLI_FLOAT, &a->tau, 0, 100, .arg = "X", .help = "0: greedy"},
+        {"top-k", CLI_INT, &a->top_k, 0, 1e9, .arg = "K", .help = "keep the K most likely tokens (0 = all tokens)"},
+        {"top-p", CLI_FLOAT, &a->top_p, 0, 1, .lo_open = 1, .arg = "P", .help = "nucleus: keep that much probability"},
+        {"seed", CLI_INT, &a->seed, 1, 1e9, .arg = "S", .help = "seed of the draws"},
+        {"no-cache", CLI_FLAG, &a->no_cache, .help = "recompute the whole context for every token"},
+    };
+    const cli_spec spec = {"mtac sample", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    int first;
+    return cli_parse(&spec, argc, argv, &first);
+}
+
+// The buffers and the decoder (with the cache): 0, or 1 after a message.
+static int sampler_init(sampler *s, model *m, const train_config *c, const sample_args *a) {
+    char err[1024];
+    memset(s, 0, sizeof *s);
+    s->m = m, s->ctx = c->seq_len, s->V = c->model.vocab_size;
+    s->toks = malloc(((size_t)a->ntok + 65536) * sizeof(int)), s->lens = malloc(sizeof(int));
+    s->cd = malloc((size_t)s->V * sizeof *s->cd);
+    s->dec = a->no_cache ? NULL : model_decoder_create(m, 1, s->ctx, err, sizeof err);
+    if (!s->toks || !s->lens || !s->cd || (!a->no_cache && !s->dec)) {
+        fprintf(stderr, "mtac sample: %s\n", !a->no_cache && !s->dec ? err : "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+static void sampler_free(sampler *s) {
+    free(s->toks), free(s->lens), free(s->cd);
+    model_decoder_free(s->dec);
+}
+
+// The prompt into s->toks: --prompt, else standard input when it is no terminal, else "\n".
+static void read_prompt(sampler *s, const char *prompt) {
+    int n = 0;
+    if (prompt) {
+        for (const unsigned char *p = (const unsigned char *)prompt; *p && n < 65536; p++) s->toks[n++] = *p;
+    } else if (!isatty(STDIN_FILENO)) {
+        int ch;
+        while (n < 65536 && (ch = getchar()) != EOF) s->toks[n++] = ch;
+    }
+    if (n == 0) s->toks[n++] = '\n';
+    for (int i = 0; i < n; i++) putchar(s->toks[i]);
+    fflush(stdout);
+    s->n = n;
+}
+
+// Samples and prints a->ntok tokens: 0, or 1 after a message; *made: how many.
+static int generate(sampler *s, const sample_args *a, int *made) {
+    uint64_t rng = (uint64_t)a->seed * 0x9E3779B97F4A7C15ULL + 7;
+    char err[1024];
+    const int cache = !a->no_cache, ctx = s->ctx, V = s->V;
+    int rc = 0, *toks = s->toks, n = s->n;
+    // The context is toks[start..n-1]: at most seq_len tokens; when it would grow past that, it
+    // restarts from the last half. With the cache: a prefill at each (re)start, then one step per
+    // token; with --no-cache, a forward over the whole context every time (same contexts).
+    int start = n > ctx ? n - ctx : 0;
+    for (*made = 0; *made < a->ntok && !rc; ++*made) {
+        const int restart = *made == 0 || n - start > ctx;
+        if (n - start > ctx) start = n - ctx / 2;
+        s->lens[0] = n - start;
+        if (cache && !restart) rc = model_decoder_step(s->dec, toks + n - 1, err, sizeof err);
+        else if (cache) rc = model_decoder_prefill(s->dec, toks + start, n - start, s->lens, err, sizeof err);
+        else rc = model_forward(s->m, toks + start, NULL, 1, n - start, NULL, err, sizeof err);
+        if (rc) break;
+        const float *z = cache ? model_decoder_logits(s->dec) : model_logits(s->m) + (size_t)(n - start - 1) * V;
+        const int t = sample_token(z, V, a->tau, a->top_k, a->top_p, &rng, s->cd);
+        toks[n++] = t;
+        if (t < 256) putchar(t);
+        fflush(stdout);
+    }
+    s->n = n;
+    if (rc) fprintf(stderr, "\nmtac sample: %s\n", err);
+    return rc;
+}
+
 int cmd_sample(int argc, char **argv) {
-    const char *run = NULL, *prompt = NULL;
-    int ntok = 200, seed = 1, top_k = 0, cache = 1;
-    float tau = 0.8f, top_p = 0.95f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--no-cache")) {
-            cache = 0;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac sample: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        char *end;
-        if (!strcmp(a, "--run")) run = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--tokens")) { if (!cli_parse_pos_int(a, v, &ntok)) return 2; }
-        else if (!strcmp(a, "--seed")) { if (!cli_parse_pos_int(a, v, &seed)) return 2; }
-        else if (!strcmp(a, "--top-k")) {
-            long x = strtol(v, &end, 10);  // 0 is the default: every token
-            if (end == v || *end || x < 0 || x > 1000000000) { fprintf(stderr, "mtac sample: --top-k expects an integer >= 0 (0 = all tokens), got '%s'\n", v); return 2; }
-            top_k = (int)x;
-        }
-        else if (!strcmp(a, "--temperature")) {
-            tau = strtof(v, &end);
-            if (*end || !(tau >= 0 && tau <= 100)) { fprintf(stderr, "mtac sample: --temperature expects a number in [0, 100]\n"); return 2; }
-        } else if (!strcmp(a, "--top-p")) {
-            top_p = strtof(v, &end);
-            if (*end || !(top_p > 0 && top_p <= 1)) { fprintf(stderr, "mtac sample: --top-p expects a number in (0, 1]\n"); return 2; }
-        } else {
-            fprintf(stderr, "mtac sample: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (!run) {
-        fprintf(stderr, "mtac sample: --run DIR is required (see --help)\n");
-        return 2;
-    }
+    sample_args a = {.ntok = 200, .seed = 1, .tau = 0.8f, .top_p = 0.95f};
+    const int st = parse_args(argc, argv, &a);
+    if (st >= 0) return st;
     train_config c;
     model *m;
-    int open_rc = cli_open_run("sample", run, &c, &m);
+    const int open_rc = cli_open_run("sample", a.run, &c, &m);
     if (open_rc) return open_rc;
-    char err[1024];
     if (c.model.vocab_size < 256) {
         fprintf(stderr, "mtac sample: the run's vocabulary (%d) is not byte-level text\n", c.model.vocab_size);
         model_free(m);
         return 1;
     }
-    const int ctx = c.seq_len, V = c.model.vocab_size;
-    int *toks = malloc(((size_t)ntok + 65536) * sizeof(int)), *lens = malloc(sizeof(int));
-    cand *cd = malloc((size_t)V * sizeof *cd);
-    model_decoder *dec = cache ? model_decoder_create(m, 1, ctx, err, sizeof err) : NULL;
-    if (!toks || !lens || !cd || (cache && !dec)) {
-        fprintf(stderr, "mtac sample: %s\n", cache && !dec ? err : "out of memory");
-        free(toks), free(lens), free(cd);
-        model_free(m);
-        return 1;
+    sampler s;
+    int rc = sampler_init(&s, m, &c, &a), made = 0;
+    if (!rc) {
+        read_prompt(&s, a.prompt);
+        const double t0 = cli_now();
+        rc = generate(&s, &a, &made);
+        const double dt = cli_now() - t0;
+        fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", made, dt, made / dt, a.no_cache ? ", no cache" : "");
     }
-    int n = 0;
-    if (prompt) {
-        for (const unsigned char *p = (const unsigned char *)prompt; *p && n < 65536; p++) toks[n++] = *p;
-    } else if (!isatty(STDIN_FILENO)) {
-        int ch;
-        while (n < 65536 && (ch = getchar()) != EOF) toks[n++] = ch;
-    }
-    if (n == 0) toks[n++] = '\n';
-    for (int i = 0; i < n; i++) putchar(toks[i]);
-    fflush(stdout);
-    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 7;
-    double t0 = cli_now();
-    int rc = 0, made = 0;
-    // The context is toks[start..n-1]: at most seq_len tokens; when it would grow past that, it
-    // restarts from the last half. With the cache: a prefill at each (re)start, then one step per
-    // token; with --no-cache, a forward over the whole context every time (same contexts).
-    int start = n > ctx ? n - ctx : 0;
-    for (; made < ntok && !rc; made++) {
-        const int restart = made == 0 || n - start > ctx;
-        if (n - start > ctx) start = n - ctx / 2;
-        const float *z = NULL;
-        lens[0] = n - start;
-        if (cache && !restart) rc = model_decoder_step(dec, toks + n - 1, err, sizeof err);
-        else if (cache) rc = model_decoder_prefill(dec, toks + start, n - start, lens, err, sizeof err);
-        else rc = model_forward(m, toks + start, NULL, 1, n - start, NULL, err, sizeof err);
-        if (rc) break;
-        z = cache ? model_decoder_logits(dec) : model_logits(m) + (size_t)(n - start - 1) * V;
-        int t = sample_token(z, V, tau, top_k, top_p, &rng, cd);
-        toks[n++] = t;
-        if (t < 256) putchar(t);
-        fflush(stdout);
-    }
-    if (rc) fprintf(stderr, "\nmtac sample: %s\n", err);
-    double dt = cli_now() - t0;
-    fprintf(stderr, "\n[%d tokens in %.2f s: %.1f tokens/s%s]\n", made, dt, made / dt, cache ? "" : ", no cache");
-    free(toks), free(lens), free(cd);
-    model_decoder_free(dec);
+    sampler_free(&s);
     model_free(m);
     return rc ? 1 : 0;
 }

@@ -15,83 +15,65 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mtac toy [run] [--quick | --setting paper|reduced|quick] [--out DIR] [OVERRIDES]\n"
-            "       mtac toy gen [--n N] [--seed S] [TASK OPTIONS]\n"
-            "\n"
-            "run (the default) trains the baseline Transformer and the MTA toy model for each seed on freshly\n"
-            "generated samples (never a test sample) with AdamW (beta2 0.98, no weight decay; the setting's lr\n"
-            "schedule: constant in paper, warmup then cosine decay in reduced and quick) and evaluates them\n"
-            "on held-out test samples: the paper's sequence error rate (a sample is wrong if any\n"
-            "teacher-forced argmax on its answer or EOS is wrong) and the exact match of greedy generation.\n"
-            "It writes DIR (default runs/toy-SETTING): run.json, results.json, results.md, error_curves.png,\n"
-            "attention.png, and per model and seed <model>-seed<S>.jsonl and .safetensors.\n"
-            "\n"
-            "settings:\n"
-            "  reduced  (default) 6 blocks; dim 64, 2 layers, FFN 192, no attention dropout; 6000 steps x 32,\n"
-            "           lr 1e-3, 200 warmup steps, cosine decay; 500 test samples; seeds 42,43,44\n"
-            "  quick    as reduced, 2500 steps, 300 test samples, seed 42 (--quick; not with another --setting)\n"
-            "  paper    the paper's Table 1: 52 blocks, dim 256, 4 layers, 2 heads, FFN 768, 100k steps x 64,\n"
-            "           lr 1e-4, constant (GPU-scale work)\n"
-            "overrides: --seeds 42,43 --steps N --batch B --lr X --schedule constant|linear|cosine --warmup N\n"
-            "           --test N --eval-every N --threads N --attn-dropout P\n"
-            "           --dim D --layers L --hidden F --models toy-baseline,toy\n"
-            "task options: --blocks 52 --block-len 5 --query-len 2 --alphabet 26\n"
-            "MTA model: pre-softmax 2x9 key-query convolution in every layer, identity init; the paper's\n"
-            "setting uses attention dropout 0.1 in both models.\n"
-            "\n"
-            "gen prints samples: ^ BOS, blocks joined by '.', '#', the query, '>' then the answer, $ EOS.\n");
+static const char USAGE[] =
+    "usage: mtac toy [run] [--quick | --setting paper|reduced|quick] [--out DIR] [OVERRIDES]\n"
+    "       mtac toy gen [--n N] [--seed S] [TASK OPTIONS]\n";
+static const char ABOUT[] =
+    "run (the default) trains the baseline Transformer and the MTA toy model for each seed on freshly\n"
+    "generated samples (never a test sample) with AdamW (beta2 0.98, no weight decay; the setting's lr\n"
+    "schedule: constant in paper, warmup then cosine decay in reduced and quick) and evaluates them\n"
+    "on held-out test samples: the paper's sequence error rate (a sample is wrong if any\n"
+    "teacher-forced argmax on its answer or EOS is wrong) and the exact match of greedy generation.\n"
+    "It writes DIR (default runs/toy-SETTING): run.json, results.json, results.md, error_curves.png,\n"
+    "attention.png, and per model and seed <model>-seed<S>.jsonl and .safetensors.\n"
+    "\n"
+    "settings:\n"
+    "  reduced  (default) 6 blocks; dim 64, 2 layers, FFN 192, no attention dropout; 6000 steps x 32,\n"
+    "           lr 1e-3, 200 warmup steps, cosine decay; 500 test samples; seeds 42,43,44\n"
+    "  quick    as reduced, 2500 steps, 300 test samples, seed 42 (--quick; not with another --setting)\n"
+    "  paper    the paper's Table 1: 52 blocks, dim 256, 4 layers, 2 heads, FFN 768, 100k steps x 64,\n"
+    "           lr 1e-4, constant (GPU-scale work)\n"
+    "The overrides below replace the setting's values (unset: the setting's).\n"
+    "MTA model: pre-softmax 2x9 key-query convolution in every layer, identity init; the paper's\n"
+    "setting uses attention dropout 0.1 in both models.\n"
+    "\n"
+    "gen prints samples: ^ BOS, blocks joined by '.', '#', the query, '>' then the answer, $ EOS.\n";
+static const char GEN_USAGE[] = "usage: mtac toy gen [--n N] [--seed S] [TASK OPTIONS]\n";
+static const char *const SCHEDULES[] = {"constant", "linear", "cosine", NULL};
+_Static_assert(LR_CONSTANT == 0 && LR_LINEAR == 1 && LR_COSINE == 2, "SCHEDULES is in lr_kind's order");
+
+// The task options: 0 leaves the task's value.
+typedef struct {
+    int blocks, block_len, query_len, alphabet;
+} task_args;
+
+static int task_opts(cli_opt *o, task_args *t) {
+    o[0] = (cli_opt){"blocks", CLI_INT, &t->blocks, 1, 1e9, .arg = "N", .help = "blocks per sample (paper: 52)"};
+    o[1] = (cli_opt){"block-len", CLI_INT, &t->block_len, 1, 1e9, .arg = "N", .help = "letters per block (paper: 5)"};
+    o[2] = (cli_opt){"query-len", CLI_INT, &t->query_len, 1, 1e9, .arg = "N", .help = "letters in the query (paper: 2)"};
+    o[3] = (cli_opt){"alphabet", CLI_INT, &t->alphabet, 1, 1e9, .arg = "N", .help = "letters to draw from (paper: 26)"};
+    return 4;
 }
 
-static int parse_task(const char *a, const char *v, toy_config *t, int *used) {
-    int *dst = !strcmp(a, "--blocks") ? &t->n_blocks : !strcmp(a, "--block-len") ? &t->block_len
-             : !strcmp(a, "--query-len") ? &t->query_len : !strcmp(a, "--alphabet") ? &t->alphabet : NULL;
-    *used = dst != NULL;
-    return dst ? cli_parse_pos_int(a, v, dst) : 1;
-}
-
-// "1,2,3" into at most max non-negative integers; the count, or -1 with a message.
-static int parse_ints(const char *cmd, const char *flag, const char *s, uint64_t *out, int max) {
-    int k = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || errno || *p == '-' || (*end && *end != ',') || k == max) {
-            fprintf(stderr, "%s: %s expects up to %d comma-separated non-negative integers, got '%s'\n", cmd, flag, max, s);
-            return -1;
-        }
-        out[k++] = v;
-        p = *end ? end + 1 : end;
-    }
-    if (!k) fprintf(stderr, "%s: %s is empty\n", cmd, flag);
-    return k ? k : -1;
+static void task_apply(const task_args *a, toy_config *t) {
+    if (a->blocks) t->n_blocks = a->blocks;
+    if (a->block_len) t->block_len = a->block_len;
+    if (a->query_len) t->query_len = a->query_len;
+    if (a->alphabet) t->alphabet = a->alphabet;
 }
 
 static int toy_gen(int argc, char **argv) {
     toy_config t = toy_config_paper();
-    int count = 3, seed = 1, used;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac toy gen: %s needs a value\n", argv[i]);
-            return 2;
-        }
-        const char *a = argv[i], *v = argv[++i];
-        if (!parse_task(a, v, &t, &used)) return 2;
-        if (used) continue;
-        if (!strcmp(a, "--n")) { if (!cli_parse_pos_int(a, v, &count)) return 2; }
-        else if (!strcmp(a, "--seed")) { if (!cli_parse_pos_int(a, v, &seed)) return 2; }
-        else {
-            fprintf(stderr, "mtac toy gen: unknown option '%s' (see mtac toy --help)\n", a);
-            return 2;
-        }
-    }
+    task_args ta = {0};
+    int count = 3, seed = 1;
+    cli_opt o[6] = {{"n", CLI_INT, &count, 1, 1e9, .arg = "N", .help = "samples to print"},
+                    {"seed", CLI_INT, &seed, 1, 1e9, .arg = "S", .help = "seed of the samples"}};
+    const int n = 2 + task_opts(o + 2, &ta);
+    const cli_spec spec = {"mtac toy gen", GEN_USAGE, "Prints samples of the toy task (the paper's unless told).\n",
+                           NULL, o, n};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    task_apply(&ta, &t);
     char err[256];
     if (toy_config_check(&t, err, sizeof err)) {
         fprintf(stderr, "mtac toy gen: %s\n", err);
@@ -224,128 +206,167 @@ static int write_curves(const toy_plan *p, toy_result res[][TOY_MAX_SEEDS], cons
     return rc;
 }
 
-static int toy_runs(int argc, char **argv) {
-    const char *setting = "reduced", *out = NULL, *models_arg = NULL;
-    int dim = 0, layers = 0, hidden = 0, threads = 0, used;
-    float dropout = -1.0f;
-    // first pass: the setting, which the other options then override
-    int quick = 0;
-    const char *named = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--setting") && i + 1 < argc) named = argv[++i];
-    }
-    if (quick && named && strcmp(named, "quick")) {
+// The options of `mtac toy [run]`: each override 0 (a choice -1, a number -1) leaves the setting's.
+typedef struct {
+    const char *setting, *out, *models;
+    int quick, steps, batch, test, eval_every, threads, warmup, dim, layers, hidden, schedule, n_seeds;
+    float lr, dropout;
+    uint64_t seeds[TOY_MAX_SEEDS];
+    task_args task;
+} toy_args;
+
+static int parse_toy(int argc, char **argv, toy_args *a) {
+    cli_opt o[24] = {
+        {"quick", CLI_FLAG, &a->quick, .help = "the setting quick (a demo of about a minute)"},
+        {"setting", CLI_STR, &a->setting, .arg = "NAME", .help = "paper, reduced or quick (default reduced)"},
+        {"out", CLI_STR, &a->out, .arg = "DIR", .help = "where the results go (default runs/toy-SETTING)"},
+        {"seeds", CLI_LIST, a->seeds, 0, 1.8446744073709552e19, .max = TOY_MAX_SEEDS, .count = &a->n_seeds,
+         .arg = "LIST", .help = "a run of each model per seed (at most 2^52 each)"},
+        {"models", CLI_STR, &a->models, .arg = "LIST", .help = "toy-baseline, toy (comma-separated)"},
+        {"steps", CLI_INT, &a->steps, 1, 1e9, .arg = "N", .help = "training steps"},
+        {"batch", CLI_INT, &a->batch, 1, 1e9, .arg = "B", .help = "samples per step"},
+        {"lr", CLI_FLOAT, &a->lr, 0, 1, 1, 1, .arg = "X", .help = "peak learning rate"},
+        {"schedule", CLI_CHOICE, &a->schedule, .choices = SCHEDULES, .arg = "NAME", .help = "lr schedule"},
+        {"warmup", CLI_INT, &a->warmup, 1, 1e9, .arg = "N", .help = "warmup steps"},
+        {"test", CLI_INT, &a->test, 1, 1e9, .arg = "N", .help = "held-out test samples"},
+        {"eval-every", CLI_INT, &a->eval_every, 1, 1e9, .arg = "N", .help = "test error every N steps"},
+        {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP and BLAS threads"},
+        {"attn-dropout", CLI_FLOAT, &a->dropout, 0, 1, 0, 1, .arg = "P", .help = "attention dropout of both models"},
+        {"dim", CLI_INT, &a->dim, 1, 1e9, .arg = "D", .help = "model width"},
+        {"layers", CLI_INT, &a->layers, 1, 1e9, .arg = "L", .help = "layers"},
+        {"hidden", CLI_INT, &a->hidden, 1, 1e9, .arg = "F", .help = "FFN width"},
+    };
+    const int n = 17 + task_opts(o + 17, &a->task);
+    const cli_spec spec = {"mtac toy", USAGE, ABOUT, NULL, o, n};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (a->quick && a->setting && strcmp(a->setting, "quick")) {
         fprintf(stderr, "mtac toy: --quick is the setting quick; it cannot go with --setting %s: give one of them\n",
-                named);
+                a->setting);
         return 2;
     }
-    if (quick) setting = "quick";
-    else if (named) setting = named;
-    toy_plan p;
-    if (toy_plan_preset(setting, &p)) {
+    for (int k = 0; k < a->n_seeds; k++)
+        if (a->seeds[k] > TOY_MAX_SEED) {
+            fprintf(stderr, "mtac toy: --seeds: %" PRIu64 " is more than 2^52, the largest seed run.json keeps exactly\n",
+                    a->seeds[k]);
+            return 2;
+        }
+    return -1;
+}
+
+// --models into p: 0, or 2 after a message.
+static int set_models(toy_plan *p, const char *setting, const char *models) {
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", models);
+    p->n_models = 0;
+    for (char *m = strtok_r(buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        if (p->n_models == TOY_MAX_MODELS || strncmp(m, "toy", 3) || model_preset(m, &p->models[p->n_models])) {
+            fprintf(stderr, "mtac toy: --models takes up to %d of toy-baseline, toy; got '%s'\n", TOY_MAX_MODELS, m);
+            return 2;
+        }
+        snprintf(p->model_name[p->n_models++], sizeof p->model_name[0], "%s", m);
+    }
+    if (!p->n_models) {
+        fprintf(stderr, "mtac toy: --models is empty\n");
+        return 2;
+    }
+    if (strcmp(setting, "paper")) {  // the setting's model size and dropout
+        toy_plan_resize(p, 64, 2, 192);
+        for (int mi = 0; mi < p->n_models; mi++) p->models[mi].attn_dropout = 0.0f;
+    }
+    return 0;
+}
+
+// The plan: the setting's, with the overrides; 0, or 2 after a message.
+static int make_plan(const toy_args *a, toy_plan *p) {
+    const char *setting = a->quick ? "quick" : a->setting ? a->setting : "reduced";
+    if (toy_plan_preset(setting, p)) {
         fprintf(stderr, "mtac toy: unknown setting '%s' (%s)\n", setting, toy_plan_settings());
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) continue;
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac toy: %s needs a value (see mtac toy --help)\n", argv[i]);
-            return 2;
-        }
-        const char *a = argv[i], *v = argv[++i];
-        if (!parse_task(a, v, &p.run.task, &used)) return 2;
-        if (used || !strcmp(a, "--setting")) continue;
-        char *end;
-        int ok = 1;
-        if (!strcmp(a, "--seeds")) {
-            ok = (p.n_seeds = parse_ints("mtac toy", a, v, p.seeds, TOY_MAX_SEEDS)) > 0;
-            for (int k = 0; ok && k < p.n_seeds; k++)
-                if (p.seeds[k] > TOY_MAX_SEED) {
-                    fprintf(stderr, "mtac toy: --seeds: %" PRIu64 " is more than 2^52, the largest seed run.json"
-                                    " keeps exactly\n", p.seeds[k]);
-                    ok = 0;
-                }
-        } else if (!strcmp(a, "--models")) models_arg = v;
-        else if (!strcmp(a, "--steps")) ok = cli_parse_pos_int(a, v, &p.run.steps);
-        else if (!strcmp(a, "--batch")) ok = cli_parse_pos_int(a, v, &p.run.batch_size);
-        else if (!strcmp(a, "--test")) ok = cli_parse_pos_int(a, v, &p.run.n_test);
-        else if (!strcmp(a, "--eval-every")) ok = cli_parse_pos_int(a, v, &p.run.eval_every);
-        else if (!strcmp(a, "--threads")) ok = cli_parse_pos_int(a, v, &threads);
-        else if (!strcmp(a, "--warmup")) ok = cli_parse_pos_int(a, v, &p.run.warmup);
-        else if (!strcmp(a, "--schedule")) {
-            int k = lr_kind_from_name(v);
-            if (k < 0) {
-                fprintf(stderr, "mtac toy: --schedule is constant, linear or cosine, got '%s'\n", v);
-                return 2;
-            }
-            p.run.schedule = (lr_kind)k;
-        }
-        else if (!strcmp(a, "--dim")) ok = cli_parse_pos_int(a, v, &dim);
-        else if (!strcmp(a, "--layers")) ok = cli_parse_pos_int(a, v, &layers);
-        else if (!strcmp(a, "--hidden")) ok = cli_parse_pos_int(a, v, &hidden);
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--attn-dropout")) {
-            dropout = strtof(v, &end);
-            if (*end || !(dropout >= 0 && dropout < 1)) {
-                fprintf(stderr, "mtac toy: --attn-dropout expects a number in [0, 1), got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--lr")) {
-            p.run.lr = strtof(v, &end);
-            if (*end || !(p.run.lr > 0 && p.run.lr < 1)) {
-                fprintf(stderr, "mtac toy: --lr expects a number in (0, 1), got '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "mtac toy: unknown option '%s' (see mtac toy --help)\n", a);
-            return 2;
-        }
-        if (!ok) return 2;
-    }
-    if (models_arg) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", models_arg);
-        p.n_models = 0;
-        char *save = NULL;
-        for (char *m = strtok_r(buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-            if (p.n_models == TOY_MAX_MODELS || strncmp(m, "toy", 3) || model_preset(m, &p.models[p.n_models])) {
-                fprintf(stderr, "mtac toy: --models takes up to %d of toy-baseline, toy; got '%s'\n", TOY_MAX_MODELS, m);
-                return 2;
-            }
-            snprintf(p.model_name[p.n_models++], sizeof p.model_name[0], "%s", m);
-        }
-        if (!p.n_models) {
-            fprintf(stderr, "mtac toy: --models is empty\n");
-            return 2;
-        }
-        if (strcmp(setting, "paper")) {  // the setting's model size and dropout
-            toy_plan_resize(&p, 64, 2, 192);
-            for (int mi = 0; mi < p.n_models; mi++) p.models[mi].attn_dropout = 0.0f;
-        }
-    }
-    toy_plan_resize(&p, dim, layers, hidden);
-    for (int mi = 0; mi < p.n_models && dropout >= 0; mi++) p.models[mi].attn_dropout = dropout;
-    char err[512], dflt[64];
-    if (toy_config_check(&p.run.task, err, sizeof err)) {
+    toy_run_config *r = &p->run;
+    task_apply(&a->task, &r->task);
+    if (a->n_seeds) memcpy(p->seeds, a->seeds, sizeof p->seeds), p->n_seeds = a->n_seeds;
+    if (a->steps) r->steps = a->steps;
+    if (a->batch) r->batch_size = a->batch;
+    if (a->test) r->n_test = a->test;
+    if (a->eval_every) r->eval_every = a->eval_every;
+    if (a->warmup) r->warmup = a->warmup;
+    if (a->schedule >= 0) r->schedule = (lr_kind)a->schedule;
+    if (a->lr > 0) r->lr = a->lr;
+    if (a->models && set_models(p, setting, a->models)) return 2;
+    toy_plan_resize(p, a->dim, a->layers, a->hidden);
+    for (int mi = 0; mi < p->n_models && a->dropout >= 0; mi++) p->models[mi].attn_dropout = a->dropout;
+    char err[512];
+    if (toy_config_check(&r->task, err, sizeof err)) {
         fprintf(stderr, "mtac toy: %s\n", err);
         return 2;
     }
-    for (int mi = 0; mi < p.n_models; mi++)
-        if (model_config_check(&p.models[mi], err, sizeof err)) {
-            fprintf(stderr, "mtac toy: %s: %s\n", p.model_name[mi], err);
+    for (int mi = 0; mi < p->n_models; mi++)
+        if (model_config_check(&p->models[mi], err, sizeof err)) {
+            fprintf(stderr, "mtac toy: %s: %s\n", p->model_name[mi], err);
             return 2;
         }
+    return 0;
+}
+
+// Trains and evaluates every model and seed of p into res, writing their metrics and weights in
+// out: 0, or 1 after a message.
+static int train_all(const toy_plan *p, const char *out, toy_result res[][TOY_MAX_SEEDS]) {
+    char err[512];
+    for (int mi = 0; mi < p->n_models; mi++)
+        for (int si = 0; si < p->n_seeds; si++) {
+            toy_run_config c = p->run;
+            c.model = p->models[mi], c.seed = p->seeds[si];
+            printf("%s (%s), seed %" PRIu64 ":\n", display(p, mi), p->model_name[mi], c.seed);
+            char mpath[4096], wpath[4096];
+            toy_plan_path(mpath, sizeof mpath, out, p->model_name[mi], c.seed, ".jsonl");
+            toy_plan_path(wpath, sizeof wpath, out, p->model_name[mi], c.seed, ".safetensors");
+            FILE *mf = fopen(mpath, "w");
+            if (!mf) {
+                fprintf(stderr, "mtac toy: cannot write %s: %s\n", mpath, strerror(errno));
+                return 1;
+            }
+            const int rc = toy_run(&c, mf, wpath, &res[mi][si], err, sizeof err);
+            fclose(mf);
+            if (rc) {
+                fprintf(stderr, "mtac toy: %s\n", err);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+// results.json, results.md, error_curves.png, attention.png: 0, or 1 after a message.
+static int write_all(const toy_plan *p, const char *out, toy_result res[][TOY_MAX_SEEDS], double total, int threads) {
+    char err[512], path[4096];
+    if (write_results_json(p, res, out, total, threads, err, sizeof err) ||
+        write_results_md(p, res, out, total, threads, err, sizeof err) || write_curves(p, res, out, err, sizeof err)) {
+        fprintf(stderr, "mtac toy: %s\n", err);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/attention.png", out);
+    if (toy_attnmap(p, out, p->seeds[0], 0, NULL, 0, NULL, 0, path, err, sizeof err)) {
+        fprintf(stderr, "mtac toy: attention map: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int toy_runs(int argc, char **argv) {
+    toy_args a = {.schedule = -1, .lr = -1, .dropout = -1};
+    toy_plan p;
+    int st = parse_toy(argc, argv, &a);
+    if (st >= 0) return st;
+    if (make_plan(&a, &p)) return 2;
+    char err[512], dflt[64];
+    const char *out = a.out;
     if (!out) snprintf(dflt, sizeof dflt, "runs/toy-%s", p.setting), out = dflt;
     if (mkdir_p(out)) {
         fprintf(stderr, "mtac toy: cannot create %s: %s\n", out, strerror(errno));
         return 1;
     }
-    if (threads) cli_set_threads(threads);
+    if (a.threads) cli_set_threads(a.threads);
     if (toy_plan_save(&p, out, err, sizeof err)) {
         fprintf(stderr, "mtac toy: %s\n", err);
         return 1;
@@ -355,41 +376,10 @@ static int toy_runs(int argc, char **argv) {
            p.setting, p.n_models, p.n_seeds, p.run.steps, p.run.batch_size, R - 1, out);
     static toy_result res[TOY_MAX_MODELS][TOY_MAX_SEEDS];
     memset(res, 0, sizeof res);
-    double t0 = cli_now();
-    int rc = 0;
-    for (int mi = 0; mi < p.n_models && !rc; mi++)
-        for (int si = 0; si < p.n_seeds && !rc; si++) {
-            toy_run_config c = p.run;
-            c.model = p.models[mi], c.seed = p.seeds[si];
-            printf("%s (%s), seed %" PRIu64 ":\n", display(&p, mi), p.model_name[mi], c.seed);
-            char mpath[4096], wpath[4096];
-            toy_plan_path(mpath, sizeof mpath, out, p.model_name[mi], c.seed, ".jsonl");
-            toy_plan_path(wpath, sizeof wpath, out, p.model_name[mi], c.seed, ".safetensors");
-            FILE *mf = fopen(mpath, "w");
-            if (!mf) {
-                fprintf(stderr, "mtac toy: cannot write %s: %s\n", mpath, strerror(errno));
-                rc = 1;
-                break;
-            }
-            rc = toy_run(&c, mf, wpath, &res[mi][si], err, sizeof err);
-            fclose(mf);
-            if (rc) fprintf(stderr, "mtac toy: %s\n", err);
-        }
+    const double t0 = cli_now();
+    int rc = train_all(&p, out, res);
     const double total = cli_now() - t0;
-    const int nthreads = threads ? threads : cli_threads();
-    if (!rc && (write_results_json(&p, res, out, total, nthreads, err, sizeof err) ||
-                write_results_md(&p, res, out, total, nthreads, err, sizeof err) || write_curves(&p, res, out, err, sizeof err))) {
-        fprintf(stderr, "mtac toy: %s\n", err);
-        rc = 1;
-    }
-    if (!rc) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/attention.png", out);
-        if (toy_attnmap(&p, out, p.seeds[0], 0, NULL, 0, NULL, 0, path, err, sizeof err)) {
-            fprintf(stderr, "mtac toy: attention map: %s\n", err);
-            rc = 1;
-        }
-    }
+    if (!rc) rc = write_all(&p, out, res, total, a.threads ? a.threads : cli_threads());
     if (!rc) printf("wrote %s/results.md, results.json, error_curves.png, attention.png (%.0f s in all)\n", out, total);
     for (int mi = 0; mi < p.n_models; mi++)
         for (int si = 0; si < p.n_seeds; si++) toy_result_free(&res[mi][si]);
@@ -397,62 +387,45 @@ static int toy_runs(int argc, char **argv) {
 }
 
 int cmd_toy(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
-    }
     if (argc >= 2 && !strcmp(argv[1], "gen")) return toy_gen(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "run")) return toy_runs(argc - 1, argv + 1);
-    if (argc >= 2 && strncmp(argv[1], "--", 2)) {
+    if (argc >= 2 && strncmp(argv[1], "-", 1)) {
         fprintf(stderr, "mtac toy: unknown subcommand '%s' (gen, run)\n", argv[1]);
         return 2;
     }
     return toy_runs(argc, argv);
 }
 
-static void attnmap_usage(FILE *f) {
-    fprintf(f,
-            "usage: mtac attnmap --run DIR [--seed S] [--sample I] [--layers 0,1] [--heads 0,1] [--out FILE.png|FILE.svg]\n"
-            "\n"
-            "Draws where the models of a finished `mtac toy` run attend: for test sample I (default 0) of seed S\n"
-            "(default: the run's first seed), the attention weights of the '#', query and answer positions over\n"
-            "the whole input, one strip per position, for each chosen layer and head (default: all), the\n"
-            "baseline beside MTA. Each strip is scaled to its own maximum; the target block is underlined in\n"
-            "red. Writes FILE, a PNG or an SVG by its extension (default DIR/attention-seed<S>-sample<I>.png).\n");
+static const char ATTNMAP_USAGE[] =
+    "usage: mtac attnmap --run DIR [--seed S] [--sample I] [--layers 0,1] [--heads 0,1] [--out FILE.png|FILE.svg]\n";
+static const char ATTNMAP_ABOUT[] =
+    "Draws where the models of a finished `mtac toy` run attend: for test sample I (default 0) of seed S\n"
+    "(default: the run's first seed), the attention weights of the '#', query and answer positions over\n"
+    "the whole input, one strip per position, for each chosen layer and head (default: all), the\n"
+    "baseline beside MTA. Each strip is scaled to its own maximum; the target block is underlined in\n"
+    "red. Writes FILE, a PNG or an SVG by its extension (default DIR/attention-seed<S>-sample<I>.png).\n";
+
+// A list of layer or head numbers as ints (toy_attnmap refuses those past the model's).
+static void to_ints(const uint64_t *v, int n, int *out) {
+    for (int i = 0; i < n; i++) out[i] = v[i] < MODEL_MAX_LAYERS ? (int)v[i] : MODEL_MAX_LAYERS;
 }
 
 int cmd_attnmap(int argc, char **argv) {
     const char *run = NULL, *out = NULL;
     uint64_t seed = 0, lv[MODEL_MAX_LAYERS], hv[MODEL_MAX_LAYERS];
     int have_seed = 0, sample = 0, nl = 0, nh = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            attnmap_usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac attnmap: %s needs a value (see --help)\n", argv[i]);
-            return 2;
-        }
-        const char *a = argv[i], *v = argv[++i];
-        uint64_t one;
-        int ok = 1;
-        if (!strcmp(a, "--run")) run = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--seed")) ok = (have_seed = parse_ints("mtac attnmap", a, v, &one, 1)) == 1, seed = one;
-        else if (!strcmp(a, "--sample")) ok = parse_ints("mtac attnmap", a, v, &one, 1) == 1 && one < 1000000000, sample = (int)one;
-        else if (!strcmp(a, "--layers")) ok = (nl = parse_ints("mtac attnmap", a, v, lv, MODEL_MAX_LAYERS)) > 0;
-        else if (!strcmp(a, "--heads")) ok = (nh = parse_ints("mtac attnmap", a, v, hv, MODEL_MAX_LAYERS)) > 0;
-        else {
-            fprintf(stderr, "mtac attnmap: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (!ok) return 2;
-    }
-    if (!run) {
-        fprintf(stderr, "mtac attnmap: --run DIR (a directory written by mtac toy) is required\n");
-        return 2;
-    }
+    const cli_opt opts[] = {
+        {"run", CLI_STR, &run, .required = 1, .arg = "DIR", .help = "a directory written by mtac toy"},
+        {"seed", CLI_LIST, &seed, 0, 1.8446744073709552e19, .max = 1, .count = &have_seed, .arg = "S",
+         .help = "the seed's models (default: the run's first seed)"},
+        {"sample", CLI_INT, &sample, 0, 999999999, .arg = "I", .help = "the test sample"},
+        {"layers", CLI_LIST, lv, 0, 1e9, .max = MODEL_MAX_LAYERS, .count = &nl, .arg = "LIST", .help = "layers (default all)"},
+        {"heads", CLI_LIST, hv, 0, 1e9, .max = MODEL_MAX_LAYERS, .count = &nh, .arg = "LIST", .help = "heads (default all)"},
+        {"out", CLI_STR, &out, .arg = "FILE", .help = "the picture (default DIR/attention-seed<S>-sample<I>.png)"},
+    };
+    const cli_spec spec = {"mtac attnmap", ATTNMAP_USAGE, ATTNMAP_ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
     toy_plan p;
     char err[512], dflt[4200];
     if (toy_plan_load(&p, run, err, sizeof err)) {
@@ -469,8 +442,7 @@ int cmd_attnmap(int argc, char **argv) {
         return 1;
     }
     int layers[MODEL_MAX_LAYERS], heads[MODEL_MAX_LAYERS];
-    for (int i = 0; i < nl; i++) layers[i] = lv[i] < MODEL_MAX_LAYERS ? (int)lv[i] : MODEL_MAX_LAYERS;
-    for (int i = 0; i < nh; i++) heads[i] = hv[i] < MODEL_MAX_LAYERS ? (int)hv[i] : MODEL_MAX_LAYERS;
+    to_ints(lv, nl, layers), to_ints(hv, nh, heads);
     if (!out) {
         snprintf(dflt, sizeof dflt, "%s/attention-seed%" PRIu64 "-sample%d.png", run, seed, sample);
         out = dflt;
