@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_OPTS = 64 };
+enum { MAX_OPTS = 96 };
 
 // An integer range in words: "a positive integer", "an integer >= 2", "an integer in [0, 9]".
 static void int_range(char *buf, size_t n, double lo, double hi) {
@@ -216,6 +216,7 @@ void cli_print_opts(FILE *f, const cli_opt *opts, int n) {
     for (int i = 0; i < n; i++) {
         const cli_opt *o = &opts[i];
         char head[64];
+        if (!o->help) continue;
         snprintf(head, sizeof head, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
         fprintf(f, "  %-22s %s", head, o->help ? o->help : "");
         print_default(f, o);
@@ -230,6 +231,7 @@ void cli_usage(FILE *f, const cli_spec *s) {
         fprintf(f, "\noptions:\n");
         cli_print_opts(f, s->opts, s->n_opts);
     }
+    if (s->more_help) s->more_help(f);
 }
 
 int cli_open_run(const char *cmd, const char *run, train_config *c, model **m) {

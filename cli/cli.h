@@ -44,7 +44,7 @@ typedef struct {
     const char *const *choices;    // CLI_CHOICE
     int required;                  // missing: "--NAME ARG is required"
     const char *arg;               // the value's name in --help (N, DIR, LIST, ...)
-    const char *help;              // its line in --help
+    const char *help;              // its line in --help (NULL: not listed)
 } cli_opt;
 
 // A command as data: its messages start with name ("mtac data"); --help prints usage, about,
@@ -54,6 +54,7 @@ typedef struct {
     const char *name, *usage, *about, *operands;
     const cli_opt *opts;
     int n_opts;
+    void (*more_help)(FILE *f);  // when set, what --help prints after the options
 } cli_spec;
 
 // Parses argv[1..] (argv[0] is the command's name) against spec: -1 to go on, the operands in

@@ -28,7 +28,7 @@ int cmd_convert(int argc, char **argv) {
         {"out", CLI_STR, &out, .required = 1, .arg = "DIR", .help = "where the MTA model goes"},
         {"norm-gate", CLI_FLAG, &norm_gate, .help = "add group norm and the gate too (outputs change)"},
     };
-    const cli_spec spec = {"mtac convert", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    const cli_spec spec = {"mtac convert", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     train_config c;

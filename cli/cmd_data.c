@@ -97,7 +97,7 @@ static int parse_args(int argc, char **argv, data_args *a) {
         {"val-every", CLI_INT, &a->every, 2, 1e9, .arg = "K", .help = "every K-th block to validation"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = DTYPES, .arg = "TYPE", .help = "token width in the shards"},
     };
-    const cli_spec spec = {"mtac data", USAGE, ABOUT, "FILE", opts, sizeof opts / sizeof opts[0]};
+    const cli_spec spec = {"mtac data", USAGE, ABOUT, "FILE", opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     if (a->fraction > 0 && a->every) {

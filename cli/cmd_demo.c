@@ -25,7 +25,7 @@ int cmd_demo(int argc, char **argv) {
     const cli_spec spec = {"mtac demo", "usage: mtac demo [--T N]\n",
                            "Runs MTA and plain attention on random inputs (B=1, H=4, d=32), shows\n"
                            "that identity kernels reproduce plain attention, and that the gradients flow.\n",
-                           NULL, opts, 1};
+                           NULL, opts, 1, NULL};
     int first, done = cli_parse(&spec, argc, argv, &first);
     if (done >= 0) return done;
     const int B = 1, H = 4, d = 32;

@@ -143,7 +143,7 @@ static int parse_longctx(int argc, char **argv, lc_args *a) {
     o[n++] = (cli_opt){"json", CLI_STR, &a->json, .arg = "FILE", .help = "every cell as JSON"};
     o[n++] = (cli_opt){"png", CLI_STR, &a->png, .arg = "FILE", .help = "a heat map"};
     const cli_spec spec = {a->needle ? "mtac eval needle" : "mtac eval babi", a->needle ? NEEDLE_USAGE : BABI_USAGE,
-                           a->needle ? NEEDLE_ABOUT : BABI_ABOUT, NULL, o, n};
+                           a->needle ? NEEDLE_ABOUT : BABI_ABOUT, NULL, o, n, NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     if (parse_columns(a)) return 2;
@@ -299,7 +299,7 @@ int cmd_eval(int argc, char **argv) {
         {"batch-size", CLI_INT, &B, 1, 1e9, .arg = "B", .help = "sequences per batch (default: the run's)"},
         {"seq-len", CLI_INT, &T, 1, 1e9, .arg = "T", .help = "tokens per sequence (default: the run's)"},
     };
-    const cli_spec spec = {"mtac eval", EVAL_USAGE, EVAL_ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    const cli_spec spec = {"mtac eval", EVAL_USAGE, EVAL_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     train_config c;

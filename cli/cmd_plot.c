@@ -59,7 +59,7 @@ static const char ABOUT[] =
 int cmd_plot(int argc, char **argv) {
     const char *out = NULL;
     const cli_opt opts[] = {{"out", CLI_STR, &out, .arg = "FILE", .help = "the picture (.png or .svg)"}};
-    const cli_spec spec = {"mtac plot", USAGE, ABOUT, "RUN_DIR", opts, 1};
+    const cli_spec spec = {"mtac plot", USAGE, ABOUT, "RUN_DIR", opts, 1, NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     if (argc - first > 8) {

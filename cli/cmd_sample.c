@@ -87,7 +87,7 @@ static int parse_args(int argc, char **argv, sample_args *a) {
         {"seed", CLI_INT, &a->seed, 1, 1e9, .arg = "S", .help = "seed of the draws"},
         {"no-cache", CLI_FLAG, &a->no_cache, .help = "recompute the whole context for every token"},
     };
-    const cli_spec spec = {"mtac sample", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    const cli_spec spec = {"mtac sample", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first;
     return cli_parse(&spec, argc, argv, &first);
 }

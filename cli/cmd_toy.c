@@ -70,7 +70,7 @@ static int toy_gen(int argc, char **argv) {
                     {"seed", CLI_INT, &seed, 1, 1e9, .arg = "S", .help = "seed of the samples"}};
     const int n = 2 + task_opts(o + 2, &ta);
     const cli_spec spec = {"mtac toy gen", GEN_USAGE, "Prints samples of the toy task (the paper's unless told).\n",
-                           NULL, o, n};
+                           NULL, o, n, NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     task_apply(&ta, &t);
@@ -237,7 +237,7 @@ static int parse_toy(int argc, char **argv, toy_args *a) {
         {"hidden", CLI_INT, &a->hidden, 1, 1e9, .arg = "F", .help = "FFN width"},
     };
     const int n = 17 + task_opts(o + 17, &a->task);
-    const cli_spec spec = {"mtac toy", USAGE, ABOUT, NULL, o, n};
+    const cli_spec spec = {"mtac toy", USAGE, ABOUT, NULL, o, n, NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     if (a->quick && a->setting && strcmp(a->setting, "quick")) {
@@ -423,7 +423,7 @@ int cmd_attnmap(int argc, char **argv) {
         {"heads", CLI_LIST, hv, 0, 1e9, .max = MODEL_MAX_LAYERS, .count = &nh, .arg = "LIST", .help = "heads (default all)"},
         {"out", CLI_STR, &out, .arg = "FILE", .help = "the picture (default DIR/attention-seed<S>-sample<I>.png)"},
     };
-    const cli_spec spec = {"mtac attnmap", ATTNMAP_USAGE, ATTNMAP_ABOUT, NULL, opts, sizeof opts / sizeof opts[0]};
+    const cli_spec spec = {"mtac attnmap", ATTNMAP_USAGE, ATTNMAP_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     toy_plan p;

@@ -9,29 +9,111 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mtac train [--preset NAME] [--config FILE.json] [--steps N] [--out DIR] [--KEY VALUE ...]\n"
-            "       mtac train --resume DIR [--steps N] [--KEY VALUE ...]\n"
-            "\n"
-            "Trains a model on token shards made by `mtac data` (train.bin, val.bin in --data), printing a\n"
-            "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
-            "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
-            "DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint and stops; --resume continues the\n"
-            "run exactly where it stopped, with DIR's config.json and its model (--preset may not change it);\n"
-            "--steps N there sets a new total, over which a linear or cosine lr schedule is then recomputed\n"
-            "(the lr from the resumed step on follows the stretched schedule). A loss, gradient norm or weight\n"
-            "that becomes NaN or infinite stops the run without saving (exit status 3): the last checkpoint\n"
-            "stays as it was. Under mpirun or srun each process is a rank of one data-parallel run with the\n"
-            "same result (docs/distributed.md):\n"
-            "  mpirun -np 2 -x OMP_NUM_THREADS=1 mtac train ... (grad_accum a multiple of the ranks).\n"
-            "A config file holds\n"
-            "the keys below and optionally a \"model\" object (docs/model.md); flags override it. Unknown keys\n"
-            "are errors. Presets: %s.\n"
-            "\nkeys:\n",
-            "toy, lm1m, lm10m, 300m, 830m (each also -baseline)");
+static const char USAGE[] =
+    "usage: mtac train [--preset NAME] [--config FILE.json] [--steps N] [--out DIR] [--KEY VALUE ...]\n"
+    "       mtac train --resume DIR [--steps N] [--KEY VALUE ...]\n";
+static const char ABOUT[] =
+    "Trains a model on token shards made by `mtac data` (train.bin, val.bin in --data), printing a\n"
+    "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
+    "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
+    "DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint and stops; --resume continues the\n"
+    "run exactly where it stopped, with DIR's config.json and its model (--preset may not change it);\n"
+    "--steps N there sets a new total, over which a linear or cosine lr schedule is then recomputed\n"
+    "(the lr from the resumed step on follows the stretched schedule). A loss, gradient norm or weight\n"
+    "that becomes NaN or infinite stops the run without saving (exit status 3): the last checkpoint\n"
+    "stays as it was. Under mpirun or srun each process is a rank of one data-parallel run with the\n"
+    "same result (docs/distributed.md):\n"
+    "  mpirun -np 2 -x OMP_NUM_THREADS=1 mtac train ... (grad_accum a multiple of the ranks).\n"
+    "A config file holds\n"
+    "the keys below and optionally a \"model\" object (docs/model.md); flags override it. Unknown keys\n"
+    "are errors. Presets: toy, lm1m, lm10m, 300m, 830m (each also -baseline).\n";
+
+// --help ends with the keys of the run configuration (train_config.c's table).
+static void print_keys(FILE *f) {
+    fprintf(f, "\nkeys:\n");
+    fflush(f);
     train_config_print_keys();
-    fprintf(f, "\n");
+    printf("\n");
+}
+
+// The flags: --config, --resume, and every key of the run configuration, spelled with '_' (as
+// config.json) or '-'. Each key's value goes through train_config_set, which checks it.
+enum { MAX_KEYS = 40 };
+typedef struct {
+    const char *config, *resume;
+    const char *value[2 * MAX_KEYS];  // key i: value[2i] (--a_b), value[2i+1] (--a-b)
+    char dashed[MAX_KEYS][32];
+    int n_keys;
+} train_args;
+
+static int parse_args(int argc, char **argv, train_args *a) {
+    cli_opt o[2 + 2 * MAX_KEYS] = {
+        {"config", CLI_STR, &a->config, .arg = "FILE", .help = "a JSON file of the keys below (and \"model\")"},
+        {"resume", CLI_STR, &a->resume, .arg = "DIR", .help = "continue the run in DIR"},
+    };
+    int n = 2;
+    for (const char *k; (k = train_config_key(a->n_keys)) && a->n_keys < MAX_KEYS; a->n_keys++) {
+        char *d = a->dashed[a->n_keys];
+        snprintf(d, sizeof a->dashed[0], "%s", k);
+        for (char *c = d; *c; c++) *c = *c == '_' ? '-' : *c;
+        o[n++] = (cli_opt){k, CLI_STR, &a->value[2 * a->n_keys], .help = NULL};
+        if (strcmp(d, k)) o[n++] = (cli_opt){d, CLI_STR, &a->value[2 * a->n_keys + 1], .help = NULL};
+    }
+    const cli_spec spec = {"mtac train", USAGE, ABOUT, NULL, o, n, print_keys};
+    int first, st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    for (int i = 0; i < a->n_keys; i++)
+        if (a->value[2 * i] && a->value[2 * i + 1]) {
+            fprintf(stderr, "mtac train: --%s and --%s are one key: give one\n", train_config_key(i), a->dashed[i]);
+            return 2;
+        }
+    return -1;
+}
+
+// The run's configuration: a resumed run's own, then --config, then the flags; checked. -1 to
+// go on, else the exit status after a message. *saved_steps: the resumed run's steps.
+static int configure(const train_args *a, train_config *c, int *saved_steps) {
+    char err[1024], saved_preset[sizeof c->preset] = "";
+    train_config_default(c);
+    if (a->resume) {
+        // the run's own saved configuration first, then any file and flags on top
+        char path[1100];
+        snprintf(path, sizeof path, "%s/config.json", a->resume);
+        if (train_config_load(c, path, err, sizeof err)) {
+            fprintf(stderr, "mtac train: cannot resume: %s\n", err);
+            return 1;
+        }
+        memcpy(saved_preset, c->preset, sizeof saved_preset);
+        *saved_steps = c->steps;
+    }
+    if (a->config && train_config_load(c, a->config, err, sizeof err)) {
+        fprintf(stderr, "mtac train: %s\n", err);
+        return 2;
+    }
+    for (int i = 0; i < 2 * a->n_keys; i++)
+        if (a->value[i] && train_config_set(c, train_config_key(i / 2), a->value[i], err, sizeof err)) {
+            fprintf(stderr, "mtac train: %s\n", err);
+            return 2;
+        }
+    // A resumed run's model is the one its config.json (and checkpoint) hold: a --preset (or a
+    // config file's) naming another would be ignored, so it is refused.
+    if (a->resume && strcmp(c->preset, saved_preset)) {
+        fprintf(stderr, "mtac train: --resume %s: the run's model is its own (preset '%s' in its config.json); "
+                        "--preset '%s' cannot change it: start a new run (--out DIR) for another model\n",
+                a->resume, saved_preset, c->preset);
+        return 2;
+    }
+    // The run directory goes through the same check as --out (a path that does not fit is refused,
+    // never cut short).
+    if (a->resume && train_config_set(c, "out", a->resume, err, sizeof err)) {
+        fprintf(stderr, "mtac train: --resume: %s\n", err);
+        return 2;
+    }
+    if (train_config_finish(c, err, sizeof err)) {
+        fprintf(stderr, "mtac train: %s\n", err);
+        return 2;
+    }
+    return cli_default_backend(&c->backend) ? 2 : -1;
 }
 
 static volatile sig_atomic_t g_stop = 0;
@@ -66,81 +148,16 @@ static void print_event(void *arg, const train_event *e) {
     fflush(stdout);
 }
 
-// Applies --KEY VALUE pairs (everything but --config, --resume) to c.
-static int apply_flags(train_config *c, int argc, char **argv) {
-    char err[512];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2)) {
-            fprintf(stderr, "mtac train: unexpected argument '%s' (see --help)\n", a);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac train: %s needs a value (see --help)\n", a);
-            return -1;
-        }
-        if (!strcmp(a, "--config") || !strcmp(a, "--resume")) {
-            i++;
-            continue;
-        }
-        if (train_config_set(c, a + 2, argv[++i], err, sizeof err)) {
-            fprintf(stderr, "mtac train: %s\n", err);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 int cmd_train(int argc, char **argv) {
-    const char *config = NULL, *resume = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[i + 1];
-        if (!strcmp(argv[i], "--resume") && i + 1 < argc) resume = argv[i + 1];
-    }
+    static train_args a;  // static: zeroed, and off the stack
+    memset(&a, 0, sizeof a);
+    int st = parse_args(argc, argv, &a);
+    if (st >= 0) return st;
     train_config c;
-    train_config_default(&c);
-    char err[1024];
-    char saved_preset[sizeof c.preset] = "";
     int saved_steps = 0;
-    if (resume) {
-        // the run's own saved configuration first, then any file and flags on top
-        char path[1100];
-        snprintf(path, sizeof path, "%s/config.json", resume);
-        if (train_config_load(&c, path, err, sizeof err)) {
-            fprintf(stderr, "mtac train: cannot resume: %s\n", err);
-            return 1;
-        }
-        memcpy(saved_preset, c.preset, sizeof saved_preset);
-        saved_steps = c.steps;
-    }
-    if (config && train_config_load(&c, config, err, sizeof err)) {
-        fprintf(stderr, "mtac train: %s\n", err);
-        return 2;
-    }
-    if (apply_flags(&c, argc, argv)) return 2;
-    // A resumed run's model is the one its config.json (and checkpoint) hold: a --preset (or a
-    // config file's) naming another would be ignored, so it is refused.
-    if (resume && strcmp(c.preset, saved_preset)) {
-        fprintf(stderr, "mtac train: --resume %s: the run's model is its own (preset '%s' in its config.json); "
-                        "--preset '%s' cannot change it: start a new run (--out DIR) for another model\n",
-                resume, saved_preset, c.preset);
-        return 2;
-    }
-    // The run directory goes through the same check as --out (a path that does not fit is refused,
-    // never cut short).
-    if (resume && train_config_set(&c, "out", resume, err, sizeof err)) {
-        fprintf(stderr, "mtac train: --resume: %s\n", err);
-        return 2;
-    }
-    if (train_config_finish(&c, err, sizeof err)) {
-        fprintf(stderr, "mtac train: %s\n", err);
-        return 2;
-    }
-    if (cli_default_backend(&c.backend)) return 2;
+    if ((st = configure(&a, &c, &saved_steps)) >= 0) return st;
+    const char *resume = a.resume;
+    char err[1024];
     // Launched by mpirun or srun, every process is a rank of one run (docs/distributed.md).
     dist *d = dist_world(&argc, &argv);
     if (!d) {

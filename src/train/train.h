@@ -52,6 +52,8 @@ char *train_config_to_json(const train_config *c);
 
 // Lists the keys with their meaning (for --help).
 void train_config_print_keys(void);
+// The name of key i (0, 1, ...; NULL past the last): the flags of `mtac train` are these.
+const char *train_config_key(int i);
 
 // A micro-batch is B sequences of T tokens, B*T rows that the model and the data loader index
 // with an int: 0 when B, T >= 1 and B*T <= INT_MAX, else -1 with a message naming both. (Every

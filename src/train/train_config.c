@@ -225,3 +225,5 @@ void train_config_print_keys(void) {
                     k->lo, k->hi);
     }
 }
+
+const char *train_config_key(int i) { return i >= 0 && i < N_KEYS ? KEYS[i].name : NULL; }
