@@ -150,36 +150,37 @@ int cmd_attn(int argc, char **argv) {
     // The operator propagates NaN (mta.h); a file's NaN or Inf is refused here instead.
     const float *inputs[4] = {pr.q, pr.k, pr.v, pr.dout};
     const char *input_names[4] = {"q", "k", "v", "dout"};
-    for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) {
+    for (int i = 0; i < 4 + MTA_N_PARAMS; i++) {
         const float *x = i < 4 ? inputs[i] : pr.param[i - 4];
         const long at = x ? first_nonfinite(x, i < 4 ? n : pr.param_numel[i - 4]) : -1;
         if (at >= 0) {
             fprintf(stderr, "mtac attn: %s: tensor %s has a non-finite value (%g) at flat index %ld\n", in,
-                    i < 4 ? input_names[i] : attn_param_names[i - 4], (double)x[at], at);
+                    i < 4 ? input_names[i] : mta_param_info(i - 4)->name, (double)x[at], at);
             st_free(&f);
             return 1;
         }
     }
     // One block: out, dq, dk, dv, then the parameter gradients.
     size_t ngrad = 0;
-    for (int i = 0; i < ATTN_N_PARAMS; i++) ngrad += pr.param_numel[i];
+    for (int i = 0; i < MTA_N_PARAMS; i++) ngrad += pr.param_numel[i];
     const size_t nbuf = 4 * n + ngrad;
     float *buf = calloc(nbuf, sizeof(float));
     // Every tensor where the backend's calls take it (a copy in a GPU backend's memory).
     const mta_backend be = c->backend;
-    float *placed[4 + ATTN_N_PARAMS] = {0}, *pbuf = NULL;
+    float *placed[4 + MTA_N_PARAMS] = {0}, *pbuf = NULL;
     mta_ctx *ctx = NULL;
     int rc = 1;
     if (!buf) {
         fprintf(stderr, "mtac attn: out of memory\n");
         goto done;
     }
-    for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) {
+    for (int i = 0; i < 4 + MTA_N_PARAMS; i++) {
         const float *x = i < 4 ? inputs[i] : pr.param[i - 4];
         if (x && !(placed[i] = cli_on_backend(be, x, i < 4 ? n : pr.param_numel[i - 4]))) goto done;
     }
     if (!(pbuf = cli_on_backend(be, buf, nbuf))) goto done;
-    const mta_params p = {placed[4], placed[5], placed[6], placed[7], placed[8], placed[9], placed[10]};
+    mta_params p;
+    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = placed[4 + i];
     if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
         fprintf(stderr, "mtac attn: %s\n", err);
         goto done;
@@ -189,8 +190,8 @@ int cmd_attn(int argc, char **argv) {
         fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(ctx));
         goto done;
     }
-    st_tensor ts[4 + ATTN_N_PARAMS];
-    char names[ATTN_N_PARAMS][32];
+    st_tensor ts[4 + MTA_N_PARAMS];
+    char names[MTA_N_PARAMS][32];
     int nt = 0;
     const st_tensor *qt = st_find(&f, "q");
     const char *base[4] = {"out", "grad.q", "grad.k", "grad.v"};
@@ -202,19 +203,18 @@ int cmd_attn(int argc, char **argv) {
         ts[nt++].data = bd[i];
     }
     if (pr.dout) {
-        float *gp[ATTN_N_PARAMS] = {0};
+        mta_grads g = {{0}};
         size_t at = 4 * n;
-        for (int i = 0; i < ATTN_N_PARAMS; i++) {
+        for (int i = 0; i < MTA_N_PARAMS; i++) {
             if (!pr.param[i]) continue;
-            gp[i] = pbuf + at;
-            const st_tensor *pt = st_find(&f, attn_param_names[i]);
-            snprintf(names[i], sizeof names[i], "grad.%s", attn_param_names[i]);
+            g.w[i] = pbuf + at;
+            const st_tensor *pt = st_find(&f, mta_param_info(i)->name);
+            snprintf(names[i], sizeof names[i], "grad.%s", mta_param_info(i)->name);
             ts[nt] = *pt;
             ts[nt].name = names[i];
             ts[nt++].data = buf + at;
             at += pr.param_numel[i];
         }
-        mta_grads g = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5], gp[6]};
         if (mta_backward(ctx, placed[0], placed[1], placed[2], &p, placed[3], pbuf + n, pbuf + 2 * n, pbuf + 3 * n, &g) !=
             MTA_OK) {
             fprintf(stderr, "mtac attn: backward failed: %s\n", mta_ctx_error(ctx));
@@ -249,7 +249,7 @@ int cmd_attn(int argc, char **argv) {
     rc = bad != 0;
 done:
     mta_destroy(ctx);
-    for (int i = 0; i < 4 + ATTN_N_PARAMS; i++) cli_off_backend(be, i < 4 ? inputs[i] : pr.param[i - 4], placed[i]);
+    for (int i = 0; i < 4 + MTA_N_PARAMS; i++) cli_off_backend(be, i < 4 ? inputs[i] : pr.param[i - 4], placed[i]);
     cli_off_backend(be, buf, pbuf);
     free(buf);
     st_free(&f);

@@ -101,8 +101,9 @@ static mta_config mta830m(int B, int H, int T, int d) {
 static result run_c(const mta_config *c, int reps) {
     result r = {0};
     const size_t n = (size_t)c->B * c->H * c->T * c->d;
-    mta_param_sizes ps = mta_param_sizes_of(c);
-    size_t np = ps.w_pre + ps.w_pre_head + ps.w_post + ps.w_post_head + ps.gn_weight + ps.gate_w + ps.gate_b;
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    size_t np = 0;
+    for (int i = 0; i < MTA_N_PARAMS; i++) np += ps.w[i];
     float *buf = malloc((8 * n + 2 * np) * sizeof(float));
     if (!buf) return r;
     float *q = buf, *k = q + n, *v = k + n, *dout = v + n, *out = dout + n, *dq = out + n, *dk = dq + n,
@@ -110,18 +111,17 @@ static result run_c(const mta_config *c, int reps) {
     uint64_t seed = 42;
     fill_randn(buf, 4 * n, &seed, 1.0f);
     fill_randn(w, np, &seed, 0.05f);
-    float *pw[7], *pg[7];
-    size_t sz[7] = {ps.w_pre, ps.w_pre_head, ps.w_post, ps.w_post_head, ps.gn_weight, ps.gate_w, ps.gate_b};
-    for (int i = 0, off = 0; i < 7; off += (int)sz[i], i++) {
+    const size_t *sz = ps.w;
+    float *pw[MTA_N_PARAMS], *pg[MTA_N_PARAMS];
+    for (size_t i = 0, off = 0; i < MTA_N_PARAMS; off += sz[i], i++) {
         pw[i] = sz[i] ? w + off : NULL;
         pg[i] = sz[i] ? gw + off : NULL;
     }
     // Identity kernels plus the noise drawn above, as a trained model's would roughly be.
     float *tmp = calloc(np ? np : 1, sizeof(float));
     if (tmp) {
-        float *tw[7];
-        for (int i = 0, off = 0; i < 7; off += (int)sz[i], i++) tw[i] = sz[i] ? tmp + off : NULL;
-        mta_params_init_identity(c, tw[0], tw[1], tw[2], tw[3], tw[4], tw[6]);
+        for (size_t i = 0, off = 0; i < MTA_N_PARAMS; off += sz[i], i++)
+            mta_param_init_identity(c, (int)i, sz[i] ? tmp + off : NULL);
         for (size_t i = 0; i < np; i++) w[i] += tmp[i];
         free(tmp);
     }
@@ -132,8 +132,9 @@ static result run_c(const mta_config *c, int reps) {
         return r;
     }
 #define PLACED(x) ((x) ? dbuf + ((x) - buf) : NULL)
-    mta_params p = {PLACED(pw[0]), PLACED(pw[1]), PLACED(pw[2]), PLACED(pw[3]), PLACED(pw[4]), PLACED(pw[5]), PLACED(pw[6])};
-    mta_grads g = {PLACED(pg[0]), PLACED(pg[1]), PLACED(pg[2]), PLACED(pg[3]), PLACED(pg[4]), PLACED(pg[5]), PLACED(pg[6])};
+    mta_params p;
+    mta_grads g;
+    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = PLACED(pw[i]), g.w[i] = PLACED(pg[i]);
     q = PLACED(q), k = PLACED(k), v = PLACED(v), dout = PLACED(dout), out = PLACED(out);
     dq = PLACED(dq), dk = PLACED(dk), dv = PLACED(dv);
 #undef PLACED

@@ -35,7 +35,7 @@ int main(void) {
         s = s * 1664525u + 1013904223u, v[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
     }
     mta_params_init_identity(&cfg, w_pre, w_pre_head, w_post, w_post_head, NULL, NULL);
-    mta_params p = {w_pre, w_pre_head, w_post, w_post_head, NULL, NULL, NULL};
+    mta_params p = {.w_pre = w_pre, .w_pre_head = w_pre_head, .w_post = w_post, .w_post_head = w_post_head};
     if (mta_forward(ctx, q, k, v, &p, out) != MTA_OK) {
         fprintf(stderr, "mta_forward: %s\n", mta_ctx_error(ctx));
         return 1;

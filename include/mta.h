@@ -115,21 +115,56 @@ typedef struct {
                           // way. Other backends ignore it. 0 = off
 } mta_config;
 
+// The parameters of the MTA steps, by index: mta_params, mta_grads and mta_param_sizes hold them
+// both by name (p.w_pre) and as an array in this order (p.w[MTA_W_PRE]), so code can loop over
+// them; mta_param_info(i) describes each (name, spec step, shape).
+enum {
+    MTA_W_PRE = 0,      // (H, pre_cq, pre_ck)
+    MTA_W_PRE_HEAD,     // (H, H)
+    MTA_W_POST,         // (H, post_cq, post_ck)
+    MTA_W_POST_HEAD,    // (H/c_h, c_h, c_h)
+    MTA_GN_WEIGHT,      // (d)
+    MTA_GATE_W,         // (d)
+    MTA_GATE_B,         // (1)
+    MTA_N_PARAMS
+};
+
 // Parameters of the enabled steps; a pointer must be non-NULL exactly when its step is on.
-typedef struct {
-    const float *w_pre;        // (H, pre_cq, pre_ck)
-    const float *w_pre_head;   // (H, H): S2[h] = sum_h' w_pre_head[h,h'] S1[h']
-    const float *w_post;       // (H, post_cq, post_ck)
-    const float *w_post_head;  // (H/c_h, c_h, c_h): P2[g*c_h+o] = sum_n w[g,n,o] P1[g*c_h+n]
-    const float *gn_weight;    // (d)
-    const float *gate_w;       // (d)
-    const float *gate_b;       // (1)
+// (A positional initialiser {w_pre, ..., gate_b} fills the named members; -Wmissing-braces asks
+// for {{...}}, which also compiles.)
+typedef union {
+    struct {
+        const float *w_pre;        // (H, pre_cq, pre_ck)
+        const float *w_pre_head;   // (H, H): S2[h] = sum_h' w_pre_head[h,h'] S1[h']
+        const float *w_post;       // (H, post_cq, post_ck)
+        const float *w_post_head;  // (H/c_h, c_h, c_h): P2[g*c_h+o] = sum_n w[g,n,o] P1[g*c_h+n]
+        const float *gn_weight;    // (d)
+        const float *gate_w;       // (d)
+        const float *gate_b;       // (1)
+    };
+    const float *w[MTA_N_PARAMS];
 } mta_params;
 
 // Gradients of the parameters, same shapes. NULL skips that gradient.
-typedef struct {
-    float *w_pre, *w_pre_head, *w_post, *w_post_head, *gn_weight, *gate_w, *gate_b;
+typedef union {
+    struct {
+        float *w_pre, *w_pre_head, *w_post, *w_post_head, *gn_weight, *gate_w, *gate_b;
+    };
+    float *w[MTA_N_PARAMS];
 } mta_grads;
+
+// One parameter of the table: its name (the tensor name of problem files, `mtac attn` and the
+// Python package), the step of docs/spec.md section 2 that uses it, and a one-line description.
+typedef struct {
+    const char *name;
+    int spec_step;
+    const char *about;
+} mta_param_desc;
+
+// The description of parameter i (MTA_W_PRE .. MTA_GATE_B); NULL outside [0, MTA_N_PARAMS).
+const mta_param_desc *mta_param_info(int i);
+// The index of the parameter named name, or -1.
+int mta_param_index(const char *name);
 
 typedef struct mta_ctx mta_ctx;
 
@@ -144,12 +179,27 @@ mta_status mta_config_check(const mta_config *cfg, char *msg, size_t msg_len);
 // gate_w is left untouched (it is drawn from a truncated normal by the model).
 void mta_params_init_identity(const mta_config *cfg, float *w_pre, float *w_pre_head, float *w_post,
                               float *w_post_head, float *gn_weight, float *gate_b);
+// The same for parameter i alone (w: its mta_param_shape(cfg, i) floats); nothing when its step
+// is off, w is NULL, or i is MTA_GATE_W.
+void mta_param_init_identity(const mta_config *cfg, int i, float *w);
+
+// The shape of parameter i under cfg into shape[0..ndim): returns ndim (1 to 3), or 0 when cfg
+// does not enable its step (or i is not a parameter).
+int mta_param_shape(const mta_config *cfg, int i, int64_t shape[3]);
 
 // Element counts of each parameter tensor for a config (0 when the step is off).
-typedef struct {
-    size_t w_pre, w_pre_head, w_post, w_post_head, gn_weight, gate_w, gate_b;
+typedef union {
+    struct {
+        size_t w_pre, w_pre_head, w_post, w_post_head, gn_weight, gate_w, gate_b;
+    };
+    size_t w[MTA_N_PARAMS];
 } mta_param_sizes;
 mta_param_sizes mta_param_sizes_of(const mta_config *cfg);
+
+// sizeof of the public structures as this library was built, for bindings that mirror them
+// (the Python package checks its ctypes copies at load): which is one of MTA_ABI_*; 0 otherwise.
+enum { MTA_ABI_CONFIG = 0, MTA_ABI_PARAMS, MTA_ABI_GRADS, MTA_ABI_PARAM_SIZES, MTA_ABI_STATS, MTA_ABI_N };
+size_t mta_abi_sizeof(int which);
 
 // Creates a context (validates cfg; workspace is allocated on first use).
 mta_status mta_create(mta_ctx **ctx, const mta_config *cfg, char *msg, size_t msg_len);

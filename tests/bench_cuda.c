@@ -137,22 +137,24 @@ int main(int argc, char **argv) {
         ck(cudaMalloc((void **)&dv, n * sizeof(float)), "cudaMalloc");
         // parameters: identity plus noise, drawn on the host and copied
         const mta_param_sizes ps = mta_param_sizes_of(&c);
-        const size_t pn[7] = {ps.w_pre, ps.w_pre_head, ps.w_post, ps.w_post_head, ps.gn_weight, ps.gate_w, ps.gate_b};
-        float *hw[7] = {0}, *w[7] = {0}, *gw[7] = {0};
-        for (int i = 0; i < 7; i++)
+        const size_t *pn = ps.w;
+        float *hw[MTA_N_PARAMS] = {0};
+        mta_params p = {{0}};
+        mta_grads g = {{0}};
+        for (int i = 0; i < MTA_N_PARAMS; i++)
             if (pn[i] && !(hw[i] = calloc(pn[i], sizeof(float)))) return 1;
-        mta_params_init_identity(&c, hw[0], hw[1], hw[2], hw[3], hw[4], hw[6]);
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(&c, i, hw[i]);
+        for (int i = 0; i < MTA_N_PARAMS; i++)
             if (pn[i]) {
+                float *w, *gw;
                 for (size_t e = 0; e < pn[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
-                ck(cudaMalloc((void **)&w[i], pn[i] * sizeof(float)), "cudaMalloc");
-                ck(cudaMalloc((void **)&gw[i], pn[i] * sizeof(float)), "cudaMalloc");
-                ck(cudaMemcpy(w[i], hw[i], pn[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-                ck(cudaMemset(gw[i], 0, pn[i] * sizeof(float)), "cudaMemset");
+                ck(cudaMalloc((void **)&w, pn[i] * sizeof(float)), "cudaMalloc");
+                ck(cudaMalloc((void **)&gw, pn[i] * sizeof(float)), "cudaMalloc");
+                ck(cudaMemcpy(w, hw[i], pn[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+                ck(cudaMemset(gw, 0, pn[i] * sizeof(float)), "cudaMemset");
                 free(hw[i]);
+                p.w[i] = w, g.w[i] = gw;
             }
-        const mta_params p = {w[0], w[1], w[2], w[3], w[4], w[5], w[6]};
-        const mta_grads g = {gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], gw[6]};
         mta_ctx *ctx;
         if (mta_create(&ctx, &c, msg, sizeof msg)) {
             fprintf(stderr, "bench_cuda: %s\n", msg);
@@ -185,7 +187,7 @@ int main(int argc, char **argv) {
         free(times);
         mta_destroy(ctx);
         cudaEventDestroy(e0), cudaEventDestroy(e1);
-        for (int i = 0; i < 7; i++) cudaFree(w[i]), cudaFree(gw[i]);
+        for (int i = 0; i < MTA_N_PARAMS; i++) cudaFree((void *)p.w[i]), cudaFree(g.w[i]);
         cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(out), cudaFree(dq), cudaFree(dk), cudaFree(dv);
     }
     return 0;

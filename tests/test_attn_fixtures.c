@@ -57,13 +57,14 @@ static int run_fixture(const char *path) {
     const mta_config *c = &pr.cfg;
     const size_t n = (size_t)c->B * c->H * c->T * c->d;
     size_t np = 0;
-    for (int i = 0; i < ATTN_N_PARAMS; i++) np += pr.param_numel[i];
+    for (int i = 0; i < MTA_N_PARAMS; i++) np += pr.param_numel[i];
     float *buf = calloc(4 * n + np + 1, sizeof(float));
-    float *gp[ATTN_N_PARAMS] = {0}, *cur = buf + 4 * n;
-    for (int i = 0; i < ATTN_N_PARAMS; i++)
+    float *gp[MTA_N_PARAMS] = {0}, *cur = buf + 4 * n;
+    for (int i = 0; i < MTA_N_PARAMS; i++)
         if (pr.param[i]) gp[i] = cur, cur += pr.param_numel[i];
     mta_params p = attn_problem_params(&pr);
-    mta_grads g = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5], gp[6]};
+    mta_grads g;
+    for (int i = 0; i < MTA_N_PARAMS; i++) g.w[i] = gp[i];
     mta_ctx *ctx = NULL;
     int ok = buf && pr.dout && mta_create(&ctx, c, err, sizeof err) == MTA_OK &&
              mta_forward(ctx, pr.q, pr.k, pr.v, &p, buf) == MTA_OK &&
@@ -74,9 +75,9 @@ static int run_fixture(const char *path) {
         ok &= compare(path, &f, "grad.q", buf + n, n);
         ok &= compare(path, &f, "grad.k", buf + 2 * n, n);
         ok &= compare(path, &f, "grad.v", buf + 3 * n, n);
-        for (int i = 0; i < ATTN_N_PARAMS; i++) {
+        for (int i = 0; i < MTA_N_PARAMS; i++) {
             char name[32];
-            snprintf(name, sizeof name, "grad.%s", attn_param_names[i]);
+            snprintf(name, sizeof name, "grad.%s", mta_param_info(i)->name);
             if (gp[i]) ok &= compare(path, &f, name, gp[i], pr.param_numel[i]);
         }
     }

@@ -45,21 +45,20 @@ static void gradcheck(const mta_config *cfg) {
     assert_int_equal(tu_case_run(c, 1), MTA_OK);
     // Keep copies: the finite differences re-run the forward, which rewrites out.
     size_t total = 3 * c->n;
-    for (int i = 0; i < 7; i++) total += c->wn[i];
+    for (int i = 0; i < MTA_N_PARAMS; i++) total += c->wn[i];
     float *g = malloc(total * sizeof(float));
     assert_non_null(g);
     memcpy(g, c->dq, 3 * c->n * sizeof(float));
     float *gp = g + 3 * c->n;
-    const char *pn[7] = {"w_pre", "w_pre_head", "w_post", "w_post_head", "gn_weight", "gate_w", "gate_b"};
     int bad = 0;
     size_t stride = c->n > 60 ? c->n / 60 : 1;  // a spread sample of q, k, v entries
     bad += check_entries(c, "q", c->q, g, c->n, stride);
     bad += check_entries(c, "k", c->k, g + c->n, c->n, stride);
     bad += check_entries(c, "v", c->v, g + 2 * c->n, c->n, stride);
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
         if (!c->wn[i]) continue;
         memcpy(gp, c->gw[i], c->wn[i] * sizeof(float));
-        bad += check_entries(c, pn[i], c->w[i], gp, c->wn[i], 1);
+        bad += check_entries(c, mta_param_info(i)->name, c->w[i], gp, c->wn[i], 1);
         gp += c->wn[i];
     }
     free(g);

@@ -284,6 +284,42 @@ static void test_param_sizes_and_identity(void **s) {
     assert_true(tu_close(mta_depth_scale(3), 1.0f - (0.8f - 0.6f * expf(-0.9f)), 1e-6, 0));
 }
 
+// The parameter table (mta_param_info, mta_param_shape) agrees with the named members and sizes.
+static void test_param_table(void **s) {
+    (void)s;
+    static const char *const names[MTA_N_PARAMS] = {"w_pre", "w_pre_head", "w_post", "w_post_head",
+                                                    "gn_weight", "gate_w", "gate_b"};
+    mta_config cfg = tu_config_all(1, 4, 8, 6, 3, 5, 2), off = tu_config_default(1, 4, 8, 6);
+    const mta_param_sizes ps = mta_param_sizes_of(&cfg);
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        const mta_param_desc *d = mta_param_info(i);
+        assert_non_null(d);
+        assert_string_equal(d->name, names[i]);
+        assert_int_equal(mta_param_index(names[i]), i);
+        assert_true(d->spec_step >= 2 && d->spec_step <= 9 && d->about[0]);
+        int64_t sh[3];
+        const int nd = mta_param_shape(&cfg, i, sh);
+        size_t numel = 1;
+        for (int j = 0; j < nd; j++) numel *= (size_t)sh[j];
+        assert_int_equal(numel, ps.w[i]);
+        assert_int_equal(mta_param_shape(&off, i, sh), 0);
+    }
+    assert_null(mta_param_info(MTA_N_PARAMS));
+    assert_null(mta_param_info(-1));
+    assert_int_equal(mta_param_index("w_nothing"), -1);
+    assert_int_equal(mta_param_index(NULL), -1);
+    assert_int_equal(ps.w[MTA_W_POST_HEAD], ps.w_post_head);
+    // the array view and the named members are the same storage
+    mta_params p = {.gate_b = cfg.T ? (const float *)&cfg : NULL};
+    assert_ptr_equal(p.w[MTA_GATE_B], &cfg);
+    mta_grads g = {{0}};
+    g.w[MTA_W_PRE_HEAD] = (float *)&cfg;
+    assert_ptr_equal(g.w_pre_head, &cfg);
+    assert_int_equal(mta_abi_sizeof(MTA_ABI_CONFIG), sizeof(mta_config));
+    assert_int_equal(mta_abi_sizeof(MTA_ABI_PARAMS), MTA_N_PARAMS * sizeof(void *));
+    assert_int_equal(mta_abi_sizeof(MTA_ABI_N), 0);
+}
+
 // Dropout: off outside training, a fixed seed fixes the mask, and about p of the weights drop.
 static void test_dropout(void **s) {
     (void)s;
@@ -327,7 +363,8 @@ int main(void) {
         cmocka_unit_test(test_identity_equals_plain), cmocka_unit_test(test_causality),
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),
-        cmocka_unit_test(test_param_sizes_and_identity), cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_param_sizes_and_identity), cmocka_unit_test(test_param_table),
+        cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_attention_map),     cmocka_unit_test(test_nonfinite_propagates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -165,7 +165,7 @@ static void test_plan_roundtrip(void **s) {
     assert_int_equal(toy_row_len(&p.run.task), 321);
     assert_int_equal(p.models[1].dim, 256);
     assert_int_equal(p.models[1].n_layers, 4);
-    assert_int_equal(p.models[1].pre_cq * 100 + p.models[1].pre_ck, 209);
+    assert_int_equal(p.models[1].attn.pre_cq * 100 + p.models[1].attn.pre_ck, 209);
     assert_int_equal(p.run.steps, 100000);
     assert_int_equal(toy_plan_preset("nope", &p), -1);
     // put the tiny plan back for the other tests

@@ -95,10 +95,10 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
     if (!c) return NULL;
     c->cfg = *cfg;
     c->n = (size_t)cfg->B * cfg->H * cfg->T * cfg->d;
-    mta_param_sizes ps = mta_param_sizes_of(cfg);
-    size_t wn[7] = {ps.w_pre, ps.w_pre_head, ps.w_post, ps.w_post_head, ps.gn_weight, ps.gate_w, ps.gate_b};
+    const mta_param_sizes ps = mta_param_sizes_of(cfg);
+    const size_t *wn = ps.w;
     size_t np = 0;
-    for (int i = 0; i < 7; i++) np += wn[i];
+    for (int i = 0; i < MTA_N_PARAMS; i++) np += wn[i];
     c->nmem = 8 * c->n + 2 * np + 1, c->ngrad = 8 * c->n + np;
     c->mem = calloc(c->nmem, sizeof(float));
     if (!c->mem) {
@@ -109,7 +109,7 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
     c->q = m, c->k = m + c->n, c->v = m + 2 * c->n, c->dout = m + 3 * c->n, c->out = m + 4 * c->n;
     c->dq = m + 5 * c->n, c->dk = m + 6 * c->n, c->dv = m + 7 * c->n;
     float *cur = m + 8 * c->n;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
         c->wn[i] = wn[i];
         c->w[i] = wn[i] ? cur : NULL;
         c->gw[i] = wn[i] ? cur + np : NULL;
@@ -122,13 +122,12 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
         c->v[i] = tu_randn(&s);
         c->dout[i] = tu_randn(&s);
     }
-    mta_params_init_identity(cfg, c->w[0], c->w[1], c->w[2], c->w[3], c->w[4], c->w[6]);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        mta_param_init_identity(cfg, i, c->w[i]);
+        c->p.w[i] = c->w[i], c->g.w[i] = c->gw[i];
+    }
+    for (int i = 0; i < MTA_N_PARAMS; i++)
         for (size_t j = 0; j < wn[i]; j++) c->w[i][j] += noise * tu_randn(&s);
-    mta_params p = {c->w[0], c->w[1], c->w[2], c->w[3], c->w[4], c->w[5], c->w[6]};
-    mta_grads g = {c->gw[0], c->gw[1], c->gw[2], c->gw[3], c->gw[4], c->gw[5], c->gw[6]};
-    c->p = p;
-    c->g = g;
     return c;
 }
 
@@ -154,12 +153,9 @@ static mta_status case_calls(tu_case *c, mta_ctx *ctx, int backward) {
         if (s) return s;
         dev = p;
     }
-    const mta_params p = {ON_DEV(c, dev, c->p.w_pre), ON_DEV(c, dev, c->p.w_pre_head), ON_DEV(c, dev, c->p.w_post),
-                          ON_DEV(c, dev, c->p.w_post_head), ON_DEV(c, dev, c->p.gn_weight), ON_DEV(c, dev, c->p.gate_w),
-                          ON_DEV(c, dev, c->p.gate_b)};
-    const mta_grads g = {ON_DEV(c, dev, c->g.w_pre), ON_DEV(c, dev, c->g.w_pre_head), ON_DEV(c, dev, c->g.w_post),
-                         ON_DEV(c, dev, c->g.w_post_head), ON_DEV(c, dev, c->g.gn_weight), ON_DEV(c, dev, c->g.gate_w),
-                         ON_DEV(c, dev, c->g.gate_b)};
+    mta_params p;
+    mta_grads g;
+    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = ON_DEV(c, dev, c->w[i]), g.w[i] = ON_DEV(c, dev, c->gw[i]);
     mta_status s = mta_forward(ctx, ON_DEV(c, dev, c->q), ON_DEV(c, dev, c->k), ON_DEV(c, dev, c->v), &p,
                                ON_DEV(c, dev, c->out));
     if (!s && backward)
@@ -187,7 +183,7 @@ static mta_status case_run(tu_case *c, int backward, int training, size_t *bytes
     memset(c->out, 0xff, c->n * sizeof(float));
     if (backward) {
         memset(c->dq, 0, 3 * c->n * sizeof(float));
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < MTA_N_PARAMS; i++)
             if (c->gw[i]) memset(c->gw[i], 0, c->wn[i] * sizeof(float));
     }
     s = case_calls(c, ctx, backward);
@@ -205,7 +201,7 @@ mta_status tu_case_train(tu_case *c, size_t *bytes) { return case_run(c, 1, c->c
 int tu_same_bits(const tu_case *a, const tu_case *b) {
     // dq, dk and dv are consecutive in a case's memory
     if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < MTA_N_PARAMS; i++)
         if (a->wn[i] && memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float))) return 0;
     return 1;
 }
@@ -217,8 +213,7 @@ static double rel(double err, double scale) { return err < INFINITY ? err / fmax
 // Largest difference of every output and gradient, relative to the reference tensor's largest
 // entry; *which names the worst tensor when which is not NULL.
 double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
-    static const char *names[11] = {"out", "dq", "dk", "dv", "w_pre", "w_pre_head", "w_post", "w_post_head", "gn_weight",
-                                    "gate_w", "gate_b"};
+    static const char *names[4] = {"out", "dq", "dk", "dv"};
     const float *x[4] = {a->out, a->dq, a->dk, a->dv}, *y[4] = {r->out, r->dq, r->dk, r->dv};
     double worst = 0;
     int wi = 0;
@@ -226,7 +221,7 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
         const double e = rel(tu_max_abs_diff(x[t], y[t], a->n), tu_max_abs(y[t], a->n));
         if (e > worst) worst = e, wi = t;
     }
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < MTA_N_PARAMS; i++)
         if (r->wn[i]) {
             // Gradients that are zero or one number up to rounding are measured at the scale of
             // a sum of the same kind of products:
@@ -237,16 +232,16 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
             //   weight's (dout times normed O over rows, the same products uncancelled);
             // - a one-head mixing is one scalar on the scores: at the pre-softmax kernel's.
             double scale = tu_max_abs(r->gw[i], r->wn[i]);
-            if (i == 6 && r->wn[5]) scale = fmax(scale, tu_max_abs(r->gw[5], r->wn[5]));
-            if (i == 3 && r->cfg.post_ch == 1 && r->cfg.group_norm) {
-                if (r->wn[2]) scale = fmax(scale, tu_max_abs(r->gw[2], r->wn[2]));
-                else scale = fmax(scale, tu_max_abs(r->gw[4], r->wn[4]));
-            }
-            if (i == 1 && r->cfg.H == 1 && r->wn[0]) scale = fmax(scale, tu_max_abs(r->gw[0], r->wn[0]));
+            const int like = i == MTA_GATE_B && r->wn[MTA_GATE_W] ? MTA_GATE_W
+                             : i == MTA_W_POST_HEAD && r->cfg.post_ch == 1 && r->cfg.group_norm
+                                 ? (r->wn[MTA_W_POST] ? MTA_W_POST : MTA_GN_WEIGHT)
+                             : i == MTA_W_PRE_HEAD && r->cfg.H == 1 && r->wn[MTA_W_PRE] ? MTA_W_PRE
+                                                                                       : i;
+            scale = fmax(scale, tu_max_abs(r->gw[like], r->wn[like]));
             const double e = rel(tu_max_abs_diff(a->gw[i], r->gw[i], r->wn[i]), scale);
             if (e > worst) worst = e, wi = 4 + i;
         }
-    if (which) *which = names[wi];
+    if (which) *which = wi < 4 ? names[wi] : mta_param_info(wi - 4)->name;
     return worst;
 }
 

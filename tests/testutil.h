@@ -12,8 +12,8 @@ typedef struct {
     mta_config cfg;
     size_t n;                       // B*H*T*d
     float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
-    float *w[7], *gw[7];            // parameters and their gradients (mta_params order), NULL if off
-    size_t wn[7];
+    float *w[MTA_N_PARAMS], *gw[MTA_N_PARAMS];  // parameters and their gradients (MTA_W_PRE ...), NULL if off
+    size_t wn[MTA_N_PARAMS];
     mta_params p;
     mta_grads g;
     float *mem;                     // all of the above: 8 n floats, the parameters, their gradients

@@ -255,16 +255,72 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     return MTA_OK;
 }
 
+// The one list of the MTA steps' parameters (mta.h's MTA_W_PRE ..., docs/spec.md section 2).
+static const mta_param_desc param_table[MTA_N_PARAMS] = {
+    [MTA_W_PRE] = {"w_pre", 2, "pre-softmax key-query convolution kernel (H, c_q, c_k)"},
+    [MTA_W_PRE_HEAD] = {"w_pre_head", 3, "pre-softmax head mixing matrix (H, H)"},
+    [MTA_W_POST] = {"w_post", 5, "post-softmax key-query convolution kernel (H, c_q', c_k')"},
+    [MTA_W_POST_HEAD] = {"w_post_head", 6, "post-softmax head convolution, one (c_h, c_h) block per group (H/c_h, c_h, c_h)"},
+    [MTA_GN_WEIGHT] = {"gn_weight", 8, "per-head RMS group norm weight (d)"},
+    [MTA_GATE_W] = {"gate_w", 9, "sigmoid gate weight (d)"},
+    [MTA_GATE_B] = {"gate_b", 9, "sigmoid gate bias (1)"},
+};
+
+// The named members and the array view of the parameter unions must coincide.
+_Static_assert(sizeof(mta_params) == MTA_N_PARAMS * sizeof(const float *), "mta_params: one pointer per parameter");
+_Static_assert(sizeof(mta_grads) == MTA_N_PARAMS * sizeof(float *), "mta_grads: one pointer per parameter");
+_Static_assert(sizeof(mta_param_sizes) == MTA_N_PARAMS * sizeof(size_t), "mta_param_sizes: one size per parameter");
+_Static_assert(offsetof(mta_params, gate_b) == MTA_GATE_B * sizeof(const float *), "mta_params order");
+_Static_assert(offsetof(mta_grads, gn_weight) == MTA_GN_WEIGHT * sizeof(float *), "mta_grads order");
+_Static_assert(offsetof(mta_param_sizes, w_post_head) == MTA_W_POST_HEAD * sizeof(size_t), "mta_param_sizes order");
+
+const mta_param_desc *mta_param_info(int i) { return i >= 0 && i < MTA_N_PARAMS ? &param_table[i] : NULL; }
+
+int mta_param_index(const char *name) {
+    for (int i = 0; name && i < MTA_N_PARAMS; i++)
+        if (!strcmp(name, param_table[i].name)) return i;
+    return -1;
+}
+
+static int shape_of(int64_t *s, int64_t a, int64_t b, int64_t c, int ndim) {
+    s[0] = a, s[1] = b, s[2] = c;
+    return ndim;
+}
+
+int mta_param_shape(const mta_config *c, int i, int64_t s[3]) {
+    switch (i) {
+    case MTA_W_PRE: return c->pre_cq > 0 ? shape_of(s, c->H, c->pre_cq, c->pre_ck, 3) : 0;
+    case MTA_W_PRE_HEAD: return c->pre_head_mix ? shape_of(s, c->H, c->H, 0, 2) : 0;
+    case MTA_W_POST: return c->post_cq > 0 ? shape_of(s, c->H, c->post_cq, c->post_ck, 3) : 0;
+    case MTA_W_POST_HEAD: return c->post_ch > 0 ? shape_of(s, c->H / c->post_ch, c->post_ch, c->post_ch, 3) : 0;
+    case MTA_GN_WEIGHT: return c->group_norm ? shape_of(s, c->d, 0, 0, 1) : 0;
+    case MTA_GATE_W: return c->gate ? shape_of(s, c->d, 0, 0, 1) : 0;
+    case MTA_GATE_B: return c->gate ? shape_of(s, 1, 0, 0, 1) : 0;
+    default: return 0;
+    }
+}
+
 mta_param_sizes mta_param_sizes_of(const mta_config *c) {
     mta_param_sizes s;
     memset(&s, 0, sizeof s);
-    if (c->pre_cq) s.w_pre = (size_t)c->H * c->pre_cq * c->pre_ck;
-    if (c->pre_head_mix) s.w_pre_head = (size_t)c->H * c->H;
-    if (c->post_cq) s.w_post = (size_t)c->H * c->post_cq * c->post_ck;
-    if (c->post_ch) s.w_post_head = (size_t)c->H * c->post_ch;
-    if (c->group_norm) s.gn_weight = (size_t)c->d;
-    if (c->gate) s.gate_w = (size_t)c->d, s.gate_b = 1;
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        int64_t sh[3];
+        const int nd = mta_param_shape(c, i, sh);
+        if (nd) s.w[i] = 1;
+        for (int j = 0; j < nd; j++) s.w[i] *= (size_t)sh[j];
+    }
     return s;
+}
+
+size_t mta_abi_sizeof(int which) {
+    switch (which) {
+    case MTA_ABI_CONFIG: return sizeof(mta_config);
+    case MTA_ABI_PARAMS: return sizeof(mta_params);
+    case MTA_ABI_GRADS: return sizeof(mta_grads);
+    case MTA_ABI_PARAM_SIZES: return sizeof(mta_param_sizes);
+    case MTA_ABI_STATS: return sizeof(mta_stats);
+    default: return 0;
+    }
 }
 
 static void conv_identity(float *w, int H, int cq, int ck) {
@@ -272,23 +328,36 @@ static void conv_identity(float *w, int H, int cq, int ck) {
     for (int h = 0; h < H; h++) w[(size_t)h * cq * ck + (size_t)(cq - 1) * ck + (ck - 1) / 2] = 1.0f;
 }
 
+void mta_param_init_identity(const mta_config *c, int i, float *w) {
+    int64_t sh[3];
+    if (!w || !mta_param_shape(c, i, sh)) return;
+    switch (i) {
+    case MTA_W_PRE: conv_identity(w, c->H, c->pre_cq, c->pre_ck); break;
+    case MTA_W_POST: conv_identity(w, c->H, c->post_cq, c->post_ck); break;
+    case MTA_W_PRE_HEAD:
+        memset(w, 0, (size_t)c->H * c->H * sizeof(float));
+        for (int h = 0; h < c->H; h++) w[h * c->H + h] = 1.0f;
+        break;
+    case MTA_W_POST_HEAD: {
+        const int ch = c->post_ch;
+        memset(w, 0, (size_t)c->H * ch * sizeof(float));
+        for (int g = 0; g < c->H / ch; g++)
+            for (int n = 0; n < ch; n++) w[((size_t)g * ch + n) * ch + n] = 1.0f;
+        break;
+    }
+    case MTA_GN_WEIGHT:
+        for (int j = 0; j < c->d; j++) w[j] = 1.0f;
+        break;
+    case MTA_GATE_B: w[0] = 0.0f; break;
+    default: break;  // gate_w: drawn by the caller
+    }
+}
+
 void mta_params_init_identity(const mta_config *c, float *w_pre, float *w_pre_head, float *w_post,
                               float *w_post_head, float *gn_weight, float *gate_b) {
-    if (w_pre && c->pre_cq) conv_identity(w_pre, c->H, c->pre_cq, c->pre_ck);
-    if (w_post && c->post_cq) conv_identity(w_post, c->H, c->post_cq, c->post_ck);
-    if (w_pre_head && c->pre_head_mix) {
-        memset(w_pre_head, 0, (size_t)c->H * c->H * sizeof(float));
-        for (int h = 0; h < c->H; h++) w_pre_head[h * c->H + h] = 1.0f;
-    }
-    if (w_post_head && c->post_ch) {
-        int ch = c->post_ch;
-        memset(w_post_head, 0, (size_t)c->H * ch * sizeof(float));
-        for (int g = 0; g < c->H / ch; g++)
-            for (int n = 0; n < ch; n++) w_post_head[((size_t)g * ch + n) * ch + n] = 1.0f;
-    }
-    if (gn_weight && c->group_norm)
-        for (int i = 0; i < c->d; i++) gn_weight[i] = 1.0f;
-    if (gate_b && c->gate) gate_b[0] = 0.0f;
+    float *w[MTA_N_PARAMS] = {[MTA_W_PRE] = w_pre, [MTA_W_PRE_HEAD] = w_pre_head, [MTA_W_POST] = w_post,
+                              [MTA_W_POST_HEAD] = w_post_head, [MTA_GN_WEIGHT] = gn_weight, [MTA_GATE_B] = gate_b};
+    for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(c, i, w[i]);
 }
 
 float *mta_alloc_floats(mta_ctx *ctx, size_t n) {
@@ -358,18 +427,12 @@ size_t mta_ctx_workspace_bytes(const mta_ctx *ctx) { return ctx ? ctx->bytes : 0
 // tensor for a step that is off almost always means a config that does not match the weights.
 static mta_status check_params(mta_ctx *ctx, const mta_params *p) {
     const mta_config *c = &ctx->cfg;
-    struct { const char *name; const void *ptr; int on; } t[] = {
-        {"w_pre", p->w_pre, c->pre_cq > 0},
-        {"w_pre_head", p->w_pre_head, c->pre_head_mix},
-        {"w_post", p->w_post, c->post_cq > 0},
-        {"w_post_head", p->w_post_head, c->post_ch > 0},
-        {"gn_weight", p->gn_weight, c->group_norm},
-        {"gate_w", p->gate_w, c->gate},
-        {"gate_b", p->gate_b, c->gate},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (t[i].on && !t[i].ptr) return mta_fail(ctx, MTA_ERR_NULL, "parameter %s is NULL but its step is on", t[i].name);
-        if (!t[i].on && t[i].ptr) return mta_fail(ctx, MTA_ERR_INVALID, "parameter %s is given but its step is off in the config", t[i].name);
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        int64_t sh[3];
+        const int on = mta_param_shape(c, i, sh) > 0;
+        const char *name = param_table[i].name;
+        if (on && !p->w[i]) return mta_fail(ctx, MTA_ERR_NULL, "parameter %s is NULL but its step is on", name);
+        if (!on && p->w[i]) return mta_fail(ctx, MTA_ERR_INVALID, "parameter %s is given but its step is off in the config", name);
     }
     return MTA_OK;
 }

@@ -406,23 +406,27 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     }
     // The per-head accumulators into the gradients, heads and batch elements in order.
     const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
+    // Where each parameter's partials are (in mta.h's order, MTA_W_PRE ...): its gradient has the
+    // parameter's size (mta_param_sizes_of).
     struct {
-        float *out;
-        int count;
         size_t acc, stride;
         int n, off0, ch;
-    } sums[] = {
-        {g->w_pre, H * K1, gl.pre, (size_t)H * K1, B, 0, 0},
-        {g->w_post, H * K2, gl.post, (size_t)H * K2, B, 0, 0},
-        {g->w_pre_head, c->pre_head_mix ? H * H : 0, gl.mix, HH, B, 0, 0},
-        {g->w_post_head, c->post_ch ? H * c->post_ch : 0, gl.hc, HH, B, 0, c->post_ch},
-        {g->gn_weight, c->group_norm ? d : 0, gl.ng, (size_t)np, BH, 0, 0},
-        {g->gate_w, c->gate ? d : 0, gl.ng, (size_t)np, BH, d, 0},
-        {g->gate_b, c->gate ? 1 : 0, gl.ng, (size_t)np, BH, 2 * d, 0},
+    } const sums[MTA_N_PARAMS] = {
+        {gl.pre, (size_t)H * K1, B, 0, 0},            // w_pre
+        {gl.mix, HH, B, 0, 0},                        // w_pre_head
+        {gl.post, (size_t)H * K2, B, 0, 0},           // w_post
+        {gl.hc, HH, B, 0, c->post_ch},                // w_post_head
+        {gl.ng, (size_t)np, BH, 0, 0},                // gn_weight
+        {gl.ng, (size_t)np, BH, d, 0},                // gate_w
+        {gl.ng, (size_t)np, BH, 2 * d, 0},            // gate_b
     };
-    for (auto &x : sums)
-        if (x.out && x.count)
-            MTA_LAUNCH(k_sum_grad, (x.count + 127) / 128, 128, 0, cl.s)(x.out, x.count, st->acc + x.acc, x.stride, x.n, x.off0, H, x.ch);
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        const int count = (int)ps.w[i];
+        if (g->w[i] && count)
+            MTA_LAUNCH(k_sum_grad, (count + 127) / 128, 128, 0, cl.s)(g->w[i], count, st->acc + sums[i].acc, sums[i].stride,
+                                                                     sums[i].n, sums[i].off0, H, sums[i].ch);
+    }
     return finish(&cl, "backward");
 }
 

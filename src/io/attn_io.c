@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const attn_param_names[ATTN_N_PARAMS] = {"w_pre",     "w_pre_head", "w_post", "w_post_head",
-                                                     "gn_weight", "gate_w",     "gate_b"};
-enum { P_PRE, P_PRE_HEAD, P_POST, P_POST_HEAD, P_GN, P_GATE_W, P_GATE_B };
-
 static void shape_str(const st_tensor *t, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "(");
     for (int i = 0; i < t->ndim && used < n; i++)
@@ -50,9 +46,7 @@ static int is_known(const char *name) {
     const char *inputs[] = {"q", "k", "v", "dout"};
     for (size_t i = 0; i < 4; i++)
         if (!strcmp(name, inputs[i])) return 1;
-    for (int i = 0; i < ATTN_N_PARAMS; i++)
-        if (!strcmp(name, attn_param_names[i])) return 1;
-    return 0;
+    return mta_param_index(name) >= 0;
 }
 
 static int parse_int(const char *s, long *out) {
@@ -70,10 +64,10 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
         const char *name = f->tensors[i].name;
         if (is_known(name)) continue;
         if (ignore_prefix && !strncmp(name, ignore_prefix, strlen(ignore_prefix))) continue;
-        return errmsg(err, n,
-                    "unknown tensor '%s' (expected q, k, v, dout, w_pre, w_pre_head, w_post, w_post_head, "
-                    "gn_weight, gate_w, gate_b)",
-                    name);
+        char known[256] = "q, k, v, dout";
+        for (int j = 0; j < MTA_N_PARAMS; j++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", mta_param_info(j)->name);
+        return errmsg(err, n, "unknown tensor '%s' (expected %s)", name, known);
     }
     const st_tensor *q = st_find(f, "q"), *k = st_find(f, "k"), *v = st_find(f, "v");
     if (!q || !k || !v) return errmsg(err, n, "tensors q, k and v are required (missing %s)", !q ? "q" : !k ? "k" : "v");
@@ -90,19 +84,19 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     if (dout && !shape_is(dout, 4, q->shape)) return bad_shape(dout, qs, err, n);
 
     mta_config c = mta_config_default(B, H, T, d);
-    const st_tensor *t[ATTN_N_PARAMS];
-    for (int i = 0; i < ATTN_N_PARAMS; i++) t[i] = st_find(f, attn_param_names[i]);
+    const st_tensor *t[MTA_N_PARAMS];
+    for (int i = 0; i < MTA_N_PARAMS; i++) t[i] = st_find(f, mta_param_info(i)->name);
     char want[128];
-    if (t[P_PRE] && conv_kernel_sizes(t[P_PRE], H, &c.pre_cq, &c.pre_ck, err, n)) return -1;
-    if (t[P_PRE_HEAD]) {
+    if (t[MTA_W_PRE] && conv_kernel_sizes(t[MTA_W_PRE], H, &c.pre_cq, &c.pre_ck, err, n)) return -1;
+    if (t[MTA_W_PRE_HEAD]) {
         int64_t s[2] = {H, H};
         snprintf(want, sizeof want, "(H,H) = (%d,%d)", H, H);
-        if (!shape_is(t[P_PRE_HEAD], 2, s)) return bad_shape(t[P_PRE_HEAD], want, err, n);
+        if (!shape_is(t[MTA_W_PRE_HEAD], 2, s)) return bad_shape(t[MTA_W_PRE_HEAD], want, err, n);
         c.pre_head_mix = 1;
     }
-    if (t[P_POST] && conv_kernel_sizes(t[P_POST], H, &c.post_cq, &c.post_ck, err, n)) return -1;
-    if (t[P_POST_HEAD]) {
-        const st_tensor *w = t[P_POST_HEAD];
+    if (t[MTA_W_POST] && conv_kernel_sizes(t[MTA_W_POST], H, &c.post_cq, &c.post_ck, err, n)) return -1;
+    if (t[MTA_W_POST_HEAD]) {
+        const st_tensor *w = t[MTA_W_POST_HEAD];
         snprintf(want, sizeof want, "(H/c_h, c_h, c_h) with H=%d", H);
         if (w->ndim != 3 || w->shape[1] != w->shape[2] || w->shape[1] < 1 || w->shape[1] > H ||
             w->shape[0] * w->shape[1] != H)
@@ -111,14 +105,14 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     }
     int64_t sd[1] = {d}, s1[1] = {1};
     snprintf(want, sizeof want, "(d) = (%d)", d);
-    if (t[P_GN]) {
-        if (!shape_is(t[P_GN], 1, sd)) return bad_shape(t[P_GN], want, err, n);
+    if (t[MTA_GN_WEIGHT]) {
+        if (!shape_is(t[MTA_GN_WEIGHT], 1, sd)) return bad_shape(t[MTA_GN_WEIGHT], want, err, n);
         c.group_norm = 1;
     }
-    if (!t[P_GATE_W] != !t[P_GATE_B]) return errmsg(err, n, "gate_w and gate_b must be given together");
-    if (t[P_GATE_W]) {
-        if (!shape_is(t[P_GATE_W], 1, sd)) return bad_shape(t[P_GATE_W], want, err, n);
-        if (!shape_is(t[P_GATE_B], 1, s1) && t[P_GATE_B]->ndim != 0) return bad_shape(t[P_GATE_B], "(1)", err, n);
+    if (!t[MTA_GATE_W] != !t[MTA_GATE_B]) return errmsg(err, n, "gate_w and gate_b must be given together");
+    if (t[MTA_GATE_W]) {
+        if (!shape_is(t[MTA_GATE_W], 1, sd)) return bad_shape(t[MTA_GATE_W], want, err, n);
+        if (!shape_is(t[MTA_GATE_B], 1, s1) && t[MTA_GATE_B]->ndim != 0) return bad_shape(t[MTA_GATE_B], "(1)", err, n);
         c.gate = 1;
     }
     const char *lid = st_meta_get(f, "layer_id"), *dsc = st_meta_get(f, "depth_scale");
@@ -133,10 +127,15 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
         c.depth_scale = dsc[0] == '1';
     }
     if (mta_config_check(&c, err, n) != MTA_OK) return -1;
+    // Every tensor given has the size the table says its step needs under the config read.
+    const mta_param_sizes want_n = mta_param_sizes_of(&c);
+    for (int i = 0; i < MTA_N_PARAMS; i++)
+        if (t[i] && (size_t)t[i]->numel != want_n.w[i])
+            return bad_shape(t[i], want_n.w[i] ? "the size of its step under the config" : "no tensor: its step is off", err, n);
 
     pr->cfg = c;
     pr->q = q->data, pr->k = k->data, pr->v = v->data, pr->dout = dout ? dout->data : NULL;
-    for (int i = 0; i < ATTN_N_PARAMS; i++) {
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
         pr->param[i] = t[i] ? t[i]->data : NULL;
         pr->param_numel[i] = t[i] ? t[i]->numel : 0;
     }
@@ -163,7 +162,7 @@ int attn_problem_check_size(const mta_config *c, int max_T, char *err, size_t n)
 }
 
 mta_params attn_problem_params(const attn_problem *pr) {
-    mta_params p = {pr->param[P_PRE],   pr->param[P_PRE_HEAD], pr->param[P_POST],  pr->param[P_POST_HEAD],
-                    pr->param[P_GN],    pr->param[P_GATE_W],   pr->param[P_GATE_B]};
+    mta_params p;
+    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = pr->param[i];
     return p;
 }

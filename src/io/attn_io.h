@@ -8,15 +8,12 @@
 
 #include <stddef.h>
 
-// The parameter tensor names, in the order of mta_params / mta_grads.
-enum { ATTN_N_PARAMS = 7 };
-extern const char *const attn_param_names[ATTN_N_PARAMS];
-
 typedef struct {
     mta_config cfg;
     const float *q, *k, *v, *dout;       // dout is NULL when absent; all point into the st_file
-    const float *param[ATTN_N_PARAMS];   // NULL when absent (step off)
-    size_t param_numel[ATTN_N_PARAMS];
+    const float *param[MTA_N_PARAMS];    // by mta.h's index (MTA_W_PRE ...), named as mta_param_info
+                                         // says; NULL when absent (step off)
+    size_t param_numel[MTA_N_PARAMS];
 } attn_problem;
 
 // Builds the problem from a file's tensors and metadata: q, k, v (B,H,T,d) are required; each

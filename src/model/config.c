@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,42 @@ int model_default_hidden(int dim) {
     const int multiple_of = 256;
     int h = (int)(2 * 4 * (long)dim / 3);
     return multiple_of * ((h + multiple_of - 1) / multiple_of);
+}
+
+// The MTA step settings of model_config.attn: the keys of the config's "mta" object (docs/model.md),
+// in the order model_config_to_json writes them. qk: only in the layers of qk_layers.
+typedef enum { STEP_INT, STEP_BOOL } step_kind;
+static const struct {
+    const char *key;
+    size_t offset;  // of the int in mta_config
+    step_kind kind;
+    int max;        // STEP_INT: the largest value read
+    int qk;
+} step_keys[] = {
+    {"pre_cq", offsetof(mta_config, pre_cq), STEP_INT, 4096, 1},
+    {"pre_ck", offsetof(mta_config, pre_ck), STEP_INT, 4096, 1},
+    {"post_cq", offsetof(mta_config, post_cq), STEP_INT, 4096, 1},
+    {"post_ck", offsetof(mta_config, post_ck), STEP_INT, 4096, 1},
+    {"pre_head_mix", offsetof(mta_config, pre_head_mix), STEP_BOOL, 1, 0},
+    {"post_ch", offsetof(mta_config, post_ch), STEP_INT, 1 << 16, 0},
+    {"group_norm", offsetof(mta_config, group_norm), STEP_BOOL, 1, 0},
+    {"depth_scale", offsetof(mta_config, depth_scale), STEP_BOOL, 1, 0},
+    {"gate", offsetof(mta_config, gate), STEP_BOOL, 1, 0},
+};
+enum { N_STEP_KEYS = sizeof step_keys / sizeof step_keys[0] };
+
+static int *step_field(mta_config *m, int i) { return (int *)((char *)m + step_keys[i].offset); }
+static int step_value(const mta_config *m, int i) { return *(const int *)((const char *)m + step_keys[i].offset); }
+
+// The operator config of layer l (qk: its key-query convolutions are on) at batch B, length T.
+static mta_config layer_config(const model_config *c, int l, int qk, int B, int T) {
+    mta_config m = mta_config_default(B, c->n_heads, T, c->dim / c->n_heads);
+    m.dropout = c->attn_dropout;
+    if (!c->mta) return m;
+    for (int i = 0; i < N_STEP_KEYS; i++)
+        if (qk || !step_keys[i].qk) *step_field(&m, i) = step_value(&c->attn, i);
+    m.layer_id = l;
+    return m;
 }
 
 int model_config_check(const model_config *c, char *msg, size_t n) {
@@ -31,25 +68,14 @@ int model_config_check(const model_config *c, char *msg, size_t n) {
     if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
         return errmsg(msg, n, "attn_dropout must be in [0, 1) (got %g)", (double)c->attn_dropout);
     if (!c->mta) return 0;
-    mta_config t = model_layer_mta_config(c, 0, 1, 1);
-    t.pre_cq = c->pre_cq, t.pre_ck = c->pre_ck, t.post_cq = c->post_cq, t.post_ck = c->post_ck;
+    mta_config t = layer_config(c, 0, 1, 1, 1);
     char m2[200];
     if (mta_config_check(&t, m2, sizeof m2)) return errmsg(msg, n, "mta: %s", m2);
     return 0;
 }
 
 mta_config model_layer_mta_config(const model_config *c, int l, int B, int T) {
-    mta_config m = mta_config_default(B, c->n_heads, T, c->dim / c->n_heads);
-    m.dropout = c->attn_dropout;
-    if (!c->mta) return m;
-    if (c->qk_layer[l]) {
-        m.pre_cq = c->pre_cq, m.pre_ck = c->pre_ck;
-        m.post_cq = c->post_cq, m.post_ck = c->post_ck;
-    }
-    m.pre_head_mix = c->pre_head_mix, m.post_ch = c->post_ch;
-    m.group_norm = c->group_norm, m.depth_scale = c->depth_scale, m.gate = c->gate;
-    m.layer_id = l;
-    return m;
+    return layer_config(c, l, c->qk_layer[l], B, T);
 }
 
 // Reads an integer member (exact, within [lo, hi]); absent leaves *out.
@@ -112,8 +138,8 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     }
     static const char *const top[] = {"dim", "n_layers", "n_heads", "vocab_size", "hidden_dim", "rope_theta",
                                       "norm_eps", "attn_dropout", "mta"};
-    static const char *const mk[] = {"qk_layers", "pre_cq", "pre_ck", "post_cq", "post_ck", "pre_head_mix",
-                                     "post_ch", "group_norm", "depth_scale", "gate"};
+    const char *mk[1 + N_STEP_KEYS] = {"qk_layers"};
+    for (int i = 0; i < N_STEP_KEYS; i++) mk[1 + i] = step_keys[i].key;
     int rc = check_keys(root, top, 9, "", msg, n);
     if (!rc) rc = get_int(root, "dim", 1, 1 << 20, &c->dim, msg, n);
     if (!rc) rc = get_int(root, "n_layers", 1, MODEL_MAX_LAYERS, &c->n_layers, msg, n);
@@ -129,17 +155,11 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "mta");
     if (!rc && m && !cJSON_IsNull(m)) {
         if (!cJSON_IsObject(m)) rc = errmsg(msg, n, "config: 'mta' must be an object or null");
-        if (!rc) rc = check_keys(m, mk, 10, " in 'mta'", msg, n);
+        if (!rc) rc = check_keys(m, mk, 1 + N_STEP_KEYS, " in 'mta'", msg, n);
         c->mta = 1;
-        if (!rc) rc = get_int(m, "pre_cq", 0, 4096, &c->pre_cq, msg, n);
-        if (!rc) rc = get_int(m, "pre_ck", 0, 4096, &c->pre_ck, msg, n);
-        if (!rc) rc = get_int(m, "post_cq", 0, 4096, &c->post_cq, msg, n);
-        if (!rc) rc = get_int(m, "post_ck", 0, 4096, &c->post_ck, msg, n);
-        if (!rc) rc = get_int(m, "post_ch", 0, 1 << 16, &c->post_ch, msg, n);
-        if (!rc) rc = get_bool(m, "pre_head_mix", &c->pre_head_mix, msg, n);
-        if (!rc) rc = get_bool(m, "group_norm", &c->group_norm, msg, n);
-        if (!rc) rc = get_bool(m, "depth_scale", &c->depth_scale, msg, n);
-        if (!rc) rc = get_bool(m, "gate", &c->gate, msg, n);
+        for (int i = 0; !rc && i < N_STEP_KEYS; i++)
+            rc = step_keys[i].kind == STEP_BOOL ? get_bool(m, step_keys[i].key, step_field(&c->attn, i), msg, n)
+                                                : get_int(m, step_keys[i].key, 0, step_keys[i].max, step_field(&c->attn, i), msg, n);
         const cJSON *ql = cJSON_GetObjectItemCaseSensitive(m, "qk_layers");
         if (!rc && ql) {
             if (!cJSON_IsArray(ql)) rc = errmsg(msg, n, "config: 'qk_layers' must be an array of layer indices");
@@ -182,15 +202,11 @@ char *model_config_to_json(const model_config *c) {
         cJSON *ql = cJSON_AddArrayToObject(m, "qk_layers");
         for (int l = 0; l < c->n_layers; l++)
             if (c->qk_layer[l]) cJSON_AddItemToArray(ql, cJSON_CreateNumber(l));
-        cJSON_AddNumberToObject(m, "pre_cq", c->pre_cq);
-        cJSON_AddNumberToObject(m, "pre_ck", c->pre_ck);
-        cJSON_AddNumberToObject(m, "post_cq", c->post_cq);
-        cJSON_AddNumberToObject(m, "post_ck", c->post_ck);
-        cJSON_AddBoolToObject(m, "pre_head_mix", c->pre_head_mix);
-        cJSON_AddNumberToObject(m, "post_ch", c->post_ch);
-        cJSON_AddBoolToObject(m, "group_norm", c->group_norm);
-        cJSON_AddBoolToObject(m, "depth_scale", c->depth_scale);
-        cJSON_AddBoolToObject(m, "gate", c->gate);
+        for (int i = 0; i < N_STEP_KEYS; i++) {
+            const int x = step_value(&c->attn, i);
+            if (step_keys[i].kind == STEP_BOOL) cJSON_AddBoolToObject(m, step_keys[i].key, x);
+            else cJSON_AddNumberToObject(m, step_keys[i].key, x);
+        }
     } else {
         cJSON_AddNullToObject(o, "mta");
     }

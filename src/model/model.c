@@ -89,17 +89,12 @@ static size_t layout(model *m, float *base, int build, model_weights *w) {
         L->wk = add_tensor(m, base, build, lname(nm, l, "attention.wk.weight"), 2, D, D, 0, &off);
         L->wv = add_tensor(m, base, build, lname(nm, l, "attention.wv.weight"), 2, D, D, 0, &off);
         L->wo = add_tensor(m, base, build, lname(nm, l, "attention.wo.weight"), 2, D, D, 0, &off);
-        if (mc.pre_cq) L->w_pre = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_pre"), 3, H, mc.pre_cq, mc.pre_ck, &off);
-        if (mc.pre_head_mix) L->w_pre_head = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_pre_head"), 2, H, H, 0, &off);
-        if (mc.post_cq)
-            L->w_post = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_post"), 3, H, mc.post_cq, mc.post_ck, &off);
-        if (mc.post_ch)
-            L->w_post_head = add_tensor(m, base, build, lname(nm, l, "attention.mta.w_post_head"), 3, H / mc.post_ch,
-                                        mc.post_ch, mc.post_ch, &off);
-        if (mc.group_norm) L->gn_weight = add_tensor(m, base, build, lname(nm, l, "attention.mta.gn_weight"), 1, d, 0, 0, &off);
-        if (mc.gate) {
-            L->gate_w = add_tensor(m, base, build, lname(nm, l, "attention.mta.gate_w"), 1, d, 0, 0, &off);
-            L->gate_b = add_tensor(m, base, build, lname(nm, l, "attention.mta.gate_b"), 1, 1, 0, 0, &off);
+        for (int i = 0; i < MTA_N_PARAMS; i++) {  // the operator's parameters, "attention.mta.<name>"
+            int64_t s[3];
+            const int nd = mta_param_shape(&mc, i, s);
+            char suffix[64];
+            snprintf(suffix, sizeof suffix, "attention.mta.%s", mta_param_info(i)->name);
+            if (nd) L->mta_w[i] = add_tensor(m, base, build, lname(nm, l, suffix), nd, s[0], s[1], s[2], &off);
         }
         L->ffn_norm = add_tensor(m, base, build, lname(nm, l, "ffn_norm.weight"), 1, D, 0, 0, &off);
         L->w1 = add_tensor(m, base, build, lname(nm, l, "feed_forward.w1.weight"), 2, F, D, 0, &off);
@@ -236,8 +231,8 @@ void model_init(model *m, uint64_t seed) {
         trunc_normal(L->w1, (size_t)F * D, sd, &s);
         trunc_normal(L->w3, (size_t)F * D, sd, &s);
         trunc_normal(L->w2, (size_t)D * F, sf, &s);
-        mta_params_init_identity(&mc, L->w_pre, L->w_pre_head, L->w_post, L->w_post_head, L->gn_weight, L->gate_b);
-        if (L->gate_w) trunc_normal(L->gate_w, (size_t)m->d, sd, &s);
+        for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(&mc, i, L->mta_w[i]);
+        if (L->mta_w[MTA_GATE_W]) trunc_normal(L->mta_w[MTA_GATE_W], (size_t)m->d, sd, &s);
     }
     fill(m->w.norm, D, 1.0f);
 }
@@ -477,7 +472,8 @@ static int ensure_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
 }
 
 static mta_params layer_mta_params(const layer_weights *L) {
-    mta_params p = {L->w_pre, L->w_pre_head, L->w_post, L->w_post_head, L->gn_weight, L->gate_w, L->gate_b};
+    mta_params p;
+    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = L->mta_w[i];
     return p;
 }
 
@@ -645,7 +641,8 @@ static int backward_run(model *m, char *msg, size_t n) {
         split_heads(m->dao, m->dlin, B, T, H, d, NULL, NULL);
         memset(m->dq, 0, 3 * (size_t)N * D * sizeof(float));  // dq, dk, dv are contiguous
         mta_params p = layer_mta_params(L);
-        mta_grads g = {LG->w_pre, LG->w_pre_head, LG->w_post, LG->w_post_head, LG->gn_weight, LG->gate_w, LG->gate_b};
+        mta_grads g;
+        for (int i = 0; i < MTA_N_PARAMS; i++) g.w[i] = LG->mta_w[i];
         if (mta_backward(m->ctx[l], a->q, a->k, a->v, &p, m->dao, m->dq, m->dk, m->dv, &g) != MTA_OK)
             return errmsg(msg, n, "layer %d attention backward: %s", l, mta_ctx_error(m->ctx[l]));
         merge_heads(m->dlin, m->dq, B, T, H, d, m->rope_cos, m->rope_sin);

@@ -17,7 +17,11 @@ typedef struct {
     // MTA; mta = 0 is the baseline Transformer
     int mta;
     unsigned char qk_layer[MODEL_MAX_LAYERS];  // 1 where the key-query convolutions apply
-    int pre_cq, pre_ck, post_cq, post_ck, pre_head_mix, post_ch, group_norm, depth_scale, gate;
+    // The MTA steps of every layer: pre_cq, pre_ck, post_cq, post_ck (the key-query convolutions,
+    // in the qk_layer layers only), pre_head_mix, post_ch, group_norm, depth_scale, gate. Its
+    // other members (sizes, layer_id, dropout, backend, ...) are unused: model_layer_mta_config
+    // sets them per layer.
+    mta_config attn;
 } model_config;
 
 // Default SwiGLU width: 256 * ceil(int(8*dim/3) / 256).
@@ -55,7 +59,7 @@ typedef struct {
 
 typedef struct {
     float *attn_norm, *wq, *wk, *wv, *wo;
-    float *w_pre, *w_pre_head, *w_post, *w_post_head, *gn_weight, *gate_w, *gate_b;  // NULL if absent
+    float *mta_w[MTA_N_PARAMS];  // the MTA parameters by mta.h's index (MTA_W_PRE ...); NULL if absent
     float *ffn_norm, *w1, *w2, *w3;
 } layer_weights;
 

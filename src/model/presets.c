@@ -8,8 +8,8 @@
 void model_config_mta_pattern(model_config *c, int norm_gate) {
     c->mta = 1;
     for (int l = 2; l < c->n_layers; l += 4) c->qk_layer[l] = 1;
-    c->pre_cq = 6, c->pre_ck = 11, c->post_cq = 6, c->post_ck = 11;
-    c->pre_head_mix = 1, c->post_ch = c->n_heads, c->group_norm = norm_gate, c->gate = norm_gate;
+    c->attn.pre_cq = 6, c->attn.pre_ck = 11, c->attn.post_cq = 6, c->attn.post_ck = 11;
+    c->attn.pre_head_mix = 1, c->attn.post_ch = c->n_heads, c->attn.group_norm = norm_gate, c->attn.gate = norm_gate;
 }
 
 static model_config base(int dim, int layers, int heads, int vocab, int hidden) {
@@ -36,7 +36,7 @@ int model_preset(const char *name, model_config *c) {
         if (!baseline) {
             c->mta = 1;
             for (int l = 0; l < 4; l++) c->qk_layer[l] = 1;
-            c->pre_cq = 2, c->pre_ck = 9;
+            c->attn.pre_cq = 2, c->attn.pre_ck = 9;
         }
     } else if (stem == 4 && !strncmp(name, "lm1m", 4)) {
         *c = base(128, 4, 4, BYTE_VOCAB, 384);

@@ -19,11 +19,11 @@ static void run_operator(const attn_problem *pr) {
     const size_t taps = 1 + (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck + (size_t)c->H;
     if (n > MAX_ELEMS || (size_t)c->B * c->H * c->T * c->T * taps > MAX_WORK) return;
     size_t np = 0;
-    for (int i = 0; i < ATTN_N_PARAMS; i++) np += pr->param_numel[i];
+    for (int i = 0; i < MTA_N_PARAMS; i++) np += pr->param_numel[i];
     float *buf = calloc(4 * n + np + 1, sizeof(float));
     fuzz_require(buf != NULL, "out of memory");
-    float *out = buf, *dq = buf + n, *dk = buf + 2 * n, *dv = buf + 3 * n, *gp[ATTN_N_PARAMS] = {0}, *cur = buf + 4 * n;
-    for (int i = 0; i < ATTN_N_PARAMS; i++)
+    float *out = buf, *dq = buf + n, *dk = buf + 2 * n, *dv = buf + 3 * n, *gp[MTA_N_PARAMS] = {0}, *cur = buf + 4 * n;
+    for (int i = 0; i < MTA_N_PARAMS; i++)
         if (pr->param[i]) gp[i] = cur, cur += pr->param_numel[i];
     mta_ctx *ctx;
     char err[256];
@@ -31,7 +31,8 @@ static void run_operator(const attn_problem *pr) {
     const mta_params p = attn_problem_params(pr);
     fuzz_require(mta_forward(ctx, pr->q, pr->k, pr->v, &p, out) == MTA_OK, "forward runs");
     if (pr->dout) {
-        mta_grads g = {gp[0], gp[1], gp[2], gp[3], gp[4], gp[5], gp[6]};
+        mta_grads g;
+        for (int i = 0; i < MTA_N_PARAMS; i++) g.w[i] = gp[i];
         fuzz_require(mta_backward(ctx, pr->q, pr->k, pr->v, &p, pr->dout, dq, dk, dv, &g) == MTA_OK, "backward runs");
     }
     mta_destroy(ctx);
@@ -47,12 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (attn_problem_from_file(&f, "expect.", &pr, err, sizeof err) == 0 &&
         attn_problem_check_size(&pr.cfg, ATTN_DEFAULT_MAX_T, err, sizeof err) == 0) {
         const mta_config *c = &pr.cfg;
-        const size_t H = (size_t)c->H, d = (size_t)c->d;
-        // What each step reads (mta.h): the kernels' sizes follow from the config.
-        const size_t want[ATTN_N_PARAMS] = {H * c->pre_cq * c->pre_ck, c->pre_head_mix ? H * H : 0,
-                                            H * c->post_cq * c->post_ck, H * c->post_ch, c->group_norm ? d : 0,
-                                            c->gate ? d : 0, c->gate ? 1 : 0};
-        for (int i = 0; i < ATTN_N_PARAMS; i++)
+        // What each step reads (mta.h's table): the kernels' sizes follow from the config.
+        const mta_param_sizes ps = mta_param_sizes_of(c);
+        const size_t *want = ps.w;
+        for (int i = 0; i < MTA_N_PARAMS; i++)
             fuzz_require(pr.param_numel[i] == want[i] && !pr.param[i] == !want[i], "parameter sizes match the config");
         run_operator(&pr);
     }

@@ -10,8 +10,8 @@ model_config fuzz_tiny_model_config(int mta) {
     c.rope_theta = 1e4f, c.norm_eps = 1e-5f;
     if (mta) {
         c.mta = 1, c.qk_layer[1] = 1;
-        c.pre_cq = 2, c.pre_ck = 3, c.post_cq = 2, c.post_ck = 3;
-        c.pre_head_mix = 1, c.post_ch = 2, c.group_norm = 1, c.depth_scale = 1, c.gate = 1;
+        c.attn.pre_cq = 2, c.attn.pre_ck = 3, c.attn.post_cq = 2, c.attn.post_ck = 3;
+        c.attn.pre_head_mix = 1, c.attn.post_ch = 2, c.attn.group_norm = 1, c.attn.depth_scale = 1, c.attn.gate = 1;
     }
     return c;
 }
