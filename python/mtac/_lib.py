@@ -22,17 +22,23 @@ class Config(ctypes.Structure):
                 ('keep_o', _c_int)]
 
 
-PARAM_NAMES = ('w_pre', 'w_pre_head', 'w_post', 'w_post_head', 'gn_weight', 'gate_w', 'gate_b')
+class ParamDesc(ctypes.Structure):
+    """mta_param_desc: one entry of the library's table of the MTA steps' parameters."""
+    _fields_ = [('name', ctypes.c_char_p), ('spec_step', _c_int), ('about', ctypes.c_char_p)]
 
 
-class Params(ctypes.Structure):
-    """mta_params: const float pointers, NULL for a step that is off."""
-    _fields_ = [(n, _p) for n in PARAM_NAMES]
+# The library's sizeof of each structure that this module mirrors (mta_abi_sizeof's MTA_ABI_*).
+_ABI_CONFIG, _ABI_PARAMS, _ABI_GRADS = 0, 1, 2
 
 
-class Grads(ctypes.Structure):
-    """mta_grads: float pointers, NULL skips a gradient."""
-    _fields_ = [(n, _p) for n in PARAM_NAMES]
+def _param_names(lib):
+    """The parameter names in mta.h's order (MTA_W_PRE ...), from the library's table."""
+    names = []
+    while True:
+        d = lib.mta_param_info(len(names))
+        if not d:
+            return tuple(names)
+        names.append(d.contents.name.decode())
 
 
 def _load():
@@ -45,8 +51,6 @@ def _load():
         'mta_config_check': (_c_int, [ctypes.POINTER(Config), ctypes.c_char_p, ctypes.c_size_t]),
         'mta_create': (_c_int, [ctypes.POINTER(_p), ctypes.POINTER(Config), ctypes.c_char_p, ctypes.c_size_t]),
         'mta_destroy': (None, [_p]),
-        'mta_forward': (_c_int, [_p, _p, _p, _p, ctypes.POINTER(Params), _p]),
-        'mta_backward': (_c_int, [_p, _p, _p, _p, ctypes.POINTER(Params), _p, _p, _p, _p, ctypes.POINTER(Grads)]),
         'mta_set_dropout': (None, [_p, _c_int, ctypes.c_uint64]),
         'mta_ctx_error': (ctypes.c_char_p, [_p]),
         'mta_ctx_workspace_bytes': (ctypes.c_size_t, [_p]),
@@ -54,14 +58,59 @@ def _load():
         'mta_backend_name': (ctypes.c_char_p, [_c_int]),
         'mta_backend_available': (_c_int, [_c_int]),
         'mta_backend_device_memory': (_c_int, [_c_int]),
+        'mta_param_info': (ctypes.POINTER(ParamDesc), [_c_int]),
+        'mta_param_shape': (_c_int, [ctypes.POINTER(Config), _c_int, ctypes.POINTER(ctypes.c_int64)]),
+        'mta_abi_sizeof': (ctypes.c_size_t, [_c_int]),
     }
     for name, (res, args) in sig.items():
-        f = getattr(lib, name)
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise ImportError('mtac: %s has no %s: it is older than this package; reinstall with pip install ./python'
+                              % (path, name)) from None
         f.restype, f.argtypes = res, args
     return lib
 
 
 lib = _load()
+PARAM_NAMES = _param_names(lib)
+
+
+class Params(ctypes.Structure):
+    """mta_params: const float pointers, NULL for a step that is off."""
+    _fields_ = [(n, _p) for n in PARAM_NAMES]
+
+
+class Grads(ctypes.Structure):
+    """mta_grads: float pointers, NULL skips a gradient."""
+    _fields_ = [(n, _p) for n in PARAM_NAMES]
+
+
+lib.mta_forward.restype = lib.mta_backward.restype = _c_int
+lib.mta_forward.argtypes = [_p, _p, _p, _p, ctypes.POINTER(Params), _p]
+lib.mta_backward.argtypes = [_p, _p, _p, _p, ctypes.POINTER(Params), _p, _p, _p, _p, ctypes.POINTER(Grads)]
+
+
+def check_abi():
+    """Raises ImportError when a ctypes structure here differs in size from the library's own (a
+    libmtac built from another mta.h): the calls would read and write the wrong memory."""
+    for which, cls, cname in ((_ABI_CONFIG, Config, 'mta_config'), (_ABI_PARAMS, Params, 'mta_params'),
+                              (_ABI_GRADS, Grads, 'mta_grads')):
+        theirs, ours = lib.mta_abi_sizeof(which), ctypes.sizeof(cls)
+        if theirs != ours:
+            raise ImportError('mtac: libmtac\'s %s is %d bytes but this package\'s ctypes copy (%s) is %d: the '
+                              'library and the package come from different versions of include/mta.h; reinstall '
+                              'with pip install ./python' % (cname, theirs, cls.__name__, ours))
+
+
+check_abi()
+
+
+def param_shape(cfg, i):
+    """The shape of parameter i (PARAM_NAMES[i]) under cfg (mta_param_shape); None when its step is off."""
+    s = (ctypes.c_int64 * 3)()
+    n = lib.mta_param_shape(ctypes.byref(cfg), i, s)
+    return tuple(s[:n]) if n else None
 
 
 def backend_of(name):

@@ -12,7 +12,7 @@ import ctypes
 import torch
 from torch import nn
 
-from mtac._lib import PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, lib
+from mtac._lib import PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, lib, param_shape
 
 __all__ = ['mta_attention', 'MultiTokenAttention', 'Error']
 
@@ -84,14 +84,11 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     check_config(cfg)  # the library's own checks and messages (kernel sizes, c_h | H, dropout, ...)
     if float(cfg.dropout) != float(dropout):
         raise Error('mtac: dropout=%r is not a float32 in [0, 1)' % (dropout,))
-    c_h = cfg.post_ch
-    want = {'w_pre': (H, cfg.pre_cq, cfg.pre_ck), 'w_pre_head': (H, H), 'w_post': (H, cfg.post_cq, cfg.post_ck),
-            'w_post_head': (H // c_h if c_h else 0, c_h, c_h), 'gn_weight': (d,), 'gate_w': (d,), 'gate_b': (1,)}
-    for name in PARAM_NAMES:
-        t = prm[name]
-        if t is not None and tuple(t.shape) != want[name]:
+    for i, name in enumerate(PARAM_NAMES):
+        t, want = prm[name], param_shape(cfg, i)
+        if t is not None and tuple(t.shape) != want:
             raise Error('mtac: %s has shape %s; for q of shape %s it must be %s'
-                        % (name, tuple(t.shape), tuple(q.shape), want[name]))
+                        % (name, tuple(t.shape), tuple(q.shape), want))
     return cfg
 
 

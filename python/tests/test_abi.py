@@ -1,0 +1,39 @@
+"""The package's ctypes copies of mta.h's structures against the library it loads: the sizes the
+library reports (mta_abi_sizeof), checked at import, and the parameter table (mta_param_info)."""
+import ctypes
+
+import pytest
+
+from mtac import _lib
+from mta_ref import PARAM_NAMES as REF_PARAM_NAMES
+
+
+def test_structure_sizes_match_the_library():
+    for which, cls in ((_lib._ABI_CONFIG, _lib.Config), (_lib._ABI_PARAMS, _lib.Params),
+                       (_lib._ABI_GRADS, _lib.Grads)):
+        assert _lib.lib.mta_abi_sizeof(which) == ctypes.sizeof(cls)
+    assert _lib.lib.mta_abi_sizeof(1000) == 0
+    _lib.check_abi()  # what the import ran
+
+
+def test_a_size_mismatch_is_refused(monkeypatch):
+    class Short(ctypes.Structure):
+        _fields_ = [('B', ctypes.c_int)]
+
+    monkeypatch.setattr(_lib, 'Config', Short)
+    with pytest.raises(ImportError, match='mta_config is .* bytes but .*Short.* reinstall'):
+        _lib.check_abi()
+
+
+def test_parameter_table():
+    assert _lib.PARAM_NAMES == tuple(REF_PARAM_NAMES)
+    assert [f[0] for f in _lib.Params._fields_] == list(_lib.PARAM_NAMES)
+    steps = [_lib.lib.mta_param_info(i).contents.spec_step for i in range(len(_lib.PARAM_NAMES))]
+    assert steps == [2, 3, 5, 6, 8, 9, 9]
+    assert not _lib.lib.mta_param_info(len(_lib.PARAM_NAMES))
+    assert not _lib.lib.mta_param_info(-1)
+    cfg = _lib.lib.mta_config_default(2, 4, 8, 6)
+    assert all(_lib.param_shape(cfg, i) is None for i in range(len(_lib.PARAM_NAMES)))
+    cfg.pre_cq, cfg.pre_ck, cfg.post_ch, cfg.gate = 3, 5, 2, 1
+    assert [_lib.param_shape(cfg, i) for i in range(len(_lib.PARAM_NAMES))] == [
+        (4, 3, 5), None, None, (2, 2, 2), None, (6,), (1,)]
