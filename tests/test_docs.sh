@@ -4,20 +4,20 @@
 #     <!-- doctest -->                      runs as it is, or by
 #     <!-- doctest: SED; SED -->            runs after these sed substitutions (smaller sizes where a
 #                                          command trains: the doc shows the real ones)
-# Blocks run in order (README.md, then docs/*.md by name), each with bash -e -o pipefail, in one
-# scratch copy of SRC's tracked files whose build/ is BUILD (the docs say build/mtac), so a
-# block may use what an earlier block of the same page made. A failing block is listed with the
-# end of its output. MTAC_DOCTEST_ONLY=FILE runs one page.
+# Blocks run in order (README.md, then docs/*.md by name), each with bash -e -o pipefail. Each
+# page gets a fresh scratch copy of SRC's tracked files whose build/ is BUILD (the docs say
+# build/mtac), as a reader starting on that page has: a block may use what an earlier block of
+# the same page made, never what another page made. A failing block is listed with the end of
+# its output. MTAC_DOCTEST_ONLY=FILE runs one page.
 set -u
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 work=$tmp/tree
-mkdir -p "$work"
-# the tracked files as they are in the working tree (a fresh clone in CI)
-(cd "$SRC" && git ls-files -z | xargs -0 tar -cf -) | (cd "$work" && tar -xf -) || { echo "test_docs: cannot copy $SRC"; exit 1; }
-ln -s "$BUILD" "$work/build"
+# the tracked files as they are in the working tree (a fresh clone in CI), once; each page's
+# scratch copy is made from it
+(cd "$SRC" && git ls-files -z | xargs -0 tar -cf -) > "$tmp/tree.tar" || { echo "test_docs: cannot copy $SRC"; exit 1; }
 # CI runs as root, which mpirun refuses unless allowed (the docs' mpirun lines say "as root:
 # mpirun --allow-run-as-root"); the environment allows it, so the blocks run as written
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -36,6 +36,8 @@ pages=("$SRC/README.md" "$SRC"/docs/*.md)
 [ -n "${MTAC_DOCTEST_ONLY:-}" ] && pages=("$SRC/$MTAC_DOCTEST_ONLY")
 for page in "${pages[@]}"; do
     rel=${page#"$SRC"/}
+    rm -rf "$work" && mkdir -p "$work" && tar -xf "$tmp/tree.tar" -C "$work" && ln -s "$BUILD" "$work/build" ||
+        { echo "test_docs: cannot make the scratch copy"; exit 1; }
     # each marked block into a file of its own: LINE<tab>SED on the first line, then the block
     rm -rf "$tmp/blocks" && mkdir "$tmp/blocks"
     awk -v dir="$tmp/blocks" '
