@@ -70,6 +70,34 @@ static int set_choice(const cli_spec *s, const cli_opt *o, const char *v) {
     return 2;
 }
 
+// The names of a set in words: "a, b and/or c".
+static void set_names(FILE *f, const char *const *names) {
+    for (int i = 0; names[i]; i++) fprintf(f, "%s%s", i == 0 ? "" : names[i + 1] ? ", " : " and/or ", names[i]);
+}
+
+static int set_set(const cli_spec *s, const cli_opt *o, const char *v) {
+    int bits = 0;
+    for (const char *p = v; *p;) {
+        const size_t len = strcspn(p, ",");
+        int i = 0;
+        while (o->choices[i] && (strlen(o->choices[i]) != len || strncmp(o->choices[i], p, len))) i++;
+        if (!o->choices[i]) {
+            fprintf(stderr, "%s: --%s expects a comma-separated list of ", s->name, o->name);
+            set_names(stderr, o->choices);
+            fprintf(stderr, ", got '%s'\n", v);
+            return 2;
+        }
+        bits |= 1 << i;
+        p += len + (p[len] == ',');
+    }
+    if (!bits) {
+        fprintf(stderr, "%s: --%s is empty\n", s->name, o->name);
+        return 2;
+    }
+    *(int *)o->dst = bits;
+    return -1;
+}
+
 // The range of a list's integers in words: "positive integers", "integers in [0, 9]", ...
 static void list_range(char *buf, size_t n, double lo, double hi) {
     if (lo == 1 && hi >= 1e9) snprintf(buf, n, "positive integers");
@@ -113,6 +141,7 @@ static int set_value(const cli_spec *s, const cli_opt *o, const char *v) {
     case CLI_STR: *(const char **)o->dst = v; return -1;
     case CLI_CHOICE: return set_choice(s, o, v);
     case CLI_LIST: return set_list(s, o, v);
+    case CLI_SET: return set_set(s, o, v);
     }
     return 2;
 }
@@ -206,6 +235,13 @@ static void print_default(FILE *f, const cli_opt *o) {
         for (int i = 0; o->choices[i]; i++) fprintf(f, "%s%s", i ? ", " : "", o->choices[i]);
         if (x >= 0) fprintf(f, "; default %s", o->choices[x]);
         fprintf(f, ")");
+    } else if (o->kind == CLI_SET) {
+        const int x = *(const int *)o->dst;
+        fprintf(f, " (any of ");
+        set_names(f, o->choices);
+        for (int i = 0, k = 0; o->choices[i]; i++)
+            if (x & 1 << i) fprintf(f, "%s%s", k++ ? "," : "; default ", o->choices[i]);
+        fprintf(f, ")");
     } else if (o->kind == CLI_LIST && o->max > 1) {
         list_range(r, sizeof r, o->lo, o->hi);
         fprintf(f, " (up to %d %s)", o->max, r);
@@ -246,18 +282,6 @@ int cli_open_run(const char *cmd, const char *run, train_config *c, model **m) {
     return 0;
 }
 
-int cli_parse_pos_int(const char *flag, const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long x = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end != '\0' || x < 1 || x > 1000000000) {
-        fprintf(stderr, "mtac: %s expects a positive integer, got '%s'\n", flag, s ? s : "(nothing)");
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
-}
-
 int cli_default_backend(mta_backend *b) {
     const char *e = getenv("MTAC_BACKEND");
     *b = MTA_BACKEND_FUSED;
@@ -270,22 +294,20 @@ int cli_default_backend(mta_backend *b) {
     return 0;
 }
 
-int cli_backend_usable(const char *cmd, const char *name, mta_backend *b) {
-    if (mta_backend_from_name(name, b)) {
-        fprintf(stderr, "%s: --backend expects one of", cmd);
-        for (int i = 0; i < MTA_N_BACKENDS; i++) fprintf(stderr, "%s %s", i ? "," : "", mta_backend_name((mta_backend)i));
-        fprintf(stderr, ", got '%s'\n", name);
-        return 0;
-    }
-    if (!mta_backend_available(*b)) {
-        mta_config c = mta_config_default(1, 1, 1, 1);
-        char why[256];
-        c.backend = *b;
-        if (mta_config_check(&c, why, sizeof why)) fprintf(stderr, "%s: %s\n", cmd, why);
-        else fprintf(stderr, "%s: the %s backend cannot run on this machine (it needs a GPU it can use)\n", cmd, name);
-        return 0;
-    }
-    return 1;
+const char *const *cli_backend_names(void) {
+    static const char *names[MTA_N_BACKENDS + 1];
+    for (int i = 0; i < MTA_N_BACKENDS; i++) names[i] = mta_backend_name((mta_backend)i);
+    return names;
+}
+
+int cli_backend_usable(const char *cmd, mta_backend b) {
+    if (mta_backend_available(b)) return 1;
+    mta_config c = mta_config_default(1, 1, 1, 1);
+    char why[256];
+    c.backend = b;
+    if (mta_config_check(&c, why, sizeof why)) fprintf(stderr, "%s: %s\n", cmd, why);
+    else fprintf(stderr, "%s: the %s backend cannot run on this machine (it needs a GPU it can use)\n", cmd, mta_backend_name(b));
+    return 0;
 }
 
 float *cli_on_backend(mta_backend b, const float *host, size_t n) {
@@ -320,6 +342,24 @@ void cli_set_threads(int n) {
 }
 
 int cli_threads(void) { return omp_get_max_threads(); }
+
+void cli_cpu_name(char *buf, size_t n) {
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c += 2;
+                c[strcspn(c, "\n")] = 0;
+                snprintf(buf, n, "%s", c);
+            }
+            break;
+        }
+    fclose(f);
+}
 
 double cli_now(void) {
     struct timespec ts;

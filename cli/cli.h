@@ -10,7 +10,6 @@
 #include <stdio.h>
 
 int cmd_attn(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -20,6 +19,11 @@ int cmd_plot(int argc, char **argv);
 int cmd_toy(int argc, char **argv);
 int cmd_attnmap(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+// `mtac bench attn|train` (cmd_bench.c), `mtac bench decode` (cmd_bench_decode.c): main.c's
+// `bench` picks one.
+int cmd_bench_attn(int argc, char **argv);
+int cmd_bench_train(int argc, char **argv);
+int cmd_bench_decode(int argc, char **argv);
 
 // One option of a command, declared as data. A command lists its options in a table; cli_parse
 // reads argv against it with getopt_long (checking each value's kind and range, and naming the
@@ -32,6 +36,7 @@ typedef enum {
     CLI_STR,     // *(const char **)dst: the text itself
     CLI_CHOICE,  // *(int *)dst: the index of the value in choices (a NULL-ended list of names)
     CLI_LIST,    // "1,2,3": at most max integers in [lo, hi] into (uint64_t *)dst, how many in *count
+    CLI_SET,     // "a,c": names from choices; *(int *)dst gets bit i (1 << i) for each choices[i] named
 } cli_kind;
 
 typedef struct {
@@ -41,7 +46,7 @@ typedef struct {
     double lo, hi;     // CLI_INT, CLI_NUM, CLI_FLOAT, CLI_LIST: the range
     int lo_open, hi_open;
     int max, *count;               // CLI_LIST
-    const char *const *choices;    // CLI_CHOICE
+    const char *const *choices;    // CLI_CHOICE, CLI_SET
     int required;                  // missing: "--NAME ARG is required"
     const char *arg;               // the value's name in --help (N, DIR, LIST, ...)
     const char *help;              // its line in --help (NULL: not listed)
@@ -67,9 +72,6 @@ void cli_usage(FILE *f, const cli_spec *spec);
 // The options part of --help: one line per option, with its default and range.
 void cli_print_opts(FILE *f, const cli_opt *opts, int n);
 
-// Parses a positive integer flag value; prints an error naming the flag and returns 0 if bad.
-int cli_parse_pos_int(const char *flag, const char *s, int *out);
-
 // Sets the OpenMP and BLAS thread counts (n >= 1).
 void cli_set_threads(int n);
 // The thread count OpenMP regions use now.
@@ -78,9 +80,11 @@ int cli_threads(void);
 // The attention backend the commands use unless told otherwise: MTAC_BACKEND (fused or
 // reference) when set, else fused. An unknown name is an error: a message, and -1.
 int cli_default_backend(mta_backend *b);
-// The backend named by a --backend flag of command cmd, when this build and machine can run it
-// (1); else 0 after saying why.
-int cli_backend_usable(const char *cmd, const char *name, mta_backend *b);
+// The backends' names by their mta_backend value, NULL-ended: the choices of a --backend option
+// (CLI_CHOICE, whose index is then the mta_backend).
+const char *const *cli_backend_names(void);
+// Whether this build and machine can run backend b (1); else 0 after a message naming cmd.
+int cli_backend_usable(const char *cmd, mta_backend b);
 // n floats where backend b's calls take them: host itself for a backend of host memory, else a
 // copy in its device's memory (mta_backend_alloc, upload); NULL after a message on failure.
 // cli_from_backend copies such a copy back (after the device's work; 0 or -1 after a message),
@@ -93,12 +97,6 @@ void cli_off_backend(mta_backend b, const float *host, float *placed);
 // the default backend into *m. 0, or the exit status (1: the run, 2: MTAC_BACKEND) after a message
 // naming cmd. (train_config: train/train.h.)
 int cli_open_run(const char *cmd, const char *run, train_config *c, model **m);
-
-// `mtac bench decode` (cmd_bench_decode.c).
-int bench_decode(int argc, char **argv);
-
-// "1,2,3" into at most max positive integers (each <= 2^20); the count, or 0 if malformed.
-int cli_parse_list(const char *s, int *out, int max);
 
 // The CPU's model name from /proc/cpuinfo.
 void cli_cpu_name(char *buf, size_t n);

@@ -9,36 +9,82 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
-            "                 [--max-T N] [--tol X]\n"
-            "\n"
-            "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
-            "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
-            "    w_pre (H,c_q,c_k)          pre-softmax key-query convolution (c_k odd)\n"
-            "    w_pre_head (H,H)           pre-softmax head mixing\n"
-            "    w_post (H,c_q,c_k)         post-softmax key-query convolution\n"
-            "    w_post_head (H/c_h,c_h,c_h) post-softmax head convolution\n"
-            "    gn_weight (d)              group norm (metadata depth_scale \"1\" and layer_id N add depth scaling)\n"
-            "    gate_w (d), gate_b (1)     output gate\n"
-            "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
-            "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
-            "  The format is documented in docs/formats.md.\n"
-            "  IN may also hold expect.out, expect.grad.q, ... (as the files of tests/fixtures/ do): each is\n"
-            "  compared with the result of that name, and the command fails (exit status 1, after writing\n"
-            "  OUT) when the largest difference exceeds --tol (default 2e-4) times the largest |expected|\n"
-            "  (at least 0.1).\n"
-            "  --backend: fused (the default: no (T,T) map held, docs/fused.md), reference (materialises\n"
-            "  the maps), cuda (an NVIDIA GPU, in builds with the CUDA toolkit) or cuda-emu (the CUDA\n"
-            "  backend's source run on the CPU, in builds made with -DMTAC_CUDA_EMU=ON; slow); all compute\n"
-            "  the same function within float32 rounding. The tensors go to a GPU backend's memory and the\n"
-            "  results come back. Without the flag, the environment variable MTAC_BACKEND (fused or\n"
-            "  reference) picks one.\n"
-            "  --max-T: the largest T run (default %d), checked before any work: the work grows as B*H*T^2\n"
-            "  while the file grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds\n"
-            "  several maps of B*H*T*T floats: 1 GiB each at the default).\n",
-            ATTN_DEFAULT_MAX_T);
+static const char USAGE[] =
+    "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
+    "                 [--max-T N] [--tol X]\n";
+static const char ABOUT[] =
+    "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
+    "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
+    "    w_pre (H,c_q,c_k)          pre-softmax key-query convolution (c_k odd)\n"
+    "    w_pre_head (H,H)           pre-softmax head mixing\n"
+    "    w_post (H,c_q,c_k)         post-softmax key-query convolution\n"
+    "    w_post_head (H/c_h,c_h,c_h) post-softmax head convolution\n"
+    "    gn_weight (d)              group norm (metadata depth_scale \"1\" and layer_id N add depth scaling)\n"
+    "    gate_w (d), gate_b (1)     output gate\n"
+    "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
+    "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
+    "  The format is documented in docs/formats.md.\n"
+    "  IN may also hold expect.out, expect.grad.q, ... (as the files of tests/fixtures/ do): each is\n"
+    "  compared with the result of that name, and the command fails (exit status 1, after writing\n"
+    "  OUT) when the largest difference exceeds --tol times the largest |expected| (at least 0.1).\n"
+    "  --backend: fused (no (T,T) map held, docs/fused.md), reference (materialises the maps), cuda\n"
+    "  (an NVIDIA GPU, in builds with the CUDA toolkit) or cuda-emu (the CUDA backend's source run on\n"
+    "  the CPU, in builds made with -DMTAC_CUDA_EMU=ON; slow); all compute the same function within\n"
+    "  float32 rounding. The tensors go to a GPU backend's memory and the results come back. Without\n"
+    "  the flag, the environment variable MTAC_BACKEND (fused or reference) picks one; else fused.\n"
+    "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
+    "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
+    "  B*H*T*T floats: 1 GiB each at the default).\n";
+
+typedef struct {
+    const char *in, *out;
+    int threads, backend, max_T;  // backend < 0: MTAC_BACKEND's, else fused
+    double tol;
+} attn_args;
+
+// The flags into a: -1 to go on, else the exit status.
+static int parse_args(int argc, char **argv, attn_args *a) {
+    const cli_opt opts[] = {
+        {"in", CLI_STR, &a->in, .required = 1, .arg = "IN.safetensors", .help = "q, k, v, the parameters, dout, expect.*"},
+        {"out", CLI_STR, &a->out, .required = 1, .arg = "OUT.safetensors", .help = "where the results go"},
+        {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else all cores)"},
+        {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend that computes"},
+        {"max-T", CLI_INT, &a->max_T, 1, 1e9, .arg = "N", .help = "the largest T run"},
+        {"tol", CLI_NUM, &a->tol, 0, 1, .arg = "X", .help = "the largest difference from expect.*, relative"},
+    };
+    const cli_spec spec = {"mtac attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
+    int first;
+    const int st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (a->backend >= 0 && !cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
+    return -1;
+}
+
+// What one run holds: the file, the problem read from it, the results and their copies where the
+// backend's calls take them.
+typedef struct {
+    st_file f;
+    attn_problem pr;
+    size_t n, nbuf;                          // entries of q (and of out, dq, dk, dv); of buf
+    float *buf;                              // out, dq, dk, dv, then the parameter gradients
+    float *placed[4 + MTA_N_PARAMS], *pbuf;  // the inputs and buf on the backend
+    mta_ctx *ctx;
+    st_tensor ts[4 + MTA_N_PARAMS];          // the results, named as OUT has them
+    char names[MTA_N_PARAMS][32];
+    int nt;
+} attn_run;
+
+// Input i of the run: q, k, v, dout, then the parameters by mta.h's index (NULL when absent);
+// its entries into *n.
+static const float *input(const attn_run *r, int i, size_t *n) {
+    const float *qkvd[4] = {r->pr.q, r->pr.k, r->pr.v, r->pr.dout};
+    *n = i < 4 ? r->n : r->pr.param_numel[i - 4];
+    return i < 4 ? qkvd[i] : r->pr.param[i - 4];
+}
+
+static const char *input_name(int i) {
+    static const char *const names[4] = {"q", "k", "v", "dout"};
+    return i < 4 ? names[i] : mta_param_info(i - 4)->name;
 }
 
 // Compares each result with the file's expect.<name>, if any; prints one line each. Returns the
@@ -79,179 +125,161 @@ static long first_nonfinite(const float *x, size_t n) {
     return -1;
 }
 
-int cmd_attn(int argc, char **argv) {
-    const char *in = NULL, *outp = NULL;
-    int threads = 0, backend = -1, max_T = ATTN_DEFAULT_MAX_T;
-    double tol = 2e-4;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac attn: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--in")) in = argv[++i];
-        else if (!strcmp(a, "--out")) outp = argv[++i];
-        else if (!strcmp(a, "--threads")) {
-            if (!cli_parse_pos_int("--threads", argv[++i], &threads)) return 2;
-        } else if (!strcmp(a, "--max-T")) {
-            if (!cli_parse_pos_int("--max-T", argv[++i], &max_T)) return 2;
-        } else if (!strcmp(a, "--tol")) {
-            char *end;
-            tol = strtod(argv[++i], &end);
-            if (*end || !(tol >= 0 && tol <= 1)) {
-                fprintf(stderr, "mtac attn: --tol must be a number in [0, 1], got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--backend")) {
-            mta_backend be;
-            if (!cli_backend_usable("mtac attn", argv[++i], &be)) return 2;
-            backend = (int)be;
-        } else {
-            fprintf(stderr, "mtac attn: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (!in || !outp) {
-        fprintf(stderr, "mtac attn: --in and --out are required (see --help)\n");
-        return 2;
-    }
-    if (threads) cli_set_threads(threads);
-
+// Reads a->in into r and settles its configuration (backend, size limit); refuses non-finite
+// inputs. 0, or the exit status after a message.
+static int load(const attn_args *a, attn_run *r) {
     char err[512];
-    st_file f;
-    if (st_read(in, &f, err, sizeof err)) {
+    if (st_read(a->in, &r->f, err, sizeof err)) {
+        memset(&r->f, 0, sizeof r->f);
         fprintf(stderr, "mtac attn: %s\n", err);
         return 1;
     }
-    attn_problem pr;
-    if (attn_problem_from_file(&f, "expect.", &pr, err, sizeof err)) {
-        fprintf(stderr, "mtac attn: %s: %s\n", in, err);
-        st_free(&f);
+    if (attn_problem_from_file(&r->f, "expect.", &r->pr, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s: %s\n", a->in, err);
         return 1;
     }
-    mta_backend env_backend;
-    if (backend < 0 && cli_default_backend(&env_backend)) {
-        st_free(&f);
-        return 2;
-    }
-    pr.cfg.backend = backend >= 0 ? (mta_backend)backend : env_backend;
+    mta_config *c = &r->pr.cfg;
+    if (a->backend >= 0) c->backend = (mta_backend)a->backend;
+    else if (cli_default_backend(&c->backend)) return 2;
     // Before any allocation: the reference backend's maps at T = 200000 would be 160 GB each.
-    if (attn_problem_check_size(&pr.cfg, max_T, err, sizeof err)) {
-        fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", in, err);
-        st_free(&f);
+    if (attn_problem_check_size(c, a->max_T, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", a->in, err);
         return 1;
     }
-    const mta_config *c = &pr.cfg;
-    const size_t n = (size_t)c->B * c->H * c->T * c->d;
+    r->n = (size_t)c->B * c->H * c->T * c->d;
     // The operator propagates NaN (mta.h); a file's NaN or Inf is refused here instead.
-    const float *inputs[4] = {pr.q, pr.k, pr.v, pr.dout};
-    const char *input_names[4] = {"q", "k", "v", "dout"};
     for (int i = 0; i < 4 + MTA_N_PARAMS; i++) {
-        const float *x = i < 4 ? inputs[i] : pr.param[i - 4];
-        const long at = x ? first_nonfinite(x, i < 4 ? n : pr.param_numel[i - 4]) : -1;
+        size_t n;
+        const float *x = input(r, i, &n);
+        const long at = x ? first_nonfinite(x, n) : -1;
         if (at >= 0) {
-            fprintf(stderr, "mtac attn: %s: tensor %s has a non-finite value (%g) at flat index %ld\n", in,
-                    i < 4 ? input_names[i] : mta_param_info(i - 4)->name, (double)x[at], at);
-            st_free(&f);
+            fprintf(stderr, "mtac attn: %s: tensor %s has a non-finite value (%g) at flat index %ld\n", a->in,
+                    input_name(i), (double)x[at], at);
             return 1;
         }
     }
-    // One block: out, dq, dk, dv, then the parameter gradients.
+    return 0;
+}
+
+// Names result i of r->ts: shape as the file's tensor like, data at host.
+static void add_result(attn_run *r, const char *like, const char *name, float *host) {
+    r->ts[r->nt] = *st_find(&r->f, like);
+    r->ts[r->nt].name = (char *)name;
+    r->ts[r->nt++].data = host;
+}
+
+// The backward into pbuf (dq, dk, dv, then the gradient of each parameter present), naming the
+// parameters' gradients in r->ts: 0, or 1 after a message.
+static int backward(attn_run *r, const mta_params *p) {
+    const size_t n = r->n;
+    mta_grads g = {{0}};
+    size_t at = 4 * n;
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        if (!r->pr.param[i]) continue;
+        g.w[i] = r->pbuf + at;
+        snprintf(r->names[i], sizeof r->names[i], "grad.%s", mta_param_info(i)->name);
+        add_result(r, mta_param_info(i)->name, r->names[i], r->buf + at);
+        at += r->pr.param_numel[i];
+    }
+    float *const *x = r->placed;
+    if (mta_backward(r->ctx, x[0], x[1], x[2], p, x[3], r->pbuf + n, r->pbuf + 2 * n, r->pbuf + 3 * n, &g) != MTA_OK) {
+        fprintf(stderr, "mtac attn: backward failed: %s\n", mta_ctx_error(r->ctx));
+        return 1;
+    }
+    return 0;
+}
+
+// The forward, and the backward when the file has dout, on the backend; the results in r->buf,
+// named in r->ts: 0, or 1 after a message.
+static int compute(attn_run *r) {
+    const mta_backend be = r->pr.cfg.backend;
     size_t ngrad = 0;
-    for (int i = 0; i < MTA_N_PARAMS; i++) ngrad += pr.param_numel[i];
-    const size_t nbuf = 4 * n + ngrad;
-    float *buf = calloc(nbuf, sizeof(float));
-    // Every tensor where the backend's calls take it (a copy in a GPU backend's memory).
-    const mta_backend be = c->backend;
-    float *placed[4 + MTA_N_PARAMS] = {0}, *pbuf = NULL;
-    mta_ctx *ctx = NULL;
-    int rc = 1;
-    if (!buf) {
+    for (int i = 0; i < MTA_N_PARAMS; i++) ngrad += r->pr.param_numel[i];
+    r->nbuf = 4 * r->n + ngrad;
+    if (!(r->buf = calloc(r->nbuf, sizeof(float)))) {
         fprintf(stderr, "mtac attn: out of memory\n");
-        goto done;
+        return 1;
     }
+    // Every tensor where the backend's calls take it (a copy in a GPU backend's memory).
     for (int i = 0; i < 4 + MTA_N_PARAMS; i++) {
-        const float *x = i < 4 ? inputs[i] : pr.param[i - 4];
-        if (x && !(placed[i] = cli_on_backend(be, x, i < 4 ? n : pr.param_numel[i - 4]))) goto done;
+        size_t n;
+        const float *x = input(r, i, &n);
+        if (x && !(r->placed[i] = cli_on_backend(be, x, n))) return 1;
     }
-    if (!(pbuf = cli_on_backend(be, buf, nbuf))) goto done;
+    if (!(r->pbuf = cli_on_backend(be, r->buf, r->nbuf))) return 1;
     mta_params p;
-    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = placed[4 + i];
-    if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
+    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = r->placed[4 + i];
+    char err[512];
+    if (mta_create(&r->ctx, &r->pr.cfg, err, sizeof err) != MTA_OK) {
         fprintf(stderr, "mtac attn: %s\n", err);
-        goto done;
+        return 1;
     }
-    float *out = buf, *dq = buf + n, *dk = buf + 2 * n, *dv = buf + 3 * n;
-    if (mta_forward(ctx, placed[0], placed[1], placed[2], &p, pbuf) != MTA_OK) {
-        fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(ctx));
-        goto done;
+    if (mta_forward(r->ctx, r->placed[0], r->placed[1], r->placed[2], &p, r->pbuf) != MTA_OK) {
+        fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(r->ctx));
+        return 1;
     }
-    st_tensor ts[4 + MTA_N_PARAMS];
-    char names[MTA_N_PARAMS][32];
-    int nt = 0;
-    const st_tensor *qt = st_find(&f, "q");
-    const char *base[4] = {"out", "grad.q", "grad.k", "grad.v"};
-    float *bd[4] = {out, dq, dk, dv};
-    int nbase = pr.dout ? 4 : 1;
-    for (int i = 0; i < nbase; i++) {
-        ts[nt] = *qt;
-        ts[nt].name = (char *)base[i];
-        ts[nt++].data = bd[i];
-    }
-    if (pr.dout) {
-        mta_grads g = {{0}};
-        size_t at = 4 * n;
-        for (int i = 0; i < MTA_N_PARAMS; i++) {
-            if (!pr.param[i]) continue;
-            g.w[i] = pbuf + at;
-            const st_tensor *pt = st_find(&f, mta_param_info(i)->name);
-            snprintf(names[i], sizeof names[i], "grad.%s", mta_param_info(i)->name);
-            ts[nt] = *pt;
-            ts[nt].name = names[i];
-            ts[nt++].data = buf + at;
-            at += pr.param_numel[i];
-        }
-        if (mta_backward(ctx, placed[0], placed[1], placed[2], &p, placed[3], pbuf + n, pbuf + 2 * n, pbuf + 3 * n, &g) !=
-            MTA_OK) {
-            fprintf(stderr, "mtac attn: backward failed: %s\n", mta_ctx_error(ctx));
-            goto done;
-        }
-    }
-    if (cli_from_backend(be, buf, pbuf, nbuf)) goto done;
+    static const char *const base[4] = {"out", "grad.q", "grad.k", "grad.v"};
+    for (int i = 0; i < (r->pr.dout ? 4 : 1); i++) add_result(r, "q", base[i], r->buf + i * r->n);
+    if (r->pr.dout && backward(r, &p)) return 1;
+    return cli_from_backend(be, r->buf, r->pbuf, r->nbuf) ? 1 : 0;
+}
+
+// Writes the results to path and says what ran: 0, or 1 after a message.
+static int write_results(const attn_run *r, const char *path) {
     // Finite inputs can still overflow float32 (scores of q, k near 1e19 and beyond): say so
     // instead of writing NaN.
-    for (int i = 0; i < nt; i++) {
-        const long at = first_nonfinite(ts[i].data, ts[i].numel);
+    for (int i = 0; i < r->nt; i++) {
+        const long at = first_nonfinite(r->ts[i].data, r->ts[i].numel);
         if (at >= 0) {
             fprintf(stderr, "mtac attn: the result %s has a non-finite value at flat index %ld (the inputs overflow float32 "
-                    "arithmetic; scale q and k down); nothing written\n", ts[i].name, at);
-            goto done;
+                    "arithmetic; scale q and k down); nothing written\n", r->ts[i].name, at);
+            return 1;
         }
     }
-    if (st_write(outp, ts, nt, NULL, 0, err, sizeof err)) {
+    char err[512];
+    if (st_write(path, r->ts, r->nt, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "mtac attn: %s\n", err);
-        goto done;
+        return 1;
     }
+    const mta_config *c = &r->pr.cfg;
     char steps[160] = "";
     const char *step_names[] = {" pre-conv", " head-mix", " post-conv", " head-conv",
-                           c->depth_scale ? " group-norm(depth-scaled)" : " group-norm", " gate"};
+                                c->depth_scale ? " group-norm(depth-scaled)" : " group-norm", " gate"};
     const int on[] = {c->pre_cq > 0, c->pre_head_mix, c->post_cq > 0, c->post_ch > 0, c->group_norm, c->gate};
     for (int i = 0; i < 6; i++)
         if (on[i]) strncat(steps, step_names[i], sizeof steps - strlen(steps) - 1);
     printf("mtac attn: B=%d H=%d T=%d d=%d, steps:%s; wrote %d tensor%s to %s\n", c->B, c->H, c->T, c->d,
-           steps[0] ? steps : " none (plain causal attention)", nt, nt == 1 ? "" : "s", outp);
-    const int bad = compare_expected(&f, ts, nt, tol);
-    if (bad > 0) fprintf(stderr, "mtac attn: %d result%s differ from the file's expect.* beyond --tol %g\n", bad, bad == 1 ? "" : "s", tol);
-    rc = bad != 0;
-done:
-    mta_destroy(ctx);
-    for (int i = 0; i < 4 + MTA_N_PARAMS; i++) cli_off_backend(be, i < 4 ? inputs[i] : pr.param[i - 4], placed[i]);
-    cli_off_backend(be, buf, pbuf);
-    free(buf);
-    st_free(&f);
+           steps[0] ? steps : " none (plain causal attention)", r->nt, r->nt == 1 ? "" : "s", path);
+    return 0;
+}
+
+static void run_free(attn_run *r) {
+    const mta_backend be = r->pr.cfg.backend;
+    mta_destroy(r->ctx);
+    for (int i = 0; i < 4 + MTA_N_PARAMS; i++) {
+        size_t n;
+        cli_off_backend(be, input(r, i, &n), r->placed[i]);
+    }
+    cli_off_backend(be, r->buf, r->pbuf);
+    free(r->buf);
+    st_free(&r->f);
+}
+
+int cmd_attn(int argc, char **argv) {
+    attn_args a = {.backend = -1, .max_T = ATTN_DEFAULT_MAX_T, .tol = 2e-4};
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (a.threads) cli_set_threads(a.threads);
+    attn_run r = {0};
+    rc = load(&a, &r);
+    if (!rc) rc = compute(&r) || write_results(&r, a.out);
+    if (!rc) {
+        const int bad = compare_expected(&r.f, r.ts, r.nt, a.tol);
+        if (bad > 0)
+            fprintf(stderr, "mtac attn: %d result%s differ from the file's expect.* beyond --tol %g\n", bad, bad == 1 ? "" : "s",
+                    a.tol);
+        rc = bad != 0;
+    }
+    run_free(&r);
     return rc;
 }

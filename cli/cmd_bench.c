@@ -1,5 +1,6 @@
 // cmd_bench.c: `mtac bench attn`: forward+backward time and peak memory of plain causal attention
-// and MTA (the 830M layer setting) in this library, beside the naive PyTorch MTA of tests/ref.
+// and MTA (the 830M layer setting) in this library, beside the naive PyTorch MTA; `mtac bench
+// train`: training steps of model presets, beside the PyTorch reference model.
 #include "cli.h"
 #include "model/model.h"
 #include "mta.h"
@@ -14,38 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mtac bench attn [options]\n"
-            "\n"
-            "Times forward+backward, at one thread count, of: plain = tiled causal attention (the fused\n"
-            "backend with every MTA step off); mta = fused MTA (the default backend); mta_ref = the\n"
-            "reference backend, which materialises the (T,T) maps; torch = the naive PyTorch MTA of\n"
-            "tests/ref/bench_torch.py (when torch is installed). MTA uses the 830M layer setting: pre- and\n"
-            "post-softmax 6x11 key-query convolutions, pre-softmax head mixing, post-softmax head\n"
-            "convolution over all heads, group norm and gate.\n"
-            "Peak memory is the growth of the process's peak resident set during the first call (the\n"
-            "workspace, the output and the gradients; the inputs exist before).\n"
-            "\n"
-            "options:\n"
-            "  --T LIST          sequence lengths, comma separated (default 512,1024,2048,4096,8192,16384)\n"
-            "  --B N, --H N, --d N  batch, heads, head dim (default 1, 8, 64)\n"
-            "  --threads N       OpenMP/BLAS threads for every implementation (default: all cores)\n"
-            "  --reps N          timed repetitions, the best is reported (default 1; one warm-up first)\n"
-            "  --rows R          the fused backend's query rows per strip (default: chosen from its memory\n"
-            "                    budget, docs/fused.md)\n"
-            "  --keep-o          the fused MTA forward keeps O for the backward (mta_config.keep_o: one\n"
-            "                    more (B,H,T,d) tensor, one product per head fewer)\n"
-            "  --impl LIST       any of plain,mta,mta_ref,torch (default all four)\n"
-            "  --backend NAME    the backend of plain and mta: fused (default), reference, cuda (a GPU: the\n"
-            "                    tensors live in its memory, each call is timed to its synchronisation, and\n"
-            "                    peak MB is the workspace) or cuda-emu (the CUDA source on the CPU: slow)\n"
-            "  --naive-max-T N   run mta_ref and torch only up to this T (default 4096: they hold\n"
-            "                    several (T,T) maps per head, 8.6 GB each per 8 heads at T=16384)\n"
-            "  --python PATH     Python with torch for the PyTorch reference (default /usr/bin/python3)\n"
-            "  --torch-script P  default tests/ref/bench_torch.py (run from the repository root)\n"
-            "  --json            one JSON object per line instead of a table\n");
-}
+static const char USAGE[] = "usage: mtac bench attn [options]\n";
+static const char ABOUT[] =
+    "Times forward+backward, at one thread count, of: plain = tiled causal attention (the fused\n"
+    "backend with every MTA step off); mta = fused MTA (the default backend); mta_ref = the\n"
+    "reference backend, which materialises the (T,T) maps; torch = the naive PyTorch MTA of\n"
+    "--torch-script (when torch is installed). MTA uses the 830M layer setting: pre- and\n"
+    "post-softmax 6x11 key-query convolutions, pre-softmax head mixing, post-softmax head\n"
+    "convolution over all heads, group norm and gate.\n"
+    "Peak memory is the growth of the process's peak resident set during the first call (the\n"
+    "workspace, the output and the gradients; the inputs exist before). With --backend cuda the\n"
+    "tensors live in the GPU's memory, each call is timed to its synchronisation, and peak MB is\n"
+    "the workspace; cuda-emu runs the CUDA source on the CPU (slow).\n";
 
 // Peak-RSS measurement: writing 5 to clear_refs resets VmHWM, so HWM - RSS after the call is the
 // memory the call itself touched at its peak.
@@ -98,55 +79,59 @@ static mta_config mta830m(int B, int H, int T, int d) {
     return c;
 }
 
-static result run_c(const mta_config *c, int reps) {
-    result r = {0};
-    const size_t n = (size_t)c->B * c->H * c->T * c->d;
-    const mta_param_sizes ps = mta_param_sizes_of(c);
-    size_t np = 0;
-    for (int i = 0; i < MTA_N_PARAMS; i++) np += ps.w[i];
-    float *buf = malloc((8 * n + 2 * np) * sizeof(float));
-    if (!buf) return r;
-    float *q = buf, *k = q + n, *v = k + n, *dout = v + n, *out = dout + n, *dq = out + n, *dk = dq + n,
-          *dv = dk + n, *w = dv + n, *gw = w + np;
-    uint64_t seed = 42;
-    fill_randn(buf, 4 * n, &seed, 1.0f);
-    fill_randn(w, np, &seed, 0.05f);
-    const size_t *sz = ps.w;
-    float *pw[MTA_N_PARAMS], *pg[MTA_N_PARAMS];
-    for (size_t i = 0, off = 0; i < MTA_N_PARAMS; off += sz[i], i++) {
-        pw[i] = sz[i] ? w + off : NULL;
-        pg[i] = sz[i] ? gw + off : NULL;
-    }
-    // Identity kernels plus the noise drawn above, as a trained model's would roughly be.
-    float *tmp = calloc(np ? np : 1, sizeof(float));
-    if (tmp) {
-        for (size_t i = 0, off = 0; i < MTA_N_PARAMS; off += sz[i], i++)
-            mta_param_init_identity(c, (int)i, sz[i] ? tmp + off : NULL);
-        for (size_t i = 0; i < np; i++) w[i] += tmp[i];
-        free(tmp);
-    }
-    // Everything where the backend's calls take it: a copy in a GPU backend's memory.
-    float *dbuf = cli_on_backend(c->backend, buf, 8 * n + 2 * np);
-    if (!dbuf) {
-        free(buf);
-        return r;
-    }
-#define PLACED(x) ((x) ? dbuf + ((x) - buf) : NULL)
+// One problem's tensors in one block: q, k, v, dout, out, dq, dk, dv (n each), the parameters
+// and their gradients (np each); where the backend's calls take them (a copy in a GPU backend's
+// memory) as at.
+typedef struct {
+    size_t n, np;
+    float *buf, *dbuf;
+    float *q, *k, *v, *dout, *out, *dq, *dk, *dv, *gw;  // in dbuf
     mta_params p;
     mta_grads g;
-    for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = PLACED(pw[i]), g.w[i] = PLACED(pg[i]);
-    q = PLACED(q), k = PLACED(k), v = PLACED(v), dout = PLACED(dout), out = PLACED(out);
-    dq = PLACED(dq), dk = PLACED(dk), dv = PLACED(dv);
-#undef PLACED
-    const int device = dbuf != buf;
-    char err[256];
-    mta_ctx *ctx;
-    if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) {
-        fprintf(stderr, "mtac bench: %s\n", err);
-        cli_off_backend(c->backend, buf, dbuf);
-        free(buf);
-        return r;
+} bench_io;
+
+// Random q, k, v, dout; identity kernels plus noise, as a trained model's would roughly be; all
+// placed on c's backend. 0, or -1.
+static int io_make(const mta_config *c, bench_io *io) {
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    const size_t n = io->n = (size_t)c->B * c->H * c->T * c->d, *sz = ps.w;
+    io->np = 0;
+    for (int i = 0; i < MTA_N_PARAMS; i++) io->np += sz[i];
+    const size_t np = io->np, total = 8 * n + 2 * np;
+    float *buf = io->buf = malloc(total * sizeof(float)), *tmp = calloc(np ? np : 1, sizeof(float));
+    if (!buf || !tmp) {
+        fprintf(stderr, "mtac bench: out of memory\n");
+        free(tmp);
+        return -1;
     }
+    uint64_t seed = 42;
+    fill_randn(buf, 4 * n, &seed, 1.0f);
+    float *w = buf + 8 * n;
+    fill_randn(w, np, &seed, 0.05f);
+    for (size_t i = 0, off = 0; i < MTA_N_PARAMS; off += sz[i], i++)
+        mta_param_init_identity(c, (int)i, sz[i] ? tmp + off : NULL);
+    for (size_t i = 0; i < np; i++) w[i] += tmp[i];
+    free(tmp);
+    float *d = io->dbuf = cli_on_backend(c->backend, buf, total);
+    if (!d) return -1;
+    io->q = d, io->k = d + n, io->v = d + 2 * n, io->dout = d + 3 * n, io->out = d + 4 * n;
+    io->dq = d + 5 * n, io->dk = d + 6 * n, io->dv = d + 7 * n, io->gw = d + 8 * n + np;
+    for (size_t i = 0, off = 0; i < MTA_N_PARAMS; off += sz[i], i++) {
+        io->p.w[i] = sz[i] ? d + 8 * n + off : NULL;
+        io->g.w[i] = sz[i] ? io->gw + off : NULL;
+    }
+    return 0;
+}
+
+static void io_free(const mta_config *c, bench_io *io) {
+    cli_off_backend(c->backend, io->buf, io->dbuf);
+    free(io->buf);
+}
+
+// reps + 1 forward+backward calls (the first a warm-up, timed only when reps is 0): the best time,
+// the first call's peak memory, the matmul rate into r.
+static void time_calls(mta_ctx *ctx, const mta_config *c, const bench_io *io, int reps, result *r) {
+    const int device = io->dbuf != io->buf;
     double best = 1e30;
     long base = 0, hwm = 0;
     for (int it = 0; it <= reps; it++) {
@@ -159,12 +144,13 @@ static result run_c(const mta_config *c, int reps) {
             base = proc_status_kb("VmRSS");
         }
         if (!device) {  // a device's gradients just accumulate: the same work
-            memset(dq, 0, 3 * n * sizeof(float));
-            memset(gw, 0, np * sizeof(float));
+            memset(io->dq, 0, 3 * io->n * sizeof(float));
+            memset(io->gw, 0, io->np * sizeof(float));
         }
         mta_ctx_reset_stats(ctx);
         double t0 = cli_now();
-        if (mta_forward(ctx, q, k, v, &p, out) || mta_backward(ctx, q, k, v, &p, dout, dq, dk, dv, &g)) {
+        if (mta_forward(ctx, io->q, io->k, io->v, &io->p, io->out) ||
+            mta_backward(ctx, io->q, io->k, io->v, &io->p, io->dout, io->dq, io->dk, io->dv, &io->g)) {
             fprintf(stderr, "mtac bench: %s\n", mta_ctx_error(ctx));
             break;
         }
@@ -174,23 +160,32 @@ static result run_c(const mta_config *c, int reps) {
         }
         double t = cli_now() - t0;
         if (it == 0) hwm = proc_status_kb("VmHWM");
-        // With reps >= 1 the first call is a warm-up and is not timed.
         if (it > 0 || reps == 0) {
             if (t < best) {
                 best = t;
                 mta_stats s = mta_ctx_stats(ctx);
-                r.matmul_gflops = s.matmul_s > 0 ? s.matmul_flop / s.matmul_s * 1e-9 : 0;
+                r->matmul_gflops = s.matmul_s > 0 ? s.matmul_flop / s.matmul_s * 1e-9 : 0;
             }
-            r.ok = 1;
+            r->ok = 1;
         }
     }
-    r.fwd_bwd_s = best;
-    r.peak_mb = (hwm - base) / 1024.0;
-    r.workspace_mb = mta_ctx_workspace_bytes(ctx) / 1048576.0;
-    if (device) r.peak_mb = r.workspace_mb;  // the host's memory says nothing of the device's
+    r->fwd_bwd_s = best;
+    r->peak_mb = (hwm - base) / 1024.0;
+    r->workspace_mb = mta_ctx_workspace_bytes(ctx) / 1048576.0;
+    if (device) r->peak_mb = r->workspace_mb;  // the host's memory says nothing of the device's
+}
+
+static result run_c(const mta_config *c, int reps) {
+    result r = {0};
+    bench_io io = {0};
+    char err[256];
+    mta_ctx *ctx = NULL;
+    if (!io_make(c, &io)) {  // else after a message
+        if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) fprintf(stderr, "mtac bench: %s\n", err);
+        else time_calls(ctx, c, &io, reps, &r);
+    }
     mta_destroy(ctx);
-    cli_off_backend(c->backend, buf, dbuf);
-    free(buf);
+    io_free(c, &io);
     return r;
 }
 
@@ -234,172 +229,135 @@ static double sgemm_rate_gflops(void) {
     return 2.0 * n * n * (double)n / best * 1e-9;
 }
 
-int cli_parse_list(const char *s, int *out, int max) {
-    int n = 0;
-    const char *p = s;
-    while (*p && n < max) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < 1 || x > 1 << 20 || (*end != ',' && *end != '\0')) return 0;
-        out[n++] = (int)x;
-        p = *end ? end + 1 : end;
+enum { IMPL_PLAIN = 1, IMPL_MTA = 2, IMPL_REF = 4, IMPL_TORCH = 8 };
+static const char *const IMPLS[] = {"plain", "mta", "mta_ref", "torch", NULL};
+
+typedef struct {
+    uint64_t Ts[16];
+    int nT, B, H, d, threads, reps, rows, keep_o, impl, backend, naive_max_T, json;
+    const char *python, *script;
+    double sgemm;  // the machine's sgemm rate, GFLOP/s
+} attn_args;
+
+// The flags into a: -1 to go on, else the exit status.
+static int attn_parse(int argc, char **argv, attn_args *a) {
+    const cli_opt opts[] = {
+        {"T", CLI_LIST, a->Ts, 1, 1 << 20, .max = 16, .count = &a->nT, .arg = "LIST",
+         .help = "sequence lengths; default 512,1024,2048,4096,8192,16384"},
+        {"B", CLI_INT, &a->B, 1, 1e9, .arg = "N", .help = "batch"},
+        {"H", CLI_INT, &a->H, 1, 1e9, .arg = "N", .help = "heads"},
+        {"d", CLI_INT, &a->d, 1, 1e9, .arg = "N", .help = "head dim"},
+        {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads of every implementation (default: all cores)"},
+        {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed repetitions after one warm-up; the best is reported"},
+        {"rows", CLI_INT, &a->rows, 1, 1e9, .arg = "R",
+         .help = "the fused backend's query rows per strip (default: from its memory budget, docs/fused.md)"},
+        {"keep-o", CLI_FLAG, &a->keep_o,
+         .help = "the fused MTA forward keeps O for the backward (mta_config.keep_o: one more (B,H,T,d) tensor, one product per head fewer)"},
+        {"impl", CLI_SET, &a->impl, .choices = IMPLS, .arg = "LIST", .help = "what to time"},
+        {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend of plain and mta"},
+        {"naive-max-T", CLI_INT, &a->naive_max_T, 1, 1e9, .arg = "N",
+         .help = "mta_ref and torch only up to this T (they hold several (T,T) maps per head: 8.6 GB each per 8 heads at T=16384)"},
+        {"python", CLI_STR, &a->python, .arg = "PATH", .help = "Python with torch, for the PyTorch reference"},
+        {"torch-script", CLI_STR, &a->script, .arg = "P", .help = "the PyTorch reference (run from the repository root)"},
+        {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
+    };
+    const cli_spec spec = {"mtac bench attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
+    int first;
+    const int st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (!cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
+    if (!a->threads) a->threads = omp_get_num_procs();
+    return -1;
+}
+
+// The machine's line (and the table's head): its CPU, threads, BLAS core and sgemm rate.
+static void attn_header(attn_args *a) {
+    char cpu[256];
+    cli_cpu_name(cpu, sizeof cpu);
+    a->sgemm = sgemm_rate_gflops();
+    if (a->json) {
+        printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\",\"blas_core\":\"%s\"}\n", a->threads,
+               a->sgemm, cpu, openblas_get_corename());
+        return;
     }
-    return *p ? 0 : n;
+    printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, a->threads,
+           openblas_get_corename(), a->sgemm);
+    printf("%-6s %-16s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s", "%sgemm");
 }
 
-void cli_cpu_name(char *buf, size_t n) {
-    snprintf(buf, n, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "model name", 10)) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c += 2;
-                c[strcspn(c, "\n")] = 0;
-                snprintf(buf, n, "%s", c);
-            }
-            break;
-        }
-    fclose(f);
-}
-
-static int bench_attn(int argc, char **argv) {
-    int Ts[16] = {512, 1024, 2048, 4096, 8192, 16384}, nT = 6, B = 1, H = 8, d = 64, threads = omp_get_num_procs(), reps = 1;
-    int json = 0, do_plain = 1, do_mta = 1, do_ref = 1, do_torch = 1, naive_max_T = 4096, rows = 0, keep_o = 0;
-    mta_backend backend = MTA_BACKEND_FUSED;
-    const char *python = "/usr/bin/python3", *script = "tests/ref/bench_torch.py";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (!strcmp(a, "--keep-o")) {
-            keep_o = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac bench attn: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *val = argv[++i];
-        if (!strcmp(a, "--T")) {
-            if (!(nT = cli_parse_list(val, Ts, 16))) {
-                fprintf(stderr, "mtac bench attn: --T expects a comma-separated list of positive integers, got '%s'\n", val);
-                return 2;
-            }
-        } else if (!strcmp(a, "--B")) {
-            if (!cli_parse_pos_int(a, val, &B)) return 2;
-        } else if (!strcmp(a, "--H")) {
-            if (!cli_parse_pos_int(a, val, &H)) return 2;
-        } else if (!strcmp(a, "--d")) {
-            if (!cli_parse_pos_int(a, val, &d)) return 2;
-        } else if (!strcmp(a, "--threads")) {
-            if (!cli_parse_pos_int(a, val, &threads)) return 2;
-        } else if (!strcmp(a, "--reps")) {
-            if (!cli_parse_pos_int(a, val, &reps)) return 2;
-        } else if (!strcmp(a, "--rows")) {
-            if (!cli_parse_pos_int(a, val, &rows)) return 2;
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_backend_usable("mtac bench attn", val, &backend)) return 2;
-        } else if (!strcmp(a, "--python")) {
-            python = val;
-        } else if (!strcmp(a, "--torch-script")) {
-            script = val;
-        } else if (!strcmp(a, "--naive-max-T")) {
-            if (!cli_parse_pos_int(a, val, &naive_max_T)) return 2;
-        } else if (!strcmp(a, "--impl")) {
-            do_plain = do_mta = do_ref = do_torch = 0;
-            char list[256];
-            snprintf(list, sizeof list, "%s", val);
-            char *save = NULL;
-            for (char *it = strtok_r(list, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-                if (!strcmp(it, "plain")) do_plain = 1;
-                else if (!strcmp(it, "mta")) do_mta = 1;
-                else if (!strcmp(it, "mta_ref")) do_ref = 1;
-                else if (!strcmp(it, "torch")) do_torch = 1;
-                else {
-                    fprintf(stderr, "mtac bench attn: --impl expects plain, mta, mta_ref and/or torch, got '%s'\n", it);
-                    return 2;
-                }
-            }
+// Prints the measurements of one T that ran (rs[i].ok): plain, mta, mta_ref, torch.
+static void attn_print(const attn_args *a, int T, const result rs[4]) {
+    const char *names[4] = {"mtac_plain", "mtac_mta", "mtac_mta_reference", "torch_naive_mta"};
+    const char *short_names[4] = {"plain", "mta", "mta_ref", "torch_naive_mta"};
+    for (int i = 0; i < 4; i++) {
+        if (!rs[i].ok) continue;
+        if (a->json) {
+            printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,\"peak_mb\":%.1f",
+                   names[i], T, a->B, a->H, a->d, a->threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
+            if (i < 3)
+                printf(",\"backend\":\"%s\",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f",
+                       mta_backend_name(i < 2 ? (mta_backend)a->backend : MTA_BACKEND_REFERENCE), rs[i].workspace_mb,
+                       rs[i].matmul_gflops, a->sgemm);
+            printf("}\n");
         } else {
-            fprintf(stderr, "mtac bench attn: unknown option '%s' (see --help)\n", a);
-            return 2;
+            char ratio[32] = "", mm[32] = "", pct[32] = "";
+            if (rs[0].ok) snprintf(ratio, sizeof ratio, "%.2fx", rs[i].fwd_bwd_s / rs[0].fwd_bwd_s);
+            if (i < 3) {
+                snprintf(mm, sizeof mm, "%.1f", rs[i].matmul_gflops);
+                snprintf(pct, sizeof pct, "%.0f%%", 100 * rs[i].matmul_gflops / a->sgemm);
+            }
+            printf("%-6d %-16s %10.3f %9.1f %9s %12s %9s\n", T, short_names[i], rs[i].fwd_bwd_s, rs[i].peak_mb, ratio, mm,
+                   pct);
         }
+        fflush(stdout);
     }
-    cli_set_threads(threads);
+}
+
+// Times what a asks for at one T into rs: 0, or 2 after a message when the setting is invalid.
+static int attn_measure(const attn_args *a, int T, int first, result rs[4]) {
+    mta_config plain = mta_config_default(a->B, a->H, T, a->d), mta = mta830m(a->B, a->H, T, a->d), ref = mta;
+    plain.backend = mta.backend = (mta_backend)a->backend;
+    plain.strip_rows = mta.strip_rows = a->rows;
+    mta.keep_o = a->keep_o;
+    ref.backend = MTA_BACKEND_REFERENCE;
+    char err[256];
+    if (mta_config_check(&mta, err, sizeof err)) {
+        fprintf(stderr, "mtac bench attn: %s\n", err);
+        return 2;
+    }
+    const int naive = T <= a->naive_max_T;
+    if (a->impl & IMPL_PLAIN) rs[0] = run_c(&plain, a->reps);
+    if (a->impl & IMPL_MTA) rs[1] = run_c(&mta, a->reps);
+    if (a->impl & IMPL_REF && naive) rs[2] = run_c(&ref, a->reps);
+    if (a->impl & IMPL_TORCH && naive) {
+        rs[3] = run_torch(a->python, a->script, &mta, a->threads, a->reps);
+        if (!rs[3].ok && !a->json && first)
+            fprintf(stderr, "mtac bench attn: the PyTorch reference did not run (%s %s); skipping it\n", a->python, a->script);
+    }
+    return 0;
+}
+
+int cmd_bench_attn(int argc, char **argv) {
+    attn_args a = {.Ts = {512, 1024, 2048, 4096, 8192, 16384}, .nT = 6, .B = 1, .H = 8, .d = 64, .reps = 1,
+                   .impl = IMPL_PLAIN | IMPL_MTA | IMPL_REF | IMPL_TORCH, .backend = MTA_BACKEND_FUSED,
+                   .naive_max_T = 4096, .python = "/usr/bin/python3", .script = "tests/ref/bench_torch.py"};
+    const int st = attn_parse(argc, argv, &a);
+    if (st >= 0) return st;
+    cli_set_threads(a.threads);
     // A fixed mmap threshold: large buffers come from mmap and go back to the system when freed,
     // whatever ran before (glibc otherwise raises the threshold after the first large free).
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    char cpu[256];
-    cli_cpu_name(cpu, sizeof cpu);
-    double peak = sgemm_rate_gflops();
-    if (json)
-        printf("{\"impl\":\"sgemm_2048\",\"threads\":%d,\"gflops\":%.1f,\"cpu\":\"%s\",\"blas_core\":\"%s\"}\n", threads, peak, cpu, openblas_get_corename());
-    else {
-        printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads, openblas_get_corename(), peak);
-        printf("%-6s %-16s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s",
-               "%sgemm");
-    }
+    attn_header(&a);
     int n_ran = 0;  // measurements printed: none (e.g. only --impl torch, which could not start) is a failure
-    for (int ti = 0; ti < nT; ti++) {
-        int T = Ts[ti];
-        mta_config plain = mta_config_default(B, H, T, d), mta = mta830m(B, H, T, d), ref = mta;
-        plain.backend = mta.backend = backend;
-        plain.strip_rows = mta.strip_rows = rows;
-        mta.keep_o = keep_o;
-        ref.backend = MTA_BACKEND_REFERENCE;
-        char err[256];
-        if (mta_config_check(&mta, err, sizeof err)) {
-            fprintf(stderr, "mtac bench attn: %s\n", err);
-            return 2;
-        }
+    for (int ti = 0; ti < a.nT; ti++) {
         result rs[4] = {{0}};
-        const char *names[4] = {"mtac_plain", "mtac_mta", "mtac_mta_reference", "torch_naive_mta"};
-        const char *short_names[4] = {"plain", "mta", "mta_ref", "torch_naive_mta"};
-        if (do_plain) rs[0] = run_c(&plain, reps);
-        if (do_mta) rs[1] = run_c(&mta, reps);
-        if (do_ref && T <= naive_max_T) rs[2] = run_c(&ref, reps);
-        if (do_torch && T <= naive_max_T) {
-            rs[3] = run_torch(python, script, &mta, threads, reps);
-            if (!rs[3].ok && !json && ti == 0)
-                fprintf(stderr, "mtac bench attn: the PyTorch reference did not run (%s %s); skipping it\n", python, script);
-        }
-        for (int i = 0; i < 4; i++) {
-            if (!rs[i].ok) continue;
-            n_ran++;
-            if (json) {
-                printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,"
-                       "\"peak_mb\":%.1f",
-                       names[i], T, B, H, d, threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
-                if (i < 3)
-                    printf(",\"backend\":\"%s\",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f",
-                           mta_backend_name(i < 2 ? backend : MTA_BACKEND_REFERENCE), rs[i].workspace_mb,
-                           rs[i].matmul_gflops, peak);
-                printf("}\n");
-            } else {
-                char ratio[32] = "", mm[32] = "", pct[32] = "";
-                if (rs[0].ok) snprintf(ratio, sizeof ratio, "%.2fx", rs[i].fwd_bwd_s / rs[0].fwd_bwd_s);
-                if (i < 3) {
-                    snprintf(mm, sizeof mm, "%.1f", rs[i].matmul_gflops);
-                    snprintf(pct, sizeof pct, "%.0f%%", 100 * rs[i].matmul_gflops / peak);
-                }
-                printf("%-6d %-16s %10.3f %9.1f %9s %12s %9s\n", T, short_names[i], rs[i].fwd_bwd_s,
-                       rs[i].peak_mb, ratio, mm, pct);
-            }
-            fflush(stdout);
-        }
+        if (attn_measure(&a, (int)a.Ts[ti], ti == 0, rs)) return 2;
+        attn_print(&a, (int)a.Ts[ti], rs);
+        for (int i = 0; i < 4; i++) n_ran += rs[i].ok;
     }
     if (!n_ran) {
         fprintf(stderr, "mtac bench attn: nothing was measured (the implementations asked for did not run%s)\n",
-                do_torch ? "; for torch: does the --python given import torch, and is --torch-script there?" : "");
+                a.impl & IMPL_TORCH ? "; for torch: does the --python given import torch, and is --torch-script there?" : "");
         return 1;
     }
     return 0;
@@ -407,15 +365,15 @@ static int bench_attn(int argc, char **argv) {
 
 // ---- bench train ----------------------------------------------------------------------------
 
-static void train_usage(FILE *f) {
-    fprintf(f, "usage: mtac bench train [--presets LIST] [--B N] [--T N] [--steps N] [--threads N] [--impl c,torch]\n"
-               "                        [--python PATH] [--json]\n\n"
-               "Training speed (forward, backward, clip, AdamW) of model presets in this library and of the\n"
-               "PyTorch reference model (tests/ref/bench_train_torch.py) at the same thread count: tokens/s,\n"
-               "and MFU = (6 * matmul params + 6 * layers * T * dim) FLOPs per token / the measured 2048^3 sgemm\n"
-               "rate. Default presets toy-baseline,toy,lm10m-baseline,lm10m; T = 321 for toy presets (the\n"
-               "toy-task row), 256 otherwise; B = 8; best of --steps (default 3) after one warm-up step.\n");
-}
+static const char TRAIN_USAGE[] =
+    "usage: mtac bench train [--presets LIST] [--B N] [--T N] [--steps N] [--threads N] [--impl c,torch]\n"
+    "                        [--python PATH] [--json]\n";
+static const char TRAIN_ABOUT[] =
+    "Training speed (forward, backward, clip, AdamW) of model presets in this library and of the\n"
+    "PyTorch reference model (tests/ref/bench_train_torch.py) at the same thread count: tokens/s,\n"
+    "and MFU = (6 * matmul params + 6 * layers * T * dim) FLOPs per token / the measured 2048^3 sgemm\n"
+    "rate. Default presets toy-baseline,toy,lm10m-baseline,lm10m; T = 321 for toy presets (the\n"
+    "toy-task row), 256 otherwise; B = 8; best of --steps (default 3) after one warm-up step.\n";
 
 typedef struct {
     double step_s, tokens_per_s;
@@ -502,46 +460,69 @@ static double flops_per_token(const model_config *c, int T) {
     return 6 * matmul + 6 * L * T * D;
 }
 
-static int bench_train(int argc, char **argv) {
-    char presets[256] = "toy-baseline,toy,lm10m-baseline,lm10m";
-    int B = 8, T = 0, steps = 3, threads = omp_get_num_procs(), json = 0, do_c = 1, do_torch = 1;
-    const char *python = "/usr/bin/python3";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            train_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac bench train: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--presets")) snprintf(presets, sizeof presets, "%s", v);
-        else if (!strcmp(a, "--B")) { if (!cli_parse_pos_int(a, v, &B)) return 2; }
-        else if (!strcmp(a, "--T")) { if (!cli_parse_pos_int(a, v, &T)) return 2; }
-        else if (!strcmp(a, "--steps")) { if (!cli_parse_pos_int(a, v, &steps)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (!cli_parse_pos_int(a, v, &threads)) return 2; }
-        else if (!strcmp(a, "--python")) python = v;
-        else if (!strcmp(a, "--impl")) do_c = strstr(v, "c") != NULL, do_torch = strstr(v, "torch") != NULL;
-        else {
-            fprintf(stderr, "mtac bench train: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
+static const char *const TRAIN_IMPLS[] = {"c", "torch", NULL};
+
+typedef struct {
+    const char *presets, *python;
+    int B, T, steps, threads, impl, json;
+    double sgemm;  // the machine's sgemm rate, GFLOP/s
+} train_args;
+
+// The flags into a: -1 to go on, else the exit status.
+static int train_parse(int argc, char **argv, train_args *a) {
+    const cli_opt opts[] = {
+        {"presets", CLI_STR, &a->presets, .arg = "LIST", .help = "model presets, comma-separated"},
+        {"B", CLI_INT, &a->B, 1, 1e9, .arg = "N", .help = "batch"},
+        {"T", CLI_INT, &a->T, 1, 1e9, .arg = "N", .help = "sequence length (default: 321 for toy presets, 256 otherwise)"},
+        {"steps", CLI_INT, &a->steps, 1, 1e9, .arg = "N", .help = "timed steps after one warm-up; the best is reported"},
+        {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads of both (default: all cores)"},
+        {"impl", CLI_SET, &a->impl, .choices = TRAIN_IMPLS, .arg = "LIST", .help = "this library (c), the PyTorch reference (torch)"},
+        {"python", CLI_STR, &a->python, .arg = "PATH", .help = "Python with torch, for the PyTorch reference"},
+        {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
+    };
+    const cli_spec spec = {"mtac bench train", TRAIN_USAGE, TRAIN_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
+    int first;
+    const int st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (!a->threads) a->threads = omp_get_num_procs();
+    return -1;
+}
+
+// Times preset name (its configuration mc) as a asks and prints a line per implementation.
+static void train_measure(const train_args *a, const char *name, const model_config *mc) {
+    const int t = a->T ? a->T : (!strncmp(name, "toy", 3) ? 321 : 256);
+    train_result rs[2] = {{0}};
+    if (a->impl & 1) rs[0] = time_c_train(mc, a->B, t, a->steps);
+    if (a->impl & 2) rs[1] = time_torch_train(a->python, mc, a->B, t, a->threads, a->steps);
+    const char *impl[2] = {"mtac", "torch"};
+    for (int k = 0; k < 2; k++) {
+        if (!rs[k].ok) continue;
+        const double mfu = flops_per_token(mc, t) * rs[k].tokens_per_s * 1e-9 / a->sgemm;
+        if (a->json)
+            printf("{\"impl\":\"%s\",\"preset\":\"%s\",\"B\":%d,\"T\":%d,\"threads\":%d,\"step_s\":%.4f,"
+                   "\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"sgemm_gflops\":%.1f}\n",
+                   impl[k], name, a->B, t, a->threads, rs[k].step_s, rs[k].tokens_per_s, mfu, a->sgemm);
+        else
+            printf("%-16s %-6s %5d %11.3f %12.0f %6.1f%%\n", name, impl[k], t, rs[k].step_s, rs[k].tokens_per_s, 100 * mfu);
+        fflush(stdout);
     }
-    cli_set_threads(threads);
-    char cpu[256];
+}
+
+int cmd_bench_train(int argc, char **argv) {
+    train_args a = {.presets = "toy-baseline,toy,lm10m-baseline,lm10m", .python = "/usr/bin/python3", .B = 8, .steps = 3,
+                    .impl = 3};
+    int st = train_parse(argc, argv, &a);
+    if (st >= 0) return st;
+    cli_set_threads(a.threads);
+    char cpu[256], presets[256];
     cli_cpu_name(cpu, sizeof cpu);
-    double peak = sgemm_rate_gflops();
-    if (!json) {
-        printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, threads,
-               openblas_get_corename(), peak);
+    a.sgemm = sgemm_rate_gflops();
+    if (!a.json) {
+        printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, a.threads,
+               openblas_get_corename(), a.sgemm);
         printf("%-16s %-6s %5s %11s %12s %7s\n", "preset", "impl", "T", "step s", "tokens/s", "MFU");
     }
+    snprintf(presets, sizeof presets, "%s", a.presets);
     char *save = NULL;
     for (char *name = strtok_r(presets, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         model_config mc;
@@ -549,36 +530,7 @@ static int bench_train(int argc, char **argv) {
             fprintf(stderr, "mtac bench train: unknown preset '%s' (available: %s)\n", name, model_preset_names());
             return 2;
         }
-        int t = T ? T : (!strncmp(name, "toy", 3) ? 321 : 256);
-        train_result rs[2] = {{0}};
-        if (do_c) rs[0] = time_c_train(&mc, B, t, steps);
-        if (do_torch) rs[1] = time_torch_train(python, &mc, B, t, threads, steps);
-        const char *impl[2] = {"mtac", "torch"};
-        for (int k = 0; k < 2; k++) {
-            if (!rs[k].ok) continue;
-            double mfu = flops_per_token(&mc, t) * rs[k].tokens_per_s * 1e-9 / peak;
-            if (json)
-                printf("{\"impl\":\"%s\",\"preset\":\"%s\",\"B\":%d,\"T\":%d,\"threads\":%d,\"step_s\":%.4f,"
-                       "\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"sgemm_gflops\":%.1f}\n",
-                       impl[k], name, B, t, threads, rs[k].step_s, rs[k].tokens_per_s, mfu, peak);
-            else
-                printf("%-16s %-6s %5d %11.3f %12.0f %6.1f%%\n", name, impl[k], t, rs[k].step_s, rs[k].tokens_per_s,
-                       100 * mfu);
-            fflush(stdout);
-        }
+        train_measure(&a, name, &mc);
     }
     return 0;
-}
-
-int cmd_bench(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(argc < 2 ? stderr : stdout,
-                "usage: mtac bench attn|train|decode [options]   (mtac bench attn --help, and so on)\n");
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "attn")) return bench_attn(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "decode")) return bench_decode(argc - 1, argv + 1);
-    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn, train, decode)\n", argv[1]);
-    return 2;
 }

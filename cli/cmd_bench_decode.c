@@ -10,17 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mtac bench decode [--presets lm10m-baseline,lm10m] [--contexts 512,2048,8192] [--tokens N]\n"
-            "                         [--recompute-tokens N] [--impl cache,recompute] [--threads N] [--json]\n"
-            "\n"
-            "For each preset (random weights) and context C: prefills a C-token prompt, then times N (default\n"
-            "128) decoding steps with the cache (impl mtac_mta / mtac_baseline); and, for the MTA presets, the\n"
-            "same model recomputing all C+i tokens for each new token (impl recompute_mta; --recompute-tokens,\n"
-            "default 2). Prints tokens/s and, with --json, one line per measurement with impl, preset,\n"
-            "context, tokens, tokens_per_s, prefill_s, threads.\n");
-}
+static const char USAGE[] =
+    "usage: mtac bench decode [--presets lm10m-baseline,lm10m] [--contexts 512,2048,8192] [--tokens N]\n"
+    "                         [--recompute-tokens N] [--impl cache,recompute] [--threads N] [--json]\n";
+static const char ABOUT[] =
+    "For each preset (random weights) and context C: prefills a C-token prompt, then times N (default\n"
+    "128) decoding steps with the cache (impl mtac_mta / mtac_baseline); and, for the MTA presets, the\n"
+    "same model recomputing all C+i tokens for each new token (impl recompute_mta; --recompute-tokens,\n"
+    "default 2). Prints tokens/s and, with --json, one line per measurement with impl, preset,\n"
+    "context, tokens, tokens_per_s, prefill_s, threads.\n";
 
 typedef struct {
     int ok;
@@ -60,52 +58,72 @@ static decode_result time_decode(model *m, int C, int tokens, int recompute, cha
     return r;
 }
 
-int bench_decode(int argc, char **argv) {
-    char presets[256] = "lm10m-baseline,lm10m";
-    int contexts[16] = {512, 2048, 8192}, nc = 3, tokens = 128, rtokens = 2, threads = omp_get_num_procs(), json = 0;
-    int do_cache = 1, do_recompute = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mtac bench decode: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--presets")) snprintf(presets, sizeof presets, "%s", v);
-        else if (!strcmp(a, "--contexts")) {
-            if (!(nc = cli_parse_list(v, contexts, 16))) {
-                fprintf(stderr, "mtac bench decode: --contexts expects comma-separated positive integers, got '%s'\n", v);
-                return 2;
+enum { IMPL_CACHE = 1, IMPL_RECOMPUTE = 2 };
+static const char *const IMPLS[] = {"cache", "recompute", NULL};
+
+typedef struct {
+    const char *presets;
+    uint64_t contexts[16];
+    int nc, tokens, rtokens, threads, impl, json;
+} decode_args;
+
+// The flags into a: -1 to go on, else the exit status.
+static int decode_parse(int argc, char **argv, decode_args *a) {
+    const cli_opt opts[] = {
+        {"presets", CLI_STR, &a->presets, .arg = "LIST", .help = "model presets, comma-separated"},
+        {"contexts", CLI_LIST, a->contexts, 1, 1 << 20, .max = 16, .count = &a->nc, .arg = "LIST",
+         .help = "prompt lengths; default 512,2048,8192"},
+        {"tokens", CLI_INT, &a->tokens, 1, 1e9, .arg = "N", .help = "tokens decoded with the cache"},
+        {"recompute-tokens", CLI_INT, &a->rtokens, 1, 1e9, .arg = "N", .help = "tokens decoded by recomputing"},
+        {"impl", CLI_SET, &a->impl, .choices = IMPLS, .arg = "LIST", .help = "the decoders timed"},
+        {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads (default: all cores)"},
+        {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
+    };
+    const cli_spec spec = {"mtac bench decode", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
+    int first;
+    const int st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    if (!a->threads) a->threads = omp_get_num_procs();
+    return -1;
+}
+
+// Times model m (preset name) at each context as a asks, a line per measurement.
+static void decode_measure(const decode_args *a, const char *name, model *m) {
+    const int mta = model_cfg(m)->mta;
+    char err[512];
+    for (int ci = 0; ci < a->nc; ci++)
+        for (int rec = 0; rec < 2; rec++) {
+            if ((rec && (!(a->impl & IMPL_RECOMPUTE) || !mta)) || (!rec && !(a->impl & IMPL_CACHE))) continue;
+            const char *impl = rec ? "recompute_mta" : mta ? "mtac_mta" : "mtac_baseline";
+            const int ntok = rec ? a->rtokens : a->tokens, C = (int)a->contexts[ci];
+            decode_result r = time_decode(m, C, ntok, rec, err, sizeof err);
+            if (!r.ok) {
+                fprintf(stderr, "mtac bench decode: %s, %s, context %d: %s\n", name, impl, C, err);
+                continue;
             }
-        } else if (!strcmp(a, "--tokens")) { if (!cli_parse_pos_int(a, v, &tokens)) return 2; }
-        else if (!strcmp(a, "--recompute-tokens")) { if (!cli_parse_pos_int(a, v, &rtokens)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (!cli_parse_pos_int(a, v, &threads)) return 2; }
-        else if (!strcmp(a, "--impl")) {
-            do_cache = strstr(v, "cache") != NULL, do_recompute = strstr(v, "recompute") != NULL;
-            if (!do_cache && !do_recompute) {
-                fprintf(stderr, "mtac bench decode: --impl takes cache and/or recompute, got '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "mtac bench decode: unknown option '%s' (see --help)\n", a);
-            return 2;
+            if (a->json)
+                printf("{\"impl\":\"%s\",\"preset\":\"%s\",\"context\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,"
+                       "\"prefill_s\":%.3f,\"threads\":%d}\n",
+                       impl, name, C, ntok, r.tokens_per_s, r.prefill_s, a->threads);
+            else
+                printf("%-16s %-14s %8d %9.2f %12.2f\n", name, impl, C, r.prefill_s, r.tokens_per_s);
+            fflush(stdout);
         }
-    }
-    cli_set_threads(threads);
-    char cpu[256], err[512];
+}
+
+int cmd_bench_decode(int argc, char **argv) {
+    decode_args a = {.presets = "lm10m-baseline,lm10m", .contexts = {512, 2048, 8192}, .nc = 3, .tokens = 128,
+                     .rtokens = 2, .impl = IMPL_CACHE | IMPL_RECOMPUTE};
+    const int st = decode_parse(argc, argv, &a);
+    if (st >= 0) return st;
+    cli_set_threads(a.threads);
+    char cpu[256], err[512], presets[256];
     cli_cpu_name(cpu, sizeof cpu);
-    if (!json) {
-        printf("machine: %s, %d threads\n", cpu, threads);
+    if (!a.json) {
+        printf("machine: %s, %d threads\n", cpu, a.threads);
         printf("%-16s %-14s %8s %9s %12s\n", "preset", "impl", "context", "prefill s", "tokens/s");
     }
+    snprintf(presets, sizeof presets, "%s", a.presets);
     char *save = NULL;
     for (char *name = strtok_r(presets, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         model_config mc;
@@ -119,24 +137,7 @@ int bench_decode(int argc, char **argv) {
             return 1;
         }
         model_init(m, 1);
-        for (int ci = 0; ci < nc; ci++)
-            for (int rec = 0; rec < 2; rec++) {
-                if ((rec && (!do_recompute || !mc.mta)) || (!rec && !do_cache)) continue;
-                const char *impl = rec ? "recompute_mta" : mc.mta ? "mtac_mta" : "mtac_baseline";
-                const int ntok = rec ? rtokens : tokens;
-                decode_result r = time_decode(m, contexts[ci], ntok, rec, err, sizeof err);
-                if (!r.ok) {
-                    fprintf(stderr, "mtac bench decode: %s, %s, context %d: %s\n", name, impl, contexts[ci], err);
-                    continue;
-                }
-                if (json)
-                    printf("{\"impl\":\"%s\",\"preset\":\"%s\",\"context\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,"
-                           "\"prefill_s\":%.3f,\"threads\":%d}\n",
-                           impl, name, contexts[ci], ntok, r.tokens_per_s, r.prefill_s, threads);
-                else
-                    printf("%-16s %-14s %8d %9.2f %12.2f\n", name, impl, contexts[ci], r.prefill_s, r.tokens_per_s);
-                fflush(stdout);
-            }
+        decode_measure(&a, name, m);
         model_free(m);
     }
     return 0;

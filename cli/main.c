@@ -17,9 +17,11 @@ typedef struct {
     const char *summary;
 } command;
 
+static int bench(int argc, char **argv);
+
 static const command COMMANDS[] = {
     {"attn", cmd_attn, "run the MTA operator on tensors from a safetensors file (forward, and backward if dout)"},
-    {"bench", cmd_bench, "benchmarks: `mtac bench attn` times plain attention, MTA and the naive PyTorch MTA"},
+    {"bench", bench, "benchmarks: `mtac bench attn` times plain attention, MTA and the naive PyTorch MTA"},
     {"demo", cmd_demo, "a short tour of the operator: MTA vs plain attention, identity kernels, gradients"},
     {"data", cmd_data, "turn text files (default: the King James Bible) into token shards"},
     {"train", cmd_train, "train an MTA or baseline language model; --resume continues a run"},
@@ -31,6 +33,27 @@ static const command COMMANDS[] = {
     {"convert", cmd_convert, "--add-mta: a trained baseline as an MTA model with identity kernels (same outputs)"},
 };
 enum { N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
+
+// `mtac bench NAME`: the benchmarks, a table of their own.
+static const command BENCHES[] = {
+    {"attn", cmd_bench_attn, "plain attention, MTA and the naive PyTorch MTA: time and peak memory"},
+    {"train", cmd_bench_train, "training steps of model presets, beside the PyTorch reference model"},
+    {"decode", cmd_bench_decode, "tokens/s of decoding with the KV/MTA cache and by recomputing"},
+};
+enum { N_BENCHES = sizeof BENCHES / sizeof BENCHES[0] };
+
+static int bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: mtac bench attn|train|decode [options]   (mtac bench attn --help, and so on)\n\n");
+        for (int i = 0; i < N_BENCHES; i++) fprintf(f, "  %-7s %s\n", BENCHES[i].name, BENCHES[i].summary);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < N_BENCHES; i++)
+        if (!strcmp(argv[1], BENCHES[i].name)) return BENCHES[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn, train, decode)\n", argv[1]);
+    return 2;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "mtac: Multi-Token Attention in C\n"

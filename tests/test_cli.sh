@@ -74,7 +74,7 @@ if [ -n "$fx" ]; then
     # the result of its name, and a difference beyond --tol fails the command
     expect 0 "grad.q             max |diff|" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors"
     expect 1 "differ from the file's expect.* beyond --tol 1e-09" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 1e-9
-    expect 2 "--tol must be a number" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 2
+    expect 2 "--tol expects a number in [0, 1]" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 2
 fi
 expect 0 "identity kernels" -- "$MTAC" demo --T 64
 expect 0 '"impl":"mtac_mta"' -- "$MTAC" bench attn --T 64 --H 2 --d 16 --impl plain,mta --json --threads 1
