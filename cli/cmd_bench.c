@@ -340,7 +340,7 @@ static int attn_measure(const attn_args *a, int T, int first, result rs[4]) {
 int cmd_bench_attn(int argc, char **argv) {
     attn_args a = {.Ts = {512, 1024, 2048, 4096, 8192, 16384}, .nT = 6, .B = 1, .H = 8, .d = 64, .reps = 1,
                    .impl = IMPL_PLAIN | IMPL_MTA | IMPL_REF | IMPL_TORCH, .backend = MTA_BACKEND_FUSED,
-                   .naive_max_T = 4096, .python = "/usr/bin/python3", .script = "tests/ref/bench_torch.py"};
+                   .naive_max_T = 4096, .python = "/usr/bin/python3", .script = "bench/bench_torch.py"};
     const int st = attn_parse(argc, argv, &a);
     if (st >= 0) return st;
     cli_set_threads(a.threads);
@@ -370,7 +370,7 @@ static const char TRAIN_USAGE[] =
     "                        [--python PATH] [--json]\n";
 static const char TRAIN_ABOUT[] =
     "Training speed (forward, backward, clip, AdamW) of model presets in this library and of the\n"
-    "PyTorch reference model (tests/ref/bench_train_torch.py) at the same thread count: tokens/s,\n"
+    "PyTorch reference model (bench/bench_train_torch.py) at the same thread count: tokens/s,\n"
     "and MFU = (6 * matmul params + 6 * layers * T * dim) FLOPs per token / the measured 2048^3 sgemm\n"
     "rate. Default presets toy-baseline,toy,lm10m-baseline,lm10m; T = 321 for toy presets (the\n"
     "toy-task row), 256 otherwise; B = 8; best of --steps (default 3) after one warm-up step.\n";
@@ -438,7 +438,7 @@ static train_result time_torch_train(const char *python, const model_config *mc,
     fclose(f);
     free(js);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s tests/ref/bench_train_torch.py --config %s --B %d --T %d --threads %d --steps %d",
+    snprintf(cmd, sizeof cmd, "%s bench/bench_train_torch.py --config %s --B %d --T %d --threads %d --steps %d",
              python, path, B, T, threads, steps);
     FILE *pf = popen(cmd, "r");
     char line[1024];

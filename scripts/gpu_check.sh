@@ -8,7 +8,7 @@
 #     2. assembles gpu-bundle/ (git-ignored, under 60 MiB):
 #          bin/  test_attn_backends, bench_cuda, libmtac_cuda.so* (when the build has the module),
 #                libcudart (the CUDA runtime, carried: small), gpu_probe (scripts/gpu_probe.cu),
-#                tests/ref/bench_torch_cuda.py and mta_ref.py;
+#                bench/bench_torch_cuda.py and tests/ref/mta_ref.py;
 #          deb/  the Debian packages of the shared libraries the binaries load (found with ldd,
 #                fetched with apt-get download), less glibc, libgcc and libstdc++;
 #          run.sh (scripts/gpu_run.sh), MANIFEST.txt (commit, toolkit, files, what the GPU machine
@@ -91,7 +91,7 @@ for m in $mods; do cp -P "$m" "$bundle/bin/"; done
 if [ -z "$mods" ] && ! objdump -p "$bundle/bin/test_attn_backends" | grep -q 'NEEDED.*libcudart'; then
     die "neither libmtac_cuda.so nor a test linked with the CUDA runtime was built: the CUDA backend is missing"
 fi
-cp tests/ref/bench_torch_cuda.py tests/ref/mta_ref.py "$bundle/bin/"
+cp bench/bench_torch_cuda.py tests/ref/mta_ref.py "$bundle/bin/"
 "$nvcc" -O2 -cudart static -o "$bundle/bin/gpu_probe" scripts/gpu_probe.cu >"$build/prepare-probe.log" 2>&1 ||
     { cat "$build/prepare-probe.log"; die "nvcc could not build scripts/gpu_probe.cu"; }
 cp scripts/gpu_run.sh "$bundle/run.sh"
@@ -151,10 +151,10 @@ for p in "${pkgs[@]}"; do
 done
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain --untracked-files=no -- src include tests CMakeLists.txt cmake 2>/dev/null | head -1)
+dirty=$(git status --porcelain --untracked-files=no -- src include tests bench CMakeLists.txt cmake 2>/dev/null | head -1)
 {
     echo "mtac GPU bundle, made $(date -u +%Y-%m-%dT%H:%MZ) by scripts/gpu_check.sh prepare"
-    echo "commit: $commit${dirty:+ plus uncommitted changes in src/, include/, tests/ or CMake files}"
+    echo "commit: $commit${dirty:+ plus uncommitted changes in src/, include/, tests/, bench/ or CMake files}"
     echo "nvcc: $("$nvcc" --version | grep -o 'release [0-9.]*, V[0-9.]*'); sm_90 code and compute_90 PTX"
     echo "host compiler: $(gcc --version | head -1); glibc $(ldd --version | head -1 | grep -o '[0-9.]*$')"
     if [ -n "$cudart" ]; then echo "CUDA runtime: carried (bin/$(basename "$cudart"))"; else echo "CUDA runtime: linked statically"; fi

@@ -11,7 +11,7 @@
 #                MTAC_SWEEP=quick test_attn_backends cuda;
 #   bench_cuda.log bench_cuda: the 830M layer's MTA and plain attention, B=1, (H,d) = (8,64) and
 #                (16,96), T = 2048, 4096, 16384;
-#   torch.log    tests/ref/bench_torch_cuda.py: PyTorch SDPA (bf16, fp32), the naive MTA at small T
+#   torch.log    bench/bench_torch_cuda.py: PyTorch SDPA (bf16, fp32), the naive MTA at small T
 #                (skipped, not failed, without torch);
 #   bench.jsonl  every benchmark row; summary.txt one line per step, written as each ends.
 # Exit 0 when every check passed; 1 when one failed; 5 when none failed but one did not finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch on the GPU: the baselines of the CUDA backend's benchmark (tests/bench_cuda.c).
+"""PyTorch on the GPU: the baselines of the CUDA backend's benchmark (bench/bench_cuda.c).
 
-    python3 tests/ref/bench_torch_cuda.py --T 2048,4096 --H 8 --d 64 [--B 1] [--reps 5] [--impl sdpa,naive]
+    python3 bench/bench_torch_cuda.py --T 2048,4096 --H 8 --d 64 [--B 1] [--reps 5] [--impl sdpa,naive]
 
 sdpa  : torch.nn.functional.scaled_dot_product_attention(is_causal=True) (FlashAttention where
         PyTorch picks it) in bfloat16 and float32: plain causal attention, the speed bar.
@@ -25,7 +25,9 @@ except ImportError:
     print('bench_torch_cuda: torch is not importable; skipping', file=sys.stderr)
     sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# mta_ref.py: in tests/ref/ of the repository, or beside this file in scripts/gpu_check.sh's bundle
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.join(_here, '..', 'tests', 'ref')]
 from mta_ref import identity_params, mta_forward  # noqa: E402
 
 

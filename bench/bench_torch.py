@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Naive PyTorch MTA timing (the baseline `mtac bench attn` compares against).
 
-    /usr/bin/python3 tests/ref/bench_torch.py --T 1024 --H 4 --d 64 --threads 1 --config mta830m [--B 1] [--reps 3] [--warmup 1]
+    /usr/bin/python3 bench/bench_torch.py --T 1024 --H 4 --d 64 --threads 1 --config mta830m [--B 1] [--reps 3] [--warmup 1]
 
 config plain   : causal softmax attention (tests/ref/mta_ref.plain_attention).
 config mta830m : pre and post key-query conv c_q=6, c_k=11 (F.conv2d, groups=H), HxH pre-softmax
@@ -27,7 +27,8 @@ except ImportError:
           % sys.executable, file=sys.stderr)
     sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the PyTorch reference (docs/reference.md)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'ref'))
 from mta_ref import mta_forward, plain_attention  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training-step speed of the PyTorch reference model (what `mtac bench train` compares against).
 
-    /usr/bin/python3 tests/ref/bench_train_torch.py --config CFG.json --B 8 --T 256 --threads 2 --steps 3
+    /usr/bin/python3 bench/bench_train_torch.py --config CFG.json --B 8 --T 256 --threads 2 --steps 3
 
 One step = forward, mean cross-entropy, backward, global-norm clip 1.0, torch.optim.AdamW; float32;
 the MTA convolutions use F.conv2d (mta_ref's fast path). No attention dropout (model_ref has none).
@@ -20,7 +20,8 @@ except ImportError:
     print('bench_train_torch: torch is not importable with %s' % sys.executable, file=sys.stderr)
     sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the PyTorch reference (docs/reference.md)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'ref'))
 import model_ref  # noqa: E402
 import mta_ref  # noqa: E402
 
