@@ -154,17 +154,30 @@ typedef union {
 } mta_grads;
 
 // One parameter of the table: its name (the tensor name of problem files, `mtac attn` and the
-// Python package), the step of docs/spec.md section 2 that uses it, and a one-line description.
+// Python package), the step of docs/spec.md section 2 that uses it, a one-line description, and
+// its shape in words ("(H, c_q, c_k)"; mta_param_shape gives the numbers).
 typedef struct {
     const char *name;
     int spec_step;
     const char *about;
+    const char *shape;
 } mta_param_desc;
 
 // The description of parameter i (MTA_W_PRE .. MTA_GATE_B); NULL outside [0, MTA_N_PARAMS).
 const mta_param_desc *mta_param_info(int i);
 // The index of the parameter named name, or -1.
 int mta_param_index(const char *name);
+
+// The fields of mta_config in order, for bindings that mirror it (the Python package builds its
+// ctypes Config from them): name, byte offset, and kind (MTA_FIELD_INT: an int or an enum stored as
+// one; MTA_FIELD_FLOAT: a float). mta_config_field(i) for i = 0, 1, ... until it returns NULL.
+enum { MTA_FIELD_INT = 0, MTA_FIELD_FLOAT = 1 };
+typedef struct {
+    const char *name;
+    size_t offset;
+    int kind;
+} mta_config_field_desc;
+const mta_config_field_desc *mta_config_field(int i);
 
 typedef struct mta_ctx mta_ctx;
 
@@ -186,6 +199,20 @@ void mta_param_init_identity(const mta_config *cfg, int i, float *w);
 // The shape of parameter i under cfg into shape[0..ndim): returns ndim (1 to 3), or 0 when cfg
 // does not enable its step (or i is not a parameter).
 int mta_param_shape(const mta_config *cfg, int i, int64_t shape[3]);
+
+// The settings of cfg that the parameters' tensors determine, from the tensors a caller was given
+// (a problem file's, a Python call's): parameter i is given when shape[i] is not NULL, its
+// dimensions shape[i][0..ndim[i]). Each given tensor switches its step on and its shape sets the
+// step's sizes (w_pre (H, c_q, c_k) sets pre_cq, pre_ck; w_post_head (H/c_h, c_h, c_h) sets post_ch;
+// gn_weight sets group_norm; ...: one table in mta.c, the one mta_param_shape reads); cfg's B, H,
+// T, d must be set and its step settings 0. Checks the number of dimensions (a shape (1) may be
+// given as a scalar, ndim 0), that the settings read make a config mta_config_check accepts (its
+// message then names the tensor), and that a step's parameters come together (gate_w with gate_b).
+// It does not compare the other dimensions: the caller checks the whole config (mta_config_check)
+// and then each given tensor's shape against mta_param_shape. MTA_OK, or MTA_ERR_INVALID (or
+// mta_config_check's status) with a message.
+mta_status mta_config_from_shapes(mta_config *cfg, const int *ndim, const int64_t *const *shape, char *msg,
+                                  size_t msg_len);
 
 // Element counts of each parameter tensor for a config (0 when the step is off).
 typedef union {

@@ -320,6 +320,63 @@ static void test_param_table(void **s) {
     assert_int_equal(mta_abi_sizeof(MTA_ABI_N), 0);
 }
 
+// The table read both ways: the shapes mta_param_shape gives a config's parameters, given to
+// mta_config_from_shapes, set exactly that config's step settings, for every step combination;
+// shapes that do not fit are refused naming the tensor, and a step's tensors come together.
+static void test_config_from_shapes(void **s) {
+    (void)s;
+    for (int shape = 0; shape < TU_NSHAPES; shape++)
+        for (int mask = 0; mask < TU_NCOMBOS; mask++) {
+            const mta_config want = tu_combo(shape, mask, 0.0f);
+            mta_config got = mta_config_default(want.B, want.H, want.T, want.d);
+            got.backend = want.backend, got.layer_id = want.layer_id, got.depth_scale = want.depth_scale;
+            got.strip_rows = want.strip_rows, got.threads = want.threads, got.keep_o = want.keep_o;
+            int64_t sh[MTA_N_PARAMS][3];
+            int nd[MTA_N_PARAMS];
+            const int64_t *ptr[MTA_N_PARAMS];
+            for (int i = 0; i < MTA_N_PARAMS; i++) {
+                nd[i] = mta_param_shape(&want, i, sh[i]);
+                ptr[i] = nd[i] ? sh[i] : NULL;
+            }
+            char msg[256];
+            assert_int_equal(mta_config_from_shapes(&got, nd, ptr, msg, sizeof msg), MTA_OK);
+            assert_memory_equal(&got, &want, sizeof got);
+        }
+    const struct {
+        int i, nd;
+        int64_t sh[3];
+        const char *msg;
+    } bad[] = {
+        {MTA_W_PRE, 2, {4, 3}, "tensor 'w_pre' has shape (4,3), expected (H, c_q, c_k)"},
+        {MTA_W_PRE, 3, {4, 3, 4}, "tensor 'w_pre' of shape (4,3,4): pre-softmax conv kernel key size c_k=4 must be odd"},
+        {MTA_W_PRE, 3, {4, 0, 3}, "tensor 'w_pre' has shape (4,0,3)"},
+        {MTA_W_POST_HEAD, 3, {1, 3, 3}, "tensor 'w_post_head' of shape (1,3,3): head conv group size c_h=3 must divide H=4"},
+        {MTA_GATE_W, 1, {6}, "gate_w and gate_b go together: give both or neither (gate_b is missing)"},
+        {MTA_GATE_B, 0, {0}, "gate_w and gate_b go together: give both or neither (gate_w is missing)"},
+        {MTA_GN_WEIGHT, 2, {6, 1}, "tensor 'gn_weight' has shape (6,1), expected (d)"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        mta_config c = mta_config_default(1, 4, 8, 6);
+        int nd[MTA_N_PARAMS] = {0};
+        const int64_t *ptr[MTA_N_PARAMS] = {0};
+        nd[bad[k].i] = bad[k].nd, ptr[bad[k].i] = bad[k].sh;
+        char msg[256] = "";
+        assert_int_not_equal(mta_config_from_shapes(&c, nd, ptr, msg, sizeof msg), MTA_OK);
+        if (strncmp(msg, bad[k].msg, strlen(bad[k].msg))) fail_msg("message '%s', expected '%s...'", msg, bad[k].msg);
+    }
+    // mta_config's fields, in order, each 4 bytes, as bindings mirror them.
+    size_t off = 0;
+    int i = 0;
+    for (const mta_config_field_desc *f; (f = mta_config_field(i)); i++, off += 4) {
+        assert_int_equal(f->offset, off);
+        assert_true(f->kind == MTA_FIELD_INT || f->kind == (strcmp(f->name, "dropout") ? -1 : MTA_FIELD_FLOAT));
+    }
+    assert_int_equal(off, sizeof(mta_config));
+    assert_string_equal(mta_config_field(4)->name, "pre_cq");
+    assert_int_equal(mta_config_field(4)->offset, offsetof(mta_config, pre_cq));
+    assert_null(mta_config_field(-1));
+}
+
 // Dropout: off outside training, a fixed seed fixes the mask, and about p of the weights drop.
 static void test_dropout(void **s) {
     (void)s;
@@ -364,6 +421,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),
         cmocka_unit_test(test_param_sizes_and_identity), cmocka_unit_test(test_param_table),
+        cmocka_unit_test(test_config_from_shapes),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_attention_map),     cmocka_unit_test(test_nonfinite_propagates),
     };

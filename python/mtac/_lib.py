@@ -12,19 +12,19 @@ class Error(ValueError):
     the library's own where the library found the problem."""
 
 
-class Config(ctypes.Structure):
-    """mta_config (include/mta.h), field for field."""
-    _fields_ = [('B', _c_int), ('H', _c_int), ('T', _c_int), ('d', _c_int),
-                ('pre_cq', _c_int), ('pre_ck', _c_int), ('pre_head_mix', _c_int),
-                ('post_cq', _c_int), ('post_ck', _c_int), ('post_ch', _c_int),
-                ('group_norm', _c_int), ('depth_scale', _c_int), ('layer_id', _c_int), ('gate', _c_int),
-                ('dropout', _c_float), ('backend', _c_int), ('strip_rows', _c_int), ('threads', _c_int),
-                ('keep_o', _c_int)]
-
-
 class ParamDesc(ctypes.Structure):
     """mta_param_desc: one entry of the library's table of the MTA steps' parameters."""
-    _fields_ = [('name', ctypes.c_char_p), ('spec_step', _c_int), ('about', ctypes.c_char_p)]
+    _fields_ = [('name', ctypes.c_char_p), ('spec_step', _c_int), ('about', ctypes.c_char_p),
+                ('shape', ctypes.c_char_p)]
+
+
+class ConfigField(ctypes.Structure):
+    """mta_config_field_desc: one field of mta_config (name, byte offset, kind)."""
+    _fields_ = [('name', ctypes.c_char_p), ('offset', ctypes.c_size_t), ('kind', _c_int)]
+
+
+# mta_config_field's kinds (MTA_FIELD_INT, MTA_FIELD_FLOAT) as ctypes types.
+_FIELD_KINDS = {0: _c_int, 1: _c_float}
 
 
 # The library's sizeof of each structure that this module mirrors (mta_abi_sizeof's MTA_ABI_*).
@@ -41,11 +41,45 @@ def _param_names(lib):
         names.append(d.contents.name.decode())
 
 
-def _load():
+def _symbol(lib, name):
+    try:
+        return getattr(lib, name)
+    except AttributeError:
+        raise ImportError('mtac: %s has no %s: it is older than this package; reinstall with pip install ./python'
+                          % (lib._name, name)) from None
+
+
+def _config_class(lib):
+    """mta_config's ctypes copy, field for field from the library's own list (mta_config_field), so
+    that a setting added to mta.h needs no edit here; each field's offset is checked against the
+    library's (the size is checked with the other structures, check_abi)."""
+    f = _symbol(lib, 'mta_config_field')
+    f.restype, f.argtypes = ctypes.POINTER(ConfigField), [_c_int]
+    rows = []
+    while f(len(rows)):
+        rows.append(f(len(rows)).contents)
+    if any(r.kind not in _FIELD_KINDS for r in rows):
+        raise ImportError('mtac: %s describes an mta_config field of a kind this package does not know; reinstall '
+                          'with pip install ./python' % lib._name)
+    cls = type('Config', (ctypes.Structure,), {
+        '__doc__': 'mta_config (include/mta.h), field for field from the library (mta_config_field).',
+        '_fields_': [(r.name.decode(), _FIELD_KINDS[r.kind]) for r in rows]})
+    for r in rows:
+        if getattr(cls, r.name.decode()).offset != r.offset:
+            raise ImportError('mtac: mta_config.%s is at byte %d in %s but at %d in its ctypes copy; reinstall with '
+                              'pip install ./python' % (r.name.decode(), r.offset, lib._name,
+                                                        getattr(cls, r.name.decode()).offset))
+    return cls
+
+
+def _open():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'libmtac.so')
     if not os.path.exists(path):
         raise ImportError('mtac: %s is missing; install the package with pip install ./python' % path)
-    lib = ctypes.CDLL(path)
+    return ctypes.CDLL(path)
+
+
+def _bind(lib):
     sig = {
         'mta_config_default': (Config, [_c_int, _c_int, _c_int, _c_int]),
         'mta_config_check': (_c_int, [ctypes.POINTER(Config), ctypes.c_char_p, ctypes.c_size_t]),
@@ -61,18 +95,19 @@ def _load():
         'mta_param_info': (ctypes.POINTER(ParamDesc), [_c_int]),
         'mta_param_shape': (_c_int, [ctypes.POINTER(Config), _c_int, ctypes.POINTER(ctypes.c_int64)]),
         'mta_abi_sizeof': (ctypes.c_size_t, [_c_int]),
+        'mta_config_from_shapes': (_c_int, [ctypes.POINTER(Config), ctypes.POINTER(_c_int),
+                                            ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.c_char_p,
+                                            ctypes.c_size_t]),
     }
     for name, (res, args) in sig.items():
-        try:
-            f = getattr(lib, name)
-        except AttributeError:
-            raise ImportError('mtac: %s has no %s: it is older than this package; reinstall with pip install ./python'
-                              % (path, name)) from None
+        f = _symbol(lib, name)
         f.restype, f.argtypes = res, args
     return lib
 
 
-lib = _load()
+lib = _open()
+Config = _config_class(lib)
+_bind(lib)
 PARAM_NAMES = _param_names(lib)
 
 
@@ -111,6 +146,24 @@ def param_shape(cfg, i):
     s = (ctypes.c_int64 * 3)()
     n = lib.mta_param_shape(ctypes.byref(cfg), i, s)
     return tuple(s[:n]) if n else None
+
+
+def config_from_shapes(cfg, shapes):
+    """Sets cfg's step settings from the shapes of the parameters given (shapes[i]: PARAM_NAMES[i]'s
+    shape, None when not given) with the library's table (mta_config_from_shapes: each tensor switches
+    its step on, its shape sets the step's sizes, a step's tensors come together); raises Error with
+    the library's message. The caller then checks the config and each shape (param_shape)."""
+    n = len(PARAM_NAMES)
+    ndim, ptrs, keep = (_c_int * n)(), (ctypes.POINTER(ctypes.c_int64) * n)(), []
+    for i, s in enumerate(shapes):
+        ndim[i] = -1
+        if s is not None:
+            a = (ctypes.c_int64 * max(len(s), 1))(*s)
+            keep.append(a)
+            ndim[i], ptrs[i] = len(s), ctypes.cast(a, ctypes.POINTER(ctypes.c_int64))
+    msg = ctypes.create_string_buffer(256)
+    if lib.mta_config_from_shapes(ctypes.byref(cfg), ndim, ptrs, msg, len(msg)) != 0:
+        raise Error('mtac: ' + msg.value.decode(errors='replace'))
 
 
 def backend_of(name):

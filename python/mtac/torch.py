@@ -12,7 +12,8 @@ import ctypes
 import torch
 from torch import nn
 
-from mtac._lib import PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, lib, param_shape
+from mtac._lib import (PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, config_from_shapes, lib,
+                       param_shape)
 
 __all__ = ['mta_attention', 'MultiTokenAttention', 'Error']
 
@@ -50,27 +51,12 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     for name in PARAM_NAMES:
         if prm[name] is not None:
             _check_tensor(name, prm[name])
-    if (prm['gate_w'] is None) != (prm['gate_b'] is None):
-        raise Error('mtac: gate_w and gate_b go together (the gate is sigmoid(O . gate_w + gate_b))')
     if depth_scale and prm['gn_weight'] is None:
         raise Error('mtac: depth_scale applies to the group norm output: give gn_weight')
     cfg = lib.mta_config_default(B, H, T, d)
-
-    def dims(name, n):
-        t = prm[name]
-        if t.dim() != n:
-            raise Error('mtac: %s must have %d dimensions, got shape %s' % (name, n, tuple(t.shape)))
-        return tuple(t.shape)
-
-    if prm['w_pre'] is not None:
-        _, cfg.pre_cq, cfg.pre_ck = dims('w_pre', 3)
-    if prm['w_post'] is not None:
-        _, cfg.post_cq, cfg.post_ck = dims('w_post', 3)
-    if prm['w_post_head'] is not None:
-        cfg.post_ch = dims('w_post_head', 3)[1]
-    cfg.pre_head_mix = int(prm['w_pre_head'] is not None)
-    cfg.group_norm = int(prm['gn_weight'] is not None)
-    cfg.gate = int(prm['gate_w'] is not None)
+    # Each tensor given switches its step on and its shape sets the step's sizes: the library's
+    # table (mta_config_from_shapes), which also refuses a step's tensors given apart (gate_w, gate_b).
+    config_from_shapes(cfg, [None if prm[n] is None else tuple(prm[n].shape) for n in PARAM_NAMES])
     cfg.depth_scale = int(bool(depth_scale))
     if not isinstance(layer_id, int) or not 0 <= layer_id <= _INT_MAX:
         raise Error('mtac: layer_id=%r must be an int >= 0' % (layer_id,))

@@ -37,3 +37,18 @@ def test_parameter_table():
     cfg.pre_cq, cfg.pre_ck, cfg.post_ch, cfg.gate = 3, 5, 2, 1
     assert [_lib.param_shape(cfg, i) for i in range(len(_lib.PARAM_NAMES))] == [
         (4, 3, 5), None, None, (2, 2, 2), None, (6,), (1,)]
+
+
+def test_config_and_shapes_from_the_library():
+    """Config is built from the library's list of mta_config's fields, and the settings that the
+    parameters' shapes give come from the library's table (mta_config_from_shapes)."""
+    names = [f[0] for f in _lib.Config._fields_]
+    assert names[:4] == ['B', 'H', 'T', 'd'] and names[-1] == 'keep_o' and len(set(names)) == len(names)
+    assert dict(_lib.Config._fields_)['dropout'] is ctypes.c_float
+    cfg = _lib.lib.mta_config_default(2, 4, 8, 6)
+    _lib.config_from_shapes(cfg, [(4, 3, 5), None, None, (2, 2, 2), None, (6,), (1,)])
+    assert (cfg.pre_cq, cfg.pre_ck, cfg.pre_head_mix, cfg.post_ch, cfg.group_norm, cfg.gate) == (3, 5, 0, 2, 0, 1)
+    with pytest.raises(_lib.Error, match='gate_w and gate_b go together'):
+        _lib.config_from_shapes(_lib.lib.mta_config_default(2, 4, 8, 6), [None] * 5 + [(6,), None])
+    with pytest.raises(_lib.Error, match=r"tensor 'w_pre' has shape \(4,3\), expected \(H, c_q, c_k\)"):
+        _lib.config_from_shapes(_lib.lib.mta_config_default(2, 4, 8, 6), [(4, 3)] + [None] * 6)

@@ -255,16 +255,47 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     return MTA_OK;
 }
 
-// The one list of the MTA steps' parameters (mta.h's MTA_W_PRE ..., docs/spec.md section 2).
-static const mta_param_desc param_table[MTA_N_PARAMS] = {
-    [MTA_W_PRE] = {"w_pre", 2, "pre-softmax key-query convolution kernel (H, c_q, c_k)"},
-    [MTA_W_PRE_HEAD] = {"w_pre_head", 3, "pre-softmax head mixing matrix (H, H)"},
-    [MTA_W_POST] = {"w_post", 5, "post-softmax key-query convolution kernel (H, c_q', c_k')"},
-    [MTA_W_POST_HEAD] = {"w_post_head", 6, "post-softmax head convolution, one (c_h, c_h) block per group (H/c_h, c_h, c_h)"},
-    [MTA_GN_WEIGHT] = {"gn_weight", 8, "per-head RMS group norm weight (d)"},
-    [MTA_GATE_W] = {"gate_w", 9, "sigmoid gate weight (d)"},
-    [MTA_GATE_B] = {"gate_b", 9, "sigmoid gate bias (1)"},
+// The one list of the MTA steps' parameters (mta.h's MTA_W_PRE ..., docs/spec.md section 2): each
+// one's description, and its shape as data, read both ways: from a config to the shape
+// (mta_param_shape) and from a given tensor's shape to the config's settings
+// (mta_config_from_shapes). A dimension is a size of the config (OF: H, d), 1 (ONE), a step
+// setting that the tensor's dimension sets (SET: a kernel size), or a size over a setting (DIV:
+// H/c_h). The step is on when the setting `on` is > 0 (a size) or non-zero (a flag, which a given
+// tensor sets to 1); the parameters of one `on` come together.
+enum { DIM_ONE, DIM_OF, DIM_SET, DIM_DIV };
+typedef struct {
+    unsigned char kind;
+    unsigned short a, b;  // offsets in mta_config of the int read (OF, SET) or of a / b (DIV)
+} dim_rule;
+#define CF(f) ((unsigned short)offsetof(mta_config, f))
+#define ONE {DIM_ONE, 0, 0}
+#define OF(f) {DIM_OF, CF(f), 0}
+#define SET(f) {DIM_SET, CF(f), 0}
+#define DIV(f, g) {DIM_DIV, CF(f), CF(g)}
+static const struct {
+    mta_param_desc desc;
+    int ndim;
+    dim_rule dim[3];
+    unsigned short on;  // offset of the setting that switches the step on
+    int flag;           // 1: `on` is a flag that a given tensor sets; 0: a size that a SET dimension sets
+} param_table[MTA_N_PARAMS] = {
+    [MTA_W_PRE] = {{"w_pre", 2, "pre-softmax key-query convolution kernel (H, c_q, c_k)", "(H, c_q, c_k)"},
+                   3, {OF(H), SET(pre_cq), SET(pre_ck)}, CF(pre_cq), 0},
+    [MTA_W_PRE_HEAD] = {{"w_pre_head", 3, "pre-softmax head mixing matrix (H, H)", "(H, H)"},
+                        2, {OF(H), OF(H)}, CF(pre_head_mix), 1},
+    [MTA_W_POST] = {{"w_post", 5, "post-softmax key-query convolution kernel (H, c_q', c_k')", "(H, c_q', c_k')"},
+                    3, {OF(H), SET(post_cq), SET(post_ck)}, CF(post_cq), 0},
+    [MTA_W_POST_HEAD] = {{"w_post_head", 6, "post-softmax head convolution, one (c_h, c_h) block per group (H/c_h, c_h, c_h)", "(H/c_h, c_h, c_h)"},
+                         3, {DIV(H, post_ch), SET(post_ch), SET(post_ch)}, CF(post_ch), 0},
+    [MTA_GN_WEIGHT] = {{"gn_weight", 8, "per-head RMS group norm weight (d)", "(d)"}, 1, {OF(d)}, CF(group_norm), 1},
+    [MTA_GATE_W] = {{"gate_w", 9, "sigmoid gate weight (d)", "(d)"}, 1, {OF(d)}, CF(gate), 1},
+    [MTA_GATE_B] = {{"gate_b", 9, "sigmoid gate bias (1)", "(1)"}, 1, {ONE}, CF(gate), 1},
 };
+#undef ONE
+#undef OF
+#undef SET
+#undef DIV
+#undef CF
 
 // The named members and the array view of the parameter unions must coincide.
 _Static_assert(sizeof(mta_params) == MTA_N_PARAMS * sizeof(const float *), "mta_params: one pointer per parameter");
@@ -274,30 +305,104 @@ _Static_assert(offsetof(mta_params, gate_b) == MTA_GATE_B * sizeof(const float *
 _Static_assert(offsetof(mta_grads, gn_weight) == MTA_GN_WEIGHT * sizeof(float *), "mta_grads order");
 _Static_assert(offsetof(mta_param_sizes, w_post_head) == MTA_W_POST_HEAD * sizeof(size_t), "mta_param_sizes order");
 
-const mta_param_desc *mta_param_info(int i) { return i >= 0 && i < MTA_N_PARAMS ? &param_table[i] : NULL; }
+const mta_param_desc *mta_param_info(int i) { return i >= 0 && i < MTA_N_PARAMS ? &param_table[i].desc : NULL; }
 
 int mta_param_index(const char *name) {
     for (int i = 0; name && i < MTA_N_PARAMS; i++)
-        if (!strcmp(name, param_table[i].name)) return i;
+        if (!strcmp(name, param_table[i].desc.name)) return i;
     return -1;
 }
 
-static int shape_of(int64_t *s, int64_t a, int64_t b, int64_t c, int ndim) {
-    s[0] = a, s[1] = b, s[2] = c;
-    return ndim;
+// mta_config's fields in order (mta_config_field). Every field is 4 bytes, so a field added to
+// mta_config without its row here fails the assertion below.
+#define FIELD(f, kind) {#f, offsetof(mta_config, f), kind}
+static const mta_config_field_desc config_fields[] = {
+    FIELD(B, MTA_FIELD_INT), FIELD(H, MTA_FIELD_INT), FIELD(T, MTA_FIELD_INT), FIELD(d, MTA_FIELD_INT),
+    FIELD(pre_cq, MTA_FIELD_INT), FIELD(pre_ck, MTA_FIELD_INT), FIELD(pre_head_mix, MTA_FIELD_INT),
+    FIELD(post_cq, MTA_FIELD_INT), FIELD(post_ck, MTA_FIELD_INT), FIELD(post_ch, MTA_FIELD_INT),
+    FIELD(group_norm, MTA_FIELD_INT), FIELD(depth_scale, MTA_FIELD_INT), FIELD(layer_id, MTA_FIELD_INT),
+    FIELD(gate, MTA_FIELD_INT), FIELD(dropout, MTA_FIELD_FLOAT), FIELD(backend, MTA_FIELD_INT),
+    FIELD(strip_rows, MTA_FIELD_INT), FIELD(threads, MTA_FIELD_INT), FIELD(keep_o, MTA_FIELD_INT),
+};
+#undef FIELD
+enum { N_CONFIG_FIELDS = sizeof config_fields / sizeof config_fields[0] };
+_Static_assert(sizeof(mta_backend) == sizeof(int) && sizeof(float) == sizeof(int), "mta_config: 4-byte fields");
+_Static_assert(sizeof(mta_config) == N_CONFIG_FIELDS * sizeof(int), "mta_config: a row of config_fields per field");
+
+const mta_config_field_desc *mta_config_field(int i) { return i >= 0 && i < N_CONFIG_FIELDS ? &config_fields[i] : NULL; }
+
+static int cfg_int(const mta_config *c, unsigned short off) { return *(const int *)((const char *)c + off); }
+static int *cfg_int_at(mta_config *c, unsigned short off) { return (int *)((char *)c + off); }
+
+// Whether parameter i's step is on under c.
+static int param_on(const mta_config *c, int i) {
+    const int x = cfg_int(c, param_table[i].on);
+    return param_table[i].flag ? x != 0 : x > 0;
 }
 
 int mta_param_shape(const mta_config *c, int i, int64_t s[3]) {
-    switch (i) {
-    case MTA_W_PRE: return c->pre_cq > 0 ? shape_of(s, c->H, c->pre_cq, c->pre_ck, 3) : 0;
-    case MTA_W_PRE_HEAD: return c->pre_head_mix ? shape_of(s, c->H, c->H, 0, 2) : 0;
-    case MTA_W_POST: return c->post_cq > 0 ? shape_of(s, c->H, c->post_cq, c->post_ck, 3) : 0;
-    case MTA_W_POST_HEAD: return c->post_ch > 0 ? shape_of(s, c->H / c->post_ch, c->post_ch, c->post_ch, 3) : 0;
-    case MTA_GN_WEIGHT: return c->group_norm ? shape_of(s, c->d, 0, 0, 1) : 0;
-    case MTA_GATE_W: return c->gate ? shape_of(s, c->d, 0, 0, 1) : 0;
-    case MTA_GATE_B: return c->gate ? shape_of(s, 1, 0, 0, 1) : 0;
-    default: return 0;
+    if (i < 0 || i >= MTA_N_PARAMS || !param_on(c, i)) return 0;
+    s[0] = s[1] = s[2] = 0;
+    for (int j = 0; j < param_table[i].ndim; j++) {
+        const dim_rule r = param_table[i].dim[j];
+        s[j] = r.kind == DIM_ONE ? 1 : r.kind == DIM_DIV ? cfg_int(c, r.a) / cfg_int(c, r.b) : cfg_int(c, r.a);
     }
+    return param_table[i].ndim;
+}
+
+static void shape_words(char *buf, size_t n, int ndim, const int64_t *s) {
+    size_t used = (size_t)snprintf(buf, n, "(");
+    for (int j = 0; j < ndim && used < n; j++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", j ? "," : "", (long long)s[j]);
+    if (used < n) snprintf(buf + used, n - used, ")");
+}
+
+mta_status mta_config_from_shapes(mta_config *c, const int *ndim, const int64_t *const *shape, char *msg, size_t n) {
+    if (!c || !ndim || !shape) return say(msg, n, MTA_ERR_NULL, "config, ndim and shape must be non-NULL");
+    // A config that passes its checks before a tensor's settings and fails after them fails
+    // because of that tensor: its message then names it.
+    const int attribute = mta_config_check(c, NULL, 0) == MTA_OK;
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        if (!shape[i]) continue;
+        const int nd = param_table[i].ndim;
+        char got[160];
+        shape_words(got, sizeof got, ndim[i] >= 0 && ndim[i] <= 8 ? ndim[i] : 0, shape[i]);
+        const int scalar = ndim[i] == 0 && nd == 1 && param_table[i].dim[0].kind == DIM_ONE;
+        if (ndim[i] != nd && !scalar)
+            return say(msg, n, MTA_ERR_INVALID, "tensor '%s' has shape %s, expected %s", param_table[i].desc.name,
+                       ndim[i] >= 0 && ndim[i] <= 8 ? got : "(?)", param_table[i].desc.shape);
+        for (int j = 0; j < nd && !scalar; j++) {
+            const dim_rule r = param_table[i].dim[j];
+            int earlier = 0;  // a setting two dimensions give is set by the first (the shape check compares)
+            for (int e = 0; e < j; e++) earlier |= param_table[i].dim[e].kind == DIM_SET && param_table[i].dim[e].a == r.a;
+            if (r.kind != DIM_SET || earlier) continue;
+            if (shape[i][j] < 1 || shape[i][j] > 0x7fffffff)
+                return say(msg, n, MTA_ERR_INVALID, "tensor '%s' has shape %s, expected %s with sizes in 1..2^31-1",
+                           param_table[i].desc.name, got, param_table[i].desc.shape);
+            *cfg_int_at(c, r.a) = (int)shape[i][j];
+        }
+        if (param_table[i].flag) *cfg_int_at(c, param_table[i].on) = 1;
+        char why[256];
+        const mta_status s = attribute ? mta_config_check(c, why, sizeof why) : MTA_OK;
+        if (s) return say(msg, n, s, "tensor '%s' of shape %s: %s", param_table[i].desc.name, got, why);
+    }
+    // The parameters of a step come together: one given and one missing is an error.
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        if (shape[i] || !param_on(c, i)) continue;
+        char names[256] = "";
+        int count = 0, total = 0;
+        for (int j = 0; j < MTA_N_PARAMS; j++) total += param_table[j].on == param_table[i].on;
+        for (int j = 0; j < MTA_N_PARAMS; j++)
+            if (param_table[j].on == param_table[i].on)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", count++ ? (count == total ? " and " : ", ") : "",
+                         param_table[j].desc.name);
+        if (total == 1)
+            return say(msg, n, MTA_ERR_INVALID, "tensor '%s' is missing but the config's step setting is on", names);
+        return say(msg, n, MTA_ERR_INVALID, "%s go together: give %s (%s is missing)", names,
+                   total == 2 ? "both or neither" : "all or none", param_table[i].desc.name);
+    }
+    if (msg && n) msg[0] = '\0';
+    return MTA_OK;
 }
 
 mta_param_sizes mta_param_sizes_of(const mta_config *c) {
@@ -430,7 +535,7 @@ static mta_status check_params(mta_ctx *ctx, const mta_params *p) {
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         int64_t sh[3];
         const int on = mta_param_shape(c, i, sh) > 0;
-        const char *name = param_table[i].name;
+        const char *name = param_table[i].desc.name;
         if (on && !p->w[i]) return mta_fail(ctx, MTA_ERR_NULL, "parameter %s is NULL but its step is on", name);
         if (!on && p->w[i]) return mta_fail(ctx, MTA_ERR_INVALID, "parameter %s is given but its step is off in the config", name);
     }

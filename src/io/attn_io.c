@@ -30,18 +30,6 @@ static int bad_shape(const st_tensor *t, const char *expect, char *err, size_t n
     return errmsg(err, n, "tensor '%s' has shape %s, expected %s", t->name, got, expect);
 }
 
-// A key-query conv kernel (H, c_q, c_k): checks its shape and reads the kernel sizes.
-static int conv_kernel_sizes(const st_tensor *w, int H, int *cq, int *ck, char *err, size_t n) {
-    int64_t s[3] = {H, -1, -1};
-    char want[64];
-    snprintf(want, sizeof want, "(H=%d, c_q, c_k)", H);
-    if (!shape_is(w, 3, s)) return bad_shape(w, want, err, n);
-    if (w->shape[1] < 1 || w->shape[2] < 1 || w->shape[1] > 65536 || w->shape[2] > 65536)
-        return bad_shape(w, "kernel sizes in 1..65536", err, n);
-    *cq = (int)w->shape[1], *ck = (int)w->shape[2];
-    return 0;
-}
-
 static int is_known(const char *name) {
     const char *inputs[] = {"q", "k", "v", "dout"};
     for (size_t i = 0; i < 4; i++)
@@ -83,38 +71,18 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     const st_tensor *dout = st_find(f, "dout");
     if (dout && !shape_is(dout, 4, q->shape)) return bad_shape(dout, qs, err, n);
 
+    // Each parameter given switches its step on and its shape sets the step's sizes (mta.h's table:
+    // mta_config_from_shapes); every given tensor then has the shape the table gives its step.
     mta_config c = mta_config_default(B, H, T, d);
     const st_tensor *t[MTA_N_PARAMS];
-    for (int i = 0; i < MTA_N_PARAMS; i++) t[i] = st_find(f, mta_param_info(i)->name);
-    char want[128];
-    if (t[MTA_W_PRE] && conv_kernel_sizes(t[MTA_W_PRE], H, &c.pre_cq, &c.pre_ck, err, n)) return -1;
-    if (t[MTA_W_PRE_HEAD]) {
-        int64_t s[2] = {H, H};
-        snprintf(want, sizeof want, "(H,H) = (%d,%d)", H, H);
-        if (!shape_is(t[MTA_W_PRE_HEAD], 2, s)) return bad_shape(t[MTA_W_PRE_HEAD], want, err, n);
-        c.pre_head_mix = 1;
+    int ndim[MTA_N_PARAMS];
+    const int64_t *shape[MTA_N_PARAMS];
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        t[i] = st_find(f, mta_param_info(i)->name);
+        ndim[i] = t[i] ? t[i]->ndim : -1;
+        shape[i] = t[i] ? t[i]->shape : NULL;
     }
-    if (t[MTA_W_POST] && conv_kernel_sizes(t[MTA_W_POST], H, &c.post_cq, &c.post_ck, err, n)) return -1;
-    if (t[MTA_W_POST_HEAD]) {
-        const st_tensor *w = t[MTA_W_POST_HEAD];
-        snprintf(want, sizeof want, "(H/c_h, c_h, c_h) with H=%d", H);
-        if (w->ndim != 3 || w->shape[1] != w->shape[2] || w->shape[1] < 1 || w->shape[1] > H ||
-            w->shape[0] * w->shape[1] != H)
-            return bad_shape(w, want, err, n);
-        c.post_ch = (int)w->shape[1];
-    }
-    int64_t sd[1] = {d}, s1[1] = {1};
-    snprintf(want, sizeof want, "(d) = (%d)", d);
-    if (t[MTA_GN_WEIGHT]) {
-        if (!shape_is(t[MTA_GN_WEIGHT], 1, sd)) return bad_shape(t[MTA_GN_WEIGHT], want, err, n);
-        c.group_norm = 1;
-    }
-    if (!t[MTA_GATE_W] != !t[MTA_GATE_B]) return errmsg(err, n, "gate_w and gate_b must be given together");
-    if (t[MTA_GATE_W]) {
-        if (!shape_is(t[MTA_GATE_W], 1, sd)) return bad_shape(t[MTA_GATE_W], want, err, n);
-        if (!shape_is(t[MTA_GATE_B], 1, s1) && t[MTA_GATE_B]->ndim != 0) return bad_shape(t[MTA_GATE_B], "(1)", err, n);
-        c.gate = 1;
-    }
+    if (mta_config_from_shapes(&c, ndim, shape, err, n) != MTA_OK) return -1;
     const char *lid = st_meta_get(f, "layer_id"), *dsc = st_meta_get(f, "depth_scale");
     if (lid) {
         long x;
@@ -127,11 +95,21 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
         c.depth_scale = dsc[0] == '1';
     }
     if (mta_config_check(&c, err, n) != MTA_OK) return -1;
-    // Every tensor given has the size the table says its step needs under the config read.
-    const mta_param_sizes want_n = mta_param_sizes_of(&c);
-    for (int i = 0; i < MTA_N_PARAMS; i++)
-        if (t[i] && (size_t)t[i]->numel != want_n.w[i])
-            return bad_shape(t[i], want_n.w[i] ? "the size of its step under the config" : "no tensor: its step is off", err, n);
+    // Every tensor given has the shape the table gives its step under the config read (a shape (1)
+    // may be a scalar).
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        int64_t want[3];
+        const int nd = mta_param_shape(&c, i, want);
+        if (!t[i] || (nd && shape_is(t[i], nd, want)) || (nd == 1 && want[0] == 1 && t[i]->ndim == 0)) continue;
+        char ws[160];
+        const st_tensor w = {.ndim = nd, .shape = {want[0], want[1], want[2]}};
+        shape_str(&w, ws, sizeof ws);
+        char expect[200];
+        const char *words = mta_param_info(i)->shape;
+        if (strcmp(words, ws)) snprintf(expect, sizeof expect, "%s = %s", words, ws);
+        else snprintf(expect, sizeof expect, "%s", ws);
+        return bad_shape(t[i], expect, err, n);
+    }
 
     pr->cfg = c;
     pr->q = q->data, pr->k = k->data, pr->v = v->data, pr->dout = dout ? dout->data : NULL;

@@ -76,7 +76,7 @@ static const char *lname(char *buf, int l, const char *suffix) {
 // named pointers into base (params or grads). Returns the total count.
 static size_t layout(model *m, float *base, int build, model_weights *w) {
     const model_config *c = &m->cfg;
-    const int D = c->dim, H = c->n_heads, F = c->hidden_dim, d = D / H;
+    const int D = c->dim, F = c->hidden_dim;
     size_t off = 0;
     char nm[80];
     memset(w, 0, sizeof *w);
