@@ -8,6 +8,7 @@ shape too (heads not concatenated, no output projection). The op passes the tens
 to the library: no copies. Threads: torch.get_num_threads() unless threads= is given.
 """
 import ctypes
+import inspect
 
 import torch
 from torch import nn
@@ -115,13 +116,12 @@ class _MTAFunction(torch.autograd.Function):
         return (None, dq if need[1] else None, dk if need[2] else None, dv if need[3] else None, *dparams)
 
 
-def mta_attention(q, k, v, *, w_pre=None, w_pre_head=None, w_post=None, w_post_head=None, gn_weight=None,
-                  gate_w=None, gate_b=None, layer_id=0, depth_scale=False, dropout=0.0, backend=None,
-                  threads=None):
+def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, **params):
     """The MTA attention core (docs/spec.md section 2) of q, k, v (B, H, T, d), float32, CPU,
     contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
 
-    Each parameter switches its step on; all None is plain causal softmax attention:
+    The parameters are keywords named as in the library's table (mtac._lib.PARAM_NAMES, in the
+    signature). Each parameter switches its step on; all None is plain causal softmax attention:
       w_pre        (H, c_q, c_k)      pre-softmax key-query convolution, c_k odd   (step 2)
       w_pre_head   (H, H)             pre-softmax head mixing S2[h] = sum_h' W[h,h'] S1[h']
       w_post       (H, c_q', c_k')    post-softmax key-query convolution           (step 5)
@@ -134,10 +134,27 @@ def mta_attention(q, k, v, *, w_pre=None, w_pre_head=None, w_post=None, w_post_h
     backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps).
     threads: OpenMP threads of the call; default torch.get_num_threads().
     Raises mtac.Error (a ValueError) with the library's message for anything it refuses."""
-    prm = dict(w_pre=w_pre, w_pre_head=w_pre_head, w_post=w_post, w_post_head=w_post_head, gn_weight=gn_weight,
-               gate_w=gate_w, gate_b=gate_b)
+    for name in params:
+        if name not in PARAM_NAMES:
+            raise TypeError('mta_attention() got an unexpected keyword argument %r (its parameters: %s)'
+                            % (name, ', '.join(PARAM_NAMES)))
+    prm = {n: params.get(n) for n in PARAM_NAMES}
     cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads)
     return _MTAFunction.apply(cfg, q, k, v, *[prm[n] for n in PARAM_NAMES])
+
+
+def _with_parameters(fn):
+    """fn's signature with its **params spelled out as the table's keywords (default None), so that
+    help() and inspect show mta_attention(q, k, v, *, w_pre=None, ..., gate_b=None, layer_id=0, ...)."""
+    sig = inspect.signature(fn)
+    ps = [p for p in sig.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    at = next(i for i, p in enumerate(ps) if p.kind == inspect.Parameter.KEYWORD_ONLY)
+    ps[at:at] = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in PARAM_NAMES]
+    fn.__signature__ = sig.replace(parameters=ps)
+    return fn
+
+
+_with_parameters(mta_attention)
 
 
 class _SubLN(nn.Module):

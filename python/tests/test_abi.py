@@ -52,3 +52,18 @@ def test_config_and_shapes_from_the_library():
         _lib.config_from_shapes(_lib.lib.mta_config_default(2, 4, 8, 6), [None] * 5 + [(6,), None])
     with pytest.raises(_lib.Error, match=r"tensor 'w_pre' has shape \(4,3\), expected \(H, c_q, c_k\)"):
         _lib.config_from_shapes(_lib.lib.mta_config_default(2, 4, 8, 6), [(4, 3)] + [None] * 6)
+
+
+def test_op_keywords_are_the_table():
+    """mta_attention takes the table's parameters as keywords (its signature lists them) and refuses
+    other names as Python refuses an unknown keyword."""
+    import inspect
+    import torch
+    from mtac.torch import mta_attention
+    sig = inspect.signature(mta_attention)
+    assert list(sig.parameters)[:3 + len(_lib.PARAM_NAMES)] == ['q', 'k', 'v', *_lib.PARAM_NAMES]
+    assert all(sig.parameters[n].default is None for n in _lib.PARAM_NAMES)
+    assert sig.parameters['layer_id'].default == 0
+    q = torch.randn(1, 2, 5, 4)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'w_nothing'"):
+        mta_attention(q, q, q, w_nothing=torch.zeros(1))
