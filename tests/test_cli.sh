@@ -68,7 +68,9 @@ expect 1 "overflow float32" -- "$MTAC" attn --in "$tmp/big.safetensors" --out "$
 [ ! -e "$tmp/o2.safetensors" ] || { echo "FAIL: a non-finite result was written"; fail=$((fail + 1)); }
 
 # A real problem from the fixtures works end to end; the output file appears atomically.
-fx=$(ls tests/fixtures/*.safetensors 2>/dev/null | head -1)
+# (CTest runs this script in the build directory: the fixtures are found beside the script.)
+fx=$(ls "$(dirname "$0")"/fixtures/*.safetensors 2>/dev/null | head -1)
+[ -n "$fx" ] || { fail=$((fail + 1)); echo "FAIL: no fixture in $(dirname "$0")/fixtures"; }
 if [ -n "$fx" ]; then
     # the fixtures hold expect.* tensors (PyTorch's results in float64): each is compared with
     # the result of its name, and a difference beyond --tol fails the command
