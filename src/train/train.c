@@ -34,14 +34,6 @@ static double now_s(void) {
 
 static void path_join(char *dst, size_t n, const char *dir, const char *file) { snprintf(dst, n, "%s/%s", dir, file); }
 
-int train_check_batch_shape(int B, int T, char *err, size_t n) {
-    if (B < 1 || T < 1) return errmsg(err, n, "batch_size %d and seq_len %d must be >= 1", B, T);
-    if (B > INT_MAX / T)
-        return errmsg(err, n, "batch_size %d x seq_len %d = %lld tokens per micro-batch: more than %d", B, T,
-                      (long long)B * T, INT_MAX);
-    return 0;
-}
-
 // Tokens and targets of one micro-batch, B*T ints each, in one allocation (tokens first).
 static int *alloc_batch(int B, int T, char *err, size_t n) {
     int *tok = malloc(2 * (size_t)B * T * sizeof(int));

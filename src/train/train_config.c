@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -164,6 +165,15 @@ int train_config_load(train_config *c, const char *path, char *err, size_t n) {
     }
     cJSON_Delete(root);
     return rc;
+}
+
+// Here, not in train.c, so that the run (train.c) calls the config and never the reverse.
+int train_check_batch_shape(int B, int T, char *err, size_t n) {
+    if (B < 1 || T < 1) return errmsg(err, n, "batch_size %d and seq_len %d must be >= 1", B, T);
+    if (B > INT_MAX / T)
+        return errmsg(err, n, "batch_size %d x seq_len %d = %lld tokens per micro-batch: more than %d", B, T,
+                      (long long)B * T, INT_MAX);
+    return 0;
 }
 
 int train_config_finish(train_config *c, char *err, size_t n) {
