@@ -7,8 +7,11 @@ Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the o
 shape too (heads not concatenated, no output projection). The op passes the tensors' own memory
 to the library: no copies. Threads: torch.get_num_threads() unless threads= is given.
 """
+import collections.abc
 import ctypes
+import dataclasses
 import inspect
+import math
 
 import torch
 from torch import nn
@@ -165,40 +168,142 @@ class _SubLN(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
 
+# The authors' config block (facebookresearch/RAM, projects/mta/mta_transformer.py,
+# MTATransformerArgs, the `mta:` keys of their configs/*.yaml): every key and its default there.
+_AUTHORS_DEFAULTS = dict(use_mta=False, query_kernel_size=1, key_kernel_size=1, pad_key='both', mta_layers=None,
+                         after_sm_query_kernel_size=None, after_sm_key_kernel_size=None, init_method='identity',
+                         head_kernel_size=None, group_norm=False, layer_norm_rescale=False, curse_norm=False,
+                         pre_sm_linear_head=False, post_sm_linear_head=False, add_gating=False, gate_1d=True)
+_AUTHORS_BOOLS = ('use_mta', 'group_norm', 'layer_norm_rescale', 'pre_sm_linear_head', 'post_sm_linear_head',
+                  'add_gating')
+_AUTHORS_SIZES = ('query_kernel_size', 'key_kernel_size', 'after_sm_query_kernel_size', 'after_sm_key_kernel_size',
+                  'head_kernel_size')
+# Keys that select an option mtac has only at one value: accepted at that value, refused otherwise.
+_AUTHORS_FIXED = {
+    'pad_key': ('both', "mtac centres the key window (the authors' 'both'); 'left' and 'right' are not supported"),
+    'init_method': ('identity', "mtac's initialisation is 'identity' (docs/spec.md section 2.2); "
+                                "'const', 'uniform', 'normal' and 'diagonal' are not supported"),
+    'gate_1d': (True, 'mtac has the 1-d gate only (one scalar per head and position); the d x d gate is not '
+                      'supported'),
+    'curse_norm': (False, "it rescales the block's attention_norm and ffn_norm, outside the attention core; not "
+                          "supported"),
+}
+
+
+def _config_items(cfg):
+    """The keys and values of a config block: a mapping (dict, OmegaConf's DictConfig), a dataclass
+    (their MTATransformerArgs) or an object with attributes (SimpleNamespace, argparse.Namespace)."""
+    if isinstance(cfg, collections.abc.Mapping):
+        return dict(cfg)
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    if hasattr(cfg, 'keys') and hasattr(cfg, '__getitem__'):
+        return {k: cfg[k] for k in cfg.keys()}
+    if hasattr(cfg, '__dict__'):
+        return {k: v for k, v in vars(cfg).items() if not k.startswith('_')}
+    raise TypeError('MultiTokenAttention.from_config: cfg must be a dict or an object with attributes (the '
+                    "authors' MTATransformerArgs), not %s" % type(cfg).__name__)
+
+
+def _mta_layers(v):
+    """The authors' mta_layers ("2,6,10", their format; an int or a list of ints too) as a set, None
+    for all layers; raises ValueError."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return {int(x) for x in v.split(',')}
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {v}
+    if isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return set(v)
+    raise ValueError(v)
+
+
+def _from_authors(c, layer_id):
+    """MultiTokenAttention's arguments for layer layer_id of the authors' config block c (a dict),
+    or raises ValueError listing every key and value mtac does not support."""
+    bad = []
+    for k in c:
+        if k not in _AUTHORS_DEFAULTS:
+            bad.append('%s=%r (not a key of the authors\' MTATransformerArgs that mtac knows)' % (k, c[k]))
+    a = dict(_AUTHORS_DEFAULTS, **{k: v for k, v in c.items() if k in _AUTHORS_DEFAULTS})
+    for k in _AUTHORS_BOOLS:
+        if a[k] is None:  # Optional[bool]: their code reads it as a truth value
+            a[k] = False
+        if not isinstance(a[k], bool):
+            bad.append('%s=%r (must be true or false)' % (k, a[k]))
+    for k in _AUTHORS_SIZES:
+        v = a[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            bad.append('%s=%r (must be an int >= 1 or None)' % (k, v))
+    for k, (want, why) in _AUTHORS_FIXED.items():
+        if a[k] != want or type(a[k]) is not type(want):
+            bad.append('%s=%r (%s)' % (k, a[k], why))
+    try:
+        layers = _mta_layers(a['mta_layers'])
+    except ValueError:
+        bad.append("mta_layers=%r (must be None or layer indices as \"2,6,10\")" % (a['mta_layers'],))
+        layers = None
+    if bad:
+        raise ValueError('MultiTokenAttention.from_config: not supported by mtac: ' + '; '.join(bad))
+    heads = a['head_kernel_size'] is not None or a['pre_sm_linear_head'] or a['post_sm_linear_head']
+    # The authors' BaseTransformer: with use_mta, the layers of mta_layers (all when None) are
+    # MTA layers; any other layer keeps the head steps without the key-query convolutions
+    # (query_kernel_size and after_sm_query_kernel_size None) when a head step is on, else it
+    # is a regular attention layer (use_mta False). Group norm and gate are in every layer.
+    mta_layer = a['use_mta'] and (layers is None or layer_id in layers)
+    qk = mta_layer
+    head_steps = mta_layer or (a['use_mta'] and heads)
+    return dict(query_kernel_size=a['query_kernel_size'] if qk else None, key_kernel_size=a['key_kernel_size'],
+                after_sm_query_kernel_size=a['after_sm_query_kernel_size'] if qk else None,
+                after_sm_key_kernel_size=a['after_sm_key_kernel_size'],
+                pre_sm_linear_head=head_steps and a['pre_sm_linear_head'],
+                head_kernel_size=a['head_kernel_size'] if head_steps else None,
+                post_sm_linear_head=head_steps and a['post_sm_linear_head'],
+                group_norm=a['group_norm'],
+                # Their RMSNorm rescales only inside the group norm: no group norm, no rescale.
+                layer_norm_rescale=a['group_norm'] and a['layer_norm_rescale'],
+                add_gating=a['add_gating'], gate_1d=a['gate_1d'], layer_id=layer_id)
+
+
 class MultiTokenAttention(nn.Module):
     """The MTA attention core as a module: forward(q, k, v) with q, k, v of shape (B, H, T, d)
     (after the projections and RoPE) returns (B, H, T, d), computed by mta_attention.
 
-    Arguments, parameters and initialisation follow the authors' attention (facebookresearch/RAM,
-    projects/mta, class Attention with MTATransformerArgs), so that its weights load by name.
-    Parameter (shape) <- argument that creates it; the mtac weight it is:
-      mta_kernel          (H, 1, c_q, c_k)    query_kernel_size=c_q, key_kernel_size=c_k
+    Arguments, defaults, parameters and initialisation follow the authors' attention
+    (facebookresearch/RAM, projects/mta, class Attention with MTATransformerArgs), so that its
+    weights load by name (strictly). MultiTokenAttention.from_config builds one layer from their
+    config block (the `mta:` keys). Parameter (shape) <- argument that creates it; the mtac weight:
+      mta_kernel          (H, 1, c_q, c_k)    query_kernel_size=c_q, key_kernel_size=c_k (default
+                                              1 and 1, as theirs: a 1x1 kernel; None switches it off)
                                               -> w_pre = mta_kernel.view(H, c_q, c_k)
       wpsm.weight         (H, H)              pre_sm_linear_head=True -> w_pre_head (out, in)
       mta_kernel_after_sm (H, 1, c_q', c_k')  after_sm_query_kernel_size, after_sm_key_kernel_size
-                                              -> w_post
+                                              (default None: off) -> w_post
       head_kernel         (H/c_h, c_h, c_h)   head_kernel_size=c_h -> w_post_head [g, in, out]
       wposm.weight        (H, H)              post_sm_linear_head=True (instead of head_kernel_size)
                                               -> w_post_head = wposm.weight.T[None] (c_h = H)
       subln.weight        (d,)                group_norm=True -> gn_weight; layer_norm_rescale=True
                                               adds the depth scaling of layer layer_id
       gate.weight (1, d), gate.bias (1,)      add_gating=True (gate_1d) -> gate_w, gate_b
+    A convolution exists when both of its sizes are given (not None), as in the authors' code.
     Initialisation ("identity", the authors' init_method and docs/spec.md section 2.2): convolution
-    kernels 1 at [c_q-1, (c_k-1)//2], wpsm, wposm and each head_kernel group the identity,
-    subln.weight 1, gate.weight truncated normal (std init_std, cut at 3 std; init_std defaults to
-    dim ** -0.5 with dim = n_heads * head_dim unless dim= is given, as the authors'), gate.bias 0
-    (the spec's choice; the authors' code leaves nn.Linear's default uniform init there).
+    kernels 1 at [c_q-1, (c_k-1)//2] (a 1x1 kernel is 1), wpsm, wposm and each head_kernel group
+    the identity, subln.weight 1, gate.weight truncated normal (std init_std, cut at 3 std;
+    init_std defaults to dim ** -0.5 with dim = n_heads * head_dim unless dim= is given, as the
+    authors'). gate.bias: gate_bias_init='zero' (default; the spec's choice) sets 0,
+    gate_bias_init='linear' keeps nn.Linear's default, uniform in +-1/sqrt(d), as the authors' code.
     With identity kernels and no norm or gate the module is plain causal attention.
     The authors' pad_key is "both" (the only one here); their gate_1d=False (a d x d gate) and
     triton path are not supported. dropout applies in training mode only (self.training).
     To load the authors' weights into a module named `core` inside your attention, map
     "attention.<name>" to "attention.core.<name>"."""
 
-    def __init__(self, n_heads, head_dim, *, query_kernel_size=None, key_kernel_size=None,
+    def __init__(self, n_heads, head_dim, *, query_kernel_size=1, key_kernel_size=1,
                  after_sm_query_kernel_size=None, after_sm_key_kernel_size=None, pre_sm_linear_head=False,
                  head_kernel_size=None, post_sm_linear_head=False, group_norm=False, layer_norm_rescale=False,
                  add_gating=False, gate_1d=True, layer_id=0, dropout=0.0, dim=None, init_std=None,
-                 backend=None, threads=None):
+                 gate_bias_init='zero', backend=None, threads=None):
         super().__init__()
         if not gate_1d:
             raise Error('mtac: only the 1-d gate (gate_1d=True, one scalar per head and position) is supported')
@@ -206,34 +311,55 @@ class MultiTokenAttention(nn.Module):
             raise Error('mtac: head_kernel_size and post_sm_linear_head are alternatives (the authors\' rule)')
         if layer_norm_rescale and not group_norm:
             raise Error('mtac: layer_norm_rescale rescales the group norm: set group_norm=True')
-        if (query_kernel_size is None) != (key_kernel_size is None):
-            raise Error('mtac: give both query_kernel_size and key_kernel_size, or neither')
-        if (after_sm_query_kernel_size is None) != (after_sm_key_kernel_size is None):
-            raise Error('mtac: give both after_sm_query_kernel_size and after_sm_key_kernel_size, or neither')
+        if gate_bias_init not in ('zero', 'linear'):
+            raise Error("mtac: gate_bias_init=%r must be 'zero' (mtac's default) or 'linear' (nn.Linear's "
+                        "default, the authors')" % (gate_bias_init,))
+        # The authors' rule: a key-query kernel exists when both of its sizes are given.
+        pre = None if query_kernel_size is None or key_kernel_size is None else (query_kernel_size, key_kernel_size)
+        post = (None if after_sm_query_kernel_size is None or after_sm_key_kernel_size is None
+                else (after_sm_query_kernel_size, after_sm_key_kernel_size))
         H, d = n_heads, head_dim
         self.n_heads, self.head_dim = H, d
         self.layer_id, self.layer_norm_rescale, self.dropout = layer_id, layer_norm_rescale, dropout
         self.backend, self.threads = backend, threads
         self.dim = dim if dim is not None else H * d
-        self.init_std = init_std
+        self.init_std, self.gate_bias_init = init_std, gate_bias_init
         # The same checks as a call (kernel sizes, c_h dividing H), at construction.
         probe = lib.mta_config_default(1, H, 1, d)
-        probe.pre_cq, probe.pre_ck = query_kernel_size or 0, key_kernel_size or 0
-        probe.post_cq, probe.post_ck = after_sm_query_kernel_size or 0, after_sm_key_kernel_size or 0
+        probe.pre_cq, probe.pre_ck = pre or (0, 0)
+        probe.post_cq, probe.post_ck = post or (0, 0)
         probe.post_ch = head_kernel_size or 0
         check_config(probe)
-        self.mta_kernel = (nn.Parameter(torch.empty(H, 1, query_kernel_size, key_kernel_size))
-                           if query_kernel_size is not None else None)
+        self.mta_kernel = nn.Parameter(torch.empty(H, 1, *pre)) if pre is not None else None
         self.wpsm = nn.Linear(H, H, bias=False) if pre_sm_linear_head else None
-        self.mta_kernel_after_sm = (nn.Parameter(torch.empty(H, 1, after_sm_query_kernel_size,
-                                                             after_sm_key_kernel_size))
-                                    if after_sm_query_kernel_size is not None else None)
+        self.mta_kernel_after_sm = nn.Parameter(torch.empty(H, 1, *post)) if post is not None else None
         self.head_kernel = (nn.Parameter(torch.empty(H // head_kernel_size, head_kernel_size, head_kernel_size))
                             if head_kernel_size is not None else None)
         self.wposm = nn.Linear(H, H, bias=False) if post_sm_linear_head else None
         self.subln = _SubLN(d) if group_norm else None
         self.gate = nn.Linear(d, 1) if add_gating else None
         self.reset_parameters()
+
+    @classmethod
+    def from_config(cls, cfg, *, n_heads, head_dim, layer_id=0, dropout=0.0, dim=None, init_std=None,
+                    gate_bias_init='zero', backend=None, threads=None):
+        """Layer layer_id's attention core from the authors' config block cfg (the `mta:` keys of
+        their configs/*.yaml, a dict, or their MTATransformerArgs or any object with those
+        attributes); absent keys take their defaults (use_mta false, 1x1 query/key kernel, ...).
+        With use_mta, a layer in mta_layers (all layers when None) has every step configured;
+        another layer keeps the head mixing, head convolution, group norm and gate without the
+        key-query convolutions, or is plain attention with group norm and gate when no head step is
+        on (their BaseTransformer's rule); without use_mta every layer is plain attention with the
+        group norm and gate if set (as their Attention builds it). n_heads, head_dim, dropout (their
+        model-level `dropout`) and dim (their model dim, for init_std's default dim ** -0.5) are
+        their model's. Raises ValueError naming every key and value mtac does not support (an
+        unknown key, pad_key other than 'both', init_method other than 'identity', gate_1d false,
+        curse_norm true, ...), and mtac.Error for sizes the library refuses. See docs/python.md."""
+        if isinstance(layer_id, bool) or not isinstance(layer_id, int) or layer_id < 0:
+            raise ValueError('MultiTokenAttention.from_config: layer_id=%r must be an int >= 0' % (layer_id,))
+        kw = _from_authors(_config_items(cfg), layer_id)
+        return cls(n_heads, head_dim, **kw, dropout=dropout, dim=dim, init_std=init_std, gate_bias_init=gate_bias_init,
+                   backend=backend, threads=threads)
 
     @torch.no_grad()
     def reset_parameters(self):
@@ -253,7 +379,11 @@ class MultiTokenAttention(nn.Module):
         if self.gate is not None:
             std = self.init_std if self.init_std is not None else self.dim ** -0.5
             nn.init.trunc_normal_(self.gate.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
-            self.gate.bias.zero_()
+            if self.gate_bias_init == 'zero':
+                self.gate.bias.zero_()
+            else:  # nn.Linear.reset_parameters' bias: uniform in +-1/sqrt(fan_in), fan_in = d
+                bound = 1.0 / math.sqrt(self.head_dim)
+                nn.init.uniform_(self.gate.bias, -bound, bound)
 
     def mtac_params(self):
         """The module's weights as mta_attention's keyword arguments (views, no copies, except
