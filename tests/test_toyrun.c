@@ -1,6 +1,7 @@
 // test_toyrun.c: the toy experiment around the generator: evaluation (greedy exact match must
 // agree with teacher forcing, which checks that generation is causal), the run record run.json,
 // model attention maps, and the attention-map picture.
+#include "io/fsutil.h"
 #include "toy/attnmap.h"
 #include "toy/toyplan.h"
 #include "toy/toytrain.h"
@@ -159,6 +160,36 @@ static void test_plan_roundtrip(void **s) {
             free(ja), free(jb);
         }
     }
+    // run.json's scalar members (written from toyplan.c's table) as docs/toy.md lists them and as
+    // the records of earlier runs hold them, text for text, up to the seeds.
+    const char *quick_text =
+        "{\n"
+        "\t\"setting\":\t\"quick\",\n"
+        "\t\"task\":\t{\n"
+        "\t\t\"blocks\":\t6,\n"
+        "\t\t\"block_len\":\t5,\n"
+        "\t\t\"query_len\":\t2,\n"
+        "\t\t\"alphabet\":\t26\n"
+        "\t},\n"
+        "\t\"steps\":\t2500,\n"
+        "\t\"batch\":\t32,\n"
+        "\t\"lr\":\t0.0010000000474974513,\n"
+        "\t\"schedule\":\t\"cosine\",\n"
+        "\t\"warmup\":\t200,\n"
+        "\t\"weight_decay\":\t0,\n"
+        "\t\"beta2\":\t0.98000001907348633,\n"
+        "\t\"test_samples\":\t300,\n"
+        "\t\"eval_every\":\t250,\n"
+        "\t\"seeds\":\t[42],\n";
+    toy_plan q;
+    char path[160];
+    assert_int_equal(toy_plan_preset("quick", &q), 0);
+    assert_int_equal(toy_plan_save(&q, dir, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *text = read_text_file(path, 1u << 20, err, sizeof err);
+    assert_non_null(text);
+    if (strncmp(text, quick_text, strlen(quick_text))) fail_msg("run.json of quick begins\n%.600s", text);
+    free(text);
     toy_plan p;
     assert_int_equal(toy_plan_preset("paper", &p), 0);
     assert_int_equal(p.run.task.n_blocks, 52);
@@ -197,7 +228,11 @@ static void test_plan_bad_records(void **s) {
         {"{\"setting\":\"x\",\"task\":{\"blocks\":52,\"block_len\":5,\"query_len\":9,\"alphabet\":26},"
          "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "query length"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-         "\"steps\":0,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "positive"},
+         "\"steps\":0,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}",
+         "steps, batch, test_samples, eval_every (positive) and warmup must be integers"},
+        {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},\"warmup\":-1,"
+         "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}",
+         "steps, batch, test_samples, eval_every (positive) and warmup must be integers"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
          "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[-1],\"models\":[]}", "seeds"},
         {"{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
@@ -235,6 +270,7 @@ static void test_plan_bad_records(void **s) {
                      "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}");
     assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), 0);
     assert_true(p.n_seeds == 2 && p.seeds[0] == 4 && p.seeds[1] == TOY_MAX_SEED);
+    assert_true(p.run.schedule == LR_CONSTANT && p.run.warmup == 0);  // optional: the paper's recipe
     // The recipe's numbers: absent (read as -1 before), beyond float (infinite: found by
     // fuzz_toyplan, saved back as null), rounding out of range as a float, or out of range.
     const char *recipes[] = {"\"weight_decay\":0,\"beta2\":0.98", "\"lr\":1e39,\"weight_decay\":0,\"beta2\":0.98",

@@ -8,6 +8,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,24 +61,65 @@ void toy_plan_path(char *buf, size_t n, const char *dir, const char *name, uint6
     snprintf(buf, n, "%s/%s-seed%" PRIu64 "%s", dir, name, seed, suffix);
 }
 
+// The plan's scalar members of run.json, in the order they are written (the seeds and the models
+// are lists, read and written by hand after them): the JSON key, whether it lies in the "task"
+// object or at the top level, its type, its place in toy_plan, its range, and for an optional
+// member the value it takes when absent. The task's members are checked as a whole by
+// toy_config_check (their range here is what reads as an int); a top-level number outside its
+// range (absent, not a number, not an integer, on the float the run uses) fails with the message
+// of its type, which lists the ranges (plan_range_error). A member added here is read, written
+// and checked.
+typedef enum { PF_STR, PF_INT, PF_FLOAT, PF_SCHEDULE } plan_type;
+typedef struct {
+    const char *key;
+    int in_task;
+    plan_type type;
+    size_t offset, size;
+    double lo, hi;
+    int lo_open, hi_open;
+    int optional;
+    double absent;
+} plan_field;
+
+#define INT_HI 1e9  // the largest integer read (it fits an int)
+#define F(m) offsetof(toy_plan, m), sizeof ((toy_plan *)0)->m
+static const plan_field FIELDS[] = {
+    // key, in_task, type, offset and size, lo, hi, lo_open, hi_open, optional, absent
+    {"setting", 0, PF_STR, F(setting), 0, 0, 0, 0, 0, 0},
+    {"blocks", 1, PF_INT, F(run.task.n_blocks), 0, INT_HI, 0, 0, 0, 0},
+    {"block_len", 1, PF_INT, F(run.task.block_len), 0, INT_HI, 0, 0, 0, 0},
+    {"query_len", 1, PF_INT, F(run.task.query_len), 0, INT_HI, 0, 0, 0, 0},
+    {"alphabet", 1, PF_INT, F(run.task.alphabet), 0, INT_HI, 0, 0, 0, 0},
+    {"steps", 0, PF_INT, F(run.steps), 1, INT_HI, 0, 0, 0, 0},
+    {"batch", 0, PF_INT, F(run.batch_size), 1, INT_HI, 0, 0, 0, 0},
+    // The ranges of mtac toy --lr and of the training config, checked on the float the run uses
+    // (1e-50 rounds to 0, 0.999999999 to 1).
+    {"lr", 0, PF_FLOAT, F(run.lr), 0, 1, 1, 1, 0, 0},
+    // optional: constant and no warmup, the paper's recipe
+    {"schedule", 0, PF_SCHEDULE, F(run.schedule), 0, 0, 0, 0, 1, LR_CONSTANT},
+    {"warmup", 0, PF_INT, F(run.warmup), 0, INT_HI, 0, 0, 1, 0},
+    {"weight_decay", 0, PF_FLOAT, F(run.weight_decay), 0, 10, 0, 0, 0, 0},
+    {"beta2", 0, PF_FLOAT, F(run.beta2), 0, 1, 0, 1, 0, 0},
+    {"test_samples", 0, PF_INT, F(run.n_test), 1, INT_HI, 0, 0, 0, 0},
+    {"eval_every", 0, PF_INT, F(run.eval_every), 1, INT_HI, 0, 0, 0, 0},
+};
+#undef F
+enum { N_FIELDS = sizeof FIELDS / sizeof FIELDS[0] };
+
+static const char TASK[] = "task";  // the object of the members with in_task
+
 int toy_plan_save(const toy_plan *p, const char *dir, char *err, size_t n) {
-    const toy_run_config *r = &p->run;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "setting", p->setting);
-    cJSON *t = cJSON_AddObjectToObject(o, "task");
-    cJSON_AddNumberToObject(t, "blocks", r->task.n_blocks);
-    cJSON_AddNumberToObject(t, "block_len", r->task.block_len);
-    cJSON_AddNumberToObject(t, "query_len", r->task.query_len);
-    cJSON_AddNumberToObject(t, "alphabet", r->task.alphabet);
-    cJSON_AddNumberToObject(o, "steps", r->steps);
-    cJSON_AddNumberToObject(o, "batch", r->batch_size);
-    cJSON_AddNumberToObject(o, "lr", r->lr);
-    cJSON_AddStringToObject(o, "schedule", r->schedule == LR_COSINE ? "cosine" : r->schedule == LR_LINEAR ? "linear" : "constant");
-    cJSON_AddNumberToObject(o, "warmup", r->warmup);
-    cJSON_AddNumberToObject(o, "weight_decay", r->weight_decay);
-    cJSON_AddNumberToObject(o, "beta2", r->beta2);
-    cJSON_AddNumberToObject(o, "test_samples", r->n_test);
-    cJSON_AddNumberToObject(o, "eval_every", r->eval_every);
+    cJSON *o = cJSON_CreateObject(), *t = NULL;
+    for (int i = 0; i < N_FIELDS; i++) {
+        const plan_field *f = &FIELDS[i];
+        const char *base = (const char *)p + f->offset;
+        if (f->in_task && !t) t = cJSON_AddObjectToObject(o, TASK);
+        cJSON *to = f->in_task ? t : o;
+        if (f->type == PF_STR) cJSON_AddStringToObject(to, f->key, base);
+        else if (f->type == PF_INT) cJSON_AddNumberToObject(to, f->key, *(const int *)base);
+        else if (f->type == PF_FLOAT) cJSON_AddNumberToObject(to, f->key, *(const float *)base);
+        else cJSON_AddStringToObject(to, f->key, lr_kind_name(*(const lr_kind *)base));
+    }
     cJSON *s = cJSON_AddArrayToObject(o, "seeds");
     for (int i = 0; i < p->n_seeds; i++) cJSON_AddItemToArray(s, cJSON_CreateNumber((double)p->seeds[i]));
     cJSON *ms = cJSON_AddArrayToObject(o, "models");
@@ -97,19 +139,54 @@ int toy_plan_save(const toy_plan *p, const char *dir, char *err, size_t n) {
     return rc;
 }
 
-// A non-negative integer member that fits an int, or -1.
-static int get_int(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1e9 && v->valuedouble == (int)v->valuedouble
+// A non-negative integer that fits an int, or -1.
+static int read_int(const cJSON *v) {
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= INT_HI && v->valuedouble == (int)v->valuedouble
                ? (int)v->valuedouble : -1;
 }
 
-// A number of the recipe as the float the run uses; NaN when absent, not a number, or beyond
-// float's range (such a double has no float value, so it is checked before the conversion; 1e999
-// reads as infinity).
-static float get_float(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+// A number as the float the run uses; NaN when absent, not a number, or beyond float's range
+// (such a double has no float value, so it is checked before the conversion; 1e999 reads as
+// infinity).
+static float read_float(const cJSON *v) {
     return cJSON_IsNumber(v) && fabs(v->valuedouble) <= FLT_MAX ? (float)v->valuedouble : NAN;
+}
+
+static int in_range(const plan_field *f, double x) {
+    return (f->lo_open ? x > f->lo : x >= f->lo) && (f->hi_open ? x < f->hi : x <= f->hi);
+}
+
+// A member's range in words: "positive", "" (any int read), or "in (0, 1)".
+static void range_text(const plan_field *f, char *buf, size_t n) {
+    if (f->type == PF_INT && f->hi == INT_HI && (f->lo == 0 || f->lo == 1)) snprintf(buf, n, "%s", f->lo ? "positive" : "");
+    else snprintf(buf, n, "in %c%g, %g%c", f->lo_open ? '(' : '[', f->lo, f->hi, f->hi_open ? ')' : ']');
+}
+
+// The message for the top-level members of a type: their keys, those of one range together and
+// followed by it, e.g. "steps, batch, test_samples, eval_every (positive) and warmup must be
+// integers".
+static int plan_range_error(plan_type type, const char *path, char *err, size_t n) {
+    int ord[N_FIELDS], m = 0, used[N_FIELDS] = {0};
+    char text[512] = "", r[64], r2[64];
+    for (int i = 0; i < N_FIELDS; i++) {
+        if (used[i] || FIELDS[i].in_task || FIELDS[i].type != type) continue;
+        range_text(&FIELDS[i], r, sizeof r);
+        for (int j = i; j < N_FIELDS; j++) {
+            if (used[j] || FIELDS[j].in_task || FIELDS[j].type != type) continue;
+            range_text(&FIELDS[j], r2, sizeof r2);
+            if (!strcmp(r, r2)) ord[m++] = j, used[j] = 1;
+        }
+    }
+    size_t len = 0;
+    for (int i = 0; i < m; i++) {
+        range_text(&FIELDS[ord[i]], r, sizeof r);
+        if (i + 1 < m) range_text(&FIELDS[ord[i + 1]], r2, sizeof r2);
+        const int last_of_range = i + 1 == m || strcmp(r, r2);
+        len += snprintf(text + len, sizeof text - len, "%s%s%s%s%s", !i ? "" : i + 1 < m ? ", " : " and ", FIELDS[ord[i]].key,
+                        last_of_range && *r ? " (" : "", last_of_range ? r : "", last_of_range && *r ? ")" : "");
+        if (len >= sizeof text) break;
+    }
+    return errmsg(err, n, "%s: %s must be %s", path, text, type == PF_INT ? "integers" : "numbers");
 }
 
 int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
@@ -120,36 +197,42 @@ int toy_plan_load(toy_plan *p, const char *dir, char *err, size_t n) {
     cJSON *o = cJSON_Parse(text);
     free(text);
     memset(p, 0, sizeof *p);
-    toy_run_config *r = &p->run;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "task"), *s = cJSON_GetObjectItemCaseSensitive(o, "seeds"),
-                *ms = cJSON_GetObjectItemCaseSensitive(o, "models"), *set = cJSON_GetObjectItemCaseSensitive(o, "setting");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, TASK), *s = cJSON_GetObjectItemCaseSensitive(o, "seeds"),
+                *ms = cJSON_GetObjectItemCaseSensitive(o, "models");
     int rc = 0;
-    if (!cJSON_IsObject(o) || !cJSON_IsObject(t) || !cJSON_IsArray(s) || !cJSON_IsArray(ms) || !cJSON_IsString(set))
-        rc = errmsg(err, n, "%s: not a toy run record (needs setting, task, seeds, models)", path);
-    if (!rc) {
-        snprintf(p->setting, sizeof p->setting, "%s", set->valuestring);
-        r->task.n_blocks = get_int(t, "blocks"), r->task.block_len = get_int(t, "block_len");
-        r->task.query_len = get_int(t, "query_len"), r->task.alphabet = get_int(t, "alphabet");
-        r->steps = get_int(o, "steps"), r->batch_size = get_int(o, "batch"), r->n_test = get_int(o, "test_samples");
-        r->eval_every = get_int(o, "eval_every");
-        // schedule and warmup are optional: constant and 0, the paper's recipe
-        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "schedule");
-        r->warmup = cJSON_GetObjectItemCaseSensitive(o, "warmup") ? get_int(o, "warmup") : 0;
-        int kind = !sc ? LR_CONSTANT : cJSON_IsString(sc) ? lr_kind_from_name(sc->valuestring) : -1;
-        r->schedule = kind < 0 ? LR_CONSTANT : (lr_kind)kind;
-        if (kind < 0) rc = errmsg(err, n, "%s: schedule must be constant, linear or cosine", path);
-        r->lr = get_float(o, "lr"), r->weight_decay = get_float(o, "weight_decay"), r->beta2 = get_float(o, "beta2");
-        if (rc) {
-        } else if (toy_config_check(&r->task, inner, sizeof inner)) rc = errmsg(err, n, "%s: task: %s", path, inner);
-        else if (r->steps < 1 || r->batch_size < 1 || r->n_test < 1 || r->eval_every < 1 || r->warmup < 0)
-            rc = errmsg(err, n, "%s: steps, batch, test_samples, eval_every (positive) and warmup must be integers", path);
-        // The ranges of mtac toy --lr and of the training config, checked on the float the run
-        // uses (1e-50 rounds to 0, 0.999999999 to 1). Absent, they were -1; infinite, they
-        // trained as such and were saved again as null.
-        else if (!(r->lr > 0 && r->lr < 1) || !(r->weight_decay >= 0 && r->weight_decay <= 10) ||
-                 !(r->beta2 >= 0 && r->beta2 < 1))
-            rc = errmsg(err, n, "%s: lr (in (0, 1)), weight_decay (in [0, 10]) and beta2 (in [0, 1)) must be numbers", path);
+    if (!cJSON_IsObject(o) || !cJSON_IsObject(t) || !cJSON_IsArray(s) || !cJSON_IsArray(ms)) rc = -1;
+    for (int i = 0; !rc && i < N_FIELDS; i++)
+        if (FIELDS[i].type == PF_STR && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(FIELDS[i].in_task ? t : o, FIELDS[i].key)))
+            rc = -1;
+    if (rc) rc = errmsg(err, n, "%s: not a toy run record (needs setting, task, seeds, models)", path);
+    // Each member is read whatever the others hold; then the first failing check reports: the
+    // schedule, the task, the integers, the numbers.
+    const plan_field *failed[PF_SCHEDULE + 1] = {NULL};
+    for (int i = 0; !rc && i < N_FIELDS; i++) {
+        const plan_field *f = &FIELDS[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(f->in_task ? t : o, f->key);
+        char *base = (char *)p + f->offset;
+        int ok = 1;
+        if (f->type == PF_STR) {
+            snprintf(base, f->size, "%s", v->valuestring);
+        } else if (f->type == PF_INT) {
+            const int x = !v && f->optional ? (int)f->absent : read_int(v);
+            *(int *)base = x, ok = f->in_task || in_range(f, x);
+        } else if (f->type == PF_FLOAT) {
+            // Absent, NaN; infinite, they trained as such and were saved again as null.
+            const float x = read_float(v);
+            *(float *)base = x, ok = in_range(f, x);
+        } else {
+            const int kind = !v && f->optional ? (int)f->absent : cJSON_IsString(v) ? lr_kind_from_name(v->valuestring) : -1;
+            *(lr_kind *)base = kind < 0 ? LR_CONSTANT : (lr_kind)kind, ok = kind >= 0;
+        }
+        if (!ok && !failed[f->type]) failed[f->type] = f;
     }
+    if (rc) {
+    } else if (failed[PF_SCHEDULE]) rc = errmsg(err, n, "%s: %s must be constant, linear or cosine", path, failed[PF_SCHEDULE]->key);
+    else if (toy_config_check(&p->run.task, inner, sizeof inner)) rc = errmsg(err, n, "%s: task: %s", path, inner);
+    else if (failed[PF_INT]) rc = plan_range_error(PF_INT, path, err, n);
+    else if (failed[PF_FLOAT]) rc = plan_range_error(PF_FLOAT, path, err, n);
     const cJSON *it;
     if (!rc) cJSON_ArrayForEach(it, s) {
         if (p->n_seeds == TOY_MAX_SEEDS || !cJSON_IsNumber(it)) {
