@@ -159,8 +159,9 @@ def test_training_loop_matches_reference_attention():
     steps: the model on MultiTokenAttention and the same model on the reference core lose the same."""
     torch.manual_seed(0)
     cores = [MultiTokenAttention(4, 8, **FULL, layer_id=0),
-             MultiTokenAttention(4, 8, pre_sm_linear_head=True, head_kernel_size=2, group_norm=True,
-                                 layer_norm_rescale=True, add_gating=True, layer_id=1)]
+             MultiTokenAttention(4, 8, query_kernel_size=None, pre_sm_linear_head=True, head_kernel_size=2,
+                                 group_norm=True, layer_norm_rescale=True, add_gating=True, layer_id=1)]
+    assert cores[1].mta_kernel is None  # None: no key-query kernel (the default is the authors' 1x1)
     for i, c in enumerate(cores):
         perturb(c, 0.1, seed=i)
     a = TinyLM(cores)
