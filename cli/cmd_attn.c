@@ -65,7 +65,7 @@ static int parse_args(int argc, char **argv, attn_args *a) {
 typedef struct {
     st_file f;
     attn_problem pr;
-    size_t n, nbuf;                          // entries of q (and of out, dq, dk, dv); of buf
+    size_t n, nkv, nbuf;                     // entries of q (and of out, dq); of k (and v, dk, dv); of buf
     float *buf;                              // out, dq, dk, dv, then the parameter gradients
     float *placed[4 + MTA_N_PARAMS], *pbuf;  // the inputs and buf on the backend
     mta_ctx *ctx;
@@ -78,7 +78,7 @@ typedef struct {
 // its entries into *n.
 static const float *input(const attn_run *r, int i, size_t *n) {
     const float *qkvd[4] = {r->pr.q, r->pr.k, r->pr.v, r->pr.dout};
-    *n = i < 4 ? r->n : r->pr.param_numel[i - 4];
+    *n = i == 1 || i == 2 ? r->nkv : i < 4 ? r->n : r->pr.param_numel[i - 4];
     return i < 4 ? qkvd[i] : r->pr.param[i - 4];
 }
 
@@ -147,6 +147,7 @@ static int load(const attn_args *a, attn_run *r) {
         return 1;
     }
     r->n = (size_t)c->B * c->H * c->T * c->d;
+    r->nkv = r->n / c->H * (size_t)c->H_kv;
     // The operator propagates NaN (mta.h); a file's NaN or Inf is refused here instead.
     for (int i = 0; i < 4 + MTA_N_PARAMS; i++) {
         size_t n;
@@ -219,7 +220,7 @@ static int compute(attn_run *r) {
         return 1;
     }
     static const char *const base[4] = {"out", "grad.q", "grad.k", "grad.v"};
-    for (int i = 0; i < (r->pr.dout ? 4 : 1); i++) add_result(r, "q", base[i], r->buf + i * r->n);
+    for (int i = 0; i < (r->pr.dout ? 4 : 1); i++) add_result(r, i < 2 ? "q" : "k", base[i], r->buf + i * r->n);
     if (r->pr.dout && backward(r, &p)) return 1;
     return cli_from_backend(be, r->buf, r->pbuf, r->nbuf) ? 1 : 0;
 }

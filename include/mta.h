@@ -96,6 +96,10 @@ mta_status mta_backend_synchronize(mta_backend b);
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
 typedef struct {
     int B, H, T, d;
+    int H_kv;             // key/value heads (grouped-query attention): k, v, dk, dv are (B,H_kv,T,d) and
+                          // query head h reads kv head h / (H/H_kv); H_kv must divide H. 0 means H
+                          // (multi-head attention); mta_config_default sets H. Every MTA step mixes the
+                          // H query heads' maps; dk, dv of a kv head sum its H/H_kv query heads' terms
     int pre_cq, pre_ck;   // step 2: pre-softmax key-query conv, kernel (H, pre_cq, pre_ck); 0,0 = off
     int pre_head_mix;     // step 3: pre-softmax head mixing, kernel (H, H); 0 = off
     int post_cq, post_ck; // step 5: post-softmax key-query conv, kernel (H, post_cq, post_ck); 0,0 = off
@@ -232,12 +236,13 @@ size_t mta_abi_sizeof(int which);
 mta_status mta_create(mta_ctx **ctx, const mta_config *cfg, char *msg, size_t msg_len);
 void mta_destroy(mta_ctx *ctx);
 
-// Forward: q, k, v, out are (B,H,T,d). Saves what the backward needs inside ctx.
+// Forward: q, out are (B,H,T,d); k, v are (B,H_kv,T,d) (H_kv = H without grouped-query
+// attention). Saves what the backward needs inside ctx.
 mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float *v,
                        const mta_params *p, float *out);
 
-// Backward of the last forward on this context (same q, k, v, p). Gradients are ADDED to dq, dk,
-// dv (B,H,T,d) and to every non-NULL buffer of g, so zero them first (the llm.c convention,
+// Backward of the last forward on this context (same q, k, v, p). Gradients are ADDED to dq
+// (B,H,T,d), dk, dv (B,H_kv,T,d) and to every non-NULL buffer of g, so zero them first (the llm.c convention,
 // which lets a model accumulate over micro-batches).
 mta_status mta_backward(mta_ctx *ctx, const float *q, const float *k, const float *v,
                         const mta_params *p, const float *dout, float *dq, float *dk, float *dv,
@@ -271,12 +276,13 @@ void mta_cache_reset(mta_cache *cache);             // every sequence empty
 int mta_cache_len(const mta_cache *cache, int b);   // positions sequence b holds
 const char *mta_cache_error(const mta_cache *cache);
 
-// Appends position t = mta_cache_len(b) to sequence b: q, k, v are its (H,d) rows; out (H,d)
+// Appends position t = mta_cache_len(b) to sequence b: q is its (H,d) rows, k and v its (H_kv,d)
+// rows (the cache holds H_kv heads of K and V); out (H,d)
 // receives the operator's output rows (dropout never applies).
 mta_status mta_cache_step(mta_cache *cache, int b, const float *q, const float *k, const float *v,
                           const mta_params *p, float *out);
 
-// Fills the cache from a prompt's q, k, v (B,H,T,d) (those of a forward over the prompts, on any
+// Fills the cache from a prompt's q (B,H,T,d), k, v (B,H_kv,T,d) (those of a forward over the prompts, on any
 // backend; its T may differ from the capacity): sequence b takes positions 0..lens[b]-1, after
 // which mta_cache_step continues at lens[b]. Positions after lens[b] are ignored (causality), so
 // prompts of different lengths can share one padded forward. Besides K and V, the cache keeps the

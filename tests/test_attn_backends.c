@@ -114,7 +114,7 @@ static void test_variants(void **s) {
 // T of tu_combo's shapes for a backend of device memory: shorter, for the CUDA emulator's sake (a
 // block's threads are fibers; the matrix's cost grows with T), still past every kernel width, past
 // a 16-row strip and a multiple of neither 3 nor 16.
-static const int device_T[TU_NSHAPES] = {7, 13, 17, 19, 23};
+static const int device_T[TU_NSHAPES] = {7, 13, 17, 19, 23, 19, 17};
 
 static void test_every_combination(void **s) {
     (void)s;

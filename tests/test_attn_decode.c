@@ -44,7 +44,7 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
     mta_cache *cache, *stepped = NULL;
     char msg[256];
     assert_int_equal(mta_cache_create(&cache, &cc, msg, sizeof msg), MTA_OK);
-    const int B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
+    const int B = cfg->B, H = cfg->H, Hkv = cfg->H_kv > 0 ? cfg->H_kv : H, T = cfg->T, d = cfg->d;
     if (lens) {
         assert_int_equal(mta_cache_prefill(cache, T, tc->q, tc->k, tc->v, &tc->p, lens), MTA_OK);
         for (int b = 0; b < B; b++) assert_int_equal(mta_cache_len(cache, b), lens[b]);
@@ -58,7 +58,8 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
     if (same) *same = 1;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            gather_rows(tc->q, b, t, H, T, d, q), gather_rows(tc->k, b, t, H, T, d, k), gather_rows(tc->v, b, t, H, T, d, v);
+            // k and v: the H_kv heads of grouped-query attention
+            gather_rows(tc->q, b, t, H, T, d, q), gather_rows(tc->k, b, t, Hkv, T, d, k), gather_rows(tc->v, b, t, Hkv, T, d, v);
             if (stepped) assert_int_equal(mta_cache_step(stepped, b, q, k, v, &tc->p, o2), MTA_OK);
             if (lens && t < lens[b]) continue;
             gather_rows(tc->out, b, t, H, T, d, want);
@@ -74,7 +75,7 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
     return worst;
 }
 
-enum { NVARIANTS = 10 };
+enum { NVARIANTS = 11 };
 
 static mta_config variant(int k) {
     mta_config c = tu_config_default(2, 4, 17, 6);
@@ -88,6 +89,7 @@ static mta_config variant(int k) {
     case 7: c = tu_config_all(2, 4, 17, 6, 3, 5, 4); break;
     case 8: c = tu_config_all(2, 4, 17, 6, 6, 11, 2); break;  // kernels wider than many prompts
     case 9: c.pre_cq = 1, c.pre_ck = 5, c.post_cq = 1, c.post_ck = 3; break;  // c_q = 1: no past rows
+    case 10: c = tu_config_all(2, 4, 17, 6, 3, 5, 2), c.H_kv = 2; break;     // grouped-query: H_kv heads of K, V
     default: break;
     }
     return c;

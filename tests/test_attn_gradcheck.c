@@ -53,8 +53,10 @@ static void gradcheck(const mta_config *cfg) {
     int bad = 0;
     size_t stride = c->n > 60 ? c->n / 60 : 1;  // a spread sample of q, k, v entries
     bad += check_entries(c, "q", c->q, g, c->n, stride);
-    bad += check_entries(c, "k", c->k, g + c->n, c->n, stride);
-    bad += check_entries(c, "v", c->v, g + 2 * c->n, c->n, stride);
+    // k, v: their nkv entries (H_kv heads with grouped-query attention; each slot holds n)
+    const size_t kstride = c->nkv > 60 ? c->nkv / 60 : 1;
+    bad += check_entries(c, "k", c->k, g + c->n, c->nkv, kstride);
+    bad += check_entries(c, "v", c->v, g + 2 * c->n, c->nkv, kstride);
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         if (!c->wn[i]) continue;
         memcpy(gp, c->gw[i], c->wn[i] * sizeof(float));
@@ -119,11 +121,24 @@ static void test_all_steps(void **s) {
     gradcheck(&c);
 }
 
+// Grouped-query attention: 4 query heads on 2 kv heads (dk, dv sum the pairs' terms), every step;
+// and 3 query heads on one kv head with the head conv alone.
+static void test_grouped_query(void **s) {
+    (void)s;
+    mta_config c = tu_config_all(2, 4, 6, 5, 2, 3, 2);
+    c.H_kv = 2;
+    gradcheck(&c);
+    c = tu_config_default(1, 3, 5, 4);
+    c.H_kv = 1, c.post_ch = 3;
+    gradcheck(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain),     cmocka_unit_test(test_pre_conv),  cmocka_unit_test(test_pre_conv_wide),
         cmocka_unit_test(test_head_mix),  cmocka_unit_test(test_post_conv), cmocka_unit_test(test_head_conv),
         cmocka_unit_test(test_group_norm_depth), cmocka_unit_test(test_gate), cmocka_unit_test(test_all_steps),
+        cmocka_unit_test(test_grouped_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -212,6 +212,12 @@ static void test_bad_configs(void **s) {
     expect_config_error(c, MTA_ERR_INVALID, "must divide H");
     c = ok, c.post_ch = -1;
     expect_config_error(c, MTA_ERR_INVALID, "must divide H");
+    c = ok, c.H_kv = 3;
+    expect_config_error(c, MTA_ERR_INVALID, "H_kv=3 must divide");
+    c = ok, c.H_kv = 8;
+    expect_config_error(c, MTA_ERR_INVALID, "H_kv=8 must divide");
+    c = ok, c.H_kv = -1;
+    expect_config_error(c, MTA_ERR_INVALID, "H_kv=-1 must divide");
     c = ok, c.gate = 2;
     expect_config_error(c, MTA_ERR_INVALID, "flags");
     c = ok, c.depth_scale = 1;
@@ -330,6 +336,7 @@ static void test_config_from_shapes(void **s) {
             const mta_config want = tu_combo(shape, mask, 0.0f);
             mta_config got = mta_config_default(want.B, want.H, want.T, want.d);
             got.backend = want.backend, got.layer_id = want.layer_id, got.depth_scale = want.depth_scale;
+            got.H_kv = want.H_kv;
             got.strip_rows = want.strip_rows, got.threads = want.threads, got.keep_o = want.keep_o;
             int64_t sh[MTA_N_PARAMS][3];
             int nd[MTA_N_PARAMS];
@@ -372,8 +379,9 @@ static void test_config_from_shapes(void **s) {
         assert_true(f->kind == MTA_FIELD_INT || f->kind == (strcmp(f->name, "dropout") ? -1 : MTA_FIELD_FLOAT));
     }
     assert_int_equal(off, sizeof(mta_config));
-    assert_string_equal(mta_config_field(4)->name, "pre_cq");
-    assert_int_equal(mta_config_field(4)->offset, offsetof(mta_config, pre_cq));
+    assert_string_equal(mta_config_field(4)->name, "H_kv");
+    assert_string_equal(mta_config_field(5)->name, "pre_cq");
+    assert_int_equal(mta_config_field(5)->offset, offsetof(mta_config, pre_cq));
     assert_null(mta_config_field(-1));
 }
 
@@ -415,8 +423,69 @@ static void test_dropout(void **s) {
     tu_case_free(a), tu_case_free(b);
 }
 
+// Grouped-query attention with H_kv = H is multi-head attention: the same bits as H_kv = 0 (the
+// path every config took before H_kv existed), every step and dropout on.
+static void test_gqa_full_heads_same_bits(void **s) {
+    (void)s;
+    mta_config c = tu_variant(11);
+    c.H_kv = 0;
+    tu_case *a = tu_case_new(&c, 5, 1.0f, 0.3f);
+    c.H_kv = c.H;
+    tu_case *b = tu_case_new(&c, 5, 1.0f, 0.3f);
+    assert_int_equal(tu_case_train(a, NULL), MTA_OK);
+    assert_int_equal(tu_case_train(b, NULL), MTA_OK);
+    assert_true(tu_same_bits(a, b));
+    tu_case_free(a), tu_case_free(b);
+}
+
+// Grouped-query attention equals multi-head attention on k and v repeated over each kv head's
+// query heads (the authors' repeat_kv): the output and dq within 1e-6 (relative to the largest
+// entry), the parameter gradients within 1e-5, and dk, dv of a kv head the sum of its repeated
+// heads' dk, dv within 1e-5.
+static void test_gqa_equals_repeated_kv(void **s) {
+    (void)s;
+    mta_config cfgs[3] = {tu_variant(11), tu_combo(6, TU_NCOMBOS - 1, 0.0f), tu_combo(5, TU_PRE | TU_POST | TU_GN, 0.0f)};
+    cfgs[0].H_kv = 2;
+    for (int k = 0; k < 3; k++) {
+        mta_config c = cfgs[k];
+        const int B = c.B, H = c.H, Hkv = c.H_kv, T = c.T, d = c.d, rep = H / Hkv;
+        tu_case *g = tu_case_new(&c, 17, 1.0f, 0.3f);
+        c.H_kv = H;
+        tu_case *m = tu_case_new(&c, 17, 1.0f, 0.3f);  // the same q, dout and parameters
+        const size_t Td = (size_t)T * d;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                memcpy(m->k + ((size_t)b * H + h) * Td, g->k + ((size_t)b * Hkv + h / rep) * Td, Td * sizeof(float));
+                memcpy(m->v + ((size_t)b * H + h) * Td, g->v + ((size_t)b * Hkv + h / rep) * Td, Td * sizeof(float));
+            }
+        assert_int_equal(tu_case_train(g, NULL), MTA_OK);
+        assert_int_equal(tu_case_train(m, NULL), MTA_OK);
+        const double eo = tu_max_abs_diff(g->out, m->out, g->n) / tu_max_abs(m->out, m->n);
+        const double eq = tu_max_abs_diff(g->dq, m->dq, g->n) / tu_max_abs(m->dq, m->n);
+        // dk, dv of the repeated heads summed per kv head, in head order
+        float *sum = calloc(2 * g->nkv, sizeof(float));
+        assert_non_null(sum);
+        for (int t = 0; t < 2; t++)
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < H; h++)
+                    for (size_t e = 0; e < Td; e++)
+                        sum[t * g->nkv + ((size_t)b * Hkv + h / rep) * Td + e] += (t ? m->dv : m->dk)[((size_t)b * H + h) * Td + e];
+        const double ek = tu_max_abs_diff(g->dk, sum, g->nkv) / tu_max_abs(sum, g->nkv);
+        const double ev = tu_max_abs_diff(g->dv, sum + g->nkv, g->nkv) / tu_max_abs(sum + g->nkv, g->nkv);
+        double ew = 0;
+        for (int i = 0; i < MTA_N_PARAMS; i++)
+            if (g->wn[i]) ew = tu_worst(ew, tu_max_abs_diff(g->gw[i], m->gw[i], g->wn[i]) / fmax(1e-6, tu_max_abs(m->gw[i], m->wn[i])));
+        if (!(eo <= 1e-6 && eq <= 1e-6 && ek <= 1e-5 && ev <= 1e-5 && ew <= 1e-5))
+            fail_msg("case %d (H=%d, H_kv=%d): grouped-query differs from repeated k, v: out %.3g, dq %.3g, dk %.3g, dv %.3g, "
+                     "parameters %.3g", k, H, Hkv, eo, eq, ek, ev, ew);
+        free(sum);
+        tu_case_free(g), tu_case_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gqa_full_heads_same_bits), cmocka_unit_test(test_gqa_equals_repeated_kv),
         cmocka_unit_test(test_identity_equals_plain), cmocka_unit_test(test_causality),
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_bad_configs),           cmocka_unit_test(test_bad_calls),

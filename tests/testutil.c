@@ -60,16 +60,19 @@ mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch) {
 
 mta_config tu_combo(int shape, int mask, float dropout) {
     static const struct {
-        int B, H, T, d, pre_cq, pre_ck, post_cq, post_ck, ch;
+        int B, H, T, d, pre_cq, pre_ck, post_cq, post_ck, ch, H_kv;
     } shapes[TU_NSHAPES] = {
-        {1, 1, 7, 3, 2, 9, 3, 11, 1},    // H = 1; c_k > T
-        {2, 3, 23, 5, 1, 3, 4, 5, 1},    // B > 1, odd H with c_h = 1, pre c_q = 1
-        {1, 3, 29, 4, 3, 5, 1, 3, 3},    // c_h = H (odd), post c_q = 1
-        {2, 4, 31, 6, 6, 11, 5, 7, 2},   // 1 < c_h < H, c_q wider than small strips
-        {1, 6, 37, 17, 5, 3, 2, 13, 3},  // d past a vector with a tail, 1 < c_h < H
+        {1, 1, 7, 3, 2, 9, 3, 11, 1, 0},    // H = 1; c_k > T
+        {2, 3, 23, 5, 1, 3, 4, 5, 1, 0},    // B > 1, odd H with c_h = 1, pre c_q = 1
+        {1, 3, 29, 4, 3, 5, 1, 3, 3, 0},    // c_h = H (odd), post c_q = 1
+        {2, 4, 31, 6, 6, 11, 5, 7, 2, 0},   // 1 < c_h < H, c_q wider than small strips
+        {1, 6, 37, 17, 5, 3, 2, 13, 3, 0},  // d past a vector with a tail, 1 < c_h < H
+        {2, 4, 31, 6, 6, 11, 5, 7, 2, 2},   // grouped-query: 2 query heads per kv head, c_h = H/H_kv
+        {1, 6, 37, 5, 3, 5, 2, 3, 2, 1},    // grouped-query: one kv head for 6 query heads, c_h = 2
     };
     const int s = shape % TU_NSHAPES;
     mta_config c = tu_config_default(shapes[s].B, shapes[s].H, shapes[s].T, shapes[s].d);
+    if (shapes[s].H_kv) c.H_kv = shapes[s].H_kv;
     if (mask & TU_PRE) c.pre_cq = shapes[s].pre_cq, c.pre_ck = shapes[s].pre_ck;
     if (mask & TU_MIX) c.pre_head_mix = 1;
     if (mask & TU_POST) c.post_cq = shapes[s].post_cq, c.post_ck = shapes[s].post_ck;
@@ -95,6 +98,7 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
     if (!c) return NULL;
     c->cfg = *cfg;
     c->n = (size_t)cfg->B * cfg->H * cfg->T * cfg->d;
+    c->nkv = c->n / cfg->H * (cfg->H_kv > 0 ? cfg->H_kv : cfg->H);
     const mta_param_sizes ps = mta_param_sizes_of(cfg);
     const size_t *wn = ps.w;
     size_t np = 0;
@@ -263,6 +267,7 @@ mta_config tu_variant(int k) {
     case 12: c.dropout = 0.3f; break;                                   // dropout on plain attention
     case 13: c.post_ch = 4, c.dropout = 0.2f; break;                    // dropout after the head conv
     case 14: c = tu_config_all(1, 4, 70, 20, 6, 11, 4); break;          // d = 20: vector tiles and a scalar tail
+    case 15: c = tu_config_all(2, 4, 33, 8, 3, 5, 2), c.H_kv = 1, c.dropout = 0.2f; break;  // grouped-query, every step
     }
     return c;
 }

@@ -11,6 +11,7 @@
 typedef struct {
     mta_config cfg;
     size_t n;                       // B*H*T*d
+    size_t nkv;                     // B*H_kv*T*d: the floats of k, v, dk, dv that are used (each has n)
     float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
     float *w[MTA_N_PARAMS], *gw[MTA_N_PARAMS];  // parameters and their gradients (MTA_W_PRE ...), NULL if off
     size_t wn[MTA_N_PARAMS];
@@ -61,8 +62,9 @@ mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
 // backends: bit TU_PRE (pre-softmax conv), TU_MIX (head mixing), TU_POST (post-softmax conv),
 // TU_HCONV (head conv), TU_GN (group norm), TU_GATE (gate) of mask switch them on. The shapes
 // (TU_NSHAPES of them) have H = 1, odd H with c_h = 1 and c_h = H, 1 < c_h < H, B > 1, c_q = 1,
-// c_q and c_k wider than T or than a strip, T a multiple of no block, odd and tail-sized d.
-enum { TU_PRE = 1, TU_MIX = 2, TU_POST = 4, TU_HCONV = 8, TU_GN = 16, TU_GATE = 32, TU_NCOMBOS = 64, TU_NSHAPES = 5 };
+// c_q and c_k wider than T or than a strip, T a multiple of no block, odd and tail-sized d, and
+// grouped-query attention (shapes 5 and 6: H_kv = 2 of H = 4, H_kv = 1 of H = 6).
+enum { TU_PRE = 1, TU_MIX = 2, TU_POST = 4, TU_HCONV = 8, TU_GN = 16, TU_GATE = 32, TU_NCOMBOS = 64, TU_NSHAPES = 7 };
 mta_config tu_combo(int shape, int mask, float dropout);
 // "pre+mix+post+hconv+gn+gate" for the steps of mask ("plain" for none), into buf.
 const char *tu_combo_name(int mask, char *buf, size_t n);
@@ -74,8 +76,9 @@ const char *tu_combo_name(int mask, char *buf, size_t n);
 double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which);
 
 // Hand-picked configs that reach the backends' edges (k < TU_NVARIANTS): plain attention, each
-// step alone, the 830M pattern, T < c_k, c_q = 1, dropout with every step, d = 20.
-enum { TU_NVARIANTS = 15 };
+// step alone, the 830M pattern, T < c_k, c_q = 1, dropout with every step, d = 20, grouped-query
+// attention with every step.
+enum { TU_NVARIANTS = 16 };
 mta_config tu_variant(int k);
 
 #endif

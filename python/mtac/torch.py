@@ -46,9 +46,11 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
         _check_tensor(name, t)
     if q.dim() != 4:
         raise Error('mtac: q must have 4 dimensions (B, H, T, d), got shape %s' % (tuple(q.shape),))
-    if k.shape != q.shape or v.shape != q.shape:
-        raise Error('mtac: q, k and v must have the same shape (B, H, T, d): %s, %s, %s'
-                    % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+    # k, v: (B, H_kv, T, d), H_kv dividing H (grouped-query attention when below H)
+    if (k.dim() != 4 or k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[2:] != q.shape[2:]
+            or not 1 <= k.shape[1] <= q.shape[1] or q.shape[1] % k.shape[1]):
+        raise Error('mtac: k and v must have the same shape (B, H_kv, T, d), H_kv dividing H, for q of shape '
+                    '(B, H, T, d): %s, %s, %s' % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
     B, H, T, d = q.shape
     if max(B, H, T, d) > _INT_MAX:
         raise Error('mtac: shape %s has a size above 2^31-1' % (tuple(q.shape),))
@@ -58,6 +60,7 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     if depth_scale and prm['gn_weight'] is None:
         raise Error('mtac: depth_scale applies to the group norm output: give gn_weight')
     cfg = lib.mta_config_default(B, H, T, d)
+    cfg.H_kv = k.shape[1]
     # Each tensor given switches its step on and its shape sets the step's sizes: the library's
     # table (mta_config_from_shapes), which also refuses a step's tensors given apart (gate_w, gate_b).
     config_from_shapes(cfg, [None if prm[n] is None else tuple(prm[n].shape) for n in PARAM_NAMES])
@@ -120,8 +123,10 @@ class _MTAFunction(torch.autograd.Function):
 
 
 def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, **params):
-    """The MTA attention core (docs/spec.md section 2) of q, k, v (B, H, T, d), float32, CPU,
-    contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
+    """The MTA attention core (docs/spec.md section 2) of q (B, H, T, d), k, v (B, H_kv, T, d), float32,
+    CPU, contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
+    Grouped-query attention: H_kv (dividing H) key/value heads, query head h reading kv head
+    h // (H // H_kv), without repeating k and v; dk, dv sum their query heads' gradients.
 
     The parameters are keywords named as in the library's table (mtac._lib.PARAM_NAMES, in the
     signature). Each parameter switches its step on; all None is plain causal softmax attention:

@@ -105,6 +105,25 @@ def test_gradcheck(backend):
     assert torch.autograd.gradcheck(_as64(fn), inputs, eps=1e-2, atol=2e-3, rtol=2e-2)
 
 
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_grouped_query(backend):
+    """k, v with fewer heads than q (H_kv dividing H): against the reference on repeated k, v
+    (mta_ref.py's repeat_interleave), every step on and H_kv = 1, 2 of H = 4; and gradcheck."""
+    for H_kv in (1, 2):
+        check_specs([dict(B=2, H=4, T=17, d=5, pre=(3, 5), pre_head=True, post=(2, 3), c_h=2, gn=True, gate=True,
+                          H_kv=H_kv), dict(B=1, H=4, T=9, d=3, H_kv=H_kv)], backend, 30 + H_kv)
+    torch.manual_seed(1)
+    q = torch.randn(1, 4, 6, 3, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(1, 2, 6, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    w_post = (0.5 + 0.3 * torch.randn(4, 2, 3, dtype=torch.float64)).requires_grad_()
+    w_post_head = (torch.eye(2, dtype=torch.float64).repeat(2, 1, 1)
+                   + 0.3 * torch.randn(2, 2, 2, dtype=torch.float64)).requires_grad_()
+
+    def fn(q, k, v, a, b):
+        return mta_attention(q, k, v, w_post=a, w_post_head=b, backend=backend)
+    assert torch.autograd.gradcheck(_as64(fn), (q, k, v, w_post, w_post_head), eps=1e-2, atol=2e-3, rtol=2e-2)
+
+
 def test_only_requested_gradients():
     q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))
     w = torch.randn(2, 1, 3, requires_grad=True)
@@ -138,6 +157,8 @@ def test_errors():
     raises('device meta', lambda: mta_attention(q.to('meta'), k, v))
     raises('4 dimensions', lambda: mta_attention(q[0], k[0], v[0]))
     raises('same shape', lambda: mta_attention(q, k[:, :, :4].contiguous(), v))
+    q3 = torch.randn(1, 3, 5, 4)
+    raises('H_kv dividing H', lambda: mta_attention(q3, k, v))  # 2 kv heads for 3 query heads
     raises('must be odd', lambda: mta_attention(q, k, v, w_pre=torch.zeros(2, 2, 4)))  # the library's message
     raises('must divide H', lambda: mta_attention(q, k, v, w_post_head=torch.zeros(1, 3, 3)))
     raises(r'w_pre has shape \(3, 2, 3\)', lambda: mta_attention(q, k, v, w_pre=torch.zeros(3, 2, 3)))

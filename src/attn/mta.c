@@ -171,6 +171,7 @@ mta_config mta_config_default(int B, int H, int T, int d) {
     mta_config c;
     memset(&c, 0, sizeof c);
     c.B = B, c.H = H, c.T = T, c.d = d;
+    c.H_kv = H;
     c.backend = MTA_BACKEND_FUSED;
     return c;
 }
@@ -211,6 +212,9 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!c) return say(msg, n, MTA_ERR_NULL, "config is NULL");
     if (c->B < 1 || c->H < 1 || c->T < 1 || c->d < 1)
         return say(msg, n, MTA_ERR_INVALID, "sizes must be >= 1: B=%d H=%d T=%d d=%d", c->B, c->H, c->T, c->d);
+    if (c->H_kv < 0 || c->H_kv > c->H || (c->H_kv > 0 && c->H % c->H_kv != 0))
+        return say(msg, n, MTA_ERR_INVALID,
+                   "key/value heads H_kv=%d must divide the query heads H=%d (grouped-query attention; 0 = H)", c->H_kv, c->H);
     mta_status s = check_conv("pre-softmax conv", c->pre_cq, c->pre_ck, msg, n);
     if (s) return s;
     s = check_conv("post-softmax conv", c->post_cq, c->post_ck, msg, n);
@@ -318,6 +322,7 @@ int mta_param_index(const char *name) {
 #define FIELD(f, kind) {#f, offsetof(mta_config, f), kind}
 static const mta_config_field_desc config_fields[] = {
     FIELD(B, MTA_FIELD_INT), FIELD(H, MTA_FIELD_INT), FIELD(T, MTA_FIELD_INT), FIELD(d, MTA_FIELD_INT),
+    FIELD(H_kv, MTA_FIELD_INT),
     FIELD(pre_cq, MTA_FIELD_INT), FIELD(pre_ck, MTA_FIELD_INT), FIELD(pre_head_mix, MTA_FIELD_INT),
     FIELD(post_cq, MTA_FIELD_INT), FIELD(post_ck, MTA_FIELD_INT), FIELD(post_ch, MTA_FIELD_INT),
     FIELD(group_norm, MTA_FIELD_INT), FIELD(depth_scale, MTA_FIELD_INT), FIELD(layer_id, MTA_FIELD_INT),

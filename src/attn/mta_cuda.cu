@@ -246,6 +246,23 @@ void blas_check(call *cl, cublasStatus_t r) {
     if (r != CUBLAS_STATUS_SUCCESS) cl->blas_err = (int)r;
 }
 
+// gemm over the B*H query heads where one operand, kv (0: A, 1: B, 2: C), is a kv head's (its
+// stride the step from one kv head to the next; the others' the step from one query head to the
+// next). Grouped-query attention (H_kv < H): query head j*rep + r reads kv head j (rep = H/H_kv),
+// so query slab (b*H_kv + j)*rep + r goes with kv slab b*H_kv + j: one strided batch of B*H_kv
+// per r, the rep batches in order (a kv operand written, dk or dv, takes its query heads' terms
+// in head order: no atomics). With H_kv = H, the one call gemm would make.
+void gemm_kv(call *cl, int kv, int ta, int tb, int m, int n, int k, float alpha, const float *A, size_t lda, size_t sA,
+             const float *B, size_t ldb, size_t sB, float beta, float *C, size_t ldc, size_t sC) {
+    const mta_config *c = cl->c;
+    const int Hkv = mta_kv_heads(c), rep = c->H / Hkv;
+    for (int r = 0; r < rep; r++) {
+        const size_t ra = kv == 0 ? 0 : (size_t)r, rb = kv == 1 ? 0 : (size_t)r, rc = kv == 2 ? 0 : (size_t)r;
+        blas_check(cl, gemm(cl->st->blas, ta, tb, m, n, k, alpha, A + ra * sA, lda, kv == 0 ? sA : sA * rep, B + rb * sB, ldb,
+                            kv == 1 ? sB : sB * rep, beta, C + rc * sC, ldc, kv == 2 ? sC : sC * rep, c->B * Hkv));
+    }
+}
+
 const int CT = 128;  // threads per block of the per-entry kernels (columns)
 
 // Threads per block of a kernel that reduces rows of up to len entries: the smallest power of two
@@ -264,8 +281,8 @@ void strip_maps(call *cl, int a0, int a1, int save) {
     const mta_config *c = cl->c;
     cuda_state *st = cl->st;
     const int B = c->B, H = c->H, T = c->T, d = c->d, n = a1 - a0, BH = B * H;
-    blas_check(cl, gemm(st->blas, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d,
-                        (size_t)T * d, 0.0f, vrow(st->z, 0, a0), st->ld, st->z.hs, BH));
+    gemm_kv(cl, 1, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d, (size_t)T * d, 0.0f,
+            vrow(st->z, 0, a0), st->ld, st->z.hs);
     if (c->pre_cq)
         MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0);
     if (c->pre_head_mix) MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->s1, st->p, st->mats, H, a0);
@@ -324,8 +341,8 @@ mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const floa
     for (int i0 = 0; i0 < T; i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         strip_maps(&cl, i0, i1, 1);
-        blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,
-                             out + (size_t)i0 * d, d, (size_t)T * d, BH));
+        gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + (size_t)i0 * d,
+                d, (size_t)T * d);
         if (c->group_norm || c->gate)
             MTA_LAUNCH(k_normgate, dim3((unsigned)n, (unsigned)BH), red_threads(d, 128), 0, cl.s)(out + (size_t)i0 * d, (size_t)T * d, ng);
     }
@@ -360,15 +377,13 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
             const float *dO = dout + (size_t)a0 * d;
             size_t dOs = Td;
             if (c->group_norm || c->gate) {
-                blas_check(&cl, gemm(st->blas, 0, 0, n, d, a1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, Td, 0.0f, st->o, d,
-                                     (size_t)R * d, BH));
+                gemm_kv(&cl, 1, 0, 0, n, d, a1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, Td, 0.0f, st->o, d, (size_t)R * d);
                 MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl.s)(st->o, dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td,
                                                                       n, ng, st->acc + gl.ng);
                 dO = st->dO, dOs = (size_t)R * d;
             }
-            blas_check(&cl, gemm(st->blas, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td, BH));
-            blas_check(&cl, gemm(st->blas, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, vrow(st->dp2, 0, a0), st->ld,
-                                 st->dp2.hs, BH));
+            gemm_kv(&cl, 2, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td);
+            gemm_kv(&cl, 1, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, vrow(st->dp2, 0, a0), st->ld, st->dp2.hs);
             MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl.s)(st->dp2, st->dp2, T, a0, a1, ctx->seed, cl.drop_thr, cl.drop_scale);
             if (c->post_ch) {
                 MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl.s)(st->dp2, st->dp1, mats + 3 * HH, H, a0);
@@ -398,10 +413,8 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
             st->dz.base = c0;
             MTA_LAUNCH(k_conv_t, cols_grid(c1, n, BH), CT, 0, cl.s)(st->ds1, st->dz, c->pre_cq ? p->w_pre : NULL, H, c->pre_cq,
                                                            c->pre_ck, T - 1, c0, c1);
-            blas_check(&cl, gemm(st->blas, 0, 0, n, d, c1, cl.scale, st->dz.p, st->ld, st->dz.hs, k, d, Td, 1.0f,
-                                 dq + (size_t)c0 * d, d, Td, BH));
-            blas_check(&cl, gemm(st->blas, 1, 0, c1, d, n, cl.scale, st->dz.p, st->ld, st->dz.hs, q + (size_t)c0 * d, d, Td,
-                                 1.0f, dk, d, Td, BH));
+            gemm_kv(&cl, 1, 0, 0, n, d, c1, cl.scale, st->dz.p, st->ld, st->dz.hs, k, d, Td, 1.0f, dq + (size_t)c0 * d, d, Td);
+            gemm_kv(&cl, 2, 1, 0, c1, d, n, cl.scale, st->dz.p, st->ld, st->dz.hs, q + (size_t)c0 * d, d, Td, 1.0f, dk, d, Td);
         }
     }
     // The per-head accumulators into the gradients, heads and batch elements in order.

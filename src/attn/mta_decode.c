@@ -1,7 +1,7 @@
 // mta_decode.c: incremental decoding (spec section 2, "Incremental decoding"). A new query row i
 // of every map depends only on rows i-c+1..i of the map before each convolution, and those rows'
 // entries above the diagonal are zero, so once a position's key has arrived its row never
-// changes. Per sequence and head the cache keeps K and V, the last pre_cq rows of Z (masked
+// changes. Per sequence and kv head the cache keeps K and V (H_kv heads), per query head the last pre_cq rows of Z (masked
 // scaled scores, the pre-softmax convolution's input; the current row included) and the last
 // post_cq rows of P (the softmax output, the post-softmax convolution's input). A step computes
 // one row of every map: O(t*(d + c_q*c_k)) work per head at position t. A prefill copies K and V
@@ -19,7 +19,7 @@
 struct mta_cache {
     mta_config cfg;  // cfg.T is the capacity
     int *len;        // (B) positions held per sequence
-    float *k, *v;    // (B,H,T,d)
+    float *k, *v;    // (B,H_kv,T,d): query head h reads kv head h/(H/H_kv) (mta_kv_slab)
     float *zwin;     // (B,H,2*pre_cq,T): the last pre_cq rows of Z in a doubled ring (window_push)
     float *pwin;     // (B,H,2*post_cq,T): the last post_cq rows of P likewise
     float *row[5];   // (H,T) scratch rows: z, s1, p, p1, p2
@@ -46,10 +46,10 @@ mta_status mta_cache_create(mta_cache **out, const mta_config *cfg, char *msg, s
     mta_cache *c = calloc(1, sizeof *c);
     if (!c) return MTA_ERR_NOMEM;
     c->cfg = *cfg;
-    const size_t B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
+    const size_t B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d, Hkv = (size_t)mta_kv_heads(cfg);
     const size_t zr = window_slots(cfg->pre_cq), pr = window_slots(cfg->post_cq);
-    int ok = (c->len = calloc(B, sizeof(int))) && (c->k = malloc(B * H * T * d * sizeof(float))) &&
-             (c->v = malloc(B * H * T * d * sizeof(float))) && (c->zwin = calloc(B * H * zr * T + 1, sizeof(float))) &&
+    int ok = (c->len = calloc(B, sizeof(int))) && (c->k = malloc(B * Hkv * T * d * sizeof(float))) &&
+             (c->v = malloc(B * Hkv * T * d * sizeof(float))) && (c->zwin = calloc(B * H * zr * T + 1, sizeof(float))) &&
              (c->pwin = calloc(B * H * pr * T + 1, sizeof(float))) && (c->hmat = calloc(H * H, sizeof(float)));
     for (int i = 0; i < 5 && ok; i++) ok = (c->row[i] = calloc(H * T, sizeof(float))) != NULL;
     if (!ok) {
@@ -127,7 +127,7 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
         #pragma omp for schedule(static)
         for (int h = 0; h < H; h++) {  // steps 1-2
             const size_t bh = (size_t)b * H + h;
-            const float *K = c->k + bh * T * d;
+            const float *K = c->k + mta_kv_slab(cf, bh) * T * d;
             float *zh = z + (size_t)h * T;
             cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, q + h * qs, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
             if (cf->pre_cq) {
@@ -162,7 +162,7 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
                 mix_heads(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, lo, hi, p2);
             }
             for (int h = lo; h < hi; h++) {  // steps 7-9
-                const float *A = a_in + (size_t)h * T, *V = c->v + ((size_t)b * H + h) * T * d;
+                const float *A = a_in + (size_t)h * T, *V = c->v + mta_kv_slab(cf, (size_t)b * H + h) * T * d;
                 float *o = out + (size_t)h * d;
                 cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
                 mta_normgate_forward_rows(cf, p, o, o, 1);
@@ -177,10 +177,10 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
     const mta_config *cf = &c->cfg;
     if (!q || !k || !v || !out || !p) return cache_fail(c, MTA_ERR_NULL, "q, k, v, p and out must be non-NULL");
     if (b < 0 || b >= cf->B) return cache_fail(c, MTA_ERR_INVALID, "sequence index outside the cache's batch");
-    const int H = cf->H, T = cf->T, d = cf->d, t = c->len[b];
+    const int Hkv = mta_kv_heads(cf), T = cf->T, d = cf->d, t = c->len[b];
     if (t >= T) return cache_fail(c, MTA_ERR_INVALID, "the cache is full: a sequence reached the capacity cfg.T");
-    for (int h = 0; h < H; h++) {
-        const size_t at = (((size_t)b * H + h) * T + t) * d;
+    for (int h = 0; h < Hkv; h++) {
+        const size_t at = (((size_t)b * Hkv + h) * T + t) * d;
         memcpy(c->k + at, k + (size_t)h * d, (size_t)d * sizeof(float));
         memcpy(c->v + at, v + (size_t)h * d, (size_t)d * sizeof(float));
     }
@@ -199,14 +199,14 @@ mta_status mta_cache_prefill(mta_cache *c, int Tf, const float *q, const float *
     if (!c) return MTA_ERR_NULL;
     if (!q || !k || !v || !p || !lens) return cache_fail(c, MTA_ERR_NULL, "q, k, v, p and lens must be non-NULL");
     const mta_config *cf = &c->cfg;
-    const int H = cf->H, T = cf->T, d = cf->d;
+    const int H = cf->H, Hkv = mta_kv_heads(cf), T = cf->T, d = cf->d;
     for (int b = 0; b < cf->B; b++)
         if (lens[b] < 1 || lens[b] > Tf || lens[b] > T)
             return cache_fail(c, MTA_ERR_INVALID, "prefill: a length is < 1 or longer than the tensors' T or the cache");
     for (int b = 0; b < cf->B; b++) {
         const int L = lens[b];
-        for (int h = 0; h < H; h++) {
-            const size_t bh = (size_t)b * H + h;
+        for (int h = 0; h < Hkv; h++) {
+            const size_t bh = (size_t)b * Hkv + h;
             memcpy(c->k + bh * T * d, k + bh * Tf * d, (size_t)L * d * sizeof(float));
             memcpy(c->v + bh * T * d, v + bh * Tf * d, (size_t)L * d * sizeof(float));
         }

@@ -94,6 +94,7 @@ typedef struct {
     fused_state *st;  // ctx's
     // plan
     int G, units, R, L1, L2, inner, strips_apart;
+    int chain;  // units a thread runs in turn (grouped-query backward: those sharing kv heads; else 1)
     float scale;
     uint32_t drop_thr;
     float drop_scale;
@@ -358,7 +359,8 @@ enum { KEY_BLOCK = 256 };  // keys per block of the fused pass over k: k and dk 
 // too short for k to stay in cache from one product to the next).
 static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, size_t bh, int hl) {
     const int T = jb->c->T, d = jb->c->d, n = a1 - a0;
-    const float *q = jb->q + bh * T * d, *k = jb->k + bh * T * d;
+    const size_t kvh = mta_kv_slab(jb->c, bh);  // the kv head this query head reads
+    const float *q = jb->q + bh * T * d, *k = jb->k + kvh * T * d;
     const int c0 = lg ? lg->c0 : 0, c1 = lg ? lg->c1 : 0, nc = c1 - c0;
     const int kb = nc > 0 ? KEY_BLOCK : imax(a1, 1);  // scores alone: one block
     for (int j0 = 0; j0 < imax(a1, c1); j0 += kb) {
@@ -371,7 +373,7 @@ static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, 
             const float *dz = lg->dz + hl * lg->hs + j0;
             matmul(jb, MM_NN, nc, d, m, jb->scale, dz, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + c0) * d, d);
             matmul(jb, MM_TN, m, d, nc, jb->scale, dz, (int)lg->ld, q + (size_t)c0 * d, d, 1.0f,
-                   jb->dk + (bh * T + j0) * d, d);
+                   jb->dk + (kvh * T + j0) * d, d);
         }
     }
 }
@@ -477,7 +479,8 @@ static void unit_forward_strips(job *jb, worker *shared, int u, int s0, int s1) 
             const size_t bh = (size_t)b * H + h0 + hl;
             win *pd = strip_pd(jb, w, b, h0, hl, i0, i1);
             float *out = jb->out + (bh * T + i0) * d, *o = jb->st->o ? jb->st->o + (bh * T + i0) * d : out;
-            matmul(jb, MM_NN, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + bh * T * d, d, 0.0f, o, d);
+            matmul(jb, MM_NN, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + mta_kv_slab(c, bh) * T * d, d, 0.0f,
+                   o, d);
             if (c->group_norm || c->gate)
                 mta_normgate_forward_rows(c, jb->p, o, out, n);
         }
@@ -609,7 +612,8 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
                 const size_t bh = (size_t)b * H + h0 + hl;
-                const float *vh = jb->v + bh * T * d, *go = jb->dout + (bh * T + a0) * d;
+                const size_t kvh = mta_kv_slab(c, bh);
+                const float *vh = jb->v + kvh * T * d, *go = jb->dout + (bh * T + a0) * d;
                 win *pd = strip_pd(jb, w, b, h0, hl, a0, a1);
                 float *o = st->o ? st->o + (bh * T + a0) * d : w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
                 if (c->group_norm || c->gate) {
@@ -619,7 +623,7 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                 } else {
                     memcpy(dO, go, (size_t)n * d * sizeof(float));
                 }
-                matmul(jb, MM_TN, a1, d, n, 1.0f, wrow(pd, hl, a0), (int)pd->ld, dO, d, 1.0f, jb->dv + bh * T * d, d);
+                matmul(jb, MM_TN, a1, d, n, 1.0f, wrow(pd, hl, a0), (int)pd->ld, dO, d, 1.0f, jb->dv + kvh * T * d, d);
                 // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
                 win *g2 = c->post_ch ? pd : m.dp1;
                 matmul(jb, MM_NT, n, a1, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0), (int)g2->ld);
@@ -692,7 +696,9 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
 
 // ---- entry points -------------------------------------------------------------------------------
 
-static mta_status plan(mta_ctx *ctx, job *jb) {
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+static mta_status plan(mta_ctx *ctx, job *jb, int backward) {
     const mta_config *c = &ctx->cfg;
     if (!ctx->state && !(ctx->state = calloc(1, sizeof(fused_state))))
         return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused backend's state");
@@ -705,7 +711,18 @@ static mta_status plan(mta_ctx *ctx, job *jb) {
     // a worker per thread when the forward runs strips apart (strips_forward; the backward shares
     // the first worker's strips)
     jb->strips_apart = jb->inner && !jb->L1 && !jb->L2;
-    const int nworkers = jb->strips_apart ? threads : jb->inner ? 1 : imin(threads, jb->units);
+    int nworkers = jb->strips_apart ? threads : jb->inner ? 1 : imin(threads, jb->units);
+    // Grouped-query attention: the query heads of a kv head add to its dk, dv rows. The backward
+    // runs the units of lcm(G, H/H_kv) heads, which share no kv head with the others, on one
+    // thread in order (a fixed order, no race; the threads take such chains), and the plan sizes
+    // the strips and workers for the larger of the two passes' needs, so that both passes see the
+    // same R.
+    const int rep = c->H / mta_kv_heads(c), chain = rep / gcd(jb->G, rep);
+    jb->chain = 1;
+    if (rep > 1) {
+        nworkers = imax(nworkers, imin(threads, jb->units / chain));
+        if (backward) jb->inner = 0, jb->chain = chain;
+    }
     jb->R = strip_rows(jb, nworkers);
     jb->scale = 1.0f / sqrtf((float)c->d);
     jb->drop_thr = mta_dropout_threshold(c->dropout);
@@ -723,15 +740,17 @@ static void run_units(job *jb, unit_fn fn) {
         for (int u = 0; u < jb->units; u++) fn(jb, ws, u);
         return;
     }
+    const int chain = jb->chain;
     #pragma omp parallel for schedule(dynamic, 1) num_threads(jb->st->nworkers)
-    for (int u = 0; u < jb->units; u++) fn(jb, ws + omp_get_thread_num(), u);
+    for (int t = 0; t < jb->units / chain; t++)
+        for (int u = t * chain; u < (t + 1) * chain; u++) fn(jb, ws + omp_get_thread_num(), u);
 }
 
 static mta_status fused_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                                 float *out) {
     job jb;
     memset(&jb, 0, sizeof jb);
-    mta_status s = plan(ctx, &jb);
+    mta_status s = plan(ctx, &jb, 0);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.out = out;
@@ -752,7 +771,7 @@ static mta_status fused_backward(mta_ctx *ctx, const float *q, const float *k, c
                                  const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
     job jb;
     memset(&jb, 0, sizeof jb);
-    mta_status s = plan(ctx, &jb);
+    mta_status s = plan(ctx, &jb, 1);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     jb.q = q, jb.k = k, jb.v = v, jb.p = p, jb.dout = dout, jb.dq = dq, jb.dk = dk, jb.dv = dv;

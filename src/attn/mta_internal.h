@@ -97,6 +97,14 @@ static inline MTA_HOST_DEVICE int mta_dropout_keep(uint64_t seed, size_t idx, ui
     return (uint32_t)(z >> 32) >= threshold;
 }
 
+// Grouped-query attention: the key/value heads of c (H_kv, 0 meaning H), and the (batch, kv head)
+// slab that query slab bh = b*H + h reads: b*H_kv + h / (H/H_kv).
+static inline MTA_HOST_DEVICE int mta_kv_heads(const mta_config *c) { return c->H_kv > 0 ? c->H_kv : c->H; }
+static inline MTA_HOST_DEVICE size_t mta_kv_slab(const mta_config *c, size_t bh) {
+    const size_t H = (size_t)c->H, Hkv = (size_t)mta_kv_heads(c);
+    return bh / H * Hkv + bh % H / (H / Hkv);
+}
+
 // Sets ctx->err and returns s. (Inline, as mta_depth_scale_of: the CUDA backend's module,
 // libmtac_cuda, uses them without linking libmtac's internals.)
 static inline mta_status mta_fail(mta_ctx *ctx, mta_status s, const char *fmt, ...) {

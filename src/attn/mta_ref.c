@@ -2,7 +2,8 @@
 // needs, so its memory is O(B*H*T^2) (the fused backend, mta_fused.c, holds none).
 //
 // Forward, per batch element (spec section 2), maps (B,H,T,T), tensors (B,H,T,d):
-//   Z  = mask(q k^T / sqrt(d))          scores, zero where j > i
+//   Z  = mask(q k^T / sqrt(d))          scores, zero where j > i (query head h reads kv head
+//                                       h/(H/H_kv): mta_kv_slab)
 //   S1 = qkconv(Z, w_pre)               if the pre-softmax conv is on, else S1 = Z
 //   S2 = headmix(S1, w_pre_head)        if head mixing is on, else S2 = S1
 //   P  = softmax_causal(S2)             in place on S2's buffer
@@ -314,7 +315,8 @@ static mta_status ref_forward(mta_ctx *ctx, const float *q, const float *k, cons
     const float scale = 1.0f / sqrtf((float)d);
     chain ch = chain_of(c, st);
 
-    for (int bh = 0; bh < BH; bh++) scores_causal(&ctx->stats, q + bh * Td, k + bh * Td, T, d, scale, ch.z + bh * TT);
+    for (int bh = 0; bh < BH; bh++)
+        scores_causal(&ctx->stats, q + bh * Td, k + mta_kv_slab(c, bh) * Td, T, d, scale, ch.z + bh * TT);
     if (c->pre_cq) qkconv_all(c, ch.z, p->w_pre, c->pre_cq, c->pre_ck, st->s1);
     if (c->pre_head_mix) headmix_all(c, ch.mix_in, p->w_pre_head, c->H, st->s2);
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
@@ -331,7 +333,7 @@ static mta_status ref_forward(mta_ctx *ctx, const float *q, const float *k, cons
     ctx->dropout_on = c->dropout > 0 && ctx->training;
     if (ctx->dropout_on) dropout_apply(ctx, ch.pv, st->pd);
     const float *pv = ctx->dropout_on ? st->pd : ch.pv;
-    for (int bh = 0; bh < BH; bh++) apply_values(&ctx->stats, pv + bh * TT, v + bh * Td, T, d, st->o + bh * Td);
+    for (int bh = 0; bh < BH; bh++) apply_values(&ctx->stats, pv + bh * TT, v + mta_kv_slab(c, bh) * Td, T, d, st->o + bh * Td);
     norm_gate_forward(c, p, st, out);
     return MTA_OK;
 }
@@ -350,8 +352,10 @@ static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, con
 
     norm_gate_backward(c, p, st, dout, g);
     const float *pv = ctx->dropout_on ? st->pd : ch.pv;
+    // (dk, dv of a kv head: its query heads' terms added in head order, the loops being serial)
     for (int bh = 0; bh < BH; bh++)
-        apply_values_backward(&ctx->stats, pv + bh * TT, v + bh * Td, st->dO + bh * Td, T, d, cur + bh * TT, dv + bh * Td);
+        apply_values_backward(&ctx->stats, pv + bh * TT, v + mta_kv_slab(c, bh) * Td, st->dO + bh * Td, T, d, cur + bh * TT,
+                              dv + mta_kv_slab(c, bh) * Td);
     if (ctx->dropout_on) dropout_apply(ctx, cur, cur);  // the same mask and scale on the gradient
     if (c->post_ch) {
         // st->hconv still holds this forward's matrix; the (H,H) gradient of that matrix maps
@@ -381,7 +385,8 @@ static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, con
         tmp = cur, cur = spare, spare = tmp;
     }
     for (int bh = 0; bh < BH; bh++)
-        scores_backward(&ctx->stats, cur + bh * TT, q + bh * Td, k + bh * Td, T, d, scale, dq + bh * Td, dk + bh * Td);
+        scores_backward(&ctx->stats, cur + bh * TT, q + bh * Td, k + mta_kv_slab(c, bh) * Td, T, d, scale, dq + bh * Td,
+                        dk + mta_kv_slab(c, bh) * Td);
     return MTA_OK;
 }
 

@@ -66,14 +66,26 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     const int B = (int)q->shape[0], H = (int)q->shape[1], T = (int)q->shape[2], d = (int)q->shape[3];
     char qs[128];
     shape_str(q, qs, sizeof qs);
-    if (!shape_is(k, 4, q->shape)) return bad_shape(k, qs, err, n);
-    if (!shape_is(v, 4, q->shape)) return bad_shape(v, qs, err, n);
+    // k and v: (B,H_kv,T,d), their head count H_kv (grouped-query attention when below H; the
+    // config's check says when it does not divide H)
+    const int64_t kvs[4] = {B, k->ndim == 4 && k->shape[1] >= 1 && k->shape[1] <= H ? k->shape[1] : H, T, d};
+    if (!shape_is(k, 4, kvs)) {
+        char want[160];
+        snprintf(want, sizeof want, "(%d,H_kv,%d,%d) with H_kv <= H = %d", B, T, d, H);
+        return bad_shape(k, want, err, n);
+    }
+    char ks[128];
+    shape_str(k, ks, sizeof ks);
+    if (!shape_is(v, 4, k->shape)) return bad_shape(v, ks, err, n);
     const st_tensor *dout = st_find(f, "dout");
     if (dout && !shape_is(dout, 4, q->shape)) return bad_shape(dout, qs, err, n);
 
     // Each parameter given switches its step on and its shape sets the step's sizes (mta.h's table:
     // mta_config_from_shapes); every given tensor then has the shape the table gives its step.
     mta_config c = mta_config_default(B, H, T, d);
+    c.H_kv = (int)k->shape[1];
+    if (H % c.H_kv)
+        return errmsg(err, n, "tensors k and v have %d heads, which must divide q's H=%d (grouped-query attention)", c.H_kv, H);
     const st_tensor *t[MTA_N_PARAMS];
     int ndim[MTA_N_PARAMS];
     const int64_t *shape[MTA_N_PARAMS];

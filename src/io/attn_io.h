@@ -16,7 +16,8 @@ typedef struct {
     size_t param_numel[MTA_N_PARAMS];
 } attn_problem;
 
-// Builds the problem from a file's tensors and metadata: q, k, v (B,H,T,d) are required; each
+// Builds the problem from a file's tensors and metadata: q (B,H,T,d), k and v (B,H_kv,T,d) are
+// required (k's head count sets cfg.H_kv: grouped-query attention when below H); each
 // present parameter switches its step on and its shape sets the kernel sizes; metadata layer_id
 // (integer) and depth_scale ("1"/"0") set depth scaling. Tensor names that are neither inputs
 // nor parameters are an error, unless they start with ignore_prefix (when non-NULL).

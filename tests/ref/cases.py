@@ -6,7 +6,8 @@ import torch
 from mta_ref import mta_forward, PARAM_NAMES
 
 # spec keys: B H T d, pre=(c_q,c_k)|None, pre_head=bool, post=(c_q,c_k)|None, c_h=int|None,
-#            gn=bool, gate=bool, depth_scale=bool, layer_id=int|None
+#            gn=bool, gate=bool, depth_scale=bool, layer_id=int|None, H_kv=int|None (k, v heads;
+#            grouped-query attention when below H)
 
 
 def make_case(spec, gen):
@@ -17,7 +18,8 @@ def make_case(spec, gen):
     def randn(*shape):
         return torch.randn(*shape, generator=gen, dtype=f32)
 
-    t = {'q': randn(B, H, T, d), 'k': randn(B, H, T, d), 'v': randn(B, H, T, d)}
+    H_kv = spec.get('H_kv') or H
+    t = {'q': randn(B, H, T, d), 'k': randn(B, H_kv, T, d), 'v': randn(B, H_kv, T, d)}
     if spec.get('pre'):
         c_q, c_k = spec['pre']
         w = torch.zeros(H, c_q, c_k, dtype=f32)
@@ -64,6 +66,8 @@ def reference(tensors, meta):
 
 def describe(spec):
     parts = [f"B={spec['B']} H={spec['H']} T={spec['T']} d={spec['d']}"]
+    if spec.get('H_kv') and spec['H_kv'] != spec['H']:
+        parts.append(f"H_kv={spec['H_kv']}")
     if spec.get('pre'):
         parts.append('pre %dx%d' % tuple(spec['pre']))
     if spec.get('pre_head'):

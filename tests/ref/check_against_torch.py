@@ -69,17 +69,23 @@ def fixed_cases(rng):
         C(B=1, H=4, T=big_T[1], d=32, pre=(6, 11), post=(6, 11)),
         C(B=1, H=4, T=big_T[2], d=24, pre_head=True, c_h=2, gn=True, depth_scale=True, layer_id=3,
           gate=True),
+        C(B=2, H=4, T=19, d=8, pre=(3, 5), pre_head=True, post=(2, 7), c_h=2, gn=True, gate=True,
+          H_kv=2),                                                          # grouped-query, every step
+        C(H=6, T=17, d=5, post=(3, 5), c_h=3, H_kv=1),                      # one kv head
     ]
 
 
 # The shapes of the C tests' combination sweep (tests/testutil.c tu_combo): H = 1 with c_k > T;
-# B > 1, odd H, c_h = 1, pre c_q = 1; c_h = H odd, post c_q = 1; 1 < c_h < H with 6x11; d = 17.
+# B > 1, odd H, c_h = 1, pre c_q = 1; c_h = H odd, post c_q = 1; 1 < c_h < H with 6x11; d = 17;
+# grouped-query attention with H_kv = 2 of H = 4 and H_kv = 1 of H = 6.
 COMBO_SHAPES = [
     dict(B=1, H=1, T=7, d=3, pre=(2, 9), post=(3, 11), c_h=1),
     dict(B=2, H=3, T=23, d=5, pre=(1, 3), post=(4, 5), c_h=1),
     dict(B=1, H=3, T=29, d=4, pre=(3, 5), post=(1, 3), c_h=3),
     dict(B=2, H=4, T=31, d=6, pre=(6, 11), post=(5, 7), c_h=2),
     dict(B=1, H=6, T=37, d=17, pre=(5, 3), post=(2, 13), c_h=3),
+    dict(B=2, H=4, T=31, d=6, pre=(6, 11), post=(5, 7), c_h=2, H_kv=2),
+    dict(B=1, H=6, T=37, d=5, pre=(3, 5), post=(2, 3), c_h=2, H_kv=1),
 ]
 STEPS = ['pre', 'pre_head', 'post', 'c_h', 'gn', 'gate']  # bit i of a combination's mask
 
@@ -90,6 +96,8 @@ def combination_cases():
     for mask in range(64):
         shape = COMBO_SHAPES[mask % len(COMBO_SHAPES)]
         s = C(B=shape['B'], H=shape['H'], T=shape['T'], d=shape['d'])
+        if shape.get('H_kv'):
+            s['H_kv'] = shape['H_kv']
         for i, step in enumerate(STEPS):
             if mask >> i & 1:
                 s[step] = shape.get(step, True)
@@ -120,6 +128,8 @@ def random_case(rng):
             s['layer_id'] = rng.randint(0, 23)
     if rng.random() < 0.5:
         s['gate'] = True
+    if rng.random() < 0.3:  # grouped-query attention: k, v with a divisor of H heads
+        s['H_kv'] = rng.choice([c for c in range(1, H + 1) if H % c == 0])
     return s
 
 

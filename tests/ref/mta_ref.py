@@ -7,7 +7,9 @@ Works in any floating dtype (the fixtures use float64).  Run the self-check with
     /usr/bin/python3 tests/ref/mta_ref.py
 
 Shapes (per call, batch B, heads H, positions T, head dim d):
-  q, k, v       (B, H, T, d)
+  q             (B, H, T, d)
+  k, v          (B, H_kv, T, d)    H_kv divides H (grouped-query attention when H_kv < H): query head
+                                   h reads kv head h // (H/H_kv), done here by repeating k and v
   w_pre         (H, c_q, c_k)      pre-softmax key-query conv, c_k odd      (step 2)
   w_pre_head    (H, H)             S2[h] = sum_h' W[h, h'] S1[h']           (step 3)
   w_post        (H, c_q', c_k')    post-softmax key-query conv, c_k' odd    (step 5)
@@ -77,6 +79,13 @@ def mta_forward(q, k, v, w_pre=None, w_pre_head=None, w_post=None, w_post_head=N
             cast, (q, k, v, w_pre, w_pre_head, w_post, w_post_head, gn_weight, gate_w, gate_b))
     conv = kq_conv2d if use_conv2d else kq_conv
     B, H, T, d = q.shape
+    # grouped-query attention: each kv head serves H/H_kv consecutive query heads (repeat_kv);
+    # autograd sums the repeated heads' gradients into it
+    H_kv = k.shape[1]
+    assert H % H_kv == 0 and v.shape[1] == H_kv, (q.shape, k.shape, v.shape)
+    if H_kv != H:
+        k = k.repeat_interleave(H // H_kv, dim=1)
+        v = v.repeat_interleave(H // H_kv, dim=1)
     valid = causal_mask(T, q.device)
     # 1. scores
     S = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
