@@ -273,7 +273,8 @@ def _from_authors(c, layer_id):
 
 class MultiTokenAttention(nn.Module):
     """The MTA attention core as a module: forward(q, k, v) with q, k, v of shape (B, H, T, d)
-    (after the projections and RoPE) returns (B, H, T, d), computed by mta_attention.
+    (after the projections and RoPE; k and v may have fewer heads, H_kv dividing H, as the
+    authors' n_kv_heads) returns (B, H, T, d), computed by mta_attention.
 
     Arguments, defaults, parameters and initialisation follow the authors' attention
     (facebookresearch/RAM, projects/mta, class Attention with MTATransformerArgs), so that its

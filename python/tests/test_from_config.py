@@ -260,3 +260,14 @@ def test_gate_bias_init():
     assert -bound <= m.gate.bias.item() <= bound
     with pytest.raises(mtac.Error, match='gate_bias_init'):
         MultiTokenAttention(2, d, add_gating=True, gate_bias_init='uniform')
+
+
+def test_grouped_kv_heads():
+    """Their n_kv_heads: k and v with H_kv heads, which their repeat_kv repeats (query head h reads
+    kv head h // (H / H_kv)) before the MTA steps; the module passes them to the op as they are."""
+    m = MultiTokenAttention.from_config(MTA_830M, n_heads=16, head_dim=8, layer_id=2)
+    perturb(m, 0.1)
+    q = qkv(B=1, H=16, T=13, d=8)[0]
+    k, v = qkv(B=1, H=4, T=13, d=8, seed=2)[:2]
+    exp = RefCore(m)(q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1))
+    assert (m(q, k, v) - exp).abs().max() <= 1e-4 * exp.abs().max()
