@@ -249,7 +249,9 @@ static int write_results(const attn_run *r, const char *path) {
     const int on[] = {c->pre_cq > 0, c->pre_head_mix, c->post_cq > 0, c->post_ch > 0, c->group_norm, c->gate};
     for (int i = 0; i < 6; i++)
         if (on[i]) strncat(steps, step_names[i], sizeof steps - strlen(steps) - 1);
-    printf("mtac attn: B=%d H=%d T=%d d=%d, steps:%s; wrote %d tensor%s to %s\n", c->B, c->H, c->T, c->d,
+    char kv[32] = "";  // grouped-query attention: k and v's heads
+    if (c->H_kv != c->H) snprintf(kv, sizeof kv, " H_kv=%d", c->H_kv);
+    printf("mtac attn: B=%d H=%d%s T=%d d=%d, steps:%s; wrote %d tensor%s to %s\n", c->B, c->H, kv, c->T, c->d,
            steps[0] ? steps : " none (plain causal attention)", r->nt, r->nt == 1 ? "" : "s", path);
     return 0;
 }

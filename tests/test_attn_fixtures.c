@@ -55,7 +55,7 @@ static int run_fixture(const char *path) {
     }
     pr.cfg.backend = tu_backend();
     const mta_config *c = &pr.cfg;
-    const size_t n = (size_t)c->B * c->H * c->T * c->d;
+    const size_t n = (size_t)c->B * c->H * c->T * c->d, nkv = n / c->H * (size_t)c->H_kv;  // k, v: H_kv heads
     size_t np = 0;
     for (int i = 0; i < MTA_N_PARAMS; i++) np += pr.param_numel[i];
     float *buf = calloc(4 * n + np + 1, sizeof(float));
@@ -73,8 +73,8 @@ static int run_fixture(const char *path) {
     if (ok) {
         ok &= compare(path, &f, "out", buf, n);
         ok &= compare(path, &f, "grad.q", buf + n, n);
-        ok &= compare(path, &f, "grad.k", buf + 2 * n, n);
-        ok &= compare(path, &f, "grad.v", buf + 3 * n, n);
+        ok &= compare(path, &f, "grad.k", buf + 2 * n, nkv);
+        ok &= compare(path, &f, "grad.v", buf + 3 * n, nkv);
         for (int i = 0; i < MTA_N_PARAMS; i++) {
             char name[32];
             snprintf(name, sizeof name, "grad.%s", mta_param_info(i)->name);

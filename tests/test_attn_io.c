@@ -77,7 +77,14 @@ static void test_good_problem(void **s) {
     assert_int_equal(c->post_ch, 2);
     assert_true(c->pre_head_mix && c->group_norm && c->gate && c->depth_scale);
     assert_int_equal(c->layer_id, 3);
+    assert_int_equal(c->H_kv, 4);
     assert_non_null(pr.dout);
+    // grouped-query attention: k and v with 2 heads of q's 4 set H_kv
+    base(&ff);
+    ff.t[1].shape[1] = ff.t[2].shape[1] = 2;
+    assert_int_equal(attn_problem_from_file(&ff.f, NULL, &pr, err, sizeof err), 0);
+    assert_int_equal(pr.cfg.H, 4);
+    assert_int_equal(pr.cfg.H_kv, 2);
 }
 
 static void test_bad_problems(void **s) {
@@ -89,6 +96,15 @@ static void test_bad_problems(void **s) {
     base(&ff);
     ff.t[1].shape[2] = 5;
     expect_error(&ff, "tensor 'k' has shape");
+    base(&ff);
+    ff.t[1].shape[1] = ff.t[2].shape[1] = 3;  // 3 kv heads for 4 query heads
+    expect_error(&ff, "3 heads, which must divide q's H=4");
+    base(&ff);
+    ff.t[1].shape[1] = ff.t[2].shape[1] = 8;  // more kv heads than query heads
+    expect_error(&ff, "tensor 'k' has shape (1,8,6,8), expected (1,H_kv,6,8)");
+    base(&ff);
+    ff.t[2].shape[1] = 2;  // v's heads differ from k's
+    expect_error(&ff, "tensor 'v' has shape (1,2,6,8), expected (1,4,6,8)");
     base(&ff);
     ff.t[0].ndim = 3;
     expect_error(&ff, "(B,H,T,d)");

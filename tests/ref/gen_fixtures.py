@@ -4,7 +4,7 @@
 Regenerate (from the repository root):
     /usr/bin/python3 tests/ref/gen_fixtures.py
 
-Each file holds float32 inputs q, k, v (B,H,T,d), the present parameters (w_pre, w_pre_head,
+Each file holds float32 inputs q (B,H,T,d), k, v (B,H_kv,T,d), the present parameters (w_pre, w_pre_head,
 w_post, w_post_head, gn_weight, gate_w, gate_b), dout, and the float64-computed (stored float32)
 expect.out, expect.grad.q/k/v, expect.grad.<param> (gradients of sum(out*dout)).
 Metadata: description; layer_id and depth_scale ("1"/"0") when used.
@@ -77,6 +77,9 @@ CASES = [
     ('mta830m_like_T20', C(H=4, T=20, d=16, pre=(6, 11), pre_head=True, post=(6, 11), c_h=4, gn=True, gate=True)),
     ('mta830m_like_depth_l3_T13', C(H=4, T=13, d=16, pre=(6, 11), pre_head=True, post=(6, 11), c_h=4,
                                     gn=True, gate=True, depth_scale=True, layer_id=3)),
+    # grouped-query attention: k, v with H_kv heads (last: the cases above keep their draws)
+    ('gqa_H4_kv2_all_T13', C(H=4, T=13, c_h=2, H_kv=2, **FULL)),
+    ('gqa_H6_kv1_posthead_ch3', C(H=6, T=11, d=5, post=(2, 3), c_h=3, H_kv=1)),
 ]
 
 
