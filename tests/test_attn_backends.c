@@ -224,11 +224,14 @@ static void test_mix_post_hconv_without_pre(void **s) {
 }
 
 // The same inputs give the same bits whatever the thread count (for the fused backend: whether
-// one thread does a unit or several share it).
+// one thread does a unit or several share it; with grouped-query attention, a chain of units
+// sharing kv heads on one thread, or a shared unit's heads in rounds).
 static void test_thread_count_invariant(void **s) {
     (void)s;
-    for (int k = 6; k <= 8; k++) {
-        mta_config c = tu_variant(k);
+    for (int k = 6; k <= 10; k++) {
+        mta_config c = k <= 8 ? tu_variant(k) : tu_variant(15);
+        if (k == 10)  // units of 2 heads (head conv, no mixing) on one kv head
+            c.B = 1, c.pre_head_mix = 0, c.dropout = 0.0f;
         c.backend = backend, c.strip_rows = 7;
         tu_case *a = tu_case_new(&c, 7, 1.0f, 0.3f), *b = tu_case_new(&c, 7, 1.0f, 0.3f);
         omp_set_num_threads(1);

@@ -94,7 +94,9 @@ typedef struct {
     fused_state *st;  // ctx's
     // plan
     int G, units, R, L1, L2, inner, strips_apart;
-    int chain;  // units a thread runs in turn (grouped-query backward: those sharing kv heads; else 1)
+    int chain;   // units a thread runs in turn (grouped-query backward: those sharing kv heads; else 1)
+    int rounds;  // grouped-query backward of a shared unit: its loops that add to dk, dv take the heads
+                 // h with h % rounds == r in round r = 0, 1, ... (distinct kv heads); else 1
     float scale;
     uint32_t drop_thr;
     float drop_scale;
@@ -399,10 +401,18 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
     const mta_params *p = jb->p;
     fused_state *st = jb->st;
     maps m = maps_of(c, w);
-    #pragma omp for schedule(static)
-    for (int h = 0; h < G; h++) {
-        k_products(jb, m.z, a0, a1, lg, (size_t)b * H + h0 + h, h);
-        if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
+    // (In rounds, a head's thread need not be the one of the loops before, which end without a
+    // barrier: one first.)
+    if (jb->rounds > 1) {
+        #pragma omp barrier
+    }
+    for (int r = 0; r < jb->rounds; r++) {
+        #pragma omp for schedule(static)
+        for (int h = 0; h < G; h++) {
+            if ((h0 + h) % jb->rounds != r) continue;
+            k_products(jb, m.z, a0, a1, lg, (size_t)b * H + h0 + h, h);
+            if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
+        }
     }
     // Without the post conv, the head conv reads P itself: a row's head conv follows its softmax
     // in the same loop (each worksharing loop ends in a barrier, a wait on the slower thread).
@@ -609,8 +619,10 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
             const int n = a1 - a0;
             strip_maps(jb, w, b, h0, a0, a1, 0, &lg);
             // O (kept, or again), then dO through the gate and norm; dV; dP2 = dO v^T (through the dropout)
+            for (int r = 0; r < jb->rounds; r++) {  // (strip_maps ends in a barrier)
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
+                if ((h0 + hl) % jb->rounds != r) continue;
                 const size_t bh = (size_t)b * H + h0 + hl;
                 const size_t kvh = mta_kv_slab(c, bh);
                 const float *vh = jb->v + kvh * T * d, *go = jb->dout + (bh * T + a0) * d;
@@ -634,6 +646,7 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                         for (int j = 0; j <= i; j++)
                             x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? x[j] * jb->drop_scale : 0.0f;
                     }
+            }
             }
             // Without the post conv (B = A), each row's pre-softmax mixing backward follows its head
             // conv's in the same loop, and without the pre conv (C = A) its dZ rows are finished there.
@@ -686,8 +699,14 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
             }
         }
         if (c0 < c1 && i1 >= T) {
-            #pragma omp for schedule(static)
-            for (int hl = 0; hl < G; hl++) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
+            if (jb->rounds > 1) {  // (see strip_maps)
+                #pragma omp barrier
+            }
+            for (int r = 0; r < jb->rounds; r++) {
+                #pragma omp for schedule(static)
+                for (int hl = 0; hl < G; hl++)
+                    if ((h0 + hl) % jb->rounds == r) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
+            }
             lg.c0 = lg.c1 = 0;
         }
     }
@@ -712,16 +731,17 @@ static mta_status plan(mta_ctx *ctx, job *jb, int backward) {
     // the first worker's strips)
     jb->strips_apart = jb->inner && !jb->L1 && !jb->L2;
     int nworkers = jb->strips_apart ? threads : jb->inner ? 1 : imin(threads, jb->units);
-    // Grouped-query attention: the query heads of a kv head add to its dk, dv rows. The backward
-    // runs the units of lcm(G, H/H_kv) heads, which share no kv head with the others, on one
-    // thread in order (a fixed order, no race; the threads take such chains), and the plan sizes
-    // the strips and workers for the larger of the two passes' needs, so that both passes see the
-    // same R.
-    const int rep = c->H / mta_kv_heads(c), chain = rep / gcd(jb->G, rep);
-    jb->chain = 1;
-    if (rep > 1) {
-        nworkers = imax(nworkers, imin(threads, jb->units / chain));
-        if (backward) jb->inner = 0, jb->chain = chain;
+    // Grouped-query attention: the query heads of a kv head add to its dk, dv rows, in a fixed
+    // order and never two at once. With whole units per thread, the backward runs the units of
+    // lcm(G, H/H_kv) heads (which share no kv head with the others) on one thread in order; with
+    // a unit's strips shared, its loops that add to dk, dv run in rounds over the heads h with
+    // h % (H/H_kv) = 0, 1, ... (one head of each kv head per round). Either way a kv head's sum
+    // takes its query heads in order strip by strip: the same bits whatever the thread count.
+    const int rep = c->H / mta_kv_heads(c);
+    jb->chain = jb->rounds = 1;
+    if (rep > 1 && backward) {
+        if (!jb->inner) jb->chain = rep / gcd(jb->G, rep);
+        else if (jb->G > 1) jb->rounds = rep;
     }
     jb->R = strip_rows(jb, nworkers);
     jb->scale = 1.0f / sqrtf((float)c->d);
