@@ -456,7 +456,8 @@ static train_result time_torch_train(const char *python, const model_config *mc,
 // projection included, the embedding lookup not) plus causal attention's 6 * T * dim per layer.
 static double flops_per_token(const model_config *c, int T) {
     double D = c->dim, F = c->hidden_dim, V = c->vocab_size, L = c->n_layers;
-    double matmul = L * (4 * D * D + 3 * D * F) + V * D;
+    double KV = D / c->n_heads * model_kv_heads(c);  // wk, wv rows (D without grouped-query attention)
+    double matmul = L * (2 * D * D + 2 * D * KV + 3 * D * F) + V * D;
     return 6 * matmul + 6 * L * T * D;
 }
 

@@ -1,5 +1,5 @@
 // test_decode.c: incremental decoding of the model with KV/MTA caches. For the baseline and every
-// MTA variant, with kernels moved away from the identity, the logits of prefill + token-by-token
+// MTA variant (and grouped-query attention), with kernels moved away from the identity, the logits of prefill + token-by-token
 // decoding equal those of one forward over the same tokens at every step (1e-5 relative to the
 // largest logit), for several prompts of different lengths in one batch, with the prompts
 // prefilled by a forward on the fused backend (which holds no (T,T) map) and on the reference
@@ -27,6 +27,10 @@ static const char *const CONFIGS[] = {
     "{" BASE ", \"mta\": {\"qk_layers\": [0, 2], \"pre_cq\": 6, \"pre_ck\": 11, \"post_cq\": 6, \"post_ck\": 11,"
     " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true, \"gate\": true}}",
     "{" BASE ", \"mta\": {\"qk_layers\": [0], \"post_cq\": 4, \"post_ck\": 7}}",
+    // grouped-query attention: caches of 2 and of 1 kv heads for 4 query heads
+    "{" BASE ", \"n_kv_heads\": 2, \"mta\": {\"qk_layers\": [1], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2,"
+    " \"post_ck\": 3, \"pre_head_mix\": true, \"post_ch\": 4, \"group_norm\": true, \"gate\": true}}",
+    "{" BASE ", \"n_kv_heads\": 1}",
 };
 
 static model *make(const char *json, uint64_t seed) {

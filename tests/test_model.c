@@ -300,6 +300,107 @@ static void test_dropout_modes(void **s) {
     model_free(drop);
 }
 
+// Grouped-query attention (n_kv_heads): 4 query heads on 2 kv heads, every MTA step.
+#define GQA_BASE "\"dim\": 16, \"n_layers\": 2, \"n_heads\": 4, \"vocab_size\": 11, \"hidden_dim\": 12"
+static const char *GQA_MTA =
+    "{" GQA_BASE ", \"n_kv_heads\": 2, \"mta\": {\"qk_layers\": [1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 2,"
+    " \"post_ck\": 3, \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true, \"gate\": true}}";
+
+static void test_gqa_config(void **s) {
+    (void)s;
+    expect_bad("{" GQA_BASE ", \"n_kv_heads\": 3}", "n_kv_heads=3 must divide n_heads=4");
+    expect_bad("{" GQA_BASE ", \"n_kv_heads\": 8}", "must divide");
+    expect_bad("{" GQA_BASE ", \"n_kv_heads\": -1}", "'n_kv_heads' must be an integer");
+    expect_bad("{" GQA_BASE ", \"n_kv_heads\": 1.5}", "'n_kv_heads' must be an integer");
+    model_config c, c2;
+    char msg[256];
+    // written only when below n_heads: n_kv_heads = n_heads (or 0) reads and writes as without it
+    assert_int_equal(model_config_from_json("{" GQA_BASE "}", &c, msg, sizeof msg), 0);
+    char *plain = model_config_to_json(&c);
+    assert_null(strstr(plain, "n_kv_heads"));
+    const char *same[2] = {"{" GQA_BASE ", \"n_kv_heads\": 4}", "{" GQA_BASE ", \"n_kv_heads\": 0}"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(model_config_from_json(same[i], &c2, msg, sizeof msg), 0);
+        assert_memory_equal(&c, &c2, sizeof c);
+        char *js = model_config_to_json(&c2);
+        assert_string_equal(js, plain);
+        free(js);
+    }
+    free(plain);
+    assert_int_equal(model_config_from_json(GQA_MTA, &c, msg, sizeof msg), 0);
+    assert_int_equal(c.n_kv_heads, 2);
+    char *js = model_config_to_json(&c);
+    assert_non_null(strstr(js, "\"n_kv_heads\":\t2"));
+    assert_int_equal(model_config_from_json(js, &c2, msg, sizeof msg), 0);
+    free(js);
+    assert_memory_equal(&c, &c2, sizeof c);
+    // configs made in code: the same check
+    c.n_kv_heads = 3;
+    assert_int_equal(model_config_check(&c, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "n_kv_heads"));
+    // wk, wv (n_kv_heads * head_dim, dim); the layer's operator config takes H_kv
+    c.n_kv_heads = 2;
+    model *m = model_create(&c, msg, sizeof msg);
+    assert_non_null(m);
+    int nt, seen = 0;
+    const model_tensor *ts = model_tensors(m, &nt);
+    for (int i = 0; i < nt; i++)
+        if (strstr(ts[i].name, "attention.wk.") || strstr(ts[i].name, "attention.wv.")) {
+            assert_int_equal(ts[i].shape[0], 8);
+            assert_int_equal(ts[i].shape[1], 16);
+            seen++;
+        } else if (strstr(ts[i].name, "attention.wq.") || strstr(ts[i].name, "attention.wo.")) {
+            assert_int_equal(ts[i].shape[0], 16);
+        }
+    assert_int_equal(seen, 4);
+    assert_int_equal(model_layer_mta_config(&c, 1, 2, 5).H_kv, 2);
+    assert_int_equal(model_layer_mta_config(&c, 1, 2, 5).H, 4);
+    model_free(m);
+}
+
+static void test_gradcheck_gqa(void **s) {
+    (void)s;
+    gradcheck_model(GQA_MTA, 0.0f);
+    gradcheck_model("{" GQA_BASE ", \"n_kv_heads\": 1}", 0.0f);
+}
+
+// n_kv_heads = n_heads is the model without it, bit for bit (weights, loss, gradients); a model
+// on 2 kv heads equals the one on 4 whose wk, wv repeat each kv head's rows for its query heads.
+static void test_gqa_equals_repeated(void **s) {
+    (void)s;
+    const char *mj = "\"mta\": {\"qk_layers\": [0, 1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 2, \"post_ck\": 3,"
+                     " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"gate\": true}}";
+    char j_full[512], j_same[512], j_gqa[512];
+    snprintf(j_full, sizeof j_full, "{" GQA_BASE ", %s", mj);
+    snprintf(j_same, sizeof j_same, "{" GQA_BASE ", \"n_kv_heads\": 4, %s", mj);
+    snprintf(j_gqa, sizeof j_gqa, "{" GQA_BASE ", \"n_kv_heads\": 2, %s", mj);
+    model *a = make(j_full, 4), *b = make(j_same, 4), *g = make(j_gqa, 4);
+    assert_int_equal(model_num_params(a), model_num_params(b));
+    assert_memory_equal(model_params(a), model_params(b), model_num_params(a) * sizeof(float));
+    int tok[2 * 7], tgt[2 * 7];
+    tokens_for(tok, tgt, 14, 11, 6);
+    char msg[256];
+    model_zero_grad(a), model_zero_grad(b);
+    const double la = loss_of(a, tok, tgt, 2, 7), lb = loss_of(b, tok, tgt, 2, 7);
+    assert_memory_equal(&la, &lb, sizeof la);
+    assert_int_equal(model_backward(a, msg, sizeof msg), 0);
+    assert_int_equal(model_backward(b, msg, sizeof msg), 0);
+    assert_memory_equal(model_grads(a), model_grads(b), model_num_params(a) * sizeof(float));
+    // a takes g's weights, wk and wv with kv head h/2's rows for head h
+    const int d = 4, D = 16;
+    model_weights wa = model_weights_of(a, model_params(a)), wg = model_weights_of(g, model_params(g));
+    assert_int_equal(model_copy_matching(a, g), 2 + 2 * (7 + 7));  // all but wk, wv (7 MTA tensors a layer)
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 4; h++) {
+            memcpy(wa.layer[l].wk + (size_t)h * d * D, wg.layer[l].wk + (size_t)(h / 2) * d * D, (size_t)d * D * sizeof(float));
+            memcpy(wa.layer[l].wv + (size_t)h * d * D, wg.layer[l].wv + (size_t)(h / 2) * d * D, (size_t)d * D * sizeof(float));
+        }
+    const double l1 = loss_of(a, tok, tgt, 2, 7), l2 = loss_of(g, tok, tgt, 2, 7);
+    assert_true(fabs(l1 - l2) < 1e-6);
+    assert_true(tu_max_abs_diff(model_logits(a), model_logits(g), 2 * 7 * 11) < 1e-5);
+    model_free(a), model_free(b), model_free(g);
+}
+
 static void test_weights_round_trip(void **s) {
     (void)s;
     model *a = make(TINY_MTA, 11), *b = make(TINY_MTA, 12);
@@ -338,6 +439,8 @@ int main(void) {
         cmocka_unit_test(test_retrofit_equals_baseline),
         cmocka_unit_test(test_causal),              cmocka_unit_test(test_dropout_modes),
         cmocka_unit_test(test_weights_round_trip),  cmocka_unit_test(test_bad_tokens),
+        cmocka_unit_test(test_gqa_config),          cmocka_unit_test(test_gradcheck_gqa),
+        cmocka_unit_test(test_gqa_equals_repeated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,27 @@ out=$("$MTAC" eval babi --run "$tmp/retro" --contexts 512 --examples 2 2>&1) && 
 out=$("$MTAC" eval needle --run "$tmp/retro" --contexts 100 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "too short" && ok || bad "eval needle, short context: rc $rc, $out"
 
+# Grouped-query attention (4 heads on 2 kv heads): a run of 10 steps resumed to 20 ends with the
+# uninterrupted run's weights and losses; its config.json keeps n_kv_heads; greedy samples from
+# the KV cache (of 2 heads) and by recomputation agree; convert --add-mta keeps n_kv_heads.
+sed -e 's/"n_heads": 4,/"n_heads": 4, "n_kv_heads": 2,/' "$tmp/cfg.json" > "$tmp/gqa.json"
+train --config "$tmp/gqa.json" --schedule constant --out "$tmp/gqa" --steps 20 > /dev/null || bad "GQA run"
+train --config "$tmp/gqa.json" --schedule constant --out "$tmp/gqa2" --steps 10 > /dev/null || bad "GQA run, first 10 steps"
+OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/gqa2" --steps 20 > /dev/null 2>&1 || bad "GQA resume"
+cmp -s "$tmp/gqa/model.safetensors" "$tmp/gqa2/model.safetensors" && [ "$(losses "$tmp/gqa")" = "$(losses "$tmp/gqa2")" ] &&
+    ok || bad "GQA run: weights or losses after resume differ"
+grep -q '"n_kv_heads":[[:space:]]*2,' "$tmp/gqa/config.json" && ok || bad "GQA config.json without n_kv_heads"
+g1=$("$MTAC" sample --run "$tmp/gqa" --prompt "int " --tokens 40 --temperature 0 2>/dev/null)
+g2=$("$MTAC" sample --run "$tmp/gqa" --prompt "int " --tokens 40 --temperature 0 --no-cache 2>/dev/null)
+[ -n "$g1" ] && [ "$g1" = "$g2" ] && ok || bad "GQA: cached and recomputed greedy samples differ: '$g1' vs '$g2'"
+sed -e 's/"n_heads": 4,/"n_heads": 4, "n_kv_heads": 2,/' "$tmp/base.json" > "$tmp/gqa-base.json"
+train --config "$tmp/gqa-base.json" --out "$tmp/gqa-base" --steps 5 > /dev/null || bad "GQA baseline run"
+out=$("$MTAC" convert --add-mta --run "$tmp/gqa-base" --out "$tmp/gqa-retro" 2>&1) || bad "convert of a GQA run: $out"
+grep -q '"n_kv_heads":[[:space:]]*2,' "$tmp/gqa-retro/config.json" && ok || bad "converted GQA config lost n_kv_heads"
+e1=$("$MTAC" eval --run "$tmp/gqa-base" --batches 2 2>&1 | cut -d'(' -f1)
+e2=$("$MTAC" eval --run "$tmp/gqa-retro" --batches 2 2>&1 | cut -d'(' -f1)
+[ -n "$e1" ] && [ "$e1" = "$e2" ] && ok || bad "converted GQA model: '$e2', baseline '$e1'"
+
 head -c 100 "$tmp/data/train.bin" > "$tmp/data/val.bin"
 out=$(train --out "$tmp/z" --steps 10 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "val.bin" && ok || bad "truncated shard: rc $rc, $out"

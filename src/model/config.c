@@ -45,6 +45,7 @@ static int step_value(const mta_config *m, int i) { return *(const int *)((const
 // The operator config of layer l (qk: its key-query convolutions are on) at batch B, length T.
 static mta_config layer_config(const model_config *c, int l, int qk, int B, int T) {
     mta_config m = mta_config_default(B, c->n_heads, T, c->dim / c->n_heads);
+    m.H_kv = model_kv_heads(c);
     m.dropout = c->attn_dropout;
     if (!c->mta) return m;
     for (int i = 0; i < N_STEP_KEYS; i++)
@@ -58,6 +59,8 @@ int model_config_check(const model_config *c, char *msg, size_t n) {
         return errmsg(msg, n, "dim, n_layers, n_heads, vocab_size and hidden_dim must be >= 1");
     if (c->n_layers > MODEL_MAX_LAYERS) return errmsg(msg, n, "n_layers=%d exceeds %d", c->n_layers, MODEL_MAX_LAYERS);
     if (c->dim % c->n_heads) return errmsg(msg, n, "dim=%d is not divisible by n_heads=%d", c->dim, c->n_heads);
+    if (c->n_kv_heads < 0 || c->n_kv_heads > c->n_heads || (c->n_kv_heads && c->n_heads % c->n_kv_heads))
+        return errmsg(msg, n, "n_kv_heads=%d must divide n_heads=%d (0 = n_heads)", c->n_kv_heads, c->n_heads);
     if ((c->dim / c->n_heads) % 2) return errmsg(msg, n, "head dim %d must be even for RoPE", c->dim / c->n_heads);
     // Finite as well as in range: JSON has no infinity, so a config holding one would be written
     // out as null and the run's own config.json could not be read back.
@@ -136,14 +139,15 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
         cJSON_Delete(root);
         return errmsg(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     }
-    static const char *const top[] = {"dim", "n_layers", "n_heads", "vocab_size", "hidden_dim", "rope_theta",
-                                      "norm_eps", "attn_dropout", "mta"};
+    static const char *const top[] = {"dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim",
+                                      "rope_theta", "norm_eps", "attn_dropout", "mta"};
     const char *mk[1 + N_STEP_KEYS] = {"qk_layers"};
     for (int i = 0; i < N_STEP_KEYS; i++) mk[1 + i] = step_keys[i].key;
-    int rc = check_keys(root, top, 9, "", msg, n);
+    int rc = check_keys(root, top, 10, "", msg, n);
     if (!rc) rc = get_int(root, "dim", 1, 1 << 20, &c->dim, msg, n);
     if (!rc) rc = get_int(root, "n_layers", 1, MODEL_MAX_LAYERS, &c->n_layers, msg, n);
     if (!rc) rc = get_int(root, "n_heads", 1, 1 << 16, &c->n_heads, msg, n);
+    if (!rc) rc = get_int(root, "n_kv_heads", 0, 1 << 16, &c->n_kv_heads, msg, n);
     if (!rc) rc = get_int(root, "vocab_size", 1, 1 << 24, &c->vocab_size, msg, n);
     if (!rc) rc = get_int(root, "hidden_dim", 1, 1 << 22, &c->hidden_dim, msg, n);
     if (!rc) rc = get_float(root, "rope_theta", &c->rope_theta, msg, n);
@@ -152,6 +156,7 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     if (!rc && (!c->dim || !c->n_layers || !c->n_heads || !c->vocab_size))
         rc = errmsg(msg, n, "config: dim, n_layers, n_heads and vocab_size are required");
     if (!rc && !c->hidden_dim) c->hidden_dim = model_default_hidden(c->dim);
+    if (!rc && c->n_kv_heads == c->n_heads) c->n_kv_heads = 0;  // one form for "as many as n_heads"
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "mta");
     if (!rc && m && !cJSON_IsNull(m)) {
         if (!cJSON_IsObject(m)) rc = errmsg(msg, n, "config: 'mta' must be an object or null");
@@ -192,6 +197,8 @@ char *model_config_to_json(const model_config *c) {
     cJSON_AddNumberToObject(o, "dim", c->dim);
     cJSON_AddNumberToObject(o, "n_layers", c->n_layers);
     cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
+    // only with grouped-query attention: the configs without it read and write as before
+    if (model_kv_heads(c) != c->n_heads) cJSON_AddNumberToObject(o, "n_kv_heads", c->n_kv_heads);
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_dim", c->hidden_dim);
     cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);

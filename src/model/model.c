@@ -1,5 +1,5 @@
 // model.c: the MTA transformer, forward and backward (docs/model.md).
-// Shapes: N = B*T rows; x (N,D); q, k, v, attention out (B,H,T,d); FFN hidden (N,F); logits (N,V).
+// Shapes: N = B*T rows; x (N,D); q, attention out (B,H,T,d); k, v (B,H_kv,T,d) (H_kv = n_kv_heads); FFN hidden (N,F); logits (N,V).
 // Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
 #include "model/model.h"
 #include "model/swiglu.h"
@@ -76,7 +76,7 @@ static const char *lname(char *buf, int l, const char *suffix) {
 // named pointers into base (params or grads). Returns the total count.
 static size_t layout(model *m, float *base, int build, model_weights *w) {
     const model_config *c = &m->cfg;
-    const int D = c->dim, F = c->hidden_dim;
+    const int D = c->dim, F = c->hidden_dim, KV = model_kv_heads(c) * (c->dim / c->n_heads);
     size_t off = 0;
     char nm[80];
     memset(w, 0, sizeof *w);
@@ -86,8 +86,8 @@ static size_t layout(model *m, float *base, int build, model_weights *w) {
         mta_config mc = model_layer_mta_config(c, l, 1, 1);
         L->attn_norm = add_tensor(m, base, build, lname(nm, l, "attention_norm.weight"), 1, D, 0, 0, &off);
         L->wq = add_tensor(m, base, build, lname(nm, l, "attention.wq.weight"), 2, D, D, 0, &off);
-        L->wk = add_tensor(m, base, build, lname(nm, l, "attention.wk.weight"), 2, D, D, 0, &off);
-        L->wv = add_tensor(m, base, build, lname(nm, l, "attention.wv.weight"), 2, D, D, 0, &off);
+        L->wk = add_tensor(m, base, build, lname(nm, l, "attention.wk.weight"), 2, KV, D, 0, &off);
+        L->wv = add_tensor(m, base, build, lname(nm, l, "attention.wv.weight"), 2, KV, D, 0, &off);
         L->wo = add_tensor(m, base, build, lname(nm, l, "attention.wo.weight"), 2, D, D, 0, &off);
         for (int i = 0; i < MTA_N_PARAMS; i++) {  // the operator's parameters, "attention.mta.<name>"
             int64_t s[3];
@@ -214,7 +214,7 @@ static void fill(float *x, size_t n, float v) {
 
 void model_init(model *m, uint64_t seed) {
     const model_config *c = &m->cfg;
-    const int D = c->dim, F = c->hidden_dim;
+    const int D = c->dim, F = c->hidden_dim, KV = model_kv_heads(c) * m->d;
     const float sd = 1.0f / sqrtf((float)D), sf = 1.0f / sqrtf((float)F);
     uint64_t s = seed;
     memset(m->params, 0, m->num_params * sizeof(float));
@@ -225,8 +225,8 @@ void model_init(model *m, uint64_t seed) {
         fill(L->attn_norm, D, 1.0f);
         fill(L->ffn_norm, D, 1.0f);
         trunc_normal(L->wq, (size_t)D * D, sd, &s);
-        trunc_normal(L->wk, (size_t)D * D, sd, &s);
-        trunc_normal(L->wv, (size_t)D * D, sd, &s);
+        trunc_normal(L->wk, (size_t)KV * D, sd, &s);
+        trunc_normal(L->wv, (size_t)KV * D, sd, &s);
         trunc_normal(L->wo, (size_t)D * D, sd, &s);
         trunc_normal(L->w1, (size_t)F * D, sd, &s);
         trunc_normal(L->w3, (size_t)F * D, sd, &s);
@@ -353,13 +353,13 @@ void threads_set_spinning(int spinning) {
 // (the MTA convolutions and mixings are a fraction of those). threads_enter takes it to choose
 // how many threads a forward, backward or decoding step is worth (util/threads.h).
 static double forward_flops(const model_config *c, double rows, double keys) {
-    const double D = c->dim, F = c->hidden_dim, V = c->vocab_size;
-    return 2 * rows * (c->n_layers * (4 * D * D + 3 * D * F) + D * V) + 4 * rows * keys * D * c->n_layers;
+    const double D = c->dim, F = c->hidden_dim, V = c->vocab_size, KV = (double)D / c->n_heads * model_kv_heads(c);
+    return 2 * rows * (c->n_layers * (2 * D * D + 2 * D * KV + 3 * D * F) + D * V) + 4 * rows * keys * D * c->n_layers;
 }
 
 // ---- the layer block --------------------------------------------------------------------------
 
-// The attention of a block: q, k, v are (N,D) rows before RoPE; out gets the (N,D) rows that
+// The attention of a block: q is (N,D) rows, k, v (N,KV) rows (KV = n_kv_heads * head dim), before RoPE; out gets the (N,D) rows that
 // multiply W_o. The forward runs the operator over (B,H,T,d) heads, the decoder one cached step
 // per sequence.
 typedef int (*attend_fn)(void *arg, int l, const float *q, const float *k, const float *v, float *out, char *msg,
@@ -377,11 +377,11 @@ typedef struct {
 //   x_out = x_mid + (silu(xn2 W1^T) * (xn2 W3^T)) W2^T,  xn2 = RMSNorm(x_mid)
 static int block_forward(const model_config *c, const layer_weights *L, int l, const block_bufs *b, int N,
                          attend_fn attend, void *arg, char *msg, size_t n) {
-    const int D = c->dim, F = c->hidden_dim;
+    const int D = c->dim, F = c->hidden_dim, KV = model_kv_heads(c) * (c->dim / c->n_heads);
     rmsnorm_forward(b->xn1, b->rms1, b->x_in, L->attn_norm, N, D, c->norm_eps);
     linear_forward(b->q, b->xn1, L->wq, N, D, D);
-    linear_forward(b->k, b->xn1, L->wk, N, D, D);
-    linear_forward(b->v, b->xn1, L->wv, N, D, D);
+    linear_forward(b->k, b->xn1, L->wk, N, D, KV);
+    linear_forward(b->v, b->xn1, L->wv, N, D, KV);
     if (attend(arg, l, b->q, b->k, b->v, b->ao, msg, n)) return -1;
     linear_forward(b->x_mid, b->ao, L->wo, N, D, D);
     for (size_t i = 0; i < (size_t)N * D; i++) b->x_mid[i] += b->x_in[i];
@@ -520,10 +520,10 @@ static int fwd_attend(void *arg, int l, const float *q, const float *k, const fl
     const fwd_attend_arg *fa = arg;
     model *m = fa->m;
     layer_acts *a = &m->la[l];
-    const int B = m->B, T = m->T, H = m->cfg.n_heads, d = m->d;
+    const int B = m->B, T = m->T, H = m->cfg.n_heads, Hkv = model_kv_heads(&m->cfg), d = m->d;
     split_heads(a->q, q, B, T, H, d, m->rope_cos, m->rope_sin);
-    split_heads(a->k, k, B, T, H, d, m->rope_cos, m->rope_sin);
-    split_heads(a->v, v, B, T, H, d, NULL, NULL);
+    split_heads(a->k, k, B, T, Hkv, d, m->rope_cos, m->rope_sin);
+    split_heads(a->v, v, B, T, Hkv, d, NULL, NULL);
     mta_params p = layer_mta_params(&m->w.layer[l]);
     mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
     if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
@@ -616,6 +616,7 @@ static int backward_run(model *m, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (!m->have_targets) return errmsg(msg, n, "model_backward needs a forward with targets first");
     const int B = m->B, T = m->T, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
+    const int Hkv = model_kv_heads(c), KV = Hkv * d;
     const int N = B * T;
     model_weights *G = &m->g;
     const model_weights *W = &m->w;
@@ -647,10 +648,10 @@ static int backward_run(model *m, char *msg, size_t n) {
             return errmsg(msg, n, "layer %d attention backward: %s", l, mta_ctx_error(m->ctx[l]));
         merge_heads(m->dlin, m->dq, B, T, H, d, m->rope_cos, m->rope_sin);
         linear_backward(m->dxn, 0.0f, LG->wq, m->dlin, a->xn1, L->wq, N, D, D);
-        merge_heads(m->dlin, m->dk, B, T, H, d, m->rope_cos, m->rope_sin);
-        linear_backward(m->dxn, 1.0f, LG->wk, m->dlin, a->xn1, L->wk, N, D, D);
-        merge_heads(m->dlin, m->dv, B, T, H, d, NULL, NULL);
-        linear_backward(m->dxn, 1.0f, LG->wv, m->dlin, a->xn1, L->wv, N, D, D);
+        merge_heads(m->dlin, m->dk, B, T, Hkv, d, m->rope_cos, m->rope_sin);
+        linear_backward(m->dxn, 1.0f, LG->wk, m->dlin, a->xn1, L->wk, N, D, KV);
+        merge_heads(m->dlin, m->dv, B, T, Hkv, d, NULL, NULL);
+        linear_backward(m->dxn, 1.0f, LG->wv, m->dlin, a->xn1, L->wv, N, D, KV);
         rmsnorm_backward(m->dx, LG->attn_norm, m->dxn, a->x_in, a->rms1, L->attn_norm, N, D);  // dx = d x_in
         // the layer's tensors are contiguous, from attention_norm to w3 (layout())
         grads_ready(m, LG->attn_norm, (size_t)(LG->w3 + (size_t)F * D - LG->attn_norm));
@@ -839,14 +840,14 @@ static int dec_attend(void *arg, int l, const float *q, const float *k, const fl
                       size_t n) {
     model_decoder *dec = arg;
     const model *m = dec->m;
-    const int D = m->cfg.dim, H = m->cfg.n_heads, d = m->d;
+    const int D = m->cfg.dim, H = m->cfg.n_heads, Hkv = model_kv_heads(&m->cfg), d = m->d;
     mta_params p = layer_mta_params(&m->w.layer[l]);
     for (int b = 0; b < dec->B; b++) {
-        // one token's rows are already (H,d) heads
-        const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D;
+        // one token's rows are already (H,d) heads, its k and v rows (Hkv,d)
+        const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D, kvrow = (size_t)b * Hkv * d;
         split_heads(dec->qh + row, q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
-        split_heads(dec->kh + row, k + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
-        if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + row, v + row, &p, out + row) != MTA_OK)
+        split_heads(dec->kh + kvrow, k + kvrow, 1, 1, Hkv, d, dec->rope_cos + at, dec->rope_sin + at);
+        if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + kvrow, v + kvrow, &p, out + row) != MTA_OK)
             return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
     }
     return 0;

@@ -13,6 +13,9 @@ enum { MODEL_MAX_LAYERS = 256 };
 
 typedef struct {
     int dim, n_layers, n_heads, vocab_size, hidden_dim;
+    // Key/value heads (grouped-query attention): wk, wv are (n_kv_heads*head_dim, dim) and query
+    // head h reads kv head h/(n_heads/n_kv_heads). 0 means n_heads; must divide n_heads.
+    int n_kv_heads;
     float rope_theta, norm_eps, attn_dropout;
     // MTA; mta = 0 is the baseline Transformer
     int mta;
@@ -23,6 +26,9 @@ typedef struct {
     // sets them per layer.
     mta_config attn;
 } model_config;
+
+// The key/value heads of c: n_kv_heads, or n_heads when 0.
+static inline int model_kv_heads(const model_config *c) { return c->n_kv_heads ? c->n_kv_heads : c->n_heads; }
 
 // Default SwiGLU width: 256 * ceil(int(8*dim/3) / 256).
 int model_default_hidden(int dim);

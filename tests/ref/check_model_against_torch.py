@@ -3,7 +3,8 @@
 
     /usr/bin/python3 tests/ref/check_model_against_torch.py --model-step build/model_step
 
-For the baseline and the all-steps MTA config in tests/ref/configs/: draw initial weights with
+For the baseline, the all-steps MTA config and the all-steps MTA config with grouped-query
+attention (4 heads on 2 kv heads) in tests/ref/configs/: draw initial weights with
 model_ref.init_weights (perturbing the MTA kernels away from identity so that every path carries
 gradient), a batch with some ignored targets, then run both implementations from the same
 weights and compare
@@ -98,7 +99,7 @@ def main():
     a = ap.parse_args()
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ('tiny_baseline', 'tiny_mta'):
+        for name in ('tiny_baseline', 'tiny_mta', 'tiny_gqa'):
             ok = check(name, a.model_step, tmp, 5)
             passed += ok
             failed += not ok

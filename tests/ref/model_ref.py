@@ -70,6 +70,9 @@ def normalize_config(cfg):
     cfg['mta'] = None if cfg.get('mta') is None else _mta_defaults(cfg['mta'])
     D, H = cfg['dim'], cfg['n_heads']
     assert D % H == 0 and (D // H) % 2 == 0, 'dim must split into heads of even size'
+    if not cfg.get('n_kv_heads'):  # 0 or absent: as many kv heads as query heads
+        cfg['n_kv_heads'] = H
+    assert H % cfg['n_kv_heads'] == 0, 'n_kv_heads must divide n_heads'
     m = cfg['mta']
     if m is not None:
         for l in m['qk_layers']:
@@ -98,13 +101,14 @@ def weight_shapes(cfg):
     cfg = normalize_config(cfg)
     D, H, V, Fh = cfg['dim'], cfg['n_heads'], cfg['vocab_size'], cfg['hidden_dim']
     d = D // H
+    KV = cfg['n_kv_heads'] * d
     m = cfg['mta']
     s = {'tok_embeddings.weight': (V, D)}
     for l in range(cfg['n_layers']):
         p = f'layers.{l}.'
         s[p + 'attention_norm.weight'] = (D,)
         for w in ('wq', 'wk', 'wv', 'wo'):
-            s[p + f'attention.{w}.weight'] = (D, D)
+            s[p + f'attention.{w}.weight'] = (KV, D) if w in ('wk', 'wv') else (D, D)
         if m is not None:
             a = p + 'attention.mta.'
             if l in m['qk_layers'] and _has_pre(m):
@@ -194,16 +198,20 @@ def rope(x, theta):
 def attention(weights, cfg, l, x):
     """Attention block of layer l on normalised input x (B,T,D) -> (B,T,D)."""
     B, T, D = x.shape
-    H = cfg['n_heads']
+    H, Hkv = cfg['n_heads'], cfg['n_kv_heads']
     d = D // H
     p = f'layers.{l}.attention.'
 
-    def heads(y):  # (B,T,D) -> (B,H,T,d); feature h*d+e is head h, element e
-        return y.view(B, T, H, d).transpose(1, 2)
+    def heads(y, n):  # (B,T,n*d) -> (B,n,T,d); feature h*d+e is head h, element e
+        return y.view(B, T, n, d).transpose(1, 2)
 
-    q = rope(heads(x @ weights[p + 'wq.weight'].t()), cfg['rope_theta'])
-    k = rope(heads(x @ weights[p + 'wk.weight'].t()), cfg['rope_theta'])
-    v = heads(x @ weights[p + 'wv.weight'].t())
+    q = rope(heads(x @ weights[p + 'wq.weight'].t(), H), cfg['rope_theta'])
+    k = rope(heads(x @ weights[p + 'wk.weight'].t(), Hkv), cfg['rope_theta'])
+    v = heads(x @ weights[p + 'wv.weight'].t(), Hkv)
+    # grouped-query attention as the authors' repeat_kv: kv head j serves query heads
+    # j*H/Hkv .. (j+1)*H/Hkv - 1 (repeat_interleave over heads, after the projections and RoPE)
+    k = k.repeat_interleave(H // Hkv, dim=1)
+    v = v.repeat_interleave(H // Hkv, dim=1)
     m = cfg['mta']
     kw = {}
     if m is not None:  # pass exactly the MTA parameters this layer has
