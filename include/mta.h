@@ -17,7 +17,8 @@
 //
 // Threading: a context holds the activations its forward saved for its backward, so one context
 // serves one call at a time; distinct contexts are independent and may be used concurrently.
-// There is no global state. Inside a call, OpenMP and BLAS use cfg.threads threads, or with
+// There is no global state beyond the table of backend modules opened at run time (opened once,
+// under a mutex; libmtac_cuda.so). Inside a call, OpenMP and BLAS use cfg.threads threads, or with
 // cfg.threads = 0 the calling thread's OpenMP default (omp_set_num_threads / OMP_NUM_THREADS).
 #ifndef MTA_H
 #define MTA_H
@@ -268,7 +269,10 @@ void mta_set_stream(mta_ctx *ctx, void *stream);
 // ---- incremental decoding ----
 // A cache for decoding B sequences one position at a time with the MTA of cfg (cfg.T = the
 // capacity: the longest sequence it holds). Row t it returns equals row t of mta_forward over the
-// whole sequence; a step costs O(t*(d + c_q*c_k)) per head instead of a forward over t rows.
+// whole sequence; a step costs O(t*(d + c_q*c_k + c_q'*c_k' + H)) per head instead of a forward
+// over t rows. The cache runs on the CPU with host memory whatever cfg.backend says: its q, k, v,
+// out and parameters are host pointers (the rows of a forward on a device backend must be
+// downloaded first).
 typedef struct mta_cache mta_cache;
 mta_status mta_cache_create(mta_cache **cache, const mta_config *cfg, char *msg, size_t msg_len);
 void mta_cache_destroy(mta_cache *cache);

@@ -11,9 +11,9 @@
 typedef struct dist dist;
 
 // The processes this one was launched with. With MPI and a launcher (mpirun, srun), initialises
-// MPI (the CLI calls this once, before anything else) and returns the world; else a group of one
-// that calls no MPI, or NULL when a launcher started several processes and this build has no MPI
-// to join them. dist_finalize ends it.
+// MPI (`mtac train` calls this once, after parsing its config, before reading any data) and
+// returns the world; else a group of one that calls no MPI, or NULL when a launcher started
+// several processes and this build has no MPI to join them. dist_finalize ends it.
 dist *dist_world(int *argc, char ***argv);
 void dist_finalize(dist *d);
 // How many processes the launcher started, from its environment: 1 when none did (or it started

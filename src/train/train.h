@@ -27,7 +27,7 @@ typedef struct {
     char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
     char init[512];           // weights to start from (safetensors; "" = the seeded initialisation)
     float mix;                // fraction of training sequences that are long-context task examples
-    char mix_tasks[64];       // their tasks (docs/longctx.md): needle, qa1, qa2, qa3
+    char mix_tasks[64];       // their tasks (docs/longctx.md): needle, qa1, qa2, qa3, copy
     char mix_loss[16];        // answer (the loss on their answers only) or all
     mta_backend backend;      // attention backend (the caller's choice, not a key of config.json)
 } train_config;

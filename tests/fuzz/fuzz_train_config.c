@@ -19,7 +19,8 @@ static int same_settings(const train_config *a, const train_config *b) {
            a->warmup == b->warmup && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
            a->weight_decay == b->weight_decay && a->clip == b->clip && a->seed == b->seed &&
            a->eval_every == b->eval_every && a->eval_batches == b->eval_batches && a->save_every == b->save_every &&
-           a->log_every == b->log_every;
+           a->log_every == b->log_every && !strcmp(a->init, b->init) && a->mix == b->mix &&
+           !strcmp(a->mix_tasks, b->mix_tasks) && !strcmp(a->mix_loss, b->mix_loss);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
