@@ -21,20 +21,19 @@
 
 static const double REL_TOL = 1e-4;
 
-// Compares one result with its expect.<name> tensor; returns 1 when within tolerance.
+// Compares one result with its expect.<name> tensor (attn_compare_expected: an infinite
+// difference for a NaN or infinity in either); returns 1 when within tolerance.
 static int compare(const char *file, const st_file *f, const char *name, const float *got, size_t n) {
-    char key[64];
-    snprintf(key, sizeof key, "expect.%s", name);
-    const st_tensor *e = st_find(f, key);
-    if (!e || e->numel != n) {
-        fprintf(stderr, "%s: missing or mis-sized %s\n", file, key);
+    double err, scale;
+    char msg[256];
+    const int r = attn_compare_expected(f, name, got, n, &err, &scale, msg, sizeof msg);
+    if (r <= 0) {
+        fprintf(stderr, "%s: %s\n", file, r < 0 ? msg : "a result without its expect.* tensor");
         return 0;
     }
-    double scale = tu_max_abs(e->data, n), err = tu_max_abs_diff(got, e->data, n);
-    if (scale < 0.1) scale = 0.1;
-    if (!(err < INFINITY && err <= REL_TOL * scale)) {  // err is infinite for a NaN or infinity in either
-        fprintf(stderr, "%s: %s differs: max abs err %.3g, max |ref| %.3g (rel %.3g > %.0e)\n", file, name, err,
-                scale, err / scale, REL_TOL);
+    if (!(err <= REL_TOL * scale)) {
+        fprintf(stderr, "%s: %s differs: max abs err %.3g, scale %.3g (rel %.3g > %.0e)\n", file, name, err, scale,
+                err / scale, REL_TOL);
         return 0;
     }
     return 1;

@@ -59,6 +59,20 @@ tiny_problem() {
 tiny_problem "$tmp/ok.safetensors" '\x00\x00\x80\x3f' '\x00\x00\x80\x3f'
 expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o.safetensors"
 expect 2 "not a backend of host tensors" -- env MTAC_BACKEND=cuda "$MTAC" attn --in "$tmp/ok.safetensors" --out "$tmp/o2.safetensors"
+# An expect.out beside q = k = v = 1 (T = 1: out = v = 1): 1 agrees; an infinite or NaN one never
+# passes, whatever --tol
+expect_problem() {
+    local hdr='{"q":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[0,4]},"k":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[4,8]},"v":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[8,12]},"expect.out":{"dtype":"F32","shape":[1,1,1,1],"data_offsets":[12,16]}}'
+    local n=${#hdr}
+    { printf "\\x$(printf %02x $((n & 255)))\\x$(printf %02x $((n >> 8)))\\x00\\x00\\x00\\x00\\x00\\x00"; printf '%s' "$hdr"
+      printf '\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\x80\x3f'"$2"; } > "$1"
+}
+expect_problem "$tmp/e1.safetensors" '\x00\x00\x80\x3f'
+expect 0 "out                max |diff| 0, scale 1: ok" -- "$MTAC" attn --in "$tmp/e1.safetensors" --out "$tmp/o.safetensors"
+expect_problem "$tmp/einf.safetensors" '\x00\x00\x80\x7f'
+expect 1 "beyond --tol 1" -- "$MTAC" attn --in "$tmp/einf.safetensors" --out "$tmp/o.safetensors" --tol 1
+expect_problem "$tmp/enan.safetensors" '\x00\x00\xc0\x7f'
+expect 1 "beyond --tol 1" -- "$MTAC" attn --in "$tmp/enan.safetensors" --out "$tmp/o.safetensors" --tol 1
 # NaN input: a clear error, not NaN output (and no undefined behaviour in the softmax's exp)
 tiny_problem "$tmp/nan.safetensors" '\x00\x00\xc0\x7f' '\x00\x00\x80\x3f'
 expect 1 "tensor q has a non-finite value" -- "$MTAC" attn --in "$tmp/nan.safetensors" --out "$tmp/o.safetensors"

@@ -3,6 +3,7 @@
 #include "util/errmsg.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,4 +156,21 @@ mta_params attn_problem_params(const attn_problem *pr) {
     mta_params p;
     for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = pr->param[i];
     return p;
+}
+
+int attn_compare_expected(const st_file *f, const char *name, const float *got, size_t n, double *diff,
+                          double *scale, char *err, size_t err_len) {
+    char key[96];
+    snprintf(key, sizeof key, "expect.%s", name);
+    const st_tensor *e = st_find(f, key);
+    if (!e) return 0;
+    if (e->numel != n) return errmsg(err, err_len, "%s has %zu entries, the result %s %zu", key, e->numel, name, n);
+    double d = 0, s = 0.1;
+    for (size_t i = 0; i < n; i++) {
+        const double di = fabs((double)got[i] - e->data[i]);  // NaN or infinite exactly when either is
+        d = isfinite(d) && isfinite(di) ? fmax(d, di) : INFINITY;
+        if (isfinite(e->data[i])) s = fmax(s, fabs(e->data[i]));  // finite: diff <= tol * scale fails on INFINITY
+    }
+    *diff = d, *scale = s;
+    return 1;
 }

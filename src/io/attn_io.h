@@ -39,4 +39,13 @@ int attn_problem_check_size(const mta_config *cfg, int max_T, char *err, size_t 
 // The problem's parameters as an mta_params view.
 mta_params attn_problem_params(const attn_problem *pr);
 
+// Compares the result `name` (n floats) with the file's expect.<name>, as the fixtures carry it
+// (PyTorch's result): 0 when the file has none; else 1 with *diff = the largest |got - expected|
+// (+INFINITY when either holds a NaN or an infinity, so that no tolerance passes them) and
+// *scale = the largest finite |expected|, at least 0.1 (a gradient that is zero up to rounding is
+// float32 noise of products far larger), so that diff <= tol * scale is the check; -1 with a
+// message in err when the sizes differ. `mtac attn` and the fixture tests compare this way.
+int attn_compare_expected(const st_file *f, const char *name, const float *got, size_t n, double *diff,
+                          double *scale, char *err, size_t err_len);
+
 #endif
