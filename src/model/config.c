@@ -143,7 +143,7 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
                                       "rope_theta", "norm_eps", "attn_dropout", "mta"};
     const char *mk[1 + N_STEP_KEYS] = {"qk_layers"};
     for (int i = 0; i < N_STEP_KEYS; i++) mk[1 + i] = step_keys[i].key;
-    int rc = check_keys(root, top, 10, "", msg, n);
+    int rc = check_keys(root, top, (int)(sizeof top / sizeof top[0]), "", msg, n);
     if (!rc) rc = get_int(root, "dim", 1, 1 << 20, &c->dim, msg, n);
     if (!rc) rc = get_int(root, "n_layers", 1, MODEL_MAX_LAYERS, &c->n_layers, msg, n);
     if (!rc) rc = get_int(root, "n_heads", 1, 1 << 16, &c->n_heads, msg, n);
