@@ -260,6 +260,19 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
 // seed always drops the same entries; pass a new seed for each step.
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
 
+// Packed documents: several documents in one sequence, each attended and convolved as if it ran
+// alone. doc is (B,T) int32, in the backend's memory as q is, one document id per position; a
+// document is a run of equal consecutive ids (an id that comes back after another starts a new
+// document). Query i then sees key j only when j <= i and no document starts in (j, i], and each
+// convolution (steps 2, 5) reads its document's entries alone, with the zero padding a sequence
+// starts with before the document's first row and column: each document's rows of out, and its
+// positions' dq, dk, dv, equal those of the document run alone as a sequence of its own
+// (docs/spec.md section 2.3), on every backend. Dropout draws its mask by the packed indices.
+// The ids are read by each later forward on ctx (they must hold their values until it has run:
+// on the CUDA backend, until its stream reaches it); a backward uses those of its forward. NULL
+// (the default) makes each sequence one document. MTA_ERR_NULL for a NULL ctx.
+mta_status mta_set_documents(mta_ctx *ctx, const int32_t *doc);
+
 // The CUDA stream (a cudaStream_t) that the CUDA backend's calls on ctx enqueue their work on;
 // NULL (the default) is the legacy default stream. Other backends ignore it. The context's
 // workspace serves every call on it: the first call on a new stream waits for the work still
@@ -296,6 +309,16 @@ mta_status mta_cache_step(mta_cache *cache, int b, const float *q, const float *
 // would hold.
 mta_status mta_cache_prefill(mta_cache *cache, int T, const float *q, const float *k, const float *v,
                              const mta_params *p, const int *lens);
+
+// Packed documents in decoding (mta_set_documents): the next position appended to sequence b
+// starts a new document, which neither attends to nor convolves over the positions before it.
+// MTA_ERR_INVALID for a b outside 0..B-1.
+mta_status mta_cache_begin_document(mta_cache *cache, int b);
+// mta_cache_prefill with documents: doc (B,T) holds the prompts' document ids as mta_set_documents
+// takes them, in host memory (NULL: one document per sequence). The positions after the prompt
+// continue the document of its last position.
+mta_status mta_cache_prefill_documents(mta_cache *cache, int T, const float *q, const float *k, const float *v,
+                                       const mta_params *p, const int *lens, const int32_t *doc);
 
 // The last error message of a context ("" if none).
 const char *mta_ctx_error(const mta_ctx *ctx);

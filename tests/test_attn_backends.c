@@ -59,17 +59,20 @@ static run_grid grid(const int *rows, int nrows, const int *threads, int nthread
 // backend under test at every strip size and thread count of gr; prints each run that differs
 // by more than 2e-5 (label names the case) while *printed < 50. Returns the failing runs and
 // adds the runs made to *runs.
-static int against_reference(const mta_config *c, uint64_t seed, const run_grid *gr, const char *label, int *runs,
-                             int *printed) {
+// doc: the (B,T) document ids of packed documents, or NULL.
+static int against_reference(const mta_config *c, const int32_t *doc, uint64_t seed, const run_grid *gr,
+                             const char *label, int *runs, int *printed) {
     mta_config rc = *c;
     rc.backend = MTA_BACKEND_REFERENCE;
     tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f);
     assert_non_null(ref);
+    tu_case_set_docs(ref, doc);
     run(ref);
     mta_config fc = *c;
     fc.backend = backend;
     tu_case *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
     assert_non_null(f);
+    tu_case_set_docs(f, doc);
     int failed = 0;
     for (int ri = 0; ri < gr->nrows; ri++)
         for (int ti = 0; ti < gr->nthreads; ti++) {
@@ -101,7 +104,7 @@ static void test_variants(void **s) {
         char label[32];
         snprintf(label, sizeof label, "variant %d", k);
         const mta_config c = tu_variant(k);
-        failed += against_reference(&c, 40 + k, &gr, label, &runs, &printed);
+        failed += against_reference(&c, NULL, 40 + k, &gr, label, &runs, &printed);
     }
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
 }
@@ -114,7 +117,7 @@ static void test_variants(void **s) {
 // T of tu_combo's shapes for a backend of device memory: shorter, for the CUDA emulator's sake (a
 // block's threads are fibers; the matrix's cost grows with T), still past every kernel width, past
 // a 16-row strip and a multiple of neither 3 nor 16.
-static const int device_T[TU_NSHAPES] = {7, 13, 17, 19, 23, 19, 17};
+static const int device_T[TU_NSHAPES] = {7, 13, 17, 19, 23, 19, 17, 19, 17};
 
 static void test_every_combination(void **s) {
     (void)s;
@@ -138,7 +141,10 @@ static void test_every_combination(void **s) {
                          drops[di]);
                 mta_config c = tu_combo(shape, mask, drops[di]);
                 if (mta_backend_device_memory(backend)) c.T = device_T[shape];
-                failed += against_reference(&c, 1000 + 128 * shape + 2 * mask + di, &gr, label, &cases, &printed);
+                int32_t doc[64 * 2];
+                const int docs = tu_combo_docs(shape, &c, doc);
+                failed += against_reference(&c, docs ? doc : NULL, 1000 + 128 * shape + 2 * mask + di, &gr, label, &cases,
+                                            &printed);
             }
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, cases);
     assert_int_equal(cases, (shape1 - shape0) * TU_NCOMBOS * 2 * gr.nrows * gr.nthreads);
@@ -153,10 +159,10 @@ static void test_830m_pattern(void **s) {
     const run_grid gr = grid(rows, 2, threads, 1);
     int runs = 0, printed = 0, failed = 0;
     mta_config c = tu_config_all(1, 8, 333, 64, 6, 11, 8);
-    failed += against_reference(&c, 91, &gr, "830M pattern, H = 8, T = 333, d = 64", &runs, &printed);
+    failed += against_reference(&c, NULL, 91, &gr, "830M pattern, H = 8, T = 333, d = 64", &runs, &printed);
     c = tu_config_all(2, 4, 200, 96, 6, 11, 4);
     c.dropout = 0.1f;
-    failed += against_reference(&c, 92, &gr, "830M pattern, B = 2, T = 200, d = 96, dropout", &runs, &printed);
+    failed += against_reference(&c, NULL, 92, &gr, "830M pattern, B = 2, T = 200, d = 96, dropout", &runs, &printed);
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
 }
 
@@ -191,7 +197,7 @@ static void test_refused_allocation(void **s) {
     const run_grid gr = grid((const int[]){0}, 1, (const int[]){1}, 1);
     int runs = 0, printed = 0;
     const mta_config c = tu_variant(6);
-    if (against_reference(&c, 46, &gr, "after a refused allocation", &runs, &printed)) fail_msg("the small context failed");
+    if (against_reference(&c, NULL, 46, &gr, "after a refused allocation", &runs, &printed)) fail_msg("the small context failed");
 }
 
 // The cases of issue 15, where the fused dq and dk were wrong (head mixing, post conv and head

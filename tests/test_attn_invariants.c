@@ -483,8 +483,95 @@ static void test_gqa_equals_repeated_kv(void **s) {
     }
 }
 
+// Rows [s,e) of every head of (b, heads, T, d) tensor x copied into y (heads, e-s, d) (to = 1),
+// or y's rows copied back into x's (to = 0).
+static void doc_rows(float *x, float *y, int b, int heads, int T, int d, int s, int e, int to) {
+    for (int h = 0; h < heads; h++) {
+        float *xr = x + (((size_t)b * heads + h) * T + s) * d, *yr = y + (size_t)h * (e - s) * d;
+        memcpy(to ? yr : xr, to ? xr : yr, (size_t)(e - s) * d * sizeof(float));
+    }
+}
+
+// Largest |a - b| over the largest |b| (at least 1e-6); infinite on a NaN or infinity.
+static double rel_to(const float *a, const float *b, size_t n) {
+    const double e = tu_max_abs_diff(a, b, n);
+    return e < INFINITY ? e / fmax(1e-6, tu_max_abs(b, n)) : INFINITY;
+}
+
+// One packed case against its documents run alone: every document of every sequence becomes a
+// case of B = 1, T = its length, with the packed case's rows of q, k, v, dout and its
+// parameters; the packed out, dq, dk, dv are assembled from the documents' and the parameter
+// gradients summed over them. Returns the worst relative difference (out, inputs' gradients and
+// parameters' gradients, each relative to its tensor).
+static double packed_vs_alone(const mta_config *c, const int32_t *doc, uint64_t seed) {
+    const int B = c->B, H = c->H, Hkv = c->H_kv ? c->H_kv : c->H, T = c->T, d = c->d;
+    tu_case *p = tu_case_new(c, seed, 1.0f, 0.3f), *a = tu_case_new(c, seed, 1.0f, 0.3f);
+    assert_non_null(p);
+    assert_non_null(a);
+    tu_case_set_docs(p, doc);
+    assert_int_equal(tu_case_train(p, NULL), MTA_OK);
+    for (int i = 0; i < MTA_N_PARAMS; i++)
+        if (a->wn[i]) memset(a->gw[i], 0, a->wn[i] * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int s0 = 0, e; s0 < T; s0 = e) {
+            for (e = s0 + 1; e < T && doc[(size_t)b * T + e] == doc[(size_t)b * T + e - 1];) e++;
+            mta_config one = *c;
+            one.B = 1, one.T = e - s0;
+            tu_case *x = tu_case_new(&one, 1, 1.0f, 0.0f);
+            assert_non_null(x);
+            doc_rows(p->q, x->q, b, H, T, d, s0, e, 1), doc_rows(p->dout, x->dout, b, H, T, d, s0, e, 1);
+            doc_rows(p->k, x->k, b, Hkv, T, d, s0, e, 1), doc_rows(p->v, x->v, b, Hkv, T, d, s0, e, 1);
+            for (int i = 0; i < MTA_N_PARAMS; i++)
+                if (x->wn[i]) memcpy(x->w[i], p->w[i], x->wn[i] * sizeof(float));
+            assert_int_equal(tu_case_run(x, 1), MTA_OK);
+            doc_rows(a->out, x->out, b, H, T, d, s0, e, 0), doc_rows(a->dq, x->dq, b, H, T, d, s0, e, 0);
+            doc_rows(a->dk, x->dk, b, Hkv, T, d, s0, e, 0), doc_rows(a->dv, x->dv, b, Hkv, T, d, s0, e, 0);
+            for (int i = 0; i < MTA_N_PARAMS; i++)
+                for (size_t j = 0; j < x->wn[i]; j++) a->gw[i][j] += x->gw[i][j];
+            tu_case_free(x);
+        }
+    double worst = tu_worst(rel_to(p->out, a->out, p->n), rel_to(p->dq, a->dq, p->n));
+    worst = tu_worst(worst, tu_worst(rel_to(p->dk, a->dk, p->nkv), rel_to(p->dv, a->dv, p->nkv)));
+    for (int i = 0; i < MTA_N_PARAMS; i++)
+        if (p->wn[i]) worst = tu_worst(worst, rel_to(p->gw[i], a->gw[i], p->wn[i]));
+    tu_case_free(p), tu_case_free(a);
+    return worst;
+}
+
+// Packed documents (mta_set_documents) equal each document run alone, for every combination of
+// the steps on the shapes with documents (one with grouped-query attention), within float32
+// rounding (the packed sums run over more, zero, terms and the parameters' gradients are summed
+// in another order); and a sequence of one document gives the same bits as no documents.
+static void test_packed_equals_alone(void **s) {
+    (void)s;
+    int failed = 0;
+    for (int shape = 0; shape < TU_NSHAPES; shape++)
+        for (int mask = 0; mask < TU_NCOMBOS; mask++) {
+            const mta_config c = tu_combo(shape, mask, 0.0f);
+            int32_t doc[128];
+            assert_true(c.B * c.T <= 128);
+            if (!tu_combo_docs(shape, &c, doc)) continue;
+            const double e = packed_vs_alone(&c, doc, 300 + mask);
+            char name[64];
+            if (!(e <= 2e-5) && failed++ < 20)
+                print_error("shape %d, %s: packed documents differ from the documents alone by %.3g\n", shape,
+                            tu_combo_name(mask, name, sizeof name), e);
+        }
+    if (failed) fail_msg("%d combinations differ", failed);
+    mta_config c = tu_combo(8, TU_NCOMBOS - 1, 0.25f);
+    tu_case *a = tu_case_new(&c, 9, 1.0f, 0.3f), *b = tu_case_new(&c, 9, 1.0f, 0.3f);
+    int32_t one[128] = {0};
+    for (int i = 0; i < c.B * c.T; i++) one[i] = 7 + i / c.T;  // each sequence one id
+    tu_case_set_docs(b, one);
+    assert_int_equal(tu_case_train(a, NULL), MTA_OK);
+    assert_int_equal(tu_case_train(b, NULL), MTA_OK);
+    assert_true(tu_same_bits(a, b));
+    tu_case_free(a), tu_case_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_packed_equals_alone),
         cmocka_unit_test(test_gqa_full_heads_same_bits), cmocka_unit_test(test_gqa_equals_repeated_kv),
         cmocka_unit_test(test_identity_equals_plain), cmocka_unit_test(test_causality),
         cmocka_unit_test(test_deterministic),         cmocka_unit_test(test_backward_accumulates),

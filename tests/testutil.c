@@ -69,6 +69,8 @@ mta_config tu_combo(int shape, int mask, float dropout) {
         {1, 6, 37, 17, 5, 3, 2, 13, 3, 0},  // d past a vector with a tail, 1 < c_h < H
         {2, 4, 31, 6, 6, 11, 5, 7, 2, 2},   // grouped-query: 2 query heads per kv head, c_h = H/H_kv
         {1, 6, 37, 5, 3, 5, 2, 3, 2, 1},    // grouped-query: one kv head for 6 query heads, c_h = 2
+        {2, 4, 31, 6, 3, 5, 4, 7, 2, 0},    // packed documents (tu_combo_docs)
+        {2, 6, 29, 5, 5, 3, 2, 5, 3, 2},    // packed documents with grouped-query attention
     };
     const int s = shape % TU_NSHAPES;
     mta_config c = tu_config_default(shapes[s].B, shapes[s].H, shapes[s].T, shapes[s].d);
@@ -81,6 +83,20 @@ mta_config tu_combo(int shape, int mask, float dropout) {
     if (mask & TU_GATE) c.gate = 1;
     c.dropout = dropout;
     return c;
+}
+
+void tu_docs_cycle(const int *lens, int nlens, int first, int B, int T, int32_t *doc) {
+    for (int b = 0; b < B; b++)
+        for (int i = 0, k = first + 3 * b, id = 0; i < T; k++, id ^= 1)
+            for (int n = 0; n < lens[k % nlens] && i < T; n++) doc[(size_t)b * T + i++] = id;
+}
+
+int tu_combo_docs(int shape, const mta_config *c, int32_t *doc) {
+    static const int lens[] = {1, 5, 2, 9, 3, 13, 1, 7, 4};
+    const int s = shape % TU_NSHAPES;
+    if (s < 7) return 0;
+    tu_docs_cycle(lens, (int)(sizeof lens / sizeof lens[0]), s == 7 ? 0 : 4, c->B, c->T, doc);
+    return 1;
 }
 
 const char *tu_combo_name(int mask, char *buf, size_t n) {
@@ -103,7 +119,8 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
     const size_t *wn = ps.w;
     size_t np = 0;
     for (int i = 0; i < MTA_N_PARAMS; i++) np += wn[i];
-    c->nmem = 8 * c->n + 2 * np + 1, c->ngrad = 8 * c->n + np;
+    const size_t nd = (size_t)cfg->B * cfg->T;  // document ids, int32 in float slots
+    c->nmem = 8 * c->n + 2 * np + nd + 1, c->ngrad = 8 * c->n + np + nd;
     c->mem = calloc(c->nmem, sizeof(float));
     if (!c->mem) {
         free(c);
@@ -116,9 +133,10 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         c->wn[i] = wn[i];
         c->w[i] = wn[i] ? cur : NULL;
-        c->gw[i] = wn[i] ? cur + np : NULL;
+        c->gw[i] = wn[i] ? cur + np + nd : NULL;
         cur += wn[i];
     }
+    c->doc = (int32_t *)cur;
     uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
     for (size_t i = 0; i < c->n; i++) {
         c->q[i] = qk_scale * tu_randn(&s);
@@ -133,6 +151,11 @@ tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float
     for (int i = 0; i < MTA_N_PARAMS; i++)
         for (size_t j = 0; j < wn[i]; j++) c->w[i][j] += noise * tu_randn(&s);
     return c;
+}
+
+void tu_case_set_docs(tu_case *c, const int32_t *doc) {
+    c->docs = doc != NULL;
+    if (doc) memcpy(c->doc, doc, (size_t)c->cfg.B * c->cfg.T * sizeof(int32_t));
 }
 
 void tu_case_free(tu_case *c) {
@@ -160,6 +183,7 @@ static mta_status case_calls(tu_case *c, mta_ctx *ctx, int backward) {
     mta_params p;
     mta_grads g;
     for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = ON_DEV(c, dev, c->w[i]), g.w[i] = ON_DEV(c, dev, c->gw[i]);
+    if (c->docs) mta_set_documents(ctx, (const int32_t *)ON_DEV(c, dev, (float *)c->doc));
     mta_status s = mta_forward(ctx, ON_DEV(c, dev, c->q), ON_DEV(c, dev, c->k), ON_DEV(c, dev, c->v), &p,
                                ON_DEV(c, dev, c->out));
     if (!s && backward)

@@ -17,7 +17,10 @@ typedef struct {
     size_t wn[MTA_N_PARAMS];
     mta_params p;
     mta_grads g;
-    float *mem;                     // all of the above: 8 n floats, the parameters, their gradients
+    int32_t *doc;                   // (B,T) document ids, read when docs is set (tu_case_set_docs)
+    int docs;
+    float *mem;                     // all of the above: 8 n floats, the parameters, the document ids
+                                    // (B*T), the parameters' gradients
     size_t nmem, ngrad;             // floats of mem, and where the parameters' gradients start
 } tu_case;
 
@@ -25,6 +28,8 @@ typedef struct {
 // noise*normal (gate_w is noise*normal). seed fixes everything.
 tu_case *tu_case_new(const mta_config *cfg, uint64_t seed, float qk_scale, float noise);
 void tu_case_free(tu_case *c);
+// Runs of c from now on pass these (B,T) document ids to mta_set_documents (copied; NULL: none).
+void tu_case_set_docs(tu_case *c, const int32_t *doc);
 
 // forward (+ backward with zeroed gradients); returns the status.
 mta_status tu_case_run(tu_case *c, int backward);
@@ -63,9 +68,18 @@ mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
 // TU_HCONV (head conv), TU_GN (group norm), TU_GATE (gate) of mask switch them on. The shapes
 // (TU_NSHAPES of them) have H = 1, odd H with c_h = 1 and c_h = H, 1 < c_h < H, B > 1, c_q = 1,
 // c_q and c_k wider than T or than a strip, T a multiple of no block, odd and tail-sized d, and
-// grouped-query attention (shapes 5 and 6: H_kv = 2 of H = 4, H_kv = 1 of H = 6).
-enum { TU_PRE = 1, TU_MIX = 2, TU_POST = 4, TU_HCONV = 8, TU_GN = 16, TU_GATE = 32, TU_NCOMBOS = 64, TU_NSHAPES = 7 };
+// grouped-query attention (shapes 5 and 6: H_kv = 2 of H = 4, H_kv = 1 of H = 6), and packed
+// documents (shapes 7 and 8, the second with H_kv = 2 of H = 6: tu_combo_docs).
+enum { TU_PRE = 1, TU_MIX = 2, TU_POST = 4, TU_HCONV = 8, TU_GN = 16, TU_GATE = 32, TU_NCOMBOS = 64, TU_NSHAPES = 9 };
 mta_config tu_combo(int shape, int mask, float dropout);
+// The document ids of a shape with packed documents for config c (its B and T): documents of
+// 1 to 13 positions, some shorter than the kernels, their ids alternating 0 and 1 (a document is
+// a run of equal ids, not every position of an id). Fills doc (B*T) and returns 1, or returns 0
+// for a shape without documents.
+int tu_combo_docs(int shape, const mta_config *c, int32_t *doc);
+// Ids of documents with the given lengths, cycled from offset `first` until T positions are
+// filled (the last cut at T), per sequence b starting at first + 3b; ids alternate 0, 1.
+void tu_docs_cycle(const int *lens, int nlens, int first, int B, int T, int32_t *doc);
 // "pre+mix+post+hconv+gn+gate" for the steps of mask ("plain" for none), into buf.
 const char *tu_combo_name(int mask, char *buf, size_t n);
 

@@ -492,7 +492,27 @@ mta_status mta_create(mta_ctx **out, const mta_config *cfg, char *msg, size_t n)
 void mta_destroy(mta_ctx *ctx) {
     if (!ctx) return;
     ctx->impl->release(ctx);
+    free(ctx->doc_start);
     free(ctx);
+}
+
+mta_status mta_set_documents(mta_ctx *ctx, const int32_t *doc) {
+    if (!ctx) return MTA_ERR_NULL;
+    ctx->doc = doc;
+    return MTA_OK;
+}
+
+// A host backend's forward reads the ids into document starts (ctx->doc_start), which its
+// backward reads too; a device backend derives its own from ctx->doc.
+static mta_status forward_documents(mta_ctx *ctx) {
+    ctx->docs_on = 0;
+    if (!ctx->doc || ctx->impl->device_memory) return MTA_OK;
+    const mta_config *c = &ctx->cfg;
+    if (!ctx->doc_start && !(ctx->doc_start = malloc((size_t)c->B * c->T * sizeof(int))))
+        return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the document starts");
+    mta_doc_starts(ctx->doc, c->B, c->T, ctx->doc_start);
+    ctx->docs_on = 1;
+    return MTA_OK;
 }
 
 void mta_set_stream(mta_ctx *ctx, void *stream) {
@@ -568,6 +588,7 @@ mta_status mta_forward(mta_ctx *ctx, const float *q, const float *k, const float
     mta_status s = check_params(ctx, p);
     if (s) return s;
     ctx->have_forward = 0;
+    if ((s = forward_documents(ctx))) return s;
     int prev = mta_threads_enter(&ctx->cfg);
     s = ctx->impl->forward(ctx, q, k, v, p, out);
     mta_threads_leave(prev);

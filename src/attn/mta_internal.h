@@ -56,7 +56,12 @@ struct mta_ctx {
     const mta_backend_impl *impl;  // the config's backend (mta.c's table)
     void *state;                   // the backend's own (NULL until its first call)
     void *stream;                  // the CUDA backend's stream (mta_set_stream)
+    const int32_t *doc;            // mta_set_documents: the ids the next forwards read (backend memory)
+    int *doc_start;                // host backends: each position's document start (B*T), from the
+                                   // ids of the last forward that had them (mta_doc_starts)
+    int docs_on;                   // the last forward had documents (doc_start holds its starts)
 };
+
 
 // Group norm's epsilon (spec section 2, step 8).
 static const float MTA_GN_EPS = 1e-5f;
@@ -103,6 +108,25 @@ static inline MTA_HOST_DEVICE int mta_kv_heads(const mta_config *c) { return c->
 static inline MTA_HOST_DEVICE size_t mta_kv_slab(const mta_config *c, size_t bh) {
     const size_t H = (size_t)c->H, Hkv = (size_t)mta_kv_heads(c);
     return bh / H * Hkv + bh % H / (H / Hkv);
+}
+
+// Packed documents (mta_set_documents). start[b*T + i] is the first position of the document of
+// row i of sequence b: i when i = 0 or doc[b,i] != doc[b,i-1], else start[b*T + i-1].
+void mta_doc_starts(const int32_t *doc, int B, int T, int *start);
+// The document starts a host backend's call reads: those of the last forward, or NULL (one
+// document per sequence).
+static inline const int *mta_ctx_doc_start(const mta_ctx *ctx) { return ctx->docs_on ? ctx->doc_start : NULL; }
+// Row i's document start in sequence b (0 without documents), and the end (one past the last
+// position) of the document that row i is in, within 0..T.
+static inline MTA_HOST_DEVICE int mta_row_start(const int *start, int T, int b, int i) {
+    return start ? start[(size_t)b * T + i] : 0;
+}
+static inline MTA_HOST_DEVICE int mta_doc_end(const int *start, int T, int b, int i) {
+    if (!start) return T;
+    const int *s = start + (size_t)b * T;
+    int e = i + 1;
+    while (e < T && s[e] == s[i]) e++;
+    return e;
 }
 
 // Sets ctx->err and returns s. (Inline, as mta_depth_scale_of: the CUDA backend's module,

@@ -3,7 +3,8 @@
 //
 // Forward, per batch element (spec section 2), maps (B,H,T,T), tensors (B,H,T,d):
 //   Z  = mask(q k^T / sqrt(d))          scores, zero where j > i (query head h reads kv head
-//                                       h/(H/H_kv): mta_kv_slab)
+//                                       h/(H/H_kv): mta_kv_slab) and, with packed documents,
+//                                       where j is before row i's document start s_i
 //   S1 = qkconv(Z, w_pre)               if the pre-softmax conv is on, else S1 = Z
 //   S2 = headmix(S1, w_pre_head)        if head mixing is on, else S2 = S1
 //   P  = softmax_causal(S2)             in place on S2's buffer
@@ -12,6 +13,9 @@
 //   D  = dropout mask / (1-p)          training only; O = (D * P2) v
 //   O  = P2 v;  Y = groupnorm(O);  out = Y * sigmoid(Y . gate_w + gate_b)
 // The backward walks the same chain in reverse with two gradient maps used in turn.
+// Packed documents (mta_set_documents): every map is zero outside the diagonal blocks of the
+// documents, and each step runs on a document's block [s,e)x[s,e) as on the map of a sequence
+// of its own (the block's rows are T apart), so a convolution never reads another document.
 #include "attn/conv.h"
 #include "attn/mta_internal.h"
 
@@ -56,6 +60,20 @@ static void sgemm(mta_stats *st, int ta, int tb, int m, int n, int k, float alph
                 lda, b, ldb, beta, c, ldc);
     st->matmul_s += omp_get_wtime() - t0;
     st->matmul_flop += 2.0 * m * n * k;
+}
+
+// Row i of a map (x) zero outside its document's causal block: columns before s, after i.
+static void zero_outside(float *x, int s, int i, int T) {
+    memset(x, 0, (size_t)s * sizeof(float));
+    mta_zero_past_diagonal(x, i, T);
+}
+
+// Every row of every slab zero outside its block (ds: the document starts, or NULL).
+static void zero_outside_all(const mta_config *c, const int *ds, float *map) {
+    const int T = c->T;
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < c->B * c->H * T; t++)
+        zero_outside(map + (size_t)t * T, mta_row_start(ds, T, t / T / c->H, t % T), t % T, T);
 }
 
 // ---- causal matrix products on one (batch, head) slab -------------------------------------
@@ -107,37 +125,49 @@ static void scores_backward(mta_stats *st, const float *ds, const float *q, cons
 
 // ---- whole-tensor steps over all (batch, head) slabs -----------------------------------------
 
-// out = qkconv(in) for every slab, whole rows (zero above the diagonal); w: (H,cq,ck).
-static void qkconv_all(const mta_config *c, const float *in, const float *w, int cq, int ck, float *out) {
+// out = qkconv(in) for every slab, whole rows (zero outside the blocks); w: (H,cq,ck). A row
+// task's rows are cut at document ends; document [s,e) is convolved as a map of its own.
+static void qkconv_all(const mta_config *c, const int *ds, const float *in, const float *w, int cq, int ck,
+                       float *out) {
     const int T = c->T, BH = c->B * c->H;
     const size_t TT = (size_t)T * T;
     const int nb = (T + ROW_TASK - 1) / ROW_TASK;
     #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < BH * nb; t++) {
-        const int bh = t / nb, i0 = t % nb * ROW_TASK, i1 = imin(T, i0 + ROW_TASK), h = bh % c->H;
-        float *o = out + bh * TT + (size_t)i0 * T;
-        qkconv_rows(in + bh * TT + (size_t)imax(0, i0 - (cq - 1)) * T, T, w + (size_t)h * cq * ck, cq, ck, i0, i1, o, T);
-        for (int i = i0; i < i1; i++) mta_zero_past_diagonal(o + (size_t)(i - i0) * T, i, T);
+        const int bh = t / nb, b = bh / c->H, h = bh % c->H, i1 = imin(T, t % nb * ROW_TASK + ROW_TASK);
+        for (int a0 = t % nb * ROW_TASK, a1; a0 < i1; a0 = a1) {
+            const int s = mta_row_start(ds, T, b, a0);
+            a1 = imin(i1, mta_doc_end(ds, T, b, a0));
+            const float *src = in + bh * TT + (size_t)imax(s, a0 - (cq - 1)) * T + s;
+            float *o = out + bh * TT + (size_t)a0 * T;
+            qkconv_rows(src, T, w + (size_t)h * cq * ck, cq, ck, a0 - s, a1 - s, o + s, T);
+            for (int i = a0; i < a1; i++) zero_outside(o + (size_t)(i - a0) * T, s, i, T);
+        }
     }
 }
 
 // din = qkconv^T(dout); dw += kernel gradient (when non-NULL), reduced over (b, i) in order.
-static void qkconv_all_backward(const mta_config *c, const float *dout, const float *in, const float *w, int cq,
-                                int ck, float *din, float *dw, float *partial) {
+// Documents as in qkconv_all: rows past a document's end do not exist for it.
+static void qkconv_all_backward(const mta_config *c, const int *ds, const float *dout, const float *in, const float *w,
+                                int cq, int ck, float *din, float *dw, float *partial) {
     const int T = c->T, H = c->H, BH = c->B * c->H, K = cq * ck;
     const size_t TT = (size_t)T * T;
     const int nb = (T + ROW_TASK - 1) / ROW_TASK;
     #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < BH * nb; t++) {
-        const int bh = t / nb, i0 = t % nb * ROW_TASK, i1 = imin(T, i0 + ROW_TASK), h = bh % H;
+        const int bh = t / nb, b = bh / H, h = bh % H, i1 = imin(T, t % nb * ROW_TASK + ROW_TASK);
         const float *wh = w + (size_t)h * K, *g = dout + bh * TT;
-        float *o = din + bh * TT + (size_t)i0 * T;
-        qkconv_backward_input_rows(g + (size_t)i0 * T, T, T - 1, wh, cq, ck, i0, i1, o, T);
-        for (int i = i0; i < i1; i++) {
-            mta_zero_past_diagonal(o + (size_t)(i - i0) * T, i, T);
-            if (dw)
-                qkconv_backward_weight_rows(g + (size_t)i * T, T, in + bh * TT + (size_t)imax(0, i - (cq - 1)) * T, T, cq,
-                                            ck, i, i + 1, partial + ((size_t)bh * T + i) * K);
+        for (int a0 = t % nb * ROW_TASK, a1; a0 < i1; a0 = a1) {
+            const int s = mta_row_start(ds, T, b, a0), e = mta_doc_end(ds, T, b, a0);
+            a1 = imin(i1, e);
+            float *o = din + bh * TT + (size_t)a0 * T;
+            qkconv_backward_input_rows(g + (size_t)a0 * T + s, T, e - 1 - s, wh, cq, ck, a0 - s, a1 - s, o + s, T);
+            for (int i = a0; i < a1; i++) {
+                zero_outside(o + (size_t)(i - a0) * T, s, i, T);
+                if (dw)
+                    qkconv_backward_weight_rows(g + (size_t)i * T + s, T, in + bh * TT + (size_t)imax(s, i - (cq - 1)) * T + s,
+                                                T, cq, ck, i - s, i - s + 1, partial + ((size_t)bh * T + i) * K);
+            }
         }
     }
     if (!dw) return;
@@ -315,17 +345,20 @@ static mta_status ref_forward(mta_ctx *ctx, const float *q, const float *k, cons
     const float scale = 1.0f / sqrtf((float)d);
     chain ch = chain_of(c, st);
 
+    const int *ds = mta_ctx_doc_start(ctx);
     for (int bh = 0; bh < BH; bh++)
         scores_causal(&ctx->stats, q + bh * Td, k + mta_kv_slab(c, bh) * Td, T, d, scale, ch.z + bh * TT);
-    if (c->pre_cq) qkconv_all(c, ch.z, p->w_pre, c->pre_cq, c->pre_ck, st->s1);
+    if (ds) zero_outside_all(c, ds, ch.z);
+    if (c->pre_cq) qkconv_all(c, ds, ch.z, p->w_pre, c->pre_cq, c->pre_ck, st->s1);
     if (c->pre_head_mix) headmix_all(c, ch.mix_in, p->w_pre_head, c->H, st->s2);
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
     for (int t = 0; t < BH * T; t++) {
         float *x = ch.p + (size_t)t * T;
-        softmax_row(x, t % T + 1, NULL, NULL);
-        mta_zero_past_diagonal(x, t % T, T);
+        const int i = t % T, s0 = mta_row_start(ds, T, t / T / c->H, i);
+        softmax_row(x + s0, i - s0 + 1, NULL, NULL);
+        zero_outside(x, s0, i, T);
     }
-    if (c->post_cq) qkconv_all(c, ch.p, p->w_post, c->post_cq, c->post_ck, st->p1);
+    if (c->post_cq) qkconv_all(c, ds, ch.p, p->w_post, c->post_cq, c->post_ck, st->p1);
     if (c->post_ch) {
         mta_headconv_matrix(p->w_post_head, c->H, c->post_ch, st->hconv);
         headmix_all(c, ch.hconv_in, st->hconv, c->post_ch, st->p2);
@@ -350,12 +383,14 @@ static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, con
     chain ch = chain_of(c, st);
     float *cur = st->g1, *spare = st->g2, *tmp;
 
+    const int *ds = mta_ctx_doc_start(ctx);
     norm_gate_backward(c, p, st, dout, g);
     const float *pv = ctx->dropout_on ? st->pd : ch.pv;
     // (dk, dv of a kv head: its query heads' terms added in head order, the loops being serial)
     for (int bh = 0; bh < BH; bh++)
         apply_values_backward(&ctx->stats, pv + bh * TT, v + mta_kv_slab(c, bh) * Td, st->dO + bh * Td, T, d, cur + bh * TT,
                               dv + mta_kv_slab(c, bh) * Td);
+    if (ds) zero_outside_all(c, ds, cur);  // dP is do v^T in every causal entry
     if (ctx->dropout_on) dropout_apply(ctx, cur, cur);  // the same mask and scale on the gradient
     if (c->post_ch) {
         // st->hconv still holds this forward's matrix; the (H,H) gradient of that matrix maps
@@ -367,21 +402,22 @@ static mta_status ref_backward(mta_ctx *ctx, const float *q, const float *k, con
         tmp = cur, cur = spare, spare = tmp;
     }
     if (c->post_cq) {
-        qkconv_all_backward(c, cur, ch.p, p->w_post, c->post_cq, c->post_ck, spare, g->w_post, st->partial);
+        qkconv_all_backward(c, ds, cur, ch.p, p->w_post, c->post_cq, c->post_ck, spare, g->w_post, st->partial);
         tmp = cur, cur = spare, spare = tmp;
     }
     #pragma omp parallel for schedule(dynamic, ROW_TASK)
     for (int t = 0; t < BH * T; t++) {
         float *gr = cur + (size_t)t * T;
-        softmax_backward_row(ch.p + (size_t)t * T, gr, t % T + 1);
-        mta_zero_past_diagonal(gr, t % T, T);
+        const int i = t % T, s0 = mta_row_start(ds, T, t / T / H, i);
+        softmax_backward_row(ch.p + (size_t)t * T + s0, gr + s0, i - s0 + 1);
+        zero_outside(gr, s0, i, T);
     }
     if (c->pre_head_mix) {
         headmix_all_backward(c, cur, ch.mix_in, p->w_pre_head, H, spare, g->w_pre_head, st->partial);
         tmp = cur, cur = spare, spare = tmp;
     }
     if (c->pre_cq) {
-        qkconv_all_backward(c, cur, ch.z, p->w_pre, c->pre_cq, c->pre_ck, spare, g->w_pre, st->partial);
+        qkconv_all_backward(c, ds, cur, ch.z, p->w_pre, c->pre_cq, c->pre_ck, spare, g->w_pre, st->partial);
         tmp = cur, cur = spare, spare = tmp;
     }
     for (int bh = 0; bh < BH; bh++)

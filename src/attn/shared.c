@@ -1,6 +1,6 @@
 // shared.c: what the backends (and the decoding cache) compute the same way: the group norm and
 // gate of one output row (spec section 2, steps 8 and 9; a row is one (batch, head, position):
-// d floats), and the head convolution (step 6) as a mixing matrix.
+// d floats), the head convolution (step 6) as a mixing matrix, and packed documents' starts.
 #include "attn/mta_internal.h"
 
 #include <math.h>
@@ -114,4 +114,12 @@ void mta_headconv_grad_add(const float *dm, int H, int ch, float *dw) {
     for (int g = 0; g < H / ch; g++)
         for (int n = 0; n < ch; n++)
             for (int o = 0; o < ch; o++) dw[((size_t)g * ch + n) * ch + o] += dm[(g * ch + o) * H + g * ch + n];
+}
+
+void mta_doc_starts(const int32_t *doc, int B, int T, int *start) {
+    for (int b = 0; b < B; b++) {
+        const int32_t *id = doc + (size_t)b * T;
+        int *st = start + (size_t)b * T;
+        for (int i = 0; i < T; i++) st[i] = i > 0 && id[i] == id[i - 1] ? st[i - 1] : i;
+    }
 }
