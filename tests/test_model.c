@@ -2,6 +2,7 @@
 // against finite differences, identity MTA == baseline, causality, dropout, weights round trip.
 #include "model/model.h"
 #include "testutil.h"
+#include "data/tokenizer.h"
 
 #include <float.h>
 #include <math.h>
@@ -401,6 +402,119 @@ static void test_gqa_equals_repeated(void **s) {
     model_free(a), model_free(b), model_free(g);
 }
 
+// Packed documents (doc_mask): 2 heads, vocabulary of bytes and the special tokens (EOS = 257),
+// every MTA step in both layers, so the convolution windows would reach across documents.
+#define DOC_BASE "\"dim\": 16, \"n_layers\": 2, \"n_heads\": 2, \"vocab_size\": 259, \"hidden_dim\": 24"
+#define DOC_MTA                                                                                                     \
+    "\"mta\": {\"qk_layers\": [0, 1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 3, \"post_ck\": 3,"               \
+    " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true, \"gate\": true}}"
+
+static void test_doc_mask_config(void **s) {
+    (void)s;
+    expect_bad("{" DOC_BASE ", \"doc_mask\": 2}", "'doc_mask' must be an integer in [0, 1]");
+    expect_bad("{" DOC_BASE ", \"doc_mask\": true}", "'doc_mask' must be an integer");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 257, \"doc_mask\": 1}", "no EOS token");
+    model_config c, c2;
+    char msg[256];
+    // written only when on: 0 or absent read and write as before
+    assert_int_equal(model_config_from_json("{" DOC_BASE ", " DOC_MTA, &c, msg, sizeof msg), 0);
+    char *plain = model_config_to_json(&c);
+    assert_null(strstr(plain, "doc_mask"));
+    assert_int_equal(model_config_from_json("{" DOC_BASE ", \"doc_mask\": 0, " DOC_MTA, &c2, msg, sizeof msg), 0);
+    assert_memory_equal(&c, &c2, sizeof c);
+    free(plain);
+    assert_int_equal(model_config_from_json("{" DOC_BASE ", \"doc_mask\": 1, " DOC_MTA, &c, msg, sizeof msg), 0);
+    assert_int_equal(c.doc_mask, 1);
+    char *js = model_config_to_json(&c);
+    assert_non_null(strstr(js, "\"doc_mask\":\t1"));
+    assert_int_equal(model_config_from_json(js, &c2, msg, sizeof msg), 0);
+    free(js);
+    assert_memory_equal(&c, &c2, sizeof c);
+    c.doc_mask = 2;  // configs made in code: the same check
+    assert_int_equal(model_config_check(&c, msg, sizeof msg), -1);
+}
+
+static model *make_doc(int doc_mask, uint64_t seed) {
+    char js[512];
+    snprintf(js, sizeof js, "{" DOC_BASE ", \"doc_mask\": %d, " DOC_MTA, doc_mask);
+    model *m = make(js, seed);
+    int nt;
+    const model_tensor *ts = model_tensors(m, &nt);
+    uint64_t sd = seed + 1;  // kernels away from the identity: the windows mix neighbours
+    for (int i = 0; i < nt; i++)
+        if (strstr(ts[i].name, ".mta."))
+            for (size_t j = 0; j < ts[i].numel; j++) model_params(m)[ts[i].offset + j] += 0.3f * tu_randn(&sd);
+    return m;
+}
+
+// A packed batch (rows of documents of 1 to 9 tokens, each but a row's last ending with EOS)
+// computes each document's logits as the document alone does, and its gradient is the sum of
+// the documents' gradients weighted by their share of the targets (the loss is the mean).
+static void test_packed_equals_alone(void **s) {
+    (void)s;
+    enum { B = 2, T = 16, V = 259 };
+    const int lens[B][4] = {{5, 7, 4, 0}, {1, 9, 6, 0}};
+    int tok[B * T], tgt[B * T];
+    tokens_for(tok, tgt, B * T, 256, 9);  // bytes: no EOS but those placed below
+    for (int b = 0; b < B; b++)
+        for (int i = 0, at = 0; lens[b][i]; at += lens[b][i++])
+            if (lens[b][i + 1]) tok[b * T + at + lens[b][i] - 1] = TOK_EOS;
+    model *m = make_doc(1, 21);
+    const size_t np = model_num_params(m);
+    model_zero_grad(m);
+    loss_of(m, tok, tgt, B, T);
+    assert_int_equal(model_backward(m, (char[256]){0}, 256), 0);
+    float *packed = malloc((size_t)B * T * V * sizeof(float)), *g = malloc(np * sizeof(float)), *sum = calloc(np, sizeof(float));
+    memcpy(packed, model_logits(m), (size_t)B * T * V * sizeof(float));
+    memcpy(g, model_grads(m), np * sizeof(float));
+    int valid = 0;
+    for (int i = 0; i < B * T; i++) valid += tgt[i] >= 0;
+    double worst = 0, scale = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0, at = 0; lens[b][i]; at += lens[b][i++]) {
+            const int n = lens[b][i], *dt = tok + b * T + at, *dg = tgt + b * T + at;
+            int dvalid = 0;
+            for (int t = 0; t < n; t++) dvalid += dg[t] >= 0;
+            model_zero_grad(m);
+            loss_of(m, dt, dg, 1, n);
+            if (dvalid) assert_int_equal(model_backward(m, (char[256]){0}, 256), 0);
+            for (size_t j = 0; dvalid && j < np; j++) sum[j] += model_grads(m)[j] * ((float)dvalid / valid);
+            for (size_t j = 0; j < (size_t)n * V; j++) {
+                const double want = packed[((size_t)b * T + at) * V + j];
+                worst = fmax(worst, fabs(model_logits(m)[j] - want)), scale = fmax(scale, fabs(want));
+            }
+        }
+    fprintf(stderr, "  packed logits against each document alone: %.3g (largest logit %.3g)\n", worst, scale);
+    assert_true(worst <= 1e-5 * scale);
+    worst = scale = 0;
+    for (size_t j = 0; j < np; j++) worst = fmax(worst, fabs(g[j] - sum[j])), scale = fmax(scale, fabs(sum[j]));
+    fprintf(stderr, "  packed gradient against the documents' weighted sum: %.3g (largest %.3g)\n", worst, scale);
+    assert_true(worst <= 1e-4 * scale);
+    free(packed), free(g), free(sum);
+    model_free(m);
+}
+
+// doc_mask on tokens without an EOS (or with one only at a row's end) gives the same bits as
+// without it: one document per row, the operator without ids.
+static void test_doc_mask_one_document_same_bits(void **s) {
+    (void)s;
+    enum { B = 2, T = 9, V = 259 };
+    int tok[B * T], tgt[B * T];
+    tokens_for(tok, tgt, B * T, 256, 4);
+    tok[T - 1] = TOK_EOS;
+    model *a = make_doc(0, 5), *b = make_doc(1, 5);
+    const size_t np = model_num_params(a);
+    char msg[256];
+    model_zero_grad(a), model_zero_grad(b);
+    const double la = loss_of(a, tok, tgt, B, T), lb = loss_of(b, tok, tgt, B, T);
+    assert_memory_equal(&la, &lb, sizeof la);
+    assert_memory_equal(model_logits(a), model_logits(b), (size_t)B * T * V * sizeof(float));
+    assert_int_equal(model_backward(a, msg, sizeof msg), 0);
+    assert_int_equal(model_backward(b, msg, sizeof msg), 0);
+    assert_memory_equal(model_grads(a), model_grads(b), np * sizeof(float));
+    model_free(a), model_free(b);
+}
+
 static void test_weights_round_trip(void **s) {
     (void)s;
     model *a = make(TINY_MTA, 11), *b = make(TINY_MTA, 12);
@@ -441,6 +555,8 @@ int main(void) {
         cmocka_unit_test(test_weights_round_trip),  cmocka_unit_test(test_bad_tokens),
         cmocka_unit_test(test_gqa_config),          cmocka_unit_test(test_gradcheck_gqa),
         cmocka_unit_test(test_gqa_equals_repeated),
+        cmocka_unit_test(test_doc_mask_config),     cmocka_unit_test(test_packed_equals_alone),
+        cmocka_unit_test(test_doc_mask_one_document_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
 #include "model/model.h"
 #include "io/fsutil.h"
 #include "util/errmsg.h"
+#include "data/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -61,6 +62,10 @@ int model_config_check(const model_config *c, char *msg, size_t n) {
     if (c->dim % c->n_heads) return errmsg(msg, n, "dim=%d is not divisible by n_heads=%d", c->dim, c->n_heads);
     if (c->n_kv_heads < 0 || c->n_kv_heads > c->n_heads || (c->n_kv_heads && c->n_heads % c->n_kv_heads))
         return errmsg(msg, n, "n_kv_heads=%d must divide n_heads=%d (0 = n_heads)", c->n_kv_heads, c->n_heads);
+    if (c->doc_mask != 0 && c->doc_mask != 1) return errmsg(msg, n, "doc_mask must be 0 or 1 (got %d)", c->doc_mask);
+    if (c->doc_mask && c->vocab_size <= TOK_EOS)
+        return errmsg(msg, n, "doc_mask: the vocabulary (%d) has no EOS token (id %d) to end documents with", c->vocab_size,
+                      TOK_EOS);
     if ((c->dim / c->n_heads) % 2) return errmsg(msg, n, "head dim %d must be even for RoPE", c->dim / c->n_heads);
     // Finite as well as in range: JSON has no infinity, so a config holding one would be written
     // out as null and the run's own config.json could not be read back.
@@ -140,7 +145,7 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
         return errmsg(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     }
     static const char *const top[] = {"dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim",
-                                      "rope_theta", "norm_eps", "attn_dropout", "mta"};
+                                      "rope_theta", "norm_eps", "attn_dropout", "doc_mask", "mta"};
     const char *mk[1 + N_STEP_KEYS] = {"qk_layers"};
     for (int i = 0; i < N_STEP_KEYS; i++) mk[1 + i] = step_keys[i].key;
     int rc = check_keys(root, top, (int)(sizeof top / sizeof top[0]), "", msg, n);
@@ -153,6 +158,7 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     if (!rc) rc = get_float(root, "rope_theta", &c->rope_theta, msg, n);
     if (!rc) rc = get_float(root, "norm_eps", &c->norm_eps, msg, n);
     if (!rc) rc = get_float(root, "attn_dropout", &c->attn_dropout, msg, n);
+    if (!rc) rc = get_int(root, "doc_mask", 0, 1, &c->doc_mask, msg, n);
     if (!rc && (!c->dim || !c->n_layers || !c->n_heads || !c->vocab_size))
         rc = errmsg(msg, n, "config: dim, n_layers, n_heads and vocab_size are required");
     if (!rc && !c->hidden_dim) c->hidden_dim = model_default_hidden(c->dim);
@@ -204,6 +210,8 @@ char *model_config_to_json(const model_config *c) {
     cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
     cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
     cJSON_AddNumberToObject(o, "attn_dropout", c->attn_dropout);
+    // only when on: the configs without it read and write as before
+    if (c->doc_mask) cJSON_AddNumberToObject(o, "doc_mask", 1);
     if (c->mta) {
         cJSON *m = cJSON_AddObjectToObject(o, "mta");
         cJSON *ql = cJSON_AddArrayToObject(m, "qk_layers");

@@ -3,6 +3,7 @@
 // Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
 #include "model/model.h"
 #include "model/swiglu.h"
+#include "data/tokenizer.h"
 #include "util/errmsg.h"
 #include "io/safetensors.h"
 #include "util/rng.h"
@@ -39,6 +40,10 @@ struct model {
     int training;
     uint64_t seed;
     int *tokens, *targets;
+    // doc_mask: each position's document id (counting EOS tokens before it in its row) and its
+    // RoPE position within the document; docs_on when some row holds more than one document
+    int32_t *doc;
+    int *pos, docs_on;
     float *acts;
     layer_acts la[MODEL_MAX_LAYERS];
     float *xf, *xnf, *rmsf, *logits, *rope_cos, *rope_sin;
@@ -132,7 +137,8 @@ model *model_create(const model_config *c, char *msg, size_t n) {
 static void free_acts(model *m) {
     free(m->acts);
     free(m->tokens);
-    m->acts = NULL, m->tokens = NULL, m->targets = NULL;
+    free(m->doc);
+    m->acts = NULL, m->tokens = NULL, m->targets = NULL, m->doc = NULL, m->pos = NULL;
     for (int l = 0; l < MODEL_MAX_LAYERS; l++) {
         mta_destroy(m->ctx[l]);
         m->ctx[l] = NULL;
@@ -295,9 +301,11 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float 
         for (int e = 0; e < D; e++) dw[e] += dy[(size_t)i * D + e] * x[(size_t)i * D + e] * rs[i];
 }
 
-// (B,T,H*d) rows -> (B,H,T,d) heads, rotating pairs (2i, 2i+1) by angle t*theta^(-2i/d) when
-// cs/sn are given (RoPE).
-static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn) {
+// (B,T,H*d) rows -> (B,H,T,d) heads, rotating pairs (2i, 2i+1) by angle p*theta^(-2i/d) when
+// cs/sn are given (RoPE), at position p = pos[b*T+t] (each token's place in its document), or t
+// when pos is NULL.
+static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
+                        const int *pos) {
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -308,8 +316,9 @@ static void split_heads(float *dst, const float *src, int B, int T, int H, int d
                     memcpy(o, s, (size_t)d * sizeof(float));
                     continue;
                 }
+                const size_t at = (size_t)(pos ? pos[(size_t)b * T + t] : t) * (d / 2);
                 for (int i = 0; i < d / 2; i++) {
-                    float c = cs[(size_t)t * (d / 2) + i], sn_ = sn[(size_t)t * (d / 2) + i];
+                    float c = cs[at + i], sn_ = sn[at + i];
                     float x0 = s[2 * i], x1 = s[2 * i + 1];
                     o[2 * i] = x0 * c - x1 * sn_;
                     o[2 * i + 1] = x0 * sn_ + x1 * c;
@@ -319,7 +328,8 @@ static void split_heads(float *dst, const float *src, int B, int T, int H, int d
 
 // The inverse: (B,H,T,d) -> (B,T,H*d), rotating back by -angle (the transpose of the rotation,
 // which is also the gradient of split_heads).
-static void merge_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn) {
+static void merge_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
+                        const int *pos) {
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -330,8 +340,9 @@ static void merge_heads(float *dst, const float *src, int B, int T, int H, int d
                     memcpy(o, s, (size_t)d * sizeof(float));
                     continue;
                 }
+                const size_t at = (size_t)(pos ? pos[(size_t)b * T + t] : t) * (d / 2);
                 for (int i = 0; i < d / 2; i++) {
-                    float c = cs[(size_t)t * (d / 2) + i], sn_ = sn[(size_t)t * (d / 2) + i];
+                    float c = cs[at + i], sn_ = sn[at + i];
                     float g0 = s[2 * i], g1 = s[2 * i + 1];
                     o[2 * i] = g0 * c + g1 * sn_;
                     o[2 * i + 1] = -g0 * sn_ + g1 * c;
@@ -418,13 +429,14 @@ static int ensure_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
     const size_t total = sets * per_layer + 2 * N * D + N + N * V + (size_t)T * (m->d / 2) * 2 + 3 * N * D +
                          (keep ? N * V + 4 * N * D + 2 * N * F : 0);
     m->acts = calloc(total, sizeof(float));
-    m->tokens = malloc(2 * N * sizeof(int));
-    if (!m->acts || !m->tokens) {
+    m->tokens = malloc(3 * N * sizeof(int));
+    m->doc = malloc(N * sizeof(int32_t));
+    if (!m->acts || !m->tokens || !m->doc) {
         free_acts(m);
         return errmsg(msg, n, "out of memory for activations (B=%d, T=%d: %.1f GiB)", B, T,
                       (double)total * sizeof(float) / (1u << 30));
     }
-    m->targets = m->tokens + N;
+    m->targets = m->tokens + N, m->pos = m->tokens + 2 * N;
     float *p = m->acts;
     for (size_t l = 0; l < sets; l++) {
         layer_acts *a = &m->la[l];
@@ -508,6 +520,26 @@ static int reserve(model *m, int B, int T, int keep, char *msg, size_t n) {
 
 int model_reserve(model *m, int B, int T, char *msg, size_t n) { return reserve(m, B, T, 1, msg, n); }
 
+// doc_mask: a document starts at each row's first token and after each EOS. The document ids
+// (a count of the EOS tokens before a position in its row) and RoPE positions (the distance from
+// the document's start) of the batch in m->tokens; the operators get the ids only when some row
+// holds more than one document, so a batch without one runs exactly as without doc_mask.
+static void set_documents(model *m) {
+    const int B = m->B, T = m->T;
+    m->docs_on = 0;
+    for (int b = 0; b < B && m->cfg.doc_mask; b++) {
+        const int *tok = m->tokens + (size_t)b * T;
+        int32_t id = 0;
+        for (int t = 0, start = 0; t < T; t++) {
+            if (t > 0 && tok[t - 1] == TOK_EOS) id++, start = t;
+            m->doc[(size_t)b * T + t] = id;
+            m->pos[(size_t)b * T + t] = t - start;
+        }
+        m->docs_on |= id > 0;
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++) mta_set_documents(m->ctx[l], m->docs_on ? m->doc : NULL);
+}
+
 typedef struct {
     model *m;
     layer_hook hook;
@@ -521,9 +553,10 @@ static int fwd_attend(void *arg, int l, const float *q, const float *k, const fl
     model *m = fa->m;
     layer_acts *a = &m->la[l];
     const int B = m->B, T = m->T, H = m->cfg.n_heads, Hkv = model_kv_heads(&m->cfg), d = m->d;
-    split_heads(a->q, q, B, T, H, d, m->rope_cos, m->rope_sin);
-    split_heads(a->k, k, B, T, Hkv, d, m->rope_cos, m->rope_sin);
-    split_heads(a->v, v, B, T, Hkv, d, NULL, NULL);
+    const int *pos = m->docs_on ? m->pos : NULL;
+    split_heads(a->q, q, B, T, H, d, m->rope_cos, m->rope_sin, pos);
+    split_heads(a->k, k, B, T, Hkv, d, m->rope_cos, m->rope_sin, pos);
+    split_heads(a->v, v, B, T, Hkv, d, NULL, NULL, NULL);
     mta_params p = layer_mta_params(&m->w.layer[l]);
     mta_set_dropout(m->ctx[l], m->training, m->seed * 0x100000001B3ULL + (uint64_t)l);
     if (mta_forward(m->ctx[l], a->q, a->k, a->v, &p, a->ao) != MTA_OK)
@@ -532,7 +565,7 @@ static int fwd_attend(void *arg, int l, const float *q, const float *k, const fl
     // Without targets no backward follows, and only the reference backend's workspace (its maps,
     // for model_attention_map) is worth keeping: the others give theirs back layer by layer.
     if (!m->have_targets && m->backend != MTA_BACKEND_REFERENCE) mta_ctx_release(m->ctx[l]);
-    merge_heads(out, a->ao, B, T, H, d, NULL, NULL);
+    merge_heads(out, a->ao, B, T, H, d, NULL, NULL, NULL);
     return 0;
 }
 
@@ -562,6 +595,7 @@ static int forward_run(model *m, const int *tokens, const int *targets, int B, i
     m->have_targets = targets != NULL;
     if (targets) memcpy(m->targets, targets, (size_t)N * sizeof(int));
     m->B = B, m->T = T;
+    set_documents(m);
 
     float *x = m->la[0].x_in;
     for (int i = 0; i < N; i++) memcpy(x + (size_t)i * D, m->w.tok_embeddings + (size_t)tokens[i] * D, D * sizeof(float));
@@ -618,6 +652,7 @@ static int backward_run(model *m, char *msg, size_t n) {
     const int B = m->B, T = m->T, D = c->dim, H = c->n_heads, d = m->d, F = c->hidden_dim, V = c->vocab_size;
     const int Hkv = model_kv_heads(c), KV = Hkv * d;
     const int N = B * T;
+    const int *pos = m->docs_on ? m->pos : NULL;  // RoPE positions of the forward's documents
     model_weights *G = &m->g;
     const model_weights *W = &m->w;
 
@@ -639,18 +674,18 @@ static int backward_run(model *m, char *msg, size_t n) {
         rmsnorm_backward(m->dx, LG->ffn_norm, m->dxn, a->x_mid, a->rms2, L->ffn_norm, N, D);  // dx = d x_mid
         // x_mid = x_in + aoc wo^T
         linear_backward(m->dlin, 0.0f, LG->wo, m->dx, a->aoc, L->wo, N, D, D);
-        split_heads(m->dao, m->dlin, B, T, H, d, NULL, NULL);
+        split_heads(m->dao, m->dlin, B, T, H, d, NULL, NULL, NULL);
         memset(m->dq, 0, 3 * (size_t)N * D * sizeof(float));  // dq, dk, dv are contiguous
         mta_params p = layer_mta_params(L);
         mta_grads g;
         for (int i = 0; i < MTA_N_PARAMS; i++) g.w[i] = LG->mta_w[i];
         if (mta_backward(m->ctx[l], a->q, a->k, a->v, &p, m->dao, m->dq, m->dk, m->dv, &g) != MTA_OK)
             return errmsg(msg, n, "layer %d attention backward: %s", l, mta_ctx_error(m->ctx[l]));
-        merge_heads(m->dlin, m->dq, B, T, H, d, m->rope_cos, m->rope_sin);
+        merge_heads(m->dlin, m->dq, B, T, H, d, m->rope_cos, m->rope_sin, pos);
         linear_backward(m->dxn, 0.0f, LG->wq, m->dlin, a->xn1, L->wq, N, D, D);
-        merge_heads(m->dlin, m->dk, B, T, Hkv, d, m->rope_cos, m->rope_sin);
+        merge_heads(m->dlin, m->dk, B, T, Hkv, d, m->rope_cos, m->rope_sin, pos);
         linear_backward(m->dxn, 1.0f, LG->wk, m->dlin, a->xn1, L->wk, N, D, KV);
-        merge_heads(m->dlin, m->dv, B, T, Hkv, d, NULL, NULL);
+        merge_heads(m->dlin, m->dv, B, T, Hkv, d, NULL, NULL, NULL);
         linear_backward(m->dxn, 1.0f, LG->wv, m->dlin, a->xn1, L->wv, N, D, KV);
         rmsnorm_backward(m->dx, LG->attn_norm, m->dxn, a->x_in, a->rms1, L->attn_norm, N, D);  // dx = d x_in
         // the layer's tensors are contiguous, from attention_norm to w3 (layout())
@@ -845,8 +880,8 @@ static int dec_attend(void *arg, int l, const float *q, const float *k, const fl
     for (int b = 0; b < dec->B; b++) {
         // one token's rows are already (H,d) heads, its k and v rows (Hkv,d)
         const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D, kvrow = (size_t)b * Hkv * d;
-        split_heads(dec->qh + row, q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at);
-        split_heads(dec->kh + kvrow, k + kvrow, 1, 1, Hkv, d, dec->rope_cos + at, dec->rope_sin + at);
+        split_heads(dec->qh + row, q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at, NULL);
+        split_heads(dec->kh + kvrow, k + kvrow, 1, 1, Hkv, d, dec->rope_cos + at, dec->rope_sin + at, NULL);
         if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + kvrow, v + kvrow, &p, out + row) != MTA_OK)
             return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
     }
