@@ -14,14 +14,17 @@ static const char USAGE[] =
     "                 [--max-T N] [--tol X]\n";
 static const char ABOUT[] =
     "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
-    "  IN must hold q, k, v of shape (B,H,T,d). Each parameter present switches its step on:\n"
+    "  IN must hold q (B,H,T,d), and k, v (B,H_kv,T,d) (H_kv dividing H: grouped-query attention).\n"
+    "  Each parameter present switches its step on:\n"
     "    w_pre (H,c_q,c_k)          pre-softmax key-query convolution (c_k odd)\n"
     "    w_pre_head (H,H)           pre-softmax head mixing\n"
     "    w_post (H,c_q,c_k)         post-softmax key-query convolution\n"
     "    w_post_head (H/c_h,c_h,c_h) post-softmax head convolution\n"
     "    gn_weight (d)              group norm (metadata depth_scale \"1\" and layer_id N add depth scaling)\n"
     "    gate_w (d), gate_b (1)     output gate\n"
-    "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output.\n"
+    "  and optionally dout (B,H,T,d), the gradient of the loss w.r.t. the output, and doc (B,T),\n"
+    "  document ids of packed documents (whole numbers; a run of equal ids is one document, which\n"
+    "  attends and convolves within itself alone, as if it ran alone).\n"
     "  OUT gets `out`, and with dout also grad.q, grad.k, grad.v and grad.<param> for each parameter.\n"
     "  The format is documented in docs/formats.md.\n"
     "  IN may also hold expect.out, expect.grad.q, ... (as the files of tests/fixtures/ do): each is\n"
@@ -45,7 +48,7 @@ typedef struct {
 // The flags into a: -1 to go on, else the exit status.
 static int parse_args(int argc, char **argv, attn_args *a) {
     const cli_opt opts[] = {
-        {"in", CLI_STR, &a->in, .required = 1, .arg = "IN.safetensors", .help = "q, k, v, the parameters, dout, expect.*"},
+        {"in", CLI_STR, &a->in, .required = 1, .arg = "IN.safetensors", .help = "q, k, v, the parameters, dout, doc, expect.*"},
         {"out", CLI_STR, &a->out, .required = 1, .arg = "OUT.safetensors", .help = "where the results go"},
         {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else all cores)"},
         {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend that computes"},
@@ -68,6 +71,8 @@ typedef struct {
     size_t n, nkv, nbuf;                     // entries of q (and of out, dq); of k (and v, dk, dv); of buf
     float *buf;                              // out, dq, dk, dv, then the parameter gradients
     float *placed[4 + MTA_N_PARAMS], *pbuf;  // the inputs and buf on the backend
+    int32_t *doc;                            // the document ids (host), or NULL
+    float *placed_doc;                       // and on the backend (int32 bits)
     mta_ctx *ctx;
     st_tensor ts[4 + MTA_N_PARAMS];          // the results, named as OUT has them
     char names[MTA_N_PARAMS][32];
@@ -198,6 +203,15 @@ static int compute(attn_run *r) {
         if (x && !(r->placed[i] = cli_on_backend(be, x, n))) return 1;
     }
     if (!(r->pbuf = cli_on_backend(be, r->buf, r->nbuf))) return 1;
+    const size_t BT = (size_t)r->pr.cfg.B * r->pr.cfg.T;
+    if (r->pr.doc) {
+        if (!(r->doc = malloc(BT * sizeof(int32_t)))) {
+            fprintf(stderr, "mtac attn: out of memory\n");
+            return 1;
+        }
+        attn_problem_doc_ids(&r->pr, r->doc);
+        if (!(r->placed_doc = cli_on_backend(be, (const float *)r->doc, BT))) return 1;  // int32 bits, copied as they are
+    }
     mta_params p;
     for (int i = 0; i < MTA_N_PARAMS; i++) p.w[i] = r->placed[4 + i];
     char err[512];
@@ -205,6 +219,7 @@ static int compute(attn_run *r) {
         fprintf(stderr, "mtac attn: %s\n", err);
         return 1;
     }
+    mta_set_documents(r->ctx, (const int32_t *)r->placed_doc);
     if (mta_forward(r->ctx, r->placed[0], r->placed[1], r->placed[2], &p, r->pbuf) != MTA_OK) {
         fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(r->ctx));
         return 1;
@@ -239,8 +254,9 @@ static int write_results(const attn_run *r, const char *path) {
     const int on[] = {c->pre_cq > 0, c->pre_head_mix, c->post_cq > 0, c->post_ch > 0, c->group_norm, c->gate};
     for (int i = 0; i < 6; i++)
         if (on[i]) strncat(steps, step_names[i], sizeof steps - strlen(steps) - 1);
-    char kv[32] = "";  // grouped-query attention: k and v's heads
+    char kv[48] = "";  // grouped-query attention: k and v's heads; packed documents
     if (c->H_kv != c->H) snprintf(kv, sizeof kv, " H_kv=%d", c->H_kv);
+    if (r->doc) strncat(kv, " (packed documents)", sizeof kv - strlen(kv) - 1);
     printf("mtac attn: B=%d H=%d%s T=%d d=%d, steps:%s; wrote %d tensor%s to %s\n", c->B, c->H, kv, c->T, c->d,
            steps[0] ? steps : " none (plain causal attention)", r->nt, r->nt == 1 ? "" : "s", path);
     return 0;
@@ -254,7 +270,9 @@ static void run_free(attn_run *r) {
         cli_off_backend(be, input(r, i, &n), r->placed[i]);
     }
     cli_off_backend(be, r->buf, r->pbuf);
+    if (r->doc) cli_off_backend(be, (const float *)r->doc, r->placed_doc);
     free(r->buf);
+    free(r->doc);
     st_free(&r->f);
 }
 

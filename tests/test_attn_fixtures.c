@@ -65,8 +65,10 @@ static int run_fixture(const char *path) {
     mta_grads g;
     for (int i = 0; i < MTA_N_PARAMS; i++) g.w[i] = gp[i];
     mta_ctx *ctx = NULL;
-    int ok = buf && pr.dout && mta_create(&ctx, c, err, sizeof err) == MTA_OK &&
-             mta_forward(ctx, pr.q, pr.k, pr.v, &p, buf) == MTA_OK &&
+    int32_t *doc = pr.doc ? malloc((size_t)c->B * c->T * sizeof(int32_t)) : NULL;
+    if (doc) attn_problem_doc_ids(&pr, doc);
+    int ok = buf && pr.dout && (doc || !pr.doc) && mta_create(&ctx, c, err, sizeof err) == MTA_OK &&
+             mta_set_documents(ctx, doc) == MTA_OK && mta_forward(ctx, pr.q, pr.k, pr.v, &p, buf) == MTA_OK &&
              mta_backward(ctx, pr.q, pr.k, pr.v, &p, pr.dout, buf + n, buf + 2 * n, buf + 3 * n, &g) == MTA_OK;
     if (!ok) fprintf(stderr, "%s: could not run the operator (%s)\n", path, ctx ? mta_ctx_error(ctx) : err);
     if (ok) {
@@ -82,6 +84,7 @@ static int run_fixture(const char *path) {
     }
     mta_destroy(ctx);
     free(buf);
+    free(doc);
     st_free(&f);
     return ok;
 }

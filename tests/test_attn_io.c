@@ -2,6 +2,7 @@
 // shapes that disagree, kernels the operator refuses, and bad metadata all give clear errors.
 #include "io/attn_io.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,6 +109,26 @@ static void test_bad_problems(void **s) {
     base(&ff);
     ff.t[0].ndim = 3;
     expect_error(&ff, "(B,H,T,d)");
+    base(&ff);
+    add(&ff, "doc", 2, 1, 5, 0, 0);  // document ids: (B,T) = (1,6)
+    expect_error(&ff, "tensor 'doc' has shape (1,5), expected (B,T) = (1,6)");
+    float ids[6] = {0, 0, 1, 1.5f, 2, 2};
+    base(&ff);
+    add(&ff, "doc", 2, 1, 6, 0, 0);
+    ff.t[3].data = ids;
+    expect_error(&ff, "tensor 'doc' holds 1.5 at flat index 3: document ids are whole numbers");
+    ids[3] = NAN;
+    expect_error(&ff, "holds nan at flat index 3");
+    ids[3] = 3e9f;
+    expect_error(&ff, "holds 3e+09 at flat index 3");
+    ids[3] = -1;
+    attn_problem pr;
+    char err[256];
+    assert_int_equal(attn_problem_from_file(&ff.f, NULL, &pr, err, sizeof err), 0);
+    int32_t got[6];
+    attn_problem_doc_ids(&pr, got);
+    assert_int_equal(got[3], -1);
+    assert_int_equal(got[5], 2);
     base(&ff);
     add(&ff, "dout", 4, 1, 4, 6, 7);
     expect_error(&ff, "'dout'");

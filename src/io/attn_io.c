@@ -32,8 +32,8 @@ static int bad_shape(const st_tensor *t, const char *expect, char *err, size_t n
 }
 
 static int is_known(const char *name) {
-    const char *inputs[] = {"q", "k", "v", "dout"};
-    for (size_t i = 0; i < 4; i++)
+    const char *inputs[] = {"q", "k", "v", "dout", "doc"};
+    for (size_t i = 0; i < 5; i++)
         if (!strcmp(name, inputs[i])) return 1;
     return mta_param_index(name) >= 0;
 }
@@ -47,13 +47,29 @@ static int parse_int(const char *s, long *out) {
     return 1;
 }
 
+// The document ids: (B,T), each a whole number within int32 (float32 holds them exactly up to
+// 2^24 in size; larger whole numbers are still distinct ids as read).
+static int check_doc(const st_tensor *doc, int B, int T, char *err, size_t n) {
+    const int64_t want[2] = {B, T};
+    char ws[64];
+    snprintf(ws, sizeof ws, "(B,T) = (%d,%d)", B, T);
+    if (!shape_is(doc, 2, want)) return bad_shape(doc, ws, err, n);
+    for (size_t i = 0; i < doc->numel; i++) {
+        const float x = doc->data[i];
+        if (!(x == floorf(x) && fabsf(x) <= 2147483520.0f))
+            return errmsg(err, n, "tensor 'doc' holds %g at flat index %zu: document ids are whole numbers within int32",
+                          (double)x, i);
+    }
+    return 0;
+}
+
 int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err, size_t n) {
     memset(pr, 0, sizeof *pr);
     for (int i = 0; i < f->n_tensors; i++) {
         const char *name = f->tensors[i].name;
         if (is_known(name)) continue;
         if (ignore_prefix && !strncmp(name, ignore_prefix, strlen(ignore_prefix))) continue;
-        char known[256] = "q, k, v, dout";
+        char known[256] = "q, k, v, dout, doc";
         for (int j = 0; j < MTA_N_PARAMS; j++)
             snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", mta_param_info(j)->name);
         return errmsg(err, n, "unknown tensor '%s' (expected %s)", name, known);
@@ -80,6 +96,8 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     if (!shape_is(v, 4, k->shape)) return bad_shape(v, ks, err, n);
     const st_tensor *dout = st_find(f, "dout");
     if (dout && !shape_is(dout, 4, q->shape)) return bad_shape(dout, qs, err, n);
+    const st_tensor *doc = st_find(f, "doc");
+    if (doc && check_doc(doc, B, T, err, n)) return -1;
 
     // Each parameter given switches its step on and its shape sets the step's sizes (mta.h's table:
     // mta_config_from_shapes); every given tensor then has the shape the table gives its step.
@@ -126,6 +144,7 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
 
     pr->cfg = c;
     pr->q = q->data, pr->k = k->data, pr->v = v->data, pr->dout = dout ? dout->data : NULL;
+    pr->doc = doc ? doc->data : NULL;
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         pr->param[i] = t[i] ? t[i]->data : NULL;
         pr->param_numel[i] = t[i] ? t[i]->numel : 0;
@@ -150,6 +169,11 @@ int attn_problem_check_size(const mta_config *c, int max_T, char *err, size_t n)
                       floats, floats * 4 / 1e9, max_T, (double)lim);
     }
     return 0;
+}
+
+void attn_problem_doc_ids(const attn_problem *pr, int32_t *ids) {
+    const size_t n = pr->doc ? (size_t)pr->cfg.B * pr->cfg.T : 0;
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)pr->doc[i];
 }
 
 mta_params attn_problem_params(const attn_problem *pr) {

@@ -7,6 +7,7 @@
 #include "mta.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     mta_config cfg;
@@ -14,12 +15,15 @@ typedef struct {
     const float *param[MTA_N_PARAMS];    // by mta.h's index (MTA_W_PRE ...), named as mta_param_info
                                          // says; NULL when absent (step off)
     size_t param_numel[MTA_N_PARAMS];
+    const float *doc;                    // (B,T) document ids of packed documents (whole numbers in
+                                         // float32, checked), or NULL: attn_problem_doc_ids
 } attn_problem;
 
 // Builds the problem from a file's tensors and metadata: q (B,H,T,d), k and v (B,H_kv,T,d) are
 // required (k's head count sets cfg.H_kv: grouped-query attention when below H); each
 // present parameter switches its step on and its shape sets the kernel sizes; metadata layer_id
-// (integer) and depth_scale ("1"/"0") set depth scaling. Tensor names that are neither inputs
+// (integer) and depth_scale ("1"/"0") set depth scaling; an optional doc (B,T) holds document
+// ids (mta_set_documents), whole numbers within int32 stored as float32. Tensor names that are neither inputs
 // nor parameters are an error, unless they start with ignore_prefix (when non-NULL).
 // Returns 0, or -1 with a message in err.
 int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err,
@@ -35,6 +39,9 @@ enum { ATTN_DEFAULT_MAX_T = 16384 };
 // max_T^2 floats (it holds several (T,T) maps of B*H*T*T floats each: at most 1 GiB each at the
 // default). Returns 0, or -1 with a message in err.
 int attn_problem_check_size(const mta_config *cfg, int max_T, char *err, size_t err_len);
+
+// The problem's document ids as mta_set_documents takes them, into ids (B*T); nothing without doc.
+void attn_problem_doc_ids(const attn_problem *pr, int32_t *ids);
 
 // The problem's parameters as an mta_params view.
 mta_params attn_problem_params(const attn_problem *pr);

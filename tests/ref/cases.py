@@ -7,7 +7,21 @@ from mta_ref import mta_forward, PARAM_NAMES
 
 # spec keys: B H T d, pre=(c_q,c_k)|None, pre_head=bool, post=(c_q,c_k)|None, c_h=int|None,
 #            gn=bool, gate=bool, depth_scale=bool, layer_id=int|None, H_kv=int|None (k, v heads;
-#            grouped-query attention when below H)
+#            grouped-query attention when below H), docs=[lengths]|None (packed documents: doc_ids)
+
+
+def doc_ids(lens, B, T):
+    """(B, T) ids of documents of the given lengths, cycled from offset 3b in sequence b until T
+    positions are filled; ids alternate 0, 1 (a document is a run of equal ids), as the C tests'
+    tu_docs_cycle."""
+    ids = torch.zeros(B, T, dtype=torch.float32)
+    for b in range(B):
+        i, k, cur = 0, 3 * b, 0
+        while i < T:
+            n = min(lens[k % len(lens)], T - i)
+            ids[b, i:i + n] = cur
+            i, k, cur = i + n, k + 1, cur ^ 1
+    return ids
 
 
 def make_case(spec, gen):
@@ -42,6 +56,8 @@ def make_case(spec, gen):
         t['gate_w'] = 0.3 * randn(d)
         t['gate_b'] = 0.3 * randn(1)
     t['dout'] = randn(B, H, T, d)
+    if spec.get('docs'):
+        t['doc'] = doc_ids(spec['docs'], B, T)
     meta = {}
     if spec.get('depth_scale') or spec.get('layer_id') is not None:
         meta['layer_id'] = str(int(spec.get('layer_id') or 0))
@@ -52,11 +68,13 @@ def make_case(spec, gen):
 def reference(tensors, meta):
     """float64 forward + backward of sum(out*dout). Returns dict 'out', 'grad.q', ..., 'grad.<param>'
     (float64 torch tensors)."""
-    x = {n: v.detach().to(torch.float64).clone().requires_grad_(n != 'dout') for n, v in tensors.items()}
+    x = {n: v.detach().to(torch.float64).clone().requires_grad_(n not in ('dout', 'doc'))
+         for n, v in tensors.items()}
     params = {n: x[n] for n in PARAM_NAMES if n in x}
     layer_id = int(meta.get('layer_id', '0'))
     depth_scale = meta.get('depth_scale', '0') == '1'
-    out = mta_forward(x['q'], x['k'], x['v'], **params, layer_id=layer_id, depth_scale=depth_scale)
+    out = mta_forward(x['q'], x['k'], x['v'], **params, layer_id=layer_id, depth_scale=depth_scale,
+                      doc=x.get('doc'))
     (out * x['dout']).sum().backward()
     res = {'out': out.detach()}
     for n in ['q', 'k', 'v'] + list(params):
@@ -84,4 +102,6 @@ def describe(spec):
         parts.append(f"layer_id={spec['layer_id']} depth scale off")
     if spec.get('gate'):
         parts.append('gate')
+    if spec.get('docs'):
+        parts.append('documents of %s' % '/'.join(map(str, spec['docs'])))
     return ', '.join(parts)

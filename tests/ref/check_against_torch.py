@@ -4,7 +4,8 @@
     /usr/bin/python3 tests/ref/check_against_torch.py --mtac build/mtac [--cases N] [--seed S] [--backend NAME]
 
 Then every on/off combination of the six steps once (64 cases, on the shapes of the C tests'
-combination sweep; --no-combos leaves them out).
+combination sweep), and every combination on each of its shapes with grouped-query attention or
+packed documents (4 x 64 cases; --no-combos leaves all these out).
 For each case: draw a configuration and float32 tensors, write IN.safetensors (q, k, v, the present
 parameters, dout, metadata layer_id/depth_scale), run `MTAC attn --in IN --out OUT`, read `out`,
 `grad.q`, `grad.k`, `grad.v`, `grad.<param>` from OUT and compare each with the float64 reference
@@ -72,12 +73,17 @@ def fixed_cases(rng):
         C(B=2, H=4, T=19, d=8, pre=(3, 5), pre_head=True, post=(2, 7), c_h=2, gn=True, gate=True,
           H_kv=2),                                                          # grouped-query, every step
         C(H=6, T=17, d=5, post=(3, 5), c_h=3, H_kv=1),                      # one kv head
+        C(B=2, H=4, T=40, d=8, pre=(6, 11), pre_head=True, post=(6, 11), c_h=4, gn=True, gate=True,
+          docs=[1, 5, 2, 9, 3, 13]),                                        # packed documents
+        C(B=2, H=4, T=23, d=5, pre=(3, 5), post=(2, 3), c_h=2, H_kv=2, docs=[7, 1, 4]),
     ]
 
 
 # The shapes of the C tests' combination sweep (tests/testutil.c tu_combo): H = 1 with c_k > T;
 # B > 1, odd H, c_h = 1, pre c_q = 1; c_h = H odd, post c_q = 1; 1 < c_h < H with 6x11; d = 17;
-# grouped-query attention with H_kv = 2 of H = 4 and H_kv = 1 of H = 6.
+# grouped-query attention with H_kv = 2 of H = 4 and H_kv = 1 of H = 6; packed documents (the
+# lengths of tu_combo_docs), with grouped-query attention in the second.
+DOC_LENS = [1, 5, 2, 9, 3, 13, 1, 7, 4]
 COMBO_SHAPES = [
     dict(B=1, H=1, T=7, d=3, pre=(2, 9), post=(3, 11), c_h=1),
     dict(B=2, H=3, T=23, d=5, pre=(1, 3), post=(4, 5), c_h=1),
@@ -86,25 +92,34 @@ COMBO_SHAPES = [
     dict(B=1, H=6, T=37, d=17, pre=(5, 3), post=(2, 13), c_h=3),
     dict(B=2, H=4, T=31, d=6, pre=(6, 11), post=(5, 7), c_h=2, H_kv=2),
     dict(B=1, H=6, T=37, d=5, pre=(3, 5), post=(2, 3), c_h=2, H_kv=1),
+    dict(B=2, H=4, T=31, d=6, pre=(3, 5), post=(4, 7), c_h=2, docs=DOC_LENS),
+    dict(B=2, H=6, T=29, d=5, pre=(5, 3), post=(2, 5), c_h=3, H_kv=2, docs=DOC_LENS[4:] + DOC_LENS[:4]),
 ]
 STEPS = ['pre', 'pre_head', 'post', 'c_h', 'gn', 'gate']  # bit i of a combination's mask
 
 
 def combination_cases():
-    """Every on/off combination of the six steps once, each on one of the sweep's shapes in turn."""
-    specs = []
-    for mask in range(64):
-        shape = COMBO_SHAPES[mask % len(COMBO_SHAPES)]
-        s = C(B=shape['B'], H=shape['H'], T=shape['T'], d=shape['d'])
-        if shape.get('H_kv'):
-            s['H_kv'] = shape['H_kv']
-        for i, step in enumerate(STEPS):
-            if mask >> i & 1:
-                s[step] = shape.get(step, True)
-        if s.get('gn') and mask % 2:
-            s['depth_scale'], s['layer_id'] = True, 2
-        specs.append(s)
+    """Every on/off combination of the six steps once, each on one of the sweep's shapes in turn;
+    then every combination on each shape with grouped-query attention or packed documents."""
+    specs = [combination(COMBO_SHAPES[mask % len(COMBO_SHAPES)], mask) for mask in range(64)]
+    for shape in COMBO_SHAPES:
+        if shape.get('H_kv') or shape.get('docs'):
+            specs += [combination(shape, mask) for mask in range(64)]
     return specs
+
+
+def combination(shape, mask):
+    """The steps of mask (bit i: STEPS[i]) on a sweep shape."""
+    s = C(B=shape['B'], H=shape['H'], T=shape['T'], d=shape['d'])
+    for key in ('H_kv', 'docs'):
+        if shape.get(key):
+            s[key] = shape[key]
+    for i, step in enumerate(STEPS):
+        if mask >> i & 1:
+            s[step] = shape.get(step, True)
+    if s.get('gn') and mask % 2:
+        s['depth_scale'], s['layer_id'] = True, 2
+    return s
 
 
 def random_case(rng):
@@ -130,6 +145,8 @@ def random_case(rng):
         s['gate'] = True
     if rng.random() < 0.3:  # grouped-query attention: k, v with a divisor of H heads
         s['H_kv'] = rng.choice([c for c in range(1, H + 1) if H % c == 0])
+    if rng.random() < 0.3:  # packed documents of random lengths
+        s['docs'] = [rng.choice([1, 2, 3, 5, 8, 13, 21]) for _ in range(rng.randint(1, 5))]
     return s
 
 

@@ -80,6 +80,9 @@ CASES = [
     # grouped-query attention: k, v with H_kv heads (last: the cases above keep their draws)
     ('gqa_H4_kv2_all_T13', C(H=4, T=13, c_h=2, H_kv=2, **FULL)),
     ('gqa_H6_kv1_posthead_ch3', C(H=6, T=11, d=5, post=(2, 3), c_h=3, H_kv=1)),
+    # packed documents: ids (B,T), each run of equal ids computed alone (last, likewise)
+    ('docs_B2_H4_all_T29', C(B=2, H=4, T=29, d=6, c_h=2, docs=[1, 5, 2, 9, 3, 13], **FULL)),
+    ('docs_gqa_H4_kv2_pre_post_T17', C(H=4, T=17, d=5, pre=(3, 5), post=(2, 3), H_kv=2, docs=[6, 1, 4])),
 ]
 
 

@@ -16,6 +16,9 @@ Shapes (per call, batch B, heads H, positions T, head dim d):
   w_post_head   (H/c_h, c_h, c_h)  P2[g*c_h+o] = sum_n W[g, n, o] P1[g*c_h+n] (step 6)
   gn_weight     (d,)               group norm gamma                          (step 8)
   gate_w (d,), gate_b (1,)         O * sigmoid(O . w + b)                    (step 9)
+  doc           (B, T) or None     packed documents: document ids, a run of equal ids being one
+                                   document; each document is computed as a sequence of its own
+                                   (spec section 2.3), done here by running it alone
 Output: (B, H, T, d), heads not concatenated, no output projection, no dropout.
 Pass dtype=torch.float64 to compute in double precision: the inputs are cast with .to(), which is
 differentiable, so autograd still returns gradients in each input's own dtype.
@@ -66,13 +69,31 @@ def depth_lambda(layer_id):
     return 0.8 - 0.6 * math.exp(-0.3 * layer_id)
 
 
+def documents(ids):
+    """The documents of one sequence's ids: [(start, end)], a run of equal ids being one."""
+    ids = [int(x) for x in ids]
+    starts = [i for i in range(len(ids)) if i == 0 or ids[i] != ids[i - 1]]
+    return list(zip(starts, starts[1:] + [len(ids)]))
+
+
 def mta_forward(q, k, v, w_pre=None, w_pre_head=None, w_post=None, w_post_head=None,
                 gn_weight=None, gate_w=None, gate_b=None, layer_id=0, depth_scale=False,
-                use_conv2d=False, dtype=None):
+                use_conv2d=False, dtype=None, doc=None):
     """MTA core of spec section 2, steps 1-9 (no dropout, no head concat / wo).
 
     Every parameter left as None switches its step off; all off gives plain causal attention.
-    Depth scaling (1 - lambda_l) is part of the group-norm step and only applies with gn_weight."""
+    Depth scaling (1 - lambda_l) is part of the group-norm step and only applies with gn_weight.
+    doc (B, T): packed documents, each run alone and the rows put back in place."""
+    if doc is not None:
+        kw = dict(w_pre=w_pre, w_pre_head=w_pre_head, w_post=w_post, w_post_head=w_post_head,
+                  gn_weight=gn_weight, gate_w=gate_w, gate_b=gate_b, layer_id=layer_id,
+                  depth_scale=depth_scale, use_conv2d=use_conv2d, dtype=dtype)
+        rows = []
+        for b in range(q.shape[0]):
+            parts = [mta_forward(q[b:b + 1, :, s:e], k[b:b + 1, :, s:e], v[b:b + 1, :, s:e], **kw)
+                     for s, e in documents(doc[b])]
+            rows.append(torch.cat(parts, dim=2))
+        return torch.cat(rows, dim=0)
     if dtype is not None:
         cast = lambda t: None if t is None else t.to(dtype)
         q, k, v, w_pre, w_pre_head, w_post, w_post_head, gn_weight, gate_w, gate_b = map(
