@@ -2,7 +2,9 @@
 // row of mta_cache_step equals the forward's row, from an empty cache and after a prefill with
 // prompts of different lengths, for plain attention and every MTA step alone and together. A
 // prefill takes only q, k and v (whichever backend ran the forward), and the steps after it give
-// the same bits as a cache stepped from empty through the prompt.
+// the same bits as a cache stepped from empty through the prompt. With packed documents the cache
+// begins a document where the forward's ids start one (mta_cache_begin_document, or the ids given
+// to mta_cache_prefill_documents) and gives the rows of the forward with mta_set_documents.
 #include "testutil.h"
 
 #include <math.h>
@@ -29,24 +31,38 @@ static void gather_rows(const float *x, int b, int t, int H, int T, int d, float
     for (int h = 0; h < H; h++) memcpy(rows + (size_t)h * d, x + (((size_t)b * H + h) * T + t) * d, d * sizeof(float));
 }
 
+// The q, k and v rows of position t of sequence b (k and v: the H_kv heads of grouped-query attention).
+static void gather_qkv(const tu_case *tc, int b, int t, float *q, float *k, float *v) {
+    const mta_config *c = &tc->cfg;
+    const int Hkv = c->H_kv > 0 ? c->H_kv : c->H;
+    gather_rows(tc->q, b, t, c->H, c->T, c->d, q), gather_rows(tc->k, b, t, Hkv, c->T, c->d, k);
+    gather_rows(tc->v, b, t, Hkv, c->T, c->d, v);
+}
+
 // Runs the forward over the whole case (on cfg's backend), then decodes the same positions
 // through a cache: positions 0..lens[b]-1 by prefill (lens NULL: none) and the rest step by step.
 // After a prefill, a second cache steps through every position from empty, and the rows after
-// the prompt must be the same bits in both (*same = 0 where they are not).
-static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed, int *same) {
+// the prompt must be the same bits in both (*same = 0 where they are not). doc (B,T): packed
+// documents for the forward, the prefill and the steps (NULL: none); a step at a document's first
+// position begins it.
+static double decode_error(const mta_config *cfg, const int *lens, const int32_t *doc, uint64_t seed, int *same) {
     tu_case *tc = tu_case_new(cfg, seed, 1.0f, 0.3f);
     assert_non_null(tc);
     mta_ctx *ctx;
     assert_int_equal(mta_create(&ctx, cfg, NULL, 0), MTA_OK);
+    assert_int_equal(mta_set_documents(ctx, doc), MTA_OK);
     assert_int_equal(mta_forward(ctx, tc->q, tc->k, tc->v, &tc->p, tc->out), MTA_OK);
     mta_config cc = *cfg;
     cc.T = cfg->T + 3;  // capacity need not equal the forward's length
     mta_cache *cache, *stepped = NULL;
     char msg[256];
     assert_int_equal(mta_cache_create(&cache, &cc, msg, sizeof msg), MTA_OK);
-    const int B = cfg->B, H = cfg->H, Hkv = cfg->H_kv > 0 ? cfg->H_kv : H, T = cfg->T, d = cfg->d;
+    const int B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d;
     if (lens) {
-        assert_int_equal(mta_cache_prefill(cache, T, tc->q, tc->k, tc->v, &tc->p, lens), MTA_OK);
+        if (doc)
+            assert_int_equal(mta_cache_prefill_documents(cache, T, tc->q, tc->k, tc->v, &tc->p, lens, doc), MTA_OK);
+        else
+            assert_int_equal(mta_cache_prefill(cache, T, tc->q, tc->k, tc->v, &tc->p, lens), MTA_OK);
         for (int b = 0; b < B; b++) assert_int_equal(mta_cache_len(cache, b), lens[b]);
         assert_int_equal(mta_cache_create(&stepped, &cc, msg, sizeof msg), MTA_OK);
     }
@@ -58,11 +74,13 @@ static double decode_error(const mta_config *cfg, const int *lens, uint64_t seed
     if (same) *same = 1;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            // k and v: the H_kv heads of grouped-query attention
-            gather_rows(tc->q, b, t, H, T, d, q), gather_rows(tc->k, b, t, Hkv, T, d, k), gather_rows(tc->v, b, t, Hkv, T, d, v);
+            gather_qkv(tc, b, t, q, k, v);
+            const int begins = doc && t > 0 && doc[(size_t)b * T + t] != doc[(size_t)b * T + t - 1];
+            if (stepped && begins) assert_int_equal(mta_cache_begin_document(stepped, b), MTA_OK);
             if (stepped) assert_int_equal(mta_cache_step(stepped, b, q, k, v, &tc->p, o2), MTA_OK);
             if (lens && t < lens[b]) continue;
             gather_rows(tc->out, b, t, H, T, d, want);
+            if (begins) assert_int_equal(mta_cache_begin_document(cache, b), MTA_OK);
             assert_int_equal(mta_cache_step(cache, b, q, k, v, &tc->p, o), MTA_OK);
             worst = tu_worst(worst, row_err(o, want, (size_t)H * d, ref));
             if (stepped && same && memcmp(o, o2, (size_t)H * d * sizeof(float))) *same = 0;
@@ -99,14 +117,14 @@ static void test_steps_equal_forward(void **s) {
     (void)s;
     for (int k = 0; k <= NVARIANTS - 1; k++) {
         mta_config c = variant(k);
-        double e = decode_error(&c, NULL, 100 + k, NULL);
+        double e = decode_error(&c, NULL, NULL, 100 + k, NULL);
         if (e > 1e-5) fail_msg("variant %d: decoding differs from the forward by %.3g (relative)", k, e);
     }
     // rows longer than the decoder's key blocks (512): block edges inside the convolution windows
     mta_config c = tu_config_all(1, 2, 1100, 4, 3, 7, 2);
     const int lens[1] = {700};
     int same;
-    double e = decode_error(&c, NULL, 300, NULL), e2 = decode_error(&c, lens, 301, &same);
+    double e = decode_error(&c, NULL, NULL, 300, NULL), e2 = decode_error(&c, lens, NULL, 301, &same);
     if (e > 1e-5 || e2 > 1e-5) fail_msg("T=1100: decoding differs from the forward by %.3g / %.3g (relative)", e, e2);
     if (!same) fail_msg("T=1100: the prefilled cache decodes other bits than the one stepped from empty");
 }
@@ -126,7 +144,8 @@ static void test_every_combination(void **s) {
             int lens[2];
             for (int b = 0; b < c.B; b++) lens[b] = 1 + (c.T / 3 + 5 * b) % c.T;
             int same;
-            const double e = decode_error(&c, NULL, 500 + mask, NULL), e2 = decode_error(&c, lens, 600 + mask, &same);
+            const double e = decode_error(&c, NULL, NULL, 500 + mask, NULL);
+            const double e2 = decode_error(&c, lens, NULL, 600 + mask, &same);
             char name[64];
             if ((e > 1e-5 || e2 > 1e-5 || !same) && failed++ < 50)
                 print_error("shape %d, %s: decoding differs from the forward by %.3g (empty cache), %.3g (after a "
@@ -137,6 +156,88 @@ static void test_every_combination(void **s) {
     if (failed) fail_msg("%d of %d combinations decode differently from the forward", failed, TU_NSHAPES * TU_NCOMBOS);
 }
 
+// The start of the document that position L is in, for a prompt that ends right before a document
+// starts (L itself when that document starts the sequence: a prompt is never empty).
+static int doc_start_at(const int32_t *id, int L) {
+    int s = L;
+    while (s > 0 && id[s - 1] == id[s]) s--;
+    return s > 0 ? s : L;
+}
+
+// Packed documents: every combination on the shapes with documents (tu_combo_docs: lengths 1 to
+// 13, some shorter than the kernels; grouped-query attention on one), each row decoded against
+// the forward with mta_set_documents on the reference backend: from an empty cache, after
+// prompts that end inside a document (which the steps continue), and after prompts that end
+// right before a document starts (the first step begins it), the prefilled caches against ones
+// stepped through the prompts. One thread, as test_every_combination.
+static void test_documents(void **s) {
+    (void)s;
+    omp_set_num_threads(1);
+    int failed = 0, tried = 0;
+    for (int shape = 0; shape < TU_NSHAPES; shape++)
+        for (int mask = 0; mask < TU_NCOMBOS; mask++) {
+            mta_config c = tu_combo(shape, mask, 0.0f);
+            int32_t doc[128];
+            assert_true(c.B * c.T <= 128);
+            if (!tu_combo_docs(shape, &c, doc)) continue;
+            c.backend = MTA_BACKEND_REFERENCE;
+            int lens[2], cut[2];
+            for (int b = 0; b < c.B; b++) {
+                const int32_t *id = doc + (size_t)b * c.T;
+                lens[b] = 1 + (c.T / 3 + 5 * b) % c.T;
+                assert_true(lens[b] < c.T && id[lens[b]] == id[lens[b] - 1]);  // inside a document
+                cut[b] = doc_start_at(id, lens[b]);
+            }
+            int same, same2;
+            const double e = decode_error(&c, NULL, doc, 700 + mask, NULL);
+            const double e2 = decode_error(&c, lens, doc, 800 + mask, &same);
+            const double e3 = decode_error(&c, cut, doc, 900 + mask, &same2);
+            tried++;
+            char name[64];
+            if ((e > 1e-5 || e2 > 1e-5 || e3 > 1e-5 || !same || !same2) && failed++ < 50)
+                print_error("shape %d, %s, documents: decoding differs from the forward by %.3g (empty cache), %.3g "
+                            "(prompts end inside a document), %.3g (before a document)%s\n", shape,
+                            tu_combo_name(mask, name, sizeof name), e, e2, e3,
+                            same && same2 ? "" : "; the prefilled cache decodes other bits than the stepped one");
+        }
+    omp_set_num_threads(omp_get_num_procs());
+    assert_int_equal(tried, 2 * TU_NCOMBOS);
+    if (failed) fail_msg("%d of %d combinations with documents decode differently from the forward", failed, tried);
+}
+
+// mta_cache_reset forgets the document starts: a cache that began a document decodes, after a
+// reset, the rows of the forward without documents.
+static void test_reset_clears_documents(void **s) {
+    (void)s;
+    const mta_config c = tu_combo(7, TU_NCOMBOS - 1, 0.0f);
+    tu_case *tc = tu_case_new(&c, 11, 1.0f, 0.3f);
+    assert_non_null(tc);
+    assert_int_equal(tu_case_forward(tc, NULL), MTA_OK);
+    mta_cache *cache;
+    assert_int_equal(mta_cache_create(&cache, &c, NULL, 0), MTA_OK);
+    const int H = c.H, T = c.T, d = c.d;
+    float *q = malloc((size_t)4 * H * d * sizeof(float)), *k = q + (size_t)H * d, *v = k + (size_t)H * d;
+    float *o = v + (size_t)H * d, *want = malloc((size_t)H * d * sizeof(float));
+    for (int t = 0; t < 6; t++) {
+        if (t == 4) assert_int_equal(mta_cache_begin_document(cache, 0), MTA_OK);
+        gather_qkv(tc, 0, t, q, k, v);
+        assert_int_equal(mta_cache_step(cache, 0, q, k, v, &tc->p, o), MTA_OK);
+    }
+    mta_cache_reset(cache);
+    const double ref = tu_max_abs(tc->out, tc->n);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        gather_qkv(tc, 0, t, q, k, v);
+        assert_int_equal(mta_cache_step(cache, 0, q, k, v, &tc->p, o), MTA_OK);
+        gather_rows(tc->out, 0, t, H, T, d, want);
+        worst = tu_worst(worst, row_err(o, want, (size_t)H * d, ref));
+    }
+    if (!(worst <= 1e-5)) fail_msg("after a reset, decoding differs from the forward without documents by %.3g", worst);
+    free(q), free(want);
+    mta_cache_destroy(cache);
+    tu_case_free(tc);
+}
+
 static void test_prefill_then_steps(void **s) {
     (void)s;
     const int lens[][2] = {{1, 1}, {5, 9}, {16, 2}, {17, 17}};
@@ -144,7 +245,7 @@ static void test_prefill_then_steps(void **s) {
         for (int i = 0; i < 4; i++) {
             mta_config c = variant(k);
             int same;
-            double e = decode_error(&c, lens[i], 200 + k, &same);
+            double e = decode_error(&c, lens[i], NULL, 200 + k, &same);
             if (e > 1e-5) fail_msg("variant %d, lens %d/%d: decoding differs by %.3g", k, lens[i][0], lens[i][1], e);
             if (!same) fail_msg("variant %d, lens %d/%d: the prefilled cache decodes other bits than the stepped one", k,
                                 lens[i][0], lens[i][1]);
@@ -178,6 +279,12 @@ static void test_cache_errors(void **s) {
     assert_int_equal(mta_cache_len(cache, 0), 0);  // a refused prefill changes nothing
     assert_int_equal(mta_cache_prefill(cache, c.T, tc->q, tc->k, tc->v, &tc->p, lens), MTA_OK);
     assert_int_equal(mta_cache_len(cache, 1), 1);
+    assert_int_equal(mta_cache_begin_document(cache, 2), MTA_ERR_INVALID);
+    assert_non_null(strstr(mta_cache_error(cache), "begin_document"));
+    assert_int_equal(mta_cache_begin_document(cache, -1), MTA_ERR_INVALID);
+    assert_int_equal(mta_cache_begin_document(NULL, 0), MTA_ERR_NULL);
+    assert_int_equal(mta_cache_begin_document(cache, 1), MTA_OK);
+    assert_int_equal(mta_cache_len(cache, 1), 1);  // the next position begins it; nothing else changes
     tu_case_free(tc);
     mta_cache_destroy(cache);
     c.pre_ck = 4;
@@ -186,7 +293,8 @@ static void test_cache_errors(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_steps_equal_forward), cmocka_unit_test(test_prefill_then_steps),
-                                       cmocka_unit_test(test_every_combination),
+                                       cmocka_unit_test(test_every_combination), cmocka_unit_test(test_documents),
+                                       cmocka_unit_test(test_reset_clears_documents),
                                        cmocka_unit_test(test_cache_errors)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

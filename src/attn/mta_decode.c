@@ -6,6 +6,9 @@
 // post_cq rows of P (the softmax output, the post-softmax convolution's input). A step computes
 // one row of every map: O(t*(d + c_q*c_k)) work per head at position t. A prefill copies K and V
 // and recomputes the window rows from q and K with the same row code, so it needs no (T,T) map.
+// Packed documents: each sequence keeps the start s of its current document, and a row runs in
+// the document's own coordinates (row t - s over keys s..t, windows indexed by t - s), exactly as
+// the document alone would from an empty cache; rows before s are never read.
 #include "attn/conv.h"
 #include "attn/mta_internal.h"
 
@@ -19,6 +22,7 @@
 struct mta_cache {
     mta_config cfg;  // cfg.T is the capacity
     int *len;        // (B) positions held per sequence
+    int *start;      // (B) first position of each sequence's current document
     float *k, *v;    // (B,H_kv,T,d): query head h reads kv head h/(H/H_kv) (mta_kv_slab)
     float *zwin;     // (B,H,2*pre_cq,T): the last pre_cq rows of Z in a doubled ring (window_push)
     float *pwin;     // (B,H,2*post_cq,T): the last post_cq rows of P likewise
@@ -48,7 +52,8 @@ mta_status mta_cache_create(mta_cache **out, const mta_config *cfg, char *msg, s
     c->cfg = *cfg;
     const size_t B = cfg->B, H = cfg->H, T = cfg->T, d = cfg->d, Hkv = (size_t)mta_kv_heads(cfg);
     const size_t zr = window_slots(cfg->pre_cq), pr = window_slots(cfg->post_cq);
-    int ok = (c->len = calloc(B, sizeof(int))) && (c->k = malloc(B * Hkv * T * d * sizeof(float))) &&
+    int ok = (c->len = calloc(B, sizeof(int))) && (c->start = calloc(B, sizeof(int))) &&
+             (c->k = malloc(B * Hkv * T * d * sizeof(float))) &&
              (c->v = malloc(B * Hkv * T * d * sizeof(float))) && (c->zwin = calloc(B * H * zr * T + 1, sizeof(float))) &&
              (c->pwin = calloc(B * H * pr * T + 1, sizeof(float))) && (c->hmat = calloc(H * H, sizeof(float)));
     for (int i = 0; i < 5 && ok; i++) ok = (c->row[i] = calloc(H * T, sizeof(float))) != NULL;
@@ -63,13 +68,23 @@ mta_status mta_cache_create(mta_cache **out, const mta_config *cfg, char *msg, s
 
 void mta_cache_destroy(mta_cache *c) {
     if (!c) return;
-    free(c->len), free(c->k), free(c->v), free(c->zwin), free(c->pwin), free(c->hmat);
+    free(c->len), free(c->start), free(c->k), free(c->v), free(c->zwin), free(c->pwin), free(c->hmat);
     for (int i = 0; i < 5; i++) free(c->row[i]);
     free(c);
 }
 
 void mta_cache_reset(mta_cache *c) {
-    if (c) memset(c->len, 0, (size_t)c->cfg.B * sizeof(int));
+    if (!c) return;
+    memset(c->len, 0, (size_t)c->cfg.B * sizeof(int));
+    memset(c->start, 0, (size_t)c->cfg.B * sizeof(int));
+}
+
+mta_status mta_cache_begin_document(mta_cache *c, int b) {
+    if (!c) return MTA_ERR_NULL;
+    if (b < 0 || b >= c->cfg.B)
+        return cache_fail(c, MTA_ERR_INVALID, "begin_document: sequence index outside the cache's batch");
+    c->start[b] = c->len[b];
+    return MTA_OK;
 }
 
 int mta_cache_len(const mta_cache *c, int b) { return c && b >= 0 && b < c->cfg.B ? c->len[b] : -1; }
@@ -109,13 +124,16 @@ static void mix_heads(const float *src, const float *m, int H, int G, int T, int
 // its window), or on to the output row.
 enum { ROW_Z, ROW_P, ROW_OUT };
 
-// Row t of sequence b's maps, from the cache's K and V rows 0..t (already in place) and the query
-// rows of the H heads (q, qs floats apart). Pushes row t of Z and, from ROW_P on, row t of P into
-// their windows; ROW_OUT writes the output rows to out (H,d). The step and the prefill both come
-// here, so a prefilled cache holds the very rows a cache stepped from empty would.
-static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, const mta_params *p, int upto, float *out) {
+// Row pos of sequence b's maps, from the cache's K and V rows up to pos (already in place) and the
+// query rows of the H heads (q, qs floats apart). Pushes the row of Z and, from ROW_P on, the row
+// of P into their windows; ROW_OUT writes the output rows to out (H,d). The step and the prefill
+// both come here, so a prefilled cache holds the very rows a cache stepped from empty would. The
+// maps are those of the current document run alone (spec section 2.3): t = pos - s is the row
+// within it and K, V start at its first position s, so no key or window row before s is read.
+static void cache_row(mta_cache *c, int b, int pos, const float *q, size_t qs, const mta_params *p, int upto,
+                      float *out) {
     const mta_config *cf = &c->cfg;
-    const int H = cf->H, T = cf->T, d = cf->d;
+    const int H = cf->H, T = cf->T, d = cf->d, s = c->start[b], t = pos - s;
     const float scale = 1.0f / sqrtf((float)d);
     const size_t zr = window_slots(cf->pre_cq), pr = window_slots(cf->post_cq);
     float *z = c->row[0], *s1 = c->row[1], *pp = c->row[2], *p1 = c->row[3], *p2 = c->row[4];
@@ -127,7 +145,7 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
         #pragma omp for schedule(static)
         for (int h = 0; h < H; h++) {  // steps 1-2
             const size_t bh = (size_t)b * H + h;
-            const float *K = c->k + mta_kv_slab(cf, bh) * T * d;
+            const float *K = c->k + (mta_kv_slab(cf, bh) * T + s) * d;
             float *zh = z + (size_t)h * T;
             cblas_sgemv(CblasRowMajor, CblasNoTrans, t + 1, d, scale, K, d, q + h * qs, 1, 0.0f, zh, 1);  // z = K q / sqrt(d)
             if (cf->pre_cq) {
@@ -162,7 +180,7 @@ static void cache_row(mta_cache *c, int b, int t, const float *q, size_t qs, con
                 mix_heads(cf->post_cq ? p1 : pp, c->hmat, H, cf->post_ch, T, t, lo, hi, p2);
             }
             for (int h = lo; h < hi; h++) {  // steps 7-9
-                const float *A = a_in + (size_t)h * T, *V = c->v + mta_kv_slab(cf, (size_t)b * H + h) * T * d;
+                const float *A = a_in + (size_t)h * T, *V = c->v + (mta_kv_slab(cf, (size_t)b * H + h) * T + s) * d;
                 float *o = out + (size_t)h * d;
                 cblas_sgemv(CblasRowMajor, CblasTrans, t + 1, d, 1.0f, V, d, A, 1, 0.0f, o, 1);  // o = V^T a
                 mta_normgate_forward_rows(cf, p, o, o, 1);
@@ -194,8 +212,9 @@ mta_status mta_cache_step(mta_cache *c, int b, const float *q, const float *k, c
 // rows r-(c_q-1)..r (its pre-softmax convolution) and every head's row r (the mixing), so the
 // rows from Z's first needed row on are recomputed from q and K: at most c_q + c_q' - 2 rows of
 // O(L*(d + c_q*c_k + H)) work per head, against the O(L^2) of the forward that gave K and V.
-mta_status mta_cache_prefill(mta_cache *c, int Tf, const float *q, const float *k, const float *v, const mta_params *p,
-                             const int *lens) {
+// With documents only the last one's rows are kept, and rows before its start are never read.
+mta_status mta_cache_prefill_documents(mta_cache *c, int Tf, const float *q, const float *k, const float *v,
+                                       const mta_params *p, const int *lens, const int32_t *doc) {
     if (!c) return MTA_ERR_NULL;
     if (!q || !k || !v || !p || !lens) return cache_fail(c, MTA_ERR_NULL, "q, k, v, p and lens must be non-NULL");
     const mta_config *cf = &c->cfg;
@@ -210,12 +229,23 @@ mta_status mta_cache_prefill(mta_cache *c, int Tf, const float *q, const float *
             memcpy(c->k + bh * T * d, k + bh * Tf * d, (size_t)L * d * sizeof(float));
             memcpy(c->v + bh * T * d, v + bh * Tf * d, (size_t)L * d * sizeof(float));
         }
-        // first P row the windows keep (L: none), and the first Z row (rows before 0 are never read)
+        // the document of the last position, which the steps continue: back over the run of its id
+        const int32_t *id = doc ? doc + (size_t)b * Tf : NULL;
+        int s = id ? L - 1 : 0;
+        while (s > 0 && id[s - 1] == id[s]) s--;
+        c->start[b] = s;
+        // first P row the windows keep (L: none), and the first Z row (rows before the document's
+        // start are never read)
         const int rp = cf->post_cq > 1 ? L - (cf->post_cq - 1) : L;
         const int rz = cf->pre_cq > 1 ? rp - (cf->pre_cq - 1) : rp;
-        for (int r = rz > 0 ? rz : 0; r < L; r++)
+        for (int r = rz > s ? rz : s; r < L; r++)
             cache_row(c, b, r, q + ((size_t)b * H * Tf + r) * d, (size_t)Tf * d, p, r >= rp ? ROW_P : ROW_Z, NULL);
         c->len[b] = L;
     }
     return MTA_OK;
+}
+
+mta_status mta_cache_prefill(mta_cache *c, int Tf, const float *q, const float *k, const float *v, const mta_params *p,
+                             const int *lens) {
+    return mta_cache_prefill_documents(c, Tf, q, k, v, p, lens, NULL);
 }
