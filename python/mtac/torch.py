@@ -90,8 +90,10 @@ class _MTAFunction(torch.autograd.Function):
     zeroed gradient buffers (the library adds to them), only for the inputs that need one."""
 
     @staticmethod
-    def forward(ctx, cfg, q, k, v, *params):
+    def forward(ctx, cfg, doc, q, k, v, *params):
         mctx = Context(cfg)
+        # The forward reads the ids (host backends keep the document starts for the backward).
+        mctx.check(lib.mta_set_documents(mctx.h, _ptr(doc)), 'set_documents')
         if cfg.dropout > 0:
             # The mask is a function of the seed (include/mta.h): draw it from torch's generator
             # so that torch.manual_seed makes runs repeatable.
@@ -109,7 +111,7 @@ class _MTAFunction(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, dout):
         q, k, v, *params = ctx.saved_tensors
-        need = ctx.needs_input_grad  # (cfg, q, k, v, params...)
+        need = ctx.needs_input_grad[1:]  # (doc, q, k, v, params...): q, k, v at 1..3, the params from 4
         dout = dout.contiguous()
         if dout.dtype != torch.float32:
             dout = dout.float()
@@ -119,10 +121,28 @@ class _MTAFunction(torch.autograd.Function):
         g = Grads(*[_ptr(t) for t in dparams])
         ctx.mctx.check(lib.mta_backward(ctx.mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(dout),
                                         _ptr(dq), _ptr(dk), _ptr(dv), ctypes.byref(g)), 'backward')
-        return (None, dq if need[1] else None, dk if need[2] else None, dv if need[3] else None, *dparams)
+        return (None, None, dq if need[1] else None, dk if need[2] else None, dv if need[3] else None, *dparams)
 
 
-def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, **params):
+def _doc_ids(doc, q):
+    """doc as the library takes it: (B, T) int32, CPU, contiguous; None stays None."""
+    if doc is None:
+        return None
+    if not isinstance(doc, torch.Tensor) or doc.dtype.is_floating_point or doc.dtype.is_complex or doc.dtype == torch.bool:
+        raise Error('mtac: doc must be an integer torch.Tensor of document ids, not %s'
+                    % (doc.dtype if isinstance(doc, torch.Tensor) else type(doc).__name__))
+    if doc.device.type != 'cpu':
+        raise Error('mtac: doc is on device %s; the op takes CPU tensors' % doc.device)
+    if tuple(doc.shape) != (q.shape[0], q.shape[2]):
+        raise Error('mtac: doc has shape %s; for q of shape %s it must be (B, T) = %s'
+                    % (tuple(doc.shape), tuple(q.shape), (q.shape[0], q.shape[2])))
+    if doc.numel() and (int(doc.min()) < -2 ** 31 or int(doc.max()) >= 2 ** 31):
+        raise Error('mtac: doc holds ids outside int32')
+    return doc.to(torch.int32).contiguous()
+
+
+def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, doc=None,
+                  **params):
     """The MTA attention core (docs/spec.md section 2) of q (B, H, T, d), k, v (B, H_kv, T, d), float32,
     CPU, contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
     Grouped-query attention: H_kv (dividing H) key/value heads, query head h reading kv head
@@ -139,6 +159,9 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
       gate_w (d,), gate_b (1,)        O * sigmoid(O . gate_w + gate_b)
     dropout: probability of dropping an attention weight (applied whenever > 0, like
     F.scaled_dot_product_attention's dropout_p; the mask's seed comes from torch's generator).
+    doc: packed documents, (B, T) integer document ids; a run of equal ids is one document, which
+    attends and convolves within itself alone, so its rows equal those of the document run as a
+    sequence of its own (docs/spec.md section 2.3). None: each sequence is one document.
     backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps).
     threads: OpenMP threads of the call; default torch.get_num_threads().
     Raises mtac.Error (a ValueError) with the library's message for anything it refuses."""
@@ -148,7 +171,7 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
                             % (name, ', '.join(PARAM_NAMES)))
     prm = {n: params.get(n) for n in PARAM_NAMES}
     cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads)
-    return _MTAFunction.apply(cfg, q, k, v, *[prm[n] for n in PARAM_NAMES])
+    return _MTAFunction.apply(cfg, _doc_ids(doc, q), q, k, v, *[prm[n] for n in PARAM_NAMES])
 
 
 def _with_parameters(fn):
@@ -413,10 +436,12 @@ class MultiTokenAttention(nn.Module):
             p['gate_b'] = self.gate.bias
         return p
 
-    def forward(self, q, k, v):
+    def forward(self, q, k, v, doc=None):
+        """q (B, H, T, d), k, v (B, H_kv, T, d); doc: (B, T) document ids of packed documents
+        (mta_attention), or None."""
         return mta_attention(q, k, v, **self.mtac_params(), layer_id=self.layer_id,
                              depth_scale=self.layer_norm_rescale, dropout=self.dropout if self.training else 0.0,
-                             backend=self.backend, threads=self.threads)
+                             backend=self.backend, threads=self.threads, doc=doc)
 
     def extra_repr(self):
         return 'n_heads=%d, head_dim=%d, layer_id=%d, dropout=%g' % (self.n_heads, self.head_dim, self.layer_id,

@@ -20,10 +20,11 @@ BACKENDS = ['fused', 'reference']
 def run_op(tensors, meta, backend, threads=None):
     """Forward and backward of sum(out * dout) through the op; returns the outputs and gradients
     named like cases.reference's (numpy arrays)."""
-    x = {n: t.clone().requires_grad_(n != 'dout') for n, t in tensors.items()}
+    x = {n: t.clone().requires_grad_(n not in ('dout', 'doc')) for n, t in tensors.items()}
     params = {n: x[n] for n in PARAM_NAMES if n in x}
+    doc = x['doc'].long() if 'doc' in x else None  # the cases hold ids as float32 (mtac attn's files)
     out = mta_attention(x['q'], x['k'], x['v'], **params, layer_id=int(meta.get('layer_id', '0')),
-                        depth_scale=meta.get('depth_scale', '0') == '1', backend=backend, threads=threads)
+                        depth_scale=meta.get('depth_scale', '0') == '1', backend=backend, threads=threads, doc=doc)
     out.backward(x['dout'])
     got = {'out': out.detach().numpy()}
     for n in ['q', 'k', 'v'] + list(params):
@@ -122,6 +123,25 @@ def test_grouped_query(backend):
     def fn(q, k, v, a, b):
         return mta_attention(q, k, v, w_post=a, w_post_head=b, backend=backend)
     assert torch.autograd.gradcheck(_as64(fn), (q, k, v, w_post, w_post_head), eps=1e-2, atol=2e-3, rtol=2e-2)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_documents_errors_and_module(backend):
+    """doc: integer (B, T) ids; refused otherwise, naming it; the module passes it on."""
+    q = torch.randn(2, 4, 9, 8)
+    k, v = torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8)
+    for bad, words in ((torch.zeros(2, 9), 'integer'), (torch.zeros(2, 8, dtype=torch.long), 'must be (B, T) = (2, 9)'),
+                       (torch.full((2, 9), 2 ** 40), 'outside int32'), ([0] * 18, 'integer torch.Tensor')):
+        with pytest.raises(mtac.Error, match=words.replace('(', r'\(').replace(')', r'\)')):
+            mta_attention(q, k, v, doc=bad, backend=backend)
+    doc = torch.tensor([[0] * 4 + [1] * 5, [3] * 9])
+    m = mtac.torch.MultiTokenAttention(4, 8, query_kernel_size=2, key_kernel_size=3, pre_sm_linear_head=True,
+                                       backend=backend)
+    packed = m(q, k, v, doc=doc)
+    alone = m(*(x[:1, :, 4:].contiguous() for x in (q, k, v)))
+    assert torch.allclose(packed[:1, :, 4:], alone, atol=1e-5)
+    assert torch.equal(m(q[1:], k[1:], v[1:]), packed[1:])  # one document: the same bits as none
+    assert not torch.allclose(m(q, k, v)[:1, :, 4:], alone, atol=1e-3)
 
 
 def test_only_requested_gradients():
