@@ -3,7 +3,7 @@
 // decoding equal those of one forward over the same tokens at every step (1e-5 relative to the
 // largest logit), for several prompts of different lengths in one batch, with the prompts
 // prefilled by a forward on the fused backend (which holds no (T,T) map) and on the reference
-// one, each against the one forward on the tests' backend.
+// one, each against the one forward on the tests' backend; with packed documents (doc_mask) too.
 #include "model/model.h"
 #include "testutil.h"
 
@@ -89,12 +89,10 @@ static void check_decoder(model *m, const int *tok, const float *ref, double sca
     model_decoder_free(dec);
 }
 
-static void check_config(const char *json, const int *lens, int B, int T) {
+// The decoder against one forward over tok (B,T), with prompts of lens[b] tokens.
+static void check_tokens(const char *json, const int *tok, const int *lens, int B, int T) {
     model *m = make(json, 5);
     const int V = model_cfg(m)->vocab_size;
-    int *tok = malloc((size_t)B * T * sizeof(int));
-    uint64_t sd = 9;
-    for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % V;
     char msg[256];
     // the reference: one forward over every token
     assert_int_equal(model_forward(m, tok, NULL, B, T, NULL, msg, sizeof msg), 0);
@@ -108,8 +106,18 @@ static void check_config(const char *json, const int *lens, int B, int T) {
         model_set_backend(m, (mta_backend)be);
         check_decoder(m, tok, ref, scale, lens, B, T, json, be);
     }
-    free(tok), free(ref);
+    free(ref);
     model_free(m);
+}
+
+static void check_config(const char *json, const int *lens, int B, int T) {
+    int *tok = malloc((size_t)B * T * sizeof(int));
+    uint64_t sd = 9;
+    int V = 0;
+    sscanf(strstr(json, "\"vocab_size\":"), "\"vocab_size\": %d", &V);
+    for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % V;
+    check_tokens(json, tok, lens, B, T);
+    free(tok);
 }
 
 static void test_decode_equals_forward(void **s) {
@@ -151,6 +159,30 @@ static void test_every_combination(void **s) {
         }
 }
 
+// Packed documents (doc_mask): the EOS tokens of a prompt make its documents (the prefill's) and
+// a step after an EOS starts one (RoPE from 0). Sequence 0 steps through EOS tokens (one document
+// of a single EOS among them); 1's prompt holds two documents and steps into a third; 2's prompt
+// ends with an EOS, so its first step starts a document. Every MTA step on, with the key-query
+// convolutions in two layers; with 2 kv heads too.
+static void test_documents(void **s) {
+    (void)s;
+    enum { B = 3, T = 20 };
+    const int lens[B] = {1, 6, 14}, eos[B][4] = {{3, 4, 11, -1}, {0, 2, 7, 19}, {5, 13, -1, -1}};
+    int tok[B * T];
+    uint64_t sd = 3;
+    for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % 256;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < 4 && eos[b][i] >= 0; i++) tok[b * T + eos[b][i]] = 257;  // TOK_EOS
+#define DOC_BASE "\"dim\": 16, \"n_layers\": 3, \"n_heads\": 4, \"vocab_size\": 259, \"hidden_dim\": 24, \"doc_mask\": 1"
+    check_tokens("{" DOC_BASE "}", tok, lens, B, T);
+    check_tokens("{" DOC_BASE ", \"mta\": {\"qk_layers\": [0, 2], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2,"
+                 " \"post_ck\": 3, \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true,"
+                 " \"gate\": true}}", tok, lens, B, T);
+    check_tokens("{" DOC_BASE ", \"n_kv_heads\": 2, \"mta\": {\"qk_layers\": [1], \"pre_cq\": 2, \"pre_ck\": 3,"
+                 " \"post_cq\": 3, \"post_ck\": 3, \"post_ch\": 4, \"gate\": true}}", tok, lens, B, T);
+#undef DOC_BASE
+}
+
 static void test_decoder_errors(void **s) {
     (void)s;
     model *m = make(CONFIGS[2], 1);
@@ -178,6 +210,7 @@ static void test_decoder_errors(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_decode_equals_forward), cmocka_unit_test(test_every_combination),
+                                       cmocka_unit_test(test_documents),
                                        cmocka_unit_test(test_decoder_errors)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

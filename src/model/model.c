@@ -785,6 +785,9 @@ struct model_decoder {
     model *m;
     int B, cap;
     int *len;                           // (B) tokens held per sequence
+    // (B) the RoPE position of each sequence's next token (len, or with doc_mask its place in its
+    // document) and whether its last token was EOS (doc_mask: the next one starts a document)
+    int *pos, *eos;
     const int *lens;                    // the prompt lengths during a prefill
     mta_cache *cache[MODEL_MAX_LAYERS];
     float *rope_cos, *rope_sin;         // (cap, d/2)
@@ -801,7 +804,7 @@ model_decoder *model_decoder_create(model *m, int B, int cap, char *msg, size_t 
     model_decoder *dec = calloc(1, sizeof *dec);
     const size_t D = c->dim, F = c->hidden_dim, V = c->vocab_size, half = (size_t)m->d / 2;
     const size_t rows = (size_t)B * (9 * D + 2 * F + V + 1);
-    if (dec) dec->len = calloc((size_t)B, sizeof(int)), dec->mem = malloc(rows * sizeof(float)),
+    if (dec) dec->len = calloc(3 * (size_t)B, sizeof(int)), dec->mem = malloc(rows * sizeof(float)),
              dec->rope_cos = malloc((size_t)cap * half * sizeof(float) + 1), dec->rope_sin = malloc((size_t)cap * half * sizeof(float) + 1);
     if (!dec || !dec->len || !dec->mem || !dec->rope_cos || !dec->rope_sin) {
         model_decoder_free(dec);
@@ -809,6 +812,7 @@ model_decoder *model_decoder_create(model *m, int B, int cap, char *msg, size_t 
         return NULL;
     }
     dec->m = m, dec->B = B, dec->cap = cap;
+    dec->pos = dec->len + B, dec->eos = dec->len + 2 * B;
     float *p = dec->mem;
     dec->x = take(&p, B * D), dec->xn = take(&p, B * D), dec->rms = take(&p, B), dec->q = take(&p, B * D);
     dec->k = take(&p, B * D), dec->v = take(&p, B * D), dec->qh = take(&p, B * D), dec->kh = take(&p, B * D);
@@ -844,7 +848,8 @@ static int prefill_layer(void *arg, int l, mta_ctx *ctx, const float *q, const f
     model_decoder *dec = arg;
     const layer_weights *L = &dec->m->w.layer[l];
     const mta_params p = layer_mta_params(L);
-    if (mta_cache_prefill(dec->cache[l], dec->m->T, q, k, v, &p, dec->lens) != MTA_OK)
+    const int32_t *doc = dec->m->docs_on ? dec->m->doc : NULL;  // the prompts' documents (doc_mask)
+    if (mta_cache_prefill_documents(dec->cache[l], dec->m->T, q, k, v, &p, dec->lens, doc) != MTA_OK)
         return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
     mta_ctx_release(ctx);
     return 0;
@@ -864,7 +869,10 @@ int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const in
     // a time), each layer's cache filled as soon as its attention has run.
     int rc = forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, msg, n);
     for (int b = 0; b < B && !rc; b++) {
+        const size_t last = (size_t)b * T + lens[b] - 1;
         dec->len[b] = lens[b];
+        dec->pos[b] = (m->docs_on ? m->pos[last] : lens[b] - 1) + 1;
+        dec->eos[b] = c->doc_mask && tokens[last] == TOK_EOS;
         memcpy(dec->logits + (size_t)b * V, m->logits + ((size_t)b * T + lens[b] - 1) * V, (size_t)V * sizeof(float));
     }
     return rc;
@@ -879,7 +887,7 @@ static int dec_attend(void *arg, int l, const float *q, const float *k, const fl
     mta_params p = layer_mta_params(&m->w.layer[l]);
     for (int b = 0; b < dec->B; b++) {
         // one token's rows are already (H,d) heads, its k and v rows (Hkv,d)
-        const size_t at = (size_t)dec->len[b] * (d / 2), row = (size_t)b * D, kvrow = (size_t)b * Hkv * d;
+        const size_t at = (size_t)dec->pos[b] * (d / 2), row = (size_t)b * D, kvrow = (size_t)b * Hkv * d;
         split_heads(dec->qh + row, q + row, 1, 1, H, d, dec->rope_cos + at, dec->rope_sin + at, NULL);
         split_heads(dec->kh + kvrow, k + kvrow, 1, 1, Hkv, d, dec->rope_cos + at, dec->rope_sin + at, NULL);
         if (mta_cache_step(dec->cache[l], b, dec->qh + row, dec->kh + kvrow, v + kvrow, &p, out + row) != MTA_OK)
@@ -910,6 +918,14 @@ static int decoder_step_run(model_decoder *dec, const int *tokens, char *msg, si
         if (dec->len[b] >= dec->cap) return errmsg(msg, n, "sequence %d is full (%d tokens)", b, dec->cap);
         memcpy(dec->x + (size_t)b * D, m->w.tok_embeddings + (size_t)tokens[b] * D, (size_t)D * sizeof(float));
     }
+    // doc_mask: a token after an EOS starts a document, from RoPE position 0
+    for (int b = 0; b < B; b++) {
+        if (!dec->eos[b]) continue;
+        for (int l = 0; l < c->n_layers; l++)
+            if (mta_cache_begin_document(dec->cache[l], b) != MTA_OK)
+                return errmsg(msg, n, "layer %d: %s", l, mta_cache_error(dec->cache[l]));
+        dec->pos[b] = 0;
+    }
     for (int l = 0; l < c->n_layers; l++) {
         // one row per sequence; the norms share xn and rms, the SwiGLU product overwrites h1 and the
         // block's output overwrites its input x (read for the last time before)
@@ -919,6 +935,9 @@ static int decoder_step_run(model_decoder *dec, const int *tokens, char *msg, si
     }
     rmsnorm_forward(dec->xn, dec->rms, dec->x, m->w.norm, B, D, c->norm_eps);
     linear_forward(dec->logits, dec->xn, m->w.tok_embeddings, B, D, V);
-    for (int b = 0; b < B; b++) dec->len[b]++;
+    for (int b = 0; b < B; b++) {
+        dec->len[b]++, dec->pos[b]++;
+        dec->eos[b] = c->doc_mask && tokens[b] == TOK_EOS;
+    }
     return 0;
 }
