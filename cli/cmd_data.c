@@ -12,8 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { BLOCK = 16384 };
-
 // The whole King James Bible, one verse a line (bible(1): "Gen1:1-Rev22:21 will dump the entire
 // text"); -l10000 keeps it from wrapping lines at the terminal width.
 static const char *BIBLE_CMD = "bible -l10000 gen1:1-rev22:21 </dev/null 2>/dev/null";
@@ -35,57 +33,28 @@ static int slurp(FILE *f, unsigned char **buf, size_t *len, size_t *cap) {
     return ferror(f) ? -1 : 0;
 }
 
-typedef struct {
-    uint32_t *t;
-    size_t n, cap;
-} tokvec;
-
-static int push(tokvec *v, uint32_t x) {
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? 2 * v->cap : 1 << 16;
-        uint32_t *nt = realloc(v->t, nc * sizeof *nt);
-        if (!nt) return -1;
-        v->t = nt, v->cap = nc;
-    }
-    v->t[v->n++] = x;
-    return 0;
-}
-
-// Splits one document's bytes into blocks ending at a newline and sends every k-th to val.
-static int split_doc(const unsigned char *s, size_t len, int k, size_t *block_no, tokvec *tr, tokvec *va) {
-    size_t i = 0;
-    while (i < len) {
-        size_t end = i + BLOCK < len ? i + BLOCK : len;
-        while (end < len && s[end - 1] != '\n') end++;
-        tokvec *dst = (++*block_no % (size_t)k == 0) ? va : tr;
-        uint32_t ids[256];
-        for (size_t j = i; j < end; j += 256) {
-            size_t m = tok_encode(s + j, end - j < 256 ? end - j : 256, ids);
-            for (size_t q = 0; q < m; q++)
-                if (push(dst, ids[q])) return -1;
-        }
-        i = end;
-    }
-    return push(tr, TOK_EOS) || push(va, TOK_EOS);
-}
-
-static const char USAGE[] = "usage: mtac data --out DIR [--val-fraction F | --val-every K] [--dtype uint16|uint32] [FILE ...]\n";
+static const char USAGE[] = "usage: mtac data --out DIR [--val-fraction F | --val-every K] [--dtype uint16|uint32]\n"
+                            "                 [--documents file|paragraph] [FILE ...]\n";
 static const char ABOUT[] =
-    "Tokenizes text byte by byte (ids 0-255; 256 BOS, 257 EOS after each file, 258 PAD; vocab 259)\n"
+    "Tokenizes text byte by byte (ids 0-255; 256 BOS, 257 EOS after each document, 258 PAD; vocab 259)\n"
     "and writes DIR/train.bin and DIR/val.bin (format: docs/shards.md). Without FILE it uses the\n"
     "King James Bible printed by Debian's `bible` program (package bible-kjv, installed by\n"
-    "scripts/setup.sh).\n"
-    "Split: the text is cut into blocks of about 16384 bytes at line ends; every K-th block goes to\n"
-    "validation. --val-fraction F sets K = round(1/F) (default 0.05, K = 20); --val-every K sets K itself.\n"
+    "scripts/setup.sh). A document is a whole file (--documents file, the default) or a paragraph\n"
+    "(--documents paragraph: lines up to one or more blank lines, which are dropped); `mtac train\n"
+    "--doc-mask` keeps documents apart.\n"
+    "Split: the text is cut into blocks of about 16384 bytes at line ends (at paragraph ends with\n"
+    "--documents paragraph, so that no document is cut in two); every K-th block goes to validation.\n"
+    "--val-fraction F sets K = round(1/F) (default 0.05, K = 20); --val-every K sets K itself.\n"
     "The split depends only on the text.\n";
-_Static_assert(BLOCK == 16384, "ABOUT says the block size");
+_Static_assert(SHARD_BLOCK == 16384, "ABOUT says the block size");
 
 static const char *const DTYPES[] = {"uint16", "uint32", NULL};
+static const char *const DOCUMENTS[] = {"file", "paragraph", NULL};  // SHARD_DOC_FILE, SHARD_DOC_PARAGRAPH
 
 typedef struct {
     const char *out;
     double fraction;
-    int every, dtype, nfiles;
+    int every, dtype, documents, nfiles;
     char **files;
 } data_args;
 
@@ -96,6 +65,8 @@ static int parse_args(int argc, char **argv, data_args *a) {
         {"val-fraction", CLI_NUM, &a->fraction, 1e-6, 0.5, .arg = "F", .help = "validation share: every round(1/F)-th block"},
         {"val-every", CLI_INT, &a->every, 2, 1e9, .arg = "K", .help = "every K-th block to validation"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = DTYPES, .arg = "TYPE", .help = "token width in the shards"},
+        {"documents", CLI_CHOICE, &a->documents, .choices = DOCUMENTS, .arg = "UNIT",
+         .help = "what an EOS ends: each file or each paragraph"},
     };
     const cli_spec spec = {"mtac data", USAGE, ABOUT, "FILE", opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
@@ -115,7 +86,7 @@ static int parse_args(int argc, char **argv, data_args *a) {
 }
 
 // Reads every file (or the Bible) and splits it into tr and va: 0, or 1 after a message.
-static int read_split(const data_args *a, tokvec *tr, tokvec *va, size_t *block_no, size_t *bytes) {
+static int read_split(const data_args *a, shard_tokens *tr, shard_tokens *va, size_t *block_no, size_t *bytes) {
     const int n = a->nfiles;
     for (int f = 0; f < (n ? n : 1); f++) {
         FILE *in = n ? fopen(a->files[f], "rb") : popen(BIBLE_CMD, "r");
@@ -131,7 +102,7 @@ static int read_split(const data_args *a, tokvec *tr, tokvec *va, size_t *block_
             fprintf(stderr, "mtac data: could not read %s%s\n", n ? a->files[f] : "the King James Bible",
                     n ? "" : " (install Debian's bible-kjv: scripts/setup.sh does)");
             rc = 1;
-        } else if (split_doc(buf, len, a->every, block_no, tr, va)) {
+        } else if (shard_split_text(buf, len, a->documents, a->every, block_no, tr, va)) {
             fprintf(stderr, "mtac data: out of memory\n");
             rc = 1;
         }
@@ -152,12 +123,12 @@ int cmd_data(int argc, char **argv) {
         fprintf(stderr, "mtac data: cannot create %s: %s\n", out, strerror(errno));
         return 1;
     }
-    tokvec tr = {0}, va = {0};
+    shard_tokens tr = {0}, va = {0};
     size_t block_no = 0, bytes = 0;
     int rc = read_split(&a, &tr, &va, &block_no, &bytes);
     if (!rc && block_no < (size_t)k)
         fprintf(stderr, "mtac data: warning: the text makes only %zu block%s of about %d bytes, so none went to "
-                        "validation (lower --val-every or raise --val-fraction)\n", block_no, block_no == 1 ? "" : "s", BLOCK);
+                        "validation (lower --val-every or raise --val-fraction)\n", block_no, block_no == 1 ? "" : "s", SHARD_BLOCK);
     char path[4096], err[512];
     if (!rc) {
         snprintf(path, sizeof path, "%s/train.bin", out);

@@ -1,6 +1,7 @@
 // cmd_train.c: `mtac train`: train an MTA or baseline model on token shards.
 #include "cli.h"
 #include "train/train.h"
+#include "data/tokenizer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -41,17 +42,20 @@ static void print_keys(FILE *f) {
 enum { MAX_KEYS = 40 };
 typedef struct {
     const char *config, *resume;
+    int doc_mask;
     const char *value[2 * MAX_KEYS];  // key i: value[2i] (--a_b), value[2i+1] (--a-b)
     char dashed[MAX_KEYS][32];
     int n_keys;
 } train_args;
 
 static int parse_args(int argc, char **argv, train_args *a) {
-    cli_opt o[2 + 2 * MAX_KEYS] = {
+    cli_opt o[3 + 2 * MAX_KEYS] = {
         {"config", CLI_STR, &a->config, .arg = "FILE", .help = "a JSON file of the keys below (and \"model\")"},
         {"resume", CLI_STR, &a->resume, .arg = "DIR", .help = "continue the run in DIR"},
+        {"doc-mask", CLI_FLAG, &a->doc_mask,
+         .help = "packed documents: an EOS ends one; each attends within itself (model key doc_mask)"},
     };
-    int n = 2;
+    int n = 3;
     for (const char *k; (k = train_config_key(a->n_keys)) && a->n_keys < MAX_KEYS; a->n_keys++) {
         char *d = a->dashed[a->n_keys];
         snprintf(d, sizeof a->dashed[0], "%s", k);
@@ -113,6 +117,19 @@ static int configure(const train_args *a, train_config *c, int *saved_steps) {
         fprintf(stderr, "mtac train: %s\n", err);
         return 2;
     }
+    // --doc-mask sets the model's key (on the preset's model too). A resumed run keeps its model:
+    // turning packed documents on there would change what the run computes halfway.
+    if (a->doc_mask && a->resume && !c->model.doc_mask) {
+        fprintf(stderr, "mtac train: --resume %s: the run's model has no doc_mask; --doc-mask cannot change it: start "
+                        "a new run (--out DIR)\n", a->resume);
+        return 2;
+    }
+    if (a->doc_mask && c->model.vocab_size <= TOK_EOS) {
+        fprintf(stderr, "mtac train: --doc-mask: the model's vocabulary (%d) has no EOS token (id %d) to end "
+                        "documents with\n", c->model.vocab_size, TOK_EOS);
+        return 2;
+    }
+    if (a->doc_mask) c->model.doc_mask = 1;
     return cli_default_backend(&c->backend) ? 2 : -1;
 }
 

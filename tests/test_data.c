@@ -278,6 +278,70 @@ static void test_sequential(void **s) {
     check_seq(101, 4, 1);
 }
 
+// The tokens of v as text, each EOS written as '|' (the test texts hold none).
+static char *as_text(const shard_tokens *v) {
+    char *t = malloc(v->n + 1);
+    for (size_t i = 0; i < v->n; i++) t[i] = v->t[i] == TOK_EOS ? '|' : (char)v->t[i];
+    t[v->n] = 0;
+    return t;
+}
+
+static void split(const char *text, size_t len, int documents, int k, char **tr, char **va) {
+    shard_tokens a = {0}, b = {0};
+    size_t block_no = 0;
+    assert_int_equal(shard_split_text((const unsigned char *)text, len, documents, k, &block_no, &a, &b), 0);
+    *tr = as_text(&a), *va = as_text(&b);
+    free(a.t), free(b.t);
+}
+
+// mtac data's documents: an EOS after each file (in both shards), or after each paragraph
+// (blank lines, also of spaces, tabs or CRs, dropped; blocks end at a paragraph's end).
+static void test_split_documents(void **s) {
+    (void)s;
+    char *tr, *va;
+    const char *text = "\n \na b\n\n\n  \t\r\nc\nd\n\ne";
+    split(text, strlen(text), SHARD_DOC_FILE, 20, &tr, &va);
+    assert_string_equal(tr, "\n \na b\n\n\n  \t\r\nc\nd\n\ne|");
+    assert_string_equal(va, "|");
+    free(tr), free(va);
+    split(text, strlen(text), SHARD_DOC_PARAGRAPH, 20, &tr, &va);
+    assert_string_equal(tr, "a b\n|c\nd\n|e|");
+    assert_string_equal(va, "");
+    free(tr), free(va);
+    split("\n\n", 2, SHARD_DOC_PARAGRAPH, 20, &tr, &va);  // no paragraph, no document
+    assert_string_equal(tr, "");
+    free(tr), free(va);
+
+    // 13 paragraphs of 6,000 bytes (paragraph p: lines of letter 'a' + p), one of 40,000; every
+    // 2nd block to validation. A block takes paragraphs until it holds 16,384 bytes: 3 of them,
+    // or the long one alone, which stays whole.
+    enum { P = 14, LINE = 100, SMALL = 6000, BIG = 40000 };
+    char *t = malloc(P * (BIG + 2)), *at = t;
+    for (int p = 0; p < P; p++) {
+        const int n = p == 7 ? BIG : SMALL;
+        for (int i = 0; i < n; i++) *at++ = i % LINE == LINE - 1 ? '\n' : (char)('a' + p);
+        *at++ = '\n';  // the blank line after it
+    }
+    split(t, (size_t)(at - t), SHARD_DOC_PARAGRAPH, 2, &tr, &va);
+    // blocks: {0,1,2} train, {3,4,5} val, {6,7} train, {8,9,10} val, {11,12,13} train
+    const char *want_tr = "abcghlmn", *want_va = "defijk";
+    for (int w = 0; w < 2; w++) {
+        const char *got = w ? va : tr, *want = w ? want_va : want_tr;
+        size_t docs = 0;
+        for (const char *d = got; *d; docs++) {
+            const char *eos = strchr(d, '|');
+            assert_non_null(eos);
+            const int p = d[0] - 'a';
+            assert_int_equal(p, want[docs] - 'a');
+            assert_int_equal(eos - d, p == 7 ? BIG : SMALL);  // the whole paragraph, its last line's '\n' too
+            assert_memory_equal(d, t + (size_t)p * (SMALL + 1) + (p > 7 ? BIG - SMALL : 0), (size_t)(eos - d));
+            d = eos + 1;
+        }
+        assert_int_equal(docs, strlen(want));
+    }
+    free(tr), free(va), free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer),
@@ -285,6 +349,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_corruption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loader, setup, teardown),
         cmocka_unit_test(test_sequential),
+        cmocka_unit_test(test_split_documents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

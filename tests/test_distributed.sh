@@ -4,7 +4,8 @@
 #   the same weights, moments and losses, bit for bit (3 ranks do not divide the 4 micro-batches);
 #   a run stopped by SIGUSR1 or SIGTERM to mpirun saves once and resumes on another number of ranks to the
 #   uninterrupted result; a rank given another configuration, or killed, fails the job naming it,
-#   and the last checkpoint still resumes to the same result; too few micro-batches is refused.
+#   and the last checkpoint still resumes to the same result; too few micro-batches is refused; a
+#   doc_mask run on 2 ranks equals 1 process.
 #   MPI = 0: mpirun of a build without MPI is refused with a clear message.
 # Exits 77 (skipped) when mpirun is missing.
 set -u
@@ -61,6 +62,15 @@ for np in 2 3 4; do
     same_run "$tmp/n1" "$tmp/n$np" && ok || bad "$np ranks differ from 1 process"
 done
 [ "$(wc -l < "$tmp/n2/metrics.jsonl")" = 24 ] && ok || bad "metrics.jsonl of 2 ranks: one line per step"
+
+# Packed documents (doc_mask) on shards of one verse per paragraph (sed G puts a blank line after
+# every line): each micro-batch's document ids come from its tokens, whichever rank runs it.
+sed G "$tmp/corpus.txt" > "$tmp/verses.txt"
+"$MTAC" data --out "$tmp/pdata" --val-every 3 --documents paragraph "$tmp/verses.txt" > /dev/null || bad "mtac data --documents paragraph"
+"$MTAC" train --config "$tmp/cfg.json" --data "$tmp/pdata" --doc-mask --out "$tmp/d1" --steps 8 > /dev/null || bad "doc_mask, 1 process"
+mpi 2 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/pdata" --doc-mask --out "$tmp/d2" --steps 8 > /dev/null || bad "doc_mask, 2 ranks"
+same_run "$tmp/d1" "$tmp/d2" && ok || bad "doc_mask: 2 ranks differ from 1 process"
+grep -q '"doc_mask":[[:space:]]*1,' "$tmp/d2/config.json" && ok || bad "doc_mask: config.json of 2 ranks without it"
 
 # Long-context task examples mixed into the data (docs/longctx.md) are a function of the step, the
 # micro-batch and the sequence, not of the rank.

@@ -1,5 +1,6 @@
 // shard.c: see shard.h and docs/shards.md.
 #include "data/shard.h"
+#include "data/tokenizer.h"
 #include "io/fsutil.h"
 #include "util/errmsg.h"
 
@@ -139,4 +140,78 @@ int shard_read(const char *path, shard *s, char *err, size_t en) {
 void shard_free(shard *s) {
     free(s->tokens);
     memset(s, 0, sizeof *s);
+}
+
+// ---- text into shards -------------------------------------------------------------------------
+
+int shard_tokens_push(shard_tokens *v, uint32_t x) {
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? 2 * v->cap : 1 << 16;
+        uint32_t *nt = realloc(v->t, nc * sizeof *nt);
+        if (!nt) return -1;
+        v->t = nt, v->cap = nc;
+    }
+    v->t[v->n++] = x;
+    return 0;
+}
+
+static int push_bytes(shard_tokens *v, const unsigned char *s, size_t len) {
+    uint32_t ids[256];
+    for (size_t j = 0; j < len; j += 256) {
+        size_t m = tok_encode(s + j, len - j < 256 ? len - j : 256, ids);
+        for (size_t q = 0; q < m; q++)
+            if (shard_tokens_push(v, ids[q])) return -1;
+    }
+    return 0;
+}
+
+// One past the end of the line that starts at i (its '\n' included).
+static size_t line_end(const unsigned char *s, size_t len, size_t i) {
+    const unsigned char *nl = memchr(s + i, '\n', len - i);
+    return nl ? (size_t)(nl - s) + 1 : len;
+}
+
+// A blank line holds nothing but spaces, tabs and carriage returns.
+static int blank_line(const unsigned char *s, size_t i, size_t end) {
+    for (; i < end; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
+    return 1;
+}
+
+// SHARD_DOC_FILE: blocks end at the first line end after SHARD_BLOCK bytes; the file's EOS goes to
+// both shards, since its blocks may be in both.
+static int split_file(const unsigned char *s, size_t len, int k, size_t *block_no, shard_tokens *tr, shard_tokens *va) {
+    size_t i = 0;
+    while (i < len) {
+        size_t end = i + SHARD_BLOCK < len ? i + SHARD_BLOCK : len;
+        while (end < len && s[end - 1] != '\n') end++;
+        if (push_bytes((++*block_no % (size_t)k == 0) ? va : tr, s + i, end - i)) return -1;
+        i = end;
+    }
+    return shard_tokens_push(tr, TOK_EOS) || shard_tokens_push(va, TOK_EOS);
+}
+
+// SHARD_DOC_PARAGRAPH: each paragraph with its EOS goes to the shard of its block, and a block
+// ends with the first paragraph that brings it to SHARD_BLOCK bytes.
+static int split_paragraphs(const unsigned char *s, size_t len, int k, size_t *block_no, shard_tokens *tr,
+                            shard_tokens *va) {
+    size_t i = 0, in_block = 0;
+    shard_tokens *dst = tr;
+    for (;;) {
+        while (i < len && blank_line(s, i, line_end(s, len, i))) i = line_end(s, len, i);
+        if (i == len) return 0;
+        size_t end = i;
+        while (end < len && !blank_line(s, end, line_end(s, len, end))) end = line_end(s, len, end);
+        if (!in_block) dst = (++*block_no % (size_t)k == 0) ? va : tr;
+        if (push_bytes(dst, s + i, end - i) || shard_tokens_push(dst, TOK_EOS)) return -1;
+        in_block += end - i;
+        if (in_block >= SHARD_BLOCK) in_block = 0;
+        i = end;
+    }
+}
+
+int shard_split_text(const unsigned char *s, size_t len, int documents, int k, size_t *block_no, shard_tokens *tr,
+                     shard_tokens *va) {
+    return documents == SHARD_DOC_PARAGRAPH ? split_paragraphs(s, len, k, block_no, tr, va)
+                                            : split_file(s, len, k, block_no, tr, va);
 }

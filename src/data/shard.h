@@ -20,4 +20,23 @@ int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, c
 int shard_read(const char *path, shard *s, char *err, size_t err_len);
 void shard_free(shard *s);
 
+// ---- text into shards (mtac data) ----
+// A growing list of tokens.
+typedef struct {
+    uint32_t *t;
+    size_t n, cap;
+} shard_tokens;
+int shard_tokens_push(shard_tokens *v, uint32_t x);  // 0, or -1 out of memory
+
+// Where documents end (an EOS after each): SHARD_DOC_FILE, at the end of each input file;
+// SHARD_DOC_PARAGRAPH, after each paragraph (lines up to a blank one; the blank lines are dropped).
+enum { SHARD_DOC_FILE, SHARD_DOC_PARAGRAPH, SHARD_BLOCK = 16384 };
+
+// Tokenizes one input file's text s into tr and va (docs/shards.md): blocks of about SHARD_BLOCK
+// bytes, numbered on from *block_no, every k-th to va. A block ends at a line end (SHARD_DOC_FILE;
+// the file's EOS then goes to both) or at a paragraph's end (SHARD_DOC_PARAGRAPH: no document is
+// cut in two). 0, or -1 out of memory.
+int shard_split_text(const unsigned char *s, size_t len, int documents, int k, size_t *block_no, shard_tokens *tr,
+                     shard_tokens *va);
+
 #endif
