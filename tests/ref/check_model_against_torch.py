@@ -4,7 +4,8 @@
     /usr/bin/python3 tests/ref/check_model_against_torch.py --model-step build/model_step
 
 For the baseline, the all-steps MTA config and the all-steps MTA config with grouped-query
-attention (4 heads on 2 kv heads) in tests/ref/configs/: draw initial weights with
+attention (4 heads on 2 kv heads), and that with packed documents (doc_mask, EOS tokens inside
+the rows; the reference runs each document alone) in tests/ref/configs/: draw initial weights with
 model_ref.init_weights (perturbing the MTA kernels away from identity so that every path carries
 gradient), a batch with some ignored targets, then run both implementations from the same
 weights and compare
@@ -57,6 +58,10 @@ def check(name, model_step, tmp, seed):
     tokens = rng.integers(0, V, size=(B, T))
     targets = rng.integers(0, V, size=(B, T))
     targets[:, ::5] = -1
+    if cfg['doc_mask']:  # packed documents: EOS tokens inside the rows (a document of one token too)
+        tokens[tokens == model_ref.EOS] = 0
+        tokens[0, [3, 4, 10]] = model_ref.EOS
+        tokens[1, [0, 8]] = model_ref.EOS
     dpath = os.path.join(tmp, name + '_d.safetensors')
     st.save(dpath, {'tokens': tokens.astype(np.float32), 'targets': targets.astype(np.float32)})
     outs = {}
@@ -99,7 +104,7 @@ def main():
     a = ap.parse_args()
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ('tiny_baseline', 'tiny_mta', 'tiny_gqa'):
+        for name in ('tiny_baseline', 'tiny_mta', 'tiny_gqa', 'tiny_docs'):
             ok = check(name, a.model_step, tmp, 5)
             passed += ok
             failed += not ok

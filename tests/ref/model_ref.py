@@ -40,6 +40,7 @@ import st  # noqa: E402
 from mta_ref import mta_forward  # noqa: E402
 
 MULTIPLE_OF = 256
+EOS = 257  # the token that ends a document (src/data/tokenizer.h)
 
 # --------------------------------------------------------------------------------------------
 # config
@@ -73,6 +74,9 @@ def normalize_config(cfg):
     if not cfg.get('n_kv_heads'):  # 0 or absent: as many kv heads as query heads
         cfg['n_kv_heads'] = H
     assert H % cfg['n_kv_heads'] == 0, 'n_kv_heads must divide n_heads'
+    cfg['doc_mask'] = int(cfg.get('doc_mask', 0))
+    assert cfg['doc_mask'] in (0, 1), 'doc_mask must be 0 or 1'
+    assert not cfg['doc_mask'] or cfg['vocab_size'] > EOS, 'doc_mask needs the EOS token in the vocabulary'
     m = cfg['mta']
     if m is not None:
         for l in m['qk_layers']:
@@ -230,9 +234,28 @@ def feed_forward(weights, l, x):
         @ weights[p + 'w2.weight'].t()
 
 
+def documents(row):
+    """The documents of a row of token ids as (start, end) ranges: one starts at 0 and after each EOS."""
+    starts = [0] + [t + 1 for t in range(len(row) - 1) if row[t] == EOS]
+    return list(zip(starts, starts[1:] + [len(row)]))
+
+
 def forward(weights, cfg, tokens):
-    """tokens (B,T) long -> logits (B,T,V), in the weights' dtype."""
+    """tokens (B,T) long -> logits (B,T,V), in the weights' dtype.
+
+    With doc_mask, each document of a row runs through the model alone, as a sequence of its own
+    (positions from 0), and the row's logits are theirs side by side."""
     cfg = normalize_config(cfg)
+    if not cfg['doc_mask']:
+        return _forward(weights, cfg, tokens)
+    rows = []
+    for b in range(tokens.shape[0]):
+        rows.append(torch.cat([_forward(weights, cfg, tokens[b:b + 1, s:e])
+                               for s, e in documents(tokens[b].tolist())], dim=1))
+    return torch.cat(rows, dim=0)
+
+
+def _forward(weights, cfg, tokens):
     eps = cfg['norm_eps']
     emb = weights['tok_embeddings.weight']
     x = emb[tokens]
