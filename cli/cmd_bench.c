@@ -26,7 +26,9 @@ static const char ABOUT[] =
     "Peak memory is the growth of the process's peak resident set during the first call (the\n"
     "workspace, the output and the gradients; the inputs exist before). With --backend cuda the\n"
     "tensors live in the GPU's memory, each call is timed to its synchronisation, and peak MB is\n"
-    "the workspace; cuda-emu runs the CUDA source on the CPU (slow).\n";
+    "the workspace; cuda-emu runs the CUDA source on the CPU (slow).\n"
+    "--docs LEN packs documents of LEN positions into each sequence (ids position / LEN,\n"
+    "mta_set_documents) for plain, mta and mta_ref; torch is then not run.\n";
 
 // Peak-RSS measurement: writing 5 to clear_refs resets VmHWM, so HWM - RSS after the call is the
 // memory the call itself touched at its peak.
@@ -88,7 +90,26 @@ typedef struct {
     float *q, *k, *v, *dout, *out, *dq, *dk, *dv, *gw;  // in dbuf
     mta_params p;
     mta_grads g;
+    int32_t *doc, *ddoc;  // document ids (B,T) with --docs, and where the backend reads them; else NULL
 } bench_io;
+
+// Document ids position / len of every sequence (len > 0), placed on c's backend as ddoc. 0, or -1.
+static int io_docs(const mta_config *c, int len, bench_io *io) {
+    const size_t n = (size_t)c->B * c->T, bytes = n * sizeof(int32_t);
+    if (!(io->doc = io->ddoc = malloc(bytes))) return -1;
+    for (size_t i = 0; i < n; i++) io->doc[i] = (int32_t)(i % c->T / len);
+    if (!mta_backend_device_memory(c->backend)) return 0;
+    void *d = NULL;
+    if (mta_backend_alloc(c->backend, bytes, &d) || mta_backend_upload(c->backend, d, io->doc, bytes)) {
+        fprintf(stderr, "mtac bench: could not place the document ids in the %s backend's memory\n",
+                mta_backend_name(c->backend));
+        mta_backend_free(c->backend, d);
+        io->ddoc = NULL;
+        return -1;
+    }
+    io->ddoc = d;
+    return 0;
+}
 
 // Random q, k, v, dout; identity kernels plus noise, as a trained model's would roughly be; all
 // placed on c's backend. 0, or -1.
@@ -126,6 +147,8 @@ static int io_make(const mta_config *c, bench_io *io) {
 static void io_free(const mta_config *c, bench_io *io) {
     cli_off_backend(c->backend, io->buf, io->dbuf);
     free(io->buf);
+    if (io->ddoc && io->ddoc != io->doc) mta_backend_free(c->backend, io->ddoc);
+    free(io->doc);
 }
 
 // reps + 1 forward+backward calls (the first a warm-up, timed only when reps is 0): the best time,
@@ -175,14 +198,15 @@ static void time_calls(mta_ctx *ctx, const mta_config *c, const bench_io *io, in
     if (device) r->peak_mb = r->workspace_mb;  // the host's memory says nothing of the device's
 }
 
-static result run_c(const mta_config *c, int reps) {
+// docs: document length (0: one document per sequence).
+static result run_c(const mta_config *c, int reps, int docs) {
     result r = {0};
     bench_io io = {0};
     char err[256];
     mta_ctx *ctx = NULL;
-    if (!io_make(c, &io)) {  // else after a message
+    if (!io_make(c, &io) && (!docs || !io_docs(c, docs, &io))) {  // else after a message
         if (mta_create(&ctx, c, err, sizeof err) != MTA_OK) fprintf(stderr, "mtac bench: %s\n", err);
-        else time_calls(ctx, c, &io, reps, &r);
+        else if (mta_set_documents(ctx, io.ddoc) == MTA_OK) time_calls(ctx, c, &io, reps, &r);
     }
     mta_destroy(ctx);
     io_free(c, &io);
@@ -234,7 +258,7 @@ static const char *const IMPLS[] = {"plain", "mta", "mta_ref", "torch", NULL};
 
 typedef struct {
     uint64_t Ts[16];
-    int nT, B, H, d, threads, reps, rows, keep_o, impl, backend, naive_max_T, json;
+    int nT, B, H, d, threads, reps, rows, keep_o, impl, backend, naive_max_T, json, docs;
     const char *python, *script;
     double sgemm;  // the machine's sgemm rate, GFLOP/s
 } attn_args;
@@ -253,6 +277,8 @@ static int attn_parse(int argc, char **argv, attn_args *a) {
          .help = "the fused backend's query rows per strip (default: from its memory budget, docs/fused.md)"},
         {"keep-o", CLI_FLAG, &a->keep_o,
          .help = "the fused MTA forward keeps O for the backward (mta_config.keep_o: one more (B,H,T,d) tensor, one product per head fewer)"},
+        {"docs", CLI_INT, &a->docs, 1, 1 << 20, .arg = "LEN",
+         .help = "packed documents of LEN positions in each sequence (ids position / LEN); default one per sequence"},
         {"impl", CLI_SET, &a->impl, .choices = IMPLS, .arg = "LIST", .help = "what to time"},
         {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend of plain and mta"},
         {"naive-max-T", CLI_INT, &a->naive_max_T, 1, 1e9, .arg = "N",
@@ -282,6 +308,7 @@ static void attn_header(attn_args *a) {
     }
     printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, a->threads,
            openblas_get_corename(), a->sgemm);
+    if (a->docs) printf("packed documents of %d positions\n", a->docs);
     printf("%-6s %-16s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s", "%sgemm");
 }
 
@@ -294,6 +321,7 @@ static void attn_print(const attn_args *a, int T, const result rs[4]) {
         if (a->json) {
             printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,\"peak_mb\":%.1f",
                    names[i], T, a->B, a->H, a->d, a->threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
+            if (a->docs) printf(",\"docs\":%d", a->docs);
             if (i < 3)
                 printf(",\"backend\":\"%s\",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f",
                        mta_backend_name(i < 2 ? (mta_backend)a->backend : MTA_BACKEND_REFERENCE), rs[i].workspace_mb,
@@ -326,10 +354,10 @@ static int attn_measure(const attn_args *a, int T, int first, result rs[4]) {
         return 2;
     }
     const int naive = T <= a->naive_max_T;
-    if (a->impl & IMPL_PLAIN) rs[0] = run_c(&plain, a->reps);
-    if (a->impl & IMPL_MTA) rs[1] = run_c(&mta, a->reps);
-    if (a->impl & IMPL_REF && naive) rs[2] = run_c(&ref, a->reps);
-    if (a->impl & IMPL_TORCH && naive) {
+    if (a->impl & IMPL_PLAIN) rs[0] = run_c(&plain, a->reps, a->docs);
+    if (a->impl & IMPL_MTA) rs[1] = run_c(&mta, a->reps, a->docs);
+    if (a->impl & IMPL_REF && naive) rs[2] = run_c(&ref, a->reps, a->docs);
+    if (a->impl & IMPL_TORCH && naive && !a->docs) {
         rs[3] = run_torch(a->python, a->script, &mta, a->threads, a->reps);
         if (!rs[3].ok && !a->json && first)
             fprintf(stderr, "mtac bench attn: the PyTorch reference did not run (%s %s); skipping it\n", a->python, a->script);

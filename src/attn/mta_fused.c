@@ -24,6 +24,14 @@
 // B = A - (c_q'-1) and dZ for rows C = B - (c_q-1) (their dq, dk products run in the next
 // strip's pass over k); the windows keep the rows those lagging stages still read, and a few
 // strips past T flush the lag.
+//
+// Packed documents (mta_set_documents): a row i of document [s, e) takes every step on its
+// document's block alone, as the reference backend does: the convolutions read rows and
+// columns from s on (conv.h's routines called with the source at (row s, column s) and local
+// indices, the strip cut into pieces at document starts), the transposed ones rows up to e-1,
+// the mixings and softmaxes columns s..i. The matrix products skip the keys before the first
+// document start of their rows, and the maps they read (P2 with dropout, dZ) are zero from there
+// to each row's start.
 #include "attn/conv.h"
 #include "attn/matmul.h"
 #include "attn/mta_internal.h"
@@ -62,14 +70,17 @@ typedef struct {
 static inline float *wrow(const win *w, int h, int r) { return w->buf + h * w->hs + (size_t)(r - w->base) * w->ld; }
 
 // Moves head h's rows of window w to start at row nb (nb >= base), keeping the rows it shares
-// with the old position; row r's entries 0..r are all that is ever read. The heads move in a
-// worksharing loop; the caller sets w->base = nb once all have.
-static void wslide_head(const win *w, int h, int nb) {
+// with the old position; row r's entries st[r]..r (its document's; st: the T row starts of the
+// unit's sequence, or NULL: 0) are all that is ever read. The heads move in a worksharing loop;
+// the caller sets w->base = nb once all have.
+static void wslide_head(const win *w, int h, int nb, const int *st, int T) {
     if (!w->buf) return;
     const int sh = nb - w->base;
     if (sh > 0 && sh < w->cap)
-        for (int r = imax(nb, 0); r < imin(w->base + w->cap, (int)w->ld); r++)
-            memmove(wrow(w, h, r) - (size_t)sh * w->ld, wrow(w, h, r), (size_t)(r + 1) * sizeof(float));
+        for (int r = imax(nb, 0); r < imin(w->base + w->cap, (int)w->ld); r++) {
+            const int s = st && r < T ? st[r] : 0;
+            memmove(wrow(w, h, r) - (size_t)sh * w->ld + s, wrow(w, h, r) + s, (size_t)(r + 1 - s) * sizeof(float));
+        }
 }
 
 // ---- the plan: strip size, units, which window holds which map ----------------------------------
@@ -90,6 +101,7 @@ typedef struct {
     const float *q, *k, *v, *dout;
     const mta_params *p;
     float *out, *dq, *dk, *dv;
+    const int *ds;    // each position's document start (B*T; mta_ctx_doc_start), or NULL
     mta_ctx *ctx;
     fused_state *st;  // ctx's
     // plan
@@ -309,6 +321,20 @@ static maps maps_of(const mta_config *c, worker *w) {
 
 // ---- pieces shared by the forward and the backward ----------------------------------------------
 
+// Row i's document start in sequence b (0 without documents).
+static inline int dstart(const job *jb, int b, int i) { return mta_row_start(jb->ds, jb->c->T, b, i); }
+
+// One past the last row of row i's document, looked for up to lim only (lim if the document
+// runs on; T without documents). mta_doc_end scans to the document's end, which per strip
+// would cost O(T).
+static int dend(const job *jb, int b, int i, int lim) {
+    if (!jb->ds) return jb->c->T;
+    const int *st = jb->ds + (size_t)b * jb->c->T;
+    int e = i + 1;
+    while (e < lim && st[e] == st[i]) e++;
+    return e;
+}
+
 // Row-major C (m,n) = alpha op(A) op(B) + beta C, on matmul.c's strip kernels (NN: the strip
 // is A; TN: the strip is A^T, beta = 1; NT: scores, beta = 0), timed into ctx's statistics:
 // thread time divided by the number of threads running such calls side by side, so that the sum
@@ -331,18 +357,30 @@ static void matmul(const job *jb, mm_kind kind, int m, int n, int k, float alpha
     jb->ctx->stats.matmul_flop += 2.0 * m * n * k;
 }
 
-// Rows [a0, a1) of local head h of window dst: the key-query convolution of window src (which
-// holds the c_q-1 rows before a0) with global head h0+h's kernel in w (H, cq, ck).
-static void strip_conv(const win *src, const win *dst, const float *w, int cq, int ck, int h0, int h, int a0, int a1) {
-    qkconv_rows(wrow(src, h, imax(0, a0 - (cq - 1))), src->ld, w + (size_t)(h0 + h) * cq * ck, cq, ck, a0, a1,
-                wrow(dst, h, a0), dst->ld);
+// Rows [a0, a1) of local head h of window dst (sequence b): the key-query convolution of window
+// src (which holds the c_q-1 rows before a0) with global head h0+h's kernel in w (H, cq, ck).
+// Each document's piece of the strip is convolved as a map of its own, from its start s.
+static void strip_conv(const job *jb, int b, const win *src, const win *dst, const float *w, int cq, int ck, int h0,
+                       int h, int a0, int a1) {
+    for (int x0 = a0, x1; x0 < a1; x0 = x1) {
+        const int s = dstart(jb, b, x0);
+        x1 = imin(a1, dend(jb, b, x0, a1));
+        qkconv_rows(wrow(src, h, imax(s, x0 - (cq - 1))) + s, src->ld, w + (size_t)(h0 + h) * cq * ck, cq, ck, x0 - s,
+                    x1 - s, wrow(dst, h, x0) + s, dst->ld);
+    }
 }
 
-// Rows [a0, a1) of window dst: the unit's G heads of window src mixed by mm (rows H apart) in
-// groups of gs heads. A worksharing loop over rows.
-static void strip_mix(const win *src, const win *dst, const float *mm, int H, int G, int gs, int a0, int a1) {
+// Row i of window dst: the unit's G heads of window src mixed by mm (rows H apart) in groups of
+// gs heads, over row i's columns s..i (sequence b).
+static void mix_row(const job *jb, int b, const win *src, const win *dst, const float *mm, int gs, int i) {
+    const int s = dstart(jb, b, i);
+    headmix_row(wrow(src, 0, i) + s, src->hs, mm, jb->c->H, jb->G, gs, i + 1 - s, wrow(dst, 0, i) + s, dst->hs);
+}
+
+// Rows [a0, a1) of window dst mixed as in mix_row. A worksharing loop over rows.
+static void strip_mix(const job *jb, int b, const win *src, const win *dst, const float *mm, int gs, int a0, int a1) {
     #pragma omp for schedule(dynamic, 1)
-    for (int i = a0; i < a1; i++) headmix_row(wrow(src, 0, i), src->hs, mm, H, G, gs, i + 1, wrow(dst, 0, i), dst->hs);
+    for (int i = a0; i < a1; i++) mix_row(jb, b, src, dst, mm, gs, i);
 }
 
 // Rows [c0, c1) of a unit whose dZ a strip finished (their first row in dz, heads hs apart),
@@ -358,24 +396,29 @@ enum { KEY_BLOCK = 256 };  // keys per block of the fused pass over k: k and dk 
 // The products of local head hl that read k: the scores of rows [a0, a1) into window z and, for
 // the lagged rows, dq += dZ k / sqrt(d) and dk += dZ^T q / sqrt(d). With lagged rows they run key
 // block by key block, so each block of k comes from memory once for the three (the strips are
-// too short for k to stay in cache from one product to the next).
+// too short for k to stay in cache from one product to the next). Keys before the first row's
+// document start (sa, sc) are skipped: no row reads those scores, and dZ is zero there.
 static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, size_t bh, int hl) {
-    const int T = jb->c->T, d = jb->c->d, n = a1 - a0;
+    const int T = jb->c->T, d = jb->c->d, n = a1 - a0, b = (int)(bh / jb->c->H);
     const size_t kvh = mta_kv_slab(jb->c, bh);  // the kv head this query head reads
     const float *q = jb->q + bh * T * d, *k = jb->k + kvh * T * d;
     const int c0 = lg ? lg->c0 : 0, c1 = lg ? lg->c1 : 0, nc = c1 - c0;
-    const int kb = nc > 0 ? KEY_BLOCK : imax(a1, 1);  // scores alone: one block
-    for (int j0 = 0; j0 < imax(a1, c1); j0 += kb) {
-        const float *kj = k + (size_t)j0 * d;
-        if (n > 0 && j0 < a1)
-            matmul(jb, MM_NT, n, imin(kb, a1 - j0), d, jb->scale, q + (size_t)a0 * d, d, kj, d, 0.0f,
-                   wrow(z, hl, a0) + j0, (int)z->ld);
-        if (j0 < c1) {
-            const int m = imin(kb, c1 - j0);
-            const float *dz = lg->dz + hl * lg->hs + j0;
+    const int sa = n > 0 ? dstart(jb, b, a0) : 0, sc = nc > 0 ? dstart(jb, b, c0) : 0;
+    const int first = n > 0 && nc > 0 ? imin(sa, sc) : n > 0 ? sa : sc;
+    const int kb = nc > 0 ? KEY_BLOCK : imax(a1 - sa, 1);  // scores alone: one block
+    for (int j0 = first; j0 < imax(a1, c1); j0 += kb) {
+        const int j1 = j0 + kb;
+        if (n > 0 && j0 < a1 && j1 > sa) {
+            const int js = imax(j0, sa);
+            matmul(jb, MM_NT, n, imin(j1, a1) - js, d, jb->scale, q + (size_t)a0 * d, d, k + (size_t)js * d, d, 0.0f,
+                   wrow(z, hl, a0) + js, (int)z->ld);
+        }
+        if (j0 < c1 && j1 > sc) {
+            const int js = imax(j0, sc), m = imin(j1, c1) - js;
+            const float *dz = lg->dz + hl * lg->hs + js, *kj = k + (size_t)js * d;
             matmul(jb, MM_NN, nc, d, m, jb->scale, dz, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + c0) * d, d);
             matmul(jb, MM_TN, m, d, nc, jb->scale, dz, (int)lg->ld, q + (size_t)c0 * d, d, 1.0f,
-                   jb->dk + (kvh * T + j0) * d, d);
+                   jb->dk + (kvh * T + js) * d, d);
         }
     }
 }
@@ -386,8 +429,9 @@ static void strip_softmax(job *jb, const win *x, int b, int h0, int h, int a0, i
     fused_state *st = jb->st;
     const size_t row0 = ((size_t)b * jb->c->H + h0 + h) * jb->c->T;
     for (int i = a0; i < a1; i++) {
-        if (save) softmax_row(wrow(x, h, i), i + 1, &st->mx[row0 + i], &st->inv[row0 + i]);
-        else softmax_row_recompute(wrow(x, h, i), i + 1, st->mx[row0 + i], st->inv[row0 + i]);
+        const int s = dstart(jb, b, i);  // over the document's columns s..i
+        if (save) softmax_row(wrow(x, h, i) + s, i + 1 - s, &st->mx[row0 + i], &st->inv[row0 + i]);
+        else softmax_row_recompute(wrow(x, h, i) + s, i + 1 - s, st->mx[row0 + i], st->inv[row0 + i]);
     }
 }
 
@@ -411,7 +455,7 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         for (int h = 0; h < G; h++) {
             if ((h0 + h) % jb->rounds != r) continue;
             k_products(jb, m.z, a0, a1, lg, (size_t)b * H + h0 + h, h);
-            if (c->pre_cq) strip_conv(m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
+            if (c->pre_cq) strip_conv(jb, b, m.z, m.s1, p->w_pre, c->pre_cq, c->pre_ck, h0, h, a0, a1);
         }
     }
     // Without the post conv, the head conv reads P itself: a row's head conv follows its softmax
@@ -423,38 +467,42 @@ static void strip_maps(job *jb, worker *w, int b, int h0, int a0, int a1, int sa
         const float *mm = p->w_pre_head + (size_t)h0 * H + h0;
         #pragma omp for schedule(dynamic, 1)
         for (int i = a0; i < a1; i++) {
-            headmix_row(wrow(m.s1, 0, i), m.s1->hs, mm, H, G, G, i + 1, wrow(m.p, 0, i), m.p->hs);
+            mix_row(jb, b, m.s1, m.p, mm, G, i);
             for (int h = 0; h < G; h++) strip_softmax(jb, m.p, b, h0, h, i, i + 1, save);
-            if (hconv_in_rows) headmix_row(wrow(m.p, 0, i), m.p->hs, hm, H, G, c->post_ch, i + 1, wrow(m.p2, 0, i), m.p2->hs);
+            if (hconv_in_rows) mix_row(jb, b, m.p, m.p2, hm, c->post_ch, i);
         }
     }
     if (!c->pre_head_mix || c->post_cq) {
         #pragma omp for schedule(static)
         for (int h = 0; h < G; h++) {
             if (!c->pre_head_mix) strip_softmax(jb, m.p, b, h0, h, a0, a1, save);
-            if (c->post_cq) strip_conv(m.p, m.p1, p->w_post, c->post_cq, c->post_ck, h0, h, a0, a1);
+            if (c->post_cq) strip_conv(jb, b, m.p, m.p1, p->w_post, c->post_cq, c->post_ck, h0, h, a0, a1);
         }
     }
-    if (c->post_ch && !hconv_in_rows) strip_mix(m.p1, m.p2, hm, H, G, c->post_ch, a0, a1);
+    if (c->post_ch && !hconv_in_rows) strip_mix(jb, b, m.p1, m.p2, hm, c->post_ch, a0, a1);
 }
 
 // The map that multiplies V for local head hl, rows [a0, a1): P2 with dropout applied (in place,
 // or into window g2 when P2 is P itself, which the backward still needs), zero past the diagonal
-// up to column a1 (the matrix products read whole strips).
+// up to column a1 and before the row's document from the strip's first document start on (the
+// matrix products read whole strips from there).
 static win *strip_pd(job *jb, worker *w, int b, int h0, int hl, int a0, int a1) {
     const mta_config *c = jb->c;
     const int T = c->T, drop = jb->ctx->dropout_on;
     maps m = maps_of(c, w);
     win *pd = drop && m.p2 == m.p ? &w->g2 : m.p2;
     const size_t bh = (size_t)b * c->H + h0 + hl;
+    const int s0 = dstart(jb, b, a0);
     for (int i = a0; i < a1; i++) {
         float *x = wrow(pd, hl, i);
         const float *sx = wrow(m.p2, hl, i);
+        const int s = dstart(jb, b, i);
         if (drop) {
             const size_t row = (bh * T + i) * (size_t)T;
-            for (int j = 0; j <= i; j++)
+            for (int j = s; j <= i; j++)
                 x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? sx[j] * jb->drop_scale : 0.0f;
         }
+        memset(x + s0, 0, (size_t)(s - s0) * sizeof(float));
         mta_zero_past_diagonal(x, i, a1);
     }
     return pd;
@@ -468,6 +516,7 @@ static void unit_forward_strips(job *jb, worker *shared, int u, int s0, int s1) 
     const mta_config *c = jb->c;
     const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R;
     const int b = u / (H / G), h0 = u % (H / G) * G;
+    const int *starts = jb->ds ? jb->ds + (size_t)b * T : NULL;  // the row starts of sequence b, or NULL
     #pragma omp parallel if (jb->inner)
     {
     worker own = *shared, *w = &own;  // this thread's copy (see worker)
@@ -479,7 +528,8 @@ static void unit_forward_strips(job *jb, worker *shared, int u, int s0, int s1) 
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         if (jb->L1 || jb->L2) {  // (without a convolution reaching back, windows keep no rows)
             #pragma omp for schedule(static) nowait
-            for (int h = 0; h < G; h++) wslide_head(&w->z, h, i0 - jb->L2), wslide_head(&w->p, h, i0 - jb->L1);
+            for (int h = 0; h < G; h++)
+                wslide_head(&w->z, h, i0 - jb->L2, starts, T), wslide_head(&w->p, h, i0 - jb->L1, starts, T);
         }
         w->z.base = i0 - jb->L2, w->p.base = i0 - jb->L1;
         w->s1.base = w->p2.base = w->g2.base = w->dp1.base = i0;
@@ -489,8 +539,9 @@ static void unit_forward_strips(job *jb, worker *shared, int u, int s0, int s1) 
             const size_t bh = (size_t)b * H + h0 + hl;
             win *pd = strip_pd(jb, w, b, h0, hl, i0, i1);
             float *out = jb->out + (bh * T + i0) * d, *o = jb->st->o ? jb->st->o + (bh * T + i0) * d : out;
-            matmul(jb, MM_NN, n, d, i1, 1.0f, wrow(pd, hl, i0), (int)pd->ld, jb->v + mta_kv_slab(c, bh) * T * d, d, 0.0f,
-                   o, d);
+            const int s = dstart(jb, b, i0);  // (PD is zero before the strip's first document start)
+            matmul(jb, MM_NN, n, d, i1 - s, 1.0f, wrow(pd, hl, i0) + s, (int)pd->ld,
+                   jb->v + (mta_kv_slab(c, bh) * T + s) * d, d, 0.0f, o, d);
             if (c->group_norm || c->gate)
                 mta_normgate_forward_rows(c, jb->p, o, out, n);
         }
@@ -531,23 +582,31 @@ typedef struct {
     double *acc;
 } mix_grad;
 
-// The backward of nm mixings over rows [r0, r1), one after the other in each row (each reads
-// only its row, so a row's chain runs on one thread, its heads still in cache, with one barrier
-// for all), then each row of each head of window zero (or NULL) zeroed past its diagonal up to
-// column r1-1. A worksharing loop over rows, then over acc's entries.
-static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r1, const win *zero) {
+// The backward of nm mixings over rows [r0, r1) of sequence b, one after the other in each row
+// (each reads only its row, so a row's chain runs on one thread, its heads still in cache, with
+// one barrier for all), then each row of each head of window zero (or NULL) zeroed past its
+// diagonal up to column r1-1 and before its document from row r0's on (for the dq, dk products).
+// Row r's columns s..r only (its document's). A worksharing loop over rows, then over acc's
+// entries.
+static void mix_backward(const job *jb, int b, const mix_grad *mg, int nm, int r0, int r1, const win *zero) {
+    const int H = jb->c->H, G = jb->G;
     const size_t rs = (size_t)G * H * headmix_grad_lanes();  // floats per row slot
+    const int s0 = dstart(jb, b, r0);
     #pragma omp for schedule(dynamic, 1)
     for (int r = r0; r < r1; r++) {
+        const int s = dstart(jb, b, r), n = r + 1 - s;
         for (int k = 0; k < nm; k++) {
             const mix_grad *x = &mg[k];
             if (x->sm)
-                for (int h = 0; h < G; h++) softmax_backward_row(wrow(x->sm, h, r), wrow(x->dout, h, r), r + 1);
-            headmix_backward_row(wrow(x->dout, 0, r), x->dout->hs, wrow(x->in, 0, r), x->in->hs, x->mm, H, G, x->gs,
-                                 r + 1, wrow(x->din, 0, r), x->din->hs, x->rowpart + (size_t)(r - r0) * rs);
+                for (int h = 0; h < G; h++) softmax_backward_row(wrow(x->sm, h, r) + s, wrow(x->dout, h, r) + s, n);
+            headmix_backward_row(wrow(x->dout, 0, r) + s, x->dout->hs, wrow(x->in, 0, r) + s, x->in->hs, x->mm, H, G,
+                                 x->gs, n, wrow(x->din, 0, r) + s, x->din->hs, x->rowpart + (size_t)(r - r0) * rs);
         }
         if (zero)
-            for (int h = 0; h < G; h++) mta_zero_past_diagonal(wrow(zero, h, r), r, r1);
+            for (int h = 0; h < G; h++) {
+                memset(wrow(zero, h, r) + s0, 0, (size_t)(s - s0) * sizeof(float));
+                mta_zero_past_diagonal(wrow(zero, h, r), r, r1);
+            }
     }
     // No barrier after: nothing reads acc before the unit is done, and this rowpart is written
     // again only in the next strip.
@@ -560,14 +619,32 @@ static void mix_backward(const mix_grad *mg, int nm, int H, int G, int r0, int r
 }
 
 // Local head hl's part of a key-query convolution's kernel gradient from output-gradient rows
-// [r0, r1) of window g and the convolution's source rows in window src, added to acc (G, cq*ck)
-// strip by strip.
-static void kernel_grad(const win *g, const win *src, int cq, int ck, int r0, int r1, int hl, float *kpart,
-                        double *acc) {
+// [r0, r1) of window g and the convolution's source rows in window src (sequence b), added to
+// acc (G, cq*ck) strip by strip (by document pieces of a strip, each from its start s).
+static void kernel_grad(const job *jb, int b, const win *g, const win *src, int cq, int ck, int r0, int r1, int hl,
+                        float *kpart, double *acc) {
     const int K = cq * ck;
     float *kp = kpart + (size_t)hl * K;
-    qkconv_backward_weight_rows(wrow(g, hl, r0), g->ld, wrow(src, hl, imax(0, r0 - (cq - 1))), src->ld, cq, ck, r0, r1, kp);
-    for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
+    for (int x0 = r0, x1; x0 < r1; x0 = x1) {
+        const int s = dstart(jb, b, x0);
+        x1 = imin(r1, dend(jb, b, x0, r1));
+        qkconv_backward_weight_rows(wrow(g, hl, x0) + s, g->ld, wrow(src, hl, imax(s, x0 - (cq - 1))) + s, src->ld, cq,
+                                    ck, x0 - s, x1 - s, kp);
+        for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];
+    }
+}
+
+// Rows [r0, r1) of local head hl of window din (sequence b): the transposed convolution of
+// window g with kernel wh. Row r of document [s, e) reads g's rows r..min(e-1, r+cq-1), from
+// column s.
+static void strip_conv_backward(const job *jb, int b, const win *g, const win *din, const float *wh, int cq, int ck,
+                                int hl, int r0, int r1) {
+    for (int x0 = r0, x1; x0 < r1; x0 = x1) {
+        const int s = dstart(jb, b, x0), e = dend(jb, b, x0, imin(jb->c->T, r1 + cq - 1));
+        x1 = imin(r1, e);
+        qkconv_backward_input_rows(wrow(g, hl, x0) + s, g->ld, e - 1 - s, wh, cq, ck, x0 - s, x1 - s,
+                                   wrow(din, hl, x0) + s, din->ld);
+    }
 }
 
 static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
@@ -575,6 +652,7 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
     const mta_params *p = jb->p;
     const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R, L1 = jb->L1, L2 = jb->L2;
     const int b = u / (H / G), h0 = u % (H / G) * G;
+    const int *starts = jb->ds ? jb->ds + (size_t)b * T : NULL;  // the row starts of sequence b, or NULL
     const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
     fused_state *st = jb->st;
     const int rows_chain = c->pre_head_mix && !c->post_cq;
@@ -597,11 +675,11 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
             // no barrier before strip_maps' first loop, over the same heads (see unit_forward_strips)
             #pragma omp for schedule(static) nowait
             for (int h = 0; h < G; h++) {
-                wslide_head(&w->z, h, i0 - L1 - L2);
-                wslide_head(&w->s1, h, s1base);
-                wslide_head(&w->p, h, i0 - L1);
-                wslide_head(&w->dp1, h, i0 - L1);
-                wslide_head(&w->ds1, h, i0 - L1 - L2);
+                wslide_head(&w->z, h, i0 - L1 - L2, starts, T);
+                wslide_head(&w->s1, h, s1base, starts, T);
+                wslide_head(&w->p, h, i0 - L1, starts, T);
+                wslide_head(&w->dp1, h, i0 - L1, starts, T);
+                wslide_head(&w->ds1, h, i0 - L1 - L2, starts, T);
             }
             if (a0 >= a1) {  // past T what follows may read every head
                 #pragma omp barrier
@@ -625,25 +703,29 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                 if ((h0 + hl) % jb->rounds != r) continue;
                 const size_t bh = (size_t)b * H + h0 + hl;
                 const size_t kvh = mta_kv_slab(c, bh);
-                const float *vh = jb->v + kvh * T * d, *go = jb->dout + (bh * T + a0) * d;
+                // keys from the strip's first document start s (PD is zero before it, and dP2 is
+                // read from each row's start on)
+                const int s = dstart(jb, b, a0);
+                const float *vh = jb->v + (kvh * T + s) * d, *go = jb->dout + (bh * T + a0) * d;
                 win *pd = strip_pd(jb, w, b, h0, hl, a0, a1);
                 float *o = st->o ? st->o + (bh * T + a0) * d : w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
                 if (c->group_norm || c->gate) {
                     if (!st->o)  // O again
-                        matmul(jb, MM_NN, n, d, a1, 1.0f, wrow(pd, hl, a0), (int)pd->ld, vh, d, 0.0f, o, d);
+                        matmul(jb, MM_NN, n, d, a1 - s, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, vh, d, 0.0f, o, d);
                     mta_normgate_backward_rows(c, p, o, go, dO, n, acc.ng + (size_t)hl * np);
                 } else {
                     memcpy(dO, go, (size_t)n * d * sizeof(float));
                 }
-                matmul(jb, MM_TN, a1, d, n, 1.0f, wrow(pd, hl, a0), (int)pd->ld, dO, d, 1.0f, jb->dv + kvh * T * d, d);
+                matmul(jb, MM_TN, a1 - s, d, n, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, dO, d, 1.0f,
+                       jb->dv + (kvh * T + s) * d, d);
                 // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
                 win *g2 = c->post_ch ? pd : m.dp1;
-                matmul(jb, MM_NT, n, a1, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0), (int)g2->ld);
+                matmul(jb, MM_NT, n, a1 - s, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0) + s, (int)g2->ld);
                 if (jb->ctx->dropout_on)
                     for (int i = a0; i < a1; i++) {
                         float *x = wrow(g2, hl, i);
                         const size_t row = (bh * T + i) * (size_t)T;
-                        for (int j = 0; j <= i; j++)
+                        for (int j = dstart(jb, b, i); j <= i; j++)
                             x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? x[j] * jb->drop_scale : 0.0f;
                     }
             }
@@ -656,7 +738,7 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
                 mg[nm++] = (mix_grad){m.p2, m.p1, m.dp1, NULL, st->hconv + (size_t)h0 * H + h0, c->post_ch, w->rowpart,
                                       acc.hconv};
             if (rows_chain) mg[nm++] = premix;
-            if (nm) mix_backward(mg, nm, H, G, a0, a1, rows_chain && !c->pre_cq ? m.dz : NULL);
+            if (nm) mix_backward(jb, b, mg, nm, a0, a1, rows_chain && !c->pre_cq ? m.dz : NULL);
         }
         // Per head, in one loop (neither writes what the other reads): the post conv's kernel
         // gradient from rows A, and dP of rows B through the transposed post conv (without the
@@ -665,20 +747,20 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
         if (post_grad || b_heads) {
             #pragma omp for schedule(static)
             for (int hl = 0; hl < G; hl++) {
-                if (post_grad) kernel_grad(m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, hl, w->kpart, acc.wpost);
-                if (b_heads && c->post_cq) {
-                    const float *wh = p->w_post + (size_t)(h0 + hl) * K2;
-                    qkconv_backward_input_rows(wrow(m.dp1, hl, b0), m.dp1->ld, T - 1, wh, c->post_cq, c->post_ck, b0, b1,
-                                               wrow(m.dp, hl, b0), m.dp->ld);
-                }
+                if (post_grad) kernel_grad(jb, b, m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, hl, w->kpart, acc.wpost);
+                if (b_heads && c->post_cq)
+                    strip_conv_backward(jb, b, m.dp1, m.dp, p->w_post + (size_t)(h0 + hl) * K2, c->post_cq, c->post_ck,
+                                        hl, b0, b1);
                 if (b_heads && !c->pre_head_mix)
                     for (int r = b0; r < b1; r++) {
-                        softmax_backward_row(wrow(m.p, hl, r), wrow(m.dp, hl, r), r + 1);
-                        if (m.ds1 != m.dp) memcpy(wrow(m.ds1, hl, r), wrow(m.dp, hl, r), (size_t)(r + 1) * sizeof(float));
+                        const int s = dstart(jb, b, r);
+                        softmax_backward_row(wrow(m.p, hl, r) + s, wrow(m.dp, hl, r) + s, r + 1 - s);
+                        if (m.ds1 != m.dp)
+                            memcpy(wrow(m.ds1, hl, r) + s, wrow(m.dp, hl, r) + s, (size_t)(r + 1 - s) * sizeof(float));
                     }
             }
         }
-        if (b0 < b1 && c->pre_head_mix && !rows_chain) mix_backward(&premix, 1, H, G, b0, b1, NULL);
+        if (b0 < b1 && c->pre_head_mix && !rows_chain) mix_backward(jb, b, &premix, 1, b0, b1, NULL);
         // Per head, in one loop again: the pre conv's kernel gradient from rows B, and dZ of rows C
         // through the transposed pre conv. The dq, dk products of rows C wait for the next strip's
         // pass over k, which overwrites nothing of dz before it (dz's buffer holds P2 or dP,
@@ -690,12 +772,16 @@ static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
         if (pre_grad || c_heads) {
             #pragma omp for schedule(static) nowait
             for (int hl = 0; hl < G; hl++) {
-                if (pre_grad) kernel_grad(m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, hl, w->kpart, acc.wpre);
+                if (pre_grad) kernel_grad(jb, b, m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, hl, w->kpart, acc.wpre);
                 if (!c_heads) continue;
                 if (c->pre_cq)
-                    qkconv_backward_input_rows(wrow(m.ds1, hl, c0), m.ds1->ld, T - 1, p->w_pre + (size_t)(h0 + hl) * K1,
-                                               c->pre_cq, c->pre_ck, c0, c1, wrow(m.dz, hl, c0), m.dz->ld);
-                for (int r = c0; r < c1; r++) mta_zero_past_diagonal(wrow(m.dz, hl, r), r, c1);
+                    strip_conv_backward(jb, b, m.ds1, m.dz, p->w_pre + (size_t)(h0 + hl) * K1, c->pre_cq, c->pre_ck, hl,
+                                        c0, c1);
+                const int sc = dstart(jb, b, c0);  // (the dq, dk products read rows C from here)
+                for (int r = c0; r < c1; r++) {
+                    memset(wrow(m.dz, hl, r) + sc, 0, (size_t)(dstart(jb, b, r) - sc) * sizeof(float));
+                    mta_zero_past_diagonal(wrow(m.dz, hl, r), r, c1);
+                }
             }
         }
         if (c0 < c1 && i1 >= T) {
@@ -722,6 +808,7 @@ static mta_status plan(mta_ctx *ctx, job *jb, int backward) {
     if (!ctx->state && !(ctx->state = calloc(1, sizeof(fused_state))))
         return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the fused backend's state");
     jb->c = c, jb->ctx = ctx, jb->st = ctx->state;
+    jb->ds = mta_ctx_doc_start(ctx);
     jb->G = group_size(c);
     jb->units = c->B * c->H / jb->G;
     const int threads = omp_get_max_threads();
