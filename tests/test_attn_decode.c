@@ -166,21 +166,23 @@ static int doc_start_at(const int32_t *id, int L) {
 
 // Packed documents: every combination on the shapes with documents (tu_combo_docs: lengths 1 to
 // 13, some shorter than the kernels; grouped-query attention on one), each row decoded against
-// the forward with mta_set_documents on the reference backend: from an empty cache, after
-// prompts that end inside a document (which the steps continue), and after prompts that end
-// right before a document starts (the first step begins it), the prefilled caches against ones
-// stepped through the prompts. One thread, as test_every_combination.
+// the forward with mta_set_documents on the reference backend and on the tests' backend: from an
+// empty cache, after prompts that end inside a document (which the steps continue), and after
+// prompts that end right before a document starts (the first step begins it), the prefilled
+// caches against ones stepped through the prompts. One thread, as test_every_combination.
 static void test_documents(void **s) {
     (void)s;
     omp_set_num_threads(1);
     int failed = 0, tried = 0;
+    const mta_backend backends[2] = {MTA_BACKEND_REFERENCE, tu_backend()};
     for (int shape = 0; shape < TU_NSHAPES; shape++)
-        for (int mask = 0; mask < TU_NCOMBOS; mask++) {
+        for (int run = 0; run < TU_NCOMBOS * 2; run++) {
+            const int mask = run / 2;
             mta_config c = tu_combo(shape, mask, 0.0f);
             int32_t doc[128];
             assert_true(c.B * c.T <= 128);
-            if (!tu_combo_docs(shape, &c, doc)) continue;
-            c.backend = MTA_BACKEND_REFERENCE;
+            if (!tu_combo_docs(shape, &c, doc) || (run % 2 && backends[1] == backends[0])) continue;
+            c.backend = backends[run % 2];
             int lens[2], cut[2];
             for (int b = 0; b < c.B; b++) {
                 const int32_t *id = doc + (size_t)b * c.T;
@@ -195,13 +197,13 @@ static void test_documents(void **s) {
             tried++;
             char name[64];
             if ((e > 1e-5 || e2 > 1e-5 || e3 > 1e-5 || !same || !same2) && failed++ < 50)
-                print_error("shape %d, %s, documents: decoding differs from the forward by %.3g (empty cache), %.3g "
-                            "(prompts end inside a document), %.3g (before a document)%s\n", shape,
-                            tu_combo_name(mask, name, sizeof name), e, e2, e3,
+                print_error("shape %d, %s, documents, %s forward: decoding differs from it by %.3g (empty cache), "
+                            "%.3g (prompts end inside a document), %.3g (before a document)%s\n", shape,
+                            tu_combo_name(mask, name, sizeof name), mta_backend_name(c.backend), e, e2, e3,
                             same && same2 ? "" : "; the prefilled cache decodes other bits than the stepped one");
         }
     omp_set_num_threads(omp_get_num_procs());
-    assert_int_equal(tried, 2 * TU_NCOMBOS);
+    assert_int_equal(tried, (backends[1] == backends[0] ? 2 : 4) * TU_NCOMBOS);
     if (failed) fail_msg("%d of %d combinations with documents decode differently from the forward", failed, tried);
 }
 
