@@ -166,6 +166,24 @@ static void test_830m_pattern(void **s) {
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
 }
 
+// Packed documents past the products' key blocks (256) and several strips, documents of 1 to 300
+// positions, with grouped-query attention and dropout: every step on, default strips and 24 rows.
+static void test_long_documents(void **s) {
+    (void)s;
+    if (sweep == SWEEP_QUICK) skip();
+    const int rows[] = {0, 24}, threads[] = {2}, lens[] = {1, 300, 5, 27, 2};
+    const run_grid gr = grid(rows, 2, threads, 1);
+    int runs = 0, printed = 0, failed = 0;
+    mta_config c = tu_config_all(2, 4, 333, 16, 6, 11, 4);
+    c.H_kv = 2, c.dropout = 0.1f;
+    int32_t *doc = malloc((size_t)c.B * c.T * sizeof(int32_t));
+    assert_non_null(doc);
+    tu_docs_cycle(lens, 5, 0, c.B, c.T, doc);
+    failed += against_reference(&c, doc, 93, &gr, "documents of 1-300 positions, T = 333, H_kv = 2", &runs, &printed);
+    free(doc);
+    if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
+}
+
 // The same inputs give the same bits on every run (kernel gradients are reduced in a fixed order,
 // with no atomics), with and without dropout.
 static void test_repeatable(void **s) {
@@ -385,7 +403,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variants),
         cmocka_unit_test(test_every_combination),
-        cmocka_unit_test(test_830m_pattern),
+        cmocka_unit_test(test_830m_pattern), cmocka_unit_test(test_long_documents),
         cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_refused_allocation),
         cmocka_unit_test(test_mix_post_hconv_without_pre),
