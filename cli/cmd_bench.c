@@ -28,7 +28,9 @@ static const char ABOUT[] =
     "tensors live in the GPU's memory, each call is timed to its synchronisation, and peak MB is\n"
     "the workspace; cuda-emu runs the CUDA source on the CPU (slow).\n"
     "--docs LEN packs documents of LEN positions into each sequence (ids position / LEN,\n"
-    "mta_set_documents) for plain, mta and mta_ref; torch is then not run.\n";
+    "mta_set_documents) for plain, mta and mta_ref; torch is then not run.\n"
+    "--H_kv N gives k and v N heads (grouped-query attention, N dividing H) in plain, mta and\n"
+    "mta_ref; torch is then not run.\n";
 
 // Peak-RSS measurement: writing 5 to clear_refs resets VmHWM, so HWM - RSS after the call is the
 // memory the call itself touched at its peak.
@@ -258,7 +260,7 @@ static const char *const IMPLS[] = {"plain", "mta", "mta_ref", "torch", NULL};
 
 typedef struct {
     uint64_t Ts[16];
-    int nT, B, H, d, threads, reps, rows, keep_o, impl, backend, naive_max_T, json, docs;
+    int nT, B, H, d, threads, reps, rows, keep_o, impl, backend, naive_max_T, json, docs, H_kv;
     const char *python, *script;
     double sgemm;  // the machine's sgemm rate, GFLOP/s
 } attn_args;
@@ -271,6 +273,7 @@ static int attn_parse(int argc, char **argv, attn_args *a) {
         {"B", CLI_INT, &a->B, 1, 1e9, .arg = "N", .help = "batch"},
         {"H", CLI_INT, &a->H, 1, 1e9, .arg = "N", .help = "heads"},
         {"d", CLI_INT, &a->d, 1, 1e9, .arg = "N", .help = "head dim"},
+        {"H_kv", CLI_INT, &a->H_kv, 1, 1e9, .arg = "N", .help = "key/value heads, dividing H (default H)"},
         {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads of every implementation (default: all cores)"},
         {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed repetitions after one warm-up; the best is reported"},
         {"rows", CLI_INT, &a->rows, 1, 1e9, .arg = "R",
@@ -309,6 +312,7 @@ static void attn_header(attn_args *a) {
     printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, a->threads,
            openblas_get_corename(), a->sgemm);
     if (a->docs) printf("packed documents of %d positions\n", a->docs);
+    if (a->H_kv) printf("grouped-query attention: %d key/value heads for %d query heads\n", a->H_kv, a->H);
     printf("%-6s %-16s %10s %9s %9s %12s %9s\n", "T", "impl", "fwd+bwd s", "peak MB", "vs plain", "matmul GF/s", "%sgemm");
 }
 
@@ -322,6 +326,7 @@ static void attn_print(const attn_args *a, int T, const result rs[4]) {
             printf("{\"impl\":\"%s\",\"T\":%d,\"B\":%d,\"H\":%d,\"d\":%d,\"threads\":%d,\"fwd_bwd_s\":%.4f,\"peak_mb\":%.1f",
                    names[i], T, a->B, a->H, a->d, a->threads, rs[i].fwd_bwd_s, rs[i].peak_mb);
             if (a->docs) printf(",\"docs\":%d", a->docs);
+            if (a->H_kv) printf(",\"H_kv\":%d", a->H_kv);
             if (i < 3)
                 printf(",\"backend\":\"%s\",\"workspace_mb\":%.1f,\"matmul_gflops\":%.1f,\"sgemm_gflops\":%.1f",
                        mta_backend_name(i < 2 ? (mta_backend)a->backend : MTA_BACKEND_REFERENCE), rs[i].workspace_mb,
@@ -346,10 +351,11 @@ static int attn_measure(const attn_args *a, int T, int first, result rs[4]) {
     mta_config plain = mta_config_default(a->B, a->H, T, a->d), mta = mta830m(a->B, a->H, T, a->d), ref = mta;
     plain.backend = mta.backend = (mta_backend)a->backend;
     plain.strip_rows = mta.strip_rows = a->rows;
+    plain.H_kv = mta.H_kv = ref.H_kv = a->H_kv;
     mta.keep_o = a->keep_o;
     ref.backend = MTA_BACKEND_REFERENCE;
     char err[256];
-    if (mta_config_check(&mta, err, sizeof err)) {
+    if (mta_config_check(&mta, err, sizeof err) || mta_config_check(&plain, err, sizeof err)) {
         fprintf(stderr, "mtac bench attn: %s\n", err);
         return 2;
     }
@@ -357,7 +363,7 @@ static int attn_measure(const attn_args *a, int T, int first, result rs[4]) {
     if (a->impl & IMPL_PLAIN) rs[0] = run_c(&plain, a->reps, a->docs);
     if (a->impl & IMPL_MTA) rs[1] = run_c(&mta, a->reps, a->docs);
     if (a->impl & IMPL_REF && naive) rs[2] = run_c(&ref, a->reps, a->docs);
-    if (a->impl & IMPL_TORCH && naive && !a->docs) {
+    if (a->impl & IMPL_TORCH && naive && !a->docs && !a->H_kv) {
         rs[3] = run_torch(a->python, a->script, &mta, a->threads, a->reps);
         if (!rs[3].ok && !a->json && first)
             fprintf(stderr, "mtac bench attn: the PyTorch reference did not run (%s %s); skipping it\n", a->python, a->script);
