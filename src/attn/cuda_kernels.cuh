@@ -7,6 +7,11 @@
 // multiples of R and cap is a multiple of R, so a strip's rows are contiguous for the matrix
 // products) or r - base for a plain buffer. Like the CPU kernels they read only the causal part
 // (j <= r) of a source row and write columns 0..r of an output row unless told to zero more.
+//
+// Packed documents: ds is the (B,T) array of document starts (mta_row_start; NULL, one document
+// per sequence). A kernel reads row r's columns s..r only, s its document's start, and only rows
+// of its document, and writes 0 in columns 0..s-1, so every map is zero outside the documents'
+// causal blocks (the score products leave other values there, which no kernel reads).
 #ifndef MTAC_ATTN_CUDA_KERNELS_CUH
 #define MTAC_ATTN_CUDA_KERNELS_CUH
 
@@ -46,35 +51,38 @@ __host__ __device__ __forceinline__ float *vrow(mview v, int bh, int r) {
 
 // Key-query convolution, rows [a0, a1) (grid: x columns, y rows, z heads):
 //   dst[i,j] = sum_{a<cq, c<ck} w[h,a,c] * src[i-(cq-1)+a, j-p+c],  j <= i,
-// with src zero above its diagonal and outside 0..T-1.
-__global__ void k_conv(mview src, mview dst, const float *__restrict__ w, int H, int cq, int ck, int a0) {
+// with src zero above its diagonal and outside its document [s, ..) (rows and columns).
+__global__ void k_conv(mview src, mview dst, const float *__restrict__ w, int H, int cq, int ck, int a0,
+                       const int *ds, int T) {
     const int i = a0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.z;
     if (j > i) return;
     const float *wh = w + (size_t)(bh % H) * cq * ck;
+    const int s0 = mta_row_start(ds, T, bh / H, i);
     const int p = (ck - 1) / 2;
     float s = 0.0f;
-    for (int a = 0; a < cq; a++) {
+    for (int a = 0; j >= s0 && a < cq; a++) {
         const int r = i - (cq - 1) + a;
-        if (r < 0) continue;
+        if (r < s0) continue;
         const float *x = vrow(src, bh, r);
         for (int c = 0; c < ck; c++) {
             const int col = j - p + c;
-            if (col >= 0 && col <= r) s = fmaf(wh[a * ck + c], x[col], s);
+            if (col >= s0 && col <= r) s = fmaf(wh[a * ck + c], x[col], s);
         }
     }
     vrow(dst, bh, i)[j] = s;
 }
 
 // The transposed convolution, rows [r0, r1) (grid: x columns up to zero_to, y rows, z heads):
-//   dst[r,j] = sum_{a,c} w[h,a,c] * g[r+(cq-1)-a, j+p-c],  j <= r,
-// over the causal entries of g and its rows up to last; w = NULL is the identity (a masked copy).
-// Columns r < j < zero_to are set to 0 (the matrix products read whole strips).
+//   dst[r,j] = sum_{a,c} w[h,a,c] * g[r+(cq-1)-a, j+p-c],  s <= j <= r,
+// over the causal entries of g in r's document and its rows up to last; w = NULL is the identity
+// (a masked copy). Columns r < j < zero_to are set to 0 (the matrix products read whole strips).
 __global__ void k_conv_t(mview g, mview dst, const float *__restrict__ w, int H, int cq, int ck, int last, int r0,
-                         int zero_to) {
+                         int zero_to, const int *ds, int T) {
     const int r = r0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.z;
     if (j >= zero_to && j > r) return;
+    const int b = bh / H, s0 = mta_row_start(ds, T, b, r);
     float s = 0.0f;
-    if (j <= r) {
+    if (j >= s0 && j <= r) {
         if (!w) {
             s = vrow(g, bh, r)[j];
         } else {
@@ -82,11 +90,12 @@ __global__ void k_conv_t(mview g, mview dst, const float *__restrict__ w, int H,
             const int p = (ck - 1) / 2;
             for (int a = 0; a < cq; a++) {
                 const int rr = r + (cq - 1) - a;
-                if (rr > last) continue;
+                // rows past the document's end: a later row rr is in it when it starts where r does
+                if (rr > last || mta_row_start(ds, T, b, rr) != s0) continue;
                 const float *x = vrow(g, bh, rr);
                 for (int c = 0; c < ck; c++) {
                     const int col = j + p - c;
-                    if (col >= 0 && col <= rr) s = fmaf(wh[a * ck + c], x[col], s);
+                    if (col >= s0 && col <= rr) s = fmaf(wh[a * ck + c], x[col], s);
                 }
             }
         }
@@ -95,15 +104,16 @@ __global__ void k_conv_t(mview g, mview dst, const float *__restrict__ w, int H,
 }
 
 // Head mixing, rows [a0, a1) (grid: x columns, y rows, z batch):
-//   dst[h] = sum_h' m[h*H + h'] src[h'],  j <= i.
+//   dst[h] = sum_h' m[h*H + h'] src[h'],  s <= j <= i (0 before the document's start s).
 // The forward mixing and head convolution use their (H,H) matrices, the backward ones the
 // transposes.
-__global__ void k_mix(mview src, mview dst, const float *__restrict__ m, int H, int a0) {
+__global__ void k_mix(mview src, mview dst, const float *__restrict__ m, int H, int a0, const int *ds, int T) {
     const int i = a0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.z;
     if (j > i) return;
+    const int in_doc = j >= mta_row_start(ds, T, b, i);
     for (int h = 0; h < H; h++) {
         float s = 0.0f;
-        for (int h2 = 0; h2 < H; h2++) {
+        for (int h2 = 0; in_doc && h2 < H; h2++) {
             const float mv = m[h * H + h2];
             if (mv != 0.0f) s = fmaf(mv, vrow(src, b * H + h2, i)[j], s);
         }
@@ -139,49 +149,52 @@ template <typename F>
 __device__ F block_sum(F x, F *sh) { return block_reduce(x, sh, op_sum()); }
 __device__ float block_max(float x, float *sh) { return block_reduce(x, sh, op_max()); }
 
-// Softmax of rows [a0, a1) in place over columns 0..i (grid: x rows, y heads). save = 1: the row
-// max and 1/sum go to mx, inv (B*H*T); save = 0: the probabilities come from the saved ones, bit
-// for bit what the forward computed.
-__global__ void k_softmax(mview s, float *mx, float *inv, int T, int a0, int save) {
+// Softmax of rows [a0, a1) in place over columns s..i, s the row's document start (grid: x rows,
+// y heads; H heads). save = 1: the row max and 1/sum go to mx, inv (B*H*T); save = 0: the
+// probabilities come from the saved ones, bit for bit what the forward computed.
+__global__ void k_softmax(mview s, float *mx, float *inv, int H, int T, int a0, int save, const int *ds) {
     MTA_SHARED(float, sh, 256);
-    const int i = a0 + blockIdx.x, bh = blockIdx.y;
+    const int i = a0 + blockIdx.x, bh = blockIdx.y, s0 = mta_row_start(ds, T, bh / H, i);
     float *x = vrow(s, bh, i);
     const size_t row = (size_t)bh * T + i;
     float m, iv;
     if (save) {
         float lm = -INFINITY;
-        for (int j = threadIdx.x; j <= i; j += blockDim.x) lm = fmaxf(lm, x[j]);
+        for (int j = s0 + threadIdx.x; j <= i; j += blockDim.x) lm = fmaxf(lm, x[j]);
         m = block_max(lm, sh);
         float ls = 0.0f;
-        for (int j = threadIdx.x; j <= i; j += blockDim.x) ls += expf(x[j] - m);
+        for (int j = s0 + threadIdx.x; j <= i; j += blockDim.x) ls += expf(x[j] - m);
         iv = 1.0f / block_sum(ls, sh);
         if (threadIdx.x == 0) mx[row] = m, inv[row] = iv;
     } else {
         m = mx[row], iv = inv[row];
     }
-    for (int j = threadIdx.x; j <= i; j += blockDim.x) x[j] = expf(x[j] - m) * iv;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) x[j] = j < s0 ? 0.0f : expf(x[j] - m) * iv;
 }
 
-// Softmax backward of rows [r0, r1) in place: g = p * (g - sum_j p g) (grid: x rows, y heads).
-__global__ void k_softmax_t(mview p, mview g, int r0) {
+// Softmax backward of rows [r0, r1) in place: g = p * (g - sum_j p g) over the row's document
+// (grid: x rows, y heads; H heads).
+__global__ void k_softmax_t(mview p, mview g, int H, int T, int r0, const int *ds) {
     MTA_SHARED(float, sh, 256);
-    const int r = r0 + blockIdx.x, bh = blockIdx.y;
+    const int r = r0 + blockIdx.x, bh = blockIdx.y, s0 = mta_row_start(ds, T, bh / H, r);
     const float *pr = vrow(p, bh, r);
     float *gr = vrow(g, bh, r);
     float ls = 0.0f;
-    for (int j = threadIdx.x; j <= r; j += blockDim.x) ls += pr[j] * gr[j];
+    for (int j = s0 + threadIdx.x; j <= r; j += blockDim.x) ls += pr[j] * gr[j];
     const float D = block_sum(ls, sh);
-    for (int j = threadIdx.x; j <= r; j += blockDim.x) gr[j] = pr[j] * (gr[j] - D);
+    for (int j = threadIdx.x; j <= r; j += blockDim.x) gr[j] = j < s0 ? 0.0f : pr[j] * (gr[j] - D);
 }
 
 // The map that multiplies V, rows [a0, a1), columns 0..a1-1 (grid: x columns, y rows, z heads):
 // dst = src with dropout (drop_thr > 0: keep with the mask of (seed, b, h, i, j), scaled), zero
-// past the diagonal. The backward applies it to dP2 the same way (src may be dst).
-__global__ void k_drop(mview src, mview dst, int T, int a0, int a1, uint64_t seed, uint32_t drop_thr, float drop_scale) {
+// past the diagonal and before the document's start. The backward applies it to dP2 = dO v^T
+// the same way (src may be dst), which makes that product a map like the others.
+__global__ void k_drop(mview src, mview dst, int H, int T, int a0, int a1, uint64_t seed, uint32_t drop_thr,
+                       float drop_scale, const int *ds) {
     const int i = a0 + blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.z;
     if (j >= a1) return;
     float x = 0.0f;
-    if (j <= i) {
+    if (j <= i && j >= mta_row_start(ds, T, bh / H, i)) {
         x = vrow(src, bh, i)[j];
         if (drop_thr) x = mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr) ? x * drop_scale : 0.0f;
     }
@@ -190,8 +203,9 @@ __global__ void k_drop(mview src, mview dst, int T, int a0, int a1, uint64_t see
 
 // Sum over rows [r0, r1) and columns j <= r of x[ho] * y[hi] for each pair of heads (ho, hi) of
 // a group of gs heads (grid: x ho*H + hi, y batch), added to acc[(b*H + ho)*H + hi] (the mixing
-// kernels' gradients: dS2 with S1, dP2 with P1).
-__global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, double *acc) {
+// kernels' gradients: dS2 with S1, dP2 with P1), columns from each row's document start on (y
+// may be the scores, which hold products before it).
+__global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, double *acc, const int *ds, int T) {
     MTA_SHARED(double, sh, 256);
     const int ho = blockIdx.x / H, hi = blockIdx.x % H, b = blockIdx.y;
     if (ho / gs != hi / gs) return;
@@ -199,7 +213,7 @@ __global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, dou
     for (int r = r0; r < r1; r++) {
         const float *xr = vrow(x, b * H + ho, r), *yr = vrow(y, b * H + hi, r);
         float ls = 0.0f;
-        for (int j = threadIdx.x; j <= r; j += blockDim.x) ls = fmaf(xr[j], yr[j], ls);
+        for (int j = mta_row_start(ds, T, b, r) + threadIdx.x; j <= r; j += blockDim.x) ls = fmaf(xr[j], yr[j], ls);
         s += ls;
     }
     s = block_sum(s, sh);
@@ -207,19 +221,21 @@ __global__ void k_pair_grad(mview x, mview y, int H, int gs, int r0, int r1, dou
 }
 
 // A key-query convolution's kernel gradient from output-gradient rows [r0, r1) (grid: x taps
-// a*ck + c, y heads): acc[bh*cq*ck + a*ck + c] += sum_{r, j <= r} g[r,j] * src[r-(cq-1)+a, j-p+c].
-__global__ void k_conv_wgrad(mview g, mview src, int cq, int ck, int r0, int r1, double *acc) {
+// a*ck + c, y heads): acc[bh*cq*ck + a*ck + c] += sum_{r, s <= j <= r} g[r,j] * src[r-(cq-1)+a, j-p+c]
+// over the source's rows and columns in r's document [s, ..).
+__global__ void k_conv_wgrad(mview g, mview src, int H, int cq, int ck, int r0, int r1, double *acc, const int *ds,
+                             int T) {
     MTA_SHARED(double, sh, 256);
     const int a = blockIdx.x / ck, c = blockIdx.x % ck, bh = blockIdx.y, p = (ck - 1) / 2;
     double s = 0.0;
     for (int r = r0; r < r1; r++) {
-        const int rs = r - (cq - 1) + a;
-        if (rs < 0) continue;
+        const int rs = r - (cq - 1) + a, s0 = mta_row_start(ds, T, bh / H, r);
+        if (rs < s0) continue;
         const float *gr = vrow(g, bh, r), *xr = vrow(src, bh, rs);
         float ls = 0.0f;
-        for (int j = threadIdx.x; j <= r; j += blockDim.x) {
+        for (int j = s0 + threadIdx.x; j <= r; j += blockDim.x) {
             const int col = j - p + c;
-            if (col >= 0 && col <= rs) ls = fmaf(gr[j], xr[col], ls);
+            if (col >= s0 && col <= rs) ls = fmaf(gr[j], xr[col], ls);
         }
         s += ls;
     }

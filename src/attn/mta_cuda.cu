@@ -12,6 +12,10 @@
 //
 // Everything is enqueued on the context's stream (mta_set_stream) and is deterministic: kernel
 // gradients are summed by fixed block reductions, per head and strip in order, in double.
+//
+// Packed documents (mta_set_documents): the forward turns the device's (B,T) ids into document
+// starts (k_doc_starts) in the workspace, where its backward finds them, and every kernel keeps
+// to the documents' causal blocks (cuda_kernels.cuh).
 #include "attn/cuda_kernels.cuh"
 #include "attn/mta_internal.h"
 
@@ -33,6 +37,8 @@ struct cuda_state {
     float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
     float *mats;      // 4 (H,H): mixing, its transpose, head conv as a matrix, its transpose
     float *o, *dO;    // (B*H, R, d) recomputed output and its gradient
+    int *start;       // (B, T) document starts of the last forward, read when docs is set
+    int docs;         // the last forward had documents
     double *acc;      // kernel-gradient accumulators (see grad_layout)
     mview z, s1, p, p1, p2, pd, dp2, dp1, dp, ds1, dz;  // windows (p == unused ones when a step is off)
 };
@@ -86,7 +92,8 @@ size_t bytes_of(const mta_config *c, int R, int *cap_out) {
     if (cap_out) *cap_out = cap;
     const size_t BH = (size_t)c->B * c->H;
     const plan k = plan_of(c, R, cap);
-    size_t floats = k.rows * BH * ld_of(c->T) + 2 * BH * c->T + 4 * (size_t)c->H * c->H + 2 * BH * R * c->d;
+    size_t floats = k.rows * BH * ld_of(c->T) + 2 * BH * c->T + 4 * (size_t)c->H * c->H + 2 * BH * R * c->d +
+                    (size_t)c->B * c->T;  // the document starts, ints of a float's size
     floats = (floats + 1) / 2 * 2;  // the doubles after it are 8-byte aligned
     return floats * sizeof(float) + grads_of(c).total * sizeof(double);
 }
@@ -183,6 +190,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
     st->mats = at, at += 4 * (size_t)c->H * c->H;
     st->o = at, at += BH * R * c->d;
     st->dO = at, at += BH * R * c->d;
+    st->start = (int *)at, at += (size_t)c->B * c->T;
     st->acc = (double *)((char *)st->mem + st->mem_bytes - grads_of(c).total * sizeof(double));
     return MTA_OK;
 }
@@ -220,6 +228,16 @@ __global__ void k_sum_grad(float *out, int count, const double *acc, size_t stri
     out[e] += (float)s;
 }
 
+// Document starts from the (B,T) ids, one thread per sequence walking it (mta_doc_starts' rule):
+// position i starts a document when its id differs from position i-1's.
+__global__ void k_doc_starts(const int32_t *doc, int B, int T, int *start) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    const int32_t *id = doc + (size_t)b * T;
+    int *st = start + (size_t)b * T;
+    for (int i = 0; i < T; i++) st[i] = i > 0 && id[i] == id[i - 1] ? st[i - 1] : i;
+}
+
 // Row-major C = alpha op(A) op(B) + beta C for each of `batch` heads (strides sA, sB, sC), on
 // cuBLAS (column-major: C^T = op(B)^T op(A)^T).
 cublasStatus_t gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha, const float *A, size_t lda,
@@ -237,6 +255,7 @@ struct call {
     const mta_params *p;
     cudaStream_t s;
     float scale;
+    const int *ds;  // document starts (B,T) of the forward, or NULL
     int blas_err;
     uint32_t drop_thr;
     float drop_scale;
@@ -283,16 +302,20 @@ void strip_maps(call *cl, int a0, int a1, int save) {
     const int B = c->B, H = c->H, T = c->T, d = c->d, n = a1 - a0, BH = B * H;
     gemm_kv(cl, 1, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d, (size_t)T * d, 0.0f,
             vrow(st->z, 0, a0), st->ld, st->z.hs);
+    const int *ds = cl->ds;
     if (c->pre_cq)
-        MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0);
-    if (c->pre_head_mix) MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->s1, st->p, st->mats, H, a0);
-    MTA_LAUNCH(k_softmax, dim3((unsigned)n, (unsigned)BH), red_threads(a1, 256), 0, cl->s)(st->p, st->mx, st->inv, T, a0, save);
+        MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0, ds, T);
+    if (c->pre_head_mix) MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->s1, st->p, st->mats, H, a0, ds, T);
+    MTA_LAUNCH(k_softmax, dim3((unsigned)n, (unsigned)BH), red_threads(a1, 256), 0, cl->s)(st->p, st->mx, st->inv, H, T, a0, save,
+                                                                                          ds);
     if (c->post_cq)
-        MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->p, st->p1, cl->p->w_post, H, c->post_cq, c->post_ck, a0);
+        MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->p, st->p1, cl->p->w_post, H, c->post_cq, c->post_ck, a0, ds,
+                                                              T);
     if (c->post_ch)
-        MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->p1, st->p2, st->mats + 2 * (size_t)H * H, H, a0);
+        MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl->s)(st->p1, st->p2, st->mats + 2 * (size_t)H * H, H, a0, ds, T);
     st->pd.base = a0;
-    MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl->s)(st->p2, st->pd, T, a0, a1, cl->ctx->seed, cl->drop_thr, cl->drop_scale);
+    MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl->s)(st->p2, st->pd, H, T, a0, a1, cl->ctx->seed, cl->drop_thr,
+                                                          cl->drop_scale, ds);
 }
 
 normgate normgate_of(const mta_config *c, const mta_params *p) {
@@ -315,6 +338,7 @@ mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const f
     // the dropout of the forward (its backward applies the same mask)
     cl->drop_thr = ctx->dropout_on ? mta_dropout_threshold(ctx->cfg.dropout) : 0;
     cl->drop_scale = 1.0f / (1.0f - ctx->cfg.dropout);
+    cl->ds = cl->st->docs ? cl->st->start : NULL;  // the last forward's (a forward sets its own)
     const int H = ctx->cfg.H;
     if (ctx->cfg.pre_head_mix || ctx->cfg.post_ch)
         MTA_LAUNCH(k_mats, (H * H + 255) / 256, 256, 0, cl->s)(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
@@ -338,6 +362,10 @@ mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const floa
     cuda_state *st = cl.st;
     const int T = c->T, d = c->d, R = st->R, BH = c->B * c->H;
     const normgate ng = normgate_of(c, p);
+    st->docs = ctx->doc != NULL;
+    if (st->docs)
+        MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, T, st->start);
+    cl.ds = st->docs ? st->start : NULL;
     for (int i0 = 0; i0 < T; i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         strip_maps(&cl, i0, i1, 1);
@@ -365,6 +393,7 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
     const float *mats = st->mats;
     const size_t HH = (size_t)H * H;
+    const int *ds = cl.ds;
     for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
         const int i1 = i0 + R;
         const int a0 = i0, a1 = imin(i1, T);
@@ -384,35 +413,37 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
             }
             gemm_kv(&cl, 2, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td);
             gemm_kv(&cl, 1, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, vrow(st->dp2, 0, a0), st->ld, st->dp2.hs);
-            MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl.s)(st->dp2, st->dp2, T, a0, a1, ctx->seed, cl.drop_thr, cl.drop_scale);
+            MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl.s)(st->dp2, st->dp2, H, T, a0, a1, ctx->seed, cl.drop_thr,
+                                                                 cl.drop_scale, ds);
             if (c->post_ch) {
-                MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl.s)(st->dp2, st->dp1, mats + 3 * HH, H, a0);
+                MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl.s)(st->dp2, st->dp1, mats + 3 * HH, H, a0, ds, T);
                 MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(a1, 256), 0, cl.s)(st->dp2, st->p1, H, c->post_ch, a0, a1,
-                                                                              st->acc + gl.hc);
+                                                                              st->acc + gl.hc, ds, T);
             }
             if (c->post_cq)
                 MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(c->post_cq * c->post_ck), (unsigned)BH), red_threads(a1, 256), 0, cl.s)(
-                    st->dp1, st->p, c->post_cq, c->post_ck, a0, a1, st->acc + gl.post);
+                    st->dp1, st->p, H, c->post_cq, c->post_ck, a0, a1, st->acc + gl.post, ds, T);
         }
         if (b0 < b1) {
             const int n = b1 - b0;
             if (c->post_cq)
                 MTA_LAUNCH(k_conv_t, cols_grid(b1, n, BH), CT, 0, cl.s)(st->dp1, st->dp, p->w_post, H, c->post_cq, c->post_ck, T - 1,
-                                                               b0, 0);
-            MTA_LAUNCH(k_softmax_t, dim3((unsigned)n, (unsigned)BH), red_threads(b1, 256), 0, cl.s)(st->p, st->dp, b0);
+                                                               b0, 0, ds, T);
+            MTA_LAUNCH(k_softmax_t, dim3((unsigned)n, (unsigned)BH), red_threads(b1, 256), 0, cl.s)(st->p, st->dp, H, T, b0, ds);
             if (c->pre_head_mix) {
-                MTA_LAUNCH(k_mix, cols_grid(b1, n, B), CT, 0, cl.s)(st->dp, st->ds1, mats + HH, H, b0);
-                MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(b1, 256), 0, cl.s)(st->dp, st->s1, H, H, b0, b1, st->acc + gl.mix);
+                MTA_LAUNCH(k_mix, cols_grid(b1, n, B), CT, 0, cl.s)(st->dp, st->ds1, mats + HH, H, b0, ds, T);
+                MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(b1, 256), 0, cl.s)(st->dp, st->s1, H, H, b0, b1,
+                                                                                                       st->acc + gl.mix, ds, T);
             }
             if (c->pre_cq)
                 MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(c->pre_cq * c->pre_ck), (unsigned)BH), red_threads(b1, 256), 0, cl.s)(
-                    st->ds1, st->z, c->pre_cq, c->pre_ck, b0, b1, st->acc + gl.pre);
+                    st->ds1, st->z, H, c->pre_cq, c->pre_ck, b0, b1, st->acc + gl.pre, ds, T);
         }
         if (c0 < c1) {
             const int n = c1 - c0;
             st->dz.base = c0;
             MTA_LAUNCH(k_conv_t, cols_grid(c1, n, BH), CT, 0, cl.s)(st->ds1, st->dz, c->pre_cq ? p->w_pre : NULL, H, c->pre_cq,
-                                                           c->pre_ck, T - 1, c0, c1);
+                                                           c->pre_ck, T - 1, c0, c1, ds, T);
             gemm_kv(&cl, 1, 0, 0, n, d, c1, cl.scale, st->dz.p, st->ld, st->dz.hs, k, d, Td, 1.0f, dq + (size_t)c0 * d, d, Td);
             gemm_kv(&cl, 2, 1, 0, c1, d, n, cl.scale, st->dz.p, st->ld, st->dz.hs, q + (size_t)c0 * d, d, Td, 1.0f, dk, d, Td);
         }
