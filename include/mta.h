@@ -94,6 +94,14 @@ mta_status mta_backend_upload(mta_backend b, void *dst, const void *src, size_t 
 mta_status mta_backend_download(mta_backend b, void *dst, const void *src, size_t bytes);
 mta_status mta_backend_synchronize(mta_backend b);
 
+// The arithmetic of a backend's products (mta_config.precision):
+//   MTA_FP32 (the default): float32 throughout, on every backend;
+//   MTA_BF16: q, k, v and the attention weights rounded to bfloat16 for tensor-core products that
+//     accumulate in float32 (float32 parameters, gradients and map arithmetic); the CUDA backend's
+//     fused tensor-core kernels (docs/cuda.md), which cover some step combinations and fall back
+//     to the float32 kernels for the others. A backend that has no bf16 path refuses it.
+typedef enum { MTA_FP32 = 0, MTA_BF16 = 1 } mta_precision;
+
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
 typedef struct {
     int B, H, T, d;
@@ -118,6 +126,7 @@ typedef struct {
                           // output before them, O (B,H,T,d), for the backward, which otherwise
                           // recomputes it (one (T,T)-by-(T,d) product per head); same results either
                           // way. Other backends ignore it. 0 = off
+    int precision;        // mta_precision: MTA_FP32 (default) or MTA_BF16 (tensor cores; above)
 } mta_config;
 
 // The parameters of the MTA steps, by index: mta_params, mta_grads and mta_param_sizes hold them

@@ -220,6 +220,10 @@ static void test_bad_configs(void **s) {
     expect_config_error(c, MTA_ERR_INVALID, "H_kv=-1 must divide");
     c = ok, c.gate = 2;
     expect_config_error(c, MTA_ERR_INVALID, "flags");
+    c = ok, c.precision = 2;
+    expect_config_error(c, MTA_ERR_INVALID, "precision=2 must be MTA_FP32 (0) or MTA_BF16 (1)");
+    c = ok, c.precision = MTA_BF16;  // host backends compute in float32 only
+    expect_config_error(c, MTA_ERR_INVALID, "computes in float32 only");
     c = ok, c.depth_scale = 1;
     expect_config_error(c, MTA_ERR_INVALID, "group_norm");
     c = ok, c.group_norm = 1, c.layer_id = -1;

@@ -238,6 +238,11 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (c->strip_rows < 0 || c->strip_rows > 4096)
         return say(msg, n, MTA_ERR_INVALID, "strip_rows=%d must be in [0, 4096] (0 = chosen)", c->strip_rows);
     if (c->keep_o != 0 && c->keep_o != 1) return say(msg, n, MTA_ERR_INVALID, "keep_o=%d must be 0 or 1", c->keep_o);
+    if (c->precision != MTA_FP32 && c->precision != MTA_BF16)
+        return say(msg, n, MTA_ERR_INVALID, "precision=%d must be MTA_FP32 (0) or MTA_BF16 (1)", c->precision);
+    if (c->precision == MTA_BF16 && !backend_impl(c->backend, &why)->bf16)
+        return say(msg, n, MTA_ERR_INVALID, "the %s backend computes in float32 only (precision MTA_BF16 needs a "
+                   "tensor-core backend: docs/cuda.md)", backends[c->backend].name);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
     // times a small count of maps, must fit in size_t and in ptrdiff_t.
     size_t maps = 1, acts = 1;
@@ -328,6 +333,7 @@ static const mta_config_field_desc config_fields[] = {
     FIELD(group_norm, MTA_FIELD_INT), FIELD(depth_scale, MTA_FIELD_INT), FIELD(layer_id, MTA_FIELD_INT),
     FIELD(gate, MTA_FIELD_INT), FIELD(dropout, MTA_FIELD_FLOAT), FIELD(backend, MTA_FIELD_INT),
     FIELD(strip_rows, MTA_FIELD_INT), FIELD(threads, MTA_FIELD_INT), FIELD(keep_o, MTA_FIELD_INT),
+    FIELD(precision, MTA_FIELD_INT),
 };
 #undef FIELD
 enum { N_CONFIG_FIELDS = sizeof config_fields / sizeof config_fields[0] };

@@ -523,5 +523,5 @@ extern "C" const mta_backend_impl mta_cuda_emu_backend = {
 extern "C" __attribute__((visibility("default"))) const mta_backend_impl mta_cuda_backend = {
 #endif
     cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
-    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize,
+    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, 0,  // bf16: not yet
 };

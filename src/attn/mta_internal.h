@@ -38,6 +38,8 @@ typedef struct {
     mta_status (*upload)(void *dst, const void *src, size_t bytes);
     mta_status (*download)(void *dst, const void *src, size_t bytes);
     mta_status (*synchronize)(void);
+    // 1 when the backend computes with precision MTA_BF16 (its tensor-core path); else it is refused.
+    int bf16;
 } mta_backend_impl;
 
 extern const mta_backend_impl mta_reference_backend;  // mta_ref.c
