@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""cuda_perf_model.py: the performance model of issue 37 (docs/cuda.md, "Performance model
+(predicted, not measured)").
+
+PREDICTIONS ONLY. Nothing here has run on a GPU; every figure is computed from vendor peak rates,
+the FlashAttention papers' published throughputs and counts of FLOPs, bytes and launches. The
+first GPU measurements (bench_cuda, bench/bench_torch_cuda.py) replace it.
+
+Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulation) of:
+  (a) PyTorch SDPA's FlashAttention-2 backend, plain causal attention, from the FA2 anchors;
+  (b) mtac's present CUDA backend (src/attn/mta_cuda.cu, cuda_kernels.cuh): float32 cuBLAS
+      products and one-entry-per-thread map kernels, strip by strip;
+  (c) the fused tensor-core design of issue 37: FlashAttention-2-style tiles on tensor cores
+      (mma.sync), every head of a mixing group on one SM or one cluster of SMs, a statistics
+      pass before the post-softmax steps, the key-query convolutions on CUDA cores from on-chip
+      tiles with their halos or (pre-softmax only) as tensor-core products off the diagonal band.
+for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
+convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
+
+usage: tools/cuda_perf_model.py [--json] [--counts] [--terms] [--shape NAME] [--check [ROOT]]
+"""
+import argparse
+import heapq
+import json
+import math
+
+# ---- H100 SXM5: vendor figures (NVIDIA H100 datasheet and Hopper whitepaper) -----------------
+TC_BF16 = 989e12   # dense bf16 tensor-core FLOP/s
+FP32 = 67e12       # FP32 CUDA-core FLOP/s (an FMA counts 2): 132 SMs x 128 lanes x 2 x 1.98 GHz
+MUFU = 3.9e12      # exp2 and other special functions per second (FlashAttention-3 paper)
+HBM = 3.35e12      # HBM3 bytes/s
+SMEM_BW = 33.4e12  # shared memory, all SMs: 128 B/clock/SM x 132 x 1.98 GHz
+SMS = 132
+SMEM_PER_SM = 227 * 1024  # usable by one block (228 KB per SM, 1 KB reserved)
+REGS_FOR_MAPS = 128 * 1024  # half of the 256 KB register file per SM (assumption)
+# Assumptions (not measured; the same as the section above it in docs/cuda.md where it has one):
+L2_BW = 7e12       # L2 bytes/s
+L1_BW = 29e12      # L1 bytes/s over all SMs
+SGEMM = 45e12      # cuBLAS float32 SGEMM, no TF32
+LAUNCH = 3e-6      # seconds per kernel when launches, not work, limit a stream
+CUDA_FRAC = 0.5    # achieved fraction of FP32 peak by fused map code (FMAs among address
+                   # arithmetic, masks and conversions; no paper gives this figure)
+MUFU_FRAC = 0.8
+SMEM_FRAC = 0.8
+HBM_FRAC = 0.9
+BLOCK_BW = 13.7e9  # bytes/s one 256-thread block pulls through a latency-bound loop (Little's
+                   # law: 256 threads x 2 loads x 4 B x 4 in flight / 0.6 us)
+ROW_LAT = 2.6e-6   # one row of k_normgate_t: ~4 block reductions of ~9 barrier steps (30 ns)
+                   # and ~3 dependent global round trips (0.5 us)
+
+# FlashAttention-2, H100 SXM, bf16, causal, forward+backward TFLOP/s (the FlashAttention papers'
+# figures, as issue 37 cites them), counted as FlashAttention counts: 4*B*H*T^2*d/2 forward, x3.5 fwd+bwd.
+FA2_ANCHORS = {64: {4096: 257, 8192: 273, 16384: 284}, 128: {4096: 294, 8192: 308, 16384: 328}}
+FA3_RATE = 580e12  # FlashAttention-3, H100, bf16, causal forward, d=128 (579-616 TFLOP/s)
+FA2_TILE = 128     # query rows per FA2 forward block (key columns per backward block)
+
+
+def fa2_anchor_rate(d, T):
+    """FA2's TFLOP/s at head dimension d and length T: linear in log2 T between the anchors (and
+    below 4096 with the 4k-8k slope: an extrapolation), linear in d between 64 and 128."""
+    def at(dd):
+        a = FA2_ANCHORS[dd]
+        lo, hi = (4096, 8192) if T <= 8192 else (8192, 16384)
+        x = math.log2(T / lo)
+        return a[lo] + (a[hi] - a[lo]) * x
+    w = (min(max(d, 64), 128) - 64) / 64
+    return ((1 - w) * at(64) + w * at(128)) * 1e12
+
+
+def lpt_efficiency(works, machines):
+    """Work over machines x makespan when items go longest first to the least loaded machine."""
+    load = [0.0] * machines
+    for w in sorted(works, reverse=True):
+        heapq.heapreplace(load, load[0] + w)
+    return sum(works) / (machines * max(load))
+
+
+def causal_tiles(n_groups, T, tile):
+    """Work of each causal row tile (tile rows by the keys up to its diagonal), n_groups times."""
+    return [(t + 1) * tile for t in range(math.ceil(T / tile))] * n_groups
+
+
+# ---- MTA settings of the shapes ---------------------------------------------------------------
+def mta_config(H, conv):
+    """The 830M layer's MTA (spec section 3): 6x11 key-query convolutions before and after the
+    softmax (conv=True only), H x H head mixing, head convolution over all heads (c_h = H), group
+    norm and gate; dropout off (the FlashAttention anchors have none)."""
+    return {"cq": 6 if conv else 0, "ck": 11 if conv else 0, "cq2": 6 if conv else 0, "ck2": 11 if conv else 0,
+            "mix": True, "ch": H, "drop": False}
+
+
+def entry_flops(m, H):
+    """CUDA-core FLOPs per causal map entry and head, per step of spec section 2 (an FMA is 2),
+    forward and backward (the exact gradient, recomputation not included; softmax adds 1 exp
+    forward). Checked
+    against cuda_kernels.cuh: k_conv and k_conv_t do cq*ck fmaf per entry, k_conv_wgrad one fmaf
+    per entry and tap, k_mix H fmaf per entry and head, k_pair_grad one fmaf per entry and head
+    pair of a group, k_softmax max, exp, sum and scale, k_softmax_t p*g, g-D and *p."""
+    kq1, kq2 = 2 * m["cq"] * m["ck"], 2 * m["cq2"] * m["ck2"]
+    mix = 2 * H if m["mix"] else 0
+    hc = 2 * m["ch"] if m["ch"] else 0
+    drop = 1 if m["drop"] else 0
+    fwd = {"2 pre conv": kq1, "3 head mixing": mix, "4 softmax": 4, "5 post conv": kq2, "6 head conv": hc,
+           "7 dropout": drop}
+    bwd = {"7 dropout": drop, "6 head conv^T": hc, "6 head conv grad": hc, "5 post conv^T": kq2,
+           "5 post conv grad": kq2, "4 softmax^T": 4, "3 mixing^T": mix, "3 mixing grad": mix,
+           "2 pre conv^T": kq1, "2 pre conv grad": kq1}
+    return fwd, bwd
+
+
+def product_flops(d):
+    """Tensor-core (products) FLOPs per causal entry and head: S = q k^T and P v forward; dP2 = dO
+    v^T, dv, dq and dk backward (recomputation not included)."""
+    return {"fwd": 4 * d, "bwd": 8 * d}
+
+
+# ---- (a) SDPA, FlashAttention-2 ---------------------------------------------------------------
+def sdpa(B, H, d, T):
+    flops = 3.5 * 4 * B * H * T * T * d / 2
+    # the anchors ran at 16k tokens and hidden 2048 (FA2 paper's setting); the shape's imbalance
+    # across 132 SMs against the anchors' is what changes the rate
+    anchor = lpt_efficiency(causal_tiles((16384 // T) * (2048 // d), T, FA2_TILE), SMS)
+    mine = lpt_efficiency(causal_tiles(B * H, T, FA2_TILE), SMS)
+    rate = fa2_anchor_rate(d, T) * mine / anchor
+    return {"ms": flops / rate * 1e3, "tflops_counted": flops / 1e12, "rate_tflops": rate / 1e12,
+            "wave_eff": mine / anchor}
+
+
+# ---- (b) mtac's present CUDA backend ----------------------------------------------------------
+def strip_rows(B, H, d, T, m):
+    """mta_cuda.cu's strip_rows_of: the largest of 64, 32, 16 whose rings fit the budget."""
+    L = (m["cq2"] - 1 if m["cq2"] else 0) + (m["cq"] - 1 if m["cq"] else 0)
+    nmaps = 2 + (m["cq"] > 0) + m["mix"] + (m["cq2"] > 0) + (m["ch"] > 0) * 2 + (m["cq2"] > 0) + m["mix"]
+    budget = max(256 * 2**20, 8 * B * H * T * d * 4)
+    for R in (64, 32, 16):
+        cap = (R + L + R - 1) // R * R
+        if (cap * nmaps + 2 * R) * B * H * (T + 31) // 32 * 32 * 4 <= budget:
+            return R
+    return 8
+
+
+def present(B, H, d, T, m):
+    """Per strip, each launch as max(LAUNCH, its work); work from DRAM map traffic (fp32, 4 B an
+    entry read or written), L1 gathers, L2 re-reads, CUDA-core FLOPs and SGEMM FLOPs."""
+    R, BH = strip_rows(B, H, d, T, m), B * H
+    K1, K2, ch = m["cq"] * m["ck"], m["cq2"] * m["ck2"], m["ch"]
+    L1, L2 = (m["cq2"] - 1 if K2 else 0), (m["cq"] - 1 if K1 else 0)
+    terms = {"launches": 0.0, "sgemm": 0.0, "map traffic": 0.0, "conv gathers": 0.0, "kernel grads": 0.0,
+             "pair grads": 0.0, "normgate_t": 0.0}
+    n_launch = [0]
+
+    def k(term, t):
+        terms[term] += t
+        n_launch[0] += 1
+        if t < LAUNCH:
+            terms["launches"] += LAUNCH - t
+
+    def ent(n, cols):  # causal entries of rows cols-n..cols-1, one head
+        return n * cols - n * (n - 1) / 2
+
+    def gemm(n, cols):  # whole strips: n rows by cols
+        k("sgemm", 2 * BH * n * cols * d / SGEMM)
+
+    def maps(n, cols, bytes_per_entry):  # a per-entry kernel: an entry read and written (4 B each)
+        k("map traffic", BH * ent(n, cols) * bytes_per_entry / HBM)
+
+    def conv(n, cols, taps):  # taps gathered through L1, the maps through DRAM once
+        k("conv gathers", max(BH * ent(n, cols) * taps * 4 / L1_BW, BH * ent(n, cols) * 8 / HBM))
+
+    def wgrad(n, cols, taps):  # one block per tap and head, each re-reading two rows an entry
+        per_block = ent(n, cols) * 8
+        k("kernel grads", max(taps * BH * per_block / L2_BW, per_block / BLOCK_BW))
+
+    def pair(n, cols, gs):  # H*H*B blocks, those of a group busy, each reading two rows an entry
+        per_block = ent(n, cols) * 8
+        k("pair grads", max(B * H * gs * per_block / L2_BW, per_block / BLOCK_BW))
+
+    def strip_maps(n, cols):
+        gemm(n, cols)
+        if K1:
+            conv(n, cols, K1)
+        if m["mix"]:
+            maps(n, cols, 8)
+        maps(n, cols, 8)  # softmax: the row in and out (its re-reads hit L1)
+        if K2:
+            conv(n, cols, K2)
+        if ch:
+            maps(n, cols, 8)
+        k("map traffic", BH * (ent(n, cols) * 4 + n * cols * 4) / HBM)  # k_drop writes whole rows
+
+    for a0 in range(0, T, R):  # forward
+        a1 = min(T, a0 + R)
+        strip_maps(a1 - a0, a1)
+        gemm(a1 - a0, a1)
+        k("map traffic", 0.0)  # k_normgate: a few KB
+    fwd_launches = n_launch[0]
+    for i0 in range(0, T + L1 + L2, R):  # backward, lagging rows as cuda_backward
+        a0, a1 = i0, min(i0 + R, T)
+        b0, b1 = max(0, i0 - L1), min(i0 + R - L1, T)
+        c0, c1 = max(0, i0 - L1 - L2), min(i0 + R - L1 - L2, T)
+        if a0 < a1:
+            n = a1 - a0
+            strip_maps(n, a1)
+            gemm(n, a1)  # O again
+            k("normgate_t", n * ROW_LAT)
+            gemm(n, a1)  # dV
+            gemm(n, a1)  # dP2
+            maps(n, a1, 8)
+            if ch:
+                maps(n, a1, 8)
+                pair(n, a1, ch)
+            if K2:
+                wgrad(n, a1, K2)
+        if b0 < b1:
+            n = b1 - b0
+            if K2:
+                conv(n, b1, K2)
+            maps(n, b1, 12)  # softmax^T: p and g in, g out
+            if m["mix"]:
+                maps(n, b1, 8)
+                pair(n, b1, H)
+            if K1:
+                wgrad(n, b1, K1)
+        if c0 < c1:
+            n = c1 - c0
+            conv(n, c1, K1 if K1 else 1)
+            gemm(n, c1)
+            gemm(n, c1)
+    for _ in range(7):  # k_sum_grad
+        k("map traffic", 0.0)
+    total = sum(terms.values())
+    return {"ms": total * 1e3, "strip_rows": R, "launches": n_launch[0], "fwd_launches": fwd_launches,
+            "terms_ms": {t: v * 1e3 for t, v in terms.items()}}
+
+
+# ---- (c) the fused tensor-core design ---------------------------------------------------------
+def conv_smem(cq, ck):
+    """Shared-memory bytes an output of a convolution (or its transpose, or a kernel-gradient
+    term) reads when each thread computes a 4x4 patch: (4+cq-1) x (4+ck-1) fp32 sources for 16."""
+    return (3 + cq) * (3 + ck) / 16 * 4
+
+
+def fused_passes(m, H, d, T, g, G, mode, Br, Bc):
+    """The passes of the design, each a list of (kind, name, amount per entry, factor): kind tc
+    (tensor-core FLOPs), cuda (CUDA-core FLOPs), exp, smem (bytes), xch (bytes between the SMs of
+    a cluster), l2 (bytes); factor the halo recomputation (entries computed per output entry).
+    Forward: row tiles of Br rows walking the keys (column halos carried along, row halos
+    recomputed). Backward: a row pass for the softmax backward's row sums D, then column tiles of
+    Bc keys walking the queries (row halos carried, column halos recomputed).
+    mode: "cuda" every convolution on CUDA cores from on-chip tiles; "tc-pre" the pre conv and
+    its transpose as products of q (or dZ) expanded over c_q shifted rows with keys convolved along
+    the sequence (exact off the band of c_q-1+p columns at the diagonal, which CUDA cores redo);
+    "tc-all" also every other convolution, transpose and kernel gradient as banded Toeplitz
+    products of bf16 map tiles (k = 16 columns + c_k-1 halo, padded to 32)."""
+    fl_f, _ = entry_flops(m, H)
+    kq1, kq2, mix, hc = fl_f["2 pre conv"], fl_f["5 post conv"], fl_f["3 head mixing"], fl_f["6 head conv"]
+    hq = m["cq"] - 1 if m["cq"] else 0     # earlier rows of Z for the pre conv
+    hp = m["cq2"] - 1 if m["cq2"] else 0   # earlier rows of P for the post conv
+    p1 = (m["ck"] - 1) // 2 if m["ck"] else 0
+    p2 = (m["ck2"] - 1) // 2 if m["ck2"] else 0
+    post = bool(m["cq2"] or m["ch"])       # post-softmax steps: normalised P needed first
+    xch = (G - g) / g * 4                  # a mixing step's reads from the cluster's other SMs
+    opnd = d / 8                           # B-operand bytes per entry: a warp's 16 rows share a tile
+
+    def conv(name, cq, ck, f, tc):  # one convolution-like step (forward, transpose or kernel grad)
+        if tc:
+            kk = 2 * cq * 32
+            return [("tc", name, kk, f), ("smem", name, 4 * cq, f)]  # a bf16 map slice per kernel row
+        return [("cuda", name, 2 * cq * ck, f), ("smem", name, conv_smem(cq, ck) + 8, f)]
+
+    def scores(f1, f0):  # S1 on f1 entries per output entry (S = Z on f0): q k^T and the pre conv
+        if mode != "cuda" and kq1:
+            band = (hq + p1) / (T / 2)  # share of entries within the band, redone exactly
+            return [("tc", "S1 = Q_exp K~^T", 2 * m["cq"] * d, f1), ("smem", "operands", m["cq"] * opnd, f1),
+                    ("cuda", "band of S1", kq1 * band, f1)]
+        out = [("tc", "S = q k^T", 2 * d, f0), ("smem", "operands", opnd, f0)]
+        return out + (conv("pre conv", m["cq"], m["ck"], f1, False) if kq1 else [])
+
+    def mixing(name, f, n=1):
+        return [("cuda", name, n * mix, f), ("smem", name, n * 8, f), ("xch", name, n * xch, f)] if mix else []
+
+    def headconv(name, f, n=1):
+        return [("cuda", name, n * hc, f), ("smem", name, n * 8, f), ("xch", name, n * xch, f)] if hc else []
+
+    def postconv(name, f):
+        return conv(name, m["cq2"], m["ck2"], f, mode == "tc-all") if kq2 else []
+
+    def prod(name, f):
+        return [("tc", name, 2 * d, f), ("smem", name, opnd, f)]
+
+    fS1, fS = (Br + hp) / Br, (Br + hp + hq) / Br
+    kv = [("l2", "K, V per row tile", 4 * d / Br, 1)]
+    pre = scores(fS1, fS) + mixing("head mixing", fS1)
+    if post:
+        fwd = [("F1 statistics", pre + [("cuda", "softmax stats", 3, fS1), ("exp", "exp", 1, fS1)] + kv),
+               ("F2 main", pre + [("cuda", "softmax", 2, fS1), ("exp", "exp", 1, fS1)] + postconv("post conv", 1)
+                + headconv("head conv", 1) + prod("P v", 1) + kv)]
+    else:  # FA2's online softmax in one pass
+        fwd = [("F main", pre + [("cuda", "softmax", 5, 1), ("exp", "exp", 1, 1)] + prod("P v", 1) + kv)]
+
+    # B1: D_i = sum_j P dP over row i (dP2 = dO v^T on hp later rows); without post steps
+    # D = rowsum(dO * O), FA2's row kernel (counted in HBM)
+    fb = (Br + hp) / Br
+    b1 = (scores(1, 1 + hq / Br) + mixing("head mixing", 1) + [("cuda", "softmax", 2, 1), ("exp", "exp", 1, 1)]
+          + prod("dP2 = dO v^T", fb) + headconv("head conv^T", fb) + postconv("post conv^T", 1)
+          + [("cuda", "D", 2, 1)] + kv)
+    # B2: columns of the tile's dP2 chain back to dZ: dP2, dP1 on Bc+2p1+2p2, dP, dS2, dS1 on
+    # Bc+2p1; P on Bc+2max(p1,p2), its S on 2p1 more; P1, P2 and the products on Bc
+    fc, fc1 = (Bc + 2 * p1 + 2 * p2) / Bc, (Bc + 2 * p1) / Bc
+    fP = (Bc + 2 * max(p1, p2)) / Bc
+    b2 = (scores(fP, fP + 2 * p1 / Bc) + mixing("head mixing", fP) + [("cuda", "softmax", 2, fP), ("exp", "exp", 1, fP)]
+          + postconv("post conv", 1) + headconv("head conv", 1)
+          + prod("dP2 = dO v^T", fc) + headconv("head conv^T, grad", fc) + postconv("post conv^T", fc1)
+          + postconv("post conv grad", 1) + [("cuda", "softmax^T", 4, fc1), ("smem", "softmax^T", 12, fc1)]
+          + mixing("mixing^T, grad", fc1, 2) + prod("dv = P2^T dO", 1)
+          + [("l2", "q, dO per column tile; dq (fp32) summed in order", 12 * d / Bc, 1)])
+    if kq1 and mode != "cuda":  # dq, dk from dS1 and the expanded operands; Z for the kernel grad
+        b2 += [("tc", "dq, dk expanded", 2 * 2 * m["cq"] * d, 1), ("smem", "operands", 2 * m["cq"] * opnd, 1)]
+        b2 += prod("Z = q k^T", 1) + conv("pre conv grad", m["cq"], m["ck"], 1, mode == "tc-all")
+    else:
+        if kq1:
+            b2 += conv("pre conv^T", m["cq"], m["ck"], 1, False) + conv("pre conv grad", m["cq"], m["ck"], 1, False)
+        b2 += prod("dq", 1) + prod("dk", 1)
+    bwd = [("B1 row sums D", b1), ("B2 main", b2)] if post else [("B2 main", b2)]
+    return fwd, bwd
+
+
+def footprint(m, d, g, Br, Bc, mode):
+    """On-chip bytes per SM (shared memory plus the registers assumed free for map tiles) of the
+    largest pass of each direction: two fp32 map tiles with their halos for the g heads here, q
+    (bf16) for the tile's rows, K and V (or the expanded K~) double-buffered for one head; in
+    the backward four map windows, K and V of the column tile and the fp32 dk, dv accumulators."""
+    hq = m["cq"] - 1 if m["cq"] else 0
+    hp = m["cq2"] - 1 if m["cq2"] else 0
+    halo_c = (m["ck"] - 1 if m["ck"] else 0) + (m["ck2"] - 1 if m["ck2"] else 0)
+    kv = (m["cq"] + 1 if mode != "cuda" and m["cq"] else 2) * 2 * Bc * d * 2
+    fwd = 2 * g * (Br + hp + hq) * (Bc + halo_c) * 4 + g * (Br + hp + hq) * d * 2 + kv
+    bwd = 4 * g * (16 + hp + hq) * (Bc + halo_c) * 4 + g * Bc * d * (2 * 2 + 2 * 4) + kv
+    return max(fwd, bwd)
+
+
+def dominant(t):
+    """The bound that sets the time: the cores' sum (named by its larger part) or a memory."""
+    core = "tensor cores" if t["tensor cores"] > t["CUDA cores"] else "CUDA cores"
+    bounds = {core: t["tensor cores"] + t["CUDA cores"], "shared memory": t["shared memory"], "L2": t["L2"],
+              "HBM": t["HBM"]}
+    return max(bounds, key=bounds.get)
+
+
+def fused_at(B, H, d, T, m, cluster, Br, Bc, mode, rate_tc):
+    G = H if m["mix"] else (m["ch"] or 1)   # heads that must meet: one SM or one cluster
+    g = G // cluster
+    on_chip = footprint(m, d, g, Br, Bc, mode)
+    if on_chip > SMEM_PER_SM + REGS_FOR_MAPS:
+        return None
+    E = B * H * T * T / 2 * (1 + max(Br, Bc) / T)   # causal entries, diagonal tiles whole
+    fwd, bwd = fused_passes(m, H, d, T, g, G, mode, Br, Bc)
+    sums = {}
+    for _, items in fwd + bwd:
+        for kind, _, amount, f in items:
+            sums[kind] = sums.get(kind, 0.0) + amount * f * E
+    t = {"tensor cores": sums.get("tc", 0) / rate_tc,
+         "CUDA cores": sums.get("cuda", 0) / (FP32 * CUDA_FRAC) + sums.get("exp", 0) / (MUFU * MUFU_FRAC),
+         "shared memory": (sums.get("smem", 0) + sums.get("xch", 0)) / (SMEM_BW * SMEM_FRAC),
+         "L2": sums.get("l2", 0) / L2_BW,
+         "HBM": 16 * B * H * T * d * 2 / (HBM * HBM_FRAC)}   # q k v o dO dq dk dv, read or written twice
+    # issue: tensor-core and CUDA-core work of a warp do not overlap (FA2-style code); memory
+    # streams overlap with both
+    busy = max(t["tensor cores"] + t["CUDA cores"], t["shared memory"], t["L2"], t["HBM"])
+    slots = SMS // cluster
+    eff_f = lpt_efficiency(causal_tiles(B * H // G, T, Br), slots)
+    eff_b = lpt_efficiency(causal_tiles(B * H // G, T, Bc), slots)
+    eff = 0.5 * (eff_f + eff_b)
+    launches = (len(fwd) + len(bwd) + 2) * LAUNCH  # + the norm/gate row kernels
+    total = busy / eff + launches
+    tc_flops, cuda_flops = sums.get("tc", 0), sums.get("cuda", 0)
+    return {"ms": total * 1e3, "cluster": cluster, "heads_per_sm": g, "Br": Br, "Bc": Bc,
+            "conv": mode if m["cq"] else "-", "tc_rate_tflops": rate_tc / 1e12,
+            "tc_fraction_of_peak": rate_tc / TC_BF16,
+            "on_chip_kb": on_chip / 1024, "wave_eff": eff, "dominant": dominant(t),
+            "terms_ms": {k: v * 1e3 for k, v in t.items()}, "tc_tflop": tc_flops / 1e12,
+            "cuda_tflop": cuda_flops / 1e12, "tc_per_entry": tc_flops / (B * H * T * T / 2),
+            "cuda_per_entry": cuda_flops / (B * H * T * T / 2)}
+
+
+def fused(B, H, d, T, m, modes, tc="fa2"):
+    """The best tile of the design: clusters of 1-8 SMs, Br and Bc in 16..128, the given ways of
+    the convolutions; the fastest prediction whose working set fits on chip. tc: the tensor-core
+    rate, "fa2" FA2's measured rate at this d and T (mma.sync code), "fa3" FA3's causal forward
+    (580 TFLOP/s, wgmma and TMA: not what the emulator runs), a sensitivity bound."""
+    rate_tc = fa2_anchor_rate(d, T) if tc == "fa2" else FA3_RATE
+    best = None
+    for cluster in (1, 2, 4, 8):
+        if (H if m["mix"] else (m["ch"] or 1)) % cluster:
+            continue
+        for Br in (16, 32, 64, 128):
+            for Bc in (16, 32, 64, 128):
+                for mode in (modes if m["cq"] else ("cuda",)):
+                    r = fused_at(B, H, d, T, m, cluster, Br, Bc, mode, rate_tc)
+                    if r and (best is None or r["ms"] < best["ms"]):
+                        best = r
+    return best
+
+
+# ---- the shapes and the table -----------------------------------------------------------------
+def shapes():
+    out = [("830M conv", 2, 16, 96, 4096, True), ("830M no-conv", 2, 16, 96, 4096, False)]
+    for d in (64, 128):
+        for T in (2048, 4096, 8192, 16384):
+            for conv in (True, False):
+                out.append((f"H8 d{d} T{T} {'conv' if conv else 'no-conv'}", 1, 8, d, T, conv))
+    return out
+
+
+def predict(name, B, H, d, T, conv):
+    m = mta_config(H, conv)
+    a, b = sdpa(B, H, d, T), present(B, H, d, T, m)
+    c = fused(B, H, d, T, m, ("cuda", "tc-pre"))
+    c_all = fused(B, H, d, T, m, ("cuda", "tc-pre", "tc-all"))
+    c_fa3 = fused(B, H, d, T, m, ("cuda", "tc-pre", "tc-all"), tc="fa3")
+    goal = 3.0 if conv else 1.5
+    return {"shape": name, "B": B, "H": H, "d": d, "T": T, "convolutions": conv, "predicted": True,
+            "measured": False, "a_sdpa_fa2": a, "b_present": b, "c_fused": c, "c_fused_all_tc": c_all,
+            "c_fused_all_tc_fa3_rate": c_fa3, "c_over_a": c["ms"] / a["ms"], "goal": goal,
+            "meets_goal": c["ms"] / a["ms"] <= goal}
+
+
+def print_counts(H, d):
+    for conv in (True, False):
+        fwd, bwd = entry_flops(mta_config(H, conv), H)
+        pf = product_flops(d)
+        print(f"CUDA-core FLOPs per causal entry and head, H={H}, {'with' if conv else 'without'} the convolutions:")
+        print("  forward:  " + ", ".join(f"{k} {v}" for k, v in fwd.items() if v) + f"  = {sum(fwd.values())} (+1 exp)")
+        print("  backward: " + ", ".join(f"{k} {v}" for k, v in bwd.items() if v) + f"  = {sum(bwd.values())}")
+        print(f"  products (tensor cores in (c)), d={d}: forward {pf['fwd']}, backward {pf['bwd']}")
+
+
+def body(src, start):
+    """The text between the brace after start and its match."""
+    i = src.index("{", src.index(start))
+    depth = 0
+    for j in range(i, len(src)):
+        depth += {"{": 1, "}": -1}.get(src[j], 0)
+        if depth == 0:
+            return src[i:j + 1]
+    raise ValueError(start)
+
+
+def check(root):
+    """The model against the code: launches per strip (kernels and cuBLAS calls, counted in
+    src/attn/mta_cuda.cu's strip loops with every step on) and the per-entry FLOP counts of the
+    830M layer. Returns the failures."""
+    import os
+    src = open(os.path.join(root, "src/attn/mta_cuda.cu")).read()
+
+    def launches(text):
+        return text.count("MTA_LAUNCH(") + text.count("gemm_kv(")
+    per_maps = launches(body(src, "void strip_maps("))
+    code_fwd = per_maps + launches(body(body(src, "mta_status cuda_forward("), "for (int i0"))
+    code_bwd = per_maps + launches(body(body(src, "mta_status cuda_backward("), "for (int i0"))
+    m = mta_config(16, True)
+    T = 4096
+    full = present(1, 16, 96, T, m)
+    R = full["strip_rows"]
+    one = present(1, 16, 96, R, m)  # one forward strip; its backward is one strip and the lag's flush
+    model_fwd = one["fwd_launches"]
+    model_bwd = one["launches"] - model_fwd - 7  # less the 7 parameter sums
+    fails = []
+    if (model_fwd, model_bwd) != (code_fwd, code_bwd):
+        fails.append(f"launches per strip: model {model_fwd} + {model_bwd}, mta_cuda.cu {code_fwd} + {code_bwd}")
+    fwd, bwd = entry_flops(m, 16)
+    if (sum(fwd.values()), sum(bwd.values())) != (332, 660):
+        fails.append(f"830M CUDA-core FLOPs per entry: {sum(fwd.values())} + {sum(bwd.values())}, not 332 + 660")
+    if R != 32:
+        fails.append(f"830M strip rows at B=1: {R}, docs/cuda.md says 32")
+    print(f"launches per strip: forward {code_fwd}, backward {code_bwd} (mta_cuda.cu); model {model_fwd}, {model_bwd}")
+    return fails
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Predicted (not measured) fwd+bwd time of MTA on an H100 SXM: "
+                                 "(a) SDPA FlashAttention-2, (b) mtac's present CUDA backend, (c) the fused "
+                                 "tensor-core design of issue 37. Nothing here has run on a GPU.")
+    ap.add_argument("--json", action="store_true", help="one JSON object per shape instead of the table")
+    ap.add_argument("--markdown", action="store_true", help="the table of docs/cuda.md's performance model")
+    ap.add_argument("--counts", action="store_true", help="print the per-entry FLOP counts first")
+    ap.add_argument("--shape", help="only the shapes whose name contains this")
+    ap.add_argument("--terms", action="store_true", help="also print (b)'s and (c)'s terms in ms")
+    ap.add_argument("--check", metavar="ROOT", nargs="?", const=".",
+                    help="check the model's launch and FLOP counts against the source tree at ROOT (default .)")
+    args = ap.parse_args()
+    if args.check:
+        fails = check(args.check)
+        for f in fails:
+            print("FAIL", f)
+        print("check:", "FAILED" if fails else "ok")
+        raise SystemExit(1 if fails else 0)
+    rows = [predict(*s) for s in shapes() if not args.shape or args.shape in s[0]]
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    if args.markdown:
+        print("| shape | B, H, d, T | (a) SDPA FA2 | (b) mtac now | (c) fused | (c)/(a) | goal | (c) tile, convolutions "
+              "| (c) dominant | (c')/(a) | (c'')/(a) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            c, a = r["c_fused"], r["a_sdpa_fa2"]["ms"]
+            print(f"| {r['shape']} | {r['B']}, {r['H']}, {r['d']}, {r['T']} | {a:.2f} | {r['b_present']['ms']:.0f} "
+                  f"| {c['ms']:.2f} | {r['c_over_a']:.1f}x | {r['goal']:.1f}x | cluster {c['cluster']}, Br {c['Br']}, "
+                  f"Bc {c['Bc']}, {c['conv']} | {c['dominant']} | {r['c_fused_all_tc']['ms'] / a:.1f}x "
+                  f"| {r['c_fused_all_tc_fa3_rate']['ms'] / a:.1f}x |")
+        return
+    if args.counts:
+        print_counts(16, 96)
+        print()
+    print("PREDICTED fwd+bwd ms on an H100 SXM (a model: nothing has run on a GPU)")
+    print("(c) convolutions on CUDA cores, or the pre conv as tensor-core products; (c') also every other"
+          " convolution as Toeplitz tensor-core products (bf16 maps); (c'') (c') at FA3's tensor-core rate")
+    cp, cpp = "(c')/(a)", "(c'')/(a)"
+    print(f"{'shape':<22} {'(a) SDPA':>8} {'(b) now':>8} {'(c)':>7} {'(c)/(a)':>7} {'goal':>5} "
+          f"{'(c) tile':<22} {'(c) dominant':<13} {cp:>8} {cpp:>9}")
+    for r in rows:
+        c, a = r["c_fused"], r["a_sdpa_fa2"]["ms"]
+        tile = f"cl{c['cluster']} Br{c['Br']} Bc{c['Bc']} {c['conv']}"
+        print(f"{r['shape']:<22} {a:8.2f} {r['b_present']['ms']:8.1f} {c['ms']:7.2f} {r['c_over_a']:6.1f}x "
+              f"{r['goal']:4.1f}x {tile:<22} {c['dominant']:<13} {r['c_fused_all_tc']['ms'] / a:7.1f}x "
+              f"{r['c_fused_all_tc_fa3_rate']['ms'] / a:8.1f}x")
+        if args.terms:
+            print("    (b) " + ", ".join(f"{k} {v:.1f}" for k, v in r["b_present"]["terms_ms"].items()))
+            print("    (c) " + ", ".join(f"{k} {v:.2f}" for k, v in c["terms_ms"].items())
+                  + f"; wave eff {c['wave_eff']:.2f}, on chip {c['on_chip_kb']:.0f} KB")
+
+
+if __name__ == "__main__":
+    main()
