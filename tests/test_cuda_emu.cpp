@@ -1,10 +1,13 @@
 // test_cuda_emu.cpp: the CUDA emulator (src/attn/cuda_emu/) against what CUDA specifies: barriers
 // that hold a block's threads, per-block shared memory and NaN-filled fresh memory, the thread
 // orders of its schedules, the launch limits an H100 checks, the runtime's errors and last-error
-// rule, and cuBLAS's column-major strided-batched product against direct sums in double.
+// rule, cuBLAS's column-major strided-batched product against direct sums in double, the bf16 and
+// fp16 conversions against hand-computed bit patterns, and wmma's tiles (cuda_emu_wmma.cuh)
+// against double sums of their rounded inputs.
 #include "attn/cuda_emu/cuda_emu.h"
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
+#include "cuda_emu_wmma.cuh"
 
 #include <initializer_list>
 #include <math.h>
@@ -302,6 +305,264 @@ static void test_cublas_sgemm_strided_batched(void **s) {
     cudaFree(A), cudaFree(B), cudaFree(C);
 }
 
+// ---- bf16 and fp16 conversions ----
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static uint32_t to_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+// {float32 bits, the 16-bit result}: each by hand from the formats' definitions.
+static const uint32_t to_bf16[][2] = {
+    {0x3f800000, 0x3f80},  // 1
+    {0x3f808000, 0x3f80},  // 1 + 2^-8: halfway between 0x3f80 and 0x3f81, to the even one
+    {0x3f818000, 0x3f82},  // halfway between 0x3f81 and 0x3f82, to the even one
+    {0x3f808001, 0x3f81},  // just past halfway
+    {0x3f807fff, 0x3f80},  // just below
+    {0xbf818000, 0xbf82},  // negative ties alike
+    {0x80000000, 0x8000},  // -0
+    {0x7f800000, 0x7f80},  // inf
+    {0xff800000, 0xff80},  // -inf
+    {0x7f7f7fff, 0x7f7f},  // just below halfway past the largest bf16: the largest
+    {0x7f7f8000, 0x7f80},  // halfway past the largest (odd): overflows to inf
+    {0x7f7fffff, 0x7f80},  // float's largest overflows too
+    {0xff7fffff, 0xff80},
+    {0x7fc00000, 0x7fff},  // NaN: canonical
+    {0xffc00001, 0x7fff},
+    {0x7f800001, 0x7fff},  // a NaN whose upper half alone would read as inf
+    {0x00000001, 0x0000},  // denormals: the smallest float one rounds to 0
+    {0x00008000, 0x0000},  // halfway to the smallest bf16 denormal: to even, 0
+    {0x00018000, 0x0002},  // halfway between 1 and 2 ulps: 2
+    {0x80008001, 0x8001},  // past halfway, negative
+    {0x007fffff, 0x0080},  // the largest float denormal rounds up to the smallest normal
+};
+static const uint32_t to_fp16[][2] = {
+    {0x3f800000, 0x3c00},  // 1
+    {0x3f801000, 0x3c00},  // 1 + 2^-11: halfway between 0x3c00 and 0x3c01, to the even one
+    {0x3f803000, 0x3c02},  // 1 + 3 2^-11: halfway between 0x3c01 and 0x3c02
+    {0x3f801001, 0x3c01},  // just past halfway
+    {0xbf803000, 0xbc02},  // negative
+    {0x80000000, 0x8000},  // -0
+    {0x477fe000, 0x7bff},  // 65504, the largest
+    {0x477fefff, 0x7bff},  // just below 65520
+    {0x477ff000, 0x7c00},  // 65520, halfway past the largest (odd): overflows to inf
+    {0x501502f9, 0x7c00},  // 1e10
+    {0xc77ff000, 0xfc00},
+    {0x7f800000, 0x7c00},  // inf
+    {0xff800000, 0xfc00},
+    {0x7fc00000, 0x7fff},  // NaN: canonical
+    {0xff800001, 0x7fff},
+    {0x38800000, 0x0400},  // 2^-14, the smallest normal
+    {0x387fc000, 0x03ff},  // 1023 2^-24, the largest denormal
+    {0x387fe000, 0x0400},  // 1023.5 2^-24: a tie, to the even 0x400 (the smallest normal)
+    {0x38000000, 0x0200},  // 2^-15
+    {0x33800000, 0x0001},  // 2^-24, the smallest denormal
+    {0x33c00000, 0x0002},  // 1.5 2^-24: a tie, to the even 2
+    {0x33000000, 0x0000},  // 2^-25: a tie, to the even 0
+    {0x33000001, 0x0001},  // just past it
+    {0xb3800000, 0x8001},
+    {0x00000001, 0x0000},  // a float denormal
+};
+
+static void test_bf16_fp16_conversions(void **s) {
+    (void)s;
+    for (const auto &c : to_bf16) {
+        const float f = from_bits(c[0]);
+        assert_int_equal(__bfloat16_as_ushort(__float2bfloat16_rn(f)), c[1]);
+        assert_int_equal(__bfloat16_as_ushort(__float2bfloat16(f)), c[1]);
+        const __nv_bfloat16 h = f;  // the class converts as __float2bfloat16_rn
+        assert_int_equal(__bfloat16_as_ushort(h), c[1]);
+        // back to float: the upper half, exactly (NaN stays NaN)
+        const float back = __bfloat162float(h);
+        if (c[1] == 0x7fff) assert_true(isnan(back) && isnan((float)h));
+        else assert_int_equal(to_bits(back), c[1] << 16), assert_int_equal(to_bits((float)h), c[1] << 16);
+    }
+    for (const auto &c : to_fp16) {
+        const float f = from_bits(c[0]);
+        assert_int_equal(__half_as_ushort(__float2half_rn(f)), c[1]);
+        assert_int_equal(__half_as_ushort(__float2half(f)), c[1]);
+        const __half h = f;
+        assert_int_equal(__half_as_ushort(h), c[1]);
+    }
+    // fp16 to float: {fp16, float32}
+    static const uint32_t from_fp16[][2] = {
+        {0x3c00, 0x3f800000}, {0x3c01, 0x3f802000}, {0x7bff, 0x477fe000}, {0x0400, 0x38800000},
+        {0x03ff, 0x387fc000}, {0x0001, 0x33800000}, {0x8001, 0xb3800000}, {0x0200, 0x38000000},
+        {0x8000, 0x80000000}, {0x7c00, 0x7f800000}, {0xfc00, 0xff800000}, {0xc000, 0xc0000000},
+    };
+    for (const auto &c : from_fp16) {
+        assert_int_equal(to_bits(__half2float(__ushort_as_half((unsigned short)c[0]))), c[1]);
+        assert_int_equal(to_bits((float)__ushort_as_half((unsigned short)c[0])), c[1]);
+    }
+    // poisoned memory (every byte 0xff) is NaN in both formats
+    assert_true(isnan(__half2float(__ushort_as_half(0xffff))) && isnan(__half2float(__ushort_as_half(0x7e00))));
+    assert_true(isnan(__bfloat162float(__ushort_as_bfloat16(0xffff))));
+    // every fp16 survives float and back
+    for (uint32_t u = 0; u < 0x10000; u++) {
+        const __half h = __ushort_as_half((unsigned short)u);
+        if (!isnan(__half2float(h))) assert_int_equal(__half_as_ushort(__float2half_rn(__half2float(h))), u);
+    }
+}
+
+// ---- wmma ----
+
+static float uniform(uint64_t *r) {  // in [-1, 1), with every bit of a float's mantissa used
+    *r = *r * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(*r >> 11) * 0x1p-52 - 1.0);
+}
+
+template <typename L> static size_t at_of(int r, int c, int ld_row, int ld_col) {
+    return is_row_major<L>::value ? (size_t)r * ld_row + c : (size_t)c * ld_col + r;
+}
+
+// An m x n matrix of uniform values rounded to T: the rounded values (row-major, as floats, for
+// the reference) and their T storage in layout L (row-major with ld n, column-major with ld m),
+// copied to a fresh device array.
+template <typename T, typename L> static T *dev_matrix(int m, int n, float *vals, uint64_t *r) {
+    T *host = (T *)malloc(m * n * sizeof(T)), *dev = NULL;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            const T x = uniform(r);
+            vals[i * n + j] = (float)x;
+            host[at_of<L>(i, j, n, m)] = x;
+        }
+    assert_int_equal(cudaMalloc(&dev, m * n * sizeof(T)), cudaSuccess);
+    assert_int_equal(cudaMemcpy(dev, host, m * n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    free(host);
+    return dev;
+}
+
+// got (m x n, row-major or not) against times * A B + C summed in double: summing K products
+// exactly in float32, in any order, errs by at most K 2^-24 (1 + K 2^-24) times the sum of the
+// terms' magnitudes (the standard bound for recursive summation, with float's unit roundoff 2^-24).
+static void check_product(const float *got, int row_major, int m, int n, int K, const float *A, const float *B,
+                          const float *C, int times) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            const size_t at = row_major ? (size_t)i * n + j : (size_t)j * m + i;
+            double want = C[at], mag = fabs(C[at]);
+            for (int k = 0; k < K; k++) {
+                const double p = (double)A[i * K + k] * B[k * n + j];
+                want += times * p, mag += times * fabs(p);
+            }
+            const double adds = times * K, u = 0x1p-24;
+            if (!(fabs(got[at] - want) <= adds * u * (1 + adds * u) * mag)) {
+                fprintf(stderr, "(%d, %d): %.9g, want %.9g\n", i, j, got[at], want);
+                fail();
+            }
+        }
+}
+
+template <typename T, typename LA, typename LB> static void tile_case(uint64_t *r) {
+    float A[256], B[256], C[256], D[256];
+    for (int c_row = 0; c_row < 2; c_row++)
+        for (int twice = 0; twice < 2; twice++) {
+            T *a = dev_matrix<T, LA>(16, 16, A, r), *b = dev_matrix<T, LB>(16, 16, B, r);
+            float *c = dev_floats(256), *d = dev_floats(256);
+            for (float &x : C) x = uniform(r);
+            cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
+            ::cuemu::launch("k_wmma_tile", k_wmma_tile<T, LA, LB>, 1, 64, 0, 0)(a, b, c, d, c_row, twice);
+            assert_int_equal(cudaGetLastError(), cudaSuccess);
+            cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
+            check_product(D, c_row, 16, 16, 16, A, B, C, twice ? 2 : 1);
+            cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
+        }
+}
+
+template <typename T, typename LA, typename LB> static void tiled_case(uint64_t *r) {
+    const int M = 32, N = 48, K = 64;
+    static float A[M * K], B[K * N], C[M * N], D[M * N];
+    for (int c_row = 0; c_row < 2; c_row++) {
+        T *a = dev_matrix<T, LA>(M, K, A, r), *b = dev_matrix<T, LB>(K, N, B, r);
+        float *c = dev_floats(M * N), *d = dev_floats(M * N);
+        for (float &x : C) x = uniform(r);
+        cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
+        for (uint64_t sched = 0; sched < 3; sched++) {  // a missing barrier would show in some order
+            mta_cuda_emu_set_schedule(sched);
+            ::cuemu::launch("k_wmma_tiled", k_wmma_tiled<T, LA, LB>, 1, 6 * 32, 0, 0)(a, b, c, d, c_row);
+            assert_int_equal(cudaGetLastError(), cudaSuccess);
+            cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
+            check_product(D, c_row, M, N, K, A, B, C, 1);
+        }
+        mta_cuda_emu_set_schedule(0);
+        cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
+    }
+}
+
+template <typename T> static void every_layout(uint64_t *r) {
+    using wmma::col_major;
+    using wmma::row_major;
+    tile_case<T, row_major, row_major>(r), tile_case<T, row_major, col_major>(r);
+    tile_case<T, col_major, row_major>(r), tile_case<T, col_major, col_major>(r);
+    tiled_case<T, row_major, row_major>(r), tiled_case<T, row_major, col_major>(r);
+    tiled_case<T, col_major, row_major>(r), tiled_case<T, col_major, col_major>(r);
+}
+
+// d = a b + c on one tile and D = A B + C through shared memory, bf16 and fp16, every layout of
+// a, b and the accumulator.
+static void test_wmma_products(void **s) {
+    (void)s;
+    uint64_t r = 7;
+    every_layout<__nv_bfloat16>(&r);
+    every_layout<__half>(&r);
+}
+
+// A tile loaded from memory that no thread wrote is NaN, and so is every product it enters.
+static void test_wmma_unwritten_is_nan(void **s) {
+    (void)s;
+    uint64_t r = 3;
+    float B[256], C[256], D[256];
+    __nv_bfloat16 *a = NULL, *b = dev_matrix<__nv_bfloat16, wmma::row_major>(16, 16, B, &r);
+    assert_int_equal(cudaMalloc(&a, 256 * sizeof *a), cudaSuccess);
+    float *c = dev_floats(256), *d = dev_floats(256);
+    for (float &x : C) x = 1.0f;
+    cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
+    ::cuemu::launch("k_wmma_tile", k_wmma_tile<__nv_bfloat16, wmma::row_major, wmma::row_major>, 1, 32, 0, 0)(a, b, c, d, 1, 0);
+    cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
+    for (float x : D) assert_true(isnan(x));
+    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
+}
+
+// fn() in a child process: 1 when it aborts (the emulator's fatal errors).
+static int aborts(void (*fn)(void)) {
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(2);
+        fn();
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void wmma_launch(unsigned threads, size_t offset) {
+    __nv_bfloat16 *a = NULL;
+    float *c = dev_floats(256 + 8);
+    assert_int_equal(cudaMalloc(&a, 2 * 256 * sizeof *a), cudaSuccess);
+    ::cuemu::launch("k_wmma_tile", k_wmma_tile<__nv_bfloat16, wmma::row_major, wmma::col_major>, 1, threads, 0, 0)(
+        a + offset, a, c, c, 1, 0);
+}
+
+// The checks CUDA's rules get: a block of whole warps, tiles 256-bit aligned, calls in a kernel.
+static void test_wmma_checks(void **s) {
+    (void)s;
+    assert_false(aborts([] { wmma_launch(96, 16); }));  // whole warps, 32-byte offsets: runs
+    assert_true(aborts([] { wmma_launch(48, 0); }));    // a warp and a half
+    assert_true(aborts([] { wmma_launch(32, 8); }));    // a tile 16 bytes from alignment
+    assert_true(aborts([] {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.0f);  // on the host, outside any kernel
+    }));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_barrier_holds_the_block),
@@ -312,6 +573,10 @@ int main(void) {
         cmocka_unit_test(test_launch_limits),
         cmocka_unit_test(test_runtime_memory),
         cmocka_unit_test(test_cublas_sgemm_strided_batched),
+        cmocka_unit_test(test_bf16_fp16_conversions),
+        cmocka_unit_test(test_wmma_products),
+        cmocka_unit_test(test_wmma_unwritten_is_nan),
+        cmocka_unit_test(test_wmma_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

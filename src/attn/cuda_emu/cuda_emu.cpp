@@ -30,8 +30,8 @@
 
 namespace cuemu {
 
-thread_local uint3 thread_idx, block_idx;
-thread_local dim3 block_dim, grid_dim;
+__thread uint3 thread_idx, block_idx;
+__thread dim3 block_dim, grid_dim;
 
 namespace {
 
@@ -255,9 +255,12 @@ void shared_free(void) {
     S->shared_n = 0, S->shared_total = 0, S->dyn_shared = NULL;
 }
 
+// Shared memory: 128-byte aligned, so that a wmma tile at a 32-byte multiple of an array's start
+// meets CUDA's 256-bit alignment (on a GPU, declare such arrays __align__(32) or more).
 void *poisoned(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (p) memset(p, 0xff, bytes);  // every float and double of it NaN
+    void *p = NULL;
+    if (posix_memalign(&p, 128, bytes ? bytes : 1)) return NULL;
+    memset(p, 0xff, bytes);  // every float, double, bf16 and fp16 of it NaN
     return p;
 }
 
@@ -351,6 +354,17 @@ void *shared_array(size_t bytes, size_t align) {
 }
 
 void *dynamic_shared(void) { return S->dyn_shared; }
+
+void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem) {
+    if (!S || !S->cur) {
+        fprintf(stderr, "cuda-emu: nvcuda::wmma::%s called outside a kernel\n", op);
+        abort();
+    }
+    if ((block_dim.x * block_dim.y * block_dim.z) % 32)
+        fatal("%s: wmma operations are warp-collective, and this block is not a whole number of warps", S->kernel, op);
+    if (p && ((uintptr_t)p % 32 || ldm * elem % 16))
+        fatal("%s: a tile's pointer must be 256-bit aligned and its ldm a multiple of 16 bytes", S->kernel, op);
+}
 
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
                  void (*fn)(void *), void *arg) {

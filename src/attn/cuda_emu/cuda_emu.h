@@ -17,7 +17,15 @@
 //   - device memory is host heap memory (ASan sees kernels' out-of-bounds reads and writes), 4 GiB
 //     of it in all; a refused cudaMalloc sets the last error too. Streams, events and async copies
 //     run synchronously, in the order they are called.
-// Warp-level intrinsics are not provided: no kernel uses one.
+// Shared arrays start 128-byte aligned. Warp-level intrinsics are not provided: no kernel uses one.
+// Tensor cores: include/cuda_bf16.h and cuda_fp16.h give __nv_bfloat16 and __half with CUDA's
+// conversions (round to nearest even, NaN to 0x7fff, overflow to inf, denormals kept), and
+// include/mma.h gives nvcuda::wmma's 16x16x16 bf16/fp16 tiles with float accumulation. Every lane
+// holds the whole tile (num_elements = 256): loops over a fragment's x[] work as on a GPU, code
+// that assumes CUDA's unspecified lane-to-element mapping does not. mma_sync sums in float32 in
+// k order (a GPU's order and internal precision differ; the products are exact either way). The
+// operations check that the block is a whole number of warps and the tiles' alignment; a tile read
+// from memory no thread wrote is NaN, as other reads are.
 #ifndef MTAC_CUDA_EMU_H
 #define MTAC_CUDA_EMU_H
 
@@ -27,6 +35,7 @@
 #include <string.h>
 
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #define __global__
@@ -99,15 +108,21 @@ template <typename F> cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttrib
 
 namespace cuemu {
 
-// The running thread's coordinates (set by the scheduler on every switch).
-extern thread_local uint3 thread_idx, block_idx;
-extern thread_local dim3 block_dim, grid_dim;
+// The running thread's coordinates (set by the scheduler on every switch). __thread, not
+// thread_local: constant-initialised, so a kernel reads them without the TLS init function's check
+// (in a template kernel, GCC's UBSan build reported a null pointer at that check).
+extern __thread uint3 thread_idx, block_idx;
+extern __thread dim3 block_dim, grid_dim;
 
 void syncthreads(void);
 // The calling block's n-th static shared array (every thread of a block declares the same arrays
 // in the same order, as a kernel's __shared__ declarations) and its dynamic shared memory.
 void *shared_array(size_t bytes, size_t align);
 void *dynamic_shared(void);
+// Called by every wmma operation (include/mma.h): fatal outside a kernel, in a block that is not
+// a whole number of warps, or with a tile pointer p (NULL: none) not 256-bit aligned or a leading
+// dimension of ldm elements of elem bytes not a multiple of 16 bytes, as CUDA requires.
+void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem);
 
 // Runs fn(arg) as every thread of every block of the launch (the launch's checks first).
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
