@@ -366,6 +366,143 @@ static void test_strip_size_budget(void **s) {
     omp_set_num_threads(omp_get_num_procs());
 }
 
+// x rounded to bfloat16, to nearest even (as __float2bfloat16_rn; finite x).
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// Runs config c with precision MTA_BF16 on the backend under test and in float32 on the reference
+// backend, both on the same q, k, v rounded to bf16 first; returns tu_rel_diff's difference.
+static double bf16_against_reference(const mta_config *c, const int32_t *doc, uint64_t seed, const char **which) {
+    mta_config rc = *c, fc = *c;
+    rc.backend = MTA_BACKEND_REFERENCE, rc.precision = MTA_FP32;
+    fc.backend = backend, fc.precision = MTA_BF16;
+    tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f), *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
+    assert_non_null(ref);
+    assert_non_null(f);
+    for (size_t i = 0; i < ref->n; i++) {
+        ref->q[i] = f->q[i] = bf16_round(ref->q[i]);
+        ref->k[i] = f->k[i] = bf16_round(ref->k[i]);
+        ref->v[i] = f->v[i] = bf16_round(ref->v[i]);
+    }
+    tu_case_set_docs(ref, doc);
+    tu_case_set_docs(f, doc);
+    run(ref);
+    run(f);
+    const double e = tu_rel_diff(f, ref, which);
+    tu_case_free(f);
+    tu_case_free(ref);
+    return e;
+}
+
+// The CUDA backend's tensor-core path (precision MTA_BF16; docs/cuda.md, "Tensor-core path") on
+// every config it covers: the tu_combo shapes (grouped-query attention, packed documents) at
+// T past one and two 64-row tiles, without and with group norm (depth scale off and on) and gate,
+// dropout 0 and 0.25; and d up to 128. The reference runs in float32 on the same bf16-rounded
+// q, k, v, so only the path's own roundings differ.
+//
+// The tolerance (docs/cuda.md, "Tensor-core path"). A bf16 rounding has relative error at most
+// u = 2^-9; the products' float32 sums add about 2^-24 per term, nothing next to u. An entry of a
+// result is a sum of terms, and a relative error e of each term moves it by at most e times the
+// sum of the terms' magnitudes. The longest chain of roundings is three: dq and dk come from dS
+// rounded, dS from dP = dO v^T with dO rounded, and from D = rowsum(dO O) with O made from P
+// rounded; out and the norm's and gate's gradients have one (P), dv two (P, dO). So each result
+// is within 3u times the sum of its terms' magnitudes. That sum is a multiple kappa of the
+// tensor's largest entry (the test's scale): the terms cancel, most in dq and dk, whose dS rows
+// sum to zero. kappa is not bounded a priori for random data; on these cases it stays below 6
+// (the worst difference seen is 17u), and the tolerance allows kappa = 10: 30u, about 0.059.
+static void test_bf16_tensor_cores(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    const double TOLERANCE = 3.0 * 10.0 / 512.0;
+    // T past one and two tiles of 64 rows, besides the shapes' own
+    static const int extra_T[TU_NSHAPES] = {64, 70, 0, 131, 0, 97, 70, 150, 129};
+    const int masks[6] = {0, TU_GN, TU_GN, TU_GATE, TU_GN | TU_GATE, TU_GN | TU_GATE};
+    const float drops[] = {0.0f, 0.25f};
+    int cases = 0, failed = 0;
+    double worst = 0.0;
+    for (int shape = 0; shape < TU_NSHAPES; shape++)
+        for (int t = 0; t < 2; t++)
+            for (int m = 0; m < 6; m++)
+                for (int di = 0; di < 2; di++) {
+                    mta_config c = tu_combo(shape, masks[m], drops[di]);
+                    if (t && !extra_T[shape]) continue;
+                    if (t) c.T = extra_T[shape];
+                    if (masks[m] & TU_GN) c.depth_scale = m >= 2 && m != 4;  // off, on; gate: off, on
+                    int32_t doc[2 * 150];
+                    const int docs = tu_combo_docs(shape, &c, doc);
+                    const char *which;
+                    const double e = bf16_against_reference(&c, docs ? doc : NULL, 3000 + 64 * shape + 8 * m + di, &which);
+                    worst = tu_worst(worst, e);
+                    cases++;
+                    if (!(e <= TOLERANCE) && failed++ < 20) {
+                        char name[64];
+                        print_error("shape %d, T = %d, %s%s, dropout %.2f: %s differs from the reference by %.3g\n", shape,
+                                    c.T, tu_combo_name(masks[m], name, sizeof name), c.depth_scale ? " (depth scale)" : "",
+                                    drops[di], which, e);
+                    }
+                }
+    // d up to 128 (padded to 16's), grouped-query attention and documents of 1 to 300 positions
+    const int lens[] = {1, 300, 5, 27, 2}, widths[] = {64, 100, 128};
+    for (int w = 0; w < 3; w++) {
+        mta_config c = tu_config_default(2, 4, 200, widths[w]);
+        c.H_kv = 2, c.group_norm = c.gate = c.depth_scale = 1, c.layer_id = 3, c.dropout = 0.1f;
+        int32_t doc[2 * 200];
+        tu_docs_cycle(lens, 5, w, c.B, c.T, doc);
+        const char *which;
+        const double e = bf16_against_reference(&c, w ? doc : NULL, 4000 + w, &which);
+        worst = tu_worst(worst, e);
+        cases++;
+        if (!(e <= TOLERANCE) && failed++ < 20)
+            print_error("d = %d, T = 200, H_kv = 2: %s differs from the reference by %.3g\n", widths[w], which, e);
+    }
+    print_message("bf16 tensor-core path: %d cases, worst difference %.3g (tolerance %.3g)\n", cases, worst, TOLERANCE);
+    if (failed) fail_msg("%d of %d bf16 runs differ from the reference by more than %.3g", failed, cases, TOLERANCE);
+}
+
+// The tensor-core path gives the same bits on a second run (in the emulator, every pass of every
+// launch in another thread order).
+static void test_bf16_repeatable(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    mta_config c = tu_combo(8, TU_GN | TU_GATE, 0.25f);
+    c.T = 150, c.backend = backend, c.precision = MTA_BF16;
+    int32_t doc[2 * 150];
+    tu_combo_docs(8, &c, doc);
+    tu_case *a = tu_case_new(&c, 60, 1.0f, 0.3f), *b = tu_case_new(&c, 60, 1.0f, 0.3f);
+    tu_case_set_docs(a, doc);
+    tu_case_set_docs(b, doc);
+    run(a);
+    run(b);
+    if (!tu_same_bits(a, b)) fail_msg("two bf16 runs on the same inputs differ");
+    tu_case_free(a);
+    tu_case_free(b);
+}
+
+// A config the tensor-core path does not cover (a key-query convolution or head step, d > 128)
+// runs the float32 path with precision MTA_BF16: the same bits as MTA_FP32.
+static void test_bf16_fallback_same_bits(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    const int others[5] = {TU_PRE, TU_MIX, TU_POST, TU_HCONV, TU_PRE | TU_GN | TU_GATE};
+    for (int k = 0; k < 6; k++) {
+        mta_config c = k < 5 ? tu_combo(5, others[k], 0.25f) : tu_config_default(1, 2, 19, 129);
+        c.backend = backend;
+        tu_case *a = tu_case_new(&c, 70 + k, 1.0f, 0.3f);
+        c.precision = MTA_BF16;
+        tu_case *b = tu_case_new(&c, 70 + k, 1.0f, 0.3f);
+        run(a);
+        run(b);
+        if (!tu_same_bits(a, b)) fail_msg("a config the tensor-core path does not cover (%d) differs from float32", k);
+        tu_case_free(a);
+        tu_case_free(b);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *schedule = NULL, *only = NULL;
     int bad = argc < 2 || mta_backend_from_name(argv[1], &backend);
@@ -411,6 +548,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_keep_o_same_bits),
         cmocka_unit_test(test_workspace_has_no_map),
         cmocka_unit_test(test_strip_size_budget),
+        cmocka_unit_test(test_bf16_tensor_cores),
+        cmocka_unit_test(test_bf16_repeatable),
+        cmocka_unit_test(test_bf16_fallback_same_bits),
     };
     if (only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);

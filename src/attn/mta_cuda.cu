@@ -16,6 +16,9 @@
 // Packed documents (mta_set_documents): the forward turns the device's (B,T) ids into document
 // starts (k_doc_starts) in the workspace, where its backward finds them, and every kernel keeps
 // to the documents' causal blocks (cuda_kernels.cuh).
+//
+// With precision MTA_BF16, the configs that the tensor-core path covers (mta_cuda_tc.cuh: no
+// key-query convolution or head step) run its fused kernels instead; the others run this path.
 #include "attn/cuda_kernels.cuh"
 #include "attn/mta_internal.h"
 
@@ -46,6 +49,11 @@ struct cuda_state {
 struct grad_layout {
     size_t pre, post, mix, hc, ng, total;  // offsets (doubles) into acc
 };
+
+// The tensor-core path (mta_cuda_tc.cuh, included below): the configs it runs with precision
+// MTA_BF16, and its workspace.
+int tc_covers(const mta_config *c);
+size_t tc_bytes(const mta_config *c);
 
 int imin(int a, int b) { return a < b ? a : b; }
 int imax(int a, int b) { return a > b ? a : b; }
@@ -159,8 +167,9 @@ mta_status cuda_setup(mta_ctx *ctx) {
     if (cublasSetStream(st->blas, st->stream) != CUBLAS_STATUS_SUCCESS)
         return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
-    st->R = strip_rows_of(c);
-    st->mem_bytes = bytes_of(c, st->R, &st->cap);
+    const int tc = tc_covers(c);
+    st->R = tc ? 0 : strip_rows_of(c);
+    st->mem_bytes = tc ? tc_bytes(c) : bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;
@@ -169,6 +178,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
                         st->mem_bytes / 1e6, st->R, cudaGetErrorString(e));
     }
     ctx->bytes = st->mem_bytes;
+    if (tc) return MTA_OK;  // the tensor-core path carves its workspace on each call (tc_carve)
     const size_t BH = (size_t)c->B * c->H, ld = st->ld = ld_of(c->T);
     const int cap = st->cap, R = st->R;
     const plan k = plan_of(c, R, cap);
@@ -353,8 +363,11 @@ mta_status finish(call *cl, const char *what) {
     return MTA_OK;
 }
 
+#include "attn/mta_cuda_tc.cuh"
+
 mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     ctx->dropout_on = ctx->cfg.dropout > 0 && ctx->training;
+    if (tc_covers(&ctx->cfg)) return tc_forward(ctx, q, k, v, p, out);
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
@@ -379,6 +392,7 @@ mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const floa
 
 mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                          const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    if (tc_covers(&ctx->cfg)) return tc_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
@@ -523,5 +537,5 @@ extern "C" const mta_backend_impl mta_cuda_emu_backend = {
 extern "C" __attribute__((visibility("default"))) const mta_backend_impl mta_cuda_backend = {
 #endif
     cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
-    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, 0,  // bf16: not yet
+    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, 1,  // bf16: mta_cuda_tc.cuh
 };

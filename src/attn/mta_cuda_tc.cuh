@@ -1,0 +1,485 @@
+// mta_cuda_tc.cuh: the CUDA backend's tensor-core path (precision MTA_BF16; docs/cuda.md,
+// "Tensor-core path"). Included by mta_cuda.cu, inside its namespace, after the helpers it uses
+// (call, begin, finish, normgate_of, k_sum_grad, k_doc_starts).
+//
+// It covers the configs without key-query convolutions and head steps (pre_cq = post_cq = 0,
+// pre_head_mix = 0, post_ch = 0) and d <= 128: causal softmax attention with dropout, group norm,
+// depth scale, gate, grouped-query attention and packed documents. It is FlashAttention-2's
+// scheme: one block per (head, tile of query rows) walks the key tiles with an online softmax, so
+// no (T,T) map exists; the backward recomputes P from the saved log-sum-exp.
+//
+// Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
+// the tile, d to a multiple of 16, with zeros); P, dO and dS are rounded to bf16 before the
+// products that read them; the products (nvcuda::wmma, m16n16k16) accumulate in float32, and the
+// softmax statistics, O, the norm and gate, and every gradient are float32.
+//
+// wmma's fragment layout is unspecified, so products go through shared memory: a warp stores its
+// 16x16 tiles there and per-row work (the softmax, O's rescaling) is done by threads on the stored
+// values. A tile of TC_M query rows and TC_N keys has 4 warps; warp w owns rows 16w..16w+15 of
+// every product it writes. Deterministic: each output tile belongs to one block, which sums its
+// terms in a fixed order (dk, dv: query heads of the kv head, then query tiles, in order).
+#ifndef MTAC_ATTN_MTA_CUDA_TC_CUH
+#define MTAC_ATTN_MTA_CUDA_TC_CUH
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <type_traits>
+
+namespace wm = nvcuda::wmma;
+typedef __nv_bfloat16 bf16;
+
+const int TC_M = 64;          // query rows of a tile
+const int TC_N = 64;          // keys of a tile (= TC_M: a query tile's diagonal is one key tile)
+const int TC_THREADS = 128;   // 4 warps, one per 16 rows of a tile
+const int TC_MAX_D = 128;
+static_assert(TC_M == TC_N && TC_M == 16 * (TC_THREADS / 32), "a warp per 16 rows; query and key tiles aligned");
+
+int tc_covers(const mta_config *c) {
+    return c->precision == MTA_BF16 && !c->pre_cq && !c->post_cq && !c->pre_head_mix && !c->post_ch && c->d <= TC_MAX_D;
+}
+
+int tc_dp(int d) { return (d + 15) / 16 * 16; }              // d padded for the k16 steps
+int tc_tp(int T) { return (T + TC_M - 1) / TC_M * TC_M; }    // T padded to whole tiles
+
+// What the kernels read and write besides their own arguments.
+struct tc_args {
+    const bf16 *q, *k, *v;  // (B*H or B*H_kv, Tp, dp): the rounded inputs, zero past T and d
+    const bf16 *dO;         // (B*H, Tp, dp): the rounded output gradient (backward)
+    float *o, *lse, *D;     // (B*H, T, d) O before norm and gate; (B*H, T) log-sum-exp, rowsum(dO O)
+    const int *ds;          // document starts (B, T), or NULL
+    int H, Hkv, T, Tp, d, dp;
+    float scale;            // 1/sqrt(d)
+    uint64_t seed;          // dropout (drop_thr = 0: none)
+    uint32_t drop_thr;
+    float drop_scale;
+};
+
+__device__ __forceinline__ size_t tc_kv_slab(const tc_args &a, int bh) {
+    return (size_t)(bh / a.H) * a.Hkv + bh % a.H / (a.H / a.Hkv);
+}
+
+// The last row (or key) of the tile starting at i0.
+__device__ __forceinline__ int tc_last(const tc_args &a, int i0) { return (i0 + TC_M < a.T ? i0 + TC_M : a.T) - 1; }
+
+// Buffers carved one after another in 32-byte steps (wmma's pointer alignment); base NULL only
+// counts the bytes (the host sizes the launches with the same code as the kernels carve).
+struct carver {
+    unsigned char *base;
+    size_t at;
+    template <typename T> __host__ __device__ T *take(size_t n) {
+        T *p = base ? (T *)(base + at) : NULL;
+        at += (n * sizeof(T) + 31) / 32 * 32;
+        return p;
+    }
+};
+
+// The dynamic shared memory of a kernel, aligned to 32 bytes (the launch asks 32 more).
+__device__ __forceinline__ unsigned char *tc_shared(void) {
+    MTA_DYNAMIC_SHARED(unsigned char, raw);
+    return (unsigned char *)(((uintptr_t)raw + 31) & ~(uintptr_t)31);
+}
+
+// The shared memory of the three kernels (kind TC_FWD, TC_DKDV, TC_DQ) for padded width dp; NULL
+// for what a kernel does not use. Returns the bytes to launch with (base NULL: counts only).
+enum { TC_FWD, TC_DKDV, TC_DQ };
+struct tc_smem {
+    bf16 *q, *k, *v, *dO;  // tiles of rows: q, dO (TC_M, dp), k, v (TC_N, dp)
+    bf16 *p, *ds;          // (TC_M, TC_N): P with dropout (forward, dK/dV), dS (backward)
+    float *s, *dp;         // (TC_M, TC_N): scores, dP2 = dO v^T
+    float *acc, *acc2;     // O (TC_M, dp), dK and dV (TC_N, dp), or dQ (TC_M, dp)
+    float *t;              // (64, dp): a product before it is added (tc_product)
+    float *r1, *r2, *r3;   // per row: max, sum and rescaling (forward), lse and D (backward)
+};
+__host__ __device__ size_t tc_smem_carve(int kind, int dp, unsigned char *base, tc_smem *sm) {
+    carver cv = {base, 0};
+    const int fwd = kind == TC_FWD;
+    sm->q = cv.take<bf16>(TC_M * dp), sm->k = cv.take<bf16>(TC_N * dp), sm->v = cv.take<bf16>(TC_N * dp);
+    sm->dO = fwd ? NULL : cv.take<bf16>(TC_M * dp);
+    sm->p = kind == TC_DQ ? NULL : cv.take<bf16>(TC_M * TC_N);
+    sm->ds = fwd ? NULL : cv.take<bf16>(TC_M * TC_N);
+    sm->s = cv.take<float>(TC_M * TC_N);
+    sm->dp = fwd ? NULL : cv.take<float>(TC_M * TC_N);
+    sm->acc = cv.take<float>(TC_M * dp);
+    sm->acc2 = kind == TC_DKDV ? cv.take<float>(TC_N * dp) : NULL;
+    sm->t = cv.take<float>(TC_M * dp);
+    sm->r1 = cv.take<float>(TC_M), sm->r2 = cv.take<float>(TC_M), sm->r3 = fwd ? cv.take<float>(TC_M) : NULL;
+    return cv.at + 32;
+}
+
+typedef wm::fragment<wm::accumulator, 16, 16, 16, float> acc_frag;
+
+// acc += A B for a 16 x n by n x 16 product of bf16 operands, n a multiple of 16. A row-major is
+// a[m*lda + k], column-major a[k*lda + m]; B row-major b[k*ldb + n], column-major b[n*ldb + k].
+template <typename LA, typename LB>
+__device__ void mma_acc(acc_frag &acc, const bf16 *a, int lda, const bf16 *b, int ldb, int n) {
+    const bool a_rows = std::is_same<LA, wm::row_major>::value, b_rows = std::is_same<LB, wm::row_major>::value;
+    wm::fragment<wm::matrix_a, 16, 16, 16, bf16, LA> fa;
+    wm::fragment<wm::matrix_b, 16, 16, 16, bf16, LB> fb;
+    for (int k = 0; k < n; k += 16) {
+        wm::load_matrix_sync(fa, a + (a_rows ? k : (size_t)k * lda), lda);
+        wm::load_matrix_sync(fb, b + (b_rows ? (size_t)k * ldb : k), ldb);
+        wm::mma_sync(acc, fa, fb, acc);
+    }
+}
+
+// s = x y^T for a tile: x (TC_M, dp) rows, y (TC_N, dp) rows, s (TC_M, TC_N) float; warp w
+// writes rows 16w..16w+15.
+__device__ void tc_products_xyT(const bf16 *x, const bf16 *y, float *s, int dp) {
+    const int w = threadIdx.x / 32;
+    for (int n = 0; n < TC_N; n += 16) {
+        acc_frag acc;
+        wm::fill_fragment(acc, 0.0f);
+        mma_acc<wm::row_major, wm::col_major>(acc, x + (size_t)16 * w * dp, dp, y + (size_t)n * dp, dp, dp);
+        wm::store_matrix_sync(s + 16 * w * TC_N + n, acc, TC_N, wm::mem_row_major);
+    }
+}
+
+// t = A y for a tile, in fresh accumulators: A is p (TC_M, TC_N) as is (LA row-major) or
+// transposed (column-major), y the (64, dp) rows; t is (64, dp) float. Warp w writes rows
+// 16w..16w+15. The callers then add t to their sums entry by entry (tc_add_rows): accumulating in
+// place (load the sum, mma, store it) is right on a GPU, but the emulator's lanes each do a whole
+// tile one after another, so each would add the product again.
+template <typename LA>
+__device__ void tc_product(float *t, const bf16 *p, const bf16 *y, int dp) {
+    const int w = threadIdx.x / 32;
+    const bool rows = std::is_same<LA, wm::row_major>::value;
+    const bf16 *a = p + (rows ? (size_t)16 * w * TC_N : (size_t)16 * w);
+    for (int n = 0; n < dp; n += 16) {
+        acc_frag acc;
+        wm::fill_fragment(acc, 0.0f);
+        mma_acc<LA, wm::row_major>(acc, a, TC_N, y + n, dp, TC_N);
+        wm::store_matrix_sync(t + (size_t)16 * w * dp + n, acc, dp, wm::mem_row_major);
+    }
+}
+
+// sum = sum * scale[row] + t over a (64, dp) tile (scale NULL: 1).
+__device__ void tc_add_rows(float *sum, const float *scale, const float *t, int dp) {
+    for (int e = threadIdx.x; e < TC_M * dp; e += blockDim.x) sum[e] = (scale ? sum[e] * scale[e / dp] : sum[e]) + t[e];
+}
+
+// n bf16 from global to shared memory (tiles are contiguous in the padded layout).
+__device__ void tc_copy(bf16 *dst, const bf16 *src, int n) {
+    for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = src[e];
+}
+__device__ void tc_zero(float *dst, int n) {
+    for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = 0.0f;
+}
+
+// 1 when row i (< T) may see key j: s_i <= j <= i.
+__device__ __forceinline__ int tc_valid(const tc_args &a, int b, int i, int j) {
+    return i < a.T && j <= i && j >= mta_row_start(a.ds, a.T, b, i);
+}
+
+// Dropout's factor of entry (bh, i, j): 0 or 1/(1-p) (1 without dropout).
+__device__ __forceinline__ float tc_drop(const tc_args &a, int bh, int i, int j) {
+    if (!a.drop_thr) return 1.0f;
+    return mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j, a.drop_thr) ? a.drop_scale : 0.0f;
+}
+
+// Rows of a (slabs, T, d) float tensor to bf16 (slabs, Tp, dp), zero past T and d (grid: x entries
+// of 128, y slabs).
+__global__ void k_tc_round(const float *src, bf16 *dst, int T, int Tp, int d, int dp) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x, i = e / dp, c = e % dp;
+    if (i >= Tp) return;
+    const size_t slab = blockIdx.y;
+    const float x = i < T && c < d ? src[(slab * T + i) * d + c] : 0.0f;
+    dst[(slab * Tp + i) * dp + c] = __float2bfloat16_rn(x);
+}
+
+// Forward, one block per (query tile, head) (grid: x tiles, y B*H): the key tiles from the first
+// document start of the tile's rows to the diagonal, with an online softmax; writes O (before
+// norm and gate) to out and a.o, and each row's log-sum-exp.
+__global__ void __launch_bounds__(TC_THREADS) k_tc_forward(tc_args a, float *out) {
+    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
+    tc_smem sm;
+    tc_smem_carve(TC_FWD, dp, tc_shared(), &sm);
+    bf16 *qs = sm.q, *ks = sm.k, *vs = sm.v, *ps = sm.p;
+    float *s = sm.s, *o = sm.acc, *t = sm.t, *m = sm.r1, *l = sm.r2, *alpha = sm.r3;
+    tc_copy(qs, a.q + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
+    tc_zero(o, TC_M * dp);
+    if (threadIdx.x < TC_M) m[threadIdx.x] = -INFINITY, l[threadIdx.x] = 0.0f;
+    const size_t kv = tc_kv_slab(a, bh);
+    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
+        tc_copy(ks, a.k + (kv * a.Tp + j0) * dp, TC_N * dp);
+        tc_copy(vs, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
+        __syncthreads();
+        tc_products_xyT(qs, ks, s, dp);
+        __syncthreads();
+        // the online softmax of row r: the new max, the old terms' factor alpha, P to bf16
+        const int r = threadIdx.x, i = i0 + r;
+        if (r < TC_M) {
+            const float *sr = s + r * TC_N;
+            bf16 *pr = ps + r * TC_N;
+            float mx = m[r];
+            for (int c = 0; c < TC_N; c++)
+                if (tc_valid(a, b, i, j0 + c)) mx = fmaxf(mx, sr[c] * a.scale);
+            // mx is -inf while the row has seen no key (a document starting after j0): nothing to rescale
+            alpha[r] = mx == -INFINITY ? 1.0f : expf(m[r] - mx);
+            float sum = 0.0f;
+            for (int c = 0; c < TC_N; c++) {
+                const int j = j0 + c;
+                float p = 0.0f, f = 0.0f;
+                if (tc_valid(a, b, i, j)) p = expf(sr[c] * a.scale - mx), f = tc_drop(a, bh, i, j);
+                sum += p;
+                pr[c] = __float2bfloat16_rn(p * f);
+            }
+            l[r] = l[r] * alpha[r] + sum, m[r] = mx;
+        }
+        __syncthreads();
+        tc_product<wm::row_major>(t, ps, vs, dp);
+        __syncthreads();
+        tc_add_rows(o, alpha, t, dp);  // O = alpha O + P v
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e % a.d, i = i0 + r;
+        if (i > last) break;
+        const size_t at = ((size_t)bh * a.T + i) * a.d + c;
+        out[at] = a.o[at] = o[r * dp + c] / l[r];
+    }
+    if (threadIdx.x < TC_M && i0 + (int)threadIdx.x <= last)
+        a.lse[(size_t)bh * a.T + i0 + threadIdx.x] = m[threadIdx.x] + logf(l[threadIdx.x]);
+}
+
+// Backward, per row: D = rowsum(dO * O) and dO rounded to bf16 (zero past T and d) (grid: x rows
+// of 128, y B*H). go is dO in (B*H, T, d).
+__global__ void k_tc_prep(tc_args a, const float *go, bf16 *dO) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
+    if (i >= a.Tp) return;
+    const float *g = go + ((size_t)bh * a.T + i) * a.d, *o = a.o + ((size_t)bh * a.T + i) * a.d;
+    bf16 *dst = dO + ((size_t)bh * a.Tp + i) * a.dp;
+    float D = 0.0f;
+    for (int e = 0; e < a.dp; e++) {
+        const float x = i < a.T && e < a.d ? g[e] : 0.0f;
+        if (e < a.d && i < a.T) D = fmaf(x, o[e], D);
+        dst[e] = __float2bfloat16_rn(x);
+    }
+    if (i < a.T) a.D[(size_t)bh * a.T + i] = D;
+}
+
+// The backward's entries of a tile, from S = q k^T and dP2 = dO v^T (float, in place): P from the
+// saved log-sum-exp, dP through dropout, dS = P (dP - D) to bf16 in ds, and P2 = P with dropout to
+// bf16 in p2 (when not NULL). lse, D: the tile's rows.
+__device__ void tc_grad_entries(const tc_args &a, int bh, int i0, int j0, const float *s, const float *dp2,
+                                const float *lse, const float *D, bf16 *p2, bf16 *ds) {
+    const int b = bh / a.H;
+    for (int e = threadIdx.x; e < TC_M * TC_N; e += blockDim.x) {
+        const int r = e / TC_N, i = i0 + r, j = j0 + e % TC_N;
+        float p = 0.0f, f = 0.0f;
+        if (tc_valid(a, b, i, j)) p = expf(s[e] * a.scale - lse[r]), f = tc_drop(a, bh, i, j);
+        if (p2) p2[e] = __float2bfloat16_rn(p * f);
+        ds[e] = __float2bfloat16_rn(p * (dp2[e] * f - D[r]));
+    }
+}
+
+// A query tile's rows of lse and D (0 past T).
+__device__ void tc_row_stats(const tc_args &a, int bh, int i0, float *lse, float *D) {
+    for (int r = threadIdx.x; r < TC_M; r += blockDim.x) {
+        const int i = i0 + r;
+        lse[r] = i < a.T ? a.lse[(size_t)bh * a.T + i] : 0.0f;
+        D[r] = i < a.T ? a.D[(size_t)bh * a.T + i] : 0.0f;
+    }
+}
+
+// dK and dV of one key tile of one kv head (grid: x key tiles, y B*H_kv): its query heads in
+// order, each over the query tiles from the diagonal on while their rows' documents can reach the
+// tile's keys. dk += scale dS^T q, dv += P2^T dO.
+__global__ void __launch_bounds__(TC_THREADS) k_tc_dkdv(tc_args a, float *dk, float *dv) {
+    const int dp = a.dp, kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N;
+    const int jlast = tc_last(a, j0);
+    tc_smem sm;
+    tc_smem_carve(TC_DKDV, dp, tc_shared(), &sm);
+    bf16 *qs = sm.q, *ks = sm.k, *vs = sm.v, *dos = sm.dO, *p2 = sm.p, *dsb = sm.ds;
+    float *s = sm.s, *dps = sm.dp, *dks = sm.acc, *dvs = sm.acc2, *t = sm.t, *lse = sm.r1, *D = sm.r2;
+    tc_copy(ks, a.k + ((size_t)kvs * a.Tp + j0) * dp, TC_N * dp);
+    tc_copy(vs, a.v + ((size_t)kvs * a.Tp + j0) * dp, TC_N * dp);
+    tc_zero(dks, TC_N * dp);
+    tc_zero(dvs, TC_N * dp);
+    for (int h = (kvs % a.Hkv) * rep; h < (kvs % a.Hkv + 1) * rep; h++) {
+        const int bh = b * a.H + h;
+        // rows from i0 on start their documents at or after row i0's start
+        for (int i0 = j0; i0 < a.T && mta_row_start(a.ds, a.T, b, i0) <= jlast; i0 += TC_M) {
+            tc_copy(qs, a.q + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
+            tc_copy(dos, a.dO + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
+            tc_row_stats(a, bh, i0, lse, D);
+            __syncthreads();
+            tc_products_xyT(qs, ks, s, dp);
+            tc_products_xyT(dos, vs, dps, dp);
+            __syncthreads();
+            tc_grad_entries(a, bh, i0, j0, s, dps, lse, D, p2, dsb);
+            __syncthreads();
+            tc_product<wm::col_major>(t, p2, dos, dp);
+            __syncthreads();
+            tc_add_rows(dvs, NULL, t, dp);
+            __syncthreads();
+            tc_product<wm::col_major>(t, dsb, qs, dp);
+            __syncthreads();
+            tc_add_rows(dks, NULL, t, dp);
+            __syncthreads();
+        }
+    }
+    for (int e = threadIdx.x; e < TC_N * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e % a.d, j = j0 + r;
+        if (j > jlast) break;
+        const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
+        dk[at] += a.scale * dks[r * dp + c];
+        dv[at] += dvs[r * dp + c];
+    }
+}
+
+// dQ of one query tile of one head (grid: x query tiles, y B*H): the key tiles from its first
+// document start to the diagonal. dq += scale dS k.
+__global__ void __launch_bounds__(TC_THREADS) k_tc_dq(tc_args a, float *dq) {
+    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
+    tc_smem sm;
+    tc_smem_carve(TC_DQ, dp, tc_shared(), &sm);
+    bf16 *qs = sm.q, *ks = sm.k, *vs = sm.v, *dos = sm.dO, *dsb = sm.ds;
+    float *s = sm.s, *dps = sm.dp, *dqs = sm.acc, *t = sm.t, *lse = sm.r1, *D = sm.r2;
+    tc_copy(qs, a.q + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
+    tc_copy(dos, a.dO + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
+    tc_row_stats(a, bh, i0, lse, D);
+    tc_zero(dqs, TC_M * dp);
+    const size_t kv = tc_kv_slab(a, bh);
+    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
+        tc_copy(ks, a.k + (kv * a.Tp + j0) * dp, TC_N * dp);
+        tc_copy(vs, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
+        __syncthreads();
+        tc_products_xyT(qs, ks, s, dp);
+        tc_products_xyT(dos, vs, dps, dp);
+        __syncthreads();
+        tc_grad_entries(a, bh, i0, j0, s, dps, lse, D, NULL, dsb);
+        __syncthreads();
+        tc_product<wm::row_major>(t, dsb, ks, dp);
+        __syncthreads();
+        tc_add_rows(dqs, NULL, t, dp);
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e % a.d, i = i0 + r;
+        if (i > last) break;
+        dq[((size_t)bh * a.T + i) * a.d + c] += a.scale * dqs[r * dp + c];
+    }
+}
+
+// The bytes a kernel of the kind is launched with.
+size_t tc_smem_bytes(int kind, int dp) {
+    tc_smem sm;
+    return tc_smem_carve(kind, dp, NULL, &sm);
+}
+
+// The path's workspace, in the backend's one allocation (cuda_state.mem).
+struct tc_ws {
+    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args)
+    float *o, *go;         // O before norm and gate; dO before it (with a norm or gate)
+    float *lse, *D;
+    int *start;            // document starts (B, T)
+    double *acc;           // norm and gate gradients per (batch, head): 2d+1 each
+};
+
+// Carves w from mem (NULL: counts) and returns the bytes.
+size_t tc_carve(const mta_config *c, void *mem, tc_ws *w) {
+    const size_t BH = (size_t)c->B * c->H, BHkv = (size_t)c->B * mta_kv_heads(c), T = c->T, d = c->d;
+    const size_t padded = (size_t)tc_tp(c->T) * tc_dp(c->d);
+    carver cv = {(unsigned char *)mem, 0};
+    tc_ws x;
+    x.acc = cv.take<double>(BH * (2 * d + 1));
+    x.q = cv.take<bf16>(BH * padded), x.k = cv.take<bf16>(BHkv * padded), x.v = cv.take<bf16>(BHkv * padded);
+    x.dO = cv.take<bf16>(BH * padded);
+    x.o = cv.take<float>(BH * T * d);
+    x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
+    x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
+    x.start = cv.take<int>((size_t)c->B * T);
+    if (w) *w = x;
+    return cv.at;
+}
+size_t tc_bytes(const mta_config *c) { return tc_carve(c, NULL, NULL); }
+
+// The kernels' common arguments for a call.
+tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
+    const mta_config *c = cl->c;
+    tc_args a;
+    a.q = w->q, a.k = w->k, a.v = w->v, a.dO = w->dO;
+    a.o = w->o, a.lse = w->lse, a.D = w->D;
+    a.ds = ds;
+    a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
+    a.scale = cl->scale;
+    a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
+    return a;
+}
+
+// q, k, v rounded into the workspace.
+void tc_round_inputs(const call *cl, const tc_ws *w) {
+    const mta_config *c = cl->c;
+    const int Tp = tc_tp(c->T), dp = tc_dp(c->d), BH = c->B * c->H, BHkv = c->B * mta_kv_heads(c);
+    const unsigned x = (unsigned)((Tp * dp + 127) / 128);
+    MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BH), 128, 0, cl->s)(cl->q, w->q, c->T, Tp, c->d, dp);
+    MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BHkv), 128, 0, cl->s)(cl->k, w->k, c->T, Tp, c->d, dp);
+    MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BHkv), 128, 0, cl->s)(cl->v, w->v, c->T, Tp, c->d, dp);
+}
+
+// Dynamic shared memory past 48 KB needs the kernel's opt-in.
+template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
+    call cl;
+    mta_status s = begin(ctx, &cl, q, k, v, p);
+    if (s) return s;
+    const mta_config *c = cl.c;
+    cuda_state *st = cl.st;
+    tc_ws w;
+    tc_carve(c, st->mem, &w);
+    st->docs = ctx->doc != NULL;
+    if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
+    tc_round_inputs(&cl, &w);
+    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
+    const size_t sm = tc_smem_bytes(TC_FWD, a.dp);
+    tc_smem_optin(k_tc_forward, sm);
+    MTA_LAUNCH(k_tc_forward, dim3((unsigned)(a.Tp / TC_M), (unsigned)(c->B * c->H)), TC_THREADS, sm, cl.s)(a, out);
+    if (c->group_norm || c->gate)
+        MTA_LAUNCH(k_normgate, dim3((unsigned)c->T, (unsigned)(c->B * c->H)), red_threads(c->d, 128), 0, cl.s)(
+            out, (size_t)c->T * c->d, normgate_of(c, p));
+    return finish(&cl, "tensor-core forward");
+}
+
+mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                       const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    call cl;
+    mta_status s = begin(ctx, &cl, q, k, v, p);
+    if (s) return s;
+    const mta_config *c = cl.c;
+    const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
+    tc_ws w;
+    tc_carve(c, cl.st->mem, &w);
+    tc_round_inputs(&cl, &w);
+    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL);
+    // dO through the gate and norm (their parameter gradients summed per head, rows in order)
+    const float *go = dout;
+    if (c->group_norm || c->gate) {
+        const cudaError_t e = cudaMemsetAsync(w.acc, 0, (size_t)BH * (2 * d + 1) * sizeof(double), cl.s);
+        if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
+        MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl.s)(
+            w.o, dout, w.go, (size_t)T * d, (size_t)T * d, T, normgate_of(c, p), w.acc);
+        go = w.go;
+    }
+    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, w.dO);
+    const size_t sm_kv = tc_smem_bytes(TC_DKDV, a.dp), sm_q = tc_smem_bytes(TC_DQ, a.dp);
+    tc_smem_optin(k_tc_dkdv, sm_kv);
+    tc_smem_optin(k_tc_dq, sm_q);
+    MTA_LAUNCH(k_tc_dkdv, dim3((unsigned)(a.Tp / TC_N), (unsigned)(B * a.Hkv)), TC_THREADS, sm_kv, cl.s)(a, dk, dv);
+    MTA_LAUNCH(k_tc_dq, dim3((unsigned)(a.Tp / TC_M), (unsigned)BH), TC_THREADS, sm_q, cl.s)(a, dq);
+    // the norm's and gate's gradients: per-head partials at offsets 0, d, 2d of each 2d+1
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    const int which[3] = {MTA_GN_WEIGHT, MTA_GATE_W, MTA_GATE_B}, off[3] = {0, d, 2 * d};
+    for (int n = 0; n < 3; n++) {
+        const int i = which[n], count = (int)ps.w[i];
+        if (g->w[i] && count)
+            MTA_LAUNCH(k_sum_grad, (count + 127) / 128, 128, 0, cl.s)(g->w[i], count, w.acc, (size_t)(2 * d + 1), BH, off[n],
+                                                                     H, 0);
+    }
+    return finish(&cl, "tensor-core backward");
+}
+
+#endif
