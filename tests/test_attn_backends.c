@@ -57,8 +57,16 @@ static run_grid grid(const int *rows, int nrows, const int *threads, int nthread
 
 // Runs the problem of config c (any backend) and seed on the reference backend, then on the
 // backend under test at every strip size and thread count of gr; prints each run that differs
-// by more than 2e-5 (label names the case) while *printed < 50. Returns the failing runs and
+// by more than TOL (label names the case) while *printed < 50. Returns the failing runs and
 // adds the runs made to *runs.
+// The largest difference from the reference, relative to the reference tensor's largest entry
+// (tu_rel_diff). Float32 rounding alone reaches a few 1e-5 where the group norm divides by a
+// small row norm and its gradient sums cancel: with packed documents (tu_combo shape 7,
+// pre+mix+post+gn with dropout), dk of one backend differs by 1.3e-5 and the head-conv kernel's
+// gradient by 3.7e-5 between a Debug and a Release build (the Release backends agree within
+// 1e-6 there). A wrong index or a missing term differs by 1e-3 and more.
+#define TOL 5e-5
+
 // doc: the (B,T) document ids of packed documents, or NULL.
 static int against_reference(const mta_config *c, const int32_t *doc, uint64_t seed, const run_grid *gr,
                              const char *label, int *runs, int *printed) {
@@ -81,7 +89,7 @@ static int against_reference(const mta_config *c, const int32_t *doc, uint64_t s
             run(f);
             const char *which;
             const double e = tu_rel_diff(f, ref, &which);
-            if (e > 2e-5) {
+            if (!(e <= TOL)) {
                 failed++;
                 if ((*printed)++ < 50)
                     print_error("%s, %d rows per strip (0: default), %d threads: %s %s differs from the reference by "
