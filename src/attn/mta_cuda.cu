@@ -242,10 +242,7 @@ __global__ void k_sum_grad(float *out, int count, const double *acc, size_t stri
 // position i starts a document when its id differs from position i-1's.
 __global__ void k_doc_starts(const int32_t *doc, int B, int T, int *start) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
-    const int32_t *id = doc + (size_t)b * T;
-    int *st = start + (size_t)b * T;
-    for (int i = 0; i < T; i++) st[i] = i > 0 && id[i] == id[i - 1] ? st[i - 1] : i;
+    if (b < B) mta_doc_starts_row(doc + (size_t)b * T, T, start + (size_t)b * T);
 }
 
 // Row-major C = alpha op(A) op(B) + beta C for each of `batch` heads (strides sA, sB, sC), on

@@ -113,7 +113,11 @@ static inline MTA_HOST_DEVICE size_t mta_kv_slab(const mta_config *c, size_t bh)
 }
 
 // Packed documents (mta_set_documents). start[b*T + i] is the first position of the document of
-// row i of sequence b: i when i = 0 or doc[b,i] != doc[b,i-1], else start[b*T + i-1].
+// row i of sequence b: i when i = 0 or doc[b,i] != doc[b,i-1], else start[b*T + i-1]; one
+// sequence's T starts from its ids (the CUDA backend runs it on the device, a thread a sequence).
+static inline MTA_HOST_DEVICE void mta_doc_starts_row(const int32_t *id, int T, int *start) {
+    for (int i = 0; i < T; i++) start[i] = i > 0 && id[i] == id[i - 1] ? start[i - 1] : i;
+}
 void mta_doc_starts(const int32_t *doc, int B, int T, int *start);
 // The document starts a host backend's call reads: those of the last forward, or NULL (one
 // document per sequence).

@@ -117,9 +117,5 @@ void mta_headconv_grad_add(const float *dm, int H, int ch, float *dw) {
 }
 
 void mta_doc_starts(const int32_t *doc, int B, int T, int *start) {
-    for (int b = 0; b < B; b++) {
-        const int32_t *id = doc + (size_t)b * T;
-        int *st = start + (size_t)b * T;
-        for (int i = 0; i < T; i++) st[i] = i > 0 && id[i] == id[i - 1] ? st[i - 1] : i;
-    }
+    for (int b = 0; b < B; b++) mta_doc_starts_row(doc + (size_t)b * T, T, start + (size_t)b * T);
 }
