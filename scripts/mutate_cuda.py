@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Deliberate bugs in the CUDA backend's source, each of which test_attn_backends cuda-emu must catch.
 
-    python3 scripts/mutate_cuda.py [--build DIR] [--list] [N ...]
+    python3 scripts/mutate_cuda.py [--build DIR] [--list] [--check] [N ...]
 
 Each mutation is applied to the source, the build directory's test_attn_backends is rebuilt (a build
 made with -DMTAC_CUDA_EMU=ON), `test_attn_backends cuda-emu` runs, and the source is restored, also
 on an error or Ctrl-C. A mutation the tests do not catch (the run passes) is reported as MISSED and
 makes the exit status 1. Without N, every mutation runs (about half a minute each on 2 cores). Do not
 edit or build the tree meanwhile: the source files are changed in place. See docs/cuda.md.
+--check only checks that each mutation's text is in its file once (CTest test_mutation_texts), so
+that an edit of the source that moves a mutation's text fails CI instead of this script.
 """
 import argparse
 import os
@@ -47,9 +49,9 @@ MUTATIONS = [
      'mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr)',
      'mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j + (src.p == dst.p), drop_thr)'),
     ('the forward never writes out (P v skipped)', CU,
-     '        blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,',
-     '        if (0) blas_check(&cl, gemm(st->blas, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f,'),
-    ('the parameter gradients never summed', CU, '        if (x.out && x.count)', '        if (0 && x.out && x.count)'),
+     '        gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + ',
+     '        if (0) gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + '),
+    ('the parameter gradients never summed', CU, '        if (g->w[i] && count)', '        if (0 && g->w[i] && count)'),
 ]
 
 
@@ -65,12 +67,20 @@ def main():
     ap.add_argument('--build', default='build', help='a build made with -DMTAC_CUDA_EMU=ON (default build)')
     ap.add_argument('--list', action='store_true', help='list the mutations and exit')
     ap.add_argument('--timeout', type=int, default=300, help='seconds a test run may take (default 300)')
+    ap.add_argument('--check', action='store_true', help='check that every mutation\'s text is in its file once')
     args = ap.parse_args()
     if args.list:
         for k, m in enumerate(MUTATIONS):
             print(k, m[0])
         return 0
     os.chdir(ROOT)
+    if args.check:
+        stale = [f'{k} ({m[0]}): found {open(m[1]).read().count(m[2])} times in {m[1]}'
+                 for k, m in enumerate(MUTATIONS) if open(m[1]).read().count(m[2]) != 1]
+        for line in stale:
+            print('mutate_cuda: mutation ' + line + ', not once; update this script')
+        print(f'mutate_cuda: {len(MUTATIONS) - len(stale)} of {len(MUTATIONS)} mutation texts found once')
+        return 1 if stale else 0
     if not os.path.isfile(os.path.join(args.build, 'CMakeCache.txt')):
         sys.exit(f'mutate_cuda: {args.build} is not a build directory (cmake -S . -B {args.build} -DMTAC_CUDA_EMU=ON)')
     chosen = args.n or range(len(MUTATIONS))
