@@ -2,11 +2,14 @@
 // sequence length (the GPU rows of `mtac bench attn`; this program needs only libmtac and the
 // CUDA runtime, so a bare GPU machine can build it).
 //
-//   bench_cuda [--T 2048,4096,...] [--B 1] [--H 8] [--d 64] [--config mta830m|plain] [--rows R]
-//              [--reps 5] [--warmup 1]
+//   bench_cuda [--T 2048,4096,...] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config mta830m|normgate|plain]
+//              [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]
 //
 // mta830m: pre and post 6x11 convolutions, H x H head mixing, head convolution over all heads,
-// group norm and gate (the 830M layer's MTA); plain: every step off. Inputs are random normal
+// group norm and gate (the 830M layer's MTA); normgate: group norm and gate alone (the steps the
+// bf16 tensor-core path covers in every slice); plain: every step off. --precision bf16 sets
+// mta_config.precision = MTA_BF16 (the tensor-core path where it covers the config, docs/cuda.md).
+// --H_kv: key/value heads (grouped-query attention). Inputs are random normal
 // (never zeros), parameters identity plus noise. fwd_bwd_s is the median over --reps of one
 // forward and one backward, timed with CUDA events after --warmup untimed calls. peak_mb is the
 // GPU memory in use after the timed calls (cudaMemGetInfo) minus that before anything was
@@ -46,8 +49,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--config mta830m|plain] [--rows R]\n"
-               "                  [--reps 5] [--warmup 1]\n"
+    fprintf(f, "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config mta830m|normgate|plain]\n"
+               "                  [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]\n"
                "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
                "prints one JSON row per T.\n");
 }
@@ -61,13 +64,13 @@ static int pos_int(const char *s, int *out) {
 }
 
 int main(int argc, char **argv) {
-    int B = 1, H = 8, d = 64, rows = 0, reps = 5, warmup = 1, mta = 1;
+    int B = 1, H = 8, d = 64, H_kv = 0, rows = 0, reps = 5, warmup = 1, mta = 1, bf16 = 0;  // mta: 0 plain, 1 mta830m, 2 normgate
     int Ts[32], nT = 0;
     const char *Tlist = "2048,4096";
     static const struct option opts[] = {{"T", 1, 0, 'T'},      {"B", 1, 0, 'B'},    {"H", 1, 0, 'H'},
                                          {"d", 1, 0, 'd'},      {"config", 1, 0, 'c'}, {"rows", 1, 0, 'r'},
                                          {"reps", 1, 0, 'n'},   {"warmup", 1, 0, 'w'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+                                         {"H_kv", 1, 0, 'k'},   {"precision", 1, 0, 'p'}, {0, 0, 0, 0}};
     int o, ok = 1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -78,9 +81,16 @@ int main(int argc, char **argv) {
         case 'r': ok = pos_int(optarg, &rows); break;
         case 'n': ok = pos_int(optarg, &reps); break;
         case 'w': ok = !strcmp(optarg, "0") ? (warmup = 0, 1) : pos_int(optarg, &warmup); break;
+        case 'k': ok = pos_int(optarg, &H_kv); break;
         case 'c':
             if (!strcmp(optarg, "mta830m")) mta = 1;
+            else if (!strcmp(optarg, "normgate")) mta = 2;
             else if (!strcmp(optarg, "plain")) mta = 0;
+            else ok = 0;
+            break;
+        case 'p':
+            if (!strcmp(optarg, "bf16")) bf16 = 1;
+            else if (!strcmp(optarg, "fp32")) bf16 = 0;
             else ok = 0;
             break;
         case 'h': usage(stdout); return 0;
@@ -114,11 +124,10 @@ int main(int argc, char **argv) {
     for (int ti = 0; ti < nT; ti++) {
         const int T = Ts[ti];
         mta_config c = mta_config_default(B, H, T, d);
-        c.backend = MTA_BACKEND_CUDA, c.strip_rows = rows;
-        if (mta) {
-            c.pre_cq = c.post_cq = 6, c.pre_ck = c.post_ck = 11;
-            c.pre_head_mix = 1, c.post_ch = H, c.group_norm = 1, c.gate = 1;
-        }
+        c.backend = MTA_BACKEND_CUDA, c.strip_rows = rows, c.H_kv = H_kv;
+        c.precision = bf16 ? MTA_BF16 : MTA_FP32;
+        if (mta == 1) c.pre_cq = c.post_cq = 6, c.pre_ck = c.post_ck = 11, c.pre_head_mix = 1, c.post_ch = H;
+        if (mta) c.group_norm = 1, c.gate = 1;
         char msg[256];
         if (mta_config_check(&c, msg, sizeof msg)) {
             fprintf(stderr, "bench_cuda: %s\n", msg);
@@ -127,14 +136,14 @@ int main(int argc, char **argv) {
         ck(cudaDeviceSynchronize(), "sync");
         size_t free0, total;
         ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
-        const size_t n = (size_t)B * H * T * d;
+        const size_t n = (size_t)B * H * T * d, nkv = n / H * (H_kv ? H_kv : H);  // k, v: H_kv heads
         uint64_t seed = 42 + T;
-        float *q = dev_randn(n, &seed), *k = dev_randn(n, &seed), *v = dev_randn(n, &seed);
+        float *q = dev_randn(n, &seed), *k = dev_randn(nkv, &seed), *v = dev_randn(nkv, &seed);
         float *dout = dev_randn(n, &seed), *out, *dq, *dk, *dv;
         ck(cudaMalloc((void **)&out, n * sizeof(float)), "cudaMalloc");
         ck(cudaMalloc((void **)&dq, n * sizeof(float)), "cudaMalloc");
-        ck(cudaMalloc((void **)&dk, n * sizeof(float)), "cudaMalloc");
-        ck(cudaMalloc((void **)&dv, n * sizeof(float)), "cudaMalloc");
+        ck(cudaMalloc((void **)&dk, nkv * sizeof(float)), "cudaMalloc");
+        ck(cudaMalloc((void **)&dv, nkv * sizeof(float)), "cudaMalloc");
         // parameters: identity plus noise, drawn on the host and copied
         const mta_param_sizes ps = mta_param_sizes_of(&c);
         const size_t *pn = ps.w;
@@ -179,10 +188,12 @@ int main(int argc, char **argv) {
         size_t free1;
         ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
         const size_t ws = mta_ctx_workspace_bytes(ctx);
-        printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"T\": %d, \"B\": %d, \"H\": %d, \"d\": %d, "
-               "\"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, \"workspace_mb\": %.1f, \"reps\": %d}\n",
-               mta ? "cuda_mta" : "cuda_plain", prop.name, T, B, H, d, times[reps / 2], (free0 - free1) / 1e6, ws / 1e6,
-               reps);
+        static const char *const impl[3] = {"cuda_plain", "cuda_mta", "cuda_normgate"};
+        printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"precision\": \"%s\", \"T\": %d, "
+               "\"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, "
+               "\"workspace_mb\": %.1f, \"reps\": %d}\n",
+               impl[mta], prop.name, bf16 ? "bf16" : "fp32", T, B, H, H_kv ? H_kv : H, d, times[reps / 2],
+               (free0 - free1) / 1e6, ws / 1e6, reps);
         fflush(stdout);
         free(times);
         mta_destroy(ctx);

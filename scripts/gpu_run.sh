@@ -10,7 +10,8 @@
 #   sanitizer.log  compute-sanitizer memcheck, racecheck, synccheck, initcheck on
 #                MTAC_SWEEP=quick test_attn_backends cuda;
 #   bench_cuda.log bench_cuda: the 830M layer's MTA and plain attention, B=1, (H,d) = (8,64) and
-#                (16,96), T = 2048, 4096, 16384;
+#                (16,96), T = 2048, 4096, 16384; then group norm and gate alone (what the bf16
+#                tensor-core path covers) in fp32 and bf16 at (8,64);
 #   torch.log    bench/bench_torch_cuda.py: PyTorch SDPA (bf16, fp32), the naive MTA at small T
 #                (skipped, not failed, without torch);
 #   bench.jsonl  every benchmark row; summary.txt one line per step, written as each ends.
@@ -260,9 +261,9 @@ fi
 # ---- 4. bench_cuda ----
 log=$out/bench_cuda.log
 : >"$log"
-# rows LOG IMPL H: "T=2048 0.0123s 312MB, ..." from the JSON rows of one configuration.
+# rows LOG IMPL H [PRECISION]: "T=2048 0.0123s 312MB, ..." from the JSON rows of one configuration.
 rows() {
-    grep '^{' "$1" | grep "\"impl\": \"$2\"" | grep "\"H\": $3," |
+    grep '^{' "$1" | grep "\"impl\": \"$2\"" | grep "\"H\": $3," | grep "\"precision\": \"${4:-fp32}\"" |
         sed -n 's/.*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/T=\1 \2s \3MB/p; s/.*"T": \([0-9]*\).*"oom": true.*/T=\1 oom/p' |
         tr '\n' ',' | sed 's/,$//; s/,/, /g'
 }
@@ -278,6 +279,12 @@ for shape in "8 64" "16 96"; do
         r=$(rows "$log" $impl "$1")
         note "cuda:$cfg" "$(status $rc)" "$secs" "H=$1 d=$2: ${r:-no rows}"
     done
+done
+for prec in fp32 bf16; do
+    run 10 "$log" "$bin/bench_cuda" --T 2048,4096,16384 --B 1 --H 8 --d 64 --config normgate --precision $prec --reps 3 --warmup 1
+    tally "$rc"
+    r=$(rows "$log" cuda_normgate 8 $prec)
+    note "cuda:normgate:$prec" "$(status $rc)" "$secs" "H=8 d=64: ${r:-no rows}"
 done
 
 # ---- 5. PyTorch on the same GPU ----
