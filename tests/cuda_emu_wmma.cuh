@@ -71,4 +71,29 @@ __global__ void k_wmma_tiled(const T *A, const T *B, const float *C, float *D, i
     wmma::store_matrix_sync(D + at, acc, ldc, cl);
 }
 
+// D (16 W x 16) = A (16 W x K, row-major) B (K x 16, row-major) + C (row-major), one block of W
+// warps, warp w owning rows 16w..16w+15, its sum kept in shared memory and accumulated in place:
+// each slice of 16 along k loads the sum, adds a b and stores it back. Right only when the warp's
+// lanes all load before any stores, as a warp does on a GPU (each op waits for every lane).
+template <typename T>
+__global__ void k_wmma_accumulate(const T *A, const T *B, const float *C, float *D, int K) {
+    const int W = blockDim.x / 32, w = threadIdx.x / 32;
+    TILE_SHARED(float, sum, 16 * 16 * 8);  // up to 8 warps
+    for (int i = threadIdx.x; i < 16 * W * 16; i += blockDim.x) sum[i] = C[i];
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::load_matrix_sync(acc, sum + 16 * 16 * w, 16, wmma::mem_row_major);
+        wmma::load_matrix_sync(fa, A + (size_t)16 * w * K + k0, K);
+        wmma::load_matrix_sync(fb, B + (size_t)k0 * 16, 16);
+        wmma::mma_sync(acc, fa, fb, acc);
+        wmma::store_matrix_sync(sum + 16 * 16 * w, acc, 16, wmma::mem_row_major);
+        __syncwarp();  // the stores before the next slice's load (memory order between the lanes)
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * W * 16; i += blockDim.x) D[i] = sum[i];
+}
+
 #endif

@@ -14,3 +14,6 @@
     VARIANTS(T, wmma::col_major, wmma::col_major)
 LAYOUTS(__nv_bfloat16)
 LAYOUTS(__half)
+#define ACCUMULATE(T) template __global__ void k_wmma_accumulate<T>(const T *, const T *, const float *, float *, int);
+ACCUMULATE(__nv_bfloat16)
+ACCUMULATE(__half)

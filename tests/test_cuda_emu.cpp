@@ -2,8 +2,9 @@
 // that hold a block's threads, per-block shared memory and NaN-filled fresh memory, the thread
 // orders of its schedules, the launch limits an H100 checks, the runtime's errors and last-error
 // rule, cuBLAS's column-major strided-batched product against direct sums in double, the bf16 and
-// fp16 conversions against hand-computed bit patterns, and wmma's tiles (cuda_emu_wmma.cuh)
-// against double sums of their rounded inputs.
+// fp16 conversions against hand-computed bit patterns, wmma's tiles (cuda_emu_wmma.cuh) against
+// double sums of their rounded inputs, and warps: wmma's and __syncwarp's warp barriers, the
+// shuffles against their definition, and a warp whose lanes do not all arrive.
 #include "attn/cuda_emu/cuda_emu.h"
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
@@ -125,31 +126,31 @@ static void test_barrier_divergence_aborts(void **s) {
 
 // ---- the orders ----
 
-__global__ void k_record(unsigned *order, unsigned *at, int passes) {
+__global__ void k_record(unsigned *order, unsigned *at, int passes, int warp) {
     for (int p = 0; p < passes; p++) {
         order[p * blockDim.x + (*at)++ % blockDim.x] = threadIdx.x;  // one thread runs at a time
-        __syncthreads();
+        if (warp) __syncwarp();
+        else __syncthreads();
     }
 }
 
 // Over three passes the threads run in order, reversed and shuffled; the schedule says which
-// comes first.
-static void test_orders(void **s) {
-    (void)s;
-    const unsigned n = 16;
+// comes first. Passes end at block barriers, or at warp barriers (warp set; a block of one warp).
+static void check_orders(int warp) {
+    const unsigned n = 32;
     unsigned *order, *at;
     assert_int_equal(cudaMalloc(&order, 3 * n * sizeof(unsigned)), cudaSuccess);
     assert_int_equal(cudaMalloc(&at, sizeof(unsigned)), cudaSuccess);
     for (uint64_t sched = 0; sched < 3; sched++) {
         mta_cuda_emu_set_schedule(sched);
-        unsigned host[3 * 16];
+        unsigned host[3 * n];
         int seen[3] = {0, 0, 0};  // in order, reversed, neither (a shuffle)
         for (int rep = 0; rep < 3; rep++) {
             assert_int_equal(cudaMemset(at, 0, sizeof(unsigned)), cudaSuccess);
-            LAUNCH(k_record, 1, n, 0)(order, at, 3);
+            LAUNCH(k_record, 1, n, 0)(order, at, 3, warp);
             assert_int_equal(cudaMemcpy(host, order, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
             for (int p = 0; p < 3; p++) {
-                int fwd = 1, rev = 1, hit[16] = {0};
+                int fwd = 1, rev = 1, hit[n] = {0};
                 for (unsigned i = 0; i < n; i++) {
                     fwd &= host[p * n + i] == i, rev &= host[p * n + i] == n - 1 - i;
                     hit[host[p * n + i] % n]++;
@@ -163,6 +164,12 @@ static void test_orders(void **s) {
     mta_cuda_emu_set_schedule(0);
     cudaFree(order);
     cudaFree(at);
+}
+
+static void test_orders(void **s) {
+    (void)s;
+    check_orders(0);
+    check_orders(1);
 }
 
 // ---- launch checks and the runtime's errors ----
@@ -563,6 +570,154 @@ static void test_wmma_checks(void **s) {
     }));
 }
 
+// ---- warps ----
+
+// A sum accumulated in place in shared memory (load, mma, store, over 4 slices of k): each
+// product is added once, not once per lane.
+template <typename T> static void accumulate_case(uint64_t *r) {
+    const int W = 2, M = 16 * W, N = 16, K = 64;
+    float A[M * K], B[K * N], C[M * N], D[M * N];
+    T *a = dev_matrix<T, wmma::row_major>(M, K, A, r), *b = dev_matrix<T, wmma::row_major>(K, N, B, r);
+    float *c = dev_floats(M * N), *d = dev_floats(M * N);
+    for (float &x : C) x = uniform(r);
+    cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
+    for (uint64_t sched = 0; sched < 3; sched++) {
+        mta_cuda_emu_set_schedule(sched);
+        ::cuemu::launch("k_wmma_accumulate", k_wmma_accumulate<T>, 1, 32 * W, 0, 0)(a, b, c, d, K);
+        assert_int_equal(cudaGetLastError(), cudaSuccess);
+        cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
+        check_product(D, 1, M, N, K, A, B, C, 1);
+    }
+    mta_cuda_emu_set_schedule(0);
+    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
+}
+
+static void test_wmma_accumulate_in_place(void **s) {
+    (void)s;
+    uint64_t r = 11;
+    accumulate_case<__nv_bfloat16>(&r);
+    accumulate_case<__half>(&r);
+}
+
+// out[t] = what the next lane of t's warp wrote to shared memory: right only when __syncwarp
+// holds the warp (two warps).
+__global__ void k_rotate_warp(float *out, int with_barrier) {
+    float *sh = (float *)::cuemu::shared_array(64 * sizeof(float), alignof(float));
+    const unsigned t = threadIdx.x, base = t / 32 * 32;
+    sh[t] = (float)t;
+    if (with_barrier) __syncwarp();
+    out[t] = sh[base + (t + 1) % 32];
+}
+
+static void test_syncwarp(void **s) {
+    (void)s;
+    float *out = dev_floats(64), host[64];
+    int wrong = 0;
+    for (uint64_t sched = 0; sched < 3; sched++) {
+        mta_cuda_emu_set_schedule(sched);
+        for (int rep = 0; rep < 3; rep++) {
+            LAUNCH(k_rotate_warp, 1, 64, 0)(out, 1);
+            assert_int_equal(cudaGetLastError(), cudaSuccess);
+            assert_int_equal(cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+            for (int t = 0; t < 64; t++) assert_true(host[t] == (float)(t / 32 * 32 + (t + 1) % 32));
+            LAUNCH(k_rotate_warp, 1, 64, 0)(out, 0);  // without it, some order reads an unwritten slot
+            assert_int_equal(cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+            for (int t = 0; t < 64; t++) wrong += isnan(host[t]);
+        }
+    }
+    mta_cuda_emu_set_schedule(0);
+    assert_true(wrong > 0);
+    cudaFree(out);
+}
+
+// Every shuffle of a warp with every width and lane argument, in one kernel (one after another,
+// so a value overwritten before every lane has read it shows), and a butterfly sum.
+const int SHFL_WIDTHS = 6, SHFL_ARGS = 36;  // widths 1..32; arguments -2..33
+__global__ void k_shuffles(int *out, float *sums) {
+    const unsigned t = threadIdx.x, n = blockDim.x;
+    const int v = 100 * (int)t + 7;
+    for (int wi = 0; wi < SHFL_WIDTHS; wi++)
+        for (int a = 0; a < SHFL_ARGS; a++) {
+            const size_t at = ((size_t)(wi * SHFL_ARGS + a) * 2) * n + t;
+            out[at] = __shfl_xor_sync(0xffffffffu, v, a - 2, 1 << wi);
+            out[at + n] = __shfl_sync(0xffffffffu, v, a - 2, 1 << wi);
+        }
+    float x = (float)t;  // a warp's sum, as a row-wise softmax's warp would reduce a row
+    for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+    sums[t] = x;
+}
+
+// CUDA's definitions (PTX's shfl.sync): lanes form segments of `width`; __shfl_sync reads lane
+// srcLane modulo width of the segment; __shfl_xor_sync reads lane ^ laneMask (its low 5 bits), or
+// keeps its own value when that lane lies in a later segment.
+static void test_shuffles(void **s) {
+    (void)s;
+    const unsigned n = 64;
+    const size_t cases = (size_t)SHFL_WIDTHS * SHFL_ARGS * 2 * n;
+    int *out = NULL, *host = (int *)malloc(cases * sizeof(int));
+    float *sums = dev_floats(n), hsums[n];
+    assert_int_equal(cudaMalloc(&out, cases * sizeof(int)), cudaSuccess);
+    for (uint64_t sched = 0; sched < 3; sched++) {
+        mta_cuda_emu_set_schedule(sched);
+        LAUNCH(k_shuffles, 1, n, 0)(out, sums);
+        assert_int_equal(cudaGetLastError(), cudaSuccess);
+        cudaMemcpy(host, out, cases * sizeof(int), cudaMemcpyDeviceToHost);
+        cudaMemcpy(hsums, sums, sizeof hsums, cudaMemcpyDeviceToHost);
+        for (int wi = 0; wi < SHFL_WIDTHS; wi++)
+            for (int a = 0; a < SHFL_ARGS; a++)
+                for (unsigned t = 0; t < n; t++) {
+                    const int width = 1 << wi, arg = a - 2, lane = (int)t % 32, warp0 = (int)t - lane;
+                    const int seg = lane / width * width, x = lane ^ (arg & 31);
+                    const int from_xor = x < seg + width ? x : lane, from_idx = seg + ((arg % width) + width) % width;
+                    const size_t at = ((size_t)(wi * SHFL_ARGS + a) * 2) * n + t;
+                    assert_int_equal(host[at], 100 * (warp0 + from_xor) + 7);
+                    assert_int_equal(host[at + n], 100 * (warp0 + from_idx) + 7);
+                }
+        for (unsigned t = 0; t < n; t++) assert_true(hsums[t] == (float)(t / 32 * 32 * 32 + 31 * 32 / 2));
+    }
+    mta_cuda_emu_set_schedule(0);
+    free(host);
+    cudaFree(out), cudaFree(sums);
+}
+
+// Lanes 16..31 of each warp do something else than lanes 0..15 (how), or all do the same (0).
+__global__ void k_warp_split(const __nv_bfloat16 *a, int how) {
+    const bool low = threadIdx.x % 32 < 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    if (how == 0) __syncwarp();
+    if (how == 1 && !low) return;  // exit while the others wait
+    if (how == 2) {                // wait at the block's barrier instead
+        if (low) __syncwarp();
+        else __syncthreads();
+    }
+    if (how == 3) {  // another warp operation
+        if (low) __syncwarp();
+        else (void)__shfl_sync(0xffffffffu, 1, 0);
+    }
+    if (how == 4 && low) wmma::load_matrix_sync(fa, a, 16);  // a tile load in half the warp
+    if (how == 5) __syncwarp(0xffffu);                        // a mask that is not the full one
+    if (how <= 1) wmma::load_matrix_sync(fa, a, 16);
+}
+
+static void warp_split(int how, unsigned threads) {
+    __nv_bfloat16 *a = NULL;
+    assert_int_equal(cudaMalloc(&a, 256 * sizeof *a), cudaSuccess);
+    LAUNCH(k_warp_split, 1, threads, 0)(a, how);
+}
+
+// A warp whose lanes do not all reach the same warp operation is fatal, as are a partial mask and
+// a warp operation in a block that is not a whole number of warps.
+static void test_warp_divergence_aborts(void **s) {
+    (void)s;
+    assert_false(aborts([] { warp_split(0, 64); }));
+    assert_true(aborts([] { warp_split(1, 64); }));
+    assert_true(aborts([] { warp_split(2, 64); }));
+    assert_true(aborts([] { warp_split(3, 64); }));
+    assert_true(aborts([] { warp_split(4, 64); }));
+    assert_true(aborts([] { warp_split(5, 64); }));
+    assert_true(aborts([] { warp_split(0, 48); }));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_barrier_holds_the_block),
@@ -577,6 +732,10 @@ int main(void) {
         cmocka_unit_test(test_wmma_products),
         cmocka_unit_test(test_wmma_unwritten_is_nan),
         cmocka_unit_test(test_wmma_checks),
+        cmocka_unit_test(test_wmma_accumulate_in_place),
+        cmocka_unit_test(test_syncwarp),
+        cmocka_unit_test(test_shuffles),
+        cmocka_unit_test(test_warp_divergence_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

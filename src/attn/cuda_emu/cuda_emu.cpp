@@ -1,7 +1,8 @@
 // cuda_emu.cpp: the CUDA emulator's runtime (cuda_emu.h): fibers for a block's threads, the
-// scheduler that runs them pass by pass in varied orders, per-block shared memory, the launch
-// checks, device memory, and cuBLAS on OpenBLAS. Plain C-style C++ (no exceptions, no C++ library
-// at run time), so that C programs link libmtac with a C linker.
+// scheduler that runs them pass by pass in varied orders, block and warp barriers (with the
+// warp's shuffles), per-block shared memory, the launch checks, device memory, and cuBLAS on
+// OpenBLAS. Plain C-style C++ (no exceptions, no C++ library at run time), so that C programs
+// link libmtac with a C linker.
 #include "attn/cuda_emu/cuda_emu.h"
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
@@ -70,7 +71,9 @@ __asm__(".text\n"
         ".size mtac_cuemu_fiber_start, .-mtac_cuemu_fiber_start\n");
 #endif
 
-enum { F_READY, F_BARRIER, F_DONE };
+// A thread waits at __syncthreads() (F_BARRIER) or at a warp-collective operation (F_WARP) until
+// its warp has all arrived (F_WOKEN: released, runs in the next pass).
+enum { F_READY, F_BARRIER, F_WARP, F_WOKEN, F_DONE };
 
 struct fiber {
 #if defined(__x86_64__)
@@ -83,6 +86,16 @@ struct fiber {
     int state;
     unsigned shared_n;  // static shared arrays this thread has declared so far
     void *fake_stack;   // ASan's fake stack while switched out
+};
+
+// A warp's meeting point: lanes arrived so far at op, the releases so far (gen), and a shuffle's
+// values. These alternate between two buffers by gen: a lane can write the next shuffle's value
+// only after every lane has arrived at an operation after this one, so after all have read.
+// Every block ends with arrived = 0 (else it is fatal), so the next block starts clean.
+struct warp_state {
+    const char *op;
+    unsigned arrived, gen;
+    uint32_t vals[2][32];
 };
 
 // Per OS thread: the fibers and stacks, the block being run and its shared memory.
@@ -105,6 +118,7 @@ struct sched {
     void *dyn_shared;
     size_t dyn_bytes, shared_limit;
     uint64_t launch;  // the number of the launch being run
+    warp_state warps[MAX_THREADS / 32];
 };
 
 thread_local sched *S;
@@ -274,8 +288,20 @@ void run_block(unsigned nthreads, uint64_t block_no) {
         S->norder = nthreads, S->pos = 0;
         fiber *first = next_of_pass();
         if (first != &S->main) switch_fibers(&S->main, first);
-        unsigned done = 0;
-        for (unsigned t = 0; t < nthreads; t++) done += S->fibers[t].state == F_DONE;
+        unsigned done = 0, woken = 0, waiting = 0;
+        for (unsigned t = 0; t < nthreads; t++) {
+            const int st = S->fibers[t].state;
+            done += st == F_DONE, woken += st == F_WOKEN, waiting += st == F_WARP;
+        }
+        if (woken) {  // warps released in this pass run on in the next, in its order
+            for (unsigned t = 0; t < nthreads; t++)
+                if (S->fibers[t].state == F_WOKEN) S->fibers[t].state = F_READY;
+            continue;
+        }
+        if (waiting)
+            fatal("%s", S->kernel,
+                  "warp divergence: some lanes of a warp wait at a warp-collective operation while others exited or "
+                  "wait at __syncthreads()");
         if (done == nthreads) break;
         if (done) fatal("%s", S->kernel, "barrier divergence: some threads of a block exited while others wait at __syncthreads()");
         for (unsigned t = 0; t < nthreads; t++) S->fibers[t].state = F_READY;
@@ -354,6 +380,70 @@ void *shared_array(size_t bytes, size_t align) {
 }
 
 void *dynamic_shared(void) { return S->dyn_shared; }
+
+namespace {
+
+// The calling thread, after the checks every warp-collective operation gets.
+fiber *lane_of(const char *op, unsigned mask) {
+    fiber *f = S ? S->cur : NULL;
+    if (!f) {
+        fprintf(stderr, "cuda-emu: %s called outside a kernel\n", op);
+        abort();
+    }
+    if ((block_dim.x * block_dim.y * block_dim.z) % 32)
+        fatal("%s: warp-collective, and this block is not a whole number of warps", S->kernel, op);
+    if (mask != 0xffffffffu)
+        fatal("%s: only the full mask 0xffffffff is supported (every lane of the warp takes part)", S->kernel, op);
+    return f;
+}
+
+// f waits until all 32 lanes of its warp (threads 32w..32w+31 of the block) have arrived at op;
+// returns the warp's gen at its arrival. The last to arrive releases them all for the next pass.
+unsigned warp_arrive(fiber *f, const char *op) {
+    const unsigned w0 = (unsigned)(f - S->fibers) / 32 * 32;
+    warp_state *w = &S->warps[w0 / 32];
+    if (w->arrived && strcmp(w->op, op)) {
+        fprintf(stderr, "cuda-emu: kernel %s: the lanes of warp %u reach different warp operations (%s, %s)\n", S->kernel,
+                w0 / 32, w->op, op);
+        abort();
+    }
+    const unsigned gen = w->gen;
+    w->op = op;
+    if (++w->arrived < 32) {
+        f->state = F_WARP;
+    } else {
+        w->arrived = 0, w->gen++;
+        for (unsigned t = w0; t < w0 + 32; t++) S->fibers[t].state = F_WOKEN;
+    }
+    switch_fibers(f, next_of_pass());
+    return gen;
+}
+
+}  // namespace
+
+void warp_sync(const char *op) { warp_arrive(lane_of(op, 0xffffffffu), op); }
+
+void syncwarp(unsigned mask) { warp_arrive(lane_of("__syncwarp", mask), "__syncwarp"); }
+
+uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int width, int butterfly) {
+    fiber *f = lane_of(op, mask);
+    if (width < 1 || width > 32 || (width & (width - 1)))
+        fatal("%s: width must be a power of two up to 32", S->kernel, op);
+    const unsigned lane = (unsigned)(f - S->fibers) % 32, w = (unsigned)width;
+    warp_state *ws = &S->warps[(f - S->fibers) / 32];
+    ws->vals[ws->gen & 1][lane] = v;
+    const unsigned gen = warp_arrive(f, op);
+    // The source lane as PTX's shfl.sync defines it, within the lane's segment of w lanes
+    // [first, first + w): srcLane modulo w, or lane ^ laneMask (its low 5 bits), the lane's own
+    // value when that is in a later segment.
+    const unsigned first = lane & ~(w - 1);
+    unsigned src = first + ((unsigned)arg & (w - 1));
+    if (butterfly) {
+        src = lane ^ ((unsigned)arg & 31);
+        if (src >= first + w) src = lane;
+    }
+    return ws->vals[gen & 1][src];
+}
 
 void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem) {
     if (!S || !S->cur) {

@@ -17,15 +17,23 @@
 //   - device memory is host heap memory (ASan sees kernels' out-of-bounds reads and writes), 4 GiB
 //     of it in all; a refused cudaMalloc sets the last error too. Streams, events and async copies
 //     run synchronously, in the order they are called.
-// Shared arrays start 128-byte aligned. Warp-level intrinsics are not provided: no kernel uses one.
+// Shared arrays start 128-byte aligned.
+// Warps: threads 32w..32w+31 of a block (by linear index). Warp-collective operations (wmma's
+// load_matrix_sync, mma_sync, store_matrix_sync; __syncwarp(); __shfl_sync and __shfl_xor_sync on
+// 32-bit values; full mask only) are warp barriers at their entry: no lane proceeds before all 32
+// have arrived at the same operation, so every lane's load of a tile precedes any lane's store, as
+// on a GPU. A warp whose lanes do not all arrive (some exit, wait at __syncthreads() or at another
+// operation) is an error. A pass ends at either kind of barrier: released warps run on in the next
+// pass, in its order. Nothing else is warp-synchronous: between barriers lanes do not run in lockstep.
 // Tensor cores: include/cuda_bf16.h and cuda_fp16.h give __nv_bfloat16 and __half with CUDA's
 // conversions (round to nearest even, NaN to 0x7fff, overflow to inf, denormals kept), and
 // include/mma.h gives nvcuda::wmma's 16x16x16 bf16/fp16 tiles with float accumulation. Every lane
 // holds the whole tile (num_elements = 256): loops over a fragment's x[] work as on a GPU, code
 // that assumes CUDA's unspecified lane-to-element mapping does not. mma_sync sums in float32 in
 // k order (a GPU's order and internal precision differ; the products are exact either way). The
-// operations check that the block is a whole number of warps and the tiles' alignment; a tile read
-// from memory no thread wrote is NaN, as other reads are.
+// operations check that the block is a whole number of warps and the tiles' alignment, and all
+// but fill_fragment are warp barriers (above); a tile read from memory no thread wrote is NaN, as
+// other reads are.
 #ifndef MTAC_CUDA_EMU_H
 #define MTAC_CUDA_EMU_H
 
@@ -123,6 +131,15 @@ void *dynamic_shared(void);
 // a whole number of warps, or with a tile pointer p (NULL: none) not 256-bit aligned or a leading
 // dimension of ldm elements of elem bytes not a multiple of 16 bytes, as CUDA requires.
 void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem);
+// Warp-collective points (a warp: threads 32w..32w+31 of the block's linear index). The calling
+// thread waits until all 32 lanes of its warp have called the same op; fatal outside a kernel, in
+// a block that is not a whole number of warps, with a mask other than the full one, or when lanes
+// of the warp exit, wait at __syncthreads() or reach another operation instead.
+void warp_sync(const char *op);
+void syncwarp(unsigned mask);
+// A shuffle of the 32-bit value v: from lane arg modulo width of the lane's segment of width
+// lanes, or (butterfly) from lane ^ arg (the lane's own v when that is past its segment).
+uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int width, int butterfly);
 
 // Runs fn(arg) as every thread of every block of the launch (the launch's checks first).
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
@@ -159,5 +176,22 @@ launcher<P...> launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 bl
 #define blockDim (::cuemu::block_dim)
 #define gridDim (::cuemu::grid_dim)
 #define __syncthreads() ::cuemu::syncthreads()
+
+constexpr int warpSize = 32;
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cuemu::syncwarp(mask); }
+template <typename T> inline T cuemu_shuffle(const char *op, unsigned mask, T v, int arg, int width, int butterfly) {
+    static_assert(sizeof(T) == 4 && std::is_trivially_copyable<T>::value, "cuda-emu: shuffles of 32-bit values only");
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u = ::cuemu::warp_shuffle(op, mask, u, arg, width, butterfly);
+    memcpy(&v, &u, 4);
+    return v;
+}
+template <typename T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = warpSize) {
+    return cuemu_shuffle("__shfl_sync", mask, v, src_lane, width, 0);
+}
+template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
+    return cuemu_shuffle("__shfl_xor_sync", mask, v, lane_mask, width, 1);
+}
 
 #endif

@@ -11,7 +11,10 @@
 // The operations are warp-collective on a GPU (all 32 lanes call them with the same arguments);
 // here each lane does the whole work, and the emulator checks (cuemu::wmma_check) that the call
 // is in a kernel whose block is a whole number of warps, that a tile's pointer is 256-bit
-// aligned and that its ldm is a multiple of 16 bytes, as CUDA requires.
+// aligned and that its ldm is a multiple of 16 bytes, as CUDA requires. load_matrix_sync,
+// mma_sync and store_matrix_sync are warp barriers at entry (cuemu::warp_sync), as a GPU's warp
+// executes each of them together: a warp that loads a sum from memory, adds a product and stores
+// it back adds it once, not once per lane.
 #ifndef MTAC_CUDA_EMU_MMA_H
 #define MTAC_CUDA_EMU_MMA_H
 
@@ -69,16 +72,19 @@ template <typename Use, typename T, typename L>
 inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "cuda-emu: an accumulator's load names its layout");
     ::cuemu::wmma_check("load_matrix_sync", p, ldm, sizeof(T));
+    ::cuemu::warp_sync("nvcuda::wmma::load_matrix_sync");
     cuemu_load(f.x, p, ldm, std::is_same<L, row_major>::value);
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm, layout_t layout) {
     ::cuemu::wmma_check("load_matrix_sync", p, ldm, sizeof(float));
+    ::cuemu::warp_sync("nvcuda::wmma::load_matrix_sync");
     cuemu_load(f.x, p, ldm, layout == mem_row_major);
 }
 
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t layout) {
     ::cuemu::wmma_check("store_matrix_sync", p, ldm, sizeof(float));
+    ::cuemu::warp_sync("nvcuda::wmma::store_matrix_sync");
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++) (layout == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]) = f.x[r * 16 + c];
 }
@@ -89,6 +95,7 @@ template <typename T, typename LA, typename LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
                      const fragment<matrix_b, 16, 16, 16, T, LB> &b, const fragment<accumulator, 16, 16, 16, float> &c) {
     ::cuemu::wmma_check("mma_sync", NULL, 0, 0);
+    ::cuemu::warp_sync("nvcuda::wmma::mma_sync");
     float out[256];
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) {
