@@ -2,16 +2,19 @@
 // "Tensor-core path"). Included by mta_cuda.cu, inside its namespace, after the helpers it uses
 // (call, begin, finish, normgate_of, k_sum_grad, k_doc_starts).
 //
-// It covers the configs without key-query convolutions and head steps (pre_cq = post_cq = 0,
+// It covers the configs without head steps and post-softmax convolution (post_cq = 0,
 // pre_head_mix = 0, post_ch = 0) and d <= 128: causal softmax attention with dropout, group norm,
-// depth scale, gate, grouped-query attention and packed documents. It is FlashAttention-2's
-// scheme: one block per (head, tile of query rows) walks the key tiles with an online softmax, so
-// no (T,T) map exists; the backward recomputes P from the saved log-sum-exp.
+// depth scale, gate, grouped-query attention and packed documents, and the pre-softmax key-query
+// convolution where its halos fit in shared memory (tc_covers). It is FlashAttention-2's scheme:
+// one block per (head, tile of query rows) walks the key tiles with an online softmax, so no (T,T)
+// map exists; the backward recomputes P from the saved log-sum-exp. The convolution's kernels
+// (k_tc_conv_*) compute each score tile with its halos and convolve it in shared memory.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
-// the tile, d to a multiple of 16, with zeros); P, dO and dS are rounded to bf16 before the
-// products that read them; the products (nvcuda::wmma, m16n16k16) accumulate in float32, and the
-// softmax statistics, O, the norm and gate, and every gradient are float32.
+// the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
+// to bf16 before the products that read them; the products (nvcuda::wmma, m16n16k16) accumulate in
+// float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
+// every gradient are float32.
 //
 // wmma's fragment layout is unspecified, so products go through shared memory: a warp stores its
 // 16x16 tiles there and per-row work (the softmax, O's rescaling) is done by threads on the stored
@@ -35,10 +38,6 @@ const int TC_THREADS = 128;   // 4 warps, one per 16 rows of a tile
 const int TC_MAX_D = 128;
 static_assert(TC_M == TC_N && TC_M == 16 * (TC_THREADS / 32), "a warp per 16 rows; query and key tiles aligned");
 
-int tc_covers(const mta_config *c) {
-    return c->precision == MTA_BF16 && !c->pre_cq && !c->post_cq && !c->pre_head_mix && !c->post_ch && c->d <= TC_MAX_D;
-}
-
 int tc_dp(int d) { return (d + 15) / 16 * 16; }              // d padded for the k16 steps
 int tc_tp(int T) { return (T + TC_M - 1) / TC_M * TC_M; }    // T padded to whole tiles
 
@@ -49,6 +48,7 @@ struct tc_args {
     float *o, *lse, *D;     // (B*H, T, d) O before norm and gate; (B*H, T) log-sum-exp, rowsum(dO O)
     const int *ds;          // document starts (B, T), or NULL
     int H, Hkv, T, Tp, d, dp;
+    int cq, ck;             // the pre-softmax convolution's kernel (0, 0: none)
     float scale;            // 1/sqrt(d)
     uint64_t seed;          // dropout (drop_thr = 0: none)
     uint32_t drop_thr;
@@ -177,6 +177,30 @@ __device__ __forceinline__ float tc_drop(const tc_args &a, int bh, int i, int j)
     return mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j, a.drop_thr) ? a.drop_scale : 0.0f;
 }
 
+// The online softmax of a tile's rows, thread r for row r: the new max m, the old terms' factor
+// alpha, the sum l, and P = exp(scale s - m) with dropout to bf16 in ps (s, ps: (TC_M, TC_N)).
+__device__ void tc_online_softmax(const tc_args &a, int bh, int i0, int j0, const float *s, float scale, bf16 *ps,
+                                  float *m, float *l, float *alpha) {
+    const int b = bh / a.H, r = threadIdx.x, i = i0 + r;
+    if (r >= TC_M) return;
+    const float *sr = s + r * TC_N;
+    bf16 *pr = ps + r * TC_N;
+    float mx = m[r];
+    for (int c = 0; c < TC_N; c++)
+        if (tc_valid(a, b, i, j0 + c)) mx = fmaxf(mx, sr[c] * scale);
+    // mx is -inf while the row has seen no key (a document starting after j0): nothing to rescale
+    alpha[r] = mx == -INFINITY ? 1.0f : expf(m[r] - mx);
+    float sum = 0.0f;
+    for (int c = 0; c < TC_N; c++) {
+        const int j = j0 + c;
+        float p = 0.0f, f = 0.0f;
+        if (tc_valid(a, b, i, j)) p = expf(sr[c] * scale - mx), f = tc_drop(a, bh, i, j);
+        sum += p;
+        pr[c] = __float2bfloat16_rn(p * f);
+    }
+    l[r] = l[r] * alpha[r] + sum, m[r] = mx;
+}
+
 // Rows of a (slabs, T, d) float tensor to bf16 (slabs, Tp, dp), zero past T and d (grid: x entries
 // of 128, y slabs).
 __global__ void k_tc_round(const float *src, bf16 *dst, int T, int Tp, int d, int dp) {
@@ -206,26 +230,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_forward(tc_args a, float *out
         __syncthreads();
         tc_products_xyT(qs, ks, s, dp);
         __syncthreads();
-        // the online softmax of row r: the new max, the old terms' factor alpha, P to bf16
-        const int r = threadIdx.x, i = i0 + r;
-        if (r < TC_M) {
-            const float *sr = s + r * TC_N;
-            bf16 *pr = ps + r * TC_N;
-            float mx = m[r];
-            for (int c = 0; c < TC_N; c++)
-                if (tc_valid(a, b, i, j0 + c)) mx = fmaxf(mx, sr[c] * a.scale);
-            // mx is -inf while the row has seen no key (a document starting after j0): nothing to rescale
-            alpha[r] = mx == -INFINITY ? 1.0f : expf(m[r] - mx);
-            float sum = 0.0f;
-            for (int c = 0; c < TC_N; c++) {
-                const int j = j0 + c;
-                float p = 0.0f, f = 0.0f;
-                if (tc_valid(a, b, i, j)) p = expf(sr[c] * a.scale - mx), f = tc_drop(a, bh, i, j);
-                sum += p;
-                pr[c] = __float2bfloat16_rn(p * f);
-            }
-            l[r] = l[r] * alpha[r] + sum, m[r] = mx;
-        }
+        tc_online_softmax(a, bh, i0, j0, s, a.scale, ps, m, l, alpha);
         __syncthreads();
         tc_product<wm::row_major>(t, ps, vs, dp);
         __syncthreads();
@@ -362,10 +367,354 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_dq(tc_args a, float *dq) {
     }
 }
 
+// ---- The pre-softmax key-query convolution (spec section 2, step 2) ----
+//
+// S1 = qkconv(Z, w_pre) needs Z on a tile grown by halos: row i reads Z rows i-(c_q-1)..i, and
+// column j columns j-p..j+p (p = (c_k-1)/2). The forward computes, per key tile, Z = Q K^T / sqrt(d)
+// on rows [i0-rh, i0+TC_M) and columns [j0-p, j0+TC_N+p) with wmma (rh = c_q-1 rounded up to 16),
+// masks it and convolves it in shared memory (float32). The backward's dZ of rows [i0, i0+TC_M)
+// needs dS1 on rows up to i0+TC_M+c_q-2 and columns [j0-p, j0+TC_N+p), so it computes S1 and dS1 on
+// that grown tile, from Z on rows [i0-rh, i0+TC_M+rh) and columns [j0-2p, j0+TC_N+2p).
+
+// A tile's halos (bwd: the backward's larger ones).
+struct tc_geo {
+    int cq, ck, p;  // the kernel; p = (c_k-1)/2
+    int rh;         // halo rows: c_q-1 rounded up to 16
+    int hp;         // S1's columns start at j0 - hp: 0 forward, p backward
+    int sr, sw;     // S1's rows (from i0) and columns (from j0 - hp)
+    int zr, zc;     // Z's rows (from i0 - rh) and columns (from j0 - hp - p), multiples of 16
+    int vr;         // backward: v's and dP's columns (from j0 - p), sw rounded up to 16
+};
+__host__ __device__ inline int tc_up16(int n) { return (n + 15) / 16 * 16; }
+__host__ __device__ inline tc_geo tc_geo_of(int bwd, int cq, int ck) {
+    tc_geo g;
+    g.cq = cq, g.ck = ck, g.p = (ck - 1) / 2, g.rh = tc_up16(cq - 1), g.hp = bwd ? g.p : 0;
+    g.sr = TC_M + (bwd ? g.rh : 0), g.sw = TC_N + 2 * g.hp;
+    g.zr = g.sr + g.rh, g.zc = tc_up16(g.sw + 2 * g.p), g.vr = tc_up16(g.sw);
+    return g;
+}
+
+// The shared memory of the convolution's kernels (kind TC_FWD, TC_DKDV, TC_DQ); NULL for what a
+// kernel does not use. z also holds what is computed after Z is last read: dP (dK/dV) and the
+// products t (all three); the dQ kernel keeps Z until its kernel gradient, so dP has its own.
+struct tc_csmem {
+    bf16 *q, *k;       // Z's rows of q (zr, dp) and of k (zc, dp)
+    bf16 *v, *dO;      // v: forward (TC_N, dp) from j0, backward (vr, dp) from j0 - p; dO (sr, dp) from i0
+    float *z, *t, *dp; // Z (zr, zc); t (64, dp) = z; dP (sr, vr): z (dK/dV) or its own (dQ)
+    float *s;          // S1 (sr, sw), then P (forward: to bf16 in p), then dS1 in place
+    bf16 *p;           // (TC_M, TC_N): P with dropout (forward, dK/dV), then dZ (backward)
+    float *acc, *acc2; // O (TC_M, dp); dK, dV (TC_N, dp); dQ (TC_M, dp)
+    float *w, *dw;     // the head's kernel (cq, ck); dQ: its gradient's partial sums
+    float *r1, *r2, *r3;  // per S1 row: max, sum, alpha (forward); lse, D (backward)
+    int *st;           // the document start of each of Z's rows
+};
+__host__ __device__ size_t tc_csmem_carve(int kind, int dp, const tc_geo &g, unsigned char *base, tc_csmem *sm) {
+    carver cv = {base, 0};
+    const int fwd = kind == TC_FWD;
+    const size_t taps = (size_t)g.cq * g.ck, zn = (size_t)g.zr * g.zc, tn = (size_t)64 * dp, dpn = (size_t)g.sr * g.vr;
+    size_t zmax = zn > tn ? zn : tn;
+    if (kind == TC_DKDV && dpn > zmax) zmax = dpn;
+    sm->q = cv.take<bf16>((size_t)g.zr * dp), sm->k = cv.take<bf16>((size_t)g.zc * dp);
+    sm->v = cv.take<bf16>((size_t)(fwd ? TC_N : g.vr) * dp);
+    sm->dO = fwd ? NULL : cv.take<bf16>((size_t)g.sr * dp);
+    sm->z = sm->t = cv.take<float>(zmax);
+    sm->dp = fwd ? NULL : kind == TC_DKDV ? sm->z : cv.take<float>(dpn);
+    sm->s = cv.take<float>((size_t)g.sr * g.sw);
+    sm->p = cv.take<bf16>(TC_M * TC_N);
+    sm->acc = cv.take<float>(TC_M * dp);
+    sm->acc2 = kind == TC_DKDV ? cv.take<float>(TC_N * dp) : NULL;
+    sm->w = cv.take<float>(taps);
+    sm->dw = kind == TC_DQ ? cv.take<float>(taps) : NULL;
+    sm->r1 = cv.take<float>(g.sr), sm->r2 = cv.take<float>(g.sr), sm->r3 = fwd ? cv.take<float>(g.sr) : NULL;
+    sm->st = cv.take<int>(g.zr);
+    return cv.at + 32;
+}
+size_t tc_csmem_bytes(int kind, int dp, int cq, int ck) {
+    tc_csmem sm;
+    return tc_csmem_carve(kind, dp, tc_geo_of(kind != TC_FWD, cq, ck), NULL, &sm);
+}
+
+// n rows of a padded (Tp, dp) slab from row g0 on into shared memory; rows outside 0..Tp-1 are 0.
+__device__ void tc_copy_rows(bf16 *dst, const bf16 *slab, int g0, int n, int Tp, int dp) {
+    for (int e = threadIdx.x; e < n * dp; e += blockDim.x) {
+        const int g = g0 + e / dp;
+        dst[e] = g >= 0 && g < Tp ? slab[(size_t)g * dp + e % dp] : __float2bfloat16_rn(0.0f);
+    }
+}
+
+// out = x y^T for x (nx, dp) and y (ny, dp) rows, out (nx, ny) float, nx and ny multiples of 16:
+// the 16x16 tiles go to the warps in turn.
+__device__ void tc_products_xyT_n(const bf16 *x, int nx, const bf16 *y, int ny, float *out, int dp) {
+    const int tn = ny / 16, nt = nx / 16 * tn;
+    for (int f = threadIdx.x / 32; f < nt; f += blockDim.x / 32) {
+        const int m = f / tn * 16, n = f % tn * 16;
+        acc_frag acc;
+        wm::fill_fragment(acc, 0.0f);
+        mma_acc<wm::row_major, wm::col_major>(acc, x + (size_t)m * dp, dp, y + (size_t)n * dp, dp, dp);
+        wm::store_matrix_sync(out + (size_t)m * ny + n, acc, ny, wm::mem_row_major);
+    }
+}
+
+// A block's kernel of head h into w, and the document start of each of Z's rows (rows from
+// i0 - rh; 0 outside 0..T-1, where Z is 0 anyway).
+__device__ void tc_conv_setup(const tc_args &a, const tc_geo &g, int b, int h, int i0, const float *w_pre, float *w,
+                              int *st) {
+    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x) w[e] = w_pre[(size_t)h * g.cq * g.ck + e];
+    for (int r = threadIdx.x; r < g.zr; r += blockDim.x) {
+        const int i = i0 - g.rh + r;
+        st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, b, i) : 0;
+    }
+}
+
+// Z in place: the scores Q K^T / sqrt(d) where their own row may see them (s_r <= j <= r < T),
+// else 0 (spec section 2.3). z's columns start at j0 - hp - p.
+__device__ void tc_mask_z(const tc_args &a, const tc_geo &g, int i0, int j0, float *z, const int *st) {
+    for (int e = threadIdx.x; e < g.zr * g.zc; e += blockDim.x) {
+        const int r = e / g.zc, i = i0 - g.rh + r, j = j0 - g.hp - g.p + e % g.zc;
+        z[e] = i >= 0 && i < a.T && j >= st[r] && j <= i ? z[e] * a.scale : 0.0f;
+    }
+}
+
+// S1 = qkconv(Z) on the (sr, sw) tile from (i0, j0 - hp): row i reads Z's rows from its own
+// document only (rows before s_i count as zero); rows at or past T are 0.
+__device__ void tc_conv(const tc_args &a, const tc_geo &g, int i0, const float *z, const float *w, const int *st,
+                        float *s1) {
+    for (int e = threadIdx.x; e < g.sr * g.sw; e += blockDim.x) {
+        const int r = e / g.sw, c = e % g.sw, i = i0 + r, zi = r + g.rh;  // zi: row i in z
+        float x = 0.0f;
+        if (i < a.T)
+            for (int t = 0; t < g.cq; t++) {
+                const int src = zi - (g.cq - 1) + t;  // row i - (c_q-1) + t of Z
+                if (i - (g.cq - 1) + t < st[zi]) continue;
+                const float *zr = z + (size_t)src * g.zc + c, *wr = w + t * g.ck;
+                for (int u = 0; u < g.ck; u++) x = fmaf(wr[u], zr[u], x);
+            }
+        s1[e] = x;
+    }
+}
+
+// The forward with the convolution, one block per (query tile, head), as k_tc_forward: per key
+// tile Z with halos, S1 = qkconv(Z), then the online softmax of S1 (already scaled) and O += P v.
+__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_forward(tc_args a, const float *w_pre, float *out) {
+    const tc_geo g = tc_geo_of(0, a.cq, a.ck);
+    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
+    tc_csmem sm;
+    tc_csmem_carve(TC_FWD, dp, g, tc_shared(), &sm);
+    const size_t kv = tc_kv_slab(a, bh);
+    tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
+    tc_conv_setup(a, g, b, bh % a.H, i0, w_pre, sm.w, sm.st);
+    tc_zero(sm.acc, TC_M * dp);
+    if (threadIdx.x < TC_M) sm.r1[threadIdx.x] = -INFINITY, sm.r2[threadIdx.x] = 0.0f;
+    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
+        tc_copy_rows(sm.k, a.k + kv * a.Tp * dp, j0 - g.p, g.zc, a.Tp, dp);
+        tc_copy(sm.v, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
+        __syncthreads();
+        tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
+        __syncthreads();
+        tc_mask_z(a, g, i0, j0, sm.z, sm.st);
+        __syncthreads();
+        tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
+        __syncthreads();
+        tc_online_softmax(a, bh, i0, j0, sm.s, 1.0f, sm.p, sm.r1, sm.r2, sm.r3);
+        __syncthreads();
+        tc_product<wm::row_major>(sm.t, sm.p, sm.v, dp);  // t is z: Z is no longer read
+        __syncthreads();
+        tc_add_rows(sm.acc, sm.r3, sm.t, dp);  // O = alpha O + P v
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e % a.d, i = i0 + r;
+        if (i > last) break;
+        const size_t at = ((size_t)bh * a.T + i) * a.d + c;
+        out[at] = a.o[at] = sm.acc[r * dp + c] / sm.r2[r];
+    }
+    if (threadIdx.x < TC_M && i0 + (int)threadIdx.x <= last)
+        a.lse[(size_t)bh * a.T + i0 + threadIdx.x] = sm.r1[threadIdx.x] + logf(sm.r2[threadIdx.x]);
+}
+
+// lse and D of the sr rows from i0 (0 at and past T).
+__device__ void tc_conv_row_stats(const tc_args &a, const tc_geo &g, int bh, int i0, float *lse, float *D) {
+    for (int r = threadIdx.x; r < g.sr; r += blockDim.x) {
+        const int i = i0 + r;
+        lse[r] = i < a.T ? a.lse[(size_t)bh * a.T + i] : 0.0f;
+        D[r] = i < a.T ? a.D[(size_t)bh * a.T + i] : 0.0f;
+    }
+}
+
+// The backward's entries of the grown tile, in place in s: S1 -> dS1 = P (dP - D), P from the
+// saved log-sum-exp and dP = dropout(dO v^T) (dp: (sr, vr)); P2 = P with dropout to bf16 in p2 for
+// the central (TC_M, TC_N) tile when p2 is not NULL.
+__device__ void tc_conv_grad_entries(const tc_args &a, const tc_geo &g, int bh, int i0, int j0, float *s,
+                                     const float *dp, const float *lse, const float *D, bf16 *p2) {
+    const int b = bh / a.H;
+    for (int e = threadIdx.x; e < g.sr * g.sw; e += blockDim.x) {
+        const int r = e / g.sw, c = e % g.sw, i = i0 + r, j = j0 - g.hp + c;
+        float p = 0.0f, f = 0.0f;
+        if (tc_valid(a, b, i, j)) p = expf(s[e] - lse[r]), f = tc_drop(a, bh, i, j);
+        if (p2 && r < TC_M && c >= g.hp && c < g.hp + TC_N) p2[r * TC_N + c - g.hp] = __float2bfloat16_rn(p * f);
+        s[e] = p * (dp[r * g.vr + c] * f - D[r]);
+    }
+}
+
+// dZ of the central tile, rounded to bf16, from dS1 (the transposed convolution): dZ[r, j] =
+// sum_{t,u} w[t,u] dS1[r + c_q-1 - t, j + p - u] over the rows of r's document, where r may see j.
+__device__ void tc_conv_dz(const tc_args &a, const tc_geo &g, int b, int i0, int j0, const float *ds1, const float *w,
+                           const int *st, bf16 *dz) {
+    for (int e = threadIdx.x; e < TC_M * TC_N; e += blockDim.x) {
+        const int r = e / TC_N, c = e % TC_N, i = i0 + r, j = j0 + c, zi = r + g.rh;
+        float x = 0.0f;
+        if (tc_valid(a, b, i, j))
+            for (int t = 0; t < g.cq; t++) {
+                const int o = r + g.cq - 1 - t;  // the output row i + c_q-1 - t, in ds1
+                if (i + g.cq - 1 - t >= a.T || st[o + g.rh] != st[zi]) continue;
+                const float *dr = ds1 + (size_t)o * g.sw + c + 2 * g.p, *wr = w + t * g.ck;
+                for (int u = 0; u < g.ck; u++) x = fmaf(wr[u], dr[-u], x);
+            }
+        dz[e] = __float2bfloat16_rn(x);
+    }
+}
+
+// The kernel gradient's terms of the central tile, added to dw in a fixed order (thread e owns
+// taps e, e + blockDim.x, ...): dw[t,u] += sum dS1[i,j] Z[i-(c_q-1)+t, j-p+u], Z's rows from row
+// i's document only.
+__device__ void tc_conv_dw(const tc_geo &g, const float *ds1, const float *z, const int *st, float *dw) {
+    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x) {
+        const int t = e / g.ck, u = e % g.ck;
+        float x = dw[e];
+        for (int r = 0; r < TC_M; r++) {
+            const int zi = r + g.rh, src = zi - (g.cq - 1) + t;
+            if (st[src] != st[zi]) continue;  // an earlier document's row (or before 0: Z is 0)
+            const float *dr = ds1 + (size_t)r * g.sw + g.p, *zr = z + (size_t)src * g.zc + g.p + u;
+            for (int c = 0; c < TC_N; c++) x = fmaf(dr[c], zr[c], x);
+        }
+        dw[e] = x;
+    }
+}
+
+// dK and dV of one key tile of one kv head with the convolution (grid as k_tc_dkdv, the same
+// query tiles): per query tile it recomputes Z on the backward's grown tile, S1, P and dS1 there,
+// then dv += P2^T dO and dk += scale dZ^T q, dZ of the central tile from dS1.
+__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dkdv(tc_args a, const float *w_pre, float *dk, float *dv) {
+    const tc_geo g = tc_geo_of(1, a.cq, a.ck);
+    const int dp = a.dp, kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N;
+    const int jlast = tc_last(a, j0);
+    tc_csmem sm;
+    tc_csmem_carve(TC_DKDV, dp, g, tc_shared(), &sm);
+    float *dks = sm.acc, *dvs = sm.acc2;
+    tc_copy_rows(sm.k, a.k + (size_t)kvs * a.Tp * dp, j0 - 2 * g.p, g.zc, a.Tp, dp);
+    tc_copy_rows(sm.v, a.v + (size_t)kvs * a.Tp * dp, j0 - g.p, g.vr, a.Tp, dp);
+    tc_zero(dks, TC_N * dp);
+    tc_zero(dvs, TC_N * dp);
+    for (int h = (kvs % a.Hkv) * rep; h < (kvs % a.Hkv + 1) * rep; h++) {
+        const int bh = b * a.H + h;
+        for (int i0 = j0; i0 < a.T && mta_row_start(a.ds, a.T, b, i0) <= jlast; i0 += TC_M) {
+            tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
+            tc_copy_rows(sm.dO, a.dO + (size_t)bh * a.Tp * dp, i0, g.sr, a.Tp, dp);
+            tc_conv_setup(a, g, b, h, i0, w_pre, sm.w, sm.st);
+            tc_conv_row_stats(a, g, bh, i0, sm.r1, sm.r2);
+            __syncthreads();
+            tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
+            __syncthreads();
+            tc_mask_z(a, g, i0, j0, sm.z, sm.st);
+            __syncthreads();
+            tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
+            __syncthreads();
+            tc_products_xyT_n(sm.dO, g.sr, sm.v, g.vr, sm.dp, dp);  // dP into z: Z is no longer read
+            __syncthreads();
+            tc_conv_grad_entries(a, g, bh, i0, j0, sm.s, sm.dp, sm.r1, sm.r2, sm.p);
+            __syncthreads();
+            tc_product<wm::col_major>(sm.t, sm.p, sm.dO, dp);
+            __syncthreads();
+            tc_add_rows(dvs, NULL, sm.t, dp);
+            tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);  // P2 read: p now holds dZ
+            __syncthreads();
+            tc_product<wm::col_major>(sm.t, sm.p, sm.q + (size_t)g.rh * dp, dp);
+            __syncthreads();
+            tc_add_rows(dks, NULL, sm.t, dp);
+            __syncthreads();
+        }
+    }
+    for (int e = threadIdx.x; e < TC_N * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e % a.d, j = j0 + r;
+        if (j > jlast) break;
+        const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
+        dk[at] += a.scale * dks[r * dp + c];
+        dv[at] += dvs[r * dp + c];
+    }
+}
+
+// dQ of one query tile of one head with the convolution (grid as k_tc_dq, the same key tiles),
+// and the tile's partial sums of the kernel gradient into dwp (B*H, tiles, c_q*c_k): per key tile
+// Z, S1 and dS1 on the grown tile, dw += the central tile's terms, dq += scale dZ k.
+__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dq(tc_args a, const float *w_pre, float *dq, float *dwp) {
+    const tc_geo g = tc_geo_of(1, a.cq, a.ck);
+    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
+    const int taps = g.cq * g.ck;
+    tc_csmem sm;
+    tc_csmem_carve(TC_DQ, dp, g, tc_shared(), &sm);
+    const size_t kv = tc_kv_slab(a, bh);
+    tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
+    tc_copy_rows(sm.dO, a.dO + (size_t)bh * a.Tp * dp, i0, g.sr, a.Tp, dp);
+    tc_conv_setup(a, g, b, bh % a.H, i0, w_pre, sm.w, sm.st);
+    tc_conv_row_stats(a, g, bh, i0, sm.r1, sm.r2);
+    tc_zero(sm.acc, TC_M * dp);
+    tc_zero(sm.dw, taps);
+    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
+        tc_copy_rows(sm.k, a.k + kv * a.Tp * dp, j0 - 2 * g.p, g.zc, a.Tp, dp);
+        tc_copy_rows(sm.v, a.v + kv * a.Tp * dp, j0 - g.p, g.vr, a.Tp, dp);
+        __syncthreads();
+        tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
+        tc_products_xyT_n(sm.dO, g.sr, sm.v, g.vr, sm.dp, dp);
+        __syncthreads();
+        tc_mask_z(a, g, i0, j0, sm.z, sm.st);
+        __syncthreads();
+        tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
+        __syncthreads();
+        tc_conv_grad_entries(a, g, bh, i0, j0, sm.s, sm.dp, sm.r1, sm.r2, NULL);
+        __syncthreads();
+        tc_conv_dw(g, sm.s, sm.z, sm.st, sm.dw);
+        tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);
+        __syncthreads();
+        tc_product<wm::row_major>(sm.t, sm.p, sm.k + (size_t)2 * g.p * dp, dp);  // t is z: Z is no longer read
+        __syncthreads();
+        tc_add_rows(sm.acc, NULL, sm.t, dp);
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
+        const int r = e / a.d, c = e % a.d, i = i0 + r;
+        if (i > last) break;
+        dq[((size_t)bh * a.T + i) * a.d + c] += a.scale * sm.acc[r * dp + c];
+    }
+    float *out = dwp + ((size_t)bh * gridDim.x + blockIdx.x) * taps;
+    for (int e = threadIdx.x; e < taps; e += blockDim.x) out[e] = sm.dw[e];
+}
+
+// The kernel gradient from the query tiles' partial sums, one thread per tap of one head (grid: x
+// taps of 128, y H), summed over batches and tiles in order (deterministic; in double).
+__global__ void k_tc_conv_wgrad(const float *dwp, int B, int H, int tiles, int taps, float *dw) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y;
+    if (e >= taps) return;
+    double x = 0.0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < tiles; t++) x += dwp[(((size_t)b * H + h) * tiles + t) * taps + e];
+    dw[(size_t)h * taps + e] += (float)x;
+}
+
 // The bytes a kernel of the kind is launched with.
 size_t tc_smem_bytes(int kind, int dp) {
     tc_smem sm;
     return tc_smem_carve(kind, dp, NULL, &sm);
+}
+
+// The configs the path runs: no head step or post-softmax convolution, d <= 128, and a
+// pre-softmax convolution only when its kernels' halos fit in an H100's shared memory per block
+// (227 KB with the opt-in). Others run the float32 path.
+const size_t TC_SMEM_MAX = 227 * 1024;
+int tc_covers(const mta_config *c) {
+    if (c->precision != MTA_BF16 || c->post_cq || c->pre_head_mix || c->post_ch || c->d > TC_MAX_D) return 0;
+    for (int kind = TC_FWD; c->pre_cq && kind <= TC_DQ; kind++)
+        if (tc_csmem_bytes(kind, tc_dp(c->d), c->pre_cq, c->pre_ck) > TC_SMEM_MAX) return 0;
+    return 1;
 }
 
 // The path's workspace, in the backend's one allocation (cuda_state.mem).
@@ -375,6 +724,7 @@ struct tc_ws {
     float *lse, *D;
     int *start;            // document starts (B, T)
     double *acc;           // norm and gate gradients per (batch, head): 2d+1 each
+    float *dwp;            // the conv kernel gradient's partial sums per (batch, head, query tile)
 };
 
 // Carves w from mem (NULL: counts) and returns the bytes.
@@ -390,6 +740,7 @@ size_t tc_carve(const mta_config *c, void *mem, tc_ws *w) {
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
     x.start = cv.take<int>((size_t)c->B * T);
+    x.dwp = c->pre_cq ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * c->pre_cq * c->pre_ck) : NULL;
     if (w) *w = x;
     return cv.at;
 }
@@ -403,6 +754,7 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
     a.o = w->o, a.lse = w->lse, a.D = w->D;
     a.ds = ds;
     a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
+    a.cq = c->pre_cq, a.ck = c->pre_ck;
     a.scale = cl->scale;
     a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
     return a;
@@ -435,9 +787,16 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
     tc_round_inputs(&cl, &w);
     const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
-    const size_t sm = tc_smem_bytes(TC_FWD, a.dp);
-    tc_smem_optin(k_tc_forward, sm);
-    MTA_LAUNCH(k_tc_forward, dim3((unsigned)(a.Tp / TC_M), (unsigned)(c->B * c->H)), TC_THREADS, sm, cl.s)(a, out);
+    const dim3 grid((unsigned)(a.Tp / TC_M), (unsigned)(c->B * c->H));
+    if (c->pre_cq) {
+        const size_t sm = tc_csmem_bytes(TC_FWD, a.dp, a.cq, a.ck);
+        tc_smem_optin(k_tc_conv_forward, sm);
+        MTA_LAUNCH(k_tc_conv_forward, grid, TC_THREADS, sm, cl.s)(a, p->w_pre, out);
+    } else {
+        const size_t sm = tc_smem_bytes(TC_FWD, a.dp);
+        tc_smem_optin(k_tc_forward, sm);
+        MTA_LAUNCH(k_tc_forward, grid, TC_THREADS, sm, cl.s)(a, out);
+    }
     if (c->group_norm || c->gate)
         MTA_LAUNCH(k_normgate, dim3((unsigned)c->T, (unsigned)(c->B * c->H)), red_threads(c->d, 128), 0, cl.s)(
             out, (size_t)c->T * c->d, normgate_of(c, p));
@@ -465,11 +824,24 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
         go = w.go;
     }
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, w.dO);
-    const size_t sm_kv = tc_smem_bytes(TC_DKDV, a.dp), sm_q = tc_smem_bytes(TC_DQ, a.dp);
-    tc_smem_optin(k_tc_dkdv, sm_kv);
-    tc_smem_optin(k_tc_dq, sm_q);
-    MTA_LAUNCH(k_tc_dkdv, dim3((unsigned)(a.Tp / TC_N), (unsigned)(B * a.Hkv)), TC_THREADS, sm_kv, cl.s)(a, dk, dv);
-    MTA_LAUNCH(k_tc_dq, dim3((unsigned)(a.Tp / TC_M), (unsigned)BH), TC_THREADS, sm_q, cl.s)(a, dq);
+    const dim3 grid_kv((unsigned)(a.Tp / TC_N), (unsigned)(B * a.Hkv)), grid_q((unsigned)(a.Tp / TC_M), (unsigned)BH);
+    if (c->pre_cq) {
+        const size_t sm_kv = tc_csmem_bytes(TC_DKDV, a.dp, a.cq, a.ck), sm_q = tc_csmem_bytes(TC_DQ, a.dp, a.cq, a.ck);
+        tc_smem_optin(k_tc_conv_dkdv, sm_kv);
+        tc_smem_optin(k_tc_conv_dq, sm_q);
+        MTA_LAUNCH(k_tc_conv_dkdv, grid_kv, TC_THREADS, sm_kv, cl.s)(a, p->w_pre, dk, dv);
+        MTA_LAUNCH(k_tc_conv_dq, grid_q, TC_THREADS, sm_q, cl.s)(a, p->w_pre, dq, w.dwp);
+        const int taps = a.cq * a.ck;
+        if (g->w_pre)
+            MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
+                w.dwp, B, H, a.Tp / TC_M, taps, g->w_pre);
+    } else {
+        const size_t sm_kv = tc_smem_bytes(TC_DKDV, a.dp), sm_q = tc_smem_bytes(TC_DQ, a.dp);
+        tc_smem_optin(k_tc_dkdv, sm_kv);
+        tc_smem_optin(k_tc_dq, sm_q);
+        MTA_LAUNCH(k_tc_dkdv, grid_kv, TC_THREADS, sm_kv, cl.s)(a, dk, dv);
+        MTA_LAUNCH(k_tc_dq, grid_q, TC_THREADS, sm_q, cl.s)(a, dq);
+    }
     // the norm's and gate's gradients: per-head partials at offsets 0, d, 2d of each 2d+1
     const mta_param_sizes ps = mta_param_sizes_of(c);
     const int which[3] = {MTA_GN_WEIGHT, MTA_GATE_W, MTA_GATE_B}, off[3] = {0, d, 2 * d};
