@@ -347,7 +347,7 @@ mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const f
     cl->drop_scale = 1.0f / (1.0f - ctx->cfg.dropout);
     cl->ds = cl->st->docs ? cl->st->start : NULL;  // the last forward's (a forward sets its own)
     const int H = ctx->cfg.H;
-    if (ctx->cfg.pre_head_mix || ctx->cfg.post_ch)
+    if ((ctx->cfg.pre_head_mix || ctx->cfg.post_ch) && !tc_covers(&ctx->cfg))  // tc reads the weights itself
         MTA_LAUNCH(k_mats, (H * H + 255) / 256, 256, 0, cl->s)(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
                                                       cl->st->mats);
     return MTA_OK;
