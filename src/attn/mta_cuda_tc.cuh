@@ -867,7 +867,8 @@ __device__ void tc_head_probs(const tc_args &a, const tc_heads &hd, const tc_hsm
 // rows, y B*H/G): without step 6 the online softmax of S2 and O = alpha O + P v per key tile; with
 // it a statistics pass, then per key tile P, P2 = the head convolution of P, O += dropout(P2) v.
 // O (before norm and gate) is added up in a.o; at the end out = a.o, and each row's log-sum-exp.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_head_forward(tc_args a, tc_heads hd, float *out) {
+// (One block per SM at least: without the bound ptxas keeps 80 registers and spills.)
+__global__ void __launch_bounds__(TC_THREADS, 1) k_tc_head_forward(tc_args a, tc_heads hd, float *out) {
     const int tm = hd.tm, G = hd.G, bh0 = blockIdx.y * G, b = bh0 / a.H, i0 = blockIdx.x * tm;
     const int last = (i0 + tm < a.T ? i0 + tm : a.T) - 1, j1 = mta_row_start(a.ds, a.T, b, i0) / tm * tm;
     tc_hsmem sm;
