@@ -541,7 +541,8 @@ static void test_bf16_tensor_cores(void **s) {
             print_error("d = %d, H = %d, mix and head conv: %s differs from the reference by %.3g\n", c.d, c.H, which,
                         e);
     }
-    print_message("bf16 tensor-core path: %d cases, worst difference %.3g (tolerance %.3g, %.3g with the group norm)\n",
+    print_message("bf16 tensor-core path: %d cases, worst difference %.3g (tolerance %.3g, %.3g with the group norm, twice "
+                  "that for one head mixed)\n",
                   cases, worst, 30.0 / 512.0, 60.0 / 512.0);
     if (failed) fail_msg("%d of %d bf16 runs differ from the reference by more than their tolerance", failed, cases);
 }

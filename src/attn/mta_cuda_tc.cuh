@@ -139,9 +139,9 @@ __device__ void tc_products_xyT(const bf16 *x, const bf16 *y, float *s, int dp) 
 
 // t = A y for a tile, in fresh accumulators: A is p (TC_M, TC_N) as is (LA row-major) or
 // transposed (column-major), y the (64, dp) rows; t is (64, dp) float. Warp w writes rows
-// 16w..16w+15. The callers then add t to their sums entry by entry (tc_add_rows): accumulating in
-// place (load the sum, mma, store it) is right on a GPU, but the emulator's lanes each do a whole
-// tile one after another, so each would add the product again.
+// 16w..16w+15. The callers then add t to their sums entry by entry (tc_add_rows), which also
+// applies the online softmax's per-row rescaling (a fragment's layout is unspecified, so rows
+// cannot be rescaled inside one).
 template <typename LA>
 __device__ void tc_product(float *t, const bf16 *p, const bf16 *y, int dp) {
     const int w = threadIdx.x / 32;
