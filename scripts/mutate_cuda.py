@@ -19,7 +19,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CU, CUH = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh'
+CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 
 # (what, file, the text, what it becomes)
 MUTATIONS = [
@@ -52,6 +52,17 @@ MUTATIONS = [
      '        gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + ',
      '        if (0) gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + '),
     ('the parameter gradients never summed', CU, '        if (g->w[i] && count)', '        if (0 && g->w[i] && count)'),
+    # the tensor-core path (precision MTA_BF16)
+    ('tensor cores: a key before its document start kept', TC,
+     'return i < a.T && j <= i && j >= mta_row_start(a.ds, a.T, b, i);', 'return i < a.T && j <= i;'),
+    ('tensor cores: the dropout mask of another entry', TC,
+     'mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j, a.drop_thr)',
+     'mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j + 1, a.drop_thr)'),
+    ('tensor cores: the head mixing\'s matrix transposed', TC,
+     'tr ? wg[at * c + k] : wg[k * c + at]', 'tr ? wg[k * c + at] : wg[at * c + k]'),
+    ('tensor cores: barrier removed before P v is added to O', TC,
+     '        tc_product<wm::row_major>(t, ps, vs, dp);\n        __syncthreads();\n        tc_add_rows(o, alpha, t, dp);',
+     '        tc_product<wm::row_major>(t, ps, vs, dp);\n        tc_add_rows(o, alpha, t, dp);'),
 ]
 
 
