@@ -324,16 +324,8 @@ static maps maps_of(const mta_config *c, worker *w) {
 // Row i's document start in sequence b (0 without documents).
 static inline int dstart(const job *jb, int b, int i) { return mta_row_start(jb->ds, jb->c->T, b, i); }
 
-// One past the last row of row i's document, looked for up to lim only (lim if the document
-// runs on; T without documents). mta_doc_end scans to the document's end, which per strip
-// would cost O(T).
-static int dend(const job *jb, int b, int i, int lim) {
-    if (!jb->ds) return jb->c->T;
-    const int *st = jb->ds + (size_t)b * jb->c->T;
-    int e = i + 1;
-    while (e < lim && st[e] == st[i]) e++;
-    return e;
-}
+// One past the last row of row i's document, or lim if the document runs on (mta_doc_end).
+static inline int dend(const job *jb, int b, int i, int lim) { return mta_doc_end(jb->ds, jb->c->T, b, i, lim); }
 
 // Row-major C (m,n) = alpha op(A) op(B) + beta C, on matmul.c's strip kernels (NN: the strip
 // is A; TN: the strip is A^T, beta = 1; NT: scores, beta = 0), timed into ctx's statistics:
@@ -364,7 +356,7 @@ static void strip_conv(const job *jb, int b, const win *src, const win *dst, con
                        int h, int a0, int a1) {
     for (int x0 = a0, x1; x0 < a1; x0 = x1) {
         const int s = dstart(jb, b, x0);
-        x1 = imin(a1, dend(jb, b, x0, a1));
+        x1 = dend(jb, b, x0, a1);
         qkconv_rows(wrow(src, h, imax(s, x0 - (cq - 1))) + s, src->ld, w + (size_t)(h0 + h) * cq * ck, cq, ck, x0 - s,
                     x1 - s, wrow(dst, h, x0) + s, dst->ld);
     }
@@ -627,7 +619,7 @@ static void kernel_grad(const job *jb, int b, const win *g, const win *src, int 
     float *kp = kpart + (size_t)hl * K;
     for (int x0 = r0, x1; x0 < r1; x0 = x1) {
         const int s = dstart(jb, b, x0);
-        x1 = imin(r1, dend(jb, b, x0, r1));
+        x1 = dend(jb, b, x0, r1);
         qkconv_backward_weight_rows(wrow(g, hl, x0) + s, g->ld, wrow(src, hl, imax(s, x0 - (cq - 1))) + s, src->ld, cq,
                                     ck, x0 - s, x1 - s, kp);
         for (int e = 0; e < K; e++) acc[(size_t)hl * K + e] += kp[e];

@@ -64,7 +64,6 @@ struct mta_ctx {
     int docs_on;                   // the last forward had documents (doc_start holds its starts)
 };
 
-
 // Group norm's epsilon (spec section 2, step 8).
 static const float MTA_GN_EPS = 1e-5f;
 
@@ -123,15 +122,17 @@ void mta_doc_starts(const int32_t *doc, int B, int T, int *start);
 // document per sequence).
 static inline const int *mta_ctx_doc_start(const mta_ctx *ctx) { return ctx->docs_on ? ctx->doc_start : NULL; }
 // Row i's document start in sequence b (0 without documents), and the end (one past the last
-// position) of the document that row i is in, within 0..T.
+// position) of the document that row i is in, looked for up to lim only (i < lim <= T): the
+// smaller of the end and lim (lim without documents), so that a caller that reads rows up to lim
+// does not pay for a scan to the end of a long document.
 static inline MTA_HOST_DEVICE int mta_row_start(const int *start, int T, int b, int i) {
     return start ? start[(size_t)b * T + i] : 0;
 }
-static inline MTA_HOST_DEVICE int mta_doc_end(const int *start, int T, int b, int i) {
-    if (!start) return T;
+static inline MTA_HOST_DEVICE int mta_doc_end(const int *start, int T, int b, int i, int lim) {
+    if (!start) return lim;
     const int *s = start + (size_t)b * T;
     int e = i + 1;
-    while (e < T && s[e] == s[i]) e++;
+    while (e < lim && s[e] == s[i]) e++;
     return e;
 }
 

@@ -137,7 +137,7 @@ static void qkconv_all(const mta_config *c, const int *ds, const float *in, cons
         const int bh = t / nb, b = bh / c->H, h = bh % c->H, i1 = imin(T, t % nb * ROW_TASK + ROW_TASK);
         for (int a0 = t % nb * ROW_TASK, a1; a0 < i1; a0 = a1) {
             const int s = mta_row_start(ds, T, b, a0);
-            a1 = imin(i1, mta_doc_end(ds, T, b, a0));
+            a1 = mta_doc_end(ds, T, b, a0, i1);
             const float *src = in + bh * TT + (size_t)imax(s, a0 - (cq - 1)) * T + s;
             float *o = out + bh * TT + (size_t)a0 * T;
             qkconv_rows(src, T, w + (size_t)h * cq * ck, cq, ck, a0 - s, a1 - s, o + s, T);
@@ -158,7 +158,8 @@ static void qkconv_all_backward(const mta_config *c, const int *ds, const float 
         const int bh = t / nb, b = bh / H, h = bh % H, i1 = imin(T, t % nb * ROW_TASK + ROW_TASK);
         const float *wh = w + (size_t)h * K, *g = dout + bh * TT;
         for (int a0 = t % nb * ROW_TASK, a1; a0 < i1; a0 = a1) {
-            const int s = mta_row_start(ds, T, b, a0), e = mta_doc_end(ds, T, b, a0);
+            // e: the document's end, looked for no further than the transposed convolution reads
+            const int s = mta_row_start(ds, T, b, a0), e = mta_doc_end(ds, T, b, a0, imin(T, i1 + cq - 1));
             a1 = imin(i1, e);
             float *o = din + bh * TT + (size_t)a0 * T;
             qkconv_backward_input_rows(g + (size_t)a0 * T + s, T, e - 1 - s, wh, cq, ck, a0 - s, a1 - s, o + s, T);
