@@ -95,22 +95,17 @@ typedef struct {
     int32_t *doc, *ddoc;  // document ids (B,T) with --docs, and where the backend reads them; else NULL
 } bench_io;
 
-// Document ids position / len of every sequence (len > 0), placed on c's backend as ddoc. 0, or -1.
+// Document ids position / len of every sequence (len > 0), placed on c's backend as ddoc (4-byte
+// words copied as they are, as mtac attn places a file's). 0, or -1 after a message.
 static int io_docs(const mta_config *c, int len, bench_io *io) {
-    const size_t n = (size_t)c->B * c->T, bytes = n * sizeof(int32_t);
-    if (!(io->doc = io->ddoc = malloc(bytes))) return -1;
-    for (size_t i = 0; i < n; i++) io->doc[i] = (int32_t)(i % c->T / len);
-    if (!mta_backend_device_memory(c->backend)) return 0;
-    void *d = NULL;
-    if (mta_backend_alloc(c->backend, bytes, &d) || mta_backend_upload(c->backend, d, io->doc, bytes)) {
-        fprintf(stderr, "mtac bench: could not place the document ids in the %s backend's memory\n",
-                mta_backend_name(c->backend));
-        mta_backend_free(c->backend, d);
-        io->ddoc = NULL;
+    const size_t n = (size_t)c->B * c->T;
+    if (!(io->doc = malloc(n * sizeof(int32_t)))) {
+        fprintf(stderr, "mtac bench: out of memory\n");
         return -1;
     }
-    io->ddoc = d;
-    return 0;
+    for (size_t i = 0; i < n; i++) io->doc[i] = (int32_t)(i % c->T / len);
+    io->ddoc = (int32_t *)cli_on_backend(c->backend, (const float *)io->doc, n);
+    return io->ddoc ? 0 : -1;
 }
 
 // Random q, k, v, dout; identity kernels plus noise, as a trained model's would roughly be; all
@@ -149,7 +144,7 @@ static int io_make(const mta_config *c, bench_io *io) {
 static void io_free(const mta_config *c, bench_io *io) {
     cli_off_backend(c->backend, io->buf, io->dbuf);
     free(io->buf);
-    if (io->ddoc && io->ddoc != io->doc) mta_backend_free(c->backend, io->ddoc);
+    cli_off_backend(c->backend, (const float *)io->doc, (float *)io->ddoc);
     free(io->doc);
 }
 
