@@ -1,7 +1,6 @@
 // cmd_train.c: `mtac train`: train an MTA or baseline model on token shards.
 #include "cli.h"
 #include "train/train.h"
-#include "data/tokenizer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -124,12 +123,13 @@ static int configure(const train_args *a, train_config *c, int *saved_steps) {
                         "a new run (--out DIR)\n", a->resume);
         return 2;
     }
-    if (a->doc_mask && c->model.vocab_size <= TOK_EOS) {
-        fprintf(stderr, "mtac train: --doc-mask: the model's vocabulary (%d) has no EOS token (id %d) to end "
-                        "documents with\n", c->model.vocab_size, TOK_EOS);
-        return 2;
+    if (a->doc_mask) {  // the model's own check says what doc_mask needs (an EOS token in the vocabulary)
+        c->model.doc_mask = 1;
+        if (model_config_check(&c->model, err, sizeof err)) {
+            fprintf(stderr, "mtac train: --doc-mask: %s\n", err);
+            return 2;
+        }
     }
-    if (a->doc_mask) c->model.doc_mask = 1;
     return cli_default_backend(&c->backend) ? 2 : -1;
 }
 
