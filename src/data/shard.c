@@ -198,10 +198,10 @@ static int split_paragraphs(const unsigned char *s, size_t len, int k, size_t *b
     size_t i = 0, in_block = 0;
     shard_tokens *dst = tr;
     for (;;) {
-        while (i < len && blank_line(s, i, line_end(s, len, i))) i = line_end(s, len, i);
+        for (size_t e; i < len && blank_line(s, i, e = line_end(s, len, i));) i = e;  // blank lines dropped
         if (i == len) return 0;
         size_t end = i;
-        while (end < len && !blank_line(s, end, line_end(s, len, end))) end = line_end(s, len, end);
+        for (size_t e; end < len && !blank_line(s, end, e = line_end(s, len, end));) end = e;
         if (!in_block) dst = (++*block_no % (size_t)k == 0) ? va : tr;
         if (push_bytes(dst, s + i, end - i) || shard_tokens_push(dst, TOK_EOS)) return -1;
         in_block += end - i;
