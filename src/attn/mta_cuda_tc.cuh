@@ -90,7 +90,7 @@ struct tc_smem {
     bf16 *p, *ds;          // (TC_M, TC_N): P with dropout (forward, dK/dV), dS (backward)
     float *s, *dp;         // (TC_M, TC_N): scores, dP2 = dO v^T
     float *acc, *acc2;     // O (TC_M, dp), dK and dV (TC_N, dp), or dQ (TC_M, dp)
-    float *t;              // (64, dp): a product before it is added (tc_product)
+    float *t;              // (64, dp): a product before it is added (tc_product_n)
     float *r1, *r2, *r3;   // per row: max, sum and rescaling (forward), lse and D (backward)
 };
 __host__ __device__ size_t tc_smem_carve(int kind, int dp, unsigned char *base, tc_smem *sm) {
@@ -125,33 +125,33 @@ __device__ void mma_acc(acc_frag &acc, const bf16 *a, int lda, const bf16 *b, in
     }
 }
 
-// s = x y^T for a tile: x (TC_M, dp) rows, y (TC_N, dp) rows, s (TC_M, TC_N) float; warp w
-// writes rows 16w..16w+15.
-__device__ void tc_products_xyT(const bf16 *x, const bf16 *y, float *s, int dp) {
-    const int w = threadIdx.x / 32;
-    for (int n = 0; n < TC_N; n += 16) {
+// out = x y^T for x (nx, dp) and y (ny, dp) rows, out (nx, ny) float, nx and ny multiples of 16:
+// the 16x16 tiles go to the warps in turn (read out after a barrier).
+__device__ void tc_products_xyT_n(const bf16 *x, int nx, const bf16 *y, int ny, float *out, int dp) {
+    const int tn = ny / 16, nt = nx / 16 * tn;
+    for (int f = threadIdx.x / 32; f < nt; f += blockDim.x / 32) {
+        const int m = f / tn * 16, n = f % tn * 16;
         acc_frag acc;
         wm::fill_fragment(acc, 0.0f);
-        mma_acc<wm::row_major, wm::col_major>(acc, x + (size_t)16 * w * dp, dp, y + (size_t)n * dp, dp, dp);
-        wm::store_matrix_sync(s + 16 * w * TC_N + n, acc, TC_N, wm::mem_row_major);
+        mma_acc<wm::row_major, wm::col_major>(acc, x + (size_t)m * dp, dp, y + (size_t)n * dp, dp, dp);
+        wm::store_matrix_sync(out + (size_t)m * ny + n, acc, ny, wm::mem_row_major);
     }
 }
 
-// t = A y for a tile, in fresh accumulators: A is p (TC_M, TC_N) as is (LA row-major) or
-// transposed (column-major), y the (64, dp) rows; t is (64, dp) float. Warp w writes rows
-// 16w..16w+15. The callers then add t to their sums entry by entry (tc_add_rows), which also
-// applies the online softmax's per-row rescaling (a fragment's layout is unspecified, so rows
-// cannot be rescaled inside one).
-template <typename LA>
-__device__ void tc_product(float *t, const bf16 *p, const bf16 *y, int dp) {
-    const int w = threadIdx.x / 32;
+// t = A y for a tile of tm rows, in fresh accumulators: A = p (tm, tm) as is (LA row-major) or
+// transposed (column-major), y the (tm, dp) rows; t is (tm, dp) float, its 16x16 tiles going to
+// the warps in turn (read it after a barrier). The callers add t to their sums entry by entry
+// (tc_add_rows), which also applies the online softmax's per-row rescaling (a fragment's layout
+// is unspecified, so rows cannot be rescaled inside one).
+template <typename LA> __device__ void tc_product_n(float *t, const bf16 *p, int tm, const bf16 *y, int dp) {
     const bool rows = std::is_same<LA, wm::row_major>::value;
-    const bf16 *a = p + (rows ? (size_t)16 * w * TC_N : (size_t)16 * w);
-    for (int n = 0; n < dp; n += 16) {
+    const int tn = dp / 16, nt = tm / 16 * tn;
+    for (int f = threadIdx.x / 32; f < nt; f += blockDim.x / 32) {
+        const int m = f / tn * 16, n = f % tn * 16;
         acc_frag acc;
         wm::fill_fragment(acc, 0.0f);
-        mma_acc<LA, wm::row_major>(acc, a, TC_N, y + n, dp, TC_N);
-        wm::store_matrix_sync(t + (size_t)16 * w * dp + n, acc, dp, wm::mem_row_major);
+        mma_acc<LA, wm::row_major>(acc, p + (rows ? (size_t)m * tm : (size_t)m), tm, y + n, dp, tm);
+        wm::store_matrix_sync(t + (size_t)m * dp + n, acc, dp, wm::mem_row_major);
     }
 }
 
@@ -230,11 +230,11 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_forward(tc_args a, float *out
         tc_copy(ks, a.k + (kv * a.Tp + j0) * dp, TC_N * dp);
         tc_copy(vs, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
         __syncthreads();
-        tc_products_xyT(qs, ks, s, dp);
+        tc_products_xyT_n(qs, TC_M, ks, TC_N, s, dp);
         __syncthreads();
         tc_online_softmax(a, bh, i0, j0, s, a.scale, ps, m, l, alpha);
         __syncthreads();
-        tc_product<wm::row_major>(t, ps, vs, dp);
+        tc_product_n<wm::row_major>(t, ps, TC_M, vs, dp);
         __syncthreads();
         tc_add_rows(o, alpha, t, dp);  // O = alpha O + P v
         __syncthreads();
@@ -311,16 +311,16 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_dkdv(tc_args a, float *dk, fl
             tc_copy(dos, a.dO + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
             tc_row_stats(a, bh, i0, lse, D);
             __syncthreads();
-            tc_products_xyT(qs, ks, s, dp);
-            tc_products_xyT(dos, vs, dps, dp);
+            tc_products_xyT_n(qs, TC_M, ks, TC_N, s, dp);
+            tc_products_xyT_n(dos, TC_M, vs, TC_N, dps, dp);
             __syncthreads();
             tc_grad_entries(a, bh, i0, j0, s, dps, lse, D, p2, dsb);
             __syncthreads();
-            tc_product<wm::col_major>(t, p2, dos, dp);
+            tc_product_n<wm::col_major>(t, p2, TC_M, dos, dp);
             __syncthreads();
             tc_add_rows(dvs, NULL, t, dp);
             __syncthreads();
-            tc_product<wm::col_major>(t, dsb, qs, dp);
+            tc_product_n<wm::col_major>(t, dsb, TC_M, qs, dp);
             __syncthreads();
             tc_add_rows(dks, NULL, t, dp);
             __syncthreads();
@@ -352,12 +352,12 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_dq(tc_args a, float *dq) {
         tc_copy(ks, a.k + (kv * a.Tp + j0) * dp, TC_N * dp);
         tc_copy(vs, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
         __syncthreads();
-        tc_products_xyT(qs, ks, s, dp);
-        tc_products_xyT(dos, vs, dps, dp);
+        tc_products_xyT_n(qs, TC_M, ks, TC_N, s, dp);
+        tc_products_xyT_n(dos, TC_M, vs, TC_N, dps, dp);
         __syncthreads();
         tc_grad_entries(a, bh, i0, j0, s, dps, lse, D, NULL, dsb);
         __syncthreads();
-        tc_product<wm::row_major>(t, dsb, ks, dp);
+        tc_product_n<wm::row_major>(t, dsb, TC_M, ks, dp);
         __syncthreads();
         tc_add_rows(dqs, NULL, t, dp);
         __syncthreads();
@@ -444,19 +444,6 @@ __device__ void tc_copy_rows(bf16 *dst, const bf16 *slab, int g0, int n, int Tp,
     }
 }
 
-// out = x y^T for x (nx, dp) and y (ny, dp) rows, out (nx, ny) float, nx and ny multiples of 16:
-// the 16x16 tiles go to the warps in turn.
-__device__ void tc_products_xyT_n(const bf16 *x, int nx, const bf16 *y, int ny, float *out, int dp) {
-    const int tn = ny / 16, nt = nx / 16 * tn;
-    for (int f = threadIdx.x / 32; f < nt; f += blockDim.x / 32) {
-        const int m = f / tn * 16, n = f % tn * 16;
-        acc_frag acc;
-        wm::fill_fragment(acc, 0.0f);
-        mma_acc<wm::row_major, wm::col_major>(acc, x + (size_t)m * dp, dp, y + (size_t)n * dp, dp, dp);
-        wm::store_matrix_sync(out + (size_t)m * ny + n, acc, ny, wm::mem_row_major);
-    }
-}
-
 // A block's kernel of head h into w, and the document start of each of Z's rows (rows from
 // i0 - rh; 0 outside 0..T-1, where Z is 0 anyway).
 __device__ void tc_conv_setup(const tc_args &a, const tc_geo &g, int b, int h, int i0, const float *w_pre, float *w,
@@ -519,7 +506,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_forward(tc_args a, const
         __syncthreads();
         tc_online_softmax(a, bh, i0, j0, sm.s, 1.0f, sm.p, sm.r1, sm.r2, sm.r3);
         __syncthreads();
-        tc_product<wm::row_major>(sm.t, sm.p, sm.v, dp);  // t is z: Z is no longer read
+        tc_product_n<wm::row_major>(sm.t, sm.p, TC_M, sm.v, dp);  // t is z: Z is no longer read
         __syncthreads();
         tc_add_rows(sm.acc, sm.r3, sm.t, dp);  // O = alpha O + P v
         __syncthreads();
@@ -625,12 +612,12 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dkdv(tc_args a, const fl
             __syncthreads();
             tc_conv_grad_entries(a, g, bh, i0, j0, sm.s, sm.dp, sm.r1, sm.r2, sm.p);
             __syncthreads();
-            tc_product<wm::col_major>(sm.t, sm.p, sm.dO, dp);
+            tc_product_n<wm::col_major>(sm.t, sm.p, TC_M, sm.dO, dp);
             __syncthreads();
             tc_add_rows(dvs, NULL, sm.t, dp);
             tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);  // P2 read: p now holds dZ
             __syncthreads();
-            tc_product<wm::col_major>(sm.t, sm.p, sm.q + (size_t)g.rh * dp, dp);
+            tc_product_n<wm::col_major>(sm.t, sm.p, TC_M, sm.q + (size_t)g.rh * dp, dp);
             __syncthreads();
             tc_add_rows(dks, NULL, sm.t, dp);
             __syncthreads();
@@ -677,7 +664,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dq(tc_args a, const floa
         tc_conv_dw(g, sm.s, sm.z, sm.st, sm.dw);
         tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);
         __syncthreads();
-        tc_product<wm::row_major>(sm.t, sm.p, sm.k + (size_t)2 * g.p * dp, dp);  // t is z: Z is no longer read
+        tc_product_n<wm::row_major>(sm.t, sm.p, TC_M, sm.k + (size_t)2 * g.p * dp, dp);  // t is z: Z is no longer read
         __syncthreads();
         tc_add_rows(sm.acc, NULL, sm.t, dp);
         __syncthreads();
@@ -751,20 +738,6 @@ __host__ __device__ size_t tc_hsmem_carve(int kind, const tc_heads &hd, int dp, 
     sm->dw = kind == TC_DQ ? cv.take<float>(hd.nw) : NULL;
     sm->m = cv.take<float>(rows), sm->l = cv.take<float>(rows), sm->al = fwd ? cv.take<float>(rows) : NULL;
     return cv.at + 32;
-}
-
-// tc_product for tiles of tm rows: t (tm, dp) = A y, A = p (tm, tm) as is (LA row-major) or
-// transposed (column-major); the 16x16 tiles of t go to the warps in turn.
-template <typename LA> __device__ void tc_product_n(float *t, const bf16 *p, int tm, const bf16 *y, int dp) {
-    const bool rows = std::is_same<LA, wm::row_major>::value;
-    const int tn = dp / 16, nt = tm / 16 * tn;
-    for (int f = threadIdx.x / 32; f < nt; f += blockDim.x / 32) {
-        const int m = f / tn * 16, n = f % tn * 16;
-        acc_frag acc;
-        wm::fill_fragment(acc, 0.0f);
-        mma_acc<LA, wm::row_major>(acc, p + (rows ? (size_t)m * tm : (size_t)m), tm, y + n, dp, tm);
-        wm::store_matrix_sync(t + (size_t)m * dp + n, acc, dp, wm::mem_row_major);
-    }
 }
 
 // Mixing per entry within groups of c of the G tiles (n entries each): out[g c + a] =
