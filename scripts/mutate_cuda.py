@@ -61,8 +61,8 @@ MUTATIONS = [
     ('tensor cores: the head mixing\'s matrix transposed', TC,
      'tr ? wg[at * c + k] : wg[k * c + at]', 'tr ? wg[k * c + at] : wg[at * c + k]'),
     ('tensor cores: barrier removed before P v is added to O', TC,
-     '        tc_product<wm::row_major>(t, ps, vs, dp);\n        __syncthreads();\n        tc_add_rows(o, alpha, t, dp);',
-     '        tc_product<wm::row_major>(t, ps, vs, dp);\n        tc_add_rows(o, alpha, t, dp);'),
+     '        tc_product_n<wm::row_major>(t, ps, TC_M, vs, dp);\n        __syncthreads();\n        tc_add_rows(o, alpha, t, dp);',
+     '        tc_product_n<wm::row_major>(t, ps, TC_M, vs, dp);\n        tc_add_rows(o, alpha, t, dp);'),
 ]
 
 
