@@ -5,13 +5,15 @@ MultiTokenAttention(...)      the core as an nn.Module, named like the authors' 
 
 Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the output has that
 shape too (heads not concatenated, no output projection). The op passes the tensors' own memory
-to the library: no copies. Threads: torch.get_num_threads() unless threads= is given.
+to the library: no copies. Threads: torch.get_num_threads() unless threads= is given; run python
+with OMP_WAIT_POLICY=passive (docs/python.md, "Threads").
 """
 import collections.abc
 import ctypes
 import dataclasses
 import inspect
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -22,6 +24,8 @@ from mtac._lib import (PARAM_NAMES, Context, Error, Grads, Params, backend_of, c
 __all__ = ['mta_attention', 'MultiTokenAttention', 'Error']
 
 _INT_MAX = 2 ** 31 - 1
+# The largest float32 below 1: the library's dropout for a p in [0, 1) whose nearest float32 is 1.
+_BELOW_ONE = 1.0 - 2.0 ** -24
 
 
 def _ptr(t):
@@ -38,6 +42,22 @@ def _check_tensor(name, t):
         raise Error('mtac: %s has dtype %s; mtac computes in float32 (convert with .float())' % (name, t.dtype))
     if not t.is_contiguous():
         raise Error('mtac: %s is not contiguous (strides %s); pass .contiguous()' % (name, tuple(t.stride())))
+
+
+def _dropout32(p):
+    """The float32 that mta_config holds for dropout p, a number in [0, 1): the nearest float32 to p
+    (p itself is rarely one: 0.1 is not), except below 1 where p rounds up to 1; raises Error."""
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 <= p < 1:  # a NaN fails the range
+        raise Error('mtac: dropout=%r must be a number in [0, 1)' % (p,))
+    f = ctypes.c_float(float(p)).value
+    return f if f < 1 else _BELOW_ONE
+
+
+def _size(name, v, minimum=1):
+    """v as an int >= minimum (a Python or numpy integer; not a bool, not a float); raises Error."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not minimum <= v <= _INT_MAX:
+        raise Error('mtac: %s=%r must be an int >= %d' % (name, v, minimum))
+    return int(v)
 
 
 def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
@@ -65,23 +85,17 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     # table (mta_config_from_shapes), which also refuses a step's tensors given apart (gate_w, gate_b).
     config_from_shapes(cfg, [None if prm[n] is None else tuple(prm[n].shape) for n in PARAM_NAMES])
     cfg.depth_scale = int(bool(depth_scale))
-    if not isinstance(layer_id, int) or not 0 <= layer_id <= _INT_MAX:
-        raise Error('mtac: layer_id=%r must be an int >= 0' % (layer_id,))
-    cfg.layer_id = layer_id
-    cfg.dropout = float(dropout)
+    cfg.layer_id = _size('layer_id', layer_id, 0)
+    cfg.dropout = _dropout32(dropout)
     cfg.backend = backend_of(backend)
     threads = torch.get_num_threads() if threads is None else threads
-    if not isinstance(threads, int) or threads < 1:
-        raise Error('mtac: threads=%r must be an int >= 1' % (threads,))
-    cfg.threads = threads
-    check_config(cfg)  # the library's own checks and messages (kernel sizes, c_h | H, dropout, ...)
-    if float(cfg.dropout) != float(dropout):
-        raise Error('mtac: dropout=%r is not a float32 in [0, 1)' % (dropout,))
+    cfg.threads = _size('threads', threads)
+    check_config(cfg)  # the library's own checks and messages (kernel sizes, c_h | H, ...)
     for i, name in enumerate(PARAM_NAMES):
         t, want = prm[name], param_shape(cfg, i)
         if t is not None and tuple(t.shape) != want:
-            raise Error('mtac: %s has shape %s; for q of shape %s it must be %s'
-                        % (name, tuple(t.shape), tuple(q.shape), want))
+            raise Error('mtac: %s has shape %s; for q of shape %s (H=%d heads of d=%d) it must be %s'
+                        % (name, tuple(t.shape), tuple(q.shape), H, d, want))
     return cfg
 
 
@@ -108,8 +122,14 @@ class _MTAFunction(torch.autograd.Function):
         return out
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dout):
+        # Grad mode is on in a backward exactly when it was asked for with create_graph=True. The
+        # gradients computed here carry no graph, so refuse that instead of returning them as if
+        # they did (once_differentiable does so silently when dout itself needs no gradient).
+        if torch.is_grad_enabled():
+            raise NotImplementedError('mtac: double backward is not supported: mta_attention\'s gradients are '
+                                      'computed by mta_backward, which is not differentiable itself; call backward '
+                                      'or torch.autograd.grad without create_graph=True')
         q, k, v, *params = ctx.saved_tensors
         need = ctx.needs_input_grad[1:]  # (doc, q, k, v, params...): q, k, v at 1..3, the params from 4
         dout = dout.contiguous()
@@ -164,14 +184,34 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
     sequence of its own (docs/spec.md section 2.3). None: each sequence is one document.
     backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps).
     threads: OpenMP threads of the call; default torch.get_num_threads().
+    dropout: a number in [0, 1); the library holds it as a float32, the nearest one to the value
+    given (0.1 becomes 0.100000001490116...; below 1 for a value that would round to 1).
+    Under torch.autocast('cpu') float16 and bfloat16 inputs are cast to float32 and the op returns
+    float32, as for any float32-only op. Double backward (create_graph=True) raises NotImplementedError.
     Raises mtac.Error (a ValueError) with the library's message for anything it refuses."""
     for name in params:
         if name not in PARAM_NAMES:
             raise TypeError('mta_attention() got an unexpected keyword argument %r (its parameters: %s)'
                             % (name, ', '.join(PARAM_NAMES)))
     prm = {n: params.get(n) for n in PARAM_NAMES}
+    if torch.is_autocast_cpu_enabled():
+        # A float32 op under autocast, as torch.cuda.amp.custom_fwd(cast_inputs=torch.float32) makes
+        # one (on CUDA only in torch 1.13): float16 and bfloat16 inputs are cast to float32 (their
+        # gradients come back in their dtype), the op runs with autocast off and returns float32.
+        q, k, v = (_to_float32(x) for x in (q, k, v))
+        prm = {n: _to_float32(t) for n, t in prm.items()}
+        with torch.autocast('cpu', enabled=False):
+            return mta_attention(q, k, v, layer_id=layer_id, depth_scale=depth_scale, dropout=dropout,
+                                 backend=backend, threads=threads, doc=doc, **prm)
     cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads)
     return _MTAFunction.apply(cfg, _doc_ids(doc, q), q, k, v, *[prm[n] for n in PARAM_NAMES])
+
+
+def _to_float32(t):
+    """t in float32 when it is a float16 or bfloat16 tensor (autocast's rule: float64 stays float64)."""
+    if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16):
+        return t.float()
+    return t
 
 
 def _with_parameters(fn):
@@ -344,10 +384,20 @@ class MultiTokenAttention(nn.Module):
             raise Error("mtac: gate_bias_init=%r must be 'zero' (mtac's default) or 'linear' (nn.Linear's "
                         "default, the authors')" % (gate_bias_init,))
         # The authors' rule: a key-query kernel exists when both of its sizes are given.
-        pre = None if query_kernel_size is None or key_kernel_size is None else (query_kernel_size, key_kernel_size)
-        post = (None if after_sm_query_kernel_size is None or after_sm_key_kernel_size is None
-                else (after_sm_query_kernel_size, after_sm_key_kernel_size))
-        H, d = n_heads, head_dim
+        sizes = dict(query_kernel_size=query_kernel_size, key_kernel_size=key_kernel_size,
+                     after_sm_query_kernel_size=after_sm_query_kernel_size,
+                     after_sm_key_kernel_size=after_sm_key_kernel_size, head_kernel_size=head_kernel_size)
+        sizes = {n: None if s is None else _size(n, s) for n, s in sizes.items()}
+        pre = (None if sizes['query_kernel_size'] is None or sizes['key_kernel_size'] is None
+               else (sizes['query_kernel_size'], sizes['key_kernel_size']))
+        post = (None if sizes['after_sm_query_kernel_size'] is None or sizes['after_sm_key_kernel_size'] is None
+                else (sizes['after_sm_query_kernel_size'], sizes['after_sm_key_kernel_size']))
+        head_kernel_size = sizes['head_kernel_size']
+        H, d = _size('n_heads', n_heads), _size('head_dim', head_dim)
+        layer_id = _size('layer_id', layer_id, 0)
+        _dropout32(dropout)
+        if threads is not None:
+            _size('threads', threads)
         self.n_heads, self.head_dim = H, d
         self.layer_id, self.layer_norm_rescale, self.dropout = layer_id, layer_norm_rescale, dropout
         self.backend, self.threads = backend, threads
@@ -439,6 +489,11 @@ class MultiTokenAttention(nn.Module):
     def forward(self, q, k, v, doc=None):
         """q (B, H, T, d), k, v (B, H_kv, T, d); doc: (B, T) document ids of packed documents
         (mta_attention), or None."""
+        # First, as no parameter may tell: with only the group norm and gate (shapes (d,)), q of
+        # another head count would pass every other check.
+        if isinstance(q, torch.Tensor) and q.dim() == 4 and (q.shape[1], q.shape[3]) != (self.n_heads, self.head_dim):
+            raise Error('mtac: q has shape %s, %d heads of size %d, but this MultiTokenAttention has n_heads=%d, '
+                        'head_dim=%d' % (tuple(q.shape), q.shape[1], q.shape[3], self.n_heads, self.head_dim))
         return mta_attention(q, k, v, **self.mtac_params(), layer_id=self.layer_id,
                              depth_scale=self.layer_norm_rescale, dropout=self.dropout if self.training else 0.0,
                              backend=self.backend, threads=self.threads, doc=doc)

@@ -112,7 +112,7 @@ def test_toy_dropout_and_model_keywords():
                                         init_std=0.02, threads=1, backend='reference')
     assert (m.dropout, m.dim, m.init_std, m.threads, m.backend) == (0.1, 256, 0.02, 1, 'reference')
     m.eval()
-    q, k, v = qkv(H=2)
+    q, k, v = qkv(H=2, d=128)
     assert (m(q, k, v) - plain_attention(q, k, v)).abs().max() < 1e-5  # identity kernel, eval: no dropout
 
 

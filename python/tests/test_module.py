@@ -186,3 +186,97 @@ def test_training_loop_matches_reference_attention():
     pa, pb = a.state_dict(), b.state_dict()
     for n in pa:
         assert (pa[n] - pb[n]).abs().max() <= 1e-4 * max(1.0, pb[n].abs().max()), n
+
+
+def test_dropout_in_training_mode():
+    """dropout=0.1 (the authors' toy setting, not a float32) trains; eval mode is deterministic;
+    a dropout outside [0, 1) is refused when the module is made, not at its first training step."""
+    q, k, v = qkv(H=2)
+    for m in (MultiTokenAttention(2, 8, query_kernel_size=2, key_kernel_size=3, dropout=0.1),
+              MultiTokenAttention.from_config(dict(use_mta=True, query_kernel_size=2, key_kernel_size=9), n_heads=2,
+                                              head_dim=8, dropout=0.1)):
+        assert m.training and m.dropout == 0.1
+        assert not torch.equal(m(q, k, v), m(q, k, v))  # a new mask per call
+        m.eval()
+        assert torch.equal(m(q, k, v), m(q, k, v))
+    for p in (1.0, -0.5, float('nan'), '0.1'):
+        with pytest.raises(mtac.Error, match='dropout'):
+            MultiTokenAttention(2, 8, dropout=p)
+
+
+def test_head_count_checked_first():
+    """The module's own head count and head size against q's, named in the error, before any
+    parameter's shape: a module whose parameters are all (d,) (group norm and gate) would take
+    any H otherwise."""
+    m = MultiTokenAttention(4, 8, query_kernel_size=None, group_norm=True, add_gating=True)
+    for H, d in ((16, 8), (2, 8), (4, 16)):
+        q, k, v = qkv(H=H, d=d)
+        with pytest.raises(mtac.Error, match=r'q has shape \(2, %d, 23, %d\).*n_heads=4, head_dim=8' % (H, d)):
+            m(q, k, v)
+    with pytest.raises(mtac.Error, match='n_heads=4'):  # not "mta_kernel has shape ..."
+        MultiTokenAttention(4, 8, query_kernel_size=2, key_kernel_size=3)(*qkv(H=2))
+    m(*qkv(H=4))
+    q, k, v = qkv(H=4)
+    m(q, k[:, :2].contiguous(), v[:, :2].contiguous())  # 2 kv heads for 4 query heads
+
+
+@pytest.mark.parametrize('name', ['query_kernel_size', 'key_kernel_size', 'after_sm_query_kernel_size',
+                                  'after_sm_key_kernel_size', 'head_kernel_size', 'n_heads', 'head_dim', 'layer_id'])
+def test_sizes_must_be_ints(name):
+    """Kernel sizes, head count and size, layer_id: ints (a numpy integer too), never a float, a bool
+    or a string: mtac.Error naming the argument."""
+    args = dict(n_heads=4, head_dim=8, query_kernel_size=2, key_kernel_size=3, after_sm_query_kernel_size=2,
+                after_sm_key_kernel_size=3, head_kernel_size=2, layer_id=1)
+    good = 1 if name != 'n_heads' else 4
+    MultiTokenAttention(**dict(args, **{name: good}))
+    for bad in (float(good), True, str(good), -1, 2 ** 40):
+        with pytest.raises(mtac.Error, match=name + '='):
+            MultiTokenAttention(**dict(args, **{name: bad}))
+    np = pytest.importorskip('numpy')
+    MultiTokenAttention(**dict(args, **{name: np.int64(good)}))
+
+
+def test_autocast_runs_in_float32():
+    """Under torch.autocast('cpu', torch.bfloat16) the op takes bfloat16 inputs as float32 and returns
+    float32, the same bits as called outside autocast on the inputs made float32; gradients reach
+    bfloat16 inputs in bfloat16; float64 stays refused (autocast leaves float64 alone)."""
+    m = MultiTokenAttention(4, 8, **FULL)
+    perturb(m)
+    q, k, v = (t.bfloat16().requires_grad_() for t in qkv())
+    exp = m(*(t.detach().float() for t in (q, k, v)))
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = m(q, k, v)
+        assert torch.is_autocast_cpu_enabled()
+    assert out.dtype == torch.float32 and torch.equal(out, exp)
+    out.sum().backward()
+    assert q.grad.dtype == torch.bfloat16 and m.mta_kernel.grad.dtype == torch.float32
+    # A block under autocast: the projections give bfloat16, the core float32, wo bfloat16 again.
+    torch.manual_seed(0)
+    lm = TinyLM([MultiTokenAttention(4, 8, **FULL)])
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        loss = nn.functional.cross_entropy(lm(torch.randint(0, 17, (2, 9))).flatten(0, 1).float(),
+                                           torch.randint(0, 17, (18,)))
+    loss.backward()
+    assert torch.isfinite(loss) and lm.blocks[0].core.mta_kernel.grad is not None
+    with torch.autocast('cpu', dtype=torch.bfloat16), pytest.raises(mtac.Error, match='float64'):
+        m(*(t.double() for t in qkv()))
+    with pytest.raises(mtac.Error, match='bfloat16'):  # outside autocast: refused as before
+        m(*(t.bfloat16() for t in qkv()))
+
+
+@pytest.mark.filterwarnings("ignore:Using backward")
+def test_double_backward_refused():
+    """create_graph=True asks for gradients with a graph, which mta_backward cannot give: refused
+    with a clear error, whether the upstream gradient needs a gradient itself or is a constant
+    (out.sum(); once_differentiable returned a gradient without a graph then). A plain backward works."""
+    m = MultiTokenAttention(4, 8, **FULL)
+    q, k, v = (t.requires_grad_() for t in qkv())
+    with pytest.raises(NotImplementedError, match='double backward is not supported'):
+        torch.autograd.grad(m(q, k, v).sum(), q, create_graph=True)
+    out = m(q, k, v)
+    with pytest.raises(NotImplementedError, match='double backward is not supported'):
+        torch.autograd.grad(out, q, torch.randn_like(out, requires_grad=True), create_graph=True)
+    with pytest.raises(NotImplementedError, match='double backward is not supported'):
+        m(q, k, v).square().sum().backward(create_graph=True)
+    g, = torch.autograd.grad(m(q, k, v).square().sum(), q)
+    assert g.shape == q.shape and not g.requires_grad

@@ -1,7 +1,9 @@
 """mtac.torch.mta_attention against the independent autograd reference (tests/ref/mta_ref.py),
 gradcheck, the errors it raises, threads, dropout."""
+import math
 import os
 import random
+import re
 import shutil
 import subprocess
 
@@ -165,6 +167,37 @@ def test_dropout_follows_torch_seed():
     assert not torch.allclose(a, mta_attention(q, k, v))
 
 
+def test_dropout_any_probability():
+    """Any dropout in [0, 1) runs, not only the float32 values (0.1 is not one); the library's mask
+    drops the float32 nearest to p: with v the identity, out is the dropped attention map itself,
+    so its zeros among the causal entries count the drops and the rest are P / (1 - p32)."""
+    B, H, T = 2, 4, 64
+    gen = torch.Generator().manual_seed(2)
+    q, k = (torch.randn(B, H, T, T, generator=gen) for _ in range(2))
+    v = torch.eye(T).expand(B, H, T, T).contiguous()
+    p_map = mta_attention(q, k, v)
+    causal = torch.ones(T, T).tril().bool().expand(B, H, T, T)
+    n = int(causal.sum())
+    for p in (0.1, 1 / 3, 0.7, 0.9, 1e-3, 0.999999999, 0.5):
+        p32 = torch.tensor(p, dtype=torch.float32).item()
+        p32 = p32 if p32 < 1 else 1 - 2 ** -24  # the float32 below 1 for a p rounding up to 1
+        torch.manual_seed(3)
+        out = mta_attention(q, k, v, dropout=p)
+        dropped = (out == 0) & causal
+        # The drop count is binomial(n, p32): within 6 standard deviations (a chance of 2e-9 of a
+        # false failure); a mask drawn with another p (0.1 against 0.25 with n = 16,640) is ~40 sd away.
+        sd = math.sqrt(n * p32 * (1 - p32))
+        assert abs(int(dropped.sum()) - n * p32) <= 6 * sd + 1, (p, int(dropped.sum()), n * p32)
+        kept = ~dropped & causal
+        # Kept entries: fl(P * fl(1 / fl(1 - p32))) in the library against fl(P * fl(1 / (1 - p32)))
+        # here, the product by v = I exact in both: 3 roundings of relative u = 2^-24 on its side,
+        # 2 on this one, so at most 5u apart; the factor of another p (1/0.9 against 1/0.75) is off
+        # by 20%, 10^6 times more.
+        scale = 1 / (1 - p32)
+        assert ((out[kept] - p_map[kept] * scale).abs() <= 5 * 2 ** -24 * p_map[kept] * scale).all(), p
+        assert (out[~causal] == 0).all()
+
+
 def raises(match, fn):
     with pytest.raises(mtac.Error, match=match):
         fn()
@@ -186,7 +219,9 @@ def test_errors():
     raises(r'gn_weight has shape', lambda: mta_attention(q, k, v, gn_weight=torch.zeros(5)))
     raises('go together', lambda: mta_attention(q, k, v, gate_w=torch.zeros(4)))
     raises('gn_weight', lambda: mta_attention(q, k, v, depth_scale=True))
-    raises(r'dropout=1 must be in \[0, 1\)', lambda: mta_attention(q, k, v, dropout=1.0))
+    for p in (1.0, 1, -0.1, float('nan'), float('inf'), True, '0.1', None):
+        raises(r'dropout=%s must be a number in \[0, 1\)' % re.escape(repr(p)),
+               lambda: mta_attention(q, k, v, dropout=p))
     raises('unknown backend', lambda: mta_attention(q, k, v, backend='gpu'))
     raises('device pointers', lambda: mta_attention(q, k, v, backend='cuda'))  # registered, device memory
     raises('threads', lambda: mta_attention(q, k, v, threads=0))
