@@ -6,14 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+// xorshift64*: uniform in [0, 1).
+static double uniform(uint64_t *s) {
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return ((*s * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0);
+}
+
 float tu_randn(uint64_t *s) {
-    // xorshift64* uniforms through Box-Muller (one value per call keeps it simple).
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-        u[i] = ((*s * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0);
-    }
-    return (float)(sqrt(-2.0 * log(u[0] + 1e-300)) * cos(6.283185307179586 * u[1]));
+    // uniforms through Box-Muller (one value per call keeps it simple); two declarators, in order
+    // (the calls of one braced initializer would be in no fixed order)
+    const double u0 = uniform(s), u1 = uniform(s);
+    return (float)(sqrt(-2.0 * log(u0 + 1e-300)) * cos(6.283185307179586 * u1));
 }
 
 double tu_worst(double worst, double e) { return isfinite(worst) && isfinite(e) ? fmax(worst, e) : INFINITY; }
@@ -271,6 +274,33 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
         }
     if (which) *which = wi < 4 ? names[wi] : mta_param_info(wi - 4)->name;
     return worst;
+}
+
+// x times 1 + u y, y uniform in [-1, 1], for each of n floats.
+static void perturb(float *x, size_t n, uint64_t *s) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(x[i] * (1.0 + 0x1p-24 * (2 * uniform(s) - 1)));
+}
+
+double tu_rounding_noise(const tu_case *r, uint64_t seed) {
+    tu_case *p = tu_case_new(&r->cfg, 1, 1.0f, 0.0f);
+    if (!p) return INFINITY;  // fails every check, loudly
+    // r's inputs and parameters: its memory before the parameters' gradients (q, k, v, dout, the
+    // outputs the run overwrites, the parameters and the document ids)
+    memcpy(p->mem, r->mem, r->ngrad * sizeof(float));
+    tu_case_set_docs(p, r->docs ? r->doc : NULL);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 7;
+    perturb(p->q, 4 * p->n, &s);  // q, k, v, dout
+    for (int i = 0; i < MTA_N_PARAMS; i++) perturb(p->w[i], p->wn[i], &s);
+    const double noise = tu_case_train(p, NULL) ? INFINITY : tu_rel_diff(p, r, NULL);
+    tu_case_free(p);
+    return noise;
+}
+
+double tu_rounding_bound(double noise) { return TU_ROUNDING_STEPS * fmax(noise, 0x1p-24); }
+
+double tu_rounding_check(const tu_case *a, const tu_case *r, uint64_t seed, const char **which) {
+    const double e = tu_rel_diff(a, r, which), bound = tu_rounding_bound(tu_rounding_noise(r, seed));
+    return e < INFINITY && bound < INFINITY ? e / bound : INFINITY;
 }
 
 mta_config tu_variant(int k) {

@@ -89,6 +89,28 @@ const char *tu_combo_name(int mask, char *buf, size_t n);
 // +INFINITY (never NaN) when a NaN or infinity is in either run's tensors.
 double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which);
 
+// How tolerances are set (docs/testing.md). Two float32 computations of one problem (two
+// backends, packed documents or each alone, another summation order) differ by their rounding
+// errors, whose size depends on the data: the lengths of the sums and how much they cancel, the
+// softmax, the group norm's division by a row's rms. tu_rounding_noise measures that on the
+// problem itself: r's problem is run again (tu_case_train, r's backend and documents) with every
+// input, dout and parameter multiplied by 1 + u x, x uniform in [-1, 1], u = 2^-24 (one float32
+// rounding each), and the noise is tu_rel_diff of that run from r, the largest over the tensors
+// (the largest: a tensor of a few entries measures its own on a few samples, and a single number
+// may not move at all). A float32 step's rounding moves its result by as much as a rounding of
+// each of its inputs does (the same sums, the same cancellation, the same later divisions), so
+// each step of the longest chain adds at most about the noise, in each of the two computations.
+// That chain is the backward of every step: scores, convolution, mixing, max, exp, sum, divide,
+// convolution, head convolution, P v, norm, gate, and their transposes: at most 16 steps, so
+// TU_ROUNDING_STEPS = 2 * 16, and the bound is TU_ROUNDING_STEPS max(noise, u). A wrong index or
+// a missing term moves a tensor by a fraction of its size, thousands of times more.
+enum { TU_ROUNDING_STEPS = 32 };
+double tu_rounding_noise(const tu_case *r, uint64_t seed);
+double tu_rounding_bound(double noise);
+// tu_rel_diff(a, r) over tu_rounding_bound(tu_rounding_noise(r, seed)): > 1 fails (+INFINITY on
+// a NaN); *which (when not NULL) names the worst tensor.
+double tu_rounding_check(const tu_case *a, const tu_case *r, uint64_t seed, const char **which);
+
 // Hand-picked configs that reach the backends' edges (k < TU_NVARIANTS): plain attention, each
 // step alone, the 830M pattern, T < c_k, c_q = 1, dropout with every step, d = 20, grouped-query
 // attention with every step.

@@ -65,10 +65,10 @@ def make_case(spec, gen):
     return t, meta
 
 
-def reference(tensors, meta):
-    """float64 forward + backward of sum(out*dout). Returns dict 'out', 'grad.q', ..., 'grad.<param>'
-    (float64 torch tensors)."""
-    x = {n: v.detach().to(torch.float64).clone().requires_grad_(n not in ('dout', 'doc'))
+def reference(tensors, meta, dtype=torch.float64):
+    """Forward + backward of sum(out*dout) in dtype (float64; float32 to measure a float32 run's
+    rounding). Returns dict 'out', 'grad.q', ..., 'grad.<param>' (torch tensors of dtype)."""
+    x = {n: v.detach().to(dtype).clone().requires_grad_(n not in ('dout', 'doc'))
          for n, v in tensors.items()}
     params = {n: x[n] for n in PARAM_NAMES if n in x}
     layer_id = int(meta.get('layer_id', '0'))
