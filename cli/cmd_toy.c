@@ -447,6 +447,13 @@ int cmd_attnmap(int argc, char **argv) {
         snprintf(dflt, sizeof dflt, "%s/attention-seed%" PRIu64 "-sample%d.png", run, seed, sample);
         out = dflt;
     }
+    char input[4200];
+    snprintf(input, sizeof input, "%s/run.json", run);
+    if (cli_out_is_input(spec.name, out, input)) return 2;
+    for (int mi = 0; mi < p.n_models; mi++) {
+        toy_plan_path(input, sizeof input, run, p.model_name[mi], seed, ".safetensors");
+        if (cli_out_is_input(spec.name, out, input)) return 2;
+    }
     if (toy_attnmap(&p, run, seed, sample, nl ? layers : NULL, nl, nh ? heads : NULL, nh, out, err, sizeof err)) {
         fprintf(stderr, "mtac attnmap: %s\n", err);
         return 1;
