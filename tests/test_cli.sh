@@ -281,6 +281,13 @@ ok_if '[ ! -e "$io/p.jpg" ] && [ ! -e "$io/a.jpg" ]' "a .jpg picture was written
 expect 0 "wrote" -- "$MTAC" plot --out "$io/P.SVG" "$tmp/trun"
 ok_if 'grep -q "<svg" "$io/P.SVG"' "plot --out P.SVG did not write an SVG"
 expect 1 "$io is a directory" -- "$MTAC" data --out "$io/d" "$io"
+# toy --out a folder that holds a toy run: refused (its results.json kept) unless --force
+cp "$tmp/toy/results.json" "$io/results.json"
+toyq=(--quick --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3)
+expect 2 "already holds a toy run: use another --out, or --force" -- "$MTAC" toy "${toyq[@]}" --seeds 3 --out "$tmp/toy"
+ok_if 'cmp -s "$tmp/toy/results.json" "$io/results.json"' "toy --out a finished run changed its results.json"
+expect 0 "Sequence error rate" -- "$MTAC" toy "${toyq[@]}" --seeds 3 --out "$tmp/toy" --force
+expect 0 '"3"' -- cat "$tmp/toy/results.json"
 # ---- end cli-io ----
 
 echo "cli: $pass passed, $fail failed"
