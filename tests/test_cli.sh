@@ -288,6 +288,12 @@ expect 2 "already holds a toy run: use another --out, or --force" -- "$MTAC" toy
 ok_if 'cmp -s "$tmp/toy/results.json" "$io/results.json"' "toy --out a finished run changed its results.json"
 expect 0 "Sequence error rate" -- "$MTAC" toy "${toyq[@]}" --seeds 3 --out "$tmp/toy" --force
 expect 0 '"3"' -- cat "$tmp/toy/results.json"
+# a run's model.safetensors carries a checksum: one byte of the last weight changed (its lowest
+# byte: low mantissa bits, so the value stays finite) is refused, naming the file
+cp -r "$tmp/trun" "$io/run-bad"
+size=$(stat -c %s "$io/run-bad/model.safetensors")
+printf '\x55' | dd of="$io/run-bad/model.safetensors" bs=1 seek=$((size - 4)) conv=notrunc status=none
+expect 1 "run-bad/model.safetensors: checksum mismatch (file corrupt)" -- "$MTAC" sample --run "$io/run-bad" --prompt x --tokens 2
 # ---- end cli-io ----
 
 echo "cli: $pass passed, $fail failed"

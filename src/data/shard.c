@@ -3,6 +3,7 @@
 #include "data/tokenizer.h"
 #include "io/fsutil.h"
 #include "util/errmsg.h"
+#include "util/fnv1a.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +11,6 @@
 
 enum { HEADER = 64, VERSION = 1 };
 static const char MAGIC[8] = {'M', 'T', 'A', 'C', 'T', 'O', 'K', '1'};
-
-static uint64_t fnv1a(const unsigned char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
-    return h;
-}
 
 static void put_le(unsigned char *p, uint64_t x, int bytes) {
     for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(x >> (8 * i));
@@ -45,7 +40,7 @@ int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, c
     put_le(buf + 8, VERSION, 4);
     put_le(buf + 12, (uint64_t)dtype, 4);
     put_le(buf + 16, n, 8);
-    put_le(buf + 24, fnv1a(buf + HEADER, n * w), 8);
+    put_le(buf + 24, fnv1a(FNV1A_START, buf + HEADER, n * w), 8);
     out_file o;
     if (out_open(&o, path, err, en)) {
         free(buf);
@@ -96,7 +91,7 @@ int shard_read(const char *path, shard *s, char *err, size_t en) {
         s->tokens = malloc((n + 1) * sizeof(uint32_t));
         if (!raw || !s->tokens) rc = errmsg(err, en, "%s: out of memory", path);
         else if (fread(raw, 1, n * w, f) != n * w) rc = errmsg(err, en, "%s: read error", path);
-        else if (fnv1a(raw, n * w) != get_le(hdr + 24, 8))
+        else if (fnv1a(FNV1A_START, raw, n * w) != get_le(hdr + 24, 8))
             rc = errmsg(err, en, "%s: checksum mismatch: the token bytes are corrupt", path);
     }
     if (!rc) {
