@@ -294,6 +294,17 @@ cp -r "$tmp/trun" "$io/run-bad"
 size=$(stat -c %s "$io/run-bad/model.safetensors")
 printf '\x55' | dd of="$io/run-bad/model.safetensors" bs=1 seek=$((size - 4)) conv=notrunc status=none
 expect 1 "run-bad/model.safetensors: checksum mismatch (file corrupt)" -- "$MTAC" sample --run "$io/run-bad" --prompt x --tokens 2
+# a prompt over 64 KiB is kept whole (it was cut to 65,536 bytes without a word): echoed whole,
+# its last seq_len bytes condition the continuation, with a note; stdin and --prompt alike
+head -c 70000 "$tmp/corpus.txt" > "$io/prompt"
+ok_if '[ "$(wc -c < "$io/prompt")" = 70000 ]' "the corpus is shorter than the 70000-byte prompt"
+"$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 < "$io/prompt" > "$io/stdin.out" 2> "$io/stdin.err"
+ok_if 'cmp -s -n 70000 "$io/prompt" "$io/stdin.out" && [ "$(wc -c < "$io/stdin.out")" -gt 70000 ]' "sample < a 70000-byte prompt: not echoed whole"
+expect 0 "the prompt is 70000 bytes, longer than the model's context (seq_len 16): its last 16 condition" -- cat "$io/stdin.err"
+"$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 --prompt "$(cat "$io/prompt")" > "$io/arg.out" 2>/dev/null
+# the continuation depends only on the last seq_len bytes: the same from the last 16 alone
+"$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 --prompt "$(tail -c 16 "$io/prompt")" > "$io/tail.out" 2>/dev/null
+ok_if 'cmp -s "$io/stdin.out" "$io/arg.out" && [ "$(tail -c +70001 "$io/arg.out")" = "$(tail -c +17 "$io/tail.out")" ]' "sample --prompt of 70000 bytes: another output than from stdin or from its last 16 bytes"
 # ---- end cli-io ----
 
 echo "cli: $pass passed, $fail failed"
