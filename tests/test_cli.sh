@@ -305,6 +305,14 @@ expect 0 "the prompt is 70000 bytes, longer than the model's context (seq_len 16
 # the continuation depends only on the last seq_len bytes: the same from the last 16 alone
 "$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 --prompt "$(tail -c 16 "$io/prompt")" > "$io/tail.out" 2>/dev/null
 ok_if 'cmp -s "$io/stdin.out" "$io/arg.out" && [ "$(tail -c +70001 "$io/arg.out")" = "$(tail -c +17 "$io/tail.out")" ]' "sample --prompt of 70000 bytes: another output than from stdin or from its last 16 bytes"
+# --version (CMakeLists.txt's project version), `mtac help CMD [SUB]` as `mtac CMD [SUB] --help`
+want=$(sed -n 's/^project(mtac VERSION \([0-9.]*\).*/mtac \1/p' "$(dirname "$0")/../CMakeLists.txt")
+ok_if '[ -n "$want" ] && [ "$("$MTAC" --version)" = "$want" ] && [ "$("$MTAC" version)" = "$want" ]' "mtac --version is not '$want'"
+for c in train plot "toy gen" "bench attn"; do
+    ok_if 'cmp -s <("$MTAC" help $c) <("$MTAC" $c --help) && "$MTAC" help $c | grep -q "^usage: mtac $c"' "mtac help $c is not mtac $c --help"
+done
+expect 2 "mtac help: unknown command 'nope'" -- "$MTAC" help nope
+expect 0 "mtac help <command>" -- "$MTAC" help
 # ---- end cli-io ----
 
 echo "cli: $pass passed, $fail failed"
