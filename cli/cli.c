@@ -2,6 +2,7 @@
 // the backend and thread settings, opening a run, a clock. Command files call these, never each
 // other.
 #include "cli.h"
+#include "io/fsutil.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -342,6 +343,13 @@ void cli_set_threads(int n) {
 }
 
 int cli_threads(void) { return omp_get_max_threads(); }
+
+int cli_out_is_input(const char *cmd, const char *out, const char *in) {
+    if (!same_file(out, in)) return 0;
+    fprintf(stderr, "%s: the output %s is the input %s: writing it would destroy the input (choose another --out)\n",
+            cmd, out, in);
+    return 1;
+}
 
 void cli_cpu_name(char *buf, size_t n) {
     snprintf(buf, n, "unknown CPU");

@@ -98,6 +98,11 @@ void cli_off_backend(mta_backend b, const float *host, float *placed);
 // naming cmd. (train_config: train/train.h.)
 int cli_open_run(const char *cmd, const char *run, train_config *c, model **m);
 
+// Whether the output path out names the same file as the input in (same device and inode, so
+// whatever the names and links): 1 after a message naming cmd and both (writing there would
+// destroy the input), else 0.
+int cli_out_is_input(const char *cmd, const char *out, const char *in);
+
 // The CPU's model name from /proc/cpuinfo.
 void cli_cpu_name(char *buf, size_t n);
 

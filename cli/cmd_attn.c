@@ -60,6 +60,7 @@ static int parse_args(int argc, char **argv, attn_args *a) {
     const int st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     if (a->backend >= 0 && !cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
+    if (cli_out_is_input(spec.name, a->out, a->in)) return 2;
     return -1;
 }
 

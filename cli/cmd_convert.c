@@ -31,6 +31,7 @@ int cmd_convert(int argc, char **argv) {
     const cli_spec spec = {"mtac convert", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
+    if (cli_out_is_input(spec.name, out, run)) return 2;  // BASE's own model and config would be replaced
     train_config c;
     char err[1024];
     model *base = train_open_run(run, &c, err, sizeof err);

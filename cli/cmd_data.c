@@ -80,6 +80,12 @@ static int parse_args(int argc, char **argv, data_args *a) {
         return 2;
     }
     a->files = argv + first;
+    for (int f = 0; f < a->nfiles; f++)
+        for (int k = 0; k < 2; k++) {
+            char dst[4200];
+            snprintf(dst, sizeof dst, "%s/%s", a->out, k ? "val.bin" : "train.bin");
+            if (cli_out_is_input(spec.name, dst, a->files[f])) return 2;
+        }
     if (!a->every) a->every = a->fraction > 0 ? (int)(1.0 / a->fraction + 0.5) : 20;
     a->dtype = a->dtype ? SHARD_U32 : SHARD_U16;
     return -1;
@@ -92,6 +98,14 @@ static int read_split(const data_args *a, shard_tokens *tr, shard_tokens *va, si
         FILE *in = n ? fopen(a->files[f], "rb") : popen(BIBLE_CMD, "r");
         if (!in) {
             fprintf(stderr, "mtac data: cannot open %s: %s\n", n ? a->files[f] : "the bible program", strerror(errno));
+            return 1;
+        }
+        // fopen opens a directory, whose reads then fail: say what it is (a pipe, as from <(zcat ...),
+        // is read like a file)
+        struct stat sb;
+        if (n && !fstat(fileno(in), &sb) && S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "mtac data: %s is a directory: give the text files in it\n", a->files[f]);
+            fclose(in);
             return 1;
         }
         unsigned char *buf = NULL;

@@ -74,6 +74,11 @@ int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "mtac plot: --out FILE.png and at least one run directory are required\n");
         return 2;
     }
+    for (int r = 0; r < nr; r++) {
+        char metrics[4200];
+        snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", runs[r]);
+        if (cli_out_is_input(spec.name, out, metrics)) return 2;
+    }
     static const unsigned char pal[8][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
                                             {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};
     static const char *names[8] = {"blue", "orange", "green", "red", "purple", "brown", "pink", "grey"};

@@ -56,7 +56,8 @@ static const char USAGE[] =
 static const char ABOUT[] =
     "Continues TEXT (default: read from standard input when it is not a terminal, else \"\\n\")\n"
     "with N (default 200) bytes sampled from the run's model, streaming them as they come, and\n"
-    "prints tokens/s at the end. Temperature 0 is greedy; top-k keeps the K most likely tokens\n"
+    "prints tokens/s at the end. The prompt is echoed whole; when it is longer than the run's seq_len,\n"
+    "its last seq_len bytes condition the continuation (a note on stderr says so). Temperature 0 is greedy; top-k keeps the K most likely tokens\n"
     "(default 0 = all); top-p keeps the smallest set of tokens with that much probability.\n"
     "Decoding uses a KV cache that keeps the MTA convolutions exact; when the context reaches the\n"
     "run's seq_len it restarts from the last half. --no-cache recomputes the whole context for\n"
@@ -97,7 +98,7 @@ static int sampler_init(sampler *s, model *m, const train_config *c, const sampl
     char err[1024];
     memset(s, 0, sizeof *s);
     s->m = m, s->ctx = c->seq_len, s->V = c->model.vocab_size;
-    s->toks = malloc(((size_t)a->ntok + 65536) * sizeof(int)), s->lens = malloc(sizeof(int));
+    s->toks = malloc(((size_t)a->ntok + (size_t)s->ctx) * sizeof(int)), s->lens = malloc(sizeof(int));
     s->cd = malloc((size_t)s->V * sizeof *s->cd);
     s->dec = a->no_cache ? NULL : model_decoder_create(m, 1, s->ctx, err, sizeof err);
     if (!s->toks || !s->lens || !s->cd || (!a->no_cache && !s->dec)) {
@@ -112,19 +113,55 @@ static void sampler_free(sampler *s) {
     model_decoder_free(s->dec);
 }
 
-// The prompt into s->toks: --prompt, else standard input when it is no terminal, else "\n".
-static void read_prompt(sampler *s, const char *prompt) {
-    int n = 0;
-    if (prompt) {
-        for (const unsigned char *p = (const unsigned char *)prompt; *p && n < 65536; p++) s->toks[n++] = *p;
-    } else if (!isatty(STDIN_FILENO)) {
-        int ch;
-        while (n < 65536 && (ch = getchar()) != EOF) s->toks[n++] = ch;
+// Standard input, whole, into a malloc'd buffer (*len bytes); NULL when out of memory or on a read
+// error, after a message.
+static unsigned char *read_stdin(size_t *len) {
+    unsigned char *buf = NULL;
+    size_t cap = 0, got;
+    *len = 0;
+    do {
+        if (*len + 65536 > cap) {
+            unsigned char *nb = realloc(buf, cap = 2 * cap + 65536);
+            if (!nb) {
+                free(buf);
+                fprintf(stderr, "mtac sample: out of memory reading the prompt\n");
+                return NULL;
+            }
+            buf = nb;
+        }
+        *len += got = fread(buf + *len, 1, cap - *len, stdin);
+    } while (got > 0);
+    if (ferror(stdin)) {
+        free(buf);
+        fprintf(stderr, "mtac sample: cannot read the prompt from standard input\n");
+        return NULL;
     }
-    if (n == 0) s->toks[n++] = '\n';
-    for (int i = 0; i < n; i++) putchar(s->toks[i]);
+    return buf;
+}
+
+// The prompt: --prompt, else standard input when it is no terminal, else "\n"; echoed whole. Its
+// last seq_len bytes go to s->toks: the continuation is conditioned on at most the model's context,
+// as the sliding cache does once the text outgrows it. 0, or 1 after a message.
+static int read_prompt(sampler *s, const char *prompt) {
+    size_t len = 0;
+    unsigned char *in = NULL;
+    const unsigned char *p = (const unsigned char *)"\n";
+    if (prompt && *prompt) p = (const unsigned char *)prompt, len = strlen(prompt);
+    else if (!prompt && !isatty(STDIN_FILENO)) {
+        if (!(in = read_stdin(&len))) return 1;
+        if (len) p = in;
+    }
+    if (!len) len = 1;  // "\n"
+    if (len > (size_t)s->ctx)
+        fprintf(stderr, "mtac sample: the prompt is %zu bytes, longer than the model's context (seq_len %d): its "
+                        "last %d condition the continuation\n", len, s->ctx, s->ctx);
+    fwrite(p, 1, len, stdout);
     fflush(stdout);
-    s->n = n;
+    const size_t from = len > (size_t)s->ctx ? len - (size_t)s->ctx : 0;
+    for (size_t i = from; i < len; i++) s->toks[i - from] = p[i];
+    s->n = (int)(len - from);
+    free(in);
+    return 0;
 }
 
 // Samples and prints a->ntok tokens: 0, or 1 after a message; *made: how many.
@@ -171,8 +208,8 @@ int cmd_sample(int argc, char **argv) {
     }
     sampler s;
     int rc = sampler_init(&s, m, &c, &a), made = 0;
+    if (!rc) rc = read_prompt(&s, a.prompt);
     if (!rc) {
-        read_prompt(&s, a.prompt);
         const double t0 = cli_now();
         rc = generate(&s, &a, &made);
         const double dt = cli_now() - t0;

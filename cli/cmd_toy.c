@@ -14,9 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char USAGE[] =
-    "usage: mtac toy [run] [--quick | --setting paper|reduced|quick] [--out DIR] [OVERRIDES]\n"
+    "usage: mtac toy [run] [--quick | --setting paper|reduced|quick] [--out DIR [--force]] [OVERRIDES]\n"
     "       mtac toy gen [--n N] [--seed S] [TASK OPTIONS]\n";
 static const char ABOUT[] =
     "run (the default) trains the baseline Transformer and the MTA toy model for each seed on freshly\n"
@@ -25,7 +26,8 @@ static const char ABOUT[] =
     "on held-out test samples: the paper's sequence error rate (a sample is wrong if any\n"
     "teacher-forced argmax on its answer or EOS is wrong) and the exact match of greedy generation.\n"
     "It writes DIR (default runs/toy-SETTING): run.json, results.json, results.md, error_curves.png,\n"
-    "attention.png, and per model and seed <model>-seed<S>.jsonl and .safetensors.\n"
+    "attention.png, and per model and seed <model>-seed<S>.jsonl and .safetensors. A DIR that already\n"
+    "holds a toy run (run.json) is refused unless --force.\n"
     "\n"
     "settings:\n"
     "  reduced  (default) 6 blocks; dim 64, 2 layers, FFN 192, no attention dropout; 6000 steps x 32,\n"
@@ -209,7 +211,7 @@ static int write_curves(const toy_plan *p, toy_result res[][TOY_MAX_SEEDS], cons
 // The options of `mtac toy [run]`: each override 0 (a choice -1, a number -1) leaves the setting's.
 typedef struct {
     const char *setting, *out, *models;
-    int quick, steps, batch, test, eval_every, threads, warmup, dim, layers, hidden, schedule, n_seeds;
+    int quick, force, steps, batch, test, eval_every, threads, warmup, dim, layers, hidden, schedule, n_seeds;
     float lr, dropout;
     uint64_t seeds[TOY_MAX_SEEDS];
     task_args task;
@@ -220,6 +222,7 @@ static int parse_toy(int argc, char **argv, toy_args *a) {
         {"quick", CLI_FLAG, &a->quick, .help = "the setting quick (a demo of about a minute)"},
         {"setting", CLI_STR, &a->setting, .arg = "NAME", .help = "paper, reduced or quick (default reduced)"},
         {"out", CLI_STR, &a->out, .arg = "DIR", .help = "where the results go (default runs/toy-SETTING)"},
+        {"force", CLI_FLAG, &a->force, .help = "replace the results a DIR already holds"},
         {"seeds", CLI_LIST, a->seeds, 0, 1.8446744073709552e19, .max = TOY_MAX_SEEDS, .count = &a->n_seeds,
          .arg = "LIST", .help = "a run of each model per seed (at most 2^52 each)"},
         {"models", CLI_STR, &a->models, .arg = "LIST", .help = "toy-baseline, toy (comma-separated)"},
@@ -236,7 +239,7 @@ static int parse_toy(int argc, char **argv, toy_args *a) {
         {"layers", CLI_INT, &a->layers, 1, 1e9, .arg = "L", .help = "layers"},
         {"hidden", CLI_INT, &a->hidden, 1, 1e9, .arg = "F", .help = "FFN width"},
     };
-    const int n = 17 + task_opts(o + 17, &a->task);
+    const int n = 18 + task_opts(o + 18, &a->task);
     const cli_spec spec = {"mtac toy", USAGE, ABOUT, NULL, o, n, NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
@@ -362,6 +365,13 @@ static int toy_runs(int argc, char **argv) {
     char err[512], dflt[64];
     const char *out = a.out;
     if (!out) snprintf(dflt, sizeof dflt, "runs/toy-%s", p.setting), out = dflt;
+    // A run's results are not replaced without being asked (as mtac train refuses a run directory).
+    char record[4200];
+    snprintf(record, sizeof record, "%s/run.json", out);
+    if (!a.force && !access(record, F_OK)) {
+        fprintf(stderr, "mtac toy: %s already holds a toy run: use another --out, or --force to replace its results\n", out);
+        return 2;
+    }
     if (mkdir_p(out)) {
         fprintf(stderr, "mtac toy: cannot create %s: %s\n", out, strerror(errno));
         return 1;
@@ -446,6 +456,13 @@ int cmd_attnmap(int argc, char **argv) {
     if (!out) {
         snprintf(dflt, sizeof dflt, "%s/attention-seed%" PRIu64 "-sample%d.png", run, seed, sample);
         out = dflt;
+    }
+    char input[4200];
+    snprintf(input, sizeof input, "%s/run.json", run);
+    if (cli_out_is_input(spec.name, out, input)) return 2;
+    for (int mi = 0; mi < p.n_models; mi++) {
+        toy_plan_path(input, sizeof input, run, p.model_name[mi], seed, ".safetensors");
+        if (cli_out_is_input(spec.name, out, input)) return 2;
     }
     if (toy_attnmap(&p, run, seed, sample, nl ? layers : NULL, nl, nh ? heads : NULL, nh, out, err, sizeof err)) {
         fprintf(stderr, "mtac attnmap: %s\n", err);

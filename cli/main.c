@@ -55,10 +55,28 @@ static int bench(int argc, char **argv) {
     return 2;
 }
 
+static void usage(FILE *f);
+
+// `mtac help CMD [SUB]`: what `mtac CMD [SUB] --help` prints.
+static int help(int argc, char **argv) {
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[0], COMMANDS[i].name)) {
+            char *args[8] = {0};
+            int n = 0;
+            for (; n < argc && n < 6; n++) args[n] = argv[n];
+            args[n++] = "--help";
+            return COMMANDS[i].run(n, args);
+        }
+    fprintf(stderr, "mtac help: unknown command '%s'\n\n", argv[0]);
+    usage(stderr);
+    return 2;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "mtac: Multi-Token Attention in C\n"
                "\n"
-               "usage: mtac <command> [options]   (mtac <command> --help for details)\n"
+               "usage: mtac <command> [options]   (mtac <command> --help, or mtac help <command>, for details)\n"
+               "       mtac --version\n"
                "\n"
                "commands:\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-7s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
@@ -116,10 +134,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("mtac %s\n", MTAC_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || (!strcmp(cmd, "help") && argc == 2)) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "help")) return help(argc - 2, argv + 2);
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(cmd, COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
     fprintf(stderr, "mtac: unknown command '%s'\n\n", cmd);

@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mtac=build/mtac
 [ -x "$mtac" ] || { echo "quickstart: build/mtac is missing: run scripts/setup.sh first" >&2; exit 1; }
-"$mtac" toy --quick --out runs/toy-quick "$@"
+# --force: a second quickstart replaces the first one's results (mtac toy refuses without it)
+"$mtac" toy --quick --out runs/toy-quick --force "$@"
 echo
 echo "pictures: runs/toy-quick/error_curves.png (test error against step)"
 echo "          runs/toy-quick/attention.png (where each model attends on a test sample)"

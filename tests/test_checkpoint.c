@@ -317,10 +317,39 @@ static void test_divergence_stops(void **s) {
     model_free(m);
 }
 
+// The run's model.safetensors carries weights_checksum: one changed byte of a weight is refused,
+// naming the file; a file without the key (an older mtac's, a hand-made one) still loads; a
+// checkpoint (whose checksum is another) is refused for its optimizer tensors, not its checksum.
+static void test_weights_checksum(void **s) {
+    (void)s;
+    train_config c;
+    config(&c, 2);
+    char err[1024], weights[256], path[256];
+    snprintf(weights, sizeof weights, "%s/model.safetensors", run);
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    model *m = model_create(&c.model, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(model_load_weights(m, weights, err, sizeof err), 0);
+    st_file f;
+    assert_int_equal(st_read(weights, &f, err, sizeof err), 0);
+    assert_non_null(st_meta_get(&f, "weights_checksum"));
+    ((unsigned char *)f.tensors[f.n_tensors - 1].data)[1] ^= 0x10;  // a low mantissa bit: still finite
+    assert_int_equal(st_write(path, f.tensors, f.n_tensors, f.meta, f.n_meta, err, sizeof err), 0);
+    assert_int_equal(model_load_weights(m, path, err, sizeof err), -1);
+    if (!strstr(err, "checksum mismatch") || !strstr(err, path)) fail_msg("message '%s'", err);
+    assert_int_equal(st_write(path, f.tensors, f.n_tensors, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(model_load_weights(m, path, err, sizeof err), 0);
+    assert_int_equal(model_load_weights(m, good, err, sizeof err), -1);  // optim.* are not weights...
+    assert_non_null(strstr(err, "unexpected tensor"));                   // ...but no checksum error first
+    st_free(&f);
+    model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata_checked), cmocka_unit_test(test_version1_loads),
         cmocka_unit_test(test_nonfinite_load), cmocka_unit_test(test_checksum_covers_metadata),
-        cmocka_unit_test(test_save_refuses_nonfinite), cmocka_unit_test(test_divergence_stops)};
+        cmocka_unit_test(test_save_refuses_nonfinite), cmocka_unit_test(test_divergence_stops),
+        cmocka_unit_test(test_weights_checksum)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

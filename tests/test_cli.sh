@@ -224,5 +224,96 @@ comm=$(cat /proc/$pid/comm 2>/dev/null)
 kill $pid 2>/dev/null; wait $pid 2>/dev/null
 [ "$comm" = mtac ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: restarted with OMP_WAIT_POLICY=passive, mtac is called '$comm'"; }
 
+# ---- issue 42, helper cli-io: nothing of the user's clobbered ----
+# ok_if COND MESSAGE: one more pass when the test command COND succeeds, else a failure saying MESSAGE.
+ok_if() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+io=$tmp/io
+mkdir "$io"
+"$MTAC" attn --in "$tmp/ok.safetensors" --out "$io/ref.safetensors" > /dev/null  # what each write below must hold
+# The atomic writer never replaces what is not a regular file. A symlink is followed: the file it
+# points to is replaced, the link kept.
+echo old > "$io/real.safetensors"
+ln -s real.safetensors "$io/link.safetensors"
+expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$io/link.safetensors"
+ok_if '[ -L "$io/link.safetensors" ] && cmp -s "$io/real.safetensors" "$io/ref.safetensors"' "attn --out a symlink: the link was replaced, or its file not written"
+# a device is written in place (a copy of /dev/null's node where mknod is allowed, else /dev/null itself,
+# which an unprivileged rename cannot replace): still a character device afterwards
+dev=/dev/null
+mknod "$io/null" c 1 3 2>/dev/null && dev=$io/null
+expect 0 "wrote 1 tensor" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$dev"
+ok_if '[ -c "$dev" ]' "attn --out $dev replaced the device node"
+# a FIFO is written in place (its reader gets the file); with no reader, an error at once, no hang
+mkfifo "$io/fifo"
+timeout 20 cat "$io/fifo" > "$io/from-fifo" &
+reader=$!
+expect 0 "wrote 1 tensor" -- timeout 20 "$MTAC" attn --in "$tmp/ok.safetensors" --out "$io/fifo"
+wait $reader
+ok_if '[ -p "$io/fifo" ] && cmp -s "$io/from-fifo" "$io/ref.safetensors"' "attn --out a FIFO: replaced, or its reader did not get the file"
+expect 1 "cannot write to a FIFO: nothing reads it" -- timeout 20 "$MTAC" attn --in "$tmp/ok.safetensors" --out "$io/fifo"
+ok_if '[ -p "$io/fifo" ]' "attn --out a FIFO without a reader replaced it"
+# a directory is refused, and left alone
+mkdir "$io/dir.safetensors"
+expect 1 "is a directory" -- "$MTAC" attn --in "$tmp/ok.safetensors" --out "$io/dir.safetensors"
+ok_if '[ -d "$io/dir.safetensors" ] && [ ! -e "$io/dir.safetensors.tmp" ]' "attn --out a directory: not left alone"
+# every writer goes through it: plot's picture through a symlink, into a directory
+echo old > "$io/real.png"
+ln -s real.png "$io/link.png"
+expect 0 "wrote" -- "$MTAC" plot --out "$io/link.png" "$tmp/trun"
+ok_if '[ -L "$io/link.png" ] && [ "$(head -c 4 "$io/real.png" | tail -c 3)" = PNG ]' "plot --out a symlink: the link was replaced, or its file not written"
+mkdir "$io/dir.png"
+expect 1 "is a directory" -- "$MTAC" plot --out "$io/dir.png" "$tmp/trun"
+# --out the same file as an input (whatever the name) is refused, the input untouched
+cp "$tmp/ok.safetensors" "$io/in.safetensors"
+ln -s in.safetensors "$io/in-link.safetensors"
+expect 2 "is the input" -- "$MTAC" attn --in "$io/in.safetensors" --out "$io/in.safetensors"
+expect 2 "is the input" -- "$MTAC" attn --in "$io/in.safetensors" --out "$io/in-link.safetensors"
+expect 2 "is the input" -- "$MTAC" attn --in "$io/in.safetensors" --out "$io/../io/in.safetensors"
+ok_if 'cmp -s "$io/in.safetensors" "$tmp/ok.safetensors"' "attn --out its input: the input changed"
+expect 2 "is the input" -- "$MTAC" plot --out "$tmp/trun/metrics.jsonl" "$tmp/trun"
+expect 2 "is the input" -- "$MTAC" data --out "$tmp/tdata" "$tmp/tdata/train.bin"
+expect 2 "is the input" -- "$MTAC" convert --add-mta --run "$tmp/trun" --out "$tmp/trun/"
+expect 2 "is the input" -- "$MTAC" attnmap --run "$tmp/toy" --out "$tmp/toy/toy-seed2.safetensors" --seed 2
+# pictures: an extension the writer cannot write is refused (it wrote PNG bytes into p.jpg), and
+# nothing is left behind; `mtac data` given a directory says so
+expect 1 "cannot write a .jpg picture: name it .png or .svg" -- "$MTAC" plot --out "$io/p.jpg" "$tmp/trun"
+expect 1 "cannot write a .jpg picture" -- "$MTAC" attnmap --run "$tmp/toy" --out "$io/a.jpg"
+ok_if '[ ! -e "$io/p.jpg" ] && [ ! -e "$io/a.jpg" ]' "a .jpg picture was written"
+expect 0 "wrote" -- "$MTAC" plot --out "$io/P.SVG" "$tmp/trun"
+ok_if 'grep -q "<svg" "$io/P.SVG"' "plot --out P.SVG did not write an SVG"
+expect 1 "$io is a directory" -- "$MTAC" data --out "$io/d" "$io"
+# toy --out a folder that holds a toy run: refused (its results.json kept) unless --force
+cp "$tmp/toy/results.json" "$io/results.json"
+toyq=(--quick --blocks 4 --block-len 3 --alphabet 10 --dim 16 --layers 1 --hidden 16 --steps 3 --batch 4 --test 8 --eval-every 3)
+expect 2 "already holds a toy run: use another --out, or --force" -- "$MTAC" toy "${toyq[@]}" --seeds 3 --out "$tmp/toy"
+ok_if 'cmp -s "$tmp/toy/results.json" "$io/results.json"' "toy --out a finished run changed its results.json"
+expect 0 "Sequence error rate" -- "$MTAC" toy "${toyq[@]}" --seeds 3 --out "$tmp/toy" --force
+expect 0 '"3"' -- cat "$tmp/toy/results.json"
+# a run's model.safetensors carries a checksum: one byte of the last weight changed (its lowest
+# byte: low mantissa bits, so the value stays finite) is refused, naming the file
+cp -r "$tmp/trun" "$io/run-bad"
+size=$(stat -c %s "$io/run-bad/model.safetensors")
+printf '\x55' | dd of="$io/run-bad/model.safetensors" bs=1 seek=$((size - 4)) conv=notrunc status=none
+expect 1 "run-bad/model.safetensors: checksum mismatch (file corrupt)" -- "$MTAC" sample --run "$io/run-bad" --prompt x --tokens 2
+# a prompt over 64 KiB is kept whole (it was cut to 65,536 bytes without a word): echoed whole,
+# its last seq_len bytes condition the continuation, with a note; stdin and --prompt alike
+head -c 70000 "$tmp/corpus.txt" > "$io/prompt"
+ok_if '[ "$(wc -c < "$io/prompt")" = 70000 ]' "the corpus is shorter than the 70000-byte prompt"
+"$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 < "$io/prompt" > "$io/stdin.out" 2> "$io/stdin.err"
+ok_if 'cmp -s -n 70000 "$io/prompt" "$io/stdin.out" && [ "$(wc -c < "$io/stdin.out")" -gt 70000 ]' "sample < a 70000-byte prompt: not echoed whole"
+expect 0 "the prompt is 70000 bytes, longer than the model's context (seq_len 16): its last 16 condition" -- cat "$io/stdin.err"
+"$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 --prompt "$(cat "$io/prompt")" > "$io/arg.out" 2>/dev/null
+# the continuation depends only on the last seq_len bytes: the same from the last 16 alone
+"$MTAC" sample --run "$tmp/trun" --tokens 3 --temperature 0 --prompt "$(tail -c 16 "$io/prompt")" > "$io/tail.out" 2>/dev/null
+ok_if 'cmp -s "$io/stdin.out" "$io/arg.out" && [ "$(tail -c +70001 "$io/arg.out")" = "$(tail -c +17 "$io/tail.out")" ]' "sample --prompt of 70000 bytes: another output than from stdin or from its last 16 bytes"
+# --version (CMakeLists.txt's project version), `mtac help CMD [SUB]` as `mtac CMD [SUB] --help`
+want=$(sed -n 's/^project(mtac VERSION \([0-9.]*\).*/mtac \1/p' "$(dirname "$0")/../CMakeLists.txt")
+ok_if '[ -n "$want" ] && [ "$("$MTAC" --version)" = "$want" ] && [ "$("$MTAC" version)" = "$want" ]' "mtac --version is not '$want'"
+for c in train plot "toy gen" "bench attn"; do
+    ok_if 'cmp -s <("$MTAC" help $c) <("$MTAC" $c --help) && "$MTAC" help $c | grep -q "^usage: mtac $c"' "mtac help $c is not mtac $c --help"
+done
+expect 2 "mtac help: unknown command 'nope'" -- "$MTAC" help nope
+expect 0 "mtac help <command>" -- "$MTAC" help
+# ---- end cli-io ----
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

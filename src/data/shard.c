@@ -3,22 +3,14 @@
 #include "data/tokenizer.h"
 #include "io/fsutil.h"
 #include "util/errmsg.h"
+#include "util/fnv1a.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum { HEADER = 64, VERSION = 1 };
 static const char MAGIC[8] = {'M', 'T', 'A', 'C', 'T', 'O', 'K', '1'};
-
-static uint64_t fnv1a(const unsigned char *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
-    return h;
-}
 
 static void put_le(unsigned char *p, uint64_t x, int bytes) {
     for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(x >> (8 * i));
@@ -30,26 +22,10 @@ static uint64_t get_le(const unsigned char *p, int bytes) {
     return x;
 }
 
-// After the rename, fsync the directory so that the new name itself survives a crash. Best
-// effort: some file systems refuse fsync on a directory, and the data is on disk already.
-static void sync_parent_dir(const char *path) {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) + (slash == path), path);
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
 int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, char *err, size_t en) {
     if (dtype != SHARD_U16 && dtype != SHARD_U32) return errmsg(err, en, "%s: unknown token dtype %d", path, dtype);
     const size_t w = dtype == SHARD_U16 ? 2 : 4;
     if (n > (SIZE_MAX - HEADER) / w) return errmsg(err, en, "%s: %zu tokens are too many", path, n);
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) return errmsg(err, en, "%s: path too long", path);
     unsigned char *buf = malloc(HEADER + n * w);
     if (!buf) return errmsg(err, en, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++) {
@@ -64,25 +40,16 @@ int shard_write(const char *path, const uint32_t *tokens, size_t n, int dtype, c
     put_le(buf + 8, VERSION, 4);
     put_le(buf + 12, (uint64_t)dtype, 4);
     put_le(buf + 16, n, 8);
-    put_le(buf + 24, fnv1a(buf + HEADER, n * w), 8);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    put_le(buf + 24, fnv1a(FNV1A_START, buf + HEADER, n * w), 8);
+    out_file o;
+    if (out_open(&o, path, err, en)) {
         free(buf);
-        return errmsg(err, en, "%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
     }
-    // The temp file is complete and on disk before the rename, so a reader sees the old shard or
-    // the new one, never part of one.
-    int ok = fwrite(buf, 1, HEADER + n * w, f) == HEADER + n * w && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) ok = 0, saved = errno;
+    // out_close makes the file appear whole: a reader sees the old shard or the new one.
+    fwrite(buf, 1, HEADER + n * w, o.f);
     free(buf);
-    if (ok && rename(tmp, path)) ok = 0, saved = errno;
-    if (!ok) {
-        remove(tmp);
-        return errmsg(err, en, "%s: write failed: %s", path, strerror(saved));
-    }
-    sync_parent_dir(path);
-    return 0;
+    return out_close(&o, err, en);
 }
 
 // Checks the header against the file size; 0 if it describes a valid shard.
@@ -124,7 +91,7 @@ int shard_read(const char *path, shard *s, char *err, size_t en) {
         s->tokens = malloc((n + 1) * sizeof(uint32_t));
         if (!raw || !s->tokens) rc = errmsg(err, en, "%s: out of memory", path);
         else if (fread(raw, 1, n * w, f) != n * w) rc = errmsg(err, en, "%s: read error", path);
-        else if (fnv1a(raw, n * w) != get_le(hdr + 24, 8))
+        else if (fnv1a(FNV1A_START, raw, n * w) != get_le(hdr + 24, 8))
             rc = errmsg(err, en, "%s: checksum mismatch: the token bytes are corrupt", path);
     }
     if (!rc) {

@@ -1,21 +1,40 @@
-// canvas.c: see canvas.h. A PNG is drawn on an image surface and written at the end; an SVG on
-// cairo's SVG surface, which writes its file (path.tmp) as it goes.
+// canvas.c: see canvas.h. A PNG is drawn on an image surface and encoded at the end; an SVG on
+// cairo's SVG surface, which streams its text as it goes. Either goes to memory first, then to the
+// file in one atomic write (out_open), so nothing is opened before the picture is done.
 #include "io/canvas.h"
+#include "io/fsutil.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
-#include <errno.h>
 #include <fontconfig/fontconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct canvas {
     cairo_surface_t *surface;
     cairo_t *cr;
     int svg;
-    char path[4096], tmp[4096];  // path empty: a canvas to measure text on, not to write
+    char path[4096];      // empty: a canvas to measure text on, not to write
+    unsigned char *bytes; // the encoded picture so far
+    size_t len, cap;
+    int oom;              // bytes could not grow
 };
+
+// cairo's stream writer: appends to the canvas's bytes.
+static cairo_status_t append(void *closure, const unsigned char *data, unsigned int len) {
+    canvas *c = closure;
+    if (c->len + len > c->cap) {
+        const size_t cap = 2 * (c->len + len) + 4096;
+        unsigned char *b = realloc(c->bytes, cap);
+        if (!b) return c->oom = 1, CAIRO_STATUS_NO_MEMORY;
+        c->bytes = b, c->cap = cap;
+    }
+    memcpy(c->bytes + c->len, data, len);
+    c->len += len;
+    return CAIRO_STATUS_SUCCESS;
+}
 
 // cairo and fontconfig keep the fonts of the text drawn for the rest of the process; given back at
 // exit, when every canvas is gone, so that a leak checker sees only what mtac itself kept.
@@ -24,9 +43,13 @@ static void release_font_caches(void) {
     FcFini();
 }
 
-static int ends_with(const char *s, const char *tail) {
-    const size_t a = strlen(s), b = strlen(tail);
-    return a >= b && !strcmp(s + a - b, tail);
+// The picture format of path by its extension: 1 for .svg, 0 for .png or no extension (a device
+// such as /dev/stdout), -1 for another (cairo writes only these two; a .jpg of PNG bytes would
+// mislead every program that opens it).
+static int format_of(const char *path) {
+    const char *base = strrchr(path, '/'), *dot = strrchr(base ? base + 1 : path, '.');
+    if (!dot || dot == (base ? base + 1 : path)) return 0;
+    return !strcasecmp(dot, ".svg") ? 1 : !strcasecmp(dot, ".png") ? 0 : -1;
 }
 
 canvas *canvas_new(const char *path, int w, int h, char *err, size_t n) {
@@ -41,15 +64,19 @@ canvas *canvas_new(const char *path, int w, int h, char *err, size_t n) {
         snprintf(err, n, "out of memory");
         return NULL;
     }
-    if (path && (snprintf(c->path, sizeof c->path, "%s", path) >= (int)sizeof c->path ||
-                 snprintf(c->tmp, sizeof c->tmp, "%s.tmp", path) >= (int)sizeof c->tmp)) {
-        snprintf(err, n, "%s: path too long", path);
+    if (path && snprintf(c->path, sizeof c->path, "%s", path) >= (int)sizeof c->path) {
+        snprintf(err, n, "%.200s...: path too long", path);
         free(c);
         return NULL;
     }
-    c->svg = path && ends_with(path, ".svg");
-    // an SVG is written to path.tmp as it is drawn (cairo's SVG surface streams to its file)
-    c->surface = c->svg ? cairo_svg_surface_create(c->tmp, w, h) : cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    c->svg = path ? format_of(path) : 0;
+    if (c->svg < 0) {
+        snprintf(err, n, "%s: cannot write a %s picture: name it .png or .svg", path, strrchr(path, '.'));
+        free(c);
+        return NULL;
+    }
+    c->surface = c->svg ? cairo_svg_surface_create_for_stream(append, c, w, h)
+                        : cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
     c->cr = cairo_create(c->surface);
     if (cairo_status(c->cr) != CAIRO_STATUS_SUCCESS) {
         snprintf(err, n, "%s: cannot start the picture: %s", path ? path : "(measure)", cairo_status_to_string(cairo_status(c->cr)));
@@ -65,7 +92,7 @@ void canvas_free(canvas *c) {
     if (!c) return;
     cairo_destroy(c->cr);
     cairo_surface_destroy(c->surface);
-    if (c->svg) remove(c->tmp);  // nothing, once canvas_write renamed it
+    free(c->bytes);
     free(c);
 }
 
@@ -134,18 +161,15 @@ int canvas_write(canvas *c, char *err, size_t n) {
     }
     cairo_status_t st = cairo_status(c->cr);
     cairo_surface_flush(c->surface);
-    if (!st && !c->svg) st = cairo_surface_write_to_png(c->surface, c->tmp);
-    cairo_surface_finish(c->surface);  // an SVG's file is complete here
+    if (!st && !c->svg) st = cairo_surface_write_to_png_stream(c->surface, append, c);
+    cairo_surface_finish(c->surface);  // an SVG's text is complete here
     if (!st) st = cairo_surface_status(c->surface);
     if (st) {
-        snprintf(err, n, "%s: cannot write the picture: %s", path, cairo_status_to_string(st));
-        remove(c->tmp);
+        snprintf(err, n, "%s: cannot write the picture: %s", path, c->oom ? "out of memory" : cairo_status_to_string(st));
         return -1;
     }
-    if (rename(c->tmp, path)) {
-        snprintf(err, n, "%s: cannot rename into place: %s", path, strerror(errno));
-        remove(c->tmp);
-        return -1;
-    }
-    return 0;
+    out_file o;
+    if (out_open(&o, path, err, n)) return -1;
+    fwrite(c->bytes, 1, c->len, o.f);
+    return out_close(&o, err, n);
 }

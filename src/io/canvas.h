@@ -1,6 +1,6 @@
 // canvas.h: the pictures' drawing surface (loss curves, error curves, heatmaps, attention maps), on
 // cairo: anti-aliased lines and rectangles, text in a real sans-serif font, written as PNG, or SVG
-// when the path ends in ".svg", atomically (path.tmp, then a rename).
+// when the path ends in ".svg", atomically (out_open in io/fsutil.h).
 #ifndef MTAC_CANVAS_H
 #define MTAC_CANVAS_H
 
@@ -8,9 +8,9 @@
 
 typedef struct canvas canvas;
 
-// A white w x h canvas (pixels of a PNG, points of an SVG) for the picture at path: PNG, or SVG
-// when path ends in ".svg"; path NULL: a canvas to measure text on, never written. NULL with a
-// message.
+// A white w x h canvas (pixels of a PNG, points of an SVG) for the picture at path: SVG when path
+// ends in ".svg", PNG when in ".png" or in no extension at all (/dev/stdout); another extension
+// is refused. path NULL: a canvas to measure text on, never written. NULL with a message.
 canvas *canvas_new(const char *path, int w, int h, char *err, size_t n);
 void canvas_free(canvas *c);
 
@@ -32,8 +32,8 @@ void canvas_text(canvas *c, double x, double y, const char *s, const unsigned ch
 // The advance width of s at that font, in pixels.
 double canvas_text_width(canvas *c, const char *s, canvas_font f);
 
-// Writes the picture to the path it was made for, through path.tmp and a rename. 0, or -1 +
-// message; canvas_free then removes what was left of path.tmp.
+// Writes the picture to the path it was made for (out_open: atomically, a symlink followed, a
+// device written in place). 0, or -1 + message.
 int canvas_write(canvas *c, char *err, size_t n);
 
 #endif

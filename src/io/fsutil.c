@@ -115,16 +115,116 @@ char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n) {
     return buf;
 }
 
-int write_text_atomic(const char *path, const char *text, char *err, size_t n) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return errmsg(err, n, "%s: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return errmsg(err, n, "%s: cannot write: %s", tmp, strerror(errno));
-    int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path)) {
-        remove(tmp);
-        return errmsg(err, n, "%s: write failed", path);
+// The file path leads to through its symlinks, into buf (path itself when it is no link, or
+// names nothing yet); a link's relative target counts from the link's own directory. 0, or -1
+// with errno (ELOOP after 40 links, as the kernel counts).
+static int follow_links(const char *path, char *buf, size_t n) {
+    if ((size_t)snprintf(buf, n, "%s", path) >= n) return errno = ENAMETOOLONG, -1;
+    for (int hops = 0; hops < 40; hops++) {
+        struct stat st;
+        if (lstat(buf, &st) || !S_ISLNK(st.st_mode)) return 0;
+        char link[4096];
+        const ssize_t len = readlink(buf, link, sizeof link - 1);
+        if (len < 0) return -1;
+        link[len] = 0;
+        char *slash = strrchr(buf, '/');
+        const size_t keep = link[0] == '/' || !slash ? 0 : (size_t)(slash - buf) + 1;
+        if (keep + (size_t)len >= n) return errno = ENAMETOOLONG, -1;
+        memcpy(buf + keep, link, (size_t)len + 1);
+    }
+    return errno = ELOOP, -1;
+}
+
+// After a rename, fsync the directory so that the new name itself survives a crash. Best effort:
+// some file systems refuse fsync on a directory, and the data is on disk already.
+static void sync_parent_dir(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) + (slash == path), path);
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+// Opens o->target, a device or FIFO, for writing where it is; the descriptor, or -1 + message.
+static int open_in_place(out_file *o, const struct stat *st, char *err, size_t n) {
+    // O_NONBLOCK: a FIFO that nothing reads fails at once (ENXIO) instead of waiting forever.
+    // O_NOCTTY: a terminal must not become the controlling terminal.
+    int fd = open(o->target, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return errmsg(err, n, "%s: cannot write to %s: %s", o->path, file_kind(st->st_mode),
+                      errno == ENXIO && S_ISFIFO(st->st_mode) ? "nothing reads it" : strerror(errno));
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        close(fd);
+        return errmsg(err, n, "%s: cannot set blocking mode: %s", o->path, strerror(errno));
+    }
+    return fd;
+}
+
+int out_open(out_file *o, const char *path, char *err, size_t n) {
+    o->f = NULL;
+    o->tmp[0] = 0;
+    if ((size_t)snprintf(o->path, sizeof o->path, "%s", path) >= sizeof o->path)
+        return errmsg(err, n, "%.200s...: path too long", path);
+    if (follow_links(path, o->target, sizeof o->target))
+        return errmsg(err, n, "%s: cannot follow the symbolic link: %s", path, strerror(errno));
+    struct stat st;
+    const int exists = stat(o->target, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) return errmsg(err, n, "%s: is a directory, not a file to write", path);
+    int fd;
+    if (exists && !S_ISREG(st.st_mode)) {
+        if ((fd = open_in_place(o, &st, err, n)) < 0) return -1;
+    } else {
+        if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->target) >= sizeof o->tmp)
+            return errmsg(err, n, "%s: path too long", path);
+        fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0) return errmsg(err, n, "%s: cannot create %s: %s", path, o->tmp, strerror(errno));
+        // the replacement keeps the permissions of the file it replaces
+        if (exists) (void)fchmod(fd, st.st_mode & 07777);
+    }
+    if (!(o->f = fdopen(fd, "wb"))) {
+        const int e = errno;
+        close(fd);
+        if (o->tmp[0]) remove(o->tmp);
+        return errmsg(err, n, "%s: cannot open: %s", path, strerror(e));
     }
     return 0;
+}
+
+int out_close(out_file *o, char *err, size_t n) {
+    // fsync before the rename, so a crash never leaves a renamed file with missing data (a device
+    // or FIFO written in place has nothing to sync)
+    int ok = !ferror(o->f) && fflush(o->f) == 0 && (!o->tmp[0] || fsync(fileno(o->f)) == 0);
+    int e = errno;
+    if (fclose(o->f) && ok) ok = 0, e = errno;
+    o->f = NULL;
+    if (ok && o->tmp[0] && rename(o->tmp, o->target)) ok = 0, e = errno;
+    if (!ok) {
+        if (o->tmp[0]) remove(o->tmp);
+        return errmsg(err, n, "%s: write failed: %s", o->path, strerror(e));
+    }
+    if (o->tmp[0]) sync_parent_dir(o->target);
+    return 0;
+}
+
+void out_abort(out_file *o) {
+    if (o->f) fclose(o->f);
+    o->f = NULL;
+    if (o->tmp[0]) remove(o->tmp);
+}
+
+int write_text_atomic(const char *path, const char *text, char *err, size_t n) {
+    out_file o;
+    if (out_open(&o, path, err, n)) return -1;
+    fputs(text, o.f);
+    return out_close(&o, err, n);
+}
+
+int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }

@@ -20,7 +20,31 @@ FILE *open_input_file(const char *path, size_t *size, char *err, size_t n);
 // NUL-terminated malloc'd string; NULL with a message on failure.
 char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n);
 
-// Writes text to path atomically: a temporary file beside it, fsync, rename. 0, or -1 + message.
+// A file being written (every file mtac writes goes through these). A regular file, or a path
+// where nothing is yet, is replaced atomically: written to "<target>.tmp" beside it, fsync,
+// renamed over it, so a reader sees the old file or the new one, never part of one. A symlink is
+// followed: the file it points to (target) is replaced, the link kept. Anything else but a
+// directory (a device such as /dev/null, a FIFO) is written in place: a rename would replace the
+// device node itself. A directory is refused.
+typedef struct {
+    FILE *f;              // write to this
+    char path[4096];      // the path given, for messages
+    char target[4096];    // where the data ends up: path, or the file its symlinks lead to
+    char tmp[4200];       // the temporary file; empty when written in place
+} out_file;
+
+// Opens path for writing (binary). 0, or -1 + a message naming path (nothing created).
+int out_open(out_file *o, const char *path, char *err, size_t n);
+// Flushes, syncs and closes o, then renames the temporary file into place. 0, or -1 + message
+// (the temporary file removed, the old file untouched).
+int out_close(out_file *o, char *err, size_t n);
+// Gives up on o: closes it and removes the temporary file (the old file untouched).
+void out_abort(out_file *o);
+
+// Writes text to path atomically as out_open does. 0, or -1 + message.
 int write_text_atomic(const char *path, const char *text, char *err, size_t n);
+
+// Whether a and b name the same existing file (after symlinks: same device and inode).
+int same_file(const char *a, const char *b);
 
 #endif

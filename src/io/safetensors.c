@@ -393,45 +393,30 @@ int st_write(const char *path, const st_tensor *ts, int nt, const st_meta_kv *me
     if (!json) return errmsg(err, n, "%s: out of memory building the header", path);
     // Pad with spaces (valid JSON whitespace) so the data section starts 8-byte aligned.
     size_t jlen = strlen(json), hlen = (jlen + 7) / 8 * 8;
-    char *tmp = malloc(strlen(path) + 5);
     char *hdr = malloc(8 + hlen);
-    if (!tmp || !hdr) {
-        free(json), free(tmp), free(hdr);
+    if (!hdr) {
+        free(json);
         return errmsg(err, n, "%s: out of memory", path);
     }
-    sprintf(tmp, "%s.tmp", path);
     for (int i = 0; i < 8; i++)
         hdr[i] = (char)(((uint64_t)hlen >> (8 * i)) & 0xff);
     memcpy(hdr + 8, json, jlen);
     memset(hdr + 8 + jlen, ' ', hlen - jlen);
     free(json);
 
-    int rc = -1;
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        errmsg(err, n, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto done; // nothing created, so nothing to remove
-    }
-    int ok = fwrite(hdr, 1, 8 + hlen, fp) == 8 + hlen;
+    out_file o;
+    int rc = out_open(&o, path, err, n);
+    int ok = !rc && fwrite(hdr, 1, 8 + hlen, o.f) == 8 + hlen;
     for (int i = 0; ok && i < nt; i++)
-        if (ts[i].numel) ok = fwrite(ts[i].data, sizeof(float), ts[i].numel, fp) == ts[i].numel;
-    // fsync before rename so a crash never leaves a renamed file with missing data.
-    if (ok) ok = fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    int e = errno;
-    if (fclose(fp) != 0 && ok) ok = 0, e = errno;
-    if (!ok) {
-        errmsg(err, n, "%s: error writing %s: %s", path, tmp, strerror(e));
-        remove(tmp);
-        goto done;
+        if (ts[i].numel) ok = fwrite(ts[i].data, sizeof(float), ts[i].numel, o.f) == ts[i].numel;
+    if (ok) ok = fflush(o.f) == 0;
+    if (!rc && !ok) {
+        errmsg(err, n, "%s: error writing %s: %s", path, o.tmp[0] ? o.tmp : path, strerror(errno));
+        out_abort(&o);
+        rc = -1;
+    } else if (!rc) {
+        rc = out_close(&o, err, n);
     }
-    if (rename(tmp, path) != 0) {
-        errmsg(err, n, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        remove(tmp);
-        goto done;
-    }
-    rc = 0;
-done:
-    free(tmp);
     free(hdr);
     return rc;
 }

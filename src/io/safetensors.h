@@ -42,7 +42,8 @@ const char *st_meta_get(const st_file *f, const char *key);
 
 void st_free(st_file *f);
 
-// Writes tensors (float32) and optional metadata atomically: to "<path>.tmp", fsync, rename.
+// Writes tensors (float32) and optional metadata atomically: to "<path>.tmp", fsync, rename
+// (out_open in io/fsutil.h: a symlink followed, a device or FIFO written in place).
 // Tensors are written in the order given. Returns 0, or -1 with a message in err.
 int st_write(const char *path, const st_tensor *tensors, int n_tensors, const st_meta_kv *meta,
              int n_meta, char *err, size_t err_len);

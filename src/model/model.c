@@ -5,11 +5,13 @@
 #include "model/swiglu.h"
 #include "data/tokenizer.h"
 #include "util/errmsg.h"
+#include "util/fnv1a.h"
 #include "io/safetensors.h"
 #include "util/rng.h"
 #include "util/threads.h"
 
 #include <cblas.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -702,8 +704,12 @@ static int backward_run(model *m, char *msg, size_t n) {
 
 // ---- weights as safetensors ----------------------------------------------------------------------
 
+// The metadata key of a weights file's checksum (a checkpoint's is "checksum", over more).
+static const char *const WEIGHTS_CHECKSUM = "weights_checksum";
+
 int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
     st_tensor ts[MAX_TENSORS];
+    uint64_t h = FNV1A_START;
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *t = &m->tensors[i];
         memset(&ts[i], 0, sizeof ts[i]);
@@ -712,8 +718,12 @@ int model_save_weights(const model *m, const char *path, char *msg, size_t n) {
         for (int k = 0; k < t->ndim; k++) ts[i].shape[k] = t->shape[k];
         ts[i].numel = t->numel;
         ts[i].data = m->params + t->offset;
+        h = fnv1a(h, ts[i].data, t->numel * sizeof(float));
     }
-    return st_write(path, ts, m->n_tensors, NULL, 0, msg, n);
+    char hex[20];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    const st_meta_kv meta = {(char *)WEIGHTS_CHECKSUM, hex};
+    return st_write(path, ts, m->n_tensors, &meta, 1, msg, n);
 }
 
 int model_copy_matching(model *dst, const model *src) {
@@ -752,6 +762,7 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     char err[512];
     if (st_read(path, &f, err, sizeof err)) return errmsg(msg, n, "%s", err);
     int rc = 0;
+    uint64_t h = FNV1A_START;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const model_tensor *t = &m->tensors[i];
         const st_tensor *s = st_find(&f, t->name);
@@ -762,7 +773,10 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
         int same = s->ndim == t->ndim;
         for (int k = 0; same && k < t->ndim; k++) same = s->shape[k] == t->shape[k];
         if (!same) rc = errmsg(msg, n, "%s: tensor '%s' has the wrong shape for this config", path, t->name);
-        else memcpy(m->params + t->offset, s->data, t->numel * sizeof(float));
+        else {
+            memcpy(m->params + t->offset, s->data, t->numel * sizeof(float));
+            h = fnv1a(h, s->data, t->numel * sizeof(float));
+        }
     }
     if (!rc && f.n_tensors != m->n_tensors) {
         for (int i = 0; i < f.n_tensors && !rc; i++) {
@@ -775,6 +789,12 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     float bad;
     const model_tensor *t = rc ? NULL : model_find_nonfinite(m, m->params, &at, &bad);
     if (t) rc = errmsg(msg, n, "%s: tensor '%s' holds %g at index %zu: the weights must be finite", path, t->name, bad, at);
+    // last: a message that names a tensor (an extra one, a NaN) says more than a checksum's
+    const char *want = st_meta_get(&f, WEIGHTS_CHECKSUM);
+    char hex[20];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    if (!rc && want && strcmp(want, hex))
+        rc = errmsg(msg, n, "%s: checksum mismatch (file corrupt): stored %.20s, computed %s", path, want, hex);
     st_free(&f);
     return rc;
 }

@@ -157,8 +157,12 @@ int model_decoder_len(const model_decoder *dec, int b);       // tokens sequence
 // copied. (A baseline's weights into an MTA model of the same sizes: all but the MTA tensors.)
 int model_copy_matching(model *dst, const model *src);
 
-// Weights as safetensors with the names of docs/model.md. Loading refuses a file whose weights
-// hold a NaN or an infinity (naming the tensor): such a model only computes NaN.
+// Weights as safetensors with the names of docs/model.md, and the metadata key weights_checksum:
+// FNV-1a 64 over the tensors' bytes in the model's order (docs/checkpoints.md). Loading refuses a
+// file whose checksum does not match (a damaged file) or whose weights hold a NaN or an infinity
+// (naming the tensor): such a model only computes NaN. A file without the key (written by an
+// older mtac or another program, or a checkpoint, whose own checksum is checkpoint_load's) loads
+// unchecked.
 int model_save_weights(const model *m, const char *path, char *msg, size_t n);
 int model_load_weights(model *m, const char *path, char *msg, size_t n);
 

@@ -1,6 +1,7 @@
 // checkpoint.c: see checkpoint.h.
 #include "train/checkpoint.h"
 #include "util/errmsg.h"
+#include "util/fnv1a.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -13,13 +14,6 @@ enum { KINDS = 3 };  // weights, optim.m, optim.v
 // The format this file writes. Version 1 (files without the key) checksummed the tensors only;
 // version 2 checksums the metadata too, so a damaged step or data position is caught as well.
 static const char *const VERSION_KEY = "checkpoint_version", *const VERSION = "2";
-
-// FNV-1a over bytes, continuing from h.
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ULL;
-    return h;
-}
 
 static const char *prefix_of(int kind) { return kind == 0 ? "" : kind == 1 ? "optim.m." : "optim.v."; }
 
@@ -68,7 +62,7 @@ int checkpoint_save(const char *path, const model *m, const float *adam_m, const
         free(ts), free(names), free(kv);
         return errmsg(err, n, "out of memory writing %s", path);
     }
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = FNV1A_START;
     for (int k = 0; k < kinds; k++)
         for (int i = 0; i < nt; i++) {
             st_tensor *t = &ts[k * nt + i];
@@ -100,7 +94,7 @@ int checkpoint_load(const char *path, model *m, float *adam_m, float *adam_v, st
     const model_tensor *mt = model_tensors(m, &nt);
     float *base[KINDS] = {model_params(m), adam_m, adam_v};
     int kinds = adam_m && adam_v ? 3 : 1;
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = FNV1A_START;
     int rc = 0;
     const char *version = st_meta_get(f, VERSION_KEY);
     if (version && strcmp(version, "2"))
