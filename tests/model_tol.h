@@ -27,7 +27,9 @@
 
 #define MT_U 0x1p-24  // float32 unit roundoff
 
-// The lengths of the float32 sums from the embedding to a logit, added up, for sequences of T.
+// The lengths of the float32 sums from the embedding to a logit, added up, for sequences of T
+// (the key-query convolutions counted in every layer, also where qk_layers leaves them off: a
+// few terms more than the chain has).
 static inline double mt_chain(const model_config *c, int T) {
     const mta_config *a = &c->attn;
     const int d = c->dim / c->n_heads, D = c->dim;
