@@ -1,14 +1,13 @@
 // main.c: the mtac command-line tool: sets up the process's environment and dispatches to the
 // commands of its table (their shared helpers: cli.c).
+#include "blas_core.h"
 #include "cli.h"
 #include "util/threads.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 // The commands, in the order --help lists them: each one's name, function and one-line summary.
 typedef struct {
@@ -93,29 +92,15 @@ static void usage(FILE *f) {
 //    another job also uses, spinning threads take the cores from the ones with work: the toy
 //    quick start took 374 s instead of 77 s with two busy processes on 2 cores. A user's
 //    OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
-//  - OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its generic
-//    "Prescott" SSE3 kernels, 2.5-5x slower than the AVX2/AVX-512 ones the CPU can run. When that
-//    happened and the user chose no core (OPENBLAS_CORETYPE), restart with the kernels the CPU
-//    supports. MTAC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice.
+//  - OPENBLAS_CORETYPE: the kernels the CPU supports where OpenBLAS does not know the CPU
+//    (blas_core.h, the rule the test programs share). MTAC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own
+//    choice.
 // The restarted process finds every variable it would set already set, so it never restarts.
 static void fix_env(char **argv) {
     int restart = 0;
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) restart |= !setenv("OMP_WAIT_POLICY", "passive", 1);
-    const char *core = getenv("OPENBLAS_CORETYPE") || getenv("MTAC_KEEP_BLAS_CORE") ? NULL : openblas_get_corename();
-    if (core && !strcasecmp(core, "prescott")) {
-        const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
-        // the PyTorch reference that bench starts inherits the choice
-        if (want && !setenv("MTAC_KEEP_BLAS_CORE", "1", 1)) restart |= !setenv("OPENBLAS_CORETYPE", want, 1);
-    }
-    if (!restart) return;
-    // The binary's own path, not /proc/self/exe: the process takes its name (ps, top, pkill,
-    // /proc/PID/comm) from the path it was executed as, and would be called "exe".
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) return;
-    self[len] = 0;
-    execv(self, argv);
-    // exec failed: carry on with the defaults
+    restart |= blas_core_setenv();
+    if (restart) restart_self(argv);  // if exec failed: carry on with the defaults
 }
 
 // Whether OpenMP's waiting threads spin (the user's OMP_WAIT_POLICY=active, or GOMP_SPINCOUNT

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: build and run the whole test suite twice: a release build (build/, with MPI: its
-# test_distributed runs 1 to 4 ranks) and a build with AddressSanitizer + UndefinedBehaviorSanitizer
+# test_distributed runs 1 to 4 ranks; its op tier once more on other OpenBLAS kernels and another
+# thread count) and a build with AddressSanitizer + UndefinedBehaviorSanitizer
 # (build-asan/, without MPI, so the single-process build and its refusal of an mpirun launch are
 # tested too; the ranks run 40 times slower under the sanitizers); then every fuzz target for 15
 # seconds (scripts/fuzz.sh, build-fuzz/; skipped without clang's libFuzzer). Run scripts/setup.sh
@@ -35,6 +36,19 @@ if [ "$quick" = 1 ]; then
     exit 0
 fi
 ctest --test-dir build --output-on-failure
+# The operator's tests again on other OpenBLAS kernels and another thread count than the run
+# above (the kernels mtac chooses, every core), so that a bound tuned to one machine's kernels or
+# thread split fails here before it fails on another machine (docs/testing.md). Sandybridge (AVX)
+# or, where that is the one in use, Prescott (SSE3): both in every x86-64 OpenBLAS. The CUDA
+# emulator's tests are left out for time (most of the op tier's).
+if [ "$(uname -m)" = x86_64 ]; then
+    in_use=${OPENBLAS_CORETYPE:-}
+    grep -qw avx2 /proc/cpuinfo || in_use=${in_use:-Sandybridge}  # OpenBLAS's pick on an AVX-only CPU
+    for core in Sandybridge Prescott; do [ "${core,,}" != "${in_use,,}" ] && break; done
+    threads=3; [ "$jobs" = 3 ] && threads=2
+    echo "test.sh: the operator's tests on OpenBLAS's $core kernels, $threads threads"
+    OPENBLAS_CORETYPE=$core OMP_NUM_THREADS=$threads ctest --test-dir build --output-on-failure -L op -E cuda-emu -j"$jobs"
+fi
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTAC_SANITIZE=ON -DMTAC_MPI=OFF -DMTAC_CUDA_EMU=ON >/dev/null
 cmake --build build-asan -j"$jobs"

@@ -87,7 +87,8 @@ fx=$(ls "$(dirname "$0")"/fixtures/*.safetensors 2>/dev/null | head -1)
 [ -n "$fx" ] || { fail=$((fail + 1)); echo "FAIL: no fixture in $(dirname "$0")/fixtures"; }
 if [ -n "$fx" ]; then
     # the fixtures hold expect.* tensors (PyTorch's results in float64): each is compared with
-    # the result of its name, and a difference beyond --tol fails the command
+    # the result of its name, and a difference beyond --tol fails the command (mtac attn's default
+    # bound; 1e-9 is below float32's own rounding of a result, u/2 = 3e-8 of it, so it must fail)
     expect 0 "grad.q             max |diff|" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors"
     expect 1 "differ from the file's expect.* beyond --tol 1e-09" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 1e-9
     expect 2 "--tol expects a number in [0, 1]" -- "$MTAC" attn --in "$fx" --out "$tmp/o.safetensors" --tol 2

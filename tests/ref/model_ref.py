@@ -380,6 +380,12 @@ def selfcheck():
         ok &= bool(cond)
 
     dt = torch.float64
+    # The checks below compare float64 computations that sum in other orders (u = 2^-53 = 1.1e-16):
+    # along a tiny model's chain the sums' lengths add up to a few hundred (tests/model_tol.h
+    # counts them), so they agree within 2u*N ~ 1e-13 of the largest value (logits and losses of
+    # these models are of order one). EXACT = 1e-12 is 10 times that; a wrong index or a missing
+    # term moves them by 1e-3 or more.
+    EXACT = 1e-12
     gen = torch.Generator().manual_seed(1)
     here = os.path.dirname(os.path.abspath(__file__))
     cfg_b = load_config(os.path.join(here, 'configs', 'tiny_baseline.json'))
@@ -395,7 +401,7 @@ def selfcheck():
     report('baseline weight names == identity-MTA names minus mta.*', set(w_base) == set(weight_shapes(cfg_b)))
     tokens = torch.randint(0, cfg_b['vocab_size'], (2, 11), generator=gen)
     lb, lm = forward(w_base, cfg_b, tokens), forward(w_id, cfg_id, tokens)
-    report('identity MTA model == baseline model', torch.allclose(lb, lm, atol=1e-12, rtol=0))
+    report('identity MTA model == baseline model', torch.allclose(lb, lm, atol=EXACT, rtol=0))
 
     # 2. causality: changing tokens at positions >= t leaves logits before t unchanged (full MTA)
     w_m = _perturb({n: t.to(dt) for n, t in init_weights(cfg_m, 3).items()}, 0.3, gen)
@@ -404,8 +410,9 @@ def selfcheck():
     tok2[:, t0:] = (tok2[:, t0:] + 1 + torch.randint(0, cfg_m['vocab_size'] - 1, tok2[:, t0:].shape,
                                                      generator=gen)) % cfg_m['vocab_size']
     la, lb2 = forward(w_m, cfg_m, tokens), forward(w_m, cfg_m, tok2)
-    report('causality: logits before t unchanged', torch.allclose(la[:, :t0], lb2[:, :t0], atol=1e-12, rtol=0))
-    # finite: a NaN is never allclose, so it would pass as a change
+    report('causality: logits before t unchanged', torch.allclose(la[:, :t0], lb2[:, :t0], atol=EXACT, rtol=0))
+    # finite: a NaN is never allclose, so it would pass as a change; changed by more than
+    # allclose's default (1e-8 + 1e-5 |x|, far above rounding): new tokens move logits by O(0.1)
     report('causality: logits from t changed', not torch.allclose(la[:, t0:], lb2[:, t0:])
            and bool(torch.isfinite(la).all() and torch.isfinite(lb2).all()))
 
@@ -416,22 +423,24 @@ def selfcheck():
     lp = torch.log_softmax(la, -1)
     keep = targets >= 0
     manual = -lp[keep, :].gather(-1, targets[keep].view(-1, 1)).mean()
-    report('loss == manual mean CE over targets != -1', abs(float(L) - float(manual)) < 1e-12)
+    report('loss == manual mean CE over targets != -1', abs(float(L) - float(manual)) < EXACT)
 
     # 4. RoPE: position 0 untouched, norms preserved, relative-position property of q.k
     x = torch.randn(1, 1, 9, 8, dtype=dt, generator=gen)
     y = rope(x, 1e4)
+    # a rotation: position 0 exactly (cos 0 = 1, sin 0 = 0), norms within a few u of |x| ~ 3
     report('rope: t=0 identity, norm preserved',
-           torch.allclose(y[..., 0, :], x[..., 0, :]) and torch.allclose(y.norm(dim=-1), x.norm(dim=-1)))
+           torch.allclose(y[..., 0, :], x[..., 0, :], atol=EXACT, rtol=0)
+           and torch.allclose(y.norm(dim=-1), x.norm(dim=-1), atol=EXACT, rtol=0))
     qv, kv = torch.randn(8, dtype=dt, generator=gen), torch.randn(8, dtype=dt, generator=gen)
     Q, K = rope(qv.expand(1, 1, 9, 8).contiguous(), 1e4), rope(kv.expand(1, 1, 9, 8).contiguous(), 1e4)
-    report('rope: q_i.k_j depends only on i-j', abs(float(Q[0, 0, 5] @ K[0, 0, 2] - Q[0, 0, 7] @ K[0, 0, 4])) < 1e-12)
+    report('rope: q_i.k_j depends only on i-j', abs(float(Q[0, 0, 5] @ K[0, 0, 2] - Q[0, 0, 7] @ K[0, 0, 4])) < EXACT)
     # explicit pair rotation for one element: pair i=1 of d=8 at t=3
     ang = 3 * 1e4 ** (-2 / 8)
     e0 = x[0, 0, 3, 2] * math.cos(ang) - x[0, 0, 3, 3] * math.sin(ang)
     e1 = x[0, 0, 3, 2] * math.sin(ang) + x[0, 0, 3, 3] * math.cos(ang)
-    report('rope: explicit pair (2,3) rotation', abs(float(y[0, 0, 3, 2] - e0)) < 1e-12
-           and abs(float(y[0, 0, 3, 3] - e1)) < 1e-12)
+    report('rope: explicit pair (2,3) rotation', abs(float(y[0, 0, 3, 2] - e0)) < EXACT
+           and abs(float(y[0, 0, 3, 3] - e1)) < EXACT)
 
     # 5. gradcheck of a tiny full-MTA model in float64, w.r.t. every weight
     cfg_t = normalize_config({'dim': 8, 'n_layers': 2, 'n_heads': 2, 'vocab_size': 7, 'hidden_dim': 12,
@@ -446,12 +455,14 @@ def selfcheck():
     tg[0, 1] = -1
     leaves = [w_t[n].clone().requires_grad_(True) for n in names]
     f = lambda *xs: loss(dict(zip(names, xs)), cfg_t, tk, tg)
+    # gradcheck's own float64 defaults: central differences at eps 1e-6 (truncation eps^2 ~ 1e-12,
+    # rounding u/eps ~ 1e-10), atol 1e-5 + rtol 1e-3 on each gradient entry
     report('gradcheck tiny MTA model (float64, all weights)', torch.autograd.gradcheck(f, leaves))
 
     # 6. training helper: loss goes down, and train() with 0 steps leaves weights alone
     losses, final = train(w_m, cfg_m, tokens, targets, 10, 1e-2, weight_decay=0.05, clip=1.0)
     report('10 AdamW steps reduce the loss', float(losses[-1]) < float(losses[0]))
-    report('losses[0] == loss at initial weights', abs(float(losses[0]) - float(L)) < 1e-12)
+    report('losses[0] == loss at initial weights', abs(float(losses[0]) - float(L)) < EXACT)
 
     print('selfcheck', 'OK' if ok else 'FAILED')
     return ok
