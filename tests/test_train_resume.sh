@@ -155,13 +155,21 @@ out=$("$MTAC" train --data "$long" 2>&1); rc=$?
 out=$(train --resume "$tmp/$(printf './%.0s' $(seq 300))k" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "value too long" && ok || bad "long --resume: rc $rc, $out"
 # What training accepts, it writes into config.json in a form it reads back: the extremes of the
-# floats and the seed survive eval, sample and --resume.
+# floats (the smallest normal float32: training flushes subnormal ones to 0) and the seed survive
+# eval, sample and --resume.
 cat > "$tmp/edge.json" <<'JSON'
 {"steps": 2, "batch_size": 2, "seq_len": 8, "warmup": 0, "eval_batches": 1, "seed": 9007199254740991,
- "lr": 1e-45, "min_lr": 0, "eps": 1e-45, "beta1": 0, "beta2": 0.999999, "clip": 1e9, "weight_decay": 10,
+ "lr": 1.1754943508222875e-38, "min_lr": 0, "eps": 1.1754943508222875e-38, "beta1": 0, "beta2": 0.999999, "clip": 1e9,
+ "weight_decay": 10,
  "model": {"dim": 8, "n_layers": 1, "n_heads": 2, "vocab_size": 259, "rope_theta": 3.4028234663852886e38,
-           "norm_eps": 1e-45, "attn_dropout": 0.99999994}}
+           "norm_eps": 1.1754943508222875e-38, "attn_dropout": 0.99999994}}
 JSON
+# a subnormal float32 is refused, from a flag or a file (it would act as 0)
+out=$("$MTAC" train --eps 1e-45 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "eps: '1e-45' is below the smallest normal float32" && ok || bad "--eps 1e-45: rc $rc, $out"
+sed 's/"norm_eps": 1.1754943508222875e-38/"norm_eps": 1e-45/' "$tmp/edge.json" > "$tmp/sub.json"
+out=$("$MTAC" train --config "$tmp/sub.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "norm_eps 1.4013e-45 is below the smallest normal" && ok || bad "norm_eps 1e-45: rc $rc, $out"
 edge() { OMP_NUM_THREADS=1 "$MTAC" train --data "$tmp/data" "$@"; }
 out=$(edge --config "$tmp/edge.json" --out "$tmp/edge" 2>&1) && ok || bad "edge-value run: $out"
 out=$("$MTAC" eval --run "$tmp/edge" --batches 1 2>&1) && ok || bad "eval of the edge-value run: $out"

@@ -12,6 +12,7 @@
 #include "io/fsutil.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
+#include "util/fpenv.h"
 #include "util/rng.h"
 
 #include <ctype.h>
@@ -322,8 +323,11 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         }
     }
 
+    // Subnormals flushed for the whole run (fpenv.h), on every thread; the caller's setting back at the end.
+    const int was_flushing = fp_flush_subnormals(1);
     model *m = model_create(&c->model, err, n);
     if (!m) {
+        if (!was_flushing) fp_flush_subnormals(0);
         free(cfg);
         return TRAIN_ERROR;
     }
@@ -338,6 +342,7 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     dataloader dl;
     int dl_open = 0, rc = TRAIN_ERROR;
     if (adamw_init_range(&opt, lo, hi, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
+        if (!was_flushing) fp_flush_subnormals(0);
         model_free(m);
         free(cfg);
         return errmsg(err, n, "out of memory for the optimizer");
@@ -476,5 +481,6 @@ out:
     adamw_free(&opt);
     model_free(m);
     free(cfg);
+    if (!was_flushing) fp_flush_subnormals(0);
     return rc;
 }
