@@ -281,8 +281,9 @@ mv "$tmp/vdata/val.bin" "$tmp/val.keep" && printf 'garbage' > "$tmp/vdata/val.bi
 wait $pid; rc=$?
 mv "$tmp/val.keep" "$tmp/vdata/val.bin"
 [ $rc -eq 1 ] && grep -q "step 50 is saved: continue with --resume" "$tmp/vb.log" && ok || bad "val.bin gone bad: rc $rc, $(cat "$tmp/vb.log")"
-out=$(OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/vb" 2>&1) && echo "$out" | grep -q "resumed .* at step 50" && ok ||
-    bad "resume after a failed evaluation: $out"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/vb" 2>&1) && echo "$out" | grep -q "resumed .* at step 50" &&
+    [ "$(losses "$tmp/vb" | cut -d' ' -f1 | tr '\n' ' ')" = "$(seq -s ' ' 60) " ] && ok ||
+    bad "resume after a failed evaluation (metrics of steps $(losses "$tmp/vb" | cut -d' ' -f1 | tr '\n' ' ')): $out"
 
 # Row 3: metrics.jsonl is JSON even when a number is not finite (lr 10: the first validation
 # loss is above 1000, its perplexity e^1000 overflows): null, and mtac plot skips it, saying so.

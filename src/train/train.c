@@ -210,7 +210,7 @@ static void metric(FILE *f, const char *key, const char *fmt, double x) {
 
 // A shard of the data directory that cannot be read: say where its path came from.
 static int data_error(const train_config *c, char *err, size_t n) {
-    const size_t len = strlen(err);
+    const size_t len = err && n ? strlen(err) : n;
     if (len + 1 < n)
         snprintf(err + len, n - len, " (the data directory '%s', from --data or the run's config.json)", c->data);
     return TRAIN_ERROR;
@@ -424,11 +424,6 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
             if (isfinite(val) && val < best_val) best_val = val;
         }
         dist_allreduce_sum(d, control, 3);
-        if (control[2]) {
-            // The step itself is done and sound: keep it, so that the run resumes from here.
-            rc = save_after_failure(c, &p, tr, lead, m, &opt, s1, &dl, best_val, err, n);
-            break;
-        }
         if (control[1]) {
             rc = TRAIN_NONFINITE;
             if (lead) errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s1, val, st.loss);
@@ -442,9 +437,15 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
             metric(mf, "lr", "%.6g", lr);
             metric(mf, "grad_norm", "%.4f", st.grad_norm);
             metric(mf, "tokens_per_s", "%.1f", tps);
-            if (evaluate) metric(mf, "val_loss", "%.6f", val), metric(mf, "val_ppl", "%.4f", exp(val));
+            if (!isnan(val)) metric(mf, "val_loss", "%.6f", val), metric(mf, "val_ppl", "%.4f", exp(val));
             fprintf(mf, "}\n");
             fflush(mf);
+        }
+        if (control[2]) {
+            // The step itself is done and sound (its metrics line written): keep it, so that the
+            // run resumes from here.
+            rc = save_after_failure(c, &p, tr, lead, m, &opt, s1, &dl, best_val, err, n);
+            break;
         }
         if (s1 % c->log_every == 0 || s1 == c->steps || evaluate) {
             // the ranks' weights are identical by construction: check it at each progress line
