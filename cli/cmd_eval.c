@@ -314,7 +314,7 @@ int cmd_eval(int argc, char **argv) {
     const cli_opt opts[] = {
         {"run", CLI_STR, &run, .required = 1, .arg = "DIR", .help = "the run to evaluate"},
         {"data", CLI_STR, &data, .arg = "DIR", .help = "DIR/val.bin (default: the run's data)"},
-        {"batches", CLI_STR, &batches_s, .arg = "N|all", .help = "batches to average (default 16; all: the whole set)"},
+        {"batches", CLI_STR, &batches_s, .arg = "N|all", .help = "batches to average (all: the whole validation set)"},
         {"batch-size", CLI_INT, &B, 1, 1e9, .arg = "B", .help = "sequences per batch (default: the run's)"},
         {"seq-len", CLI_INT, &T, 1, 1e9, .arg = "T", .help = "tokens per sequence (default: the run's)"},
     };

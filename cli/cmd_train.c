@@ -15,9 +15,9 @@ static const char USAGE[] =
     "       mtac train --resume DIR [--steps N] [--KEY VALUE ...]\n";
 static const char ABOUT[] =
     "Trains a model on token shards made by `mtac data` (train.bin, val.bin in --data), printing a\n"
-    "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
-    "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
-    "DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint after the current step\n"
+    "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss;\n"
+    "null where not finite), DIR/checkpoint.safetensors (weights + optimizer + state, atomic),\n"
+    "DIR/model.safetensors and DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint after the current step\n"
     "and stops with exit status 128 + the signal (130, 143, 138); a second Ctrl-C quits at once, the\n"
     "last checkpoint as it was. --resume continues the run exactly where it stopped, with DIR's\n"
     "config.json and its model (--preset may not change it); --steps N there sets a new total, at least\n"
