@@ -5,6 +5,7 @@
 #include "model/model.h"
 #include "mta.h"
 #include "train/step.h"
+#include "util/fpenv.h"
 
 #include <cblas.h>
 #include <malloc.h>
@@ -396,20 +397,24 @@ int cmd_bench_attn(int argc, char **argv) {
 
 static const char TRAIN_USAGE[] =
     "usage: mtac bench train [--presets LIST] [--B N] [--T N] [--steps N] [--threads N] [--impl c,torch]\n"
-    "                        [--python PATH] [--json]\n";
+    "                        [--python PATH] [--json] [--subnormal]\n";
 static const char TRAIN_ABOUT[] =
     "Training speed (forward, backward, clip, AdamW) of model presets in this library and of the\n"
     "PyTorch reference model (bench/bench_train_torch.py) at the same thread count: tokens/s,\n"
     "and MFU = (6 * matmul params + 6 * layers * T * dim) FLOPs per token / the measured 2048^3 sgemm\n"
     "rate. Default presets toy-baseline,toy,lm10m-baseline,lm10m; T = 321 for toy presets (the\n"
-    "toy-task row), 256 otherwise; B = 8; best of --steps (default 3) after one warm-up step.\n";
+    "toy-task row), 256 otherwise; B = 8; best of --steps (default 3) after one warm-up step.\n"
+    "--subnormal: this library's step (lr 0) with every weight scaled by 2^-135 into the subnormal\n"
+    "range, subnormals flushed (as mtac train runs) and not, against the step of the unscaled\n"
+    "weights: the times and their ratios.\n";
 
 typedef struct {
     double step_s, tokens_per_s;
     int ok;
 } train_result;
 
-static train_result time_c_train(const model_config *mc, int B, int T, int steps) {
+// scale: every weight multiplied by it (1: none); then lr 0, so that the weights stay so.
+static train_result time_c_train(const model_config *mc, int B, int T, int steps, float scale) {
     train_result r = {0};
     char err[256];
     mta_backend backend;
@@ -421,6 +426,8 @@ static train_result time_c_train(const model_config *mc, int B, int T, int steps
     }
     model_set_backend(m, backend);
     model_init(m, 1);
+    for (size_t i = 0; scale != 1 && i < model_num_params(m); i++) model_params(m)[i] *= scale;
+    const float lr = scale != 1 ? 0.0f : 1e-4f;
     adamw opt;
     if (adamw_init(&opt, model_num_params(m), 1e-4f, 0.9f, 0.98f, 1e-8f, 0.0f)) {
         model_free(m);
@@ -440,7 +447,7 @@ static train_result time_c_train(const model_config *mc, int B, int T, int steps
     for (int it = 0; tr && it <= steps; it++) {
         double t0 = cli_now();
         step_stats st;
-        if (trainer_step(tr, it, 1e-4f, &st, err, sizeof err)) {
+        if (trainer_step(tr, it, lr, &st, err, sizeof err)) {
             fprintf(stderr, "mtac bench train: %s\n", err);
             break;
         }
@@ -494,7 +501,7 @@ static const char *const TRAIN_IMPLS[] = {"c", "torch", NULL};
 
 typedef struct {
     const char *presets, *python;
-    int B, T, steps, threads, impl, json;
+    int B, T, steps, threads, impl, json, subnormal;
     double sgemm;  // the machine's sgemm rate, GFLOP/s
 } train_args;
 
@@ -509,6 +516,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"impl", CLI_SET, &a->impl, .choices = TRAIN_IMPLS, .arg = "LIST", .help = "this library (c), the PyTorch reference (torch)"},
         {"python", CLI_STR, &a->python, .arg = "PATH", .help = "Python with torch, for the PyTorch reference"},
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
+        {"subnormal", CLI_FLAG, &a->subnormal, .help = "a step on subnormal weights, flushed and not (mtac only)"},
     };
     const cli_spec spec = {"mtac bench train", TRAIN_USAGE, TRAIN_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first;
@@ -522,7 +530,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
 static void train_measure(const train_args *a, const char *name, const model_config *mc) {
     const int t = a->T ? a->T : (!strncmp(name, "toy", 3) ? 321 : 256);
     train_result rs[2] = {{0}};
-    if (a->impl & 1) rs[0] = time_c_train(mc, a->B, t, a->steps);
+    if (a->impl & 1) rs[0] = time_c_train(mc, a->B, t, a->steps, 1);
     if (a->impl & 2) rs[1] = time_torch_train(a->python, mc, a->B, t, a->threads, a->steps);
     const char *impl[2] = {"mtac", "torch"};
     for (int k = 0; k < 2; k++) {
@@ -538,6 +546,26 @@ static void train_measure(const train_args *a, const char *name, const model_con
     }
 }
 
+// --subnormal: the step of normal weights and of subnormal ones (2^-135 times them), flushing on
+// (as train_run does) and off, as one line per preset.
+static void subnormal_measure(const train_args *a, const char *name, const model_config *mc) {
+    const int t = a->T ? a->T : (!strncmp(name, "toy", 3) ? 321 : 256);
+    const int was = fp_flush_subnormals(1);
+    const train_result normal = time_c_train(mc, a->B, t, a->steps, 1), flushed = time_c_train(mc, a->B, t, a->steps, 0x1p-135f);
+    fp_flush_subnormals(0);
+    const train_result kept = time_c_train(mc, a->B, t, a->steps, 0x1p-135f);
+    fp_flush_subnormals(was);
+    if (!normal.ok || !flushed.ok || !kept.ok) return;
+    const double rf = flushed.step_s / normal.step_s, rk = kept.step_s / normal.step_s;
+    if (a->json)
+        printf("{\"preset\":\"%s\",\"B\":%d,\"T\":%d,\"threads\":%d,\"normal_s\":%.4f,\"subnormal_flushed_s\":%.4f,"
+               "\"subnormal_kept_s\":%.4f,\"flushed_ratio\":%.3f,\"kept_ratio\":%.3f}\n",
+               name, a->B, t, a->threads, normal.step_s, flushed.step_s, kept.step_s, rf, rk);
+    else
+        printf("%-16s %5d %9.3f %9.3f %6.2fx %9.3f %6.2fx\n", name, t, normal.step_s, flushed.step_s, rf, kept.step_s, rk);
+    fflush(stdout);
+}
+
 int cmd_bench_train(int argc, char **argv) {
     train_args a = {.presets = "toy-baseline,toy,lm10m-baseline,lm10m", .python = "/usr/bin/python3", .B = 8, .steps = 3,
                     .impl = 3};
@@ -550,7 +578,9 @@ int cmd_bench_train(int argc, char **argv) {
     if (!a.json) {
         printf("machine: %s, %d threads, OpenBLAS core %s; sgemm 2048^3: %.1f GFLOP/s\n", cpu, a.threads,
                openblas_get_corename(), a.sgemm);
-        printf("%-16s %-6s %5s %11s %12s %7s\n", "preset", "impl", "T", "step s", "tokens/s", "MFU");
+        if (a.subnormal)
+            printf("%-16s %5s %9s %9s %7s %9s %7s\n", "preset", "T", "normal s", "flushed s", "ratio", "kept s", "ratio");
+        else printf("%-16s %-6s %5s %11s %12s %7s\n", "preset", "impl", "T", "step s", "tokens/s", "MFU");
     }
     snprintf(presets, sizeof presets, "%s", a.presets);
     char *save = NULL;
@@ -560,7 +590,8 @@ int cmd_bench_train(int argc, char **argv) {
             fprintf(stderr, "mtac bench train: unknown preset '%s' (available: %s)\n", name, model_preset_names());
             return 2;
         }
-        train_measure(&a, name, &mc);
+        if (a.subnormal) subnormal_measure(&a, name, &mc);
+        else train_measure(&a, name, &mc);
     }
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { MAX_CELLS = 16 };
 
@@ -39,6 +40,15 @@ static void on_progress(void *arg, int done) {
     const eval_view *v = arg;
     fprintf(stderr, "\r  %d/%d examples", done, v->total);
     fflush(stderr);
+}
+
+// A validation shard that cannot be read, from the run's data directory: the path in its
+// config.json may be relative to where training ran, or the data moved; --data names another.
+static void print_val_error(const char *cmd, const char *err, const char *val, const char *data) {
+    fprintf(stderr, "mtac %s: %s\n", cmd, err);
+    if (!data && access(val, R_OK))
+        fprintf(stderr, "mtac %s: %s is the run's data directory as its config.json records it: give --data DIR "
+                        "(the directory holding val.bin)\n", cmd, val);
 }
 
 static void print_tokens(const char *label, const int *ids, int n) {
@@ -258,7 +268,7 @@ static int eval_longctx(int argc, char **argv) {
     snprintf(val, sizeof val, "%s/val.bin", a.data ? a.data : c.data);
     shard hay;
     if (shard_read(val, &hay, err, sizeof err)) {
-        fprintf(stderr, "mtac eval %s: %s\n", a.task, err);
+        print_val_error(a.needle ? "eval needle" : "eval babi", err, val, a.data);
         model_free(m);
         return 1;
     }
@@ -282,26 +292,45 @@ static int eval_longctx(int argc, char **argv) {
 }
 
 static const char EVAL_USAGE[] =
-    "usage: mtac eval --run DIR [--data DIR] [--batches N] [--batch-size B] [--seq-len T]\n"
+    "usage: mtac eval --run DIR [--data DIR] [--batches N|all] [--batch-size B] [--seq-len T]\n"
     "       mtac eval needle|babi --run DIR ...   (long-context retrieval: see their --help)\n";
 static const char EVAL_ABOUT[] =
     "Validation loss and perplexity of a run's weights (DIR/model.safetensors) on DATA/val.bin\n"
-    "(default: the run's own data directory and batch shape).\n";
+    "(default: the run's own data directory and batch shape): its first --batches batches in order,\n"
+    "or all of it (--batches all, or N past its end: the line printed says how many were evaluated).\n"
+    "Progress goes to standard error.\n";
+
+// The progress of mtac eval, on one line of stderr
+static void on_eval_batch(void *arg, int done, int total) {
+    fprintf(stderr, "\r  batch %d/%d", done, total);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
 
 int cmd_eval(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "needle") || !strcmp(argv[1], "babi"))) return eval_longctx(argc - 1, argv + 1);
-    const char *run = NULL, *data = NULL;
-    int batches = 16, B = 0, T = 0;
+    const char *run = NULL, *data = NULL, *batches_s = "16";
+    int B = 0, T = 0;
     const cli_opt opts[] = {
         {"run", CLI_STR, &run, .required = 1, .arg = "DIR", .help = "the run to evaluate"},
         {"data", CLI_STR, &data, .arg = "DIR", .help = "DIR/val.bin (default: the run's data)"},
-        {"batches", CLI_INT, &batches, 1, 1e9, .arg = "N", .help = "batches to average"},
+        {"batches", CLI_STR, &batches_s, .arg = "N|all", .help = "batches to average (all: the whole validation set)"},
         {"batch-size", CLI_INT, &B, 1, 1e9, .arg = "B", .help = "sequences per batch (default: the run's)"},
         {"seq-len", CLI_INT, &T, 1, 1e9, .arg = "T", .help = "tokens per sequence (default: the run's)"},
     };
     const cli_spec spec = {"mtac eval", EVAL_USAGE, EVAL_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
+    int batches = 0;  // 0: all
+    if (strcmp(batches_s, "all")) {
+        char *end;
+        const long x = strtol(batches_s, &end, 10);
+        if (end == batches_s || *end || x < 1 || x > 1000000000) {
+            fprintf(stderr, "mtac eval: --batches expects a positive integer or 'all', got '%s'\n", batches_s);
+            return 2;
+        }
+        batches = (int)x;
+    }
     train_config c;
     model *m;
     const int open_rc = cli_open_run("eval", run, &c, &m);
@@ -310,9 +339,16 @@ int cmd_eval(int argc, char **argv) {
     snprintf(val, sizeof val, "%s/val.bin", data ? data : c.data);
     B = B ? B : c.batch_size, T = T ? T : c.seq_len;
     double loss;
-    const int rc = train_eval_loss(m, val, B, T, batches, &loss, err, sizeof err);
-    if (rc) fprintf(stderr, "mtac eval: %s\n", err);
-    else printf("val loss %.4f  perplexity %.3f  (%d batches of %d x %d from %s)\n", loss, exp(loss), batches, B, T, val);
+    int done = 0;
+    const train_eval_progress progress = {on_eval_batch, NULL};
+    const int rc = train_eval_loss(m, val, B, T, batches, &loss, &done, &progress, err, sizeof err);
+    if (rc) print_val_error("eval", err, val, data);
+    else {
+        if (batches > done)
+            fprintf(stderr, "note: --batches %d, but %s holds %d batches of %d x %d: evaluated all of them\n", batches,
+                    val, done, B, T);
+        printf("val loss %.4f  perplexity %.3f  (%d batches of %d x %d from %s)\n", loss, exp(loss), done, B, T, val);
+    }
     model_free(m);
     return rc ? 1 : 0;
 }

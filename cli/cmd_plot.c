@@ -14,7 +14,8 @@ typedef struct {
     int n, nv;
 } curves;
 
-// Reads step, loss and val_loss from each line of DIR/metrics.jsonl.
+// Reads step, loss and val_loss from each line of DIR/metrics.jsonl. A loss that was not finite
+// is null there (docs/formats.md): that point is left out, and the count of them is printed.
 static int read_metrics(const char *dir, curves *c) {
     char path[4096], line[8192];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -24,29 +25,37 @@ static int read_metrics(const char *dir, curves *c) {
         fprintf(stderr, "mtac plot: %s\n", err);
         return -1;
     }
-    int cap = 0;
+    int cap = 0, line_no = 0, null_loss = 0, null_val = 0;
     memset(c, 0, sizeof *c);
     while (fgets(line, sizeof line, f)) {
+        line_no++;
         cJSON *o = cJSON_Parse(line);
         const cJSON *st = cJSON_GetObjectItem(o, "step"), *l = cJSON_GetObjectItem(o, "loss"),
                     *v = cJSON_GetObjectItem(o, "val_loss");
-        if (!cJSON_IsNumber(st) || !cJSON_IsNumber(l)) {
+        const char *why = !cJSON_IsObject(o) ? "is not a JSON object" : !cJSON_IsNumber(st) ? "has no number \"step\""
+                          : !cJSON_IsNumber(l) && !cJSON_IsNull(l) ? "has no \"loss\" (a number, or null)" : NULL;
+        if (why) {
             cJSON_Delete(o);
             fclose(f);
-            fprintf(stderr, "mtac plot: %s: a line without step and loss\n", path);
+            fprintf(stderr, "mtac plot: %s: line %d %s\n", path, line_no, why);
             return -1;
         }
-        if (c->n == cap) {
+        if (line_no > cap) {  // each line adds at most one point to each curve
             cap = cap ? 2 * cap : 256;
             c->x = realloc(c->x, cap * sizeof(double)), c->y = realloc(c->y, cap * sizeof(double));
             c->vx = realloc(c->vx, cap * sizeof(double)), c->vy = realloc(c->vy, cap * sizeof(double));
         }
-        c->x[c->n] = st->valuedouble, c->y[c->n++] = l->valuedouble;
+        if (cJSON_IsNumber(l)) c->x[c->n] = st->valuedouble, c->y[c->n++] = l->valuedouble;
+        else null_loss++;
         if (cJSON_IsNumber(v)) c->vx[c->nv] = st->valuedouble, c->vy[c->nv++] = v->valuedouble;
+        else null_val += cJSON_IsNull(v);
         cJSON_Delete(o);
     }
     fclose(f);
-    if (!c->n) fprintf(stderr, "mtac plot: %s is empty\n", path);
+    if (null_loss || null_val)
+        fprintf(stderr, "mtac plot: %s: skipped %d training and %d validation losses that are null (not finite)\n", path,
+                null_loss, null_val);
+    if (!c->n) fprintf(stderr, "mtac plot: %s %s\n", path, line_no ? "holds no finite training loss" : "is empty");
     return c->n ? 0 : -1;
 }
 

@@ -8,20 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char USAGE[] =
     "usage: mtac train [--preset NAME] [--config FILE.json] [--steps N] [--out DIR] [--KEY VALUE ...]\n"
     "       mtac train --resume DIR [--steps N] [--KEY VALUE ...]\n";
 static const char ABOUT[] =
     "Trains a model on token shards made by `mtac data` (train.bin, val.bin in --data), printing a\n"
-    "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss),\n"
-    "DIR/checkpoint.safetensors (weights + optimizer + state, atomic), DIR/model.safetensors and\n"
-    "DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint and stops; --resume continues the\n"
-    "run exactly where it stopped, with DIR's config.json and its model (--preset may not change it);\n"
-    "--steps N there sets a new total, over which a linear or cosine lr schedule is then recomputed\n"
-    "(the lr from the resumed step on follows the stretched schedule). A loss, gradient norm or weight\n"
-    "that becomes NaN or infinite stops the run without saving (exit status 3): the last checkpoint\n"
-    "stays as it was. Under mpirun or srun each process is a rank of one data-parallel run with the\n"
+    "progress line and writing DIR/metrics.jsonl (step, loss, lr, grad_norm, tokens_per_s, val_loss;\n"
+    "null where not finite), DIR/checkpoint.safetensors (weights + optimizer + state, atomic),\n"
+    "DIR/model.safetensors and DIR/config.json. Ctrl-C (SIGINT), SIGTERM or SIGUSR1 saves a checkpoint after the current step\n"
+    "and stops with exit status 128 + the signal (130, 143, 138); a second Ctrl-C quits at once, the\n"
+    "last checkpoint as it was. --resume continues the run exactly where it stopped, with DIR's\n"
+    "config.json and its model (--preset may not change it); --steps N there sets a new total, at least\n"
+    "the run's step, over which a linear or cosine lr schedule is then recomputed (the lr from the\n"
+    "resumed step on follows the stretched schedule). The data directory is recorded as an absolute\n"
+    "path. Every input (shards, --init, the config) is checked before the first step. A loss, gradient\n"
+    "norm or weight that becomes NaN or infinite stops the run without saving (exit status 3): the last\n"
+    "checkpoint stays as it was. Under mpirun or srun each process is a rank of one data-parallel run with the\n"
     "same result (docs/distributed.md):\n"
     "  mpirun -np 2 -x OMP_NUM_THREADS=1 mtac train ... (grad_accum a multiple of the ranks).\n"
     "A config file holds\n"
@@ -130,17 +134,47 @@ static int configure(const train_args *a, train_config *c, int *saved_steps) {
             return 2;
         }
     }
+    // The data directory as an absolute path, so that eval, sample and --resume find it from any
+    // directory (a relative one in config.json was relative to where training ran).
+    char cwd[4096], abs[sizeof cwd + sizeof c->data + 1];
+    if (c->data[0] && c->data[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        snprintf(abs, sizeof abs, "%s/%s", cwd, c->data);
+        if (train_config_set(c, "data", abs, err, sizeof err)) {
+            fprintf(stderr, "mtac train: --data as an absolute path: %s\n", err);
+            return 2;
+        }
+    }
     return cli_default_backend(&c->backend) ? 2 : -1;
 }
 
 static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
+// The first signal asks for a save after the step; the handler is then the default again
+// (SA_RESETHAND), so a second one ends the process at once. The checkpoint on disk is replaced
+// only by a rename of a complete file, so it stays whole whichever moment that is.
+static void on_signal(int sig) {
+    static const char msg[] = "\nmtac train: stopping after this step to save a checkpoint (Ctrl-C again: quit at once, "
+                              "without saving)\n";
+    g_stop = sig;
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) return;
+}
+
+typedef struct {
+    const train_config *c;
+    int saved_steps;  // a resumed run's steps before this call
+} event_view;
 
 // Progress lines (train_run calls this on rank 0 only).
 static void print_event(void *arg, const train_event *e) {
-    const train_config *c = arg;
+    const event_view *v = arg;
+    const train_config *c = v->c;
     switch (e->kind) {
-    case TRAIN_EV_RESUMED: printf("resumed %s at step %d\n", e->path, e->step); break;
+    case TRAIN_EV_RESUMED:
+        printf("resumed %s at step %d\n", e->path, e->step);
+        if (c->steps != v->saved_steps && strcmp(c->schedule, "constant"))
+            printf("note: --steps %d on a run of %d steps: the %s lr schedule is recomputed over %d steps, so from the "
+                   "resumed step on the lr follows the stretched schedule, not the first run's\n",
+                   c->steps, v->saved_steps, c->schedule, c->steps);
+        break;
     case TRAIN_EV_START:
         printf("training %s: %zu parameters, %d steps of %d x %d x %d tokens", c->model.mta ? "MTA" : "baseline",
                e->n_params, c->steps, c->grad_accum, c->batch_size, c->seq_len);
@@ -184,19 +218,17 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     const int rank = dist_rank(d), ranks = dist_size(d);
-    if (resume && rank == 0 && c.steps != saved_steps && strcmp(c.schedule, "constant"))
-        printf("note: --steps %d on a run of %d steps: the %s lr schedule is recomputed over %d steps, so from the "
-               "resumed step on the lr follows the stretched schedule, not the first run's\n",
-               c.steps, saved_steps, c.schedule, c.steps);
     // SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
     // odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
-    const train_hooks hooks = {d, &g_stop, print_event, &c};
+    event_view view = {&c, saved_steps};
+    const train_hooks hooks = {d, &g_stop, print_event, &view};
     int rc = train_run(&c, resume != NULL, &hooks, err, sizeof err);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -220,5 +252,7 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     dist_finalize(d);
-    return 0;
+    // Stopped by a signal (the checkpoint is saved): not finished, so not 0; the shell's status of
+    // a process the signal ended, which `train && eval` and batch schedulers read as interrupted.
+    return g_stop ? 128 + g_stop : 0;
 }

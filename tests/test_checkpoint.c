@@ -3,10 +3,15 @@
 // best_val_loss); the checksum covers the metadata; version-1 files (checksum over the tensors
 // only) still load; no checkpoint holding a NaN or infinite value is written or loaded; a run whose
 // loss, gradients or weights stop being finite stops with TRAIN_NONFINITE and saves nothing.
+// A run flushes subnormal numbers to zero on every thread, OpenBLAS's included.
 #include "data/shard.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/train.h"
+#include "util/fpenv.h"
+
+#include <cblas.h>
+#include <omp.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -345,11 +350,75 @@ static void test_weights_checksum(void **s) {
     model_free(m);
 }
 
+// What the threads of a training run do with subnormal numbers, seen from inside the run (its
+// start event): bad counts the threads or products that kept one.
+typedef struct {
+    int events, bad_threads, threads, bad_gemm;
+} flush_seen;
+
+static void check_flushing(void *arg, const train_event *e) {
+    flush_seen *f = arg;
+    if (e->kind != TRAIN_EV_START) return;
+    f->events++;
+    int bad = 0, threads = 0;
+#pragma omp parallel reduction(+ : bad, threads)
+    {
+        // 2^-100 * 2^-30 = 2^-130 is subnormal: FTZ writes 0. 2^-140 read by DAZ is 0.
+        volatile float a = 0x1p-100f, b = 0x1p-30f, sub = 0x1p-140f;
+        const float prod = a * b, in = sub * 1.0f;
+        bad += !fp_flushing() || prod != 0 || in != 0;
+        threads++;
+    }
+    f->bad_threads = bad, f->threads = threads;
+    // OpenBLAS (its OpenMP build) on the OpenMP threads: C = A B with A all 2^-140 (subnormal)
+    // and B all 2^20. Each product, 2^-120, is normal, and so is each sum, 256 * 2^-120: only DAZ
+    // (A read as 0) makes C exactly 0. 256^3 multiply-adds: enough for OpenBLAS to use its threads.
+    enum { M = 256 };
+    float *A = malloc(sizeof(float) * M * M), *B = malloc(sizeof(float) * M * M), *C = calloc((size_t)M * M, sizeof(float));
+    assert_non_null(A);
+    assert_non_null(B);
+    assert_non_null(C);
+    for (int i = 0; i < M * M; i++) A[i] = 0x1p-140f, B[i] = 0x1p20f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, M, M, 1.0f, A, M, B, M, 0.0f, C, M);
+    for (int i = 0; i < M * M; i++) f->bad_gemm += C[i] != 0;
+    free(A), free(B), free(C);
+}
+
+// A run turns flushing on in every thread (checked from inside it) and restores the caller's
+// setting when it returns.
+static void test_flushes_subnormals(void **s) {
+    (void)s;
+    char err[512];
+    train_config c;
+    config(&c, 3);
+    snprintf(c.out, sizeof c.out, "%s/ftz", dir);
+    const int was = fp_flushing();
+    // Off in every thread of the pool first (they exist already, and keep their mode between
+    // regions), so that only the run can have turned it on in them.
+#pragma omp parallel
+    fp_mode_set(fp_mode_get() & ~(unsigned)FP_FLUSH_BITS);
+    fp_mode_set(fp_mode_get() & ~(unsigned)FP_FLUSH_BITS);
+    flush_seen f = {0};
+    const train_hooks h = {NULL, NULL, check_flushing, &f};
+    assert_int_equal(train_run(&c, 0, &h, err, sizeof err), 0);
+    assert_int_equal(f.events, 1);
+    if (FP_FLUSH_BITS) {
+        assert_true(f.threads >= 1);
+        assert_int_equal(f.bad_threads, 0);
+        assert_int_equal(f.bad_gemm, 0);
+    }
+    int on = 0;
+#pragma omp parallel reduction(+ : on)
+    on += fp_flushing();
+    assert_int_equal(on, 0);
+    fp_flush_subnormals(was);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata_checked), cmocka_unit_test(test_version1_loads),
         cmocka_unit_test(test_nonfinite_load), cmocka_unit_test(test_checksum_covers_metadata),
         cmocka_unit_test(test_save_refuses_nonfinite), cmocka_unit_test(test_divergence_stops),
-        cmocka_unit_test(test_weights_checksum)};
+        cmocka_unit_test(test_weights_checksum), cmocka_unit_test(test_flushes_subnormals)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

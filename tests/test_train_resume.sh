@@ -102,8 +102,11 @@ interrupt_and_resume() {
     done_at=$(steps_done "$dir")
     if [ "$done_at" -ge 300 ]; then
         bad "the $sig run finished before the signal; nothing was interrupted"
-    elif [ "$sig" = INT ]; then
-        [ $rc -eq 0 ] && grep -q "checkpoint saved" "$dir.log" && ok || bad "SIGINT should save and exit 0 (rc $rc)"
+    elif [ "$sig" != KILL ]; then
+        # saved, then the exit status of a process the signal ended: 128 + 2 (INT), 128 + 15 (TERM)
+        local want=$((128 + $(kill -l "$sig")))
+        [ $rc -eq $want ] && grep -q "checkpoint saved: continue with --resume $dir" "$dir.log" && ok ||
+            bad "SIG$sig should save, say how to resume and exit $want (rc $rc): $(cat "$dir.log")"
     fi
     train --resume "$dir" > "$dir.log2" 2>&1 || { bad "resume after $sig: $(tail -2 "$dir.log2")"; return; }
     cmp -s "$tmp/a/model.safetensors" "$dir/model.safetensors" && ok || bad "weights after $sig + resume differ"
@@ -111,6 +114,7 @@ interrupt_and_resume() {
 }
 interrupt_and_resume KILL "$tmp/k"
 interrupt_and_resume INT "$tmp/i"
+interrupt_and_resume TERM "$tmp/t"
 
 # A corrupt or truncated checkpoint is refused with a clear message, and is not overwritten.
 cp "$tmp/a/checkpoint.safetensors" "$tmp/good.safetensors"
@@ -151,13 +155,21 @@ out=$("$MTAC" train --data "$long" 2>&1); rc=$?
 out=$(train --resume "$tmp/$(printf './%.0s' $(seq 300))k" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "value too long" && ok || bad "long --resume: rc $rc, $out"
 # What training accepts, it writes into config.json in a form it reads back: the extremes of the
-# floats and the seed survive eval, sample and --resume.
+# floats (the smallest normal float32: training flushes subnormal ones to 0) and the seed survive
+# eval, sample and --resume.
 cat > "$tmp/edge.json" <<'JSON'
 {"steps": 2, "batch_size": 2, "seq_len": 8, "warmup": 0, "eval_batches": 1, "seed": 9007199254740991,
- "lr": 1e-45, "min_lr": 0, "eps": 1e-45, "beta1": 0, "beta2": 0.999999, "clip": 1e9, "weight_decay": 10,
+ "lr": 1.1754943508222875e-38, "min_lr": 0, "eps": 1.1754943508222875e-38, "beta1": 0, "beta2": 0.999999, "clip": 1e9,
+ "weight_decay": 10,
  "model": {"dim": 8, "n_layers": 1, "n_heads": 2, "vocab_size": 259, "rope_theta": 3.4028234663852886e38,
-           "norm_eps": 1e-45, "attn_dropout": 0.99999994}}
+           "norm_eps": 1.1754943508222875e-38, "attn_dropout": 0.99999994}}
 JSON
+# a subnormal float32 is refused, from a flag or a file (it would act as 0)
+out=$("$MTAC" train --eps 1e-45 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "eps: '1e-45' is below the smallest normal float32" && ok || bad "--eps 1e-45: rc $rc, $out"
+sed 's/"norm_eps": 1.1754943508222875e-38/"norm_eps": 1e-45/' "$tmp/edge.json" > "$tmp/sub.json"
+out=$("$MTAC" train --config "$tmp/sub.json" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "norm_eps 1.4013e-45 is below the smallest normal" && ok || bad "norm_eps 1e-45: rc $rc, $out"
 edge() { OMP_NUM_THREADS=1 "$MTAC" train --data "$tmp/data" "$@"; }
 out=$(edge --config "$tmp/edge.json" --out "$tmp/edge" 2>&1) && ok || bad "edge-value run: $out"
 out=$("$MTAC" eval --run "$tmp/edge" --batches 1 2>&1) && ok || bad "eval of the edge-value run: $out"
@@ -246,6 +258,99 @@ g2=$("$MTAC" sample --run "$tmp/dm" --prompt "And " --tokens 60 --temperature 0 
 OMP_NUM_THREADS=1 "$MTAC" train --config "$tmp/base.json" --data "$tmp/pdata" --doc-mask --out "$tmp/dm-base" --steps 5 > /dev/null 2>&1 || bad "doc_mask baseline run"
 out=$("$MTAC" convert --add-mta --run "$tmp/dm-base" --out "$tmp/dm-retro" 2>&1) || bad "convert of a doc_mask run: $out"
 grep -q '"doc_mask":[[:space:]]*1,' "$tmp/dm-retro/config.json" && ok || bad "converted doc_mask config lost doc_mask"
+
+# ---- issue 42, rows 2, 3, 5, 6, 8, 9, 12 (train-robust) -------------------------------------
+# Row 2: a data directory without val.bin (or with a directory there) is refused before the
+# first step (it used to train to the first evaluation and stop there, nothing saved).
+mkdir -p "$tmp/noval" && cp "$tmp/data/train.bin" "$tmp/noval/"
+out=$(train --data "$tmp/noval" --out "$tmp/nv" --steps 60 --eval_every 50 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "noval/val.bin.*--data" && [ ! -s "$tmp/nv/metrics.jsonl" ] && ok ||
+    bad "missing val.bin: rc $rc, $(steps_done "$tmp/nv") steps done, $out"
+mkdir "$tmp/noval/val.bin"
+out=$(train --data "$tmp/noval" --out "$tmp/nv2" --steps 60 --eval_every 50 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "not a regular file" && [ ! -s "$tmp/nv2/metrics.jsonl" ] && ok ||
+    bad "val.bin a directory: rc $rc, $out"
+# ... and one that goes bad during the run fails that step's evaluation: the step is saved and the
+# run resumes from it once val.bin is back (slow steps: grad_accum 20, so the swap comes first).
+cp -r "$tmp/data" "$tmp/vdata"
+OMP_NUM_THREADS=1 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/vdata" --out "$tmp/vb" --grad_accum 20 \
+    --steps 60 --eval_every 50 --save_every 0 > "$tmp/vb.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 1000); do [ "$(steps_done "$tmp/vb")" -ge 3 ] && break; sleep 0.01; done
+mv "$tmp/vdata/val.bin" "$tmp/val.keep" && printf 'garbage' > "$tmp/vdata/val.bin"
+wait $pid; rc=$?
+mv "$tmp/val.keep" "$tmp/vdata/val.bin"
+[ $rc -eq 1 ] && grep -q "step 50 is saved: continue with --resume" "$tmp/vb.log" && ok || bad "val.bin gone bad: rc $rc, $(cat "$tmp/vb.log")"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/vb" 2>&1) && echo "$out" | grep -q "resumed .* at step 50" &&
+    [ "$(losses "$tmp/vb" | cut -d' ' -f1 | tr '\n' ' ')" = "$(seq -s ' ' 60) " ] && ok ||
+    bad "resume after a failed evaluation (metrics of steps $(losses "$tmp/vb" | cut -d' ' -f1 | tr '\n' ' ')): $out"
+
+# Row 3: metrics.jsonl is JSON even when a number is not finite (lr 10: the first validation
+# loss is above 1000, its perplexity e^1000 overflows): null, and mtac plot skips it, saying so.
+train --out "$tmp/inf" --lr 10 --schedule constant --warmup 0 --eval_every 1 --steps 3 > /dev/null 2>&1
+grep -q '"val_ppl":null' "$tmp/inf/metrics.jsonl" && ! grep -qi 'inf\|nan' "$tmp/inf/metrics.jsonl" && ok ||
+    bad "non-finite metrics: $(head -2 "$tmp/inf/metrics.jsonl")"
+mkdir -p "$tmp/nul" && printf '%s\n' '{"step":1,"loss":null,"val_loss":null}' '{"step":2,"loss":3.5}' \
+    '{"step":3,"loss":3,"val_loss":3.2}' > "$tmp/nul/metrics.jsonl"
+out=$("$MTAC" plot --out "$tmp/nul.png" "$tmp/inf" "$tmp/nul" 2>&1) &&
+    echo "$out" | grep -q "nul/metrics.jsonl: skipped 1 training and 1 validation losses that are null" && ok || bad "plot of nulls: $out"
+echo '{"loss":1}' >> "$tmp/nul/metrics.jsonl"
+out=$("$MTAC" plot --out "$tmp/nul.png" "$tmp/nul" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q 'line 4 has no number "step"' && ok || bad "plot, a line without step: rc $rc, $out"
+
+# Row 5: a second Ctrl-C ends the run at once, mid-step, without saving: the checkpoint stays
+# byte for byte (steps of 3000 micro-batches, seconds each, so the first signal's step is still
+# running; bounded waits).
+train --out "$tmp/c2" --steps 1 --schedule constant > /dev/null || bad "run of 1 step"
+cp "$tmp/c2/checkpoint.safetensors" "$tmp/c2.ckpt"
+OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/c2" --steps 100 --grad_accum 3000 > "$tmp/c2.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 1000); do grep -q "^training" "$tmp/c2.log" && break; sleep 0.01; done
+kill -INT $pid
+for _ in $(seq 1 500); do grep -q "stopping after this step" "$tmp/c2.log" && break; sleep 0.01; done
+kill -INT $pid
+for _ in $(seq 1 1000); do kill -0 $pid 2>/dev/null || break; sleep 0.01; done
+kill -KILL $pid 2>/dev/null && bad "still running 10 s after the second SIGINT"
+wait $pid; rc=$?
+[ $rc -eq 130 ] && ! grep -q "checkpoint saved" "$tmp/c2.log" && cmp -s "$tmp/c2.ckpt" "$tmp/c2/checkpoint.safetensors" && ok ||
+    bad "second SIGINT: rc $rc, $(cat "$tmp/c2.log")"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/c2" --steps 2 2>&1) && ok || bad "resume after a second SIGINT: $out"
+
+# Row 6: --steps below the run's step is refused, config.json untouched.
+cp "$tmp/c2/config.json" "$tmp/c2.cfg"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/c2" --steps 1 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "steps 1 is below the run's step 2" && ! echo "$out" | grep -q "^training\|note:" &&
+    cmp -s "$tmp/c2.cfg" "$tmp/c2/config.json" && ok || bad "--steps below the run's step: rc $rc, $out"
+
+# Row 8: eval says how many batches it evaluated; --batches all is the whole set; progress on stderr.
+nb=$(sed -nE 's/.*\(([0-9]+) batches.*/\1/p' <<< "$("$MTAC" eval --run "$tmp/a" --batches all 2>/dev/null)")
+out=$("$MTAC" eval --run "$tmp/a" --batches 100000 2>&1)
+[ -n "$nb" ] && [ "$nb" -lt 100000 ] && echo "$out" | grep -q "($nb batches of 4 x 32" && echo "$out" | grep -q "batch $nb/$nb" &&
+    echo "$out" | grep -q "holds $nb batches" && ok || bad "eval --batches past the end ($nb): $out"
+out=$("$MTAC" eval --run "$tmp/a" --batches 2 2>/dev/null) && echo "$out" | grep -q "(2 batches" && ok || bad "eval --batches 2: $out"
+out=$("$MTAC" eval --run "$tmp/a" --batches some 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "positive integer or 'all'" && ok || bad "eval --batches some: rc $rc, $out"
+
+# Row 9: a run trained with a relative --data is evaluated and resumed from another directory;
+# one whose data is gone says to give --data.
+(cd "$tmp" && OMP_NUM_THREADS=1 "$MTAC" train --config cfg.json --data data --out rel --steps 2 --schedule constant > /dev/null) || bad "relative --data"
+out=$(cd / && "$MTAC" eval --run "$tmp/rel" --batches 1 2>&1) && ok || bad "eval from another directory: $out"
+out=$(cd / && OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/rel" --steps 3 2>&1) && ok || bad "resume from another directory: $out"
+cp -r "$tmp/data" "$tmp/gone"
+train --data "$tmp/gone" --out "$tmp/g" --steps 2 --schedule constant > /dev/null || bad "run on a copy"
+rm -r "$tmp/gone"
+out=$("$MTAC" eval --run "$tmp/g" --batches 1 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "give --data DIR" && ok || bad "eval, data gone: rc $rc, $out"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --resume "$tmp/g" --steps 3 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "gone/train.bin.*--data" && ok || bad "resume, data gone: rc $rc, $out"
+
+# Row 12: a vocabulary smaller than the shards' tokens is refused before the first step, naming
+# vocab_size and the file.
+sed 's/"vocab_size": 259/"vocab_size": 100/' "$tmp/cfg.json" > "$tmp/v100.json"
+out=$(OMP_NUM_THREADS=1 "$MTAC" train --config "$tmp/v100.json" --data "$tmp/data" --out "$tmp/v100" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "data/train.bin holds token [0-9]* (at [0-9]*), but the model's vocab_size is 100" &&
+    [ ! -s "$tmp/v100/metrics.jsonl" ] && ok || bad "vocab_size 100: rc $rc, $out"
+# ---- end of issue 42 (train-robust) ----------------------------------------------------------
 
 head -c 100 "$tmp/data/train.bin" > "$tmp/data/val.bin"
 out=$(train --out "$tmp/z" --steps 10 2>&1); rc=$?

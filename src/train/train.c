@@ -12,6 +12,7 @@
 #include "io/fsutil.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
+#include "util/fpenv.h"
 #include "util/rng.h"
 
 #include <ctype.h>
@@ -41,7 +42,20 @@ static int *alloc_batch(int B, int T, char *err, size_t n) {
     return tok;
 }
 
-int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n) {
+int train_check_vocab(const shard *s, const char *path, int vocab_size, char *err, size_t n) {
+    uint32_t max = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->tokens[i] > max) max = s->tokens[i], at = i;
+    if (s->n && max >= (uint32_t)vocab_size)
+        return errmsg(err, n, "%s holds token %" PRIu32 " (at %zu), but the model's vocab_size is %d: every token must be "
+                      "below vocab_size (byte shards from mtac data need vocab_size >= %" PRIu32 ")", path, max, at,
+                      vocab_size, max + 1);
+    return 0;
+}
+
+int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, int *done,
+                    const train_eval_progress *progress, char *err, size_t n) {
     if (train_check_batch_shape(B, T, err, n) || model_reserve(m, B, T, err, n)) return -1;
     int *tok = alloc_batch(B, T, err, n);
     if (!tok) return -1;
@@ -51,22 +65,28 @@ int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, 
         free(tok);
         return -1;
     }
-    double total = 0;
+    int rc = train_check_vocab(&dl.s, val_path, model_cfg(m)->vocab_size, err, n);
+    // the batches there are: ceil(windows / B); fewer when nbatches asks for fewer
+    const size_t have = (dataloader_seq_windows(&dl) + (size_t)B - 1) / (size_t)B;
+    const int total = nbatches > 0 && (size_t)nbatches < have ? nbatches : have > INT_MAX ? INT_MAX : (int)have;
+    double sum = 0;
     long count = 0;
-    int rc = 0;
+    int b = 0;
     model_set_training(m, 0, 0);
     // The shard in order from its start, each token a target once, until nbatches or its end;
     // batch means are weighted by their number of targets.
-    for (int b = 0; b < nbatches && dataloader_next_seq(&dl, tok, tgt) > 0; b++) {
+    for (; !rc && b < total && dataloader_next_seq(&dl, tok, tgt) > 0; b++) {
         float l;
         if ((rc = model_forward(m, tok, tgt, B, T, &l, err, n))) break;
         long valid = 0;
         for (size_t i = 0; i < (size_t)B * T; i++) valid += tgt[i] >= 0;
-        total += (double)l * valid, count += valid;
+        sum += (double)l * valid, count += valid;
+        if (progress && progress->fn) progress->fn(progress->arg, b + 1, total);
     }
     free(tok);
     dataloader_close(&dl);
-    if (!rc) *loss = count ? total / count : NAN;
+    if (!rc) *loss = count ? sum / count : NAN;
+    if (!rc && done) *done = b;
     return rc;
 }
 
@@ -181,6 +201,33 @@ static int read_train_state(const char *path, const st_file *f, int *step, adamw
 
 // ---- the run ----------------------------------------------------------------------------------
 
+// One "key":value of a metrics.jsonl line: JSON has no NaN or infinity, so those are null.
+static void metric(FILE *f, const char *key, const char *fmt, double x) {
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(x)) fprintf(f, fmt, x);
+    else fputs("null", f);
+}
+
+// A shard of the data directory that cannot be read: say where its path came from.
+static int data_error(const train_config *c, char *err, size_t n) {
+    const size_t len = err && n ? strlen(err) : n;
+    if (len + 1 < n)
+        snprintf(err + len, n - len, " (the data directory '%s', from --data or the run's config.json)", c->data);
+    return TRAIN_ERROR;
+}
+
+// Everything the run will read, checked before its first step: the training shard (open in dl),
+// the validation shard (rank 0 evaluates), both against the model's vocabulary.
+static int check_inputs(const train_config *c, const run_paths *p, const dataloader *dl, int lead, char *err, size_t n) {
+    if (train_check_vocab(&dl->s, p->train_bin, c->model.vocab_size, err, n)) return TRAIN_ERROR;
+    if (!lead) return 0;
+    dataloader val;
+    if (dataloader_open(&val, p->val_bin, c->batch_size, c->seq_len, 0, err, n)) return data_error(c, err, n);
+    const int rc = train_check_vocab(&val.s, p->val_bin, c->model.vocab_size, err, n);
+    dataloader_close(&val);
+    return rc ? TRAIN_ERROR : 0;
+}
+
 // The training data: windows of the training shard, a fraction of them holding a long-context
 // task example whose haystack is the same shard (never the validation text).
 typedef struct {
@@ -223,6 +270,22 @@ static void emit(const train_hooks *h, int lead, const train_event *e) {
     if (lead && h->on_event) h->on_event(h->arg, e);
 }
 
+// After a failure that follows a complete step (rank 0's evaluation): every rank gathers the
+// moments, rank 0 saves that step, and err says so. TRAIN_ERROR.
+static int save_after_failure(const train_config *c, const run_paths *p, trainer *tr, int lead, model *m,
+                              const adamw *opt, int step, const dataloader *dl, double best_val, char *err, size_t n) {
+    trainer_gather_moments(tr);
+    if (!lead) return errmsg(err, n, "rank 0's evaluation failed after step %d", step);
+    char e2[512];
+    const int bad = save_all(c, p, m, opt, step, dl, best_val, e2, sizeof e2);
+    const size_t len = err && n ? strlen(err) : n;
+    if (len + 1 < n) {
+        if (bad) snprintf(err + len, n - len, "; saving step %d failed too: %s", step, e2);
+        else snprintf(err + len, n - len, "; step %d is saved: continue with --resume %s", step, c->out);
+    }
+    return TRAIN_ERROR;
+}
+
 // The training state rank 0 read from a checkpoint, for the others.
 typedef struct {
     int start;
@@ -260,8 +323,11 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         }
     }
 
+    // Subnormals flushed for the whole run (fpenv.h), on every thread; the caller's setting back at the end.
+    const int was_flushing = fp_flush_subnormals(1);
     model *m = model_create(&c->model, err, n);
     if (!m) {
+        if (!was_flushing) fp_flush_subnormals(0);
         free(cfg);
         return TRAIN_ERROR;
     }
@@ -276,13 +342,19 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     dataloader dl;
     int dl_open = 0, rc = TRAIN_ERROR;
     if (adamw_init_range(&opt, lo, hi, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
+        if (!was_flushing) fp_flush_subnormals(0);
         model_free(m);
         free(cfg);
         return errmsg(err, n, "out of memory for the optimizer");
     }
     // the activations first: they are far larger than anything else a rank holds per token
-    if (model_reserve(m, B, T, err, n) || dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n)) goto out;
+    if (model_reserve(m, B, T, err, n)) goto out;
+    if (dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n)) {
+        data_error(c, err, n);
+        goto out;
+    }
     dl_open = 1;
+    if (check_inputs(c, &p, &dl, lead, err, n)) goto out;
     train_source src = {&dl, c, {0}};
     int min_T;
     if (lc_mix_parse(c->mix_tasks, c->mix_loss, &src.mix, &min_T, err, n)) goto out;
@@ -296,6 +368,13 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
             int bad = read_train_state(p.ckpt, &f, &rs.start, &opt, &dl, &rs.best_val, err, n);
             st_free(&f);
             if (bad) goto out;
+            // The run is at rs.start: fewer steps in all would leave nothing to do, and config.json
+            // would then claim a total the checkpoint has already passed.
+            if (c->steps < rs.start) {
+                errmsg(err, n, "--steps %d is below the run's step %d (%s): give --steps %d or more to continue it",
+                       c->steps, rs.start, p.ckpt, rs.start);
+                goto out;
+            }
             rs.data_state = dl.state;
             truncate_metrics(p.metrics, rs.start);
         }
@@ -336,14 +415,15 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         tokens_done += step_tokens;
         double val = NAN;
         const int evaluate = (c->eval_every && s1 % c->eval_every == 0) || s1 == c->steps;
-        // control[0]: a rank was asked to stop; control[1]: rank 0's validation loss is not finite
-        double control[2] = {h->stop && *h->stop, 0};
+        // control[0]: a rank was asked to stop; control[1]: rank 0's validation loss is not finite;
+        // control[2]: rank 0's evaluation failed
+        double control[3] = {h->stop && *h->stop, 0, 0};
         if (lead && evaluate) {
-            if ((rc = train_eval_loss(m, p.val_bin, B, T, c->eval_batches, &val, err, n))) break;
-            control[1] = !isfinite(val);
+            if (train_eval_loss(m, p.val_bin, B, T, c->eval_batches, &val, NULL, NULL, err, n)) control[2] = 1;
+            else control[1] = !isfinite(val);
             if (isfinite(val) && val < best_val) best_val = val;
         }
-        dist_allreduce_sum(d, control, 2);
+        dist_allreduce_sum(d, control, 3);
         if (control[1]) {
             rc = TRAIN_NONFINITE;
             if (lead) errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s1, val, st.loss);
@@ -352,11 +432,20 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         }
         stop = control[0] > 0;
         if (lead) {
-            fprintf(mf, "{\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.4f,\"tokens_per_s\":%.1f", s1, st.loss, lr,
-                    st.grad_norm, tps);
-            if (!isnan(val)) fprintf(mf, ",\"val_loss\":%.6f,\"val_ppl\":%.4f", val, exp(val));
+            fprintf(mf, "{\"step\":%d", s1);
+            metric(mf, "loss", "%.6f", st.loss);
+            metric(mf, "lr", "%.6g", lr);
+            metric(mf, "grad_norm", "%.4f", st.grad_norm);
+            metric(mf, "tokens_per_s", "%.1f", tps);
+            if (!isnan(val)) metric(mf, "val_loss", "%.6f", val), metric(mf, "val_ppl", "%.4f", exp(val));
             fprintf(mf, "}\n");
             fflush(mf);
+        }
+        if (control[2]) {
+            // The step itself is done and sound (its metrics line written): keep it, so that the
+            // run resumes from here.
+            rc = save_after_failure(c, &p, tr, lead, m, &opt, s1, &dl, best_val, err, n);
+            break;
         }
         if (s1 % c->log_every == 0 || s1 == c->steps || evaluate) {
             // the ranks' weights are identical by construction: check it at each progress line
@@ -393,5 +482,6 @@ out:
     adamw_free(&opt);
     model_free(m);
     free(cfg);
+    if (!was_flushing) fp_flush_subnormals(0);
     return rc;
 }

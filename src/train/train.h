@@ -3,6 +3,7 @@
 #ifndef MTAC_TRAIN_H
 #define MTAC_TRAIN_H
 
+#include "data/shard.h"
 #include "dist/dist.h"
 #include "model/model.h"
 #include "train/step.h"
@@ -97,7 +98,20 @@ int train_run(const train_config *c, int resume, const train_hooks *h, char *err
 // model.safetensors weights. NULL with a message on failure.
 model *train_open_run(const char *run, train_config *c, char *err, size_t n);
 
-// Mean loss over the validation shard in nbatches sequential windows of (B, T).
-int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, char *err, size_t n);
+// Progress of an evaluation: fn(arg, batches done, batches in all) after each batch.
+typedef struct {
+    void (*fn)(void *arg, int done, int total);
+    void *arg;
+} train_eval_progress;
+
+// Mean loss over the validation shard in sequential windows of (B, T): its first nbatches
+// batches, or all of it when nbatches <= 0 or it holds fewer. *done (when non-NULL): the batches
+// evaluated. Refuses a shard holding a token >= the model's vocab_size (train_check_vocab).
+int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, double *loss, int *done,
+                    const train_eval_progress *progress, char *err, size_t n);
+
+// 0 when every token of the shard read from path is below vocab_size, else -1 with a message
+// naming the file, the token and vocab_size.
+int train_check_vocab(const shard *s, const char *path, int vocab_size, char *err, size_t n);
 
 #endif

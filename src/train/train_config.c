@@ -110,9 +110,11 @@ int train_config_set(train_config *c, const char *key, const char *value, char *
     if ((k->type == K_INT || k->type == K_LLONG) && (underflow || x != floor(x)))
         return errmsg(err, n, "%s: expected an integer, got '%s'", k->name, value);
     // The run holds floats (and config.json records them): a non-zero value must not silently
-    // become 0. (None overflows: every range ends far below FLT_MAX.)
-    if (k->type == K_FLOAT && (underflow || (x != 0 && (float)x == 0)))
-        return errmsg(err, n, "%s: '%s' is too small for a float32 (it would become 0)", k->name, value);
+    // become 0, as a float32 or as a subnormal one, which training flushes to 0 (util/fpenv.h).
+    // (None overflows: every range ends far below FLT_MAX.)
+    if (k->type == K_FLOAT && (underflow || (x != 0 && fabs(x) < FLT_MIN)))
+        return errmsg(err, n, "%s: '%s' is below the smallest normal float32 (%.9g): training flushes smaller numbers "
+                      "to 0", k->name, value, FLT_MIN);
     if (k->type == K_INT) *(int *)base = (int)x;
     else if (k->type == K_LLONG) *(long long *)base = (long long)x;
     else *(float *)base = (float)x;
@@ -181,6 +183,13 @@ int train_config_finish(train_config *c, char *err, size_t n) {
         return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
     if (model_config_check(&c->model, inner, sizeof inner)) return errmsg(err, n, "model: %s", inner);
+    // Training flushes subnormal numbers to 0 (util/fpenv.h): a model float must be 0 or normal.
+    const float mf[] = {c->model.norm_eps, c->model.rope_theta, c->model.attn_dropout};
+    static const char *const mf_name[] = {"norm_eps", "rope_theta", "attn_dropout"};
+    for (int i = 0; i < 3; i++)
+        if (mf[i] != 0 && fabsf(mf[i]) < FLT_MIN)
+            return errmsg(err, n, "model: %s %g is below the smallest normal float32 (%.9g): training flushes smaller "
+                          "numbers to 0", mf_name[i], mf[i], FLT_MIN);
     if (train_check_batch_shape(c->batch_size, c->seq_len, inner, sizeof inner)) return errmsg(err, n, "%s", inner);
     // Named as the user writes them (flags and config keys alike), which lr_schedule_init cannot.
     if (strcmp(c->schedule, "constant") && c->steps < c->warmup)
