@@ -106,6 +106,9 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which);
 // a missing term moves a tensor by a fraction of its size, thousands of times more.
 enum { TU_ROUNDING_STEPS = 32 };
 double tu_rounding_noise(const tu_case *r, uint64_t seed);
+// A copy of r's problem (config, documents) with every input, dout and parameter multiplied by
+// 1 + u x as tu_rounding_noise does, not yet run; NULL when out of memory.
+tu_case *tu_case_perturbed(const tu_case *r, uint64_t seed);
 double tu_rounding_bound(double noise);
 // tu_rel_diff(a, r) over tu_rounding_bound(tu_rounding_noise(r, seed)): > 1 fails (+INFINITY on
 // a NaN); *which (when not NULL) names the worst tensor.
