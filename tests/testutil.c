@@ -21,6 +21,13 @@ float tu_randn(uint64_t *s) {
 
 double tu_worst(double worst, double e) { return isfinite(worst) && isfinite(e) ? fmax(worst, e) : INFINITY; }
 
+double tu_gamma(double n) { return n * 0x1p-24 / (1 - n * 0x1p-24); }
+
+double tu_sum_ratio(double got, double ref, double abs, double n) {
+    const double e = fabs(got - ref);
+    return e == 0 ? 0 : e < INFINITY ? e / (tu_gamma(n) * abs) : INFINITY;
+}
+
 int tu_close(double a, double b, double atol, double rtol) {
     return isfinite(a) && isfinite(b) && fabs(a - b) <= atol + rtol * fabs(b);
 }

@@ -54,6 +54,15 @@ double tu_worst(double worst, double e);
 // as !(err <= tol)): `if (fabs(a - b) > tol) fail` passes a NaN.
 int tu_close(double a, double b, double atol, double rtol);
 
+// gamma_n = n u / (1 - n u), u = 2^-24: a float32 sum of n products (a dot product) in any order,
+// with or without FMAs, is within gamma_n * sum|products| of the exact sum (Higham, Accuracy and
+// Stability of Numerical Algorithms, 2nd ed., section 3.1). A worst case, so a bound on any
+// machine; a wrong index or a missing term is off by a whole term, n u times the bound's scale.
+double tu_gamma(double n);
+// |got - ref| over gamma_n * abs (abs: the sum of the |products|, ref the exact sum, both in
+// double): > 1 fails; 0 when got == ref; +INFINITY for a NaN or an infinity.
+double tu_sum_ratio(double got, double ref, double abs, double n);
+
 // The backend the operator and model tests run on: MTAC_BACKEND (fused or reference; CTest's
 // *_reference variants set it), else fused. The library itself reads no environment variable.
 mta_backend tu_backend(void);
