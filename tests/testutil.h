@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // A whole operator problem: inputs, parameters, outputs and gradients, in one allocation.
 typedef struct {
     mta_config cfg;
@@ -128,5 +132,9 @@ double tu_rounding_check(const tu_case *a, const tu_case *r, uint64_t seed, cons
 // attention with every step.
 enum { TU_NVARIANTS = 16 };
 mta_config tu_variant(int k);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
