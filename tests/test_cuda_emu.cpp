@@ -9,6 +9,7 @@
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
 #include "cuda_emu_wmma.cuh"
+#include "testutil.h"
 
 #include <initializer_list>
 #include <math.h>
@@ -240,15 +241,18 @@ static void test_runtime_memory(void **s) {
 // ---- cuBLAS ----
 
 // C = alpha op(A) op(B) + beta C, column-major, in double.
+// The exact entry (r, col) of alpha op(A) op(B) + beta c, and in *abs the sum of its terms' |values|.
 static double ref_entry(int ta, int tb, int k, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                        float c, int r, int col) {
-    double sum = 0;
+                        float c, int r, int col, double *abs) {
+    double sum = 0, sa = 0;
     for (int x = 0; x < k; x++) {
         const double a = ta ? A[r * lda + x] : A[x * lda + r];
         const double b = tb ? B[x * ldb + col] : B[col * ldb + x];
-        sum += a * b;
+        sum += a * b, sa += fabs(a * b);
     }
-    return alpha * sum + (beta == 0.0f ? 0.0 : beta * (double)c);
+    const double cb = beta == 0.0f ? 0.0 : beta * (double)c;
+    *abs = fabs(alpha) * sa + fabs(cb);
+    return alpha * sum + cb;
 }
 
 static void test_cublas_sgemm_strided_batched(void **s) {
@@ -284,8 +288,12 @@ static void test_cublas_sgemm_strided_batched(void **s) {
                                 assert_true(memcmp(&hC[at], &c0[at], sizeof(float)) == 0);
                                 continue;
                             }
-                            const double want = ref_entry(ta, tb, k, alpha, hA + b * sA, lda, hB + b * sB, ldb, beta, c0[at], row, col);
-                            assert_true(fabs(hC[at] - want) <= 1e-5 * (1 + fabs(want)));
+                            double abs;
+                            const double want =
+                                ref_entry(ta, tb, k, alpha, hA + b * sA, lda, hB + b * sB, ldb, beta, c0[at], row, col, &abs);
+                            // a float32 sum of k products, alpha's product and beta's sum: within
+                            // gamma_{k+2} of the |terms| (tu_sum_ratio)
+                            assert_true(tu_sum_ratio(hC[at], want, abs, k + 2) <= 1);
                         }
             }
     const float one = 1.0f;

@@ -21,6 +21,13 @@ float tu_randn(uint64_t *s) {
 
 double tu_worst(double worst, double e) { return isfinite(worst) && isfinite(e) ? fmax(worst, e) : INFINITY; }
 
+double tu_gamma(double n) { return n * 0x1p-24 / (1 - n * 0x1p-24); }
+
+double tu_sum_ratio(double got, double ref, double abs, double n) {
+    const double e = fabs(got - ref);
+    return e == 0 ? 0 : e < INFINITY ? e / (tu_gamma(n) * abs) : INFINITY;
+}
+
 int tu_close(double a, double b, double atol, double rtol) {
     return isfinite(a) && isfinite(b) && fabs(a - b) <= atol + rtol * fabs(b);
 }
@@ -281,9 +288,9 @@ static void perturb(float *x, size_t n, uint64_t *s) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(x[i] * (1.0 + 0x1p-24 * (2 * uniform(s) - 1)));
 }
 
-double tu_rounding_noise(const tu_case *r, uint64_t seed) {
+tu_case *tu_case_perturbed(const tu_case *r, uint64_t seed) {
     tu_case *p = tu_case_new(&r->cfg, 1, 1.0f, 0.0f);
-    if (!p) return INFINITY;  // fails every check, loudly
+    if (!p) return NULL;
     // r's inputs and parameters: its memory before the parameters' gradients (q, k, v, dout, the
     // outputs the run overwrites, the parameters and the document ids)
     memcpy(p->mem, r->mem, r->ngrad * sizeof(float));
@@ -291,6 +298,12 @@ double tu_rounding_noise(const tu_case *r, uint64_t seed) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 7;
     perturb(p->q, 4 * p->n, &s);  // q, k, v, dout
     for (int i = 0; i < MTA_N_PARAMS; i++) perturb(p->w[i], p->wn[i], &s);
+    return p;
+}
+
+double tu_rounding_noise(const tu_case *r, uint64_t seed) {
+    tu_case *p = tu_case_perturbed(r, seed);
+    if (!p) return INFINITY;  // fails every check, loudly
     const double noise = tu_case_train(p, NULL) ? INFINITY : tu_rel_diff(p, r, NULL);
     tu_case_free(p);
     return noise;

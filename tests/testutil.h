@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 // A whole operator problem: inputs, parameters, outputs and gradients, in one allocation.
 typedef struct {
     mta_config cfg;
@@ -53,6 +57,15 @@ double tu_worst(double worst, double e);
 // 1 when a and b are finite and |a - b| <= atol + rtol * |b|. Write tolerance checks with it (or
 // as !(err <= tol)): `if (fabs(a - b) > tol) fail` passes a NaN.
 int tu_close(double a, double b, double atol, double rtol);
+
+// gamma_n = n u / (1 - n u), u = 2^-24: a float32 sum of n products (a dot product) in any order,
+// with or without FMAs, is within gamma_n * sum|products| of the exact sum (Higham, Accuracy and
+// Stability of Numerical Algorithms, 2nd ed., section 3.1). A worst case, so a bound on any
+// machine; a wrong index or a missing term is off by a whole term, n u times the bound's scale.
+double tu_gamma(double n);
+// |got - ref| over gamma_n * abs (abs: the sum of the |products|, ref the exact sum, both in
+// double): > 1 fails; 0 when got == ref; +INFINITY for a NaN or an infinity.
+double tu_sum_ratio(double got, double ref, double abs, double n);
 
 // The backend the operator and model tests run on: MTAC_BACKEND (fused or reference; CTest's
 // *_reference variants set it), else fused. The library itself reads no environment variable.
@@ -106,6 +119,9 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which);
 // a missing term moves a tensor by a fraction of its size, thousands of times more.
 enum { TU_ROUNDING_STEPS = 32 };
 double tu_rounding_noise(const tu_case *r, uint64_t seed);
+// A copy of r's problem (config, documents) with every input, dout and parameter multiplied by
+// 1 + u x as tu_rounding_noise does, not yet run; NULL when out of memory.
+tu_case *tu_case_perturbed(const tu_case *r, uint64_t seed);
 double tu_rounding_bound(double noise);
 // tu_rel_diff(a, r) over tu_rounding_bound(tu_rounding_noise(r, seed)): > 1 fails (+INFINITY on
 // a NaN); *which (when not NULL) names the worst tensor.
@@ -116,5 +132,9 @@ double tu_rounding_check(const tu_case *a, const tu_case *r, uint64_t seed, cons
 // attention with every step.
 enum { TU_NVARIANTS = 16 };
 mta_config tu_variant(int k);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

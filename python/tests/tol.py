@@ -1,5 +1,13 @@
 """The tolerances of the Python package's tests, derived rather than tuned (docs/testing.md).
 
+Which rule where: test_op.py's comparisons with the float64 reference (check_specs: the step
+combinations, random problems, grouped-query attention) use check_against_torch's compare, the
+bound measured on each case (32 times the float32 reference's own rounding noise), the one rule
+for that comparison. This module's a-priori bound serves where there is no float32 reference run
+to measure: two runs of the op against each other (thread counts, packed documents against each
+document alone), gradcheck's finite differences (test_op.py _gradcheck_tol), and the module tests
+(test_module.py, test_from_config.py), whose references are other float32 computations.
+
 A float32 sum of n terms is off from the exact sum by at most lambda * sqrt(n) * u * sum|terms|,
 u = 2^-24, with probability at least 1 - 2n exp(-lambda^2 / 2) when the rounding errors are
 modelled as independent and zero-mean (Higham and Mary, "A new approach to probabilistic rounding

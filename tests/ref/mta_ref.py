@@ -231,6 +231,11 @@ def _loop_mta(q, k, v, prm, layer_id, depth_scale):
 def _self_check():
     torch.manual_seed(0)
     dt = torch.float64
+    # Tolerances: two float64 computations of the same values (u = 2^-53 = 1.1e-16) with sums of
+    # at most 66 products of order 1 (T = 13 keys, a 6 x 11 kernel): at most 66 u = 7e-15 per sum
+    # by the worst-case bound, a few sums deep, so atol 1e-12 (rtol 0:
+    # allclose's default 1e-5 would hide a small wrong term); the scalar loop transcription adds
+    # the group norm's 1/rms and the gate, 1e-10. A wrong index moves values by O(0.1).
     ok = True
 
     def report(name, cond):
@@ -250,17 +255,17 @@ def _self_check():
     for i in range(T):
         w = torch.softmax(Sx[:, :, i, :i + 1], dim=-1)
         loop[:, :, i] = (w.unsqueeze(-1) * v[:, :, :i + 1]).sum(-2)
-    report('plain attention == explicit loop', torch.allclose(ref, loop, atol=1e-12))
-    report('mta with everything off == plain', torch.allclose(mta_forward(q, k, v), ref, atol=1e-12))
+    report('plain attention == explicit loop', torch.allclose(ref, loop, atol=1e-12, rtol=0))
+    report('mta with everything off == plain', torch.allclose(mta_forward(q, k, v), ref, atol=1e-12, rtol=0))
     for c_h in (4, 2, 1):
         for (cq, ck) in ((6, 11), (1, 1), (3, 9), (2, 3)):
             ip = identity_params(H, d, cq, ck, cq, ck, c_h=c_h)
             out = mta_forward(q, k, v, **ip)
             report(f'identity kernels (c_q={cq}, c_k={ck}, c_h={c_h}) == plain',
-                   torch.allclose(out, ref, atol=1e-12))
+                   torch.allclose(out, ref, atol=1e-12, rtol=0))
     # unit gamma, no depth scaling: group norm of plain = rms-normalised plain
     out = mta_forward(q, k, v, gn_weight=torch.ones(d, dtype=dt))
-    report('group norm gamma=1', torch.allclose(out, ref / torch.sqrt(ref.pow(2).mean(-1, keepdim=True) + 1e-5), atol=1e-12))
+    report('group norm gamma=1', torch.allclose(out, ref / torch.sqrt(ref.pow(2).mean(-1, keepdim=True) + 1e-5), atol=1e-12, rtol=0))
 
     # explicit loop check of the key-query convolution
     c_q, c_k = 3, 5
@@ -275,8 +280,8 @@ def _self_check():
                     ii, jj = i - (c_q - 1) + a, j - p + c
                     if 0 <= ii < T and 0 <= jj < T:
                         expl[:, :, i, j] += W[:, a, c] * Z[:, :, ii, jj]
-    report('kq_conv == explicit loop', torch.allclose(kq_conv(Z, W), expl, atol=1e-12))
-    report('kq_conv2d == kq_conv', torch.allclose(kq_conv2d(Z, W), expl, atol=1e-12))
+    report('kq_conv == explicit loop', torch.allclose(kq_conv(Z, W), expl, atol=1e-12, rtol=0))
+    report('kq_conv2d == kq_conv', torch.allclose(kq_conv2d(Z, W), expl, atol=1e-12, rtol=0))
 
     # random full configuration: conv2d path agrees, and causality holds
     def rand_params(H, d, c_h):
@@ -289,7 +294,7 @@ def _self_check():
     prm = rand_params(H, d, 2)
     o1 = mta_forward(q, k, v, **prm, layer_id=3, depth_scale=True)
     o2 = mta_forward(q, k, v, **prm, layer_id=3, depth_scale=True, use_conv2d=True)
-    report('full config: slices == conv2d', torch.allclose(o1, o2, atol=1e-12))
+    report('full config: slices == conv2d', torch.allclose(o1, o2, atol=1e-12, rtol=0))
     # causality: changing positions >= t must not change outputs < t
     t = 7
     q2, k2, v2 = q.clone(), k.clone(), v.clone()
@@ -297,7 +302,7 @@ def _self_check():
     k2[:, :, t:] = torch.randn_like(k2[:, :, t:])
     v2[:, :, t:] = torch.randn_like(v2[:, :, t:])
     o3 = mta_forward(q2, k2, v2, **prm, layer_id=3, depth_scale=True)
-    report('causality (outputs before t unchanged)', torch.allclose(o1[:, :, :t], o3[:, :, :t], atol=1e-12))
+    report('causality (outputs before t unchanged)', torch.allclose(o1[:, :, :t], o3[:, :, :t], atol=1e-12, rtol=0))
     # finite: a NaN is never allclose, so it would pass as a change
     report('causality (outputs from t changed)', not torch.allclose(o1[:, :, t:], o3[:, :, t:])
            and bool(torch.isfinite(o1).all() and torch.isfinite(o3).all()))
@@ -323,7 +328,7 @@ def _self_check():
     for h in range(H):
         for hp in range(H):
             S_loop[:, h] += Wh1[h, hp] * Z[:, hp]
-    report('head mix S2[h] = sum_h\' W[h,h\'] S1[h\'] ', torch.allclose(S_mix, S_loop, atol=1e-12))
+    report('head mix S2[h] = sum_h\' W[h,h\'] S1[h\'] ', torch.allclose(S_mix, S_loop, atol=1e-12, rtol=0))
     c_h = 2
     Wh2 = torch.randn(H // c_h, c_h, c_h, dtype=dt)
     P_loop = torch.zeros_like(Z)
@@ -332,7 +337,7 @@ def _self_check():
             for n in range(c_h):
                 P_loop[:, g * c_h + o] += Wh2[g, n, o] * Z[:, g * c_h + n]
     P_mix = torch.einsum('gno,bgnij->bgoij', Wh2, Z.reshape(B, H // c_h, c_h, T, T)).reshape(B, H, T, T)
-    report('head conv P2[g*c_h+o] = sum_n W[g,n,o] P1[g*c_h+n]', torch.allclose(P_mix, P_loop, atol=1e-12))
+    report('head conv P2[g*c_h+o] = sum_n W[g,n,o] P1[g*c_h+n]', torch.allclose(P_mix, P_loop, atol=1e-12, rtol=0))
     # full pipeline with only head steps on equals plain attention through the looped mixes
     Sx = q @ k.transpose(-1, -2) / math.sqrt(d)
     S2 = torch.zeros_like(Sx)
@@ -346,7 +351,7 @@ def _self_check():
             for n in range(c_h):
                 P2[:, g * c_h + o] += Wh2[g, n, o] * Pl[:, g * c_h + n]
     report('head mix + head conv pipeline == loops',
-           torch.allclose(mta_forward(q, k, v, w_pre_head=Wh1, w_post_head=Wh2), P2 @ v, atol=1e-12))
+           torch.allclose(mta_forward(q, k, v, w_pre_head=Wh1, w_post_head=Wh2), P2 @ v, atol=1e-12, rtol=0))
     # group norm + depth scaling + gate, per element
     gam, gw, gb = (torch.randn(d, dtype=dt), torch.randn(d, dtype=dt), torch.randn(1, dtype=dt))
     o_ref = torch.zeros_like(ref)
@@ -359,7 +364,7 @@ def _self_check():
                 o_ref[bb, h, i] = x / (1 + math.exp(-(float((gw * x).sum()) + float(gb))))
     report('group norm + depth scale + gate == per element',
            torch.allclose(mta_forward(q, k, v, gn_weight=gam, gate_w=gw, gate_b=gb, layer_id=3, depth_scale=True),
-                          o_ref, atol=1e-12))
+                          o_ref, atol=1e-12, rtol=0))
     # dtype argument: float32 leaves, float64 compute, float32 gradients
     q32 = q.float().requires_grad_(True)
     o64 = mta_forward(q32, k.float(), v.float(), **prm, dtype=torch.float64)
@@ -372,9 +377,9 @@ def _self_check():
     ql, kl, vl = (torch.randn(Bs, Hs, Ts, ds, dtype=dt) for _ in range(3))
     report('full config == scalar loop transcription of the spec',
            torch.allclose(mta_forward(ql, kl, vl, **prm_l, layer_id=3, depth_scale=True),
-                          _loop_mta(ql, kl, vl, prm_l, 3, True), atol=1e-10))
+                          _loop_mta(ql, kl, vl, prm_l, 3, True), atol=1e-10, rtol=0))
     # depth lambda
-    report('lambda_0 = 0.2', abs(depth_lambda(0) - 0.2) < 1e-15)
+    report('lambda_0 = 0.2', abs(depth_lambda(0) - 0.2) < 1e-15)  # 0.8 - 0.6 in float64: two roundings of 1.1e-16
     print('self-check', 'PASSED' if ok else 'FAILED')
     return ok
 
