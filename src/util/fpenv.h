@@ -30,7 +30,7 @@ static inline void fp_mode_set(unsigned m) { (void)m; }
 #endif
 
 // Whether the calling thread flushes subnormals.
-static inline int fp_flushing(void) { return FP_FLUSH_BITS && (fp_mode_get() & FP_FLUSH_BITS) == FP_FLUSH_BITS; }
+static inline int fp_flushing(void) { return FP_FLUSH_BITS != 0 && (fp_mode_get() & FP_FLUSH_BITS) == FP_FLUSH_BITS; }
 
 // Turns flushing on or off in the calling thread and in each thread of an OpenMP parallel region
 // of the default size (the pool later regions, and OpenBLAS, reuse). Returns the calling thread's
