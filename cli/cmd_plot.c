@@ -1,5 +1,6 @@
 // cmd_plot.c: `mtac plot`: loss curves of one or more runs (metrics.jsonl) as a PNG.
 #include "cli.h"
+#include "io/canvas.h"
 #include "io/fsutil.h"
 #include "io/plot.h"
 
@@ -87,6 +88,11 @@ int cmd_plot(int argc, char **argv) {
         char metrics[4200];
         snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", runs[r]);
         if (cli_out_is_input(spec.name, out, metrics)) return 2;
+    }
+    char perr[512];
+    if (canvas_check_path(out, perr, sizeof perr)) {  // before reading any run
+        fprintf(stderr, "mtac plot: %s\n", perr);
+        return 2;
     }
     static const unsigned char pal[8][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},
                                             {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127}};

@@ -2,6 +2,7 @@
 // Generates samples, trains and evaluates the baseline and the MTA toy model over several seeds,
 // and writes the table (markdown and JSON), the error curves and the attention maps.
 #include "cli.h"
+#include "io/canvas.h"
 #include "io/fsutil.h"
 #include "io/plot.h"
 #include "toy/attnmap.h"
@@ -463,6 +464,10 @@ int cmd_attnmap(int argc, char **argv) {
     for (int mi = 0; mi < p.n_models; mi++) {
         toy_plan_path(input, sizeof input, run, p.model_name[mi], seed, ".safetensors");
         if (cli_out_is_input(spec.name, out, input)) return 2;
+    }
+    if (canvas_check_path(out, err, sizeof err)) {
+        fprintf(stderr, "mtac attnmap: %s\n", err);
+        return 2;
     }
     if (toy_attnmap(&p, run, seed, sample, nl ? layers : NULL, nl, nh ? heads : NULL, nh, out, err, sizeof err)) {
         fprintf(stderr, "mtac attnmap: %s\n", err);

@@ -274,10 +274,12 @@ expect 2 "is the input" -- "$MTAC" plot --out "$tmp/trun/metrics.jsonl" "$tmp/tr
 expect 2 "is the input" -- "$MTAC" data --out "$tmp/tdata" "$tmp/tdata/train.bin"
 expect 2 "is the input" -- "$MTAC" convert --add-mta --run "$tmp/trun" --out "$tmp/trun/"
 expect 2 "is the input" -- "$MTAC" attnmap --run "$tmp/toy" --out "$tmp/toy/toy-seed2.safetensors" --seed 2
-# pictures: an extension the writer cannot write is refused (it wrote PNG bytes into p.jpg), and
-# nothing is left behind; `mtac data` given a directory says so
-expect 1 "cannot write a .jpg picture: name it .png or .svg" -- "$MTAC" plot --out "$io/p.jpg" "$tmp/trun"
-expect 1 "cannot write a .jpg picture" -- "$MTAC" attnmap --run "$tmp/toy" --out "$io/a.jpg"
+# pictures: an extension the writer cannot write is refused as a bad flag, before any input is
+# read (it wrote PNG bytes into p.jpg), and nothing is left behind; `mtac data` given a directory
+# says so
+expect 2 "cannot write a .jpg picture: name it .png or .svg" -- "$MTAC" plot --out "$io/p.jpg" "$tmp/trun"
+expect 2 "cannot write a .jpg picture" -- "$MTAC" plot --out "$io/p.jpg" "$tmp/no-such-run"
+expect 2 "cannot write a .jpg picture" -- "$MTAC" attnmap --run "$tmp/toy" --out "$io/a.jpg"
 ok_if '[ ! -e "$io/p.jpg" ] && [ ! -e "$io/a.jpg" ]' "a .jpg picture was written"
 expect 0 "wrote" -- "$MTAC" plot --out "$io/P.SVG" "$tmp/trun"
 ok_if 'grep -q "<svg" "$io/P.SVG"' "plot --out P.SVG did not write an SVG"

@@ -52,6 +52,12 @@ static int format_of(const char *path) {
     return !strcasecmp(dot, ".svg") ? 1 : !strcasecmp(dot, ".png") ? 0 : -1;
 }
 
+int canvas_check_path(const char *path, char *err, size_t n) {
+    if (format_of(path) >= 0) return 0;
+    snprintf(err, n, "%s: cannot write a %s picture: name it .png or .svg", path, strrchr(path, '.'));
+    return -1;
+}
+
 canvas *canvas_new(const char *path, int w, int h, char *err, size_t n) {
     static int at_exit;
     if (!at_exit) at_exit = !atexit(release_font_caches);
@@ -69,12 +75,11 @@ canvas *canvas_new(const char *path, int w, int h, char *err, size_t n) {
         free(c);
         return NULL;
     }
-    c->svg = path ? format_of(path) : 0;
-    if (c->svg < 0) {
-        snprintf(err, n, "%s: cannot write a %s picture: name it .png or .svg", path, strrchr(path, '.'));
+    if (path && canvas_check_path(path, err, n)) {
         free(c);
         return NULL;
     }
+    c->svg = path ? format_of(path) : 0;
     c->surface = c->svg ? cairo_svg_surface_create_for_stream(append, c, w, h)
                         : cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
     c->cr = cairo_create(c->surface);

@@ -12,6 +12,9 @@ typedef struct canvas canvas;
 // ends in ".svg", PNG when in ".png" or in no extension at all (/dev/stdout); another extension
 // is refused. path NULL: a canvas to measure text on, never written. NULL with a message.
 canvas *canvas_new(const char *path, int w, int h, char *err, size_t n);
+// 0 when canvas_new can write path's format (.png, .svg, or no extension: PNG), else -1 + message;
+// for commands that check --out before their work.
+int canvas_check_path(const char *path, char *err, size_t n);
 void canvas_free(canvas *c);
 
 // Lines (width in pixels) and filled rectangles, in 8-bit RGB.
