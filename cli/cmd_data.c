@@ -16,23 +16,6 @@
 // text"); -l10000 keeps it from wrapping lines at the terminal width.
 static const char *BIBLE_CMD = "bible -l10000 gen1:1-rev22:21 </dev/null 2>/dev/null";
 
-// Appends a whole stream to a growing byte buffer.
-static int slurp(FILE *f, unsigned char **buf, size_t *len, size_t *cap) {
-    unsigned char chunk[65536];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (*len + got > *cap) {
-            size_t nc = (*cap + got) * 2;
-            unsigned char *nb = realloc(*buf, nc);
-            if (!nb) return -1;
-            *buf = nb, *cap = nc;
-        }
-        memcpy(*buf + *len, chunk, got);
-        *len += got;
-    }
-    return ferror(f) ? -1 : 0;
-}
-
 static const char USAGE[] = "usage: mtac data --out DIR [--val-fraction F | --val-every K] [--dtype uint16|uint32]\n"
                             "                 [--documents file|paragraph] [FILE ...]\n";
 static const char ABOUT[] =
@@ -108,9 +91,9 @@ static int read_split(const data_args *a, shard_tokens *tr, shard_tokens *va, si
             fclose(in);
             return 1;
         }
-        unsigned char *buf = NULL;
-        size_t len = 0, cap = 0;
-        int rc = 0, bad = slurp(in, &buf, &len, &cap);
+        unsigned char *buf;
+        size_t len;
+        int rc = 0, bad = read_stream(in, &buf, &len);
         int st = n ? fclose(in) : pclose(in);
         if (bad || (!n && (st != 0 || len < 1000000))) {
             fprintf(stderr, "mtac data: could not read %s%s\n", n ? a->files[f] : "the King James Bible",

@@ -1,6 +1,7 @@
 // cmd_sample.c: `mtac sample`: generate text from a trained run (byte-level tokens) with the
 // model's KV/MTA cache: one prefill of the prompt, then one O(t) step per token.
 #include "cli.h"
+#include "io/fsutil.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -113,32 +114,6 @@ static void sampler_free(sampler *s) {
     model_decoder_free(s->dec);
 }
 
-// Standard input, whole, into a malloc'd buffer (*len bytes); NULL when out of memory or on a read
-// error, after a message.
-static unsigned char *read_stdin(size_t *len) {
-    unsigned char *buf = NULL;
-    size_t cap = 0, got;
-    *len = 0;
-    do {
-        if (*len + 65536 > cap) {
-            unsigned char *nb = realloc(buf, cap = 2 * cap + 65536);
-            if (!nb) {
-                free(buf);
-                fprintf(stderr, "mtac sample: out of memory reading the prompt\n");
-                return NULL;
-            }
-            buf = nb;
-        }
-        *len += got = fread(buf + *len, 1, cap - *len, stdin);
-    } while (got > 0);
-    if (ferror(stdin)) {
-        free(buf);
-        fprintf(stderr, "mtac sample: cannot read the prompt from standard input\n");
-        return NULL;
-    }
-    return buf;
-}
-
 // The prompt: --prompt, else standard input when it is no terminal, else "\n"; echoed whole. Its
 // last seq_len bytes go to s->toks: the continuation is conditioned on at most the model's context,
 // as the sliding cache does once the text outgrows it. 0, or 1 after a message.
@@ -148,7 +123,10 @@ static int read_prompt(sampler *s, const char *prompt) {
     const unsigned char *p = (const unsigned char *)"\n";
     if (prompt && *prompt) p = (const unsigned char *)prompt, len = strlen(prompt);
     else if (!prompt && !isatty(STDIN_FILENO)) {
-        if (!(in = read_stdin(&len))) return 1;
+        if (read_stream(stdin, &in, &len)) {
+            fprintf(stderr, "mtac sample: cannot read the prompt from standard input (a read error, or out of memory)\n");
+            return 1;
+        }
         if (len) p = in;
     }
     if (!len) len = 1;  // "\n"

@@ -115,6 +115,25 @@ char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n) {
     return buf;
 }
 
+int read_stream(FILE *f, unsigned char **buf, size_t *len) {
+    unsigned char chunk[65536];
+    size_t got, cap = 0;
+    *buf = NULL, *len = 0;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (*len + got > cap) {
+            unsigned char *nb = realloc(*buf, cap = (cap + got) * 2);
+            if (!nb) break;
+            *buf = nb;
+        }
+        memcpy(*buf + *len, chunk, got);
+        *len += got;
+    }
+    if (got == 0 && !ferror(f)) return 0;
+    free(*buf);
+    *buf = NULL, *len = 0;
+    return -1;
+}
+
 // The file path leads to through its symlinks, into buf (path itself when it is no link, or
 // names nothing yet); a link's relative target counts from the link's own directory. 0, or -1
 // with errno (ELOOP after 40 links, as the kernel counts).

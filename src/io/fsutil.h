@@ -20,6 +20,10 @@ FILE *open_input_file(const char *path, size_t *size, char *err, size_t n);
 // NUL-terminated malloc'd string; NULL with a message on failure.
 char *read_text_file(const char *path, size_t max_bytes, char *err, size_t n);
 
+// Reads f to its end (a file, a pipe, standard input) into *buf, malloc'd (NULL when f held
+// nothing), *len bytes. 0, or -1 on a read error or out of memory (*buf then freed and NULL).
+int read_stream(FILE *f, unsigned char **buf, size_t *len);
+
 // A file being written (every file mtac writes goes through these). A regular file, or a path
 // where nothing is yet, is replaced atomically: written to "<target>.tmp" beside it, fsync,
 // renamed over it, so a reader sees the old file or the new one, never part of one. A symlink is
