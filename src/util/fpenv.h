@@ -32,14 +32,19 @@ static inline void fp_mode_set(unsigned m) { (void)m; }
 // Whether the calling thread flushes subnormals.
 static inline int fp_flushing(void) { return FP_FLUSH_BITS != 0 && (fp_mode_get() & FP_FLUSH_BITS) == FP_FLUSH_BITS; }
 
+// Turns flushing on or off in the calling thread alone.
+static inline void fp_flush_this_thread(int on) {
+    fp_mode_set(on ? fp_mode_get() | FP_FLUSH_BITS : fp_mode_get() & ~(unsigned)FP_FLUSH_BITS);
+}
+
 // Turns flushing on or off in the calling thread and in each thread of an OpenMP parallel region
 // of the default size (the pool later regions, and OpenBLAS, reuse). Returns the calling thread's
 // previous setting, for a second call to restore.
 static inline int fp_flush_subnormals(int on) {
     const int was = fp_flushing();
 #pragma omp parallel
-    fp_mode_set(on ? fp_mode_get() | FP_FLUSH_BITS : fp_mode_get() & ~(unsigned)FP_FLUSH_BITS);
-    fp_mode_set(on ? fp_mode_get() | FP_FLUSH_BITS : fp_mode_get() & ~(unsigned)FP_FLUSH_BITS);
+    fp_flush_this_thread(on);
+    fp_flush_this_thread(on);
     return was;
 }
 
