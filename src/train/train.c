@@ -323,11 +323,8 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         }
     }
 
-    // Subnormals flushed for the whole run (fpenv.h), on every thread; the caller's setting back at the end.
-    const int was_flushing = fp_flush_subnormals(1);
     model *m = model_create(&c->model, err, n);
     if (!m) {
-        if (!was_flushing) fp_flush_subnormals(0);
         free(cfg);
         return TRAIN_ERROR;
     }
@@ -342,11 +339,13 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     dataloader dl;
     int dl_open = 0, rc = TRAIN_ERROR;
     if (adamw_init_range(&opt, lo, hi, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
-        if (!was_flushing) fp_flush_subnormals(0);
         model_free(m);
         free(cfg);
         return errmsg(err, n, "out of memory for the optimizer");
     }
+    // Subnormals flushed from here (before any weight is set) to the end of the run (fpenv.h), on
+    // every thread; the caller's setting back at out.
+    const int was_flushing = fp_flush_subnormals(1);
     // the activations first: they are far larger than anything else a rank holds per token
     if (model_reserve(m, B, T, err, n)) goto out;
     if (dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n)) {
