@@ -3,6 +3,7 @@
 // other.
 #include "cli.h"
 #include "io/fsutil.h"
+#include "tok/tokenizer.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -343,6 +344,15 @@ void cli_set_threads(int n) {
 }
 
 int cli_threads(void) { return omp_get_max_threads(); }
+
+const char *const CLI_NO_YES[] = {"no", "yes", NULL};
+
+tokenizer *cli_open_tokenizer(const char *cmd, const char *run) {
+    char err[1024];
+    tokenizer *t = tokenizer_load_run(run, err, sizeof err);
+    if (!t) fprintf(stderr, "mtac %s: %s\n", cmd, err);
+    return t;
+}
 
 int cli_out_is_input(const char *cmd, const char *out, const char *in) {
     if (!same_file(out, in)) return 0;

@@ -4,6 +4,7 @@
 #define MTAC_CLI_H
 
 #include "mta.h"
+#include "tok/tokenizer.h"
 #include "train/train.h"
 
 #include <stddef.h>
@@ -14,6 +15,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_toy(int argc, char **argv);
@@ -97,6 +99,13 @@ void cli_off_backend(mta_backend b, const float *host, float *placed);
 // the default backend into *m. 0, or the exit status (1: the run, 2: MTAC_BACKEND) after a message
 // naming cmd. (train_config: train/train.h.)
 int cli_open_run(const char *cmd, const char *run, train_config *c, model **m);
+
+// The values of a yes/no option (CLI_CHOICE: index 0 no, 1 yes), such as --bos.
+extern const char *const CLI_NO_YES[];
+
+// The tokenizer of the run directory run (tok/tokenizer.h: the run's tokenizer.json, else
+// byte-level): NULL after a message naming cmd.
+tokenizer *cli_open_tokenizer(const char *cmd, const char *run);
 
 // Whether the output path out names the same file as the input in (same device and inode, so
 // whatever the names and links): 1 after a message naming cmd and both (writing there would

@@ -25,7 +25,8 @@ static const command COMMANDS[] = {
     {"data", cmd_data, "turn text files (default: the King James Bible) into token shards"},
     {"train", cmd_train, "train an MTA or baseline language model; --resume continues a run"},
     {"eval", cmd_eval, "validation loss and perplexity of a trained run; eval needle|babi: long-context retrieval"},
-    {"sample", cmd_sample, "generate text from a trained run"},
+    {"sample", cmd_sample, "generate text from a run (a trained or an imported model; --chat: its chat template)"},
+    {"tokenize", cmd_tokenize, "a run's tokenizer: text to ids, or ids to text (--decode)"},
     {"plot", cmd_plot, "loss curves of runs (PNG or SVG)"},
     {"toy", cmd_toy, "the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)"},
     {"attnmap", cmd_attnmap, "draw where the toy models attend, baseline beside MTA (PNG or SVG)"},
@@ -78,7 +79,7 @@ static void usage(FILE *f) {
                "       mtac --version\n"
                "\n"
                "commands:\n");
-    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-7s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
     fprintf(f, "\n"
                "threads: at most OMP_NUM_THREADS (default: every core); work too small to share (decoding a token of a\n"
                "small model, the toy task) runs on fewer. mtac runs with OMP_WAIT_POLICY=passive (waiting threads sleep\n"
