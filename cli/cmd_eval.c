@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "eval/perplexity.h"
 #include "eval/retrieval.h"
 #include "io/fsutil.h"
 #include "io/heatmap.h"
@@ -291,15 +292,6 @@ static int eval_longctx(int argc, char **argv) {
     return rc;
 }
 
-static const char EVAL_USAGE[] =
-    "usage: mtac eval --run DIR [--data DIR] [--batches N|all] [--batch-size B] [--seq-len T]\n"
-    "       mtac eval needle|babi --run DIR ...   (long-context retrieval: see their --help)\n";
-static const char EVAL_ABOUT[] =
-    "Validation loss and perplexity of a run's weights (DIR/model.safetensors) on DATA/val.bin\n"
-    "(default: the run's own data directory and batch shape): its first --batches batches in order,\n"
-    "or all of it (--batches all, or N past its end: the line printed says how many were evaluated).\n"
-    "Progress goes to standard error.\n";
-
 // The progress of mtac eval, on one line of stderr
 static void on_eval_batch(void *arg, int done, int total) {
     fprintf(stderr, "\r  batch %d/%d", done, total);
@@ -307,22 +299,94 @@ static void on_eval_batch(void *arg, int done, int total) {
     fflush(stderr);
 }
 
+static const char EVAL_USAGE[] =
+    "usage: mtac eval --run DIR [--data DIR] [--batches N|all] [--batch-size B] [--seq-len T]\n"
+    "       mtac eval --run DIR --text FILE [--bos yes|no] [--ctx T] [--json]\n"
+    "       mtac eval needle|babi --run DIR ...   (long-context retrieval: see their --help)\n";
+static const char EVAL_ABOUT[] =
+    "Validation loss and perplexity of a run's weights (DIR/model.safetensors) on DATA/val.bin\n"
+    "(default: the run's own data directory and batch shape): its first --batches batches in order,\n"
+    "or all of it (--batches all, or N past its end: the line printed says how many were evaluated).\n"
+    "Progress goes to standard error.\n"
+    "--text FILE: the mean next-token loss and perplexity of FILE's text, tokenized with the run's\n"
+    "tokenizer (BOS first per --bos; default: the tokenizer's add_bos_token), in consecutive windows\n"
+    "of T tokens (default: the run's seq_len): window k reads tokens kT..kT+T-1 and predicts each\n"
+    "one's next token, a fresh context each, so every token but the first is predicted once (the\n"
+    "sequential windows of val.bin above, with B = 1). --json prints\n"
+    "{\"tokens\": n, \"loss\": x, \"perplexity\": y}, n the tokens predicted.\n";
+
+// `mtac eval --text`: 0, or 1 after a message.
+static int eval_text(const char *run, const char *file, int bos, int T, int json) {
+    char err[1024];
+    size_t len, n = 0;
+    unsigned char *text = NULL;
+    int32_t *ids = NULL;
+    FILE *f = open_input_file(file, NULL, err, sizeof err);
+    if (!f) {
+        fprintf(stderr, "mtac eval: %s\n", err);
+        return 1;
+    }
+    int rc = read_stream(f, &text, &len);
+    fclose(f);
+    if (rc) {
+        fprintf(stderr, "mtac eval: cannot read %s (a read error, or out of memory)\n", file);
+        return 1;
+    }
+    train_config c;
+    model *m = NULL;
+    tokenizer *t = NULL;
+    rc = cli_open_run("eval", run, &c, &m);
+    if (!rc) rc = !(t = cli_open_tokenizer("eval", run));
+    if (!rc && tokenizer_encode(t, text ? (const char *)text : "", len, bos >= 0 ? bos : tokenizer_add_bos(t), &ids,
+                                &n, err, sizeof err))
+        fprintf(stderr, "mtac eval: %s: %s\n", file, err), rc = 1;
+    double loss;
+    int windows;
+    T = T ? T : c.seq_len;
+    if (!rc && perplexity_eval(m, ids, n, T, &loss, &windows, on_eval_batch, NULL, err, sizeof err))
+        fprintf(stderr, "mtac eval: %s: %s\n", file, err), rc = 1;
+    if (!rc && json) printf("{\"tokens\": %zu, \"loss\": %.17g, \"perplexity\": %.17g}\n", n - 1, loss, exp(loss));
+    else if (!rc)
+        printf("loss %.4f  perplexity %.3f  (%zu tokens predicted in %d windows of up to %d from %s)\n", loss, exp(loss),
+               n - 1, windows, T, file);
+    free(ids), free(text);
+    tokenizer_free(t);
+    model_free(m);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "needle") || !strcmp(argv[1], "babi"))) return eval_longctx(argc - 1, argv + 1);
-    const char *run = NULL, *data = NULL, *batches_s = "16";
-    int B = 0, T = 0;
+    const char *run = NULL, *data = NULL, *batches_s = NULL, *text = NULL;
+    int B = 0, T = 0, bos = -1, ctx = 0, json = 0;
     const cli_opt opts[] = {
         {"run", CLI_STR, &run, .required = 1, .arg = "DIR", .help = "the run to evaluate"},
         {"data", CLI_STR, &data, .arg = "DIR", .help = "DIR/val.bin (default: the run's data)"},
-        {"batches", CLI_STR, &batches_s, .arg = "N|all", .help = "batches to average (all: the whole validation set)"},
+        {"batches", CLI_STR, &batches_s, .arg = "N|all", .help = "batches to average (default 16; all: the whole validation set)"},
         {"batch-size", CLI_INT, &B, 1, 1e9, .arg = "B", .help = "sequences per batch (default: the run's)"},
         {"seq-len", CLI_INT, &T, 1, 1e9, .arg = "T", .help = "tokens per sequence (default: the run's)"},
+        {"text", CLI_STR, &text, .arg = "FILE", .help = "the loss of this text instead, in the run's tokenizer"},
+        {"bos", CLI_CHOICE, &bos, .choices = CLI_NO_YES, .arg = "yes|no",
+         .help = "--text: BOS first (default: the tokenizer's add_bos_token)"},
+        {"ctx", CLI_INT, &ctx, 1, 1e9, .arg = "T", .help = "--text: tokens per window (default: the run's seq_len)"},
+        {"json", CLI_FLAG, &json, .help = "--text: print {\"tokens\", \"loss\", \"perplexity\"}"},
     };
     const cli_spec spec = {"mtac eval", EVAL_USAGE, EVAL_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
-    int batches = 0;  // 0: all
-    if (strcmp(batches_s, "all")) {
+    if (text && (data || batches_s || B || T)) {
+        fprintf(stderr, "mtac eval: --text evaluates a text file: --data, --batches, --batch-size and --seq-len are "
+                        "for the validation shard (--ctx sets the window)\n");
+        return 2;
+    }
+    if (!text && (bos >= 0 || ctx || json)) {
+        fprintf(stderr, "mtac eval: --bos, --ctx and --json go with --text FILE\n");
+        return 2;
+    }
+    if (text) return eval_text(run, text, bos, ctx, json);
+    int batches = 16;  // 0: all
+    if (batches_s && !strcmp(batches_s, "all")) batches = 0;
+    else if (batches_s) {
         char *end;
         const long x = strtol(batches_s, &end, 10);
         if (end == batches_s || *end || x < 1 || x > 1000000000) {
