@@ -122,7 +122,8 @@ int shard_tokens_push(shard_tokens *v, uint32_t x) {
     return 0;
 }
 
-static int push_bytes(shard_tokens *v, const unsigned char *s, size_t len) {
+static int push_bytes(void *arg, const unsigned char *s, size_t len, shard_tokens *v) {
+    (void)arg;
     uint32_t ids[256];
     for (size_t j = 0; j < len; j += 256) {
         size_t m = tok_encode(s + j, len - j < 256 ? len - j : 256, ids);
@@ -147,21 +148,27 @@ static int blank_line(const unsigned char *s, size_t i, size_t end) {
 
 // SHARD_DOC_FILE: blocks end at the first line end after SHARD_BLOCK bytes; the file's EOS goes to
 // both shards, since its blocks may be in both.
-static int split_file(const unsigned char *s, size_t len, int k, size_t *block_no, shard_tokens *tr, shard_tokens *va) {
+// The document's end: e->eos, when there is one.
+static int push_eos(const shard_encoder *e, shard_tokens *v) {
+    return e->eos >= 0 ? shard_tokens_push(v, (uint32_t)e->eos) : 0;
+}
+
+static int split_file(const shard_encoder *e, const unsigned char *s, size_t len, int k, size_t *block_no,
+                      shard_tokens *tr, shard_tokens *va) {
     size_t i = 0;
     while (i < len) {
         size_t end = i + SHARD_BLOCK < len ? i + SHARD_BLOCK : len;
         while (end < len && s[end - 1] != '\n') end++;
-        if (push_bytes((++*block_no % (size_t)k == 0) ? va : tr, s + i, end - i)) return -1;
+        if (e->encode(e->arg, s + i, end - i, (++*block_no % (size_t)k == 0) ? va : tr)) return -1;
         i = end;
     }
-    return shard_tokens_push(tr, TOK_EOS) || shard_tokens_push(va, TOK_EOS);
+    return push_eos(e, tr) || push_eos(e, va);
 }
 
 // SHARD_DOC_PARAGRAPH: each paragraph with its EOS goes to the shard of its block, and a block
 // ends with the first paragraph that brings it to SHARD_BLOCK bytes.
-static int split_paragraphs(const unsigned char *s, size_t len, int k, size_t *block_no, shard_tokens *tr,
-                            shard_tokens *va) {
+static int split_paragraphs(const shard_encoder *enc, const unsigned char *s, size_t len, int k, size_t *block_no,
+                            shard_tokens *tr, shard_tokens *va) {
     size_t i = 0, in_block = 0;
     shard_tokens *dst = tr;
     for (;;) {
@@ -170,15 +177,21 @@ static int split_paragraphs(const unsigned char *s, size_t len, int k, size_t *b
         size_t end = i;
         for (size_t e; end < len && !blank_line(s, end, e = line_end(s, len, end));) end = e;
         if (!in_block) dst = (++*block_no % (size_t)k == 0) ? va : tr;
-        if (push_bytes(dst, s + i, end - i) || shard_tokens_push(dst, TOK_EOS)) return -1;
+        if (enc->encode(enc->arg, s + i, end - i, dst) || push_eos(enc, dst)) return -1;
         in_block += end - i;
         if (in_block >= SHARD_BLOCK) in_block = 0;
         i = end;
     }
 }
 
+int shard_split_encoded(const shard_encoder *e, const unsigned char *s, size_t len, int documents, int k,
+                        size_t *block_no, shard_tokens *tr, shard_tokens *va) {
+    return documents == SHARD_DOC_PARAGRAPH ? split_paragraphs(e, s, len, k, block_no, tr, va)
+                                            : split_file(e, s, len, k, block_no, tr, va);
+}
+
 int shard_split_text(const unsigned char *s, size_t len, int documents, int k, size_t *block_no, shard_tokens *tr,
                      shard_tokens *va) {
-    return documents == SHARD_DOC_PARAGRAPH ? split_paragraphs(s, len, k, block_no, tr, va)
-                                            : split_file(s, len, k, block_no, tr, va);
+    const shard_encoder bytes = {push_bytes, NULL, TOK_EOS};
+    return shard_split_encoded(&bytes, s, len, documents, k, block_no, tr, va);
 }

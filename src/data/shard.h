@@ -39,4 +39,17 @@ enum { SHARD_DOC_FILE, SHARD_DOC_PARAGRAPH, SHARD_BLOCK = 16384 };
 int shard_split_text(const unsigned char *s, size_t len, int documents, int k, size_t *block_no, shard_tokens *tr,
                      shard_tokens *va);
 
+// How text becomes ids for shard_split_encoded: encode appends the ids of s[0..len) (one block,
+// or one paragraph, tokenized on its own) to out, 0 or -1 (its message is the caller's, through
+// arg); eos, when >= 0, is the id that ends each document (none written when -1).
+typedef struct {
+    int (*encode)(void *arg, const unsigned char *s, size_t len, shard_tokens *out);
+    void *arg;
+    int64_t eos;
+} shard_encoder;
+// shard_split_text with e's ids instead of bytes (shard_split_text is this with the byte-level
+// tokenizer and its EOS). 0, or -1 when e->encode or the memory fails.
+int shard_split_encoded(const shard_encoder *e, const unsigned char *s, size_t len, int documents, int k,
+                        size_t *block_no, shard_tokens *tr, shard_tokens *va);
+
 #endif
