@@ -181,8 +181,9 @@ static int read_prompt(sampler *s, const sample_args *a) {
     if (rc) fprintf(stderr, "mtac sample: %s\n", err);
     else if (!n) fprintf(stderr, "mtac sample: the prompt has no tokens\n"), rc = 1;
     if (!rc && n > (size_t)s->ctx)
-        fprintf(stderr, "mtac sample: the prompt is %zu tokens, more than the model's context (seq_len %d): its "
-                        "last %d condition the continuation\n", n, s->ctx, s->ctx);
+        fprintf(stderr, "mtac sample: the prompt is %zu %s, longer than the model's context (seq_len %d): its "
+                        "last %d condition the continuation\n", n,
+                tokenizer_get_kind(s->tok) == TOKENIZER_BYTES ? "bytes" : "tokens", s->ctx, s->ctx);
     const size_t from = n > (size_t)s->ctx ? n - (size_t)s->ctx : 0;
     if (!rc && !(s->toks = malloc((n - from + (size_t)a->ntok) * sizeof(int))))
         fprintf(stderr, "mtac sample: out of memory\n"), rc = 1;
