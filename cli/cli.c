@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 enum { MAX_OPTS = 96 };
@@ -349,6 +350,13 @@ const char *const CLI_NO_YES[] = {"no", "yes", NULL};
 
 tokenizer *cli_open_tokenizer(const char *cmd, const char *run) {
     char err[1024];
+    // a run without tokenizer.json is byte-level: a path that is no run at all must not be
+    struct stat st;
+    const int missing = stat(run, &st);
+    if (missing || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "mtac %s: %s is not a run directory (%s)\n", cmd, run, missing ? strerror(errno) : "not a directory");
+        return NULL;
+    }
     tokenizer *t = tokenizer_load_run(run, err, sizeof err);
     if (!t) fprintf(stderr, "mtac %s: %s\n", cmd, err);
     return t;

@@ -69,10 +69,14 @@ static int encode(const tokenizer *t, const char *text, size_t len, int bos) {
     return 0;
 }
 
-static int decode(const tokenizer *t, const char *text) {
+static int decode(const tokenizer *t, const char *text, size_t text_len) {
     char err[1024];
     int32_t *ids;
     size_t n, len;
+    if (memchr(text, 0, text_len)) {
+        fprintf(stderr, "mtac tokenize: --decode: the input holds a NUL byte, not ids\n");
+        return 1;
+    }
     if (parse_ids(text, tokenizer_vocab_size(t), &ids, &n)) return 1;
     char *out = tokenizer_decode(t, ids, n, 0, &len, err, sizeof err);
     free(ids);
@@ -116,7 +120,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (!rc && !text && !s) fprintf(stderr, "mtac tokenize: out of memory\n"), rc = 1;
     if (!rc && s) memcpy(s, in ? (const char *)in : "", len), s[len] = 0;
     const char *src = text ? text : s;
-    if (!rc) rc = decode_ids ? decode(t, src) : encode(t, src, len, bos >= 0 ? bos : tokenizer_add_bos(t));
+    if (!rc) rc = decode_ids ? decode(t, src, len) : encode(t, src, len, bos >= 0 ? bos : tokenizer_add_bos(t));
     free(in), free(s);
     tokenizer_free(t);
     return rc;

@@ -62,6 +62,9 @@ expect 1 "id 1 ('-1') is not" -- "$MTAC" tokenize --run "$run" --decode --text "
 expect 2 "--bos is for encoding" -- "$MTAC" tokenize --run "$run" --decode --bos no --text 1
 expect 2 "--bos expects one of no, yes" -- "$MTAC" tokenize --run "$run" --bos 1 --text 1
 expect 0 "usage: mtac tokenize" -- "$MTAC" tokenize --help
+expect 1 "--decode: the input holds a NUL byte" -- bash -c 'printf "1 \\0 2" | "$1" tokenize --run "$2" --decode' _ "$MTAC" "$run"
+expect 1 "$tmp/none is not a run directory" -- "$MTAC" tokenize --run "$tmp/none" --text x
+expect 1 "is not a run directory (not a directory)" -- "$MTAC" data --tokenizer "$tmp/text.txt" --out "$tmp/d9" "$tmp/text.txt"
 
 # data --tokenizer: the shards hold the ids tokenize prints, then the EOS id (<|im_end|> = 2)
 "$MTAC" data --tokenizer "$run" --out "$tmp/d2" --val-every 2 "$tmp/text.txt" > /dev/null
