@@ -37,7 +37,7 @@ head -c 6000 "$corpus" > "$tmp/text.txt"
 # A run: shards in the tokenizer's ids, one training step of a small MTA model, its tokenizer files.
 "$MTAC" data --tokenizer "$tok" --out "$tmp/data" --val-every 2 "$corpus" > /dev/null || { echo "FAIL: data --tokenizer"; exit 1; }
 cat > "$tmp/cfg.json" <<'JSON'
-{"steps": 1, "warmup": 0, "batch_size": 2, "seq_len": 32, "eval_batches": 1,
+{"steps": 1, "warmup": 0, "batch_size": 2, "seq_len": 64, "eval_batches": 1,
  "model": {"dim": 32, "n_layers": 2, "n_heads": 2, "vocab_size": 400, "hidden_dim": 64,
            "mta": {"qk_layers": [1], "pre_cq": 2, "pre_ck": 3, "post_cq": 2, "post_ck": 3,
                    "pre_head_mix": true, "post_ch": 2, "group_norm": true, "depth_scale": false, "gate": true}}}
@@ -53,7 +53,7 @@ ok_if '[ "$(printf "And God" | "$MTAC" tokenize --run "$run")" = "35 262 396" ]'
 "$MTAC" tokenize --run "$run" < "$tmp/text.txt" > "$tmp/ids.txt"
 "$MTAC" tokenize --run "$run" --decode < "$tmp/ids.txt" > "$tmp/back.txt"
 ok_if 'cmp -s "$tmp/text.txt" "$tmp/back.txt"' "tokenize | tokenize --decode: not the text"
-ok_if '[ "$("$MTAC" tokenize --run "$run" --decode --text "1 35 262 2")" = "<|im_start|>And God<|im_end|>" ]' "--decode special tokens"
+ok_if '[ "$("$MTAC" tokenize --run "$run" --decode --text "1 35 262 2")" = "<|im_start|>And<|im_end|>" ]' "--decode special tokens"
 expect 1 "id 3 ('4x') is not a non-negative integer" -- "$MTAC" tokenize --run "$run" --decode --text "1 2 4x 5"
 expect 1 "id 2 ('400') is outside the vocabulary" -- "$MTAC" tokenize --run "$run" --decode --text "7
 400"
@@ -67,7 +67,7 @@ expect 1 "$tmp/none is not a run directory" -- "$MTAC" tokenize --run "$tmp/none
 expect 1 "is not a run directory (not a directory)" -- "$MTAC" data --tokenizer "$tmp/text.txt" --out "$tmp/d9" "$tmp/text.txt"
 
 # data --tokenizer: the shards hold the ids tokenize prints, then the EOS id (<|im_end|> = 2)
-"$MTAC" data --tokenizer "$run" --out "$tmp/d2" --val-every 2 "$tmp/text.txt" > /dev/null
+"$MTAC" data --tokenizer "$run" --out "$tmp/d2" --val-every 2 "$tmp/text.txt" > /dev/null 2>&1
 ok_if '"$PY" - "$tmp/d2/train.bin" "$tmp/ids.txt" <<"PY"
 import struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -78,14 +78,16 @@ assert ids == [int(x) for x in open(sys.argv[2]).read().split()] + [2], ids[:10]
 PY' "data --tokenizer: train.bin is not tokenize's ids + EOS"
 
 # sample --json: the ids of the streamed text, the prompt's ids as tokenize gives them
-"$MTAC" sample --run "$run" --prompt "And God said" --tokens 40 --temperature 1 --seed 5 --json > "$tmp/s.out" 2> "$tmp/s.err"
+"$MTAC" sample --run "$run" --prompt "And God said" --tokens 150 --temperature 1 --seed 5 --json > "$tmp/s.out" 2> "$tmp/s.err"
 ok_if '"$PY" - "$tmp/s.out" "$MTAC" "$run" <<"PY"
 import json, subprocess, sys
 out = open(sys.argv[1], "rb").read()
 body, last = out.rstrip(b"\n").rsplit(b"\n", 1)
 j = json.loads(last)
 assert j["prompt_ids"] == [35, 262, 396, 333], j["prompt_ids"]
-assert len(j["ids"]) == 40 and j["tokens_per_s"] > 0
+# 150 tokens, or fewer ending with the EOS (<|im_end|>, 2); past 64 the stream window restarts
+assert len(j["ids"]) == 150 or (len(j["ids"]) > 64 and j["ids"][-1] == 2), j["ids"]
+assert 2 not in j["ids"][:-1] and j["tokens_per_s"] > 0
 assert body.startswith(b"And God said")
 streamed = body[len(b"And God said"):]
 assert streamed.decode("utf-8", "replace") == j["text"], (streamed, j["text"])
@@ -95,9 +97,9 @@ dec = subprocess.run([sys.argv[2], "tokenize", "--run", sys.argv[3], "--decode"]
 assert dec == streamed, (dec, streamed)
 PY' "sample --json: ids, text and stream disagree"
 # --tokens counts tokens; byte-level runs and --no-cache agree on the same draws
-"$MTAC" sample --run "$run" --prompt "And God said" --tokens 40 --temperature 1 --seed 5 --json --no-cache > "$tmp/s2.out" 2>/dev/null
+"$MTAC" sample --run "$run" --prompt "And God said" --tokens 150 --temperature 1 --seed 5 --json --no-cache > "$tmp/s2.out" 2>/dev/null
 ok_if '[ "$(tail -1 "$tmp/s.out" | sed "s/,\"tokens_per_s.*//")" = "$(tail -1 "$tmp/s2.out" | sed "s/,\"tokens_per_s.*//")" ]' "sample: cache and --no-cache differ"
-ok_if '"$MTAC" sample --run "$run" --prompt "And" --bos yes --tokens 1 --json 2>/dev/null | tail -1 | grep -q "\"prompt_ids\":\[1,35\]"' "sample --bos yes"
+ok_if '"$MTAC" sample --run "$run" --prompt "And" --bos yes --tokens 1 --json 2>/dev/null | tail -1 | grep -q "\"prompt_ids\":\[1,35,262\]"' "sample --bos yes"
 # --chat: the prompt in the template (the system message the template writes), no BOS added
 ok_if '"$MTAC" sample --run "$run" --chat --prompt "hi" --tokens 1 --json 2>/dev/null | tail -1 | grep -q "\"prompt_ids\":\[$("$MTAC" tokenize --run "$run" --text "<|im_start|>system
 You are a tiny test model<|im_end|>
@@ -105,7 +107,12 @@ You are a tiny test model<|im_end|>
 hi<|im_end|>
 <|im_start|>assistant
 " | tr " " ",")\]"' "sample --chat: not the template's ids"
-sed 's/<|im_start|>/<|user|>/g' "$tok/tokenizer_config.json" > "$run/tokenizer_config.json"
+"$PY" - "$tok/tokenizer_config.json" "$run/tokenizer_config.json" <<"PY"
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = "{% for m in messages %}{{ '<|user|>\\n' + m['content'] + eos_token }}{% endfor %}"
+json.dump(c, open(sys.argv[2], "w"))
+PY
 expect 1 "none of the families mtac renders" -- "$MTAC" sample --run "$run" --chat --prompt hi --tokens 1
 cp "$tok/tokenizer_config.json" "$run/"
 
