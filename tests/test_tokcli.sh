@@ -77,6 +77,28 @@ ids = list(struct.unpack("<%dH" % n, b[64:64 + 2 * n]))
 assert ids == [int(x) for x in open(sys.argv[2]).read().split()] + [2], ids[:10]
 PY' "data --tokenizer: train.bin is not tokenize's ids + EOS"
 
+# A vocabulary above 65536 ids: uint32 shards, unless --dtype uint16 (whose ids must then fit)
+mkdir -p "$tmp/big" && cp "$tok/tokenizer_config.json" "$tmp/big/"
+"$PY" - "$tok/tokenizer.json" "$tmp/big/tokenizer.json" <<"PY"
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+for i in range(len(v), 65537):
+    v["x%05d" % i] = i  # ids no merge makes: only their number matters here
+json.dump(t, open(sys.argv[2], "w"))
+PY
+"$MTAC" data --tokenizer "$tmp/big" --out "$tmp/d32" --val-every 2 "$tmp/text.txt" > /dev/null 2>&1
+"$MTAC" data --tokenizer "$tmp/big" --out "$tmp/d16" --val-every 2 --dtype uint16 "$tmp/text.txt" > /dev/null 2>&1
+ok_if '"$PY" - "$tmp/d32/train.bin" "$tmp/d16/train.bin" "$tmp/ids.txt" <<"PY"
+import struct, sys
+want = [int(x) for x in open(sys.argv[3]).read().split()] + [2]
+for path, dtype, fmt in ((sys.argv[1], 2, "I"), (sys.argv[2], 1, "H")):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[16:24])[0]
+    assert struct.unpack("<I", b[12:16])[0] == dtype, path
+    assert list(struct.unpack("<%d%s" % (n, fmt), b[64:])) == want, path
+PY' "data --tokenizer with 65537 ids: not uint32 (or --dtype uint16 not honoured)"
+
 # sample --json: the ids of the streamed text, the prompt's ids as tokenize gives them
 "$MTAC" sample --run "$run" --prompt "And God said" --tokens 150 --temperature 1 --seed 5 --json > "$tmp/s.out" 2> "$tmp/s.err"
 ok_if '"$PY" - "$tmp/s.out" "$MTAC" "$run" <<"PY"
