@@ -26,6 +26,7 @@ static const command COMMANDS[] = {
     {"train", cmd_train, "train an MTA or baseline language model; --resume continues a run"},
     {"eval", cmd_eval, "validation loss and perplexity of a trained run; eval needle|babi: long-context retrieval"},
     {"sample", cmd_sample, "generate text from a trained run"},
+    {"logits", cmd_logits, "the model's logits at every position of a sequence of token ids (JSON or float32)"},
     {"plot", cmd_plot, "loss curves of runs (PNG or SVG)"},
     {"toy", cmd_toy, "the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)"},
     {"attnmap", cmd_attnmap, "draw where the toy models attend, baseline beside MTA (PNG or SVG)"},
