@@ -715,6 +715,34 @@ static void test_untied_grad_hook(void **s) {
     model_free(m);
 }
 
+// mtac convert --add-mta on an imported model's kind (untied, llama3 RoPE, GQA), the key-query
+// convolutions in a chosen layer (--layers 0): identity kernels keep the logits, bit for bit on the
+// fused backend.
+static void test_retrofit_untied_equals_base(void **s) {
+    (void)s;
+    model *base = make("{" UNTIED_BASE "}", 6);
+    model_config c = *model_cfg(base);
+    model_config_mta_pattern(&c, 0);
+    memset(c.qk_layer, 0, sizeof c.qk_layer);
+    c.qk_layer[0] = 1;
+    char msg[256];
+    model *mta = model_create(&c, msg, sizeof msg);
+    assert_non_null(mta);
+    model_set_backend(mta, tu_backend());
+    model_init(mta, 78);
+    assert_int_equal(model_copy_matching(mta, base), 3 + 2 * 9);  // embedding, norm, output; 9 per layer
+    int tok[2 * 20], tgt[2 * 20];
+    tokens_for(tok, tgt, 40, 11, 4);
+    loss_of(base, tok, tgt, 2, 20);
+    loss_of(mta, tok, tgt, 2, 20);
+    const double diff = tu_max_abs_diff(model_logits(base), model_logits(mta), 2 * 20 * 11);
+    if (tu_backend() == MTA_BACKEND_FUSED) assert_true(diff == 0);
+    else assert_true(mt_within("untied retrofit against its base, reference backend", diff / tu_max_abs(model_logits(base), 2 * 20 * 11),
+                               mt_tol_logits(model_cfg(mta), 20)));
+    model_free(mta);
+    model_free(base);
+}
+
 static void test_gradcheck_untied(void **s) {
     (void)s;
     gradcheck_model(UNTIED_MTA, 0.0f);
@@ -735,6 +763,7 @@ int main(void) {
         cmocka_unit_test(test_doc_mask_one_document_same_bits),
         cmocka_unit_test(test_untied_rope_config),  cmocka_unit_test(test_untied_output),
         cmocka_unit_test(test_untied_grad_hook),    cmocka_unit_test(test_gradcheck_untied),
+        cmocka_unit_test(test_retrofit_untied_equals_base),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -240,6 +240,9 @@ int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size
     double loss = 0;
     for (int a = 0; a < A; a++) loss += (float)t->losses[a] / A;
     if (A > 1) scale_grads(acc, len, 1.0f / A);
+    if (t->c.trainable)
+        for (size_t i = t->lo; i < t->hi; i++)
+            if (!t->c.trainable[i]) acc[i - t->lo] = 0;
     double part[GRAD_NORM_CHUNKS];
     const int c0 = (int)t->cbound[t->rank], c1 = (int)t->cbound[t->rank + 1];
     grad_norm_partials(acc, t->P, c0, c1, part + c0);
@@ -252,7 +255,7 @@ int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size
         return TRAIN_NONFINITE;
     }
     scale_grads(acc, len, clip_coef(gnorm, t->c.clip));
-    adamw_update_range(t->opt, model_params(t->m), acc, t->lo, t->hi, lr, NULL);
+    adamw_update_range(t->opt, model_params(t->m), acc, t->lo, t->hi, lr, t->c.trainable);
     t0 = now_s();
     dist_allgather_f32(t->d, model_params(t->m), t->bound);
     st->wait_s = wait + now_s() - t0;
