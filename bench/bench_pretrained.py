@@ -59,9 +59,11 @@ def bench_llama(a, ids):
     t0 = time.perf_counter()
     llm.eval(ids)
     pre = time.perf_counter() - t0
+    import numpy as np
     t0 = time.perf_counter()
     for _ in range(a.tokens):
-        tok = int(llm.scores[llm.n_tokens - 1].argmax())
+        # Without logits_all llama-cpp-python keeps no scores: the last token's logits from the context.
+        tok = int(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).argmax())
         llm.eval([tok])
     dec = a.tokens / (time.perf_counter() - t0)
     return pre, dec

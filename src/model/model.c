@@ -522,10 +522,10 @@ typedef int (*layer_hook)(void *arg, int l, mta_ctx *ctx, const float *q, const 
                           size_t n);
 
 static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
-                        void *hook_arg, char *msg, size_t n);
+                        void *hook_arg, const int *lens, char *msg, size_t n);
 
 int model_forward(model *m, const int *tokens, const int *targets, int B, int T, float *loss, char *msg, size_t n) {
-    return forward_impl(m, tokens, targets, B, T, loss, NULL, NULL, msg, n);
+    return forward_impl(m, tokens, targets, B, T, loss, NULL, NULL, NULL, msg, n);
 }
 
 static int reserve(model *m, int B, int T, int keep, char *msg, size_t n) {
@@ -590,18 +590,20 @@ static int fwd_attend(void *arg, int l, const float *q, const float *k, const fl
 }
 
 static int forward_run(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
-                       void *hook_arg, char *msg, size_t n);
+                       void *hook_arg, const int *lens, char *msg, size_t n);
 
+// lens (without targets only): just the logits of each sequence b's token lens[b]-1, into row b
+// of the logits (what a prefill needs: the output projection is a fifth of a small model's work).
 static int forward_impl(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
-                        void *hook_arg, char *msg, size_t n) {
+                        void *hook_arg, const int *lens, char *msg, size_t n) {
     const int prev = threads_enter(forward_flops(&m->cfg, (double)B * T, (T + 1) / 2.0), threads_min_work.flops);
-    const int rc = forward_run(m, tokens, targets, B, T, loss, hook, hook_arg, msg, n);
+    const int rc = forward_run(m, tokens, targets, B, T, loss, hook, hook_arg, lens, msg, n);
     threads_leave(prev);
     return rc;
 }
 
 static int forward_run(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
-                       void *hook_arg, char *msg, size_t n) {
+                       void *hook_arg, const int *lens, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (reserve(m, B, T, targets != NULL, msg, n)) return -1;
     const int D = c->dim, V = c->vocab_size;
@@ -626,6 +628,14 @@ static int forward_run(model *m, const int *tokens, const int *targets, int B, i
         block_bufs bb = {a->x_in, a->xn1, a->rms1, m->dq, m->dk, m->dv, a->aoc, a->x_mid, a->xn2, a->rms2, a->h1, a->h3,
                          a->hg, l + 1 < c->n_layers ? m->la[l + 1].x_in : m->xf};
         if (block_forward(c, &m->w.layer[l], l, &bb, N, fwd_attend, &fa, msg, n)) return -1;
+    }
+    if (lens && !targets) {
+        for (int b = 0; b < B; b++) {
+            const size_t last = (size_t)b * T + lens[b] - 1;
+            rmsnorm_forward(m->xnf + (size_t)b * D, m->rmsf + b, m->xf + last * D, m->w.norm, 1, D, c->norm_eps);
+        }
+        linear_forward(m->logits, m->xnf, model_output_weights(&m->w), B, D, V);
+        return 0;
     }
     rmsnorm_forward(m->xnf, m->rmsf, m->xf, m->w.norm, N, D, c->norm_eps);
     linear_forward(m->logits, m->xnf, model_output_weights(&m->w), N, D, V);
@@ -907,13 +917,13 @@ int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const in
     dec->lens = lens;
     // The model's forward on its own backend, without targets (so with one layer's activations at
     // a time), each layer's cache filled as soon as its attention has run.
-    int rc = forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, msg, n);
+    int rc = forward_impl(m, tokens, NULL, B, T, NULL, prefill_layer, dec, lens, msg, n);
     for (int b = 0; b < B && !rc; b++) {
         const size_t last = (size_t)b * T + lens[b] - 1;
         dec->len[b] = lens[b];
         dec->pos[b] = (m->docs_on ? m->pos[last] : lens[b] - 1) + 1;
         dec->eos[b] = c->doc_mask && tokens[last] == TOK_EOS;
-        memcpy(dec->logits + (size_t)b * V, m->logits + ((size_t)b * T + lens[b] - 1) * V, (size_t)V * sizeof(float));
+        memcpy(dec->logits + (size_t)b * V, m->logits + (size_t)b * V, (size_t)V * sizeof(float));
     }
     return rc;
 }

@@ -157,7 +157,8 @@ void model_decoder_free(model_decoder *dec);
 
 // Starts every sequence from a prompt: tokens (B,T), sequence b's prompt is its first lens[b]
 // tokens (1 <= lens[b] <= T; what follows is ignored). One batched forward, then the caches are
-// filled from it. The logits of each prompt's last token are then in model_decoder_logits.
+// filled from it. The logits of each prompt's last token are then in model_decoder_logits (only
+// those are computed: model_logits then holds these B rows, not the forward's B*T).
 int model_decoder_prefill(model_decoder *dec, const int *tokens, int T, const int *lens, char *msg, size_t n);
 // Appends one token per sequence (tokens: B ids) and computes their logits.
 int model_decoder_step(model_decoder *dec, const int *tokens, char *msg, size_t n);
