@@ -440,7 +440,7 @@ static train_result time_c_train(const model_config *mc, int B, int T, int steps
         tok[i] = (int)((s >> 33) % (uint64_t)mc->vocab_size);
     }
     step_same_batch src = {tok, tok + (size_t)B * T, (size_t)B * T};  // random tokens and targets
-    const step_config sc = {B, T, 1, 1.0f, 0, step_same_batch_fn, &src};
+    const step_config sc = {B, T, 1, 1.0f, 0, step_same_batch_fn, &src, NULL};
     trainer *tr = tok ? trainer_create(m, &opt, dist_self(), &sc, err, sizeof err) : NULL;
     if (!tr) fprintf(stderr, "mtac bench train: %s\n", tok ? err : "out of memory");
     double best = 1e30;

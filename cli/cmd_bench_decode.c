@@ -3,6 +3,7 @@
 // recomputes the whole context for every token (what the authors' generation code does).
 #include "cli.h"
 #include "model/model.h"
+#include "train/train.h"
 
 #include <omp.h>
 #include <stdint.h>
@@ -11,13 +12,14 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: mtac bench decode [--presets lm10m-baseline,lm10m] [--contexts 512,2048,8192] [--tokens N]\n"
+    "usage: mtac bench decode [--presets lm10m-baseline,lm10m | --run DIR] [--contexts 512,2048,8192] [--tokens N]\n"
     "                         [--recompute-tokens N] [--impl cache,recompute] [--threads N] [--json]\n";
 static const char ABOUT[] =
     "For each preset (random weights) and context C: prefills a C-token prompt, then times N (default\n"
     "128) decoding steps with the cache (impl mtac_mta / mtac_baseline); and, for the MTA presets, the\n"
     "same model recomputing all C+i tokens for each new token (impl recompute_mta; --recompute-tokens,\n"
-    "default 2). Prints tokens/s and, with --json, one line per measurement with impl, preset,\n"
+    "default 2). --run DIR times that run's model (its weights, e.g. an imported pretrained model)\n"
+    "instead of the presets. Prints tokens/s and, with --json, one line per measurement with impl, preset,\n"
     "context, tokens, tokens_per_s, prefill_s, threads.\n";
 
 typedef struct {
@@ -62,7 +64,7 @@ enum { IMPL_CACHE = 1, IMPL_RECOMPUTE = 2 };
 static const char *const IMPLS[] = {"cache", "recompute", NULL};
 
 typedef struct {
-    const char *presets;
+    const char *presets, *run;
     uint64_t contexts[16];
     int nc, tokens, rtokens, threads, impl, json;
 } decode_args;
@@ -71,6 +73,7 @@ typedef struct {
 static int decode_parse(int argc, char **argv, decode_args *a) {
     const cli_opt opts[] = {
         {"presets", CLI_STR, &a->presets, .arg = "LIST", .help = "model presets, comma-separated"},
+        {"run", CLI_STR, &a->run, .arg = "DIR", .help = "time this run's model instead of the presets"},
         {"contexts", CLI_LIST, a->contexts, 1, 1 << 20, .max = 16, .count = &a->nc, .arg = "LIST",
          .help = "prompt lengths; default 512,2048,8192"},
         {"tokens", CLI_INT, &a->tokens, 1, 1e9, .arg = "N", .help = "tokens decoded with the cache"},
@@ -122,6 +125,15 @@ int cmd_bench_decode(int argc, char **argv) {
     if (!a.json) {
         printf("machine: %s, %d threads\n", cpu, a.threads);
         printf("%-16s %-14s %8s %9s %12s\n", "preset", "impl", "context", "prefill s", "tokens/s");
+    }
+    if (a.run) {
+        train_config c;
+        model *m;
+        const int rc = cli_open_run("bench decode", a.run, &c, &m);
+        if (rc) return rc;
+        decode_measure(&a, a.run, m);
+        model_free(m);
+        return 0;
     }
     snprintf(presets, sizeof presets, "%s", a.presets);
     char *save = NULL;

@@ -27,6 +27,7 @@ static const command COMMANDS[] = {
     {"eval", cmd_eval, "validation loss and perplexity of a trained run; eval needle|babi: long-context retrieval"},
     {"sample", cmd_sample, "generate text from a run (a trained or an imported model; --chat: its chat template)"},
     {"tokenize", cmd_tokenize, "a run's tokenizer: text to ids, or ids to text (--decode)"},
+    {"logits", cmd_logits, "the model's logits at every position of a sequence of token ids (JSON or float32)"},
     {"plot", cmd_plot, "loss curves of runs (PNG or SVG)"},
     {"toy", cmd_toy, "the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)"},
     {"attnmap", cmd_attnmap, "draw where the toy models attend, baseline beside MTA (PNG or SVG)"},

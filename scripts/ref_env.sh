@@ -11,11 +11,11 @@ cd "$(dirname "$0")/.."
 llama=0
 if [ "${1:-}" = --llama ]; then llama=1; shift; fi
 venv=${1:-build/ref-venv}
-pins=(transformers==4.44.2 tokenizers==0.19.1 gguf==0.19.0 safetensors==0.8.0 sentencepiece==0.2.3)
+pins=(transformers==4.44.2 tokenizers==0.19.1 gguf==0.19.0 safetensors==0.8.0 sentencepiece==0.2.3 jinja2==3.1.6)
 if [ ! -x "$venv/bin/python" ]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
 fi
-if ! "$venv/bin/python" -c "import transformers, tokenizers, gguf, safetensors, torch
+if ! "$venv/bin/python" -c "import transformers, tokenizers, gguf, safetensors, jinja2, torch
 assert transformers.__version__ == '4.44.2'" 2>/dev/null; then
     echo "ref_env: installing ${pins[*]} into $venv" >&2
     "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}" >&2

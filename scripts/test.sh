@@ -3,7 +3,8 @@
 # test_distributed runs 1 to 4 ranks; its op tier once more on other OpenBLAS kernels and another
 # thread count) and a build with AddressSanitizer + UndefinedBehaviorSanitizer
 # (build-asan/, without MPI, so the single-process build and its refusal of an mpirun launch are
-# tested too; the ranks run 40 times slower under the sanitizers); then every fuzz target for 15
+# tested too; the ranks run 40 times slower under the sanitizers; the `real` tier, SmolLM2, in the
+# release build only); then every fuzz target for 15
 # seconds (scripts/fuzz.sh, build-fuzz/; skipped without clang's libFuzzer). Run scripts/setup.sh
 # once first.
 #   scripts/test.sh            the full run (CI's)
@@ -31,6 +32,11 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="$PATH:/usr/local/cuda/bin"
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMTAC_CUDA_EMU=ON >/dev/null
 cmake --build build -j"$jobs"
+# The pretrained-model references (transformers, tokenizers, gguf: scripts/ref_env.sh, from PyPI);
+# the tests that need them report skipped when it cannot be made.
+if MTAC_REF_PYTHON=$(scripts/ref_env.sh); then export MTAC_REF_PYTHON; else
+    echo "test.sh: the reference venv could not be made (scripts/ref_env.sh): its tests will skip" >&2
+fi
 if [ "$quick" = 1 ]; then
     ctest --test-dir build --output-on-failure -L 'unit|op' -j"$jobs"
     exit 0
@@ -52,7 +58,8 @@ fi
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMTAC_SANITIZE=ON -DMTAC_MPI=OFF -DMTAC_CUDA_EMU=ON >/dev/null
 cmake --build build-asan -j"$jobs"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure
+# The real tier (a 135M-parameter model) runs in the release build only: 20 times slower here.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -LE real
 
 # A short fixed time per fuzz target: new inputs that crash a reader fail CI (docs/fuzzing.md).
 scripts/fuzz.sh 15

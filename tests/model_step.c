@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     memcpy(logits, model_logits(m), (size_t)N * V * sizeof(float));
     memcpy(init_grads, model_grads(m), P * sizeof(float));
     step_same_batch src = {tok, tgt, (size_t)N};  // the file's batch every step
-    const step_config sc = {B, T, 1, (float)clip, 0, step_same_batch_fn, &src};
+    const step_config sc = {B, T, 1, (float)clip, 0, step_same_batch_fn, &src, NULL};
     trainer *tr = trainer_create(m, &opt, dist_self(), &sc, err, sizeof err);
     if (!tr) return die(err);
     for (int s = 0; s < steps; s++) {

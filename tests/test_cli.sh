@@ -215,6 +215,14 @@ expect 2 "positive integer" -- "$MTAC" attn --in "$tmp/t64.safetensors" --out "$
 # sample: --top-k 0 is the default (every token), so it is accepted and changes nothing; K < 0 is refused
 expect 0 "same" -- bash -c 'cmp <("$1" sample --run "$2" --prompt x --tokens 20 --top-k 0 2>/dev/null) <("$1" sample --run "$2" --prompt x --tokens 20 2>/dev/null) && echo same' _ "$MTAC" "$tmp/trun"
 expect 2 "--top-k expects an integer >= 0" -- "$MTAC" sample --run "$tmp/trun" --prompt x --top-k -1
+# mtac logits: the forward's logits of given ids; bad ids named by position; float32 rows with --out.
+expect 0 '"vocab_size": 259' -- "$MTAC" logits --run "$tmp/trun" --ids "72 105"
+expect 2 "id 2 ('x') is not a token id in [0, 259)" -- "$MTAC" logits --run "$tmp/trun" --ids "72 x"
+expect 2 "id 3 ('259') is not a token id" -- "$MTAC" logits --run "$tmp/trun" --ids "1,2,259"
+expect 2 "no token ids given" -- "$MTAC" logits --run "$tmp/trun" --ids " "
+expect 0 "2072" -- bash -c 'echo "1 2" | "$1" logits --run "$2" --out "$3/logits.bin" && stat -c %s "$3/logits.bin"' _ "$MTAC" "$tmp/trun" "$tmp"
+# The JSON rows are the forward's: the same ids give the same first row whatever follows (causal).
+expect 0 "same" -- bash -c 'a=$("$1" logits --run "$2" --ids "72 105" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"logits\"][0][:5])"); b=$("$1" logits --run "$2" --ids "72 33 33" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"logits\"][0][:5])"); [ "$a" = "$b" ] && echo same' _ "$MTAC" "$tmp/trun"
 
 # Without OMP_WAIT_POLICY, mtac restarts itself with it set (cli/main.c): the restarted process
 # must still be called mtac (ps, top, pkill; test_distributed's killed rank finds it by name).

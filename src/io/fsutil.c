@@ -243,6 +243,27 @@ int write_text_atomic(const char *path, const char *text, char *err, size_t n) {
     return out_close(&o, err, n);
 }
 
+int copy_file(const char *from, const char *to, char *err, size_t n) {
+    FILE *f = open_input_file(from, NULL, err, n);
+    if (!f) return -1;
+    out_file o;
+    if (out_open(&o, to, err, n)) {
+        fclose(f);
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+        if (fwrite(buf, 1, got, o.f) != got) break;
+    const int bad = ferror(f) || ferror(o.f);
+    fclose(f);
+    if (bad) {
+        out_abort(&o);
+        return errmsg(err, n, "copying %s to %s: %s", from, to, strerror(errno));
+    }
+    return out_close(&o, err, n);
+}
+
 int same_file(const char *a, const char *b) {
     struct stat x, y;
     return !stat(a, &x) && !stat(b, &y) && x.st_dev == y.st_dev && x.st_ino == y.st_ino;

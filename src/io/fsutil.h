@@ -48,6 +48,9 @@ void out_abort(out_file *o);
 // Writes text to path atomically as out_open does. 0, or -1 + message.
 int write_text_atomic(const char *path, const char *text, char *err, size_t n);
 
+// Copies the file from to path to, written as out_open does. 0, or -1 + message naming the file.
+int copy_file(const char *from, const char *to, char *err, size_t n);
+
 // Whether a and b name the same existing file (after symlinks: same device and inode).
 int same_file(const char *a, const char *b);
 

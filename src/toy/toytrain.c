@@ -129,7 +129,7 @@ int toy_run(const toy_run_config *c, FILE *metrics, const char *weights_path, to
     for (int i = 0; i < c->n_test; i++) hashes[i] = toy_row_hash(&c->task, test + (size_t)i * R);
     qsort(hashes, (size_t)c->n_test, sizeof *hashes, cmp_u64);
     toy_source src = {&c->task, c->seed * 0xD1B54A32D192ED03ULL ^ 0x7A1, B, c->n_test, rows, hashes};
-    const step_config sc = {B, T, 1, 1.0f, c->seed, toy_batch, &src};
+    const step_config sc = {B, T, 1, 1.0f, c->seed, toy_batch, &src, NULL};
     if (!(tr = trainer_create(m, &opt, dist_self(), &sc, err, n))) {
         rc = -1;
         goto done;

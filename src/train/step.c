@@ -45,7 +45,7 @@ static double now_s(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-// The buckets in the order model_backward reports them (model.h): norm, layers last to first,
+// The buckets in the order model_backward reports them (model.h): norm (and untied output), layers last to first,
 // embedding. Each layer's tensors are contiguous from attention_norm to feed_forward.w3.
 static int make_buckets(trainer *t) {
     const model_config *c = model_cfg(t->m);
@@ -55,7 +55,9 @@ static int make_buckets(trainer *t) {
     t->buckets = malloc((size_t)t->n_buckets * sizeof *t->buckets);
     if (!t->buckets) return -1;
     int k = 0;
-    t->buckets[k++] = (bucket){(size_t)(w.norm - g), (size_t)(w.norm - g) + (size_t)c->dim};
+    // the untied output projection follows the norm (model.h)
+    const size_t head = (size_t)c->dim + (w.output ? (size_t)c->vocab_size * c->dim : 0);
+    t->buckets[k++] = (bucket){(size_t)(w.norm - g), (size_t)(w.norm - g) + head};
     for (int l = c->n_layers - 1; l >= 0; l--) {
         const layer_weights *L = &w.layer[l];
         t->buckets[k++] = (bucket){(size_t)(L->attn_norm - g), (size_t)(L->w3 - g) + (size_t)c->hidden_dim * c->dim};
@@ -238,6 +240,9 @@ int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size
     double loss = 0;
     for (int a = 0; a < A; a++) loss += (float)t->losses[a] / A;
     if (A > 1) scale_grads(acc, len, 1.0f / A);
+    if (t->c.trainable)
+        for (size_t i = t->lo; i < t->hi; i++)
+            if (!t->c.trainable[i]) acc[i - t->lo] = 0;
     double part[GRAD_NORM_CHUNKS];
     const int c0 = (int)t->cbound[t->rank], c1 = (int)t->cbound[t->rank + 1];
     grad_norm_partials(acc, t->P, c0, c1, part + c0);
@@ -250,7 +255,7 @@ int trainer_step(trainer *t, int step, float lr, step_stats *st, char *err, size
         return TRAIN_NONFINITE;
     }
     scale_grads(acc, len, clip_coef(gnorm, t->c.clip));
-    adamw_update_range(t->opt, model_params(t->m), acc, t->lo, t->hi, lr, NULL);
+    adamw_update_range(t->opt, model_params(t->m), acc, t->lo, t->hi, lr, t->c.trainable);
     t0 = now_s();
     dist_allgather_f32(t->d, model_params(t->m), t->bound);
     st->wait_s = wait + now_s() - t0;

@@ -52,6 +52,10 @@ typedef struct {
     uint64_t seed;        // dropout seed of (step, a): ((seed * 1000003 + step) * 131 + a)
     step_batch_fn batch;  // the data
     void *batch_arg;
+    // (model_num_params) 1 where a parameter trains; NULL: all do. The others keep their values:
+    // their gradients are zeroed before the norm and clipping, and AdamW neither moves nor decays
+    // them (with zero moments and gradient its step is exactly 0).
+    const unsigned char *trainable;
 } step_config;
 
 typedef struct {

@@ -90,6 +90,28 @@ int train_eval_loss(model *m, const char *val_path, int B, int T, int nbatches, 
     return rc;
 }
 
+int train_copy_tokenizer(const char *from, const char *to, char *err, size_t n) {
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    for (int i = 0; i < 3; i++) {
+        char src[1100], dst[1100];
+        struct stat st;
+        path_join(src, sizeof src, from, files[i]);
+        path_join(dst, sizeof dst, to, files[i]);
+        if (stat(src, &st) == 0 && copy_file(src, dst, err, n)) return -1;
+    }
+    return 0;
+}
+
+// 1 for the MTA operator's parameters ("layers.L.attention.mta.*"), 0 for the others.
+static unsigned char *mta_mask(const model *m) {
+    unsigned char *k = calloc(model_num_params(m), 1);
+    int nt;
+    const model_tensor *ts = model_tensors(m, &nt);
+    for (int i = 0; k && i < nt; i++)
+        if (strstr(ts[i].name, ".attention.mta.")) memset(k + ts[i].offset, 1, ts[i].numel);
+    return k;
+}
+
 model *train_open_run(const char *run, train_config *c, char *err, size_t n) {
     char path[1100];
     train_config_default(c);
@@ -334,6 +356,7 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     size_t lo = 0, hi = P;
     if (!lead) trainer_shard(P, rank, ranks, &lo, &hi);
     adamw opt;
+    unsigned char *trainable = NULL;
     trainer *tr = NULL;
     FILE *mf = NULL;
     dataloader dl;
@@ -357,7 +380,11 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
     train_source src = {&dl, c, {0}};
     int min_T;
     if (lc_mix_parse(c->mix_tasks, c->mix_loss, &src.mix, &min_T, err, n)) goto out;
-    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &src};
+    if (!strcmp(c->train, "mta") && !(trainable = mta_mask(m))) {
+        errmsg(err, n, "out of memory for the mask of the trained parameters");
+        goto out;
+    }
+    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &src, trainable};
     if (!(tr = trainer_create(m, &opt, d, &sc, err, n))) goto out;
     resume_state rs = {0, INFINITY, 0};
     if (resume) {
@@ -380,11 +407,21 @@ int train_run(const train_config *c, int resume, const train_hooks *hooks, char 
         dist_bcast(d, &rs, sizeof rs, 0);
         dl.state = rs.data_state;
         trainer_broadcast_state(tr);  // weights, moments and AdamW's t
+        // A run resumed with train = mta after steps of all: the frozen parameters' moments would
+        // still move them, so they start again from zero.
+        for (size_t i = opt.base; trainable && i < opt.base + opt.n; i++)
+            if (!trainable[i]) opt.m[i - opt.base] = opt.v[i - opt.base] = 0;
         emit(h, lead, &(train_event){.kind = TRAIN_EV_RESUMED, .step = rs.start, .steps = c->steps, .ranks = ranks, .path = p.ckpt});
     } else {
         model_init(m, (uint64_t)c->seed);  // the same on every rank
         if (c->init[0]) {  // rank 0 reads the starting weights, every rank gets them
-            if (lead && model_load_weights(m, c->init, err, n)) goto out;
+            char w[1100];
+            const int is_run = train_init_is_run(c->init);
+            if (is_run) path_join(w, sizeof w, c->init, "model.safetensors");
+            else snprintf(w, sizeof w, "%s", c->init);
+            if (lead && model_load_weights(m, w, err, n)) goto out;
+            // the run speaks the tokens of the model it starts from
+            if (lead && is_run && train_copy_tokenizer(c->init, c->out, err, n)) goto out;
             trainer_broadcast_state(tr);
         }
         if (lead) remove(p.metrics);
@@ -479,6 +516,7 @@ out:
     if (dl_open) dataloader_close(&dl);
     trainer_free(tr);
     adamw_free(&opt);
+    free(trainable);
     model_free(m);
     free(cfg);
     if (!was_flushing) fp_flush_subnormals(0);

@@ -26,7 +26,9 @@ typedef struct {
     int eval_every, eval_batches, save_every, log_every;
     char data[512];           // directory with train.bin and val.bin (mtac data)
     char out[512];            // run directory: checkpoint, metrics.jsonl, config.json
-    char init[512];           // weights to start from (safetensors; "" = the seeded initialisation)
+    char init[512];           // weights to start from: a safetensors file, or a run directory (its
+                              // config.json's model, model.safetensors, tokenizer files); "" = none
+    char train[8];            // the parameters trained: all, or mta (the others frozen)
     float mix;                // fraction of training sequences that are long-context task examples
     char mix_tasks[64];       // their tasks (docs/longctx.md): needle, qa1, qa2, qa3, copy
     char mix_loss[16];        // answer (the loss on their answers only) or all
@@ -50,6 +52,13 @@ int train_config_finish(train_config *c, char *err, size_t n);
 
 // The whole run configuration as JSON (malloc'd).
 char *train_config_to_json(const train_config *c);
+
+// Whether init names a run directory (rather than a weights file).
+int train_init_is_run(const char *init);
+
+// Copies a run's tokenizer files (tokenizer.json, tokenizer_config.json, generation_config.json,
+// those present; docs/models.md) from directory from into directory to. 0, or -1 + message.
+int train_copy_tokenizer(const char *from, const char *to, char *err, size_t n);
 
 // Lists the keys with their meaning (for --help).
 void train_config_print_keys(void);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { K_INT, K_LLONG, K_FLOAT, K_STR } key_type;
 
@@ -55,7 +56,9 @@ static const key_def KEYS[] = {
     {"log_every", K_INT, F(log_every), 1, 1e9, 0, "progress line every N steps"},
     {"data", K_STR, F(data), 0, 0, 0, "directory with train.bin and val.bin (from mtac data)"},
     {"out", K_STR, F(out), 0, 0, 0, "run directory (checkpoint.safetensors, model.safetensors, metrics.jsonl)"},
-    {"init", K_STR, F(init), 0, 0, 0, "weights to start from instead of the seeded initialisation (e.g. from mtac convert)"},
+    {"init", K_STR, F(init), 0, 0, 0, "weights to start from instead of the seeded initialisation: a safetensors file, or a run "
+                                      "directory (its model, weights and tokenizer; e.g. from mtac import or convert)"},
+    {"train", K_STR, F(train), 0, 0, 0, "the parameters trained: all, or mta (only the MTA kernels; the others stay as they are)"},
     {"mix", K_FLOAT, F(mix), 0, 1, 0, "fraction of training sequences that hold a long-context task example (docs/longctx.md)"},
     {"mix_tasks", K_STR, F(mix_tasks), 0, 0, 0, "tasks of those examples: needle, qa1, qa2, qa3, copy (comma-separated)"},
     {"mix_loss", K_STR, F(mix_loss), 0, 0, 0, "their loss: answer (on the answer only) or all (every token)"},
@@ -76,6 +79,7 @@ void train_config_default(train_config *c) {
     snprintf(c->out, sizeof c->out, "runs/default");
     snprintf(c->mix_tasks, sizeof c->mix_tasks, "needle,qa1,qa2,qa3");
     snprintf(c->mix_loss, sizeof c->mix_loss, "answer");
+    snprintf(c->train, sizeof c->train, "all");
 }
 
 static const key_def *find_key(const char *key) {
@@ -178,7 +182,26 @@ int train_check_batch_shape(int B, int T, char *err, size_t n) {
     return 0;
 }
 
+int train_init_is_run(const char *init) {
+    struct stat st;
+    return init[0] && stat(init, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int train_config_finish(train_config *c, char *err, size_t n) {
+    // --init RUN: the model is the run's (a run resumed has it in its own config.json)
+    if (!c->have_model && train_init_is_run(c->init)) {
+        train_config r;
+        char path[1100], inner[1200];
+        train_config_default(&r);
+        snprintf(path, sizeof path, "%s/config.json", c->init);
+        if (train_config_load(&r, path, inner, sizeof inner) || train_config_finish(&r, inner, sizeof inner))
+            return errmsg(err, n, "init: %s", inner);
+        c->model = r.model, c->have_model = 1;
+    }
+    if (strcmp(c->train, "all") && strcmp(c->train, "mta"))
+        return errmsg(err, n, "train '%s': give all or mta", c->train);
+    if (!strcmp(c->train, "mta") && !c->model.mta)
+        return errmsg(err, n, "train mta: the model has no MTA parameters (add them with mtac convert --add-mta)");
     if (!c->have_model && model_preset(c->preset, &c->model))
         return errmsg(err, n, "unknown preset '%s' (available: %s)", c->preset, model_preset_names());
     char inner[256];
