@@ -50,7 +50,7 @@ static int add_merge(tokenizer *t, const char *where, int rank, const char *a, s
     int res = tok_map_get(t, ab, al + bl);
     free(ab);
     if (l < 0 || r < 0 || res < 0)
-        return errmsg(err, n, "%s: merge %d \"%.*s %.*s\": %s not in the vocabulary", where, rank, (int)al, a, (int)bl,
+        return errmsg(err, n, "%s[%d] \"%.*s %.*s\": %s not in the vocabulary", where, rank, (int)al, a, (int)bl,
                       b, l < 0 ? "its left token" : r < 0 ? "its right token" : "the merged token");
     tok_merges_put(&t->merges, l, r, rank, res);
     t->merge_left[rank] = l;
@@ -198,7 +198,7 @@ tokenizer *tokenizer_from_spec(const tokenizer_spec *s, char *err, size_t n) {
                 errmsg(err, n, "tokenizer spec: merge %d \"%s\" is not two tokens", r, m ? m : "(null)");
                 goto fail;
             }
-            if (add_merge(t, "tokenizer spec", r, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), err, n)) goto fail;
+            if (add_merge(t, "tokenizer spec: merges", r, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), err, n)) goto fail;
         }
     } else if (s->kind == TOKENIZER_BPE_SPM && spm_merges_from_scores(t, err, n)) {
         goto fail;
