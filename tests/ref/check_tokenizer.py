@@ -7,7 +7,9 @@
 1. Tokenizers trained here with `tokenizers` on the corpus (byte-level BPE with Llama 3's Split
    regex, GPT-2's ByteLevel, SentencePiece-style BPE with byte fallback and the Prepend/Replace
    normalizer, each with added tokens): ids equal `tokenizers`' on every text of the corpus.
-2. With a GGUF file (--gguf, or env MTAC_SMOLLM2_GGUF): its tokenizer.ggml.* keys, dumped with the
+2. With SmolLM2's Hugging Face directory (--hf-dir, or env MTAC_SMOLLM2_HF): its tokenizer.json
+   gives `tokenizers`' ids and llama.cpp's (the fixture below).
+3. With a GGUF file (--gguf, or env MTAC_SMOLLM2_GGUF): its tokenizer.ggml.* keys, dumped with the
    `gguf` package, built by tokenizer_from_spec and written by tokenizer_save: the file loads in
    `tokenizers` and gives the same ids as mtac, and mtac's ids equal llama.cpp's (the committed
    fixture tests/fixtures/tok_smollm2_llamacpp.json, and live when llama_cpp imports).
@@ -159,6 +161,8 @@ def main():
     ap.add_argument("--tool", required=True)
     ap.add_argument("--corpus", default=os.path.join(ROOT, "tests", "data", "tok_corpus.json"))
     ap.add_argument("--gguf", default=os.environ.get("MTAC_SMOLLM2_GGUF"))
+    ap.add_argument("--hf-dir", default=os.environ.get("MTAC_SMOLLM2_HF"),
+                    help="a Hugging Face directory of SmolLM2 (its own tokenizer.json)")
     ap.add_argument("--write-fixture", action="store_true")
     a = ap.parse_args()
     corpus = json.load(open(a.corpus))
@@ -224,6 +228,18 @@ def main():
                 compare("GGUF (llama.cpp fixture)", got, fx["ids"], items, fails)
         else:
             print("GGUF checks skipped: no --gguf / MTAC_SMOLLM2_GGUF")
+
+        if a.hf_dir and os.path.exists(os.path.join(a.hf_dir, "tokenizer.json")):
+            # SmolLM2's own tokenizer.json: tokenizers, and llama.cpp's ids for its GGUF
+            hf = Tokenizer.from_file(os.path.join(a.hf_dir, "tokenizer.json"))
+            got = mtac_ids(a.tool, "--run", a.hf_dir, a.corpus)
+            want = [hf.encode(s, add_special_tokens=False).ids if s is not None else None for _, s in items]
+            compare("SmolLM2 tokenizer.json (tokenizers)", got, want, items, fails,
+                    lambda ids: hf.decode(ids, skip_special_tokens=False))
+            if os.path.exists(FIXTURE):
+                compare("SmolLM2 tokenizer.json (llama.cpp fixture)", got, json.load(open(FIXTURE))["ids"], items, fails)
+        else:
+            print("Hugging Face directory checks skipped: no --hf-dir / MTAC_SMOLLM2_HF")
     if any(fails):
         print("FAIL")
         return 1
