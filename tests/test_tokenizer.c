@@ -139,13 +139,13 @@ static void expect_ids(tokenizer *t, const char *text, const int32_t *want, size
     size_t n;
     char err[256];
     assert_int_equal(tokenizer_encode(t, text, strlen(text), 0, &ids, &n, err, sizeof err), 0);
-    if (n != n_want || memcmp(ids, want, n * sizeof *ids)) {
+    if (n != n_want || (n && memcmp(ids, want, n * sizeof *ids))) {
         fprintf(stderr, "\"%s\":", text);
         for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
         fprintf(stderr, "\n");
     }
     assert_int_equal(n, n_want);
-    assert_memory_equal(ids, want, n * sizeof *ids);
+    if (n) assert_memory_equal(ids, want, n * sizeof *ids);
     free(ids);
 }
 

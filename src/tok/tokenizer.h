@@ -4,7 +4,7 @@
 // SentencePiece BPE (Llama 2: "▁" for spaces, merges by score or rank, byte fallback <0xXX>).
 // A run keeps a pretrained tokenizer as Hugging Face files (docs/models.md): tokenizer.json, and
 // tokenizer_config.json (add_bos_token, bos/eos tokens, chat_template); a run without them is
-// byte-level.
+// byte-level. A tokenizer is used by one thread at a time (encoding fills a cache of words).
 #ifndef MTAC_TOK_TOKENIZER_H
 #define MTAC_TOK_TOKENIZER_H
 
