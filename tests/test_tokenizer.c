@@ -95,7 +95,7 @@ static void write_json(const char *name, cJSON *j) {
 
 // A byte-level BPE tokenizer.json: the 256 byte characters (id = byte), then "he", "ll", "hell",
 // "hello" by the merges "h e", "l l", "he ll", "hell o", and the added token "<|s|>" (id 260).
-static cJSON *tiny_bytelevel(int lstrip, int rstrip) {
+static cJSON *tiny_bytelevel(int lstrip, int rstrip, int single_word) {
     cJSON *root = cJSON_CreateObject();
     cJSON *m = cJSON_AddObjectToObject(root, "model");
     cJSON_AddStringToObject(m, "type", "BPE");
@@ -122,6 +122,7 @@ static cJSON *tiny_bytelevel(int lstrip, int rstrip) {
     cJSON_AddBoolToObject(a, "special", 1);
     cJSON_AddBoolToObject(a, "lstrip", lstrip);
     cJSON_AddBoolToObject(a, "rstrip", rstrip);
+    cJSON_AddBoolToObject(a, "single_word", single_word);
     cJSON_AddItemToArray(added, a);
     return root;
 }
@@ -151,7 +152,7 @@ static void expect_ids(tokenizer *t, const char *text, const int32_t *want, size
 
 static void test_bytelevel_json(void **s) {
     (void)s;
-    write_json("tokenizer.json", tiny_bytelevel(0, 0));
+    write_json("tokenizer.json", tiny_bytelevel(0, 0, 0));
     tokenizer *t = load("tokenizer.json");
     assert_non_null(t);
     assert_int_equal(tokenizer_get_kind(t), TOKENIZER_BPE_BYTES);
@@ -177,10 +178,21 @@ static void test_bytelevel_json(void **s) {
     tokenizer_free(t);
 
     // lstrip and rstrip take the spaces around the token with it
-    write_json("strip.json", tiny_bytelevel(1, 1));
+    write_json("strip.json", tiny_bytelevel(1, 1, 0));
     t = load("strip.json");
     assert_non_null(t);
     expect_ids(t, "he  <|s|>  x", (const int32_t[]){256, 260, 'x'}, 3);
+    tokenizer_free(t);
+
+    // single_word: not beside a word character (Unicode letters too), as Rust's \w has it
+    write_json("word.json", tiny_bytelevel(0, 0, 1));
+    t = load("word.json");
+    assert_non_null(t);
+    expect_ids(t, "-<|s|>.", (const int32_t[]){'-', 260, '.'}, 3);
+    expect_ids(t, "x<|s|>", (const int32_t[]){'x', '<', '|', 's', '|', '>'}, 6);
+    expect_ids(t, "<|s|>_", (const int32_t[]){'<', '|', 's', '|', '>', '_'}, 6);
+    expect_ids(t, "\xc3\xa9<|s|>", (const int32_t[]){0xc3, 0xa9, '<', '|', 's', '|', '>'}, 7);
+    expect_ids(t, "\xe2\x80\x94<|s|>", (const int32_t[]){0xe2, 0x80, 0x94, 260}, 4);  // an em dash is not a word character
     tokenizer_free(t);
 }
 
@@ -287,28 +299,28 @@ static void expect_error(cJSON *j, const char *want1, const char *want2) {
 
 static void test_malformed(void **s) {
     (void)s;
-    cJSON *j = tiny_bytelevel(0, 0);
+    cJSON *j = tiny_bytelevel(0, 0, 0);
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "type", cJSON_CreateString("WordPiece"));
     expect_error(j, "model.type", "WordPiece");
-    j = tiny_bytelevel(0, 0);
+    j = tiny_bytelevel(0, 0, 0);
     cJSON_AddItemToArray(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "model"), "merges"), cJSON_CreateString("he zz"));
     expect_error(j, "model.merges[4]", "right token");
-    j = tiny_bytelevel(0, 0);
+    j = tiny_bytelevel(0, 0, 0);
     cJSON_DeleteItemFromObject(cJSON_GetObjectItem(j, "model"), "vocab");
     expect_error(j, "model.vocab", "missing");
-    j = tiny_bytelevel(0, 0);
+    j = tiny_bytelevel(0, 0, 0);
     cJSON *pre = cJSON_CreateObject();
     cJSON_AddStringToObject(pre, "type", "Split");
     cJSON_AddStringToObject(cJSON_AddObjectToObject(pre, "pattern"), "Regex", "(unclosed");
     cJSON_AddStringToObject(pre, "behavior", "Isolated");
     cJSON_ReplaceItemInObject(j, "pre_tokenizer", pre);
     expect_error(j, "pre_tokenizer.pattern", "(unclosed");
-    j = tiny_bytelevel(0, 0);
+    j = tiny_bytelevel(0, 0, 0);
     cJSON *norm = cJSON_CreateObject();
     cJSON_AddStringToObject(norm, "type", "NFC");
     cJSON_AddItemToObject(j, "normalizer", norm);
     expect_error(j, "normalizer", "NFC");
-    j = tiny_bytelevel(0, 0);
+    j = tiny_bytelevel(0, 0, 0);
     cJSON *dec = cJSON_CreateObject();
     cJSON_AddStringToObject(dec, "type", "WordPiece");
     cJSON_ReplaceItemInObject(j, "decoder", dec);

@@ -33,12 +33,6 @@ static int segs_push(segs *a, size_t start, size_t end, int id) {
     return 0;
 }
 
-// Rust's char::is_alphanumeric or '_' as Hugging Face's single_word tests it; every non-ASCII
-// character counts as a word character here (an approximation: no Unicode tables).
-static int word_byte(unsigned char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
-}
-
 // The start of the run of whitespace that ends at s[end].
 static size_t space_run_before(const unsigned char *s, size_t lo, size_t end) {
     while (end > lo) {
@@ -88,7 +82,9 @@ static int added_split(const tokenizer *t, const unsigned char *s, size_t len, i
         const tok_added *a = &t->added[best];
         size_t start = i, stop = i + a->len;
         i = stop;
-        if (a->single_word && ((start > 0 && word_byte(s[start - 1])) || (stop < len && word_byte(s[stop])))) continue;
+        if (a->single_word && t->word_re &&
+            (is_word_char(t->word_re, s, start, 0) || is_word_char(t->word_re, s + stop, len - stop, 1)))
+            continue;
         if (a->lstrip) {
             size_t ns = space_run_before(s, 0, start);
             start = ns > from ? ns : from;

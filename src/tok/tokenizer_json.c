@@ -84,6 +84,7 @@ static int add_added(tokenizer *t, int id, const char *content, int special, int
     if (!a->content) return -1;
     t->n_added++;
     t->added_first[(unsigned char)content[0]] = 1;
+    if (single_word && !t->word_re && !(t->word_re = word_re_compile())) return -1;
     return 0;
 }
 
