@@ -98,6 +98,13 @@ def train(kind, corpus_texts):
                                          decoders.Strip(" ", 1, 0)])
         alphabet = []
         special = SPECIALS + [f"<0x{b:02X}>" for b in range(256)]
+    elif kind.startswith("metaspace"):  # the older SentencePiece layout (Mistral's, some Llama 2 files)
+        scheme, split = {"metaspace": ("first", False), "metaspace_split": ("always", True)}[kind]
+        tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=scheme, split=split)
+        tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme=scheme, split=split)
+        alphabet = []
+        special = SPECIALS + [f"<0x{b:02X}>" for b in range(256)] + ["<unk>"]
     else:
         tok = Tokenizer(models.BPE(ignore_merges=(kind == "llama3")))
         if kind == "llama3":
@@ -174,7 +181,7 @@ def main():
         llama_cpp = None
     with tempfile.TemporaryDirectory() as tmp:
         corpus_texts = [s for _, s in items if s]
-        for kind in ["llama3", "gpt2_prefix", "smollm", "spm"]:
+        for kind in ["llama3", "gpt2_prefix", "smollm", "spm", "metaspace", "metaspace_split"]:
             tok = train(kind, corpus_texts)
             d = os.path.join(tmp, kind)
             os.makedirs(d)
