@@ -20,7 +20,8 @@ typedef enum { TOKENIZER_BYTES, TOKENIZER_BPE_BYTES, TOKENIZER_BPE_SPM } tokeniz
 typedef struct {
     tokenizer_kind kind;            // TOKENIZER_BPE_BYTES ("gpt2") or TOKENIZER_BPE_SPM ("llama")
     const char *pre;          // byte-level pre-tokenizer type, llama.cpp's names: "default" (GPT-2),
-                              // "llama-bpe" (Llama 3), "smollm", "qwen2", ...; NULL for SPM
+                              // "llama-bpe" (Llama 3), "smollm", "qwen2", ...; NULL: "default"
+                              // for byte-level (as llama.cpp), unused for SPM
     int n_vocab;
     const char *const *tokens;    // n_vocab token strings (byte-level: in the byte-to-char alphabet)
     const float *scores;          // n_vocab SPM scores, or NULL

@@ -205,8 +205,10 @@ tokenizer *tokenizer_from_spec(const tokenizer_spec *s, char *err, size_t n) {
         goto fail;
     }
     if (s->kind == TOKENIZER_BPE_BYTES) {
-        if (pre_from_name(t, s->pre ? s->pre : "(none)", err, n)) goto fail;
-        if (set_str(&t->pre_name, s->pre)) goto oom;
+        // without tokenizer.ggml.pre llama.cpp uses its "default" (and warns)
+        const char *pre = s->pre ? s->pre : "default";
+        if (pre_from_name(t, pre, err, n)) goto fail;
+        if (set_str(&t->pre_name, pre)) goto oom;
         t->dec[t->n_dec++] = (tok_dec){.kind = DEC_BYTELEVEL};
     } else {
         t->norm_replace_space = 1;
