@@ -33,12 +33,6 @@ static int segs_push(segs *a, size_t start, size_t end, int id) {
     return 0;
 }
 
-// Rust's char::is_alphanumeric or '_' as Hugging Face's single_word tests it; every non-ASCII
-// character counts as a word character here (an approximation: no Unicode tables).
-static int word_byte(unsigned char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
-}
-
 // The start of the run of whitespace that ends at s[end].
 static size_t space_run_before(const unsigned char *s, size_t lo, size_t end) {
     while (end > lo) {
@@ -88,7 +82,9 @@ static int added_split(const tokenizer *t, const unsigned char *s, size_t len, i
         const tok_added *a = &t->added[best];
         size_t start = i, stop = i + a->len;
         i = stop;
-        if (a->single_word && ((start > 0 && word_byte(s[start - 1])) || (stop < len && word_byte(s[stop])))) continue;
+        if (a->single_word && t->word_re &&
+            (is_word_char(t->word_re, s, start, 0) || is_word_char(t->word_re, s + stop, len - stop, 1)))
+            continue;
         if (a->lstrip) {
             size_t ns = space_run_before(s, 0, start);
             start = ns > from ? ns : from;
@@ -273,7 +269,7 @@ static int byte_token(const char *p, size_t len) {
 }
 
 // One token's text through the decoder steps that act per token (ByteLevel, Replace, ByteFallback).
-static int decode_piece(const tokenizer *t, const char *p, size_t len, buf *b) {
+static int decode_piece(const tokenizer *t, const char *p, size_t len, int first, buf *b) {
     for (int d = 0; d < t->n_dec; d++) {
         const tok_dec *s = &t->dec[d];
         if (s->kind == DEC_BYTELEVEL) {
@@ -298,12 +294,13 @@ static int decode_piece(const tokenizer *t, const char *p, size_t len, buf *b) {
             }
         }
     }
-    // Replace (and Metaspace's "▁"): each occurrence of from becomes to
+    // Replace (and Metaspace's "▁"): each occurrence of from becomes to. Metaspace, when it
+    // prepends, drops every "▁" of the first token, as Hugging Face's decoder does.
     const char *from = NULL, *to = NULL;
     for (int d = 0; d < t->n_dec; d++)
         if (t->dec[d].kind == DEC_REPLACE || t->dec[d].kind == DEC_METASPACE) {
             from = t->dec[d].kind == DEC_REPLACE ? t->dec[d].from : SPACE_MARK;
-            to = t->dec[d].kind == DEC_REPLACE ? t->dec[d].to : " ";
+            to = t->dec[d].kind == DEC_REPLACE ? t->dec[d].to : first && t->dec[d].start ? "" : " ";
         }
     size_t fl = from ? strlen(from) : 0;
     for (size_t j = 0; j < len;) {
@@ -331,16 +328,18 @@ char *tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int
         for (size_t i = 0; i < n_ids && !rc; i++)
             if (ids[i] < 256 || !skip_special) rc = buf_put(&b, t->piece[ids[i]], t->piece_len[ids[i]]);
     } else {
+        int first = 1;
         for (size_t i = 0; i < n_ids && !rc; i++) {
             if (skip_special && is_special(t, ids[i])) continue;
-            rc = decode_piece(t, t->piece[ids[i]], t->piece_len[ids[i]], &b);
+            rc = decode_piece(t, t->piece[ids[i]], t->piece_len[ids[i]], first, &b);
+            first = 0;
         }
-        // Strip (after Fuse: the whole text) and Metaspace's leading space
+        // Strip (after Fuse: of the whole text)
         for (int d = 0; d < t->n_dec && !rc; d++) {
             const tok_dec *s = &t->dec[d];
-            int start = s->kind == DEC_STRIP ? s->start : s->kind == DEC_METASPACE ? s->start : 0;
-            int stop = s->kind == DEC_STRIP ? s->stop : 0;
-            const char *c = s->kind == DEC_STRIP ? s->content : " ";
+            if (s->kind != DEC_STRIP) continue;
+            int start = s->start, stop = s->stop;
+            const char *c = s->content;
             size_t cl = c ? strlen(c) : 0;
             if (!cl) continue;
             size_t a = 0;

@@ -60,6 +60,31 @@ void pre_free(tok_pre *p) {
     memset(p, 0, sizeof *p);
 }
 
+void *word_re_compile(void) {
+    int code;
+    PCRE2_SIZE off;
+    return pcre2_compile((PCRE2_SPTR) "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", PCRE2_ZERO_TERMINATED,
+                         PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_ANCHORED, &code, &off, NULL);
+}
+
+void word_re_free(void *re) {
+    if (re) pcre2_code_free(re);
+}
+
+int is_word_char(const void *re, const unsigned char *s, size_t len, int start) {
+    if (!len) return 0;
+    size_t at = 0;
+    if (!start) {  // the last character: back over continuation bytes
+        at = len - 1;
+        while (at > 0 && len - at < 4 && (s[at] & 0xc0) == 0x80) at--;
+    }
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md) return 0;
+    int rc = pcre2_match(re, s, len, at, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc > 0;
+}
+
 // The recursion over the steps: step i splits s into pieces and hands each to step i + 1.
 typedef struct {
     const tokenizer *t;

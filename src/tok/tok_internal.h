@@ -80,7 +80,7 @@ struct tokenizer {
     int n_added;
     tok_added *added;
     unsigned char added_first[256];   // whether some added token starts with this byte
-    int is_added_special_cached;
+    void *word_re;             // single_word's word character (pcre2_code), when a token has single_word
     int bos_id, pad_id, add_bos, add_eos, n_eos;
     int eos[TOK_MAX_EOS];
     char *chat_template;
@@ -122,6 +122,11 @@ void pre_free(tok_pre *p);
 typedef int (*tok_piece_fn)(void *ctx, const unsigned char *s, size_t len);
 int pretokenize(const tokenizer *t, const unsigned char *s, size_t len, int first, tok_piece_fn fn, void *ctx, char *err,
                 size_t n);
+// single_word: Rust's regex \\w (what Hugging Face tests) as PCRE2 code; whether the character
+// at s[0..len) (start) or ending at s[len] (!start) is one.
+void *word_re_compile(void);
+void word_re_free(void *re);
+int is_word_char(const void *re, const unsigned char *s, size_t len, int start);
 // llama.cpp's regexes for a GGUF byte-level pre type; NULL with a message for others.
 int pre_from_name(tokenizer *t, const char *name, char *err, size_t n);
 

@@ -62,6 +62,7 @@ void tokenizer_free(tokenizer *t) {
     }
     for (int i = 0; i < t->n_added; i++) free(t->added[i].content);
     free(t->added);
+    word_re_free(t->word_re);
     free(t->chat_template);
     free(t->pre_name);
     free(t->bos_token);

@@ -4,7 +4,7 @@
 // SentencePiece BPE (Llama 2: "▁" for spaces, merges by score or rank, byte fallback <0xXX>).
 // A run keeps a pretrained tokenizer as Hugging Face files (docs/models.md): tokenizer.json, and
 // tokenizer_config.json (add_bos_token, bos/eos tokens, chat_template); a run without them is
-// byte-level.
+// byte-level. A tokenizer is used by one thread at a time (encoding fills a cache of words).
 #ifndef MTAC_TOK_TOKENIZER_H
 #define MTAC_TOK_TOKENIZER_H
 
@@ -20,7 +20,8 @@ typedef enum { TOKENIZER_BYTES, TOKENIZER_BPE_BYTES, TOKENIZER_BPE_SPM } tokeniz
 typedef struct {
     tokenizer_kind kind;            // TOKENIZER_BPE_BYTES ("gpt2") or TOKENIZER_BPE_SPM ("llama")
     const char *pre;          // byte-level pre-tokenizer type, llama.cpp's names: "default" (GPT-2),
-                              // "llama-bpe" (Llama 3), "smollm", "qwen2", ...; NULL for SPM
+                              // "llama-bpe" (Llama 3), "smollm", "qwen2", ...; NULL: "default"
+                              // for byte-level (as llama.cpp), unused for SPM
     int n_vocab;
     const char *const *tokens;    // n_vocab token strings (byte-level: in the byte-to-char alphabet)
     const float *scores;          // n_vocab SPM scores, or NULL

@@ -50,7 +50,7 @@ static int add_merge(tokenizer *t, const char *where, int rank, const char *a, s
     int res = tok_map_get(t, ab, al + bl);
     free(ab);
     if (l < 0 || r < 0 || res < 0)
-        return errmsg(err, n, "%s: merge %d \"%.*s %.*s\": %s not in the vocabulary", where, rank, (int)al, a, (int)bl,
+        return errmsg(err, n, "%s[%d] \"%.*s %.*s\": %s not in the vocabulary", where, rank, (int)al, a, (int)bl,
                       b, l < 0 ? "its left token" : r < 0 ? "its right token" : "the merged token");
     tok_merges_put(&t->merges, l, r, rank, res);
     t->merge_left[rank] = l;
@@ -84,6 +84,7 @@ static int add_added(tokenizer *t, int id, const char *content, int special, int
     if (!a->content) return -1;
     t->n_added++;
     t->added_first[(unsigned char)content[0]] = 1;
+    if (single_word && !t->word_re && !(t->word_re = word_re_compile())) return -1;
     return 0;
 }
 
@@ -198,14 +199,16 @@ tokenizer *tokenizer_from_spec(const tokenizer_spec *s, char *err, size_t n) {
                 errmsg(err, n, "tokenizer spec: merge %d \"%s\" is not two tokens", r, m ? m : "(null)");
                 goto fail;
             }
-            if (add_merge(t, "tokenizer spec", r, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), err, n)) goto fail;
+            if (add_merge(t, "tokenizer spec: merges", r, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), err, n)) goto fail;
         }
     } else if (s->kind == TOKENIZER_BPE_SPM && spm_merges_from_scores(t, err, n)) {
         goto fail;
     }
     if (s->kind == TOKENIZER_BPE_BYTES) {
-        if (pre_from_name(t, s->pre ? s->pre : "(none)", err, n)) goto fail;
-        if (set_str(&t->pre_name, s->pre)) goto oom;
+        // without tokenizer.ggml.pre llama.cpp uses its "default" (and warns)
+        const char *pre = s->pre ? s->pre : "default";
+        if (pre_from_name(t, pre, err, n)) goto fail;
+        if (set_str(&t->pre_name, pre)) goto oom;
         t->dec[t->n_dec++] = (tok_dec){.kind = DEC_BYTELEVEL};
     } else {
         t->norm_replace_space = 1;

@@ -7,6 +7,7 @@
 #include "fuzz_tiny_model.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
+#include "tok/tokenizer.h"
 #include "toy/toyplan.h"
 #include "train/checkpoint.h"
 #include "train/train.h"
@@ -225,6 +226,75 @@ static void fixture_seeds(const char *dir) {
     closedir(d);
 }
 
+// Small tokenizer.json files written by tokenizer_save: byte-level BPE (GPT-2's alphabet, a few
+// merges, the smollm pre-tokenizer, control tokens) and SentencePiece BPE (scores, byte tokens).
+static void tokenizer_json_seeds(void) {
+    static char bytes[256][8];
+    const char *tokens[300];
+    int32_t types[300];
+    float scores[300];
+    int nv = 0;
+    for (int b = 0; b < 256; b++) {  // the byte-level alphabet, UTF-8
+        unsigned cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174 ? (unsigned)b : 0;
+        if (!cp) {
+            unsigned k = 0;
+            for (int c = 0; c < b; c++) k += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
+            cp = 256 + k;
+        }
+        if (cp < 0x80) snprintf(bytes[b], 8, "%c", (char)cp);
+        else snprintf(bytes[b], 8, "%c%c", (char)(0xc0 | cp >> 6), (char)(0x80 | (cp & 0x3f)));
+        tokens[nv] = bytes[b];
+        types[nv++] = 1;
+    }
+    const char *extra[] = {"he", "ll", "hell", "hello", "<|im_start|>", "<|im_end|>"};
+    for (int i = 0; i < 6; i++) {
+        tokens[nv] = extra[i];
+        types[nv++] = i < 4 ? 1 : 3;
+    }
+    const char *merges[] = {"h e", "l l", "he ll", "hell o"};
+    tokenizer_spec s = {.kind = TOKENIZER_BPE_BYTES, .pre = "smollm", .n_vocab = nv, .tokens = tokens, .types = types,
+                        .n_merges = 4, .merges = merges, .bos_id = 260, .eos_id = 261, .unk_id = -1, .pad_id = -1};
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", seed_path("tokenizer_json", "tmp"));
+    const char *pres[] = {"smollm", "llama-bpe", "qwen2", "gpt-2"};
+    for (int p = 0; p < 4; p++) {
+        s.pre = pres[p];
+        tokenizer *t = tokenizer_from_spec(&s, g_err, sizeof g_err);
+        if (!t || mkdir_p(dir) || tokenizer_save(t, dir, g_err, sizeof g_err)) die("tokenizer seed");
+        tokenizer_free(t);
+        char from[4200], to[4200];
+        snprintf(from, sizeof from, "%s/tokenizer.json", dir);
+        snprintf(to, sizeof to, "%s", seed_path("tokenizer_json", pres[p]));
+        if (rename(from, to)) die("tokenizer seed");
+    }
+    // SentencePiece: <unk>, <s>, </s>, the byte tokens, a few pieces by score
+    nv = 0;
+    const char *spm[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "h", "e", "\xe2\x96\x81h", "\xe2\x96\x81he"};
+    for (int i = 0; i < 8; i++) {
+        tokens[nv] = spm[i];
+        types[nv] = i == 0 ? 2 : i < 3 ? 3 : 1;
+        scores[nv++] = (float)-i;
+    }
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], 8, "<0x%02X>", b);
+        tokens[nv] = bytes[b];
+        types[nv] = 6;
+        scores[nv++] = 0;
+    }
+    tokenizer_spec q = {.kind = TOKENIZER_BPE_SPM, .n_vocab = nv, .tokens = tokens, .types = types, .scores = scores,
+                        .bos_id = 1, .eos_id = 2, .unk_id = 0, .pad_id = -1, .add_bos = 1};
+    tokenizer *t = tokenizer_from_spec(&q, g_err, sizeof g_err);
+    if (!t || tokenizer_save(t, dir, g_err, sizeof g_err)) die("tokenizer seed");
+    tokenizer_free(t);
+    char from[4200], to[4200];
+    snprintf(from, sizeof from, "%s/tokenizer.json", dir);
+    snprintf(to, sizeof to, "%s", seed_path("tokenizer_json", "spm"));
+    if (rename(from, to)) die("tokenizer seed");
+    snprintf(from, sizeof from, "%s/tokenizer_config.json", dir);
+    remove(from);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3) {
         fprintf(stderr, "usage: fuzz_make_seeds OUTDIR [FIXTURES_DIR]\n");
@@ -238,6 +308,7 @@ int main(int argc, char **argv) {
     attn_problem_seeds();
     checkpoint_seeds();
     toyplan_seeds();
+    tokenizer_json_seeds();
     if (argc == 3) fixture_seeds(argv[2]);
     return 0;
 }
