@@ -32,6 +32,12 @@ static const char *const CONFIGS[] = {
     "{" BASE ", \"n_kv_heads\": 2, \"mta\": {\"qk_layers\": [1], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2,"
     " \"post_ck\": 3, \"pre_head_mix\": true, \"post_ch\": 4, \"group_norm\": true, \"gate\": true}}",
     "{" BASE ", \"n_kv_heads\": 1}",
+    // an imported model's: untied output projection and llama3 RoPE scaling (head dim 4: pair 0
+    // kept, pair 1 of wavelength 2 pi 316 stretched, against orig_ctx 64 / low 1), GQA
+    "{" BASE ", \"n_kv_heads\": 2, \"tie_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\","
+    " \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 64},"
+    " \"mta\": {\"qk_layers\": [1], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2, \"post_ck\": 3,"
+    " \"pre_head_mix\": true, \"post_ch\": 4, \"group_norm\": true, \"gate\": true}}",
 };
 
 static model *make(const char *json, uint64_t seed) {

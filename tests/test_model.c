@@ -570,6 +570,156 @@ static void test_bad_tokens(void **s) {
     model_free(m);
 }
 
+// An imported model's config: untied output projection, llama3 RoPE scaling, 4 heads on 2 kv
+// heads. Head dim 8 (pairs of inverse frequency 1, 0.056, 0.0032, 0.00018 at theta 1e5, wavelengths
+// 6.3, 112, 2e3, 3.5e4) against orig_ctx 256 / high 4 = 64 and 256 / low 1 = 256: pair 0 kept,
+// pair 1 interpolated, pairs 2 and 3 stretched by the factor.
+#define UNTIED_BASE                                                                                                 \
+    "\"dim\": 32, \"n_layers\": 2, \"n_heads\": 4, \"n_kv_heads\": 2, \"vocab_size\": 11, \"hidden_dim\": 12,"       \
+    " \"tie_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1,"   \
+    " \"high_freq_factor\": 4, \"original_max_position_embeddings\": 256}"
+static const char *UNTIED_MTA =
+    "{" UNTIED_BASE ", \"mta\": {\"qk_layers\": [1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 2, \"post_ck\": 3,"
+    " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"gate\": true}}";
+
+static void test_untied_rope_config(void **s) {
+    (void)s;
+    expect_bad("{" UNTIED_BASE ", \"tie_embeddings\": 0}", "key 'tie_embeddings' appears twice");
+    expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"tie_embeddings\": 0}", "true or false");
+    const char *rs = "{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"rope_scaling\": ";
+    char js[512];
+    const struct {
+        const char *scaling, *needle;
+    } bad[] = {
+        {"3}", "'rope_scaling' must be an object"},
+        {"{\"rope_type\": \"linear\", \"factor\": 2}}", "rope_type must be \"llama3\""},
+        {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}",
+         "'original_max_position_embeddings' is required"},
+        {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, \"high_freq_factor\": 4,"
+         " \"original_max_position_embeddings\": 8192}}", "low_freq_factor < high_freq_factor"},
+        {"{\"rope_type\": \"llama3\", \"factor\": 0, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+         " \"original_max_position_embeddings\": 8192}}", "factor must be > 0"},
+        {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+         " \"original_max_position_embeddings\": 0}}", "original_max_position_embeddings' must be an integer"},
+        {"{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+         " \"original_max_position_embeddings\": 8192, \"type\": 1}}", "unknown key 'type' in 'rope_scaling'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(js, sizeof js, "%s%s", rs, bad[i].scaling);
+        expect_bad(js, bad[i].needle);
+    }
+    model_config c, c2;
+    char msg[256];
+    // tied and unscaled: neither key is written, so those configs read and write as before
+    assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
+    assert_int_equal(c.tie_embeddings, 1);
+    assert_true(c.rope_factor == 0);
+    char *plain = model_config_to_json(&c);
+    assert_null(strstr(plain, "tie_embeddings"));
+    assert_null(strstr(plain, "rope_scaling"));
+    free(plain);
+    assert_int_equal(model_config_from_json(UNTIED_MTA, &c, msg, sizeof msg), 0);
+    assert_int_equal(c.tie_embeddings, 0);
+    assert_true(c.rope_factor == 8 && c.rope_low_freq == 1 && c.rope_high_freq == 4 && c.rope_orig_ctx == 256);
+    char *w = model_config_to_json(&c);
+    assert_non_null(strstr(w, "\"tie_embeddings\":\tfalse"));
+    assert_non_null(strstr(w, "\"rope_type\":\t\"llama3\""));
+    assert_int_equal(model_config_from_json(w, &c2, msg, sizeof msg), 0);
+    free(w);
+    assert_memory_equal(&c, &c2, sizeof c);
+    // configs made in code: the same checks
+    c2.rope_high_freq = 0.5f;
+    assert_int_equal(model_config_check(&c2, msg, sizeof msg), -1);
+    c2 = c, c2.rope_factor = 0;
+    assert_int_equal(model_config_check(&c2, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "without a factor"));
+    c2 = c, c2.tie_embeddings = 2;
+    assert_int_equal(model_config_check(&c2, msg, sizeof msg), -1);
+    // output.weight (V, D) last, after norm.weight; the tied model has none
+    model *m = model_create(&c, msg, sizeof msg);
+    assert_non_null(m);
+    int nt;
+    const model_tensor *ts = model_tensors(m, &nt);
+    assert_string_equal(ts[nt - 2].name, "norm.weight");
+    assert_string_equal(ts[nt - 1].name, "output.weight");
+    assert_int_equal(ts[nt - 1].shape[0], 11);
+    assert_int_equal(ts[nt - 1].shape[1], 32);
+    assert_int_equal(ts[nt - 1].offset + ts[nt - 1].numel, model_num_params(m));
+    model_weights w0 = model_weights_of(m, model_params(m));
+    assert_ptr_equal(w0.output, model_params(m) + ts[nt - 1].offset);
+    model_free(m);
+    m = make(TINY_MTA, 1);
+    assert_null(model_weights_of(m, model_params(m)).output);
+    model_free(m);
+}
+
+// The untied output projection is the logits' weight, and its own: the output and the embedding
+// are drawn apart, and logits move when output.weight moves, not when the embedding rows of
+// tokens absent from the batch move. Weights round trip through safetensors.
+static void test_untied_output(void **s) {
+    (void)s;
+    model *m = make(UNTIED_MTA, 2);
+    model_weights w = model_weights_of(m, model_params(m));
+    const size_t VD = 11 * 32;
+    assert_true(memcmp(w.output, w.tok_embeddings, VD * sizeof(float)) != 0);
+    int tok[6] = {1, 2, 3, 1, 2, 3}, tgt[6] = {2, 3, 1, 2, 3, 1};
+    loss_of(m, tok, tgt, 1, 6);
+    float ref[6 * 11];
+    memcpy(ref, model_logits(m), sizeof ref);
+    for (size_t j = 5 * 32; j < 6 * 32; j++) w.tok_embeddings[j] += 1.0f;  // token 5: not in the batch
+    loss_of(m, tok, tgt, 1, 6);
+    assert_memory_equal(ref, model_logits(m), sizeof ref);
+    w.output[5 * 32] += 1.0f;  // the logit of token 5
+    loss_of(m, tok, tgt, 1, 6);
+    assert_true(model_logits(m)[5] != ref[5]);
+    assert_true(model_logits(m)[4] == ref[4]);
+    char msg[512];
+    const char *path = "/tmp/mtac_test_model_untied.safetensors";
+    model *b = make(UNTIED_MTA, 9);
+    assert_int_equal(model_save_weights(m, path, msg, sizeof msg), 0);
+    assert_int_equal(model_load_weights(b, path, msg, sizeof msg), 0);
+    assert_memory_equal(model_params(m), model_params(b), model_num_params(m) * sizeof(float));
+    model *tied = make(TINY_MTA, 1);
+    assert_int_equal(model_load_weights(tied, path, msg, sizeof msg), -1);
+    model_free(m), model_free(b), model_free(tied);
+    remove(path);
+}
+
+// The grad hook's ranges tile the gradient in the order of model.h: norm with the untied output,
+// the layers last to first, the embedding.
+static void hook_record(void *arg, size_t lo, size_t hi) {
+    size_t *r = arg;
+    r[2 * r[0] + 1] = lo, r[2 * r[0] + 2] = hi, r[0]++;
+}
+
+static void test_untied_grad_hook(void **s) {
+    (void)s;
+    model *m = make(UNTIED_MTA, 3);
+    size_t r[1 + 2 * 8] = {0};
+    model_set_grad_hook(m, hook_record, r);
+    int tok[6] = {1, 2, 3, 1, 2, 3}, tgt[6] = {2, 3, 1, 2, 3, 1};
+    char msg[256];
+    loss_of(m, tok, tgt, 1, 6);
+    assert_int_equal(model_backward(m, msg, sizeof msg), 0);
+    assert_int_equal(r[0], 4);
+    model_weights g = model_weights_of(m, model_grads(m));
+    const float *G = model_grads(m);
+    assert_int_equal(r[1], (size_t)(g.norm - G));
+    assert_int_equal(r[2], model_num_params(m));  // through output.weight, the last tensor
+    assert_int_equal(r[3], (size_t)(g.layer[1].attn_norm - G));
+    assert_int_equal(r[4], r[1]);  // layer 1 ends where the norm begins
+    assert_int_equal(r[5], (size_t)(g.layer[0].attn_norm - G));
+    assert_int_equal(r[6], r[3]);
+    assert_int_equal(r[7], 0);     // the embedding
+    assert_int_equal(r[8], r[5]);
+    model_free(m);
+}
+
+static void test_gradcheck_untied(void **s) {
+    (void)s;
+    gradcheck_model(UNTIED_MTA, 0.0f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_and_counts),  cmocka_unit_test(test_config_errors),
@@ -583,6 +733,8 @@ int main(void) {
         cmocka_unit_test(test_gqa_equals_repeated),
         cmocka_unit_test(test_doc_mask_config),     cmocka_unit_test(test_packed_equals_alone),
         cmocka_unit_test(test_doc_mask_one_document_same_bits),
+        cmocka_unit_test(test_untied_rope_config),  cmocka_unit_test(test_untied_output),
+        cmocka_unit_test(test_untied_grad_hook),    cmocka_unit_test(test_gradcheck_untied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

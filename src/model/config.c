@@ -5,6 +5,7 @@
 #include "data/tokenizer.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,6 +56,24 @@ static mta_config layer_config(const model_config *c, int l, int qk, int B, int 
     return m;
 }
 
+// The llama3 RoPE scaling: all zero (none), or a factor > 0 with 0 < low_freq < high_freq (the
+// interpolation divides by their difference) and an original context >= 1.
+static int rope_scaling_check(const model_config *c, char *msg, size_t n) {
+    if (c->rope_factor == 0) {
+        if (c->rope_low_freq != 0 || c->rope_high_freq != 0 || c->rope_orig_ctx != 0)
+            return errmsg(msg, n, "rope scaling: low_freq, high_freq and orig_ctx must be 0 without a factor");
+        return 0;
+    }
+    if (!isfinite(c->rope_factor) || !(c->rope_factor > 0))
+        return errmsg(msg, n, "rope_scaling: factor must be a finite number > 0 (got %g)", (double)c->rope_factor);
+    if (!isfinite(c->rope_high_freq) || !(c->rope_low_freq > 0) || !(c->rope_high_freq > c->rope_low_freq))
+        return errmsg(msg, n, "rope_scaling: need 0 < low_freq_factor < high_freq_factor (got %g, %g)",
+                      (double)c->rope_low_freq, (double)c->rope_high_freq);
+    if (c->rope_orig_ctx < 1)
+        return errmsg(msg, n, "rope_scaling: original_max_position_embeddings must be >= 1 (got %d)", c->rope_orig_ctx);
+    return 0;
+}
+
 int model_config_check(const model_config *c, char *msg, size_t n) {
     if (c->dim < 1 || c->n_layers < 1 || c->n_heads < 1 || c->vocab_size < 1 || c->hidden_dim < 1)
         return errmsg(msg, n, "dim, n_layers, n_heads, vocab_size and hidden_dim must be >= 1");
@@ -73,6 +92,9 @@ int model_config_check(const model_config *c, char *msg, size_t n) {
         return errmsg(msg, n, "rope_theta must be a finite number > 0 (got %g)", (double)c->rope_theta);
     if (!isfinite(c->norm_eps) || !(c->norm_eps > 0))
         return errmsg(msg, n, "norm_eps must be a finite number > 0 (got %g)", (double)c->norm_eps);
+    if (c->tie_embeddings != 0 && c->tie_embeddings != 1)
+        return errmsg(msg, n, "tie_embeddings must be 0 or 1 (got %d)", c->tie_embeddings);
+    if (rope_scaling_check(c, msg, n)) return -1;
     if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
         return errmsg(msg, n, "attn_dropout must be in [0, 1) (got %g)", (double)c->attn_dropout);
     if (!c->mta) return 0;
@@ -134,9 +156,31 @@ static int check_keys(const cJSON *o, const char *const *allowed, int n_allowed,
     return 0;
 }
 
+// "rope_scaling": absent or null = none, else {"rope_type": "llama3", "factor", "low_freq_factor",
+// "high_freq_factor", "original_max_position_embeddings"}, every key required (Hugging Face's).
+static int get_rope_scaling(const cJSON *root, model_config *c, char *msg, size_t n) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (!o || cJSON_IsNull(o)) return 0;
+    static const char *const keys[] = {"rope_type", "factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    if (!cJSON_IsObject(o)) return errmsg(msg, n, "config: 'rope_scaling' must be an object or null");
+    if (check_keys(o, keys, 5, " in 'rope_scaling'", msg, n)) return -1;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "llama3"))
+        return errmsg(msg, n, "config: rope_scaling: rope_type must be \"llama3\" (the only scaling supported)");
+    for (int i = 1; i < 5; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(o, keys[i])) return errmsg(msg, n, "config: rope_scaling: '%s' is required", keys[i]);
+    if (get_float(o, "factor", &c->rope_factor, msg, n) || get_float(o, "low_freq_factor", &c->rope_low_freq, msg, n) ||
+        get_float(o, "high_freq_factor", &c->rope_high_freq, msg, n) ||
+        get_int(o, "original_max_position_embeddings", 1, INT_MAX, &c->rope_orig_ctx, msg, n))
+        return -1;
+    if (c->rope_factor == 0) return errmsg(msg, n, "config: rope_scaling: factor must be > 0");
+    return 0;
+}
+
 int model_config_from_json(const char *json, model_config *c, char *msg, size_t n) {
     memset(c, 0, sizeof *c);
-    c->rope_theta = 1e5f, c->norm_eps = 1e-5f;
+    c->rope_theta = 1e5f, c->norm_eps = 1e-5f, c->tie_embeddings = 1;
     // Nothing may follow the object but white space: cJSON_Parse would stop at its end and ignore
     // the rest (a second object, stray braces) without a word.
     cJSON *root = cJSON_ParseWithOpts(json, NULL, 1);
@@ -145,7 +189,8 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
         return errmsg(msg, n, "config: not a JSON object (parse error near '%.20s')", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     }
     static const char *const top[] = {"dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim",
-                                      "rope_theta", "norm_eps", "attn_dropout", "doc_mask", "mta"};
+                                      "rope_theta", "norm_eps", "attn_dropout", "doc_mask", "mta", "tie_embeddings",
+                                      "rope_scaling"};
     const char *mk[1 + N_STEP_KEYS] = {"qk_layers"};
     for (int i = 0; i < N_STEP_KEYS; i++) mk[1 + i] = step_keys[i].key;
     int rc = check_keys(root, top, (int)(sizeof top / sizeof top[0]), "", msg, n);
@@ -159,6 +204,8 @@ int model_config_from_json(const char *json, model_config *c, char *msg, size_t 
     if (!rc) rc = get_float(root, "norm_eps", &c->norm_eps, msg, n);
     if (!rc) rc = get_float(root, "attn_dropout", &c->attn_dropout, msg, n);
     if (!rc) rc = get_int(root, "doc_mask", 0, 1, &c->doc_mask, msg, n);
+    if (!rc) rc = get_bool(root, "tie_embeddings", &c->tie_embeddings, msg, n);
+    if (!rc) rc = get_rope_scaling(root, c, msg, n);
     if (!rc && (!c->dim || !c->n_layers || !c->n_heads || !c->vocab_size))
         rc = errmsg(msg, n, "config: dim, n_layers, n_heads and vocab_size are required");
     if (!rc && !c->hidden_dim) c->hidden_dim = model_default_hidden(c->dim);
@@ -212,6 +259,15 @@ char *model_config_to_json(const model_config *c) {
     cJSON_AddNumberToObject(o, "attn_dropout", c->attn_dropout);
     // only when on: the configs without it read and write as before
     if (c->doc_mask) cJSON_AddNumberToObject(o, "doc_mask", 1);
+    if (!c->tie_embeddings) cJSON_AddBoolToObject(o, "tie_embeddings", 0);
+    if (c->rope_factor != 0) {
+        cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
+        cJSON_AddStringToObject(r, "rope_type", "llama3");
+        cJSON_AddNumberToObject(r, "factor", c->rope_factor);
+        cJSON_AddNumberToObject(r, "low_freq_factor", c->rope_low_freq);
+        cJSON_AddNumberToObject(r, "high_freq_factor", c->rope_high_freq);
+        cJSON_AddNumberToObject(r, "original_max_position_embeddings", c->rope_orig_ctx);
+    }
     if (c->mta) {
         cJSON *m = cJSON_AddObjectToObject(o, "mta");
         cJSON *ql = cJSON_AddArrayToObject(m, "qk_layers");

@@ -109,6 +109,7 @@ static size_t layout(model *m, float *base, int build, model_weights *w) {
         L->w3 = add_tensor(m, base, build, lname(nm, l, "feed_forward.w3.weight"), 2, F, D, 0, &off);
     }
     w->norm = add_tensor(m, base, build, "norm.weight", 1, D, 0, 0, &off);
+    if (!c->tie_embeddings) w->output = add_tensor(m, base, build, "output.weight", 2, c->vocab_size, D, 0, &off);
     return off;
 }
 
@@ -243,15 +244,32 @@ void model_init(model *m, uint64_t seed) {
         if (L->mta_w[MTA_GATE_W]) trunc_normal(L->mta_w[MTA_GATE_W], (size_t)m->d, sd, &s);
     }
     fill(m->w.norm, D, 1.0f);
+    // last, so that a tied model draws what it always drew
+    if (m->w.output) trunc_normal(m->w.output, (size_t)c->vocab_size * D, sd, &s);
 }
 
 // ---- building blocks ------------------------------------------------------------------------
 
-// RoPE table in double: angle t * theta^(-2i/d) for positions 0..T-1, pairs i < d/2.
-static void rope_table(float *cs, float *sn, int T, int d, float theta) {
+// The inverse frequency theta^(-2i/d) of RoPE pair i, with c's llama3 scaling when it has one
+// (Hugging Face's _compute_llama3_parameters): a wavelength 2 pi / f longer than
+// orig_ctx / low_freq is stretched by factor, one shorter than orig_ctx / high_freq kept, and
+// one between interpolated, smooth = (orig_ctx / wavelength - low_freq) / (high_freq - low_freq).
+static double rope_inv_freq(const model_config *c, int i, int d) {
+    const double f = pow((double)c->rope_theta, -2.0 * i / d);
+    if (c->rope_factor == 0) return f;
+    const double factor = c->rope_factor, lo = c->rope_low_freq, hi = c->rope_high_freq, ctx = c->rope_orig_ctx;
+    const double wavelen = 6.283185307179586 / f;
+    if (wavelen < ctx / hi) return f;
+    if (wavelen > ctx / lo) return f / factor;
+    const double smooth = (ctx / wavelen - lo) / (hi - lo);
+    return (1 - smooth) * f / factor + smooth * f;
+}
+
+// RoPE table in double: angle t * inv_freq(i) for positions 0..T-1, pairs i < d/2.
+static void rope_table(float *cs, float *sn, int T, int d, const model_config *c) {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < d / 2; i++) {
-            double ang = t * pow((double)theta, -2.0 * i / d);
+            double ang = t * rope_inv_freq(c, i, d);
             cs[(size_t)t * (d / 2) + i] = (float)cos(ang);
             sn[(size_t)t * (d / 2) + i] = (float)sin(ang);
         }
@@ -480,7 +498,7 @@ static int ensure_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
             return -1;
         }
     }
-    rope_table(m->rope_cos, m->rope_sin, T, m->d, c->rope_theta);
+    rope_table(m->rope_cos, m->rope_sin, T, m->d, c);
     m->cap_B = B, m->cap_T = T, m->cap_keep = keep;
     return 0;
 }
@@ -610,7 +628,7 @@ static int forward_run(model *m, const int *tokens, const int *targets, int B, i
         if (block_forward(c, &m->w.layer[l], l, &bb, N, fwd_attend, &fa, msg, n)) return -1;
     }
     rmsnorm_forward(m->xnf, m->rmsf, m->xf, m->w.norm, N, D, c->norm_eps);
-    linear_forward(m->logits, m->xnf, m->w.tok_embeddings, N, D, V);
+    linear_forward(m->logits, m->xnf, model_output_weights(&m->w), N, D, V);
     if (!targets) return 0;
 
     // Mean cross-entropy over the targets that are not -1; dlogits = (softmax - onehot) / count.
@@ -658,11 +676,13 @@ static int backward_run(model *m, char *msg, size_t n) {
     model_weights *G = &m->g;
     const model_weights *W = &m->w;
 
-    // logits = xnf E^T (tied): dE += dlogits^T xnf, dxnf = dlogits E
-    linear_backward(m->dxn, 0.0f, G->tok_embeddings, m->dlogits, m->xnf, W->tok_embeddings, N, D, V);
+    // logits = xnf E^T (E the output projection, the embedding when tied): dE += dlogits^T xnf,
+    // dxnf = dlogits E
+    linear_backward(m->dxn, 0.0f, model_output_weights(G), m->dlogits, m->xnf, model_output_weights(W), N, D, V);
     memset(m->dx, 0, (size_t)N * D * sizeof(float));
     rmsnorm_backward(m->dx, G->norm, m->dxn, m->xf, m->rmsf, W->norm, N, D);
-    grads_ready(m, G->norm, (size_t)D);
+    // norm.weight and the untied output.weight after it are final (layout())
+    grads_ready(m, G->norm, (size_t)D + (G->output ? (size_t)V * D : 0));
     for (int l = c->n_layers - 1; l >= 0; l--) {
         layer_acts *a = &m->la[l];
         const layer_weights *L = &W->layer[l];
@@ -838,7 +858,7 @@ model_decoder *model_decoder_create(model *m, int B, int cap, char *msg, size_t 
     dec->k = take(&p, B * D), dec->v = take(&p, B * D), dec->qh = take(&p, B * D), dec->kh = take(&p, B * D);
     dec->ao = take(&p, B * D), dec->xm = take(&p, B * D), dec->h1 = take(&p, B * F), dec->h3 = take(&p, B * F);
     dec->logits = take(&p, B * V);
-    rope_table(dec->rope_cos, dec->rope_sin, cap, m->d, c->rope_theta);
+    rope_table(dec->rope_cos, dec->rope_sin, cap, m->d, c);
     for (int l = 0; l < c->n_layers; l++) {
         mta_config mc = model_layer_mta_config(c, l, B, cap);
         if (mta_cache_create(&dec->cache[l], &mc, msg, n) != MTA_OK) {
@@ -954,7 +974,7 @@ static int decoder_step_run(model_decoder *dec, const int *tokens, char *msg, si
         if (block_forward(c, &m->w.layer[l], l, &bb, B, dec_attend, dec, msg, n)) return -1;
     }
     rmsnorm_forward(dec->xn, dec->rms, dec->x, m->w.norm, B, D, c->norm_eps);
-    linear_forward(dec->logits, dec->xn, m->w.tok_embeddings, B, D, V);
+    linear_forward(dec->logits, dec->xn, model_output_weights(&m->w), B, D, V);
     for (int b = 0; b < B; b++) {
         dec->len[b]++, dec->pos[b]++;
         dec->eos[b] = c->doc_mask && tokens[b] == TOK_EOS;

@@ -21,6 +21,13 @@ typedef struct {
     // the document's start, so a row of packed documents computes what each document would alone.
     int doc_mask;
     float rope_theta, norm_eps, attn_dropout;
+    // RoPE frequency scaling of Llama 3.1 (rope_type "llama3"); rope_factor 0 = none. Pairs whose
+    // wavelength exceeds rope_orig_ctx / rope_low_freq turn factor times slower, those below
+    // rope_orig_ctx / rope_high_freq keep theirs, and those between are interpolated.
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int rope_orig_ctx;
+    // 1: the output projection is tok_embeddings (tied); 0: its own tensor "output.weight" (V, D).
+    int tie_embeddings;
     // MTA; mta = 0 is the baseline Transformer
     int mta;
     unsigned char qk_layer[MODEL_MAX_LAYERS];  // 1 where the key-query convolutions apply
@@ -74,10 +81,14 @@ typedef struct {
 } layer_weights;
 
 typedef struct {
-    float *tok_embeddings;   // (V, D); also the output projection (tied)
+    float *tok_embeddings;   // (V, D); also the output projection when tied
     layer_weights layer[MODEL_MAX_LAYERS];
     float *norm;             // (D)
+    float *output;           // (V, D) the untied output projection; NULL when tied
 } model_weights;
+
+// The output projection of w: its own tensor when untied, else the embedding.
+static inline float *model_output_weights(const model_weights *w) { return w->output ? w->output : w->tok_embeddings; }
 
 typedef struct model model;
 
@@ -127,8 +138,8 @@ void model_set_training(model *m, int training, uint64_t seed);
 int model_backward(model *m, char *msg, size_t n);
 
 // Called by model_backward as soon as the gradients model_grads()[lo, hi) are final, in the order
-// they become so: the final norm, layers n_layers-1 down to 0 (each layer's tensors one range),
-// then the tied embedding. Data-parallel training starts reducing a range while the backward
+// they become so: the final norm (with the untied output projection that follows it), layers
+// n_layers-1 down to 0 (each layer's tensors one range), then the embedding. Data-parallel training starts reducing a range while the backward
 // goes on. NULL (the default) calls nothing.
 typedef void (*model_grad_hook)(void *arg, size_t lo, size_t hi);
 void model_set_grad_hook(model *m, model_grad_hook fn, void *arg);

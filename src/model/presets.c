@@ -18,6 +18,7 @@ static model_config base(int dim, int layers, int heads, int vocab, int hidden) 
     c.dim = dim, c.n_layers = layers, c.n_heads = heads, c.vocab_size = vocab;
     c.hidden_dim = hidden ? hidden : model_default_hidden(dim);
     c.rope_theta = 1e5f, c.norm_eps = 1e-5f;
+    c.tie_embeddings = 1;
     return c;
 }
 

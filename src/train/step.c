@@ -45,7 +45,7 @@ static double now_s(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-// The buckets in the order model_backward reports them (model.h): norm, layers last to first,
+// The buckets in the order model_backward reports them (model.h): norm (and untied output), layers last to first,
 // embedding. Each layer's tensors are contiguous from attention_norm to feed_forward.w3.
 static int make_buckets(trainer *t) {
     const model_config *c = model_cfg(t->m);
@@ -55,7 +55,9 @@ static int make_buckets(trainer *t) {
     t->buckets = malloc((size_t)t->n_buckets * sizeof *t->buckets);
     if (!t->buckets) return -1;
     int k = 0;
-    t->buckets[k++] = (bucket){(size_t)(w.norm - g), (size_t)(w.norm - g) + (size_t)c->dim};
+    // the untied output projection follows the norm (model.h)
+    const size_t head = (size_t)c->dim + (w.output ? (size_t)c->vocab_size * c->dim : 0);
+    t->buckets[k++] = (bucket){(size_t)(w.norm - g), (size_t)(w.norm - g) + head};
     for (int l = c->n_layers - 1; l >= 0; l--) {
         const layer_weights *L = &w.layer[l];
         t->buckets[k++] = (bucket){(size_t)(L->attn_norm - g), (size_t)(L->w3 - g) + (size_t)c->hidden_dim * c->dim};

@@ -4,8 +4,9 @@
     /usr/bin/python3 tests/ref/check_model_against_torch.py --model-step build/model_step
 
 For the baseline, the all-steps MTA config and the all-steps MTA config with grouped-query
-attention (4 heads on 2 kv heads), and that with packed documents (doc_mask, EOS tokens inside
-the rows; the reference runs each document alone) in tests/ref/configs/: draw initial weights with
+attention (4 heads on 2 kv heads), that with packed documents (doc_mask, EOS tokens inside
+the rows; the reference runs each document alone), and that untied (output.weight) with llama3
+RoPE scaling (one pair kept, one interpolated, two stretched) in tests/ref/configs/: draw initial weights with
 model_ref.init_weights (perturbing the MTA kernels away from identity so that every path carries
 gradient), a batch with some ignored targets, then run both implementations from the same
 weights and compare
@@ -146,7 +147,7 @@ def main():
     a = ap.parse_args()
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ('tiny_baseline', 'tiny_mta', 'tiny_gqa', 'tiny_docs'):
+        for name in ('tiny_baseline', 'tiny_mta', 'tiny_gqa', 'tiny_docs', 'tiny_untied'):
             ok = check(name, a.model_step, tmp, 5)
             passed += ok
             failed += not ok

@@ -6,7 +6,9 @@ Llama-style pre-norm decoder around the MTA attention core of mta_ref.mta_forwar
     x = tok_embeddings[tokens]
     for each layer l:  x += wo(concat_heads(MTA_l(rope(q), rope(k), v)))   q,k,v from RMSNorm(x)
                        x += w2(silu(w1 h) * w3 h),  h = RMSNorm(x)
-    logits = RMSNorm(x) @ tok_embeddings^T            (tied output projection)
+    logits = RMSNorm(x) @ tok_embeddings^T            (tied; output.weight^T when untied)
+
+RoPE takes Hugging Face's llama3 frequency scaling when the config has "rope_scaling".
 
 Weights are a dict name -> torch tensor with the names and shapes of docs/model.md.  Everything is
 plain differentiable torch, computed in the dtype of the weights passed in.
@@ -68,6 +70,9 @@ def normalize_config(cfg):
     cfg.setdefault('rope_theta', 100000.0)
     cfg.setdefault('norm_eps', 1e-5)
     cfg.setdefault('attn_dropout', 0.0)
+    cfg.setdefault('tie_embeddings', True)
+    cfg.setdefault('rope_scaling', None)
+    assert cfg['rope_scaling'] is None or cfg['rope_scaling']['rope_type'] == 'llama3'
     cfg['mta'] = None if cfg.get('mta') is None else _mta_defaults(cfg['mta'])
     D, H = cfg['dim'], cfg['n_heads']
     assert D % H == 0 and (D // H) % 2 == 0, 'dim must split into heads of even size'
@@ -134,6 +139,8 @@ def weight_shapes(cfg):
         s[p + 'feed_forward.w3.weight'] = (Fh, D)
         s[p + 'feed_forward.w2.weight'] = (D, Fh)
     s['norm.weight'] = (D,)
+    if not cfg['tie_embeddings']:
+        s['output.weight'] = (V, D)
     return s
 
 
@@ -172,8 +179,8 @@ def init_weights(cfg, seed):
             t = torch.zeros(shape)
         elif leaf == 'w2':
             t = _trunc_normal(shape, std2)
-        else:  # tok_embeddings, wq, wk, wv, wo, w1, w3, gate_w
-            assert leaf in ('tok_embeddings', 'wq', 'wk', 'wv', 'wo', 'w1', 'w3', 'gate_w'), name
+        else:  # tok_embeddings, output, wq, wk, wv, wo, w1, w3, gate_w
+            assert leaf in ('tok_embeddings', 'output', 'wq', 'wk', 'wv', 'wo', 'w1', 'w3', 'gate_w'), name
             t = _trunc_normal(shape, std)
         w[name] = t
     return w
@@ -187,10 +194,26 @@ def rms_norm(x, w, eps):
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
 
 
-def rope(x, theta):
-    """Rotate adjacent pairs (2i, 2i+1) of x (B,H,T,d) by angle t * theta^(-2i/d)."""
+def llama3_inv_freq(inv_freq, rs):
+    """transformers 4.44 modeling_rope_utils._compute_llama3_parameters, on float64."""
+    factor, low, high = rs['factor'], rs['low_freq_factor'], rs['high_freq_factor']
+    old_context_len = rs['original_max_position_embeddings']
+    low_freq_wavelen = old_context_len / low
+    high_freq_wavelen = old_context_len / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low) / (high - low)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rope(x, theta, scaling=None):
+    """Rotate adjacent pairs (2i, 2i+1) of x (B,H,T,d) by angle t * theta^(-2i/d) (llama3-scaled)."""
     T, d = x.shape[-2], x.shape[-1]
     freq = theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)          # (d/2,)
+    if scaling is not None:
+        freq = llama3_inv_freq(freq, scaling)
     ang = torch.arange(T, dtype=torch.float64).view(T, 1) * freq.view(1, -1)   # (T, d/2)
     cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
     x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -209,8 +232,8 @@ def attention(weights, cfg, l, x):
     def heads(y, n):  # (B,T,n*d) -> (B,n,T,d); feature h*d+e is head h, element e
         return y.view(B, T, n, d).transpose(1, 2)
 
-    q = rope(heads(x @ weights[p + 'wq.weight'].t(), H), cfg['rope_theta'])
-    k = rope(heads(x @ weights[p + 'wk.weight'].t(), Hkv), cfg['rope_theta'])
+    q = rope(heads(x @ weights[p + 'wq.weight'].t(), H), cfg['rope_theta'], cfg['rope_scaling'])
+    k = rope(heads(x @ weights[p + 'wk.weight'].t(), Hkv), cfg['rope_theta'], cfg['rope_scaling'])
     v = heads(x @ weights[p + 'wv.weight'].t(), Hkv)
     # grouped-query attention as the authors' repeat_kv: kv head j serves query heads
     # j*H/Hkv .. (j+1)*H/Hkv - 1 (repeat_interleave over heads, after the projections and RoPE)
@@ -263,7 +286,8 @@ def _forward(weights, cfg, tokens):
         p = f'layers.{l}.'
         x = x + attention(weights, cfg, l, rms_norm(x, weights[p + 'attention_norm.weight'], eps))
         x = x + feed_forward(weights, l, rms_norm(x, weights[p + 'ffn_norm.weight'], eps))
-    return rms_norm(x, weights['norm.weight'], eps) @ emb.t()
+    out = emb if cfg['tie_embeddings'] else weights['output.weight']
+    return rms_norm(x, weights['norm.weight'], eps) @ out.t()
 
 
 def loss(weights, cfg, tokens, targets):
