@@ -1,6 +1,7 @@
 // import_tool: what the import tests need from the C side that no command prints.
 //   import_tool dequant FILE.gguf OUT.bin   every tensor of the GGUF as float32, in file order
 //   import_tool logits RUN OUT.bin ID...    the logits (T, V) of the ids under RUN's model, float32
+//   import_tool greedy RUN N ID...          N greedy tokens after the ids (the KV-cache decoder), on one line
 #include "io/gguf.h"
 #include "model/model.h"
 #include "train/train.h"
@@ -45,9 +46,39 @@ static int logits(const char *run, const char *out, int T, char **ids) {
     return rc;
 }
 
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static int greedy(const char *run, int steps, int T, char **ids) {
+    train_config c;
+    char err[1024];
+    model *m = train_open_run(run, &c, err, sizeof err);
+    if (!m) return fprintf(stderr, "%s\n", err), 1;
+    int *tok = malloc((size_t)T * sizeof *tok), V = model_cfg(m)->vocab_size;
+    for (int t = 0; t < T; t++) tok[t] = atoi(ids[t]);
+    model_decoder *dec = model_decoder_create(m, 1, T + steps, err, sizeof err);
+    int rc = !dec || model_decoder_prefill(dec, tok, T, &T, err, sizeof err);
+    for (int i = 0; i < steps && !rc; i++) {
+        int next = argmax(model_decoder_logits(dec), V);
+        printf("%s%d", i ? " " : "", next);
+        rc = i + 1 < steps && model_decoder_step(dec, &next, err, sizeof err);
+    }
+    printf("\n");
+    if (rc) fprintf(stderr, "greedy: %s\n", err);
+    if (dec) model_decoder_free(dec);
+    free(tok);
+    model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "dequant")) return dequant(argv[2], argv[3]);
     if (argc >= 5 && !strcmp(argv[1], "logits")) return logits(argv[2], argv[3], argc - 4, argv + 4);
-    fprintf(stderr, "usage: import_tool dequant FILE.gguf OUT.bin | logits RUN OUT.bin ID...\n");
+    if (argc >= 5 && !strcmp(argv[1], "greedy")) return greedy(argv[2], atoi(argv[3]), argc - 4, argv + 4);
+    fprintf(stderr, "usage: import_tool dequant FILE.gguf OUT.bin | logits RUN OUT.bin ID... | greedy RUN N ID...\n");
     return 2;
 }
