@@ -65,8 +65,8 @@ static int fill_model(import_src *s, model *m, const import_hooks *h, char *err,
         if (rc) return rc;
         for (size_t j = 0; j < ts[i].numel; j++)
             if (!isfinite(p[ts[i].offset + j]))
-                return errmsg(err, n, "%s: tensor for '%s' holds %g at index %zu: the weights must be finite", s->path,
-                              ts[i].name, (double)p[ts[i].offset + j], j), IMPORT_BAD_INPUT;
+                return errmsg(err, n, "%s: tensor '%s' holds %g at index %zu: the weights must be finite", s->path,
+                              s->name, (double)p[ts[i].offset + j], j), IMPORT_BAD_INPUT;
     }
     note(h, count, count, "done");
     return s->check_unused(s, err, n);

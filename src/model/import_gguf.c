@@ -131,6 +131,7 @@ static int gg_read(import_src *s, const model_tensor *t, float *dst, char *err, 
         return errmsg(err, n, "%s: tensor '%s' has ne [%s], the llama.* keys make it [%s]", c->g.path, name, got, want), BAD;
     }
     c->used[i] = 1;
+    snprintf(s->name, sizeof s->name, "%s", name);
     return gguf_read_tensor(&c->g, i, dst, err, n) ? BAD : 0;
 }
 

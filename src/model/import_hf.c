@@ -278,6 +278,7 @@ static int hf_read(import_src *s, const model_tensor *t, float *dst, char *err, 
         return errmsg(err, n, "%s: tensor '%s' has shape [%s], config.json makes it [%s]", sh->path, name, got, want), BAD;
     }
     ref->used = 1;
+    snprintf(s->name, sizeof s->name, "%s", name);
     if (!rope) return st_stream_read(sh, ref->entry, dst, err, n) ? BAD : 0;
     if (h->tmp_len < t->numel) {
         free(h->tmp);

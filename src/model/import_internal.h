@@ -10,6 +10,7 @@ struct import_src {
     model_config cfg;     // filled by the opener (tie_embeddings included)
     int seq_len;          // the context the model was trained for
     const char *path;     // the source, for messages
+    char name[160];       // the source's name of the tensor read last, for messages
     // Reads the tensor of mtac name t->name (shape t->shape) into dst, converted to float32 and in
     // mtac's layout. IMPORT_BAD_INPUT (missing, wrong shape) or 0.
     int (*read)(import_src *s, const model_tensor *t, float *dst, char *err, size_t n);
