@@ -31,6 +31,7 @@ typedef struct {
     int bos_id, eos_id, unk_id, pad_id;  // -1 where absent
     int add_bos, add_eos;
     const char *chat_template;    // Jinja text, or NULL
+    int no_space_prefix;          // SPM: GGUF's add_space_prefix false (0: a space is prepended, llama.cpp's default)
 } tokenizer_spec;
 
 // The byte-level tokenizer (never fails).
