@@ -2,8 +2,10 @@
 //   import_tool dequant FILE.gguf OUT.bin   every tensor of the GGUF as float32, in file order
 //   import_tool logits RUN OUT.bin ID...    the logits (T, V) of the ids under RUN's model, float32
 //   import_tool greedy RUN N ID...          N greedy tokens after the ids (the KV-cache decoder), on one line
+//   import_tool tokenize RUN TEXT           the ids of TEXT (no BOS) under RUN's tokenizer, on one line
 #include "io/gguf.h"
 #include "model/model.h"
+#include "tok/tokenizer.h"
 #include "train/train.h"
 
 #include <stdio.h>
@@ -75,10 +77,26 @@ static int greedy(const char *run, int steps, int T, char **ids) {
     return rc;
 }
 
+static int tokenize(const char *run, const char *text) {
+    char err[1024];
+    tokenizer *t = tokenizer_load_run(run, err, sizeof err);
+    if (!t) return fprintf(stderr, "%s\n", err), 1;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = tokenizer_encode(t, text, strlen(text), 0, &ids, &n, err, sizeof err);
+    for (size_t i = 0; !rc && i < n; i++) printf("%s%d", i ? " " : "", (int)ids[i]);
+    printf("\n");
+    if (rc) fprintf(stderr, "tokenize: %s\n", err);
+    free(ids);
+    tokenizer_free(t);
+    return rc != 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "dequant")) return dequant(argv[2], argv[3]);
     if (argc >= 5 && !strcmp(argv[1], "logits")) return logits(argv[2], argv[3], argc - 4, argv + 4);
     if (argc >= 5 && !strcmp(argv[1], "greedy")) return greedy(argv[2], atoi(argv[3]), argc - 4, argv + 4);
-    fprintf(stderr, "usage: import_tool dequant FILE.gguf OUT.bin | logits RUN OUT.bin ID... | greedy RUN N ID...\n");
+    if (argc == 4 && !strcmp(argv[1], "tokenize")) return tokenize(argv[2], argv[3]);
+    fprintf(stderr, "usage: import_tool dequant FILE.gguf OUT.bin | logits RUN OUT.bin ID... | greedy RUN N ID... | tokenize RUN TEXT\n");
     return 2;
 }

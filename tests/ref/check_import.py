@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import gguf
 from gguf import GGMLQuantizationType as Q
+from tokenizers import ByteLevelBPETokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 # Both sides compute in float32 (unit roundoff u = 2^-24 ~ 6e-8) with dot products of at most a
@@ -75,13 +76,38 @@ def check(name, src, ref_model, vocab):
         failed.append(name)
 
 
-def hf_case(name, cls, cfg, dtype=torch.float32, shard=None):
+def check_tokens(name, run, tok):
+    """The run's tokenizer (import_tool tokenize) gives the ids `tokenizers` gives."""
+    ok = True
+    for text in TEXTS:
+        got = subprocess.run([tool, "tokenize", run, text], capture_output=True, text=True)
+        want = tok.encode(text, add_special_tokens=False).ids
+        if got.returncode or [int(t) for t in got.stdout.split()] != want:
+            print(f"{name}: tokenization of {text!r} DIFFERS: mtac {got.stdout.strip()} {got.stderr.strip()}, tokenizers {want}")
+            ok = False
+    if ok:
+        print(f"{name}: tokenization of {len(TEXTS)} texts equal")
+    else:
+        failed.append(name + " (tokens)")
+
+
+def hf_case(name, cls, cfg, dtype=torch.float32, shard=None, tok=None):
     model = randomize(cls(cfg))
     d = os.path.join(work, name)
     kw = {"max_shard_size": shard} if shard else {}
     model.to(dtype).save_pretrained(d, safe_serialization=True, **kw)
+    if tok:
+        tok.save(os.path.join(d, "tokenizer.json"))
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            json.dump({"add_bos_token": False, "bos_token": "<s>", "eos_token": "</s>"}, f)
     ref = cls.from_pretrained(d, torch_dtype=torch.float32)  # what the files hold, in float32
     check(name, d, ref, cfg.vocab_size)
+    if tok:
+        for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
+            if not os.path.exists(os.path.join(work, name + ".run", f)):
+                print(f"{name}: the run lacks {f}")
+                failed.append(name + " (files)")
+        check_tokens(name, os.path.join(work, name + ".run"), tok)
 
 
 def llama(**kw):
@@ -92,7 +118,15 @@ def llama(**kw):
     return LlamaConfig(**base)
 
 
+# a small byte-level BPE tokenizer (GPT-2's pre-tokenizer), trained here
+TEXTS = ["Hello world, this is a test.", "  spaces\tand tabs\r\nnew lines 12345", "caf\u00e9 \u65e5\u672c\u8a9e \U0001F600!",
+         "it's the model's <s> token </s>"]
+TOK = ByteLevelBPETokenizer()
+TOK.train_from_iterator(TEXTS * 20 + ["the quick brown fox jumps over the lazy dog"] * 20, vocab_size=300,
+                        special_tokens=["<s>", "</s>"], show_progress=False)
+
 hf_case("hf_tied_f32", LlamaForCausalLM, llama())
+hf_case("hf_tokenizer", LlamaForCausalLM, llama(vocab_size=320), tok=TOK)
 hf_case("hf_untied_bf16_llama3", LlamaForCausalLM,
         llama(tie_word_embeddings=False, rope_theta=10000.0,
               rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -125,9 +159,24 @@ def random_blocks(shape, qtype):
     return raw.reshape(shape[0], shape[1] // bs * ts)
 
 
-def gguf_case(name, qtype, tied):
+def add_gguf_tokenizer(w, tok):
+    """The tokenizer as llama.cpp's converter writes a GPT-2 style one."""
+    spec = json.loads(tok.to_str())
+    vocab = sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])
+    special = {t["content"] for t in spec["added_tokens"]}
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")  # llama.cpp's name for GPT-2's own regex
+    w.add_token_list([t for t, _ in vocab])
+    w.add_token_types([3 if t in special else 1 for t, _ in vocab])
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]])
+    w.add_bos_token_id(spec["model"]["vocab"]["<s>"])
+    w.add_eos_token_id(spec["model"]["vocab"]["</s>"])
+    w.add_add_bos_token(False)
+
+
+def gguf_case(name, qtype, tied, tok=None):
     # rows of 256 values: every block size (Q6_K's is 256) divides them
-    cfg = llama(vocab_size=64, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2,
+    cfg = llama(vocab_size=320 if tok else 64, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2,
                 tie_word_embeddings=tied)
     model = randomize(LlamaForCausalLM(cfg))
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
@@ -141,6 +190,8 @@ def gguf_case(name, qtype, tied):
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_theta)
+    if tok:
+        add_gguf_tokenizer(w, tok)
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     per = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
@@ -172,9 +223,11 @@ def gguf_case(name, qtype, tied):
     if tied:
         ref.tie_weights()
     check(name, path, ref, cfg.vocab_size)
+    if tok:
+        check_tokens(name, os.path.join(work, name + ".run"), tok)
 
 
-gguf_case("gguf_f16", Q.F16, True)
+gguf_case("gguf_f16", Q.F16, True, tok=TOK)
 gguf_case("gguf_q8_0", Q.Q8_0, False)
 gguf_case("gguf_q4_1", Q.Q4_1, True)
 gguf_case("gguf_q6_k", Q.Q6_K, False)
