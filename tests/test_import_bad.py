@@ -249,6 +249,12 @@ r = subprocess.run([MTAC, "import", "--from", os.path.join(work, "gguf_ok.gguf")
 ok = r.returncode == 0 and sorted(os.listdir(empty)) == ["config.json", "model.safetensors"]
 print(f"{'ok ' if ok else 'FAIL'} out_empty: exit {r.returncode}: {sorted(os.listdir(empty))}")
 failures += not ok
+# the command line: --help, a missing --from
+for args, code, want in [(["--help"], 0, "usage: mtac import"), (["--out", os.path.join(work, "x")], 2, "--from")]:
+    r = subprocess.run([MTAC, "import"] + args, capture_output=True, text=True)
+    ok = r.returncode == code and want in r.stdout + r.stderr
+    print(f"{'ok ' if ok else 'FAIL'} import {' '.join(args)}: exit {r.returncode}")
+    failures += not ok
 left = [e for e in os.listdir(work) if ".import-" in e]
 if left:
     print(f"FAIL temporary directories left: {left}")
