@@ -9,6 +9,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -249,6 +250,34 @@ r = subprocess.run([MTAC, "import", "--from", os.path.join(work, "gguf_ok.gguf")
 ok = r.returncode == 0 and sorted(os.listdir(empty)) == ["config.json", "model.safetensors"]
 print(f"{'ok ' if ok else 'FAIL'} out_empty: exit {r.returncode}: {sorted(os.listdir(empty))}")
 failures += not ok
+# SIGINT once the tensors are being read: exit 130, the temporary directory removed, no --out.
+# A model of 100 MB (zeros), so that writing it takes long after the first progress line.
+big = os.path.join(work, "big.gguf")
+BD, BF, BL = 1024, 1024, 3
+kv = [k if k[0] not in ("llama.embedding_length", "llama.feed_forward_length", "llama.block_count")
+      else (k[0], U32, {"llama.embedding_length": BD, "llama.feed_forward_length": BF, "llama.block_count": BL}[k[0]])
+      for k in base_kvs()]
+tensors = [("token_embd.weight", [BD, V], 0, bytes(4 * V * BD)), ("output_norm.weight", [BD], 0, bytes(4 * BD))]
+for l in range(BL):
+    for g, ne in [("attn_norm", [BD]), ("attn_q", [BD, BD]), ("attn_k", [BD, BD]), ("attn_v", [BD, BD]),
+                  ("attn_output", [BD, BD]), ("ffn_norm", [BD]), ("ffn_gate", [BD, BF]), ("ffn_up", [BD, BF]),
+                  ("ffn_down", [BF, BD])]:
+        tensors.append((f"blk.{l}.{g}.weight", ne, 0, bytes(4 * eval("*".join(map(str, ne))))))
+write_gguf(big, kvs=kv, tensors=tensors)
+out = os.path.join(work, "interrupted.out")
+p = subprocess.Popen([MTAC, "import", "--from", big, "--out", out], stderr=subprocess.PIPE, text=True)
+for line in p.stderr:
+    if "tensor 1/" in line:
+        p.send_signal(signal.SIGINT)
+        break
+rest = p.stderr.read()
+code = p.wait()
+left = [e for e in os.listdir(work) if e.startswith("interrupted.out")]
+ok = code == 130 and "interrupted" in rest and not left
+print(f"{'ok ' if ok else 'FAIL'} interrupted: exit {code}: {rest.strip().splitlines()[-1] if rest.strip() else ''}; left {left}")
+failures += not ok
+os.remove(big)
+
 # the command line: --help, a missing --from
 for args, code, want in [(["--help"], 0, "usage: mtac import"), (["--out", os.path.join(work, "x")], 2, "--from")]:
     r = subprocess.run([MTAC, "import"] + args, capture_output=True, text=True)

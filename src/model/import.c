@@ -60,6 +60,7 @@ static int fill_model(import_src *s, model *m, const import_hooks *h, char *err,
     const model_tensor *ts = model_tensors(m, &count);
     float *p = model_params(m);
     for (int i = 0; i < count; i++) {
+        if (h && h->stop && *h->stop) return errmsg(err, n, "interrupted: nothing imported"), IMPORT_INTERRUPTED;
         note(h, i, count, ts[i].name);
         int rc = s->read(s, &ts[i], p + ts[i].offset, err, n);
         if (rc) return rc;
@@ -129,6 +130,7 @@ int import_model(const char *src, const char *out, const import_hooks *h, char *
     chmod(tmp, 0777 & ~mask);
     rc = build_run(&s, tmp, out, h, err, n);
     s.close(&s);
+    if (!rc && h && h->stop && *h->stop) rc = (errmsg(err, n, "interrupted: nothing imported"), IMPORT_INTERRUPTED);
     // rename replaces an empty directory; if one appeared at out meanwhile with files, it fails
     if (!rc && rename(tmp, out)) rc = (errmsg(err, n, "%s: cannot move the run into place: %s", out, strerror(errno)), IMPORT_IO_ERROR);
     if (rc) remove_dir(tmp);

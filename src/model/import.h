@@ -3,6 +3,7 @@
 #ifndef MTAC_IMPORT_H
 #define MTAC_IMPORT_H
 
+#include <signal.h>
 #include <stddef.h>
 
 typedef struct {
@@ -10,9 +11,12 @@ typedef struct {
     // text, done < 0) about what the import decided; NULL: silent.
     void (*progress)(void *arg, int done, int total, const char *what);
     void *arg;
+    // Non-zero: stop before the next tensor, remove the temporary directory, return
+    // IMPORT_INTERRUPTED (the CLI's SIGINT/SIGTERM). NULL: never.
+    const volatile sig_atomic_t *stop;
 } import_hooks;
 
-enum { IMPORT_BAD_INPUT = -1, IMPORT_IO_ERROR = -2 };
+enum { IMPORT_BAD_INPUT = -1, IMPORT_IO_ERROR = -2, IMPORT_INTERRUPTED = -3 };
 
 // Imports src (a directory: Hugging Face; a file: GGUF) as the run directory out, which must not
 // exist or be an empty directory. The run is built in a temporary directory beside out and
