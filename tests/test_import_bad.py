@@ -1,7 +1,7 @@
 """Bad input to `mtac import`: every case must exit 2 with a message naming the file and the
 field or tensor, and leave nothing at --out (nor a temporary directory beside it).
 
-  test_import_bad.py MTAC
+  test_import_bad.py MTAC IMPORT_TOOL
 
 Standard library only: the GGUF and safetensors files are written here, a valid tiny model first
 (which must import), then one corruption of it per case."""
@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 MTAC = sys.argv[1]
-work = tempfile.mkdtemp()
+TOOL = sys.argv[2] if len(sys.argv) > 2 else None
 random.seed(1)
 D, H, F, V, L = 64, 2, 64, 32, 1
 
@@ -120,7 +120,29 @@ def write_hf(d, config=None, tensors=None, st=True):
         write_st(os.path.join(d, "model.safetensors"), hf_tensors() if tensors is None else tensors)
 
 
+def write_big(big):
+    """A model of 100 MB (zeros), so that writing it takes long after the first progress line."""
+    BD, BF, BL = 1024, 1024, 3
+    kv = [k if k[0] not in ("llama.embedding_length", "llama.feed_forward_length", "llama.block_count")
+          else (k[0], U32, {"llama.embedding_length": BD, "llama.feed_forward_length": BF, "llama.block_count": BL}[k[0]])
+          for k in base_kvs()]
+    tensors = [("token_embd.weight", [BD, V], 0, bytes(4 * V * BD)), ("output_norm.weight", [BD], 0, bytes(4 * BD))]
+    for l in range(BL):
+        for g, ne in [("attn_norm", [BD]), ("attn_q", [BD, BD]), ("attn_k", [BD, BD]), ("attn_v", [BD, BD]),
+                      ("attn_output", [BD, BD]), ("ffn_norm", [BD]), ("ffn_gate", [BD, BF]), ("ffn_up", [BD, BF]),
+                      ("ffn_down", [BF, BD])]:
+            tensors.append((f"blk.{l}.{g}.weight", ne, 0, bytes(4 * eval("*".join(map(str, ne))))))
+    write_gguf(big, kvs=kv, tensors=tensors)
+    print(sum(len(t[3]) for t in tensors))
+
+
+if sys.argv[1] == "--big":
+    write_big(sys.argv[2])
+    sys.exit(0)
+
+
 failures = 0
+work = tempfile.mkdtemp()
 
 
 def expect(name, src, code, *want):
@@ -251,19 +273,10 @@ ok = r.returncode == 0 and sorted(os.listdir(empty)) == ["config.json", "model.s
 print(f"{'ok ' if ok else 'FAIL'} out_empty: exit {r.returncode}: {sorted(os.listdir(empty))}")
 failures += not ok
 # SIGINT once the tensors are being read: exit 130, the temporary directory removed, no --out.
-# A model of 100 MB (zeros), so that writing it takes long after the first progress line.
 big = os.path.join(work, "big.gguf")
-BD, BF, BL = 1024, 1024, 3
-kv = [k if k[0] not in ("llama.embedding_length", "llama.feed_forward_length", "llama.block_count")
-      else (k[0], U32, {"llama.embedding_length": BD, "llama.feed_forward_length": BF, "llama.block_count": BL}[k[0]])
-      for k in base_kvs()]
-tensors = [("token_embd.weight", [BD, V], 0, bytes(4 * V * BD)), ("output_norm.weight", [BD], 0, bytes(4 * BD))]
-for l in range(BL):
-    for g, ne in [("attn_norm", [BD]), ("attn_q", [BD, BD]), ("attn_k", [BD, BD]), ("attn_v", [BD, BD]),
-                  ("attn_output", [BD, BD]), ("ffn_norm", [BD]), ("ffn_gate", [BD, BF]), ("ffn_up", [BD, BF]),
-                  ("ffn_down", [BF, BD])]:
-        tensors.append((f"blk.{l}.{g}.weight", ne, 0, bytes(4 * eval("*".join(map(str, ne))))))
-write_gguf(big, kvs=kv, tensors=tensors)
+# written by a child: the peak RSS a child reports counts this process's own peak (vfork shares it)
+model_kib = float(subprocess.run([sys.executable, __file__, "--big", big], check=True, capture_output=True,
+                                 text=True).stdout) / 1024
 out = os.path.join(work, "interrupted.out")
 p = subprocess.Popen([MTAC, "import", "--from", big, "--out", out], stderr=subprocess.PIPE, text=True)
 for line in p.stderr:
@@ -276,6 +289,29 @@ left = [e for e in os.listdir(work) if e.startswith("interrupted.out")]
 ok = code == 130 and "interrupted" in rest and not left
 print(f"{'ok ' if ok else 'FAIL'} interrupted: exit {code}: {rest.strip().splitlines()[-1] if rest.strip() else ''}; left {left}")
 failures += not ok
+
+# Peak memory, over the process's own baseline (`mtac import --help`): an import holds the float32
+# model and one tensor beside it, and opening the run (import_tool logits of one token) streams
+# the weights into the model: each at most 1.5x the model (reading the file whole beside the
+# model, as st_read does, would be 2x).
+def peak_kib(args):
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.stderr.close()
+    return os.waitstatus_to_exitcode(status), ru.ru_maxrss
+
+
+_, base_kib = peak_kib([MTAC, "import", "--help"])
+bigrun = os.path.join(work, "big.run")
+for name, args, limit in [("import", [MTAC, "import", "--from", big, "--out", bigrun], 1.5),
+                          ("open", [TOOL, "logits", bigrun, os.path.join(work, "big.logits"), "1"], 1.5)]:
+    if not args[0]:
+        continue
+    code, kib = peak_kib(args)
+    ratio = (kib - base_kib) / model_kib
+    ok = code == 0 and ratio <= limit
+    print(f"{'ok ' if ok else 'FAIL'} peak memory of {name}: {kib} KiB, baseline {base_kib} KiB, model {model_kib:.0f} KiB: {ratio:.2f}x (<= {limit}x)")
+    failures += not ok
 os.remove(big)
 
 # the command line: --help, a missing --from
