@@ -216,6 +216,7 @@ void gguf_close(gguf_file *g) {
     for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->kv);
     free(g->tensors);
+    free(g->buf);
     if (g->f) fclose(g->f);
     memset(g, 0, sizeof *g);
 }
@@ -312,17 +313,19 @@ int gguf_read_tensor(gguf_file *g, int i, float *dst, char *err, size_t n) {
         return errmsg(err, n, "%s: cannot seek to tensor '%s'", g->path, t->name);
     // In chunks of whole blocks, so only a chunk of the stored bytes is in memory beside dst.
     size_t bs = (size_t)ggml_block_size(t->type), ts = (size_t)ggml_type_size(t->type);
-    size_t blocks = t->numel / bs, chunk = (4u << 20) / ts + 1;
-    unsigned char *buf = malloc((chunk < blocks ? chunk : blocks) * ts + 1);
-    if (!buf) return errmsg(err, n, "%s: out of memory reading tensor '%s'", g->path, t->name);
-    int rc = 0;
-    for (size_t b = 0; b < blocks && !rc; b += chunk) {
-        size_t k = blocks - b < chunk ? blocks - b : chunk;
-        if (fread(buf, ts, k, g->f) != k) rc = errmsg(err, n, "%s: read error in tensor '%s'", g->path, t->name);
-        else dequant_rows(t->type, buf, dst + b * bs, k * bs);
+    size_t blocks = t->numel / bs, chunk = (4u << 20) / ts + 1, need = (chunk < blocks ? chunk : blocks) * ts + 1;
+    if (g->buf_len < need) {
+        free(g->buf);
+        g->buf_len = 0;
+        if (!(g->buf = malloc(need))) return errmsg(err, n, "%s: out of memory reading tensor '%s'", g->path, t->name);
+        g->buf_len = need;
     }
-    free(buf);
-    return rc;
+    for (size_t b = 0; b < blocks; b += chunk) {
+        size_t k = blocks - b < chunk ? blocks - b : chunk;
+        if (fread(g->buf, ts, k, g->f) != k) return errmsg(err, n, "%s: read error in tensor '%s'", g->path, t->name);
+        dequant_rows(t->type, g->buf, dst + b * bs, k * bs);
+    }
+    return 0;
 }
 
 const gguf_kv *gguf_get(const gguf_file *g, const char *key) {

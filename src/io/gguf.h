@@ -52,6 +52,8 @@ typedef struct {
     gguf_tensor *tensors;
     int n_tensors;
     uint64_t alignment, data_offset;
+    unsigned char *buf;         // gguf_read_tensor's chunk of stored bytes, kept for the next tensor
+    size_t buf_len;
 } gguf_file;
 
 // Opens and reads the header, metadata and tensor infos of path. 0, or -1 with a message naming

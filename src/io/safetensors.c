@@ -387,16 +387,14 @@ int st_stream_read(st_stream *s, int i, float *dst, char *err, size_t n) {
     }
     // 16-bit values: in chunks, converted in place of a small buffer
     enum { CHUNK = 1 << 20 };
-    unsigned char *buf = malloc(2 * (size_t)CHUNK);
-    if (!buf) return errmsg(err, n, "%s: out of memory reading tensor '%s'", s->path, e->name);
-    int rc = 0;
-    for (size_t k = 0; k < e->numel && !rc; k += CHUNK) {
+    if (!s->buf && !(s->buf = malloc(2 * (size_t)CHUNK)))
+        return errmsg(err, n, "%s: out of memory reading tensor '%s'", s->path, e->name);
+    for (size_t k = 0; k < e->numel; k += CHUNK) {
         size_t m = e->numel - k < CHUNK ? e->numel - k : CHUNK;
-        if (fread(buf, 2, m, s->f) != m) rc = errmsg(err, n, "%s: read error in tensor '%s'", s->path, e->name);
-        else convert(e, buf, dst + k, m);
+        if (fread(s->buf, 2, m, s->f) != m) return errmsg(err, n, "%s: read error in tensor '%s'", s->path, e->name);
+        convert(e, s->buf, dst + k, m);
     }
-    free(buf);
-    return rc;
+    return 0;
 }
 
 const char *st_stream_meta(const st_stream *s, const char *key) {
@@ -407,6 +405,7 @@ const char *st_stream_meta(const st_stream *s, const char *key) {
 
 void st_close(st_stream *s) {
     if (s->f) fclose(s->f);
+    free(s->buf);
     free_entries(s->entries, s->n_entries, s->meta, s->n_meta);
     memset(s, 0, sizeof *s);
 }

@@ -63,6 +63,7 @@ typedef struct {
     int n_entries;
     st_meta_kv *meta;
     int n_meta;
+    unsigned char *buf;         // st_stream_read's chunk of 16-bit values, kept for the next tensor
 } st_stream;
 
 // Opens a file and reads its header, with st_read's checks. 0, or -1 with a message (nothing to close).
