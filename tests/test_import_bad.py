@@ -204,6 +204,10 @@ expect("gguf_extra", gg("gguf_extra", tensors=t + [("blk.0.attn_q.bias", [D], 0,
 t = base_tensors()
 t[0] = (t[0][0], t[0][1], 0, struct.pack("<f", float("nan")) * (V * D))
 expect("gguf_nan", gg("gguf_nan", tensors=t), 2, "token_embd.weight", "finite")
+expect("gguf_tokenizer_model", gg("gguf_tokenizer_model", kvs=base_kvs() + [("tokenizer.ggml.model", STR, "bert")]), 2,
+       "tokenizer.ggml.model bert is not supported")
+expect("gguf_tokenizer_tokens", gg("gguf_tokenizer_tokens", kvs=base_kvs() + [("tokenizer.ggml.model", STR, "gpt2")]), 2,
+       "tokenizer.ggml.tokens", "missing")
 expect("gguf_not_a_file", os.path.join(work, "nope.gguf"), 2, "nope.gguf")
 
 d = os.path.join(work, "hf_ok")
@@ -221,6 +225,11 @@ for name, cfg, want in [
     d = os.path.join(work, name)
     write_hf(d, config=cfg)
     expect(name, d, 2, "config.json", *want)
+d = os.path.join(work, "hf_bad_tokenizer")
+write_hf(d)
+with open(os.path.join(d, "tokenizer.json"), "w") as f:
+    f.write('{"model": {"type": "Unigram", "vocab": []}}')
+expect("hf_bad_tokenizer", d, 2, "tokenizer.json")
 d = os.path.join(work, "hf_no_weights")
 write_hf(d, st=False)
 expect("hf_no_weights", d, 2, "no model.safetensors")
