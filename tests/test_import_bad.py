@@ -221,7 +221,8 @@ for name, cfg, want in [
         ("hf_head_dim", hf_config(head_dim=16), ["head_dim 16"]),
         ("hf_act", hf_config(hidden_act="gelu"), ["hidden_act gelu"]),
         ("hf_missing_key", {k: v for k, v in hf_config().items() if k != "vocab_size"}, ["'vocab_size' is missing"]),
-        ("hf_bad_value", hf_config(num_hidden_layers=1.5), ["'num_hidden_layers' must be an integer"])]:
+        ("hf_bad_value", hf_config(num_hidden_layers=1.5), ["'num_hidden_layers' must be an integer"]),
+        ("hf_eps_range", hf_config(rms_norm_eps=1e300), ["rms_norm_eps 1e+300", "not a float32"])]:
     d = os.path.join(work, name)
     write_hf(d, config=cfg)
     expect(name, d, 2, "config.json", *want)

@@ -102,7 +102,9 @@ int64_t gguf_arr_int(const gguf_kv *kv, uint64_t j) {
     double f;
     memcpy(b, (const unsigned char *)kv->raw + j * VTYPES[kv->elem].size, VTYPES[kv->elem].size);
     number(kv->elem, b, &i, &f);
-    return kv->elem == GGUF_F32 || kv->elem == GGUF_F64 ? (int64_t)f : i;
+    if (kv->elem != GGUF_F32 && kv->elem != GGUF_F64) return i;
+    // a float outside int64's range (or NaN) has no integer value: converting it is undefined
+    return f >= 0x1p63 ? INT64_MAX : f >= -0x1p63 ? (int64_t)f : f < 0 ? INT64_MIN : 0;
 }
 
 double gguf_arr_num(const gguf_kv *kv, uint64_t j) {

@@ -75,7 +75,7 @@ int gguf_get_num(const gguf_file *g, const char *key, double *v, char *err, size
 int gguf_get_str(const gguf_file *g, const char *key, const char **v, char *err, size_t n);
 
 // Element j of a numeric array (kv->type GGUF_ARRAY, elem not GGUF_STRING) as an integer
-// (floats truncated) or as a double.
+// (floats truncated toward zero, clamped to int64's range, NaN as 0) or as a double.
 int64_t gguf_arr_int(const gguf_kv *kv, uint64_t j);
 double gguf_arr_num(const gguf_kv *kv, uint64_t j);
 // The name of a value type ("u32", "string", ...).

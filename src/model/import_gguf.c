@@ -6,6 +6,8 @@
 #include "tok/tokenizer.h"
 #include "util/errmsg.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +79,8 @@ static int read_config(import_src *s, gguf_file *g, char *err, size_t n) {
     if (gguf_get_num(g, "llama.attention.layer_norm_rms_epsilon", &eps, err, n) < 0 ||
         gguf_get_num(g, "llama.rope.freq_base", &theta, err, n) < 0)
         return BAD;
+    if (!(fabs(eps) <= FLT_MAX) || !(fabs(theta) <= FLT_MAX))
+        return errmsg(err, n, "%s: layer_norm_rms_epsilon %g or rope.freq_base %g is not a float32", g->path, eps, theta), BAD;
     c->norm_eps = (float)eps, c->rope_theta = (float)theta;
     const char *st = NULL;
     if (gguf_get_str(g, "llama.rope.scaling.type", &st, err, n) < 0) return BAD;
@@ -199,7 +203,9 @@ static int build_spec(import_src *s, const gguf_file *g, tokenizer_spec *sp, flo
     *types = ty ? malloc(tok->n * sizeof **types + 1) : NULL;
     if ((sc && !*scores) || (ty && !*types)) return errmsg(err, n, "out of memory"), IMPORT_IO_ERROR;
     for (uint64_t i = 0; i < tok->n; i++) {
-        if (sc) (*scores)[i] = (float)gguf_arr_num(sc, i);
+        double v = sc ? gguf_arr_num(sc, i) : 0;
+        if (!(fabs(v) <= FLT_MAX)) return errmsg(err, n, "%s: tokenizer.ggml.scores[%llu] is not a float32", g->path, (unsigned long long)i), BAD;
+        if (sc) (*scores)[i] = (float)v;
         if (ty) (*types)[i] = (int32_t)gguf_arr_int(ty, i);
     }
     sp->scores = *scores, sp->types = *types;

@@ -9,6 +9,8 @@
 #include "util/errmsg.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +108,8 @@ static int get_rope_scaling(const char *path, const cJSON *root, model_config *c
         (r = require(get_int(path, rs, "original_max_position_embeddings", 1, 1 << 30, &orig, err, n), path,
                      "rope_scaling.original_max_position_embeddings", err, n)))
         return r;
+    if (!(fabs(f) <= FLT_MAX && fabs(lo) <= FLT_MAX && fabs(hi) <= FLT_MAX))
+        return errmsg(err, n, "%s: rope_scaling's factors must be float32 numbers", path), BAD;
     c->rope_factor = (float)f, c->rope_low_freq = (float)lo, c->rope_high_freq = (float)hi, c->rope_orig_ctx = orig;
     return 0;
 }
@@ -159,7 +163,9 @@ static int parse_config(import_src *s, const char *path, const char *json, char 
         r = errmsg(err, n, "%s: hidden_size %d is not a multiple of num_attention_heads %d", path, c->dim, c->n_heads);
     if (!r) r = check_unsupported(path, root, c, err, n);
     cJSON_Delete(root);
-    c->norm_eps = (float)eps, c->rope_theta = (float)theta;
+    if (!r && (!(fabs(eps) <= FLT_MAX) || !(fabs(theta) <= FLT_MAX)))
+        r = errmsg(err, n, "%s: rms_norm_eps %g or rope_theta %g is not a float32", path, eps, theta);
+    c->norm_eps = r ? 0 : (float)eps, c->rope_theta = r ? 0 : (float)theta;
     // Mistral attends within a sliding window: up to it, that is plain causal attention.
     s->seq_len = window && (!ctx || window < ctx) ? window : ctx;
     return r;
