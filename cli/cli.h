@@ -22,6 +22,7 @@ int cmd_toy(int argc, char **argv);
 int cmd_attnmap(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 // `mtac bench attn|train` (cmd_bench.c), `mtac bench decode` (cmd_bench_decode.c): main.c's
 // `bench` picks one.
 int cmd_bench_attn(int argc, char **argv);

@@ -31,6 +31,7 @@ static const command COMMANDS[] = {
     {"plot", cmd_plot, "loss curves of runs (PNG or SVG)"},
     {"toy", cmd_toy, "the paper's toy task: train and evaluate baseline and MTA over seeds (--quick: a demo)"},
     {"attnmap", cmd_attnmap, "draw where the toy models attend, baseline beside MTA (PNG or SVG)"},
+    {"import", cmd_import, "a pretrained Llama-family model (Hugging Face directory or GGUF file) as a run"},
     {"convert", cmd_convert, "--add-mta: a trained baseline as an MTA model with identity kernels (same outputs)"},
 };
 enum { N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };

@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 # builds the libFuzzer targets with clang into build-fuzz/ (ASan + UBSan), writes their seeds, and
 # runs each target (all by default: safetensors shard model_config train_config attn_problem
-# checkpoint toyplan tokenizer_json) for SECONDS (default 60), one after the other. Prints each target's runs,
+# checkpoint toyplan tokenizer_json gguf) for SECONDS (default 60), one after the other. Prints each target's runs,
 # speed, coverage and corpus, and whether it found anything; exits 1 if any target crashed.
 #   build-fuzz/corpus/<target>/    what each target found interesting (kept: later runs go on from it)
 #   build-fuzz/crashes/<target>/   inputs that crashed it (replay: build-fuzz/tests/fuzz/fuzz_<target> FILE)
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ] || { echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
-all=(safetensors shard model_config train_config attn_problem checkpoint toyplan tokenizer_json)
+all=(safetensors shard model_config train_config attn_problem checkpoint toyplan tokenizer_json gguf)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -48,6 +48,7 @@ dict_of() {
         model_config | train_config | toyplan | tokenizer_json) echo tests/fuzz/dict/json.dict ;;
         safetensors | attn_problem | checkpoint) echo tests/fuzz/dict/safetensors.dict ;;
         shard) echo tests/fuzz/dict/shard.dict ;;
+        gguf) echo tests/fuzz/dict/gguf.dict ;;
     esac
 }
 

@@ -51,6 +51,15 @@ static void expect_fail_bytes(const void *bytes, size_t len, const char *want) {
     assert_null(f.meta);
     assert_int_equal(f.n_tensors, 0);
     assert_int_equal(f.n_meta, 0);
+    // the streaming reader makes the same checks from the header and the file's size
+    st_stream s;
+    char err2[512] = "";
+    rc = st_open(&s, path, err2, sizeof err2);
+    if (rc != -1 || strcmp(err, err2)) print_error("st_open: rc=%d err='%s' (st_read: '%s')\n", rc, err2, err);
+    assert_int_equal(rc, -1);
+    assert_string_equal(err, err2);
+    assert_null(s.entries);
+    assert_null(s.f);
     unlink(path);
 }
 
@@ -160,6 +169,44 @@ static void test_round_trip(void **state) {
     unlink(path);
 }
 
+// F16 and BF16 tensors read as float32, whole and streamed: 1, -2, 0.5 and the smallest
+// subnormal half 2^-24 (F16); 1, -2, 0.5 and 2^-133 (a subnormal bfloat16).
+static void test_half_dtypes(void **state) {
+    (void)state;
+    const char *j = "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                    "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[8,16]},"
+                    "\"f\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[16,20]}}";
+    const unsigned char data[20] = {0x00, 0x3c, 0x00, 0xc0, 0x00, 0x38, 0x01, 0x00,   // F16
+                                    0x80, 0x3f, 0x00, 0xc0, 0x00, 0x3f, 0x01, 0x00,   // BF16
+                                    0x00, 0x00, 0x40, 0x40};                          // 3.0f
+    size_t jlen = strlen(j);
+    unsigned char buf[512];
+    size_t len = build_raw(buf, jlen, j, jlen, data, sizeof data);
+    char path[64], err[512] = "";
+    write_temp(buf, len, path);
+    const float want_h[4] = {1.0f, -2.0f, 0.5f, 0x1p-24f}, want_b[4] = {1.0f, -2.0f, 0.5f, 0x1p-133f};
+    st_file f;
+    assert_int_equal(st_read(path, &f, err, sizeof err), 0);
+    assert_memory_equal(st_find(&f, "h")->data, want_h, sizeof want_h);
+    assert_memory_equal(st_find(&f, "b")->data, want_b, sizeof want_b);
+    assert_true(st_find(&f, "f")->data[0] == 3.0f);
+    st_free(&f);
+    st_stream s;
+    float x[4];
+    assert_int_equal(st_open(&s, path, err, sizeof err), 0);
+    assert_int_equal(s.n_entries, 3);
+    assert_int_equal(st_stream_find(&s, "nope"), -1);
+    assert_int_equal(st_stream_read(&s, st_stream_find(&s, "b"), x, err, sizeof err), 0);
+    assert_memory_equal(x, want_b, sizeof want_b);
+    assert_int_equal(st_stream_read(&s, st_stream_find(&s, "h"), x, err, sizeof err), 0);
+    assert_memory_equal(x, want_h, sizeof want_h);
+    assert_int_equal(st_stream_read(&s, st_stream_find(&s, "f"), x, err, sizeof err), 0);
+    assert_true(x[0] == 3.0f);
+    assert_int_equal(s.entries[st_stream_find(&s, "h")].ndim, 2);
+    st_close(&s);
+    unlink(path);
+}
+
 static void test_empty_file_set(void **state) {
     (void)state;
     char path[64], err[256] = "";
@@ -261,8 +308,10 @@ static void test_bad_dtype(void **state) {
     (void)state;
     expect_fail_json("{\"q\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype");
     expect_fail_json("{\"q\":{\"dtype\":5,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype");
-    expect_fail_json("{\"q\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2,
-                     "unsupported dtype BF16 for tensor 'q' (only F32)");
+    expect_fail_json("{\"q\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8,
+                     "unsupported dtype F64 for tensor 'q' (F32, F16 or BF16)");
+    // a 16-bit dtype needs 2 bytes a value, not 4
+    expect_fail_json("{\"q\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "span 8 bytes but shape needs 4");
 }
 
 static void test_bad_shape(void **state) {
@@ -343,8 +392,8 @@ static void test_error_after_good_tensor(void **state) {
     (void)state;
     // A good tensor followed by a bad one: the first must be freed (ASan checks the leak).
     expect_fail_json("{\"__metadata__\":{\"a\":\"b\"},\"ok\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                     "\"q\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[4,6]}}",
-                     6, "unsupported dtype F16");
+                     "\"q\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[4,5]}}",
+                     5, "unsupported dtype I8");
 }
 
 static void test_not_regular_file(void **state) {
@@ -483,6 +532,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_empty_file_set),
+        cmocka_unit_test(test_half_dtypes),
         cmocka_unit_test(test_unaligned_offsets),
         cmocka_unit_test(test_free_zeroed),
         cmocka_unit_test(test_missing_file),

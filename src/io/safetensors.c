@@ -2,6 +2,7 @@
 // The JSON header is parsed and printed with cJSON; everything in it is checked against the file
 // before any tensor data is touched, so a malformed or truncated file fails with a message.
 #include "io/safetensors.h"
+#include "io/dequant.h"
 #include "io/fsutil.h"
 #include "util/errmsg.h"
 
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 // Tensor bytes are copied straight into floats, so the host must be little-endian like the format.
@@ -123,16 +125,34 @@ static int read_all(const char *path, unsigned char **buf, size_t *len, char *er
     return 0;
 }
 
-// Parses one header entry into t (name already set); data is the data section of data_len bytes.
-static int parse_tensor(const char *path, const cJSON *e, const unsigned char *data, size_t data_len, st_tensor *t,
-                        char *err, size_t n) {
+// Bytes per value of a dtype this reader converts to float32 (0: another dtype).
+static int dtype_size(const char *dt) {
+    return !strcmp(dt, "F32") ? 4 : !strcmp(dt, "F16") || !strcmp(dt, "BF16") ? 2 : 0;
+}
+
+// count values of dtype size/kind at src to float32 at dst (the bytes may sit at any offset).
+static void convert(const st_entry *e, const unsigned char *src, float *dst, size_t count) {
+    if (e->dtype_size == 4) {
+        memcpy(dst, src, count * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+        dst[i] = e->bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+}
+
+// Parses one header entry into t (name already set); the data section has data_len bytes.
+static int parse_entry(const char *path, const cJSON *e, size_t data_len, st_entry *t, char *err, size_t n) {
     const char *nm = t->name;
     if (!cJSON_IsObject(e)) return errmsg(err, n, "%s: header entry for tensor '%s' is not an object", path, nm);
 
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     if (!cJSON_IsString(dtype)) return errmsg(err, n, "%s: tensor '%s' has no string dtype", path, nm);
-    if (strcmp(dtype->valuestring, "F32"))
-        return errmsg(err, n, "%s: unsupported dtype %s for tensor '%s' (only F32)", path, dtype->valuestring, nm);
+    t->dtype_size = dtype_size(dtype->valuestring);
+    t->bf16 = !strcmp(dtype->valuestring, "BF16");
+    if (!t->dtype_size)
+        return errmsg(err, n, "%s: unsupported dtype %s for tensor '%s' (F32, F16 or BF16)", path, dtype->valuestring, nm);
 
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     if (!cJSON_IsArray(shape)) return errmsg(err, n, "%s: tensor '%s' has no shape array", path, nm);
@@ -166,21 +186,46 @@ static int parse_tensor(const char *path, const cJSON *e, const unsigned char *d
     if (be[1] > data_len)
         return errmsg(err, n, "%s: tensor '%s' data_offsets end %llu is beyond the data section (%zu bytes)", path, nm,
                     (unsigned long long)be[1], data_len);
-    size_t nbytes = numel * sizeof(float);
+    size_t nbytes = numel * (size_t)t->dtype_size;
     if (be[1] - be[0] != nbytes)
         return errmsg(err, n, "%s: tensor '%s' data_offsets span %llu bytes but shape needs %zu", path, nm,
                     (unsigned long long)(be[1] - be[0]), nbytes);
-
-    // The data may sit at any offset, so copy rather than cast.
-    t->data = malloc(nbytes ? nbytes : 1);
-    if (!t->data) return errmsg(err, n, "%s: out of memory for tensor '%s'", path, nm);
-    if (nbytes) memcpy(t->data, data + be[0], nbytes);
+    t->begin = be[0];
     return 0;
 }
 
-// Parses the header JSON (nul-terminated) into out; data is the data section.
-static int parse_header(const char *path, const char *hdr, const unsigned char *data, size_t data_len, st_file *out,
-                        char *err, size_t n) {
+static void free_entries(st_entry *e, int n_e, st_meta_kv *meta, int n_meta) {
+    for (int i = 0; i < n_e; i++) free(e[i].name);
+    for (int i = 0; i < n_meta; i++) {
+        free(meta[i].key);
+        free(meta[i].value);
+    }
+    free(e);
+    free(meta);
+}
+
+static int parse_meta(const char *path, const cJSON *e, st_meta_kv **meta, int *n_meta, char *err, size_t n) {
+    const char *dup;
+    if (!cJSON_IsObject(e)) return errmsg(err, n, "%s: __metadata__ is not an object", path);
+    if (find_duplicate_key(e, &dup)) return errmsg(err, n, "%s: out of memory", path);
+    if (dup) return errmsg(err, n, "%s: duplicate __metadata__ key '%s'", path, dup);
+    int nm = cJSON_GetArraySize(e);
+    *meta = calloc((size_t)(nm ? nm : 1), sizeof **meta);
+    if (!*meta) return errmsg(err, n, "%s: out of memory", path);
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, e) {
+        if (!cJSON_IsString(kv)) return errmsg(err, n, "%s: __metadata__ value for '%s' is not a string", path, kv->string);
+        st_meta_kv *m = &(*meta)[*n_meta];
+        m->key = dup_str(kv->string);
+        m->value = dup_str(kv->valuestring);
+        (*n_meta)++; // count first so a half-filled entry is freed
+        if (!m->key || !m->value) return errmsg(err, n, "%s: out of memory", path);
+    }
+    return 0;
+}
+
+// Parses the header JSON (nul-terminated) into the entries of s; the data section has data_len bytes.
+static int parse_header(const char *path, const char *hdr, size_t data_len, st_stream *s, char *err, size_t n) {
     cJSON *root = cJSON_ParseWithOpts(hdr, NULL, 1);
     if (!root) return errmsg(err, n, "%s: header is not valid JSON", path);
     int rc = -1;
@@ -197,63 +242,29 @@ static int parse_header(const char *path, const char *hdr, const unsigned char *
         errmsg(err, n, "%s: duplicate header entry '%s'", path, dup);
         goto done;
     }
-
     int n_t = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, root) {
         if (strcmp(e->string, "__metadata__")) n_t++;
     }
-
-    out->tensors = calloc((size_t)(n_t ? n_t : 1), sizeof *out->tensors);
-    if (!out->tensors) {
+    s->entries = calloc((size_t)(n_t ? n_t : 1), sizeof *s->entries);
+    if (!s->entries) {
         errmsg(err, n, "%s: out of memory", path);
         goto done;
     }
     cJSON_ArrayForEach(e, root) {
         if (!strcmp(e->string, "__metadata__")) {
-            if (!cJSON_IsObject(e)) {
-                errmsg(err, n, "%s: __metadata__ is not an object", path);
-                goto done;
-            }
-            if (find_duplicate_key(e, &dup)) {
-                errmsg(err, n, "%s: out of memory", path);
-                goto done;
-            }
-            if (dup) {
-                errmsg(err, n, "%s: duplicate __metadata__ key '%s'", path, dup);
-                goto done;
-            }
-            int nm = cJSON_GetArraySize(e);
-            out->meta = calloc((size_t)(nm ? nm : 1), sizeof *out->meta);
-            if (!out->meta) {
-                errmsg(err, n, "%s: out of memory", path);
-                goto done;
-            }
-            const cJSON *kv;
-            cJSON_ArrayForEach(kv, e) {
-                if (!cJSON_IsString(kv)) {
-                    errmsg(err, n, "%s: __metadata__ value for '%s' is not a string", path, kv->string);
-                    goto done;
-                }
-                st_meta_kv *m = &out->meta[out->n_meta];
-                m->key = dup_str(kv->string);
-                m->value = dup_str(kv->valuestring);
-                out->n_meta++; // count first so st_free releases a half-filled entry
-                if (!m->key || !m->value) {
-                    errmsg(err, n, "%s: out of memory", path);
-                    goto done;
-                }
-            }
+            if (parse_meta(path, e, &s->meta, &s->n_meta, err, n)) goto done;
             continue;
         }
-        st_tensor *t = &out->tensors[out->n_tensors];
+        st_entry *t = &s->entries[s->n_entries];
         t->name = dup_str(e->string);
-        out->n_tensors++;
+        s->n_entries++;
         if (!t->name) {
             errmsg(err, n, "%s: out of memory", path);
             goto done;
         }
-        if (parse_tensor(path, e, data, data_len, t, err, n)) goto done;
+        if (parse_entry(path, e, data_len, t, err, n)) goto done;
     }
     rc = 0;
 done:
@@ -261,52 +272,142 @@ done:
     return rc;
 }
 
+// The header of a file of len bytes whose first bytes (at least min(len, 8 + header)) are at
+// head: its length checked, copied out NUL-terminated, and parsed into s. *data_off gets the start
+// of the data section.
+static int read_header(const char *path, const unsigned char *head, size_t have, size_t len, st_stream *s,
+                       size_t *data_off, char *err, size_t n) {
+    if (len < 8) return errmsg(err, n, "%s: file is %zu bytes, shorter than the 8-byte header length", path, len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | head[i];
+    if (hlen > ST_MAX_HEADER)
+        return errmsg(err, n, "%s: header length %llu is absurd (> %u bytes)", path, (unsigned long long)hlen, ST_MAX_HEADER);
+    if (hlen > len - 8)
+        return errmsg(err, n, "%s: header length %llu is larger than the file (%zu bytes)", path, (unsigned long long)hlen, len);
+    if (have < 8 + hlen) return errmsg(err, n, "%s: short read of the header", path);
+    // cJSON wants a nul-terminated string; an embedded NUL would silently cut the header short.
+    if (memchr(head + 8, 0, (size_t)hlen)) return errmsg(err, n, "%s: header is not valid JSON (contains a NUL byte)", path);
+    char *hdr = malloc((size_t)hlen + 1);
+    if (!hdr) return errmsg(err, n, "%s: out of memory", path);
+    memcpy(hdr, head + 8, (size_t)hlen);
+    hdr[hlen] = '\0';
+    *data_off = 8 + (size_t)hlen;
+    int rc = parse_header(path, hdr, len - *data_off, s, err, n);
+    free(hdr);
+    return rc;
+}
+
 int st_read(const char *path, st_file *f, char *err, size_t n) {
     memset(f, 0, sizeof *f);
     if (!host_is_little_endian()) return errmsg(err, n, "%s: big-endian hosts are not supported", path);
     unsigned char *buf = NULL;
-    size_t len = 0;
+    size_t len = 0, data_off = 0;
     if (read_all(path, &buf, &len, err, n)) return -1;
-
-    int rc = -1;
-    char *hdr = NULL;
+    st_stream s = {0};
     st_file out = {0};
-    if (len < 8) {
-        errmsg(err, n, "%s: file is %zu bytes, shorter than the 8-byte header length", path, len);
-        goto done;
+    int rc = read_header(path, buf, len, len, &s, &data_off, err, n);
+    if (!rc) {
+        out.tensors = calloc((size_t)(s.n_entries ? s.n_entries : 1), sizeof *out.tensors);
+        if (!out.tensors) rc = errmsg(err, n, "%s: out of memory", path);
     }
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--)
-        hlen = (hlen << 8) | buf[i];
-    if (hlen > ST_MAX_HEADER) {
-        errmsg(err, n, "%s: header length %llu is absurd (> %u bytes)", path, (unsigned long long)hlen, ST_MAX_HEADER);
-        goto done;
+    for (int i = 0; !rc && i < s.n_entries; i++) {
+        st_entry *e = &s.entries[i];
+        st_tensor *t = &out.tensors[out.n_tensors++];
+        t->name = e->name;
+        e->name = NULL;
+        t->ndim = e->ndim;
+        memcpy(t->shape, e->shape, sizeof t->shape);
+        t->numel = e->numel;
+        t->data = malloc(e->numel ? e->numel * sizeof(float) : 1);
+        if (!t->data) rc = errmsg(err, n, "%s: out of memory for tensor '%s'", path, t->name);
+        else convert(e, buf + data_off + e->begin, t->data, e->numel);
     }
-    if (hlen > len - 8) {
-        errmsg(err, n, "%s: header length %llu is larger than the file (%zu bytes)", path, (unsigned long long)hlen, len);
-        goto done;
+    if (!rc) {
+        out.meta = s.meta, out.n_meta = s.n_meta;
+        s.meta = NULL, s.n_meta = 0;
+        *f = out;
+    } else {
+        st_free(&out);
     }
-    // cJSON wants a nul-terminated string; an embedded NUL would silently cut the header short.
-    if (memchr(buf + 8, 0, (size_t)hlen)) {
-        errmsg(err, n, "%s: header is not valid JSON (contains a NUL byte)", path);
-        goto done;
-    }
-    hdr = malloc((size_t)hlen + 1);
-    if (!hdr) {
-        errmsg(err, n, "%s: out of memory", path);
-        goto done;
-    }
-    memcpy(hdr, buf + 8, (size_t)hlen);
-    hdr[hlen] = '\0';
-    size_t data_off = 8 + (size_t)hlen;
-    if (parse_header(path, hdr, buf + data_off, len - data_off, &out, err, n)) goto done;
-    *f = out;
-    rc = 0;
-done:
-    if (rc) st_free(&out);
-    free(hdr);
+    free_entries(s.entries, s.n_entries, s.meta, s.n_meta);
     free(buf);
     return rc;
+}
+
+// ----------------------------------------------------------------------------
+// streaming
+
+int st_open(st_stream *s, const char *path, char *err, size_t n) {
+    memset(s, 0, sizeof *s);
+    if (!host_is_little_endian()) return errmsg(err, n, "%s: big-endian hosts are not supported", path);
+    size_t len, data_off = 0;
+    FILE *fp = open_input_file(path, &len, err, n);
+    if (!fp) return -1;
+    unsigned char b8[8] = {0};
+    size_t have = fread(b8, 1, 8, fp);
+    unsigned char *head = NULL;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | b8[i];
+    // only a header the checks in read_header would accept is read
+    if (have == 8 && hlen <= ST_MAX_HEADER && hlen <= len - 8 && (head = malloc(8 + (size_t)hlen))) {
+        memcpy(head, b8, 8);
+        have += fread(head + 8, 1, (size_t)hlen, fp);
+    }
+    int rc = read_header(path, head ? head : b8, have, len, s, &data_off, err, n);
+    free(head);
+    if (rc) {
+        fclose(fp);
+        free_entries(s->entries, s->n_entries, s->meta, s->n_meta);
+        memset(s, 0, sizeof *s);
+        return -1;
+    }
+    s->f = fp;
+    s->data_off = data_off;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    return 0;
+}
+
+int st_stream_find(const st_stream *s, const char *name) {
+    for (int i = 0; i < s->n_entries; i++)
+        if (!strcmp(s->entries[i].name, name)) return i;
+    return -1;
+}
+
+int st_stream_read(st_stream *s, int i, float *dst, char *err, size_t n) {
+    if (i < 0 || i >= s->n_entries) return errmsg(err, n, "%s: no tensor %d", s->path, i);
+    const st_entry *e = &s->entries[i];
+    if (fseeko(s->f, (off_t)(s->data_off + e->begin), SEEK_SET))
+        return errmsg(err, n, "%s: cannot seek to tensor '%s'", s->path, e->name);
+    if (e->dtype_size == 4) {
+        if (fread(dst, sizeof(float), e->numel, s->f) != e->numel)
+            return errmsg(err, n, "%s: read error in tensor '%s'", s->path, e->name);
+        return 0;
+    }
+    // 16-bit values: in chunks, converted in place of a small buffer
+    enum { CHUNK = 1 << 20 };
+    if (!s->buf && !(s->buf = malloc(2 * (size_t)CHUNK)))
+        return errmsg(err, n, "%s: out of memory reading tensor '%s'", s->path, e->name);
+    for (size_t k = 0; k < e->numel; k += CHUNK) {
+        size_t m = e->numel - k < CHUNK ? e->numel - k : CHUNK;
+        if (fread(s->buf, 2, m, s->f) != m) return errmsg(err, n, "%s: read error in tensor '%s'", s->path, e->name);
+        convert(e, s->buf, dst + k, m);
+    }
+    return 0;
+}
+
+const char *st_stream_meta(const st_stream *s, const char *key) {
+    for (int i = 0; i < s->n_meta; i++)
+        if (!strcmp(s->meta[i].key, key)) return s->meta[i].value;
+    return NULL;
+}
+
+void st_close(st_stream *s) {
+    if (s->f) fclose(s->f);
+    free(s->buf);
+    free_entries(s->entries, s->n_entries, s->meta, s->n_meta);
+    memset(s, 0, sizeof *s);
 }
 
 // ----------------------------------------------------------------------------

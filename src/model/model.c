@@ -788,31 +788,32 @@ const model_tensor *model_find_nonfinite(const model *m, const float *base, size
 }
 
 int model_load_weights(model *m, const char *path, char *msg, size_t n) {
-    st_file f;
+    // streamed, one tensor at a time straight into the parameters: a run opens in the memory of
+    // its model, not two or three times that
+    st_stream f;
     char err[512];
-    if (st_read(path, &f, err, sizeof err)) return errmsg(msg, n, "%s", err);
+    if (st_open(&f, path, err, sizeof err)) return errmsg(msg, n, "%s", err);
     int rc = 0;
     uint64_t h = FNV1A_START;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const model_tensor *t = &m->tensors[i];
-        const st_tensor *s = st_find(&f, t->name);
-        if (!s) {
+        int j = st_stream_find(&f, t->name);
+        if (j < 0) {
             rc = errmsg(msg, n, "%s: missing tensor '%s' (does the config match the weights?)", path, t->name);
             break;
         }
+        const st_entry *s = &f.entries[j];
         int same = s->ndim == t->ndim;
         for (int k = 0; same && k < t->ndim; k++) same = s->shape[k] == t->shape[k];
         if (!same) rc = errmsg(msg, n, "%s: tensor '%s' has the wrong shape for this config", path, t->name);
-        else {
-            memcpy(m->params + t->offset, s->data, t->numel * sizeof(float));
-            h = fnv1a(h, s->data, t->numel * sizeof(float));
-        }
+        else if (st_stream_read(&f, j, m->params + t->offset, err, sizeof err)) rc = errmsg(msg, n, "%s", err);
+        else h = fnv1a(h, m->params + t->offset, t->numel * sizeof(float));
     }
-    if (!rc && f.n_tensors != m->n_tensors) {
-        for (int i = 0; i < f.n_tensors && !rc; i++) {
+    if (!rc && f.n_entries != m->n_tensors) {
+        for (int i = 0; i < f.n_entries && !rc; i++) {
             int known = 0;
-            for (int j = 0; j < m->n_tensors && !known; j++) known = !strcmp(f.tensors[i].name, m->tensors[j].name);
-            if (!known) rc = errmsg(msg, n, "%s: unexpected tensor '%s' for this config", path, f.tensors[i].name);
+            for (int j = 0; j < m->n_tensors && !known; j++) known = !strcmp(f.entries[i].name, m->tensors[j].name);
+            if (!known) rc = errmsg(msg, n, "%s: unexpected tensor '%s' for this config", path, f.entries[i].name);
         }
     }
     size_t at;
@@ -820,12 +821,12 @@ int model_load_weights(model *m, const char *path, char *msg, size_t n) {
     const model_tensor *t = rc ? NULL : model_find_nonfinite(m, m->params, &at, &bad);
     if (t) rc = errmsg(msg, n, "%s: tensor '%s' holds %g at index %zu: the weights must be finite", path, t->name, bad, at);
     // last: a message that names a tensor (an extra one, a NaN) says more than a checksum's
-    const char *want = st_meta_get(&f, WEIGHTS_CHECKSUM);
+    const char *want = st_stream_meta(&f, WEIGHTS_CHECKSUM);
     char hex[20];
     snprintf(hex, sizeof hex, "%016" PRIx64, h);
     if (!rc && want && strcmp(want, hex))
         rc = errmsg(msg, n, "%s: checksum mismatch (file corrupt): stored %.20s, computed %s", path, want, hex);
-    st_free(&f);
+    st_close(&f);
     return rc;
 }
 

@@ -295,6 +295,47 @@ static void tokenizer_json_seeds(void) {
     rmdir(dir);
 }
 
+// GGUF seeds, built byte by byte (mtac writes no GGUF): v3 and v2 headers, every kind of
+// key/value the import reads, an F32 and a Q8_0 tensor.
+typedef struct {
+    unsigned char b[1024];
+    size_t n;
+} bytes;
+
+static void put(bytes *o, const void *p, size_t n) {
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+static void put_u32(bytes *o, uint32_t v) { put(o, &v, 4); }
+static void put_u64(bytes *o, uint64_t v) { put(o, &v, 8); }
+static void put_str(bytes *o, const char *s) {
+    put_u64(o, strlen(s));
+    put(o, s, strlen(s));
+}
+
+static void gguf_seed(const char *name, uint32_t version) {
+    bytes o = {{0}, 0};
+    put(&o, "GGUF", 4);
+    put_u32(&o, version);
+    put_u64(&o, 2);  // tensors
+    put_u64(&o, 5);  // key/values
+    put_str(&o, "general.architecture"), put_u32(&o, 8), put_str(&o, "llama");
+    put_str(&o, "general.alignment"), put_u32(&o, 4), put_u32(&o, 32);
+    put_str(&o, "llama.attention.layer_norm_rms_epsilon"), put_u32(&o, 6), put(&o, &(float){1e-5f}, 4);
+    put_str(&o, "tokenizer.ggml.tokens"), put_u32(&o, 9), put_u32(&o, 8), put_u64(&o, 2), put_str(&o, "a"), put_str(&o, "b");
+    put_str(&o, "tokenizer.ggml.token_type"), put_u32(&o, 9), put_u32(&o, 5), put_u64(&o, 2), put_u32(&o, 1), put_u32(&o, 3);
+    put_str(&o, "a"), put_u32(&o, 1), put_u64(&o, 4), put_u32(&o, 0), put_u64(&o, 0);           // F32 [4]
+    put_str(&o, "b"), put_u32(&o, 2), put_u64(&o, 32), put_u64(&o, 1), put_u32(&o, 8), put_u64(&o, 32);  // Q8_0 [32, 1]
+    o.n = (o.n + 31) / 32 * 32;
+    const float a[4] = {1, -2, 0.5f, 3};
+    put(&o, a, sizeof a);
+    o.n += 16;
+    const unsigned char d[2] = {0x00, 0x3c};  // the block scale 1.0 as a half; quants 0
+    put(&o, d, 2);
+    o.n += 32;
+    write_bytes(seed_path("gguf", name), o.b, o.n, NULL, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3) {
         fprintf(stderr, "usage: fuzz_make_seeds OUTDIR [FIXTURES_DIR]\n");
@@ -309,6 +350,8 @@ int main(int argc, char **argv) {
     checkpoint_seeds();
     toyplan_seeds();
     tokenizer_json_seeds();
+    gguf_seed("v3", 3);
+    gguf_seed("v2", 2);
     if (argc == 3) fixture_seeds(argv[2]);
     return 0;
 }

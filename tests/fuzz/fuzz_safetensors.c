@@ -1,11 +1,13 @@
 // fuzz_safetensors.c: the safetensors reader (src/io/safetensors.c, st_read), which every file
 // input of mtac goes through (operator problems, weights, checkpoints). The input is the file.
 // A file it accepts must also survive the writer: st_write of what was read, read again, gives
-// the same tensors (names, shapes, bytes) and metadata.
+// the same tensors (names, shapes, bytes) and metadata. The streaming reader (st_open,
+// st_stream_read) accepts exactly the files st_read accepts and reads the same floats.
 #include "fuzz_util.h"
 #include "io/safetensors.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void require_same(const st_file *a, const st_file *b) {
@@ -21,10 +23,34 @@ static void require_same(const st_file *a, const st_file *b) {
                      "round trip: metadata");
 }
 
+// The streamed tensors of path equal f's (NULL: st_read refused the file, so must st_open).
+static void require_stream(const char *path, const st_file *f) {
+    st_stream s;
+    char err[512];
+    int rc = st_open(&s, path, err, sizeof err);
+    fuzz_require((rc == 0) == (f != NULL), "st_open accepts what st_read accepts");
+    if (rc) return;
+    fuzz_require(s.n_entries == f->n_tensors && s.n_meta == f->n_meta, "st_open: tensor/metadata counts");
+    for (int i = 0; i < s.n_entries; i++) {
+        const st_tensor *t = &f->tensors[i];
+        fuzz_require(!strcmp(s.entries[i].name, t->name) && s.entries[i].numel == t->numel, "st_open: tensor");
+        float *x = malloc(t->numel * sizeof(float) + 1);
+        fuzz_require(x && st_stream_read(&s, i, x, err, sizeof err) == 0, "st_stream_read reads an accepted tensor");
+        fuzz_require(!memcmp(x, t->data, t->numel * sizeof(float)), "streamed floats equal st_read's");
+        free(x);
+    }
+    st_close(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st_file f, g;
     char err[512];
-    if (st_read(fuzz_file(data, size), &f, err, sizeof err)) return 0;
+    const char *in = fuzz_file(data, size);
+    if (st_read(in, &f, err, sizeof err)) {
+        require_stream(in, NULL);
+        return 0;
+    }
+    require_stream(in, &f);
     for (int i = 0; i < f.n_tensors; i++) {
         const st_tensor *t = &f.tensors[i];
         size_t numel = 1;
