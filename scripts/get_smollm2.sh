@@ -34,7 +34,7 @@ fi
 echo "MTAC_SMOLLM2_GGUF=$gguf"
 if [ "$hf" = 1 ]; then
     if [ ! -s "$cache/hf/model.safetensors" ]; then
-        py=$(scripts/ref_env.sh)
+        py=${MTAC_REF_PYTHON:-$(scripts/ref_env.sh)}
         echo "get_smollm2: writing a Hugging Face directory of the same weights to $cache/hf" >&2
         rm -rf "$cache/hf.tmp"
         "$py" tests/ref/smollm2_hf.py "$gguf" "$cache/hf.tmp" >&2

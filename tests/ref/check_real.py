@@ -32,7 +32,7 @@ def collect(mtac, rundir, fixture):
         ans["tokenize"].append([int(x) for x in out.split()])
     for p in fx["prompts"]:
         ids = " ".join(map(str, p["ids"]))
-        logits = json.loads(run([mtac, "logits", "--run", rundir, "--json"], stdin=ids))
+        logits = json.loads(run([mtac, "logits", "--run", rundir], stdin=ids))
         greedy = last_json(run([mtac, "sample", "--run", rundir, "--prompt", p["text"], "--bos", "no",
                                 "--tokens", str(len(p["greedy"])), "--temperature", "0", "--json"]))
         ans["prompts"].append({"prompt_ids": greedy["prompt_ids"], "greedy": greedy["ids"],
