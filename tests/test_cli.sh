@@ -5,27 +5,7 @@ set -u
 MTAC=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-
-# expect CODE NEEDLE -- CMD...: exit status CODE (or "nonzero") and NEEDLE in the output.
-expect() {
-    local want=$1 needle=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    local ok=1
-    if [ "$want" = nonzero ]; then [ $rc -ne 0 ] || ok=0; else [ $rc -eq "$want" ] || ok=0; fi
-    [ $rc -ge 128 ] && ok=0  # a signal (crash) is never acceptable
-    case "$out" in *"$needle"*) ;; *) ok=0 ;; esac
-    if [ $ok = 1 ]; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $* -> exit $rc, wanted $want with '$needle'; output:"
-        echo "$out" | head -5
-    fi
-}
+. "$(dirname "$0")/expect.sh"
 
 expect 0 "usage: mtac" -- "$MTAC" --help
 expect 2 "usage: mtac" -- "$MTAC"
@@ -234,8 +214,6 @@ kill $pid 2>/dev/null; wait $pid 2>/dev/null
 [ "$comm" = mtac ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: restarted with OMP_WAIT_POLICY=passive, mtac is called '$comm'"; }
 
 # ---- issue 42, helper cli-io: nothing of the user's clobbered ----
-# ok_if COND MESSAGE: one more pass when the test command COND succeeds, else a failure saying MESSAGE.
-ok_if() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 io=$tmp/io
 mkdir "$io"
 "$MTAC" attn --in "$tmp/ok.safetensors" --out "$io/ref.safetensors" > /dev/null  # what each write below must hold
@@ -326,5 +304,4 @@ expect 2 "mtac help: unknown command 'nope'" -- "$MTAC" help nope
 expect 0 "mtac help <command>" -- "$MTAC" help
 # ---- end cli-io ----
 
-echo "cli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli

@@ -8,9 +8,7 @@ set -u
 MTAC=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/expect.sh"
 V=70000
 
 # uint32 shards of random ids over the whole vocabulary (docs/shards.md's format)
@@ -98,5 +96,4 @@ out=$(train --init "$tmp/base" --train mta --out "$tmp/nomta" 2>&1 >/dev/null); 
 out=$(train --init "$tmp/conv" --train some --out "$tmp/some" 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "train 'some'" && ok || bad "--train some: rc $rc, $out"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish test_retrofit

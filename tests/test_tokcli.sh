@@ -10,25 +10,7 @@ PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || { echo "SKIP: no $PY"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok_if() {  # ok_if CONDITION WHAT
-    if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi
-}
-# expect CODE NEEDLE -- CMD...: exit status CODE and NEEDLE in the output (as test_cli.sh)
-expect() {
-    local want=$1 needle=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [ $rc -eq "$want" ] && case "$out" in *"$needle"*) true ;; *) false ;; esac; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $* -> exit $rc, wanted $want with '$needle'; output:"
-        echo "$out" | head -5
-    fi
-}
+. "$here/expect.sh"
 
 tok="$here/fixtures/tiny_bpe"
 corpus="$here/data/corpus.txt"
@@ -188,5 +170,4 @@ expect 2 "go with --text FILE" -- "$MTAC" eval --run "$run" --json
 expect 1 "nothing to predict" -- "$MTAC" eval --run "$run" --text "$tmp/empty.txt"
 expect 1 "no-such" -- "$MTAC" eval --run "$run" --text "$tmp/no-such"
 
-echo "test_tokcli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish test_tokcli

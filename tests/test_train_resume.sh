@@ -5,9 +5,7 @@ set -u
 MTAC=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/expect.sh"
 
 # A small fixed corpus (Genesis and most of Exodus, KJV), and a tiny MTA model with attention
 # dropout (so the dropout seeds must be reproduced on resume too).
@@ -356,5 +354,4 @@ head -c 100 "$tmp/data/train.bin" > "$tmp/data/val.bin"
 out=$(train --out "$tmp/z" --steps 10 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "val.bin" && ok || bad "truncated shard: rc $rc, $out"
 
-echo "train: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish train

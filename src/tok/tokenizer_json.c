@@ -265,20 +265,26 @@ static const char *token_name(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+// A "Sequence" step of tokenizer.json: each item of the array p[key] through load, named
+// field.key[i] in messages.
+typedef int (*step_loader)(tokenizer *t, const char *file, const char *field, const cJSON *p, char *err, size_t n);
+static int load_sequence(tokenizer *t, const char *file, const char *field, const cJSON *p, const char *key,
+                         step_loader load, char *err, size_t n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, key), *e;
+    if (!cJSON_IsArray(a)) return errmsg(err, n, "%s: %s.%s: not an array", file, field, key);
+    int i = 0;
+    cJSON_ArrayForEach(e, a) {
+        char sub[96];
+        snprintf(sub, sizeof sub, "%s.%s[%d]", field, key, i++);
+        if (load(t, file, sub, e, err, n)) return -1;
+    }
+    return 0;
+}
+
 static int load_pre(tokenizer *t, const char *file, const char *field, const cJSON *p, char *err, size_t n) {
     const char *type = jstr(p, "type");
     if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers"), *e;
-        if (!cJSON_IsArray(a)) return errmsg(err, n, "%s: %s.pretokenizers: not an array", file, field);
-        int i = 0;
-        cJSON_ArrayForEach(e, a) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", field, i++);
-            if (load_pre(t, file, sub, e, err, n)) return -1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(t, file, field, p, "pretokenizers", load_pre, err, n);
     if (t->n_pre == TOK_MAX_PRE) return errmsg(err, n, "%s: %s: more than %d pre-tokenizers", file, field, TOK_MAX_PRE);
     if (t->n_pre > 0 && t->pre[t->n_pre - 1].kind == PRE_BYTELEVEL)
         return errmsg(err, n, "%s: %s: a pre-tokenizer after ByteLevel is not supported", file, field);
@@ -343,17 +349,7 @@ static int load_normalizer(tokenizer *t, const char *file, const char *field, co
     if (!p || cJSON_IsNull(p)) return 0;
     const char *type = jstr(p, "type");
     if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, "normalizers"), *e;
-        if (!cJSON_IsArray(a)) return errmsg(err, n, "%s: %s.normalizers: not an array", file, field);
-        int i = 0;
-        cJSON_ArrayForEach(e, a) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", field, i++);
-            if (load_normalizer(t, file, sub, e, err, n)) return -1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(t, file, field, p, "normalizers", load_normalizer, err, n);
     if (!strcmp(type, "Prepend") && !t->norm_replace_space) {
         const char *pre = jstr(p, "prepend");
         if (pre && !strcmp(pre, SPACE_MARK)) return t->norm_prepend = 1, 0;
@@ -370,17 +366,7 @@ static int load_decoder(tokenizer *t, const char *file, const char *field, const
     if (!p || cJSON_IsNull(p)) return 0;
     const char *type = jstr(p, "type");
     if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
-    if (!strcmp(type, "Sequence")) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, "decoders"), *e;
-        if (!cJSON_IsArray(a)) return errmsg(err, n, "%s: %s.decoders: not an array", file, field);
-        int i = 0;
-        cJSON_ArrayForEach(e, a) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.decoders[%d]", field, i++);
-            if (load_decoder(t, file, sub, e, err, n)) return -1;
-        }
-        return 0;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(t, file, field, p, "decoders", load_decoder, err, n);
     if (t->n_dec == TOK_MAX_DEC) return errmsg(err, n, "%s: %s: more than %d decoders", file, field, TOK_MAX_DEC);
     tok_dec *d = &t->dec[t->n_dec];
     if (!strcmp(type, "ByteLevel")) {
