@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char SPACE_MARK[] = "\xe2\x96\x81";  // "▁"
-
 // ---- added tokens ----
 
 typedef struct {
@@ -115,20 +113,7 @@ static unsigned char *normalize(const tokenizer *t, const unsigned char *s, size
     if (!t->norm_prepend && !t->norm_replace_space) return NULL;
     unsigned char *b = malloc(3 * len + 4);
     if (!b) return NULL;
-    size_t k = 0;
-    if (t->norm_prepend && len) {
-        memcpy(b, SPACE_MARK, 3);
-        k = 3;
-    }
-    for (size_t j = 0; j < len; j++) {
-        if (s[j] == ' ' && t->norm_replace_space) {
-            memcpy(b + k, SPACE_MARK, 3);
-            k += 3;
-        } else {
-            b[k++] = s[j];
-        }
-    }
-    *nlen = k;
+    *nlen = tok_space_marks(b, s, len, t->norm_prepend && len, t->norm_replace_space);
     return b;
 }
 
@@ -299,7 +284,7 @@ static int decode_piece(const tokenizer *t, const char *p, size_t len, int first
     const char *from = NULL, *to = NULL;
     for (int d = 0; d < t->n_dec; d++)
         if (t->dec[d].kind == DEC_REPLACE || t->dec[d].kind == DEC_METASPACE) {
-            from = t->dec[d].kind == DEC_REPLACE ? t->dec[d].from : SPACE_MARK;
+            from = t->dec[d].kind == DEC_REPLACE ? t->dec[d].from : TOK_SPACE_MARK;
             to = t->dec[d].kind == DEC_REPLACE ? t->dec[d].to : first && t->dec[d].start ? "" : " ";
         }
     size_t fl = from ? strlen(from) : 0;

@@ -198,32 +198,29 @@ static int split_regex(pre_run *r, int i, const unsigned char *s, size_t len) {
     return 0;
 }
 
+size_t tok_space_marks(unsigned char *out, const unsigned char *s, size_t len, int prepend, int replace) {
+    size_t k = 0;
+    if (prepend) memcpy(out, TOK_SPACE_MARK, 3), k = 3;
+    for (size_t j = 0; j < len; j++)
+        if (s[j] == ' ' && replace) memcpy(out + k, TOK_SPACE_MARK, 3), k += 3;
+        else out[k++] = s[j];
+    return k;
+}
+
 // Metaspace: spaces become "▁", one is prepended, and the text splits before each "▁".
 static int metaspace(pre_run *r, int i, const unsigned char *s, size_t len) {
     const tok_pre *p = &r->t->pre[i];
     unsigned char *b = malloc(3 * len + 3);
     if (!b) return errmsg(r->err, r->n, "out of memory");
-    size_t k = 0;
-    int pre = p->prepend == 1 || (p->prepend == 2 && r->first);
-    if (pre && !(len >= 1 && s[0] == ' ')) {
-        memcpy(b, "\xe2\x96\x81", 3);
-        k = 3;
-    }
-    for (size_t j = 0; j < len; j++) {
-        if (s[j] == ' ') {
-            memcpy(b + k, "\xe2\x96\x81", 3);
-            k += 3;
-        } else {
-            b[k++] = s[j];
-        }
-    }
+    const int pre = p->prepend == 1 || (p->prepend == 2 && r->first);
+    const size_t k = tok_space_marks(b, s, len, pre && !(len >= 1 && s[0] == ' '), 1);
     int rc = 0;
     if (!p->split) {
         rc = emit(r, i, b, k);
     } else {
         size_t start = 0;
         for (size_t j = 0; j + 3 <= k; j++)
-            if (j > start && memcmp(b + j, "\xe2\x96\x81", 3) == 0) {
+            if (j > start && memcmp(b + j, TOK_SPACE_MARK, 3) == 0) {
                 if ((rc = emit(r, i, b + start, j - start))) break;
                 start = j;
             }

@@ -4,6 +4,12 @@
 
 #include "tok/tokenizer.h"
 
+// SentencePiece's space, "▁" (U+2581) in UTF-8: 3 bytes.
+#define TOK_SPACE_MARK "\xe2\x96\x81"
+// SentencePiece's spaces: s[0..len) into out (room for 3 * len + 3), each space as TOK_SPACE_MARK
+// when replace, one mark first when prepend. Returns the bytes written.
+size_t tok_space_marks(unsigned char *out, const unsigned char *s, size_t len, int prepend, int replace);
+
 #include <stddef.h>
 #include <stdint.h>
 
