@@ -282,6 +282,17 @@ r = subprocess.run([MTAC, "import", "--from", os.path.join(work, "gguf_ok.gguf")
 ok = r.returncode == 0 and sorted(os.listdir(empty)) == ["config.json", "model.safetensors"]
 print(f"{'ok ' if ok else 'FAIL'} out_empty: exit {r.returncode}: {sorted(os.listdir(empty))}")
 failures += not ok
+# ... missing parents are made (as mkdir -p); a parent that is a file is an error, nothing made
+deep = os.path.join(work, "made", "parents", "run.out")
+r = subprocess.run([MTAC, "import", "--from", os.path.join(work, "gguf_ok.gguf"), "--out", deep], capture_output=True, text=True)
+ok = r.returncode == 0 and sorted(os.listdir(deep)) == ["config.json", "model.safetensors"]
+print(f"{'ok ' if ok else 'FAIL'} out_parents: exit {r.returncode}: {r.stderr.strip()[-200:]}")
+failures += not ok
+r = subprocess.run([MTAC, "import", "--from", os.path.join(work, "gguf_ok.gguf"), "--out",
+                    os.path.join(work, "full.out", "keep", "run")], capture_output=True, text=True)
+ok = r.returncode == 1 and "cannot create its directory" in r.stderr and os.listdir(full) == ["keep"]
+print(f"{'ok ' if ok else 'FAIL'} out_parent_file: exit {r.returncode}: {r.stderr.strip()}")
+failures += not ok
 # SIGINT once the tensors are being read: exit 130, the temporary directory removed, no --out.
 big = os.path.join(work, "big.gguf")
 # written by a child: the peak RSS a child reports counts this process's own peak (vfork shares it)

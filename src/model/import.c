@@ -121,6 +121,16 @@ int import_model(const char *src, const char *out, const import_hooks *h, char *
     size_t len = strlen(out);
     while (len > 1 && out[len - 1] == '/') len--;  // "run/" -> beside "run", not inside it
     snprintf(tmp, sizeof tmp, "%.*s.import-XXXXXX", (int)len, out);
+    char *slash = strrchr(tmp, '/');  // out's missing parents are made, as mkdir -p would
+    if (slash && slash > tmp) {
+        *slash = 0;
+        const int made = !mkdir_p(tmp);
+        *slash = '/';
+        if (!made) {
+            s.close(&s);
+            return errmsg(err, n, "%s: cannot create its directory: %s", out, strerror(errno)), IMPORT_IO_ERROR;
+        }
+    }
     if (!mkdtemp(tmp)) {
         s.close(&s);
         return errmsg(err, n, "%s: cannot create a temporary directory beside it: %s", out, strerror(errno)), IMPORT_IO_ERROR;
