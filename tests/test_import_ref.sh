@@ -9,6 +9,8 @@ build=$1 src=$2 what=$3
 py=${MTAC_REF_PYTHON:-$build/ref-venv/bin/python}
 if [ ! -x "$py" ] || ! "$py" -c 'import gguf, numpy, transformers, torch' 2>/dev/null; then
     echo "SKIP: no reference python with gguf, transformers and torch at $py (scripts/ref_env.sh makes one; or set MTAC_REF_PYTHON)"
+    # scripts/test.sh made the venv: a reference test that cannot find it is a failure, not a skip.
+    [ "${MTAC_REF_REQUIRED:-0}" = 1 ] && exit 1
     exit 77
 fi
 work=$(mktemp -d)

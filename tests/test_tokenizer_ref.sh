@@ -8,6 +8,8 @@ build=$1 src=$2
 py=${MTAC_REF_PYTHON:-$build/ref-venv/bin/python}
 if [ ! -x "$py" ]; then
     echo "SKIP: no reference python at $py (scripts/ref_env.sh, or set MTAC_REF_PYTHON)"
+    # scripts/test.sh made the venv: a reference test that cannot find it is a failure, not a skip.
+    [ "${MTAC_REF_REQUIRED:-0}" = 1 ] && exit 1
     exit 77
 fi
 exec "$py" "$src/tests/ref/check_tokenizer.py" --tool "$build/tok_tool"
