@@ -266,15 +266,17 @@ int bpe_encode_word(tokenizer *t, const unsigned char *w, size_t len, tok_ids *o
         if (tok_ids_push(out, whole)) return -1;
     } else {
         if (initial_symbols(t, w, len, out)) return -1;
-        size_t k = merge_all(t, out->v + start, out->n - start);
-        if (k == (size_t)-1) return -1;
-        out->n = start + k;
+        if (out->n > start) {  // a word may give no symbol (out->v still NULL): nothing to merge
+            size_t k = merge_all(t, out->v + start, out->n - start);
+            if (k == (size_t)-1) return -1;
+            out->n = start + k;
+        }
     }
     if (ce && out->n - start <= CACHE_MAX_IDS) {
         ce->len = (uint16_t)len;
         memcpy(ce->word, w, len);
         ce->n_ids = (uint16_t)(out->n - start);
-        memcpy(ce->ids, out->v + start, (out->n - start) * sizeof *out->v);
+        if (ce->n_ids) memcpy(ce->ids, out->v + start, (out->n - start) * sizeof *out->v);
     }
     return 0;
 }
