@@ -96,23 +96,26 @@ static void number(gguf_type t, const unsigned char *raw, int64_t *i, double *f)
     *f = (double)*i;
 }
 
-int64_t gguf_arr_int(const gguf_kv *kv, uint64_t j) {
+// Element j of a numeric array, as an integer and as a double.
+static void arr_elem(const gguf_kv *kv, uint64_t j, int64_t *i, double *f) {
     unsigned char b[8] = {0};
+    memcpy(b, (const unsigned char *)kv->raw + j * VTYPES[kv->elem].size, VTYPES[kv->elem].size);
+    number(kv->elem, b, i, f);
+}
+
+int64_t gguf_arr_int(const gguf_kv *kv, uint64_t j) {
     int64_t i;
     double f;
-    memcpy(b, (const unsigned char *)kv->raw + j * VTYPES[kv->elem].size, VTYPES[kv->elem].size);
-    number(kv->elem, b, &i, &f);
+    arr_elem(kv, j, &i, &f);
     if (kv->elem != GGUF_F32 && kv->elem != GGUF_F64) return i;
     // a float outside int64's range (or NaN) has no integer value: converting it is undefined
     return f >= 0x1p63 ? INT64_MAX : f >= -0x1p63 ? (int64_t)f : f < 0 ? INT64_MIN : 0;
 }
 
 double gguf_arr_num(const gguf_kv *kv, uint64_t j) {
-    unsigned char b[8] = {0};
     int64_t i;
     double f;
-    memcpy(b, (const unsigned char *)kv->raw + j * VTYPES[kv->elem].size, VTYPES[kv->elem].size);
-    number(kv->elem, b, &i, &f);
+    arr_elem(kv, j, &i, &f);
     return f;
 }
 

@@ -495,15 +495,24 @@ static int load_model(tokenizer **out, const char *file, const cJSON *root, char
     return load_merges(t, file, merges, err, n);
 }
 
-static int load_config(tokenizer *t, const char *file, char *err, size_t n) {
+// The JSON object of file (cJSON; the caller deletes it). NULL with a message when the file cannot
+// be read or holds no object.
+static cJSON *read_json_object(const char *file, char *err, size_t n) {
     char *text = read_text_file(file, MAX_JSON_BYTES, err, n);
-    if (!text) return -1;
+    if (!text) return NULL;
     cJSON *c = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(c)) {
         cJSON_Delete(c);
-        return errmsg(err, n, "%s: not a JSON object", file);
+        errmsg(err, n, "%s: not a JSON object", file);
+        return NULL;
     }
+    return c;
+}
+
+static int load_config(tokenizer *t, const char *file, char *err, size_t n) {
+    cJSON *c = read_json_object(file, err, n);
+    if (!c) return -1;
     int rc = 0;
     const char *names[4] = {token_name(c, "bos_token"), token_name(c, "eos_token"), token_name(c, "pad_token"),
                             token_name(c, "unk_token")};
@@ -533,14 +542,8 @@ static int load_config(tokenizer *t, const char *file, char *err, size_t n) {
 }
 
 static int load_generation(tokenizer *t, const char *file, char *err, size_t n) {
-    char *text = read_text_file(file, MAX_JSON_BYTES, err, n);
-    if (!text) return -1;
-    cJSON *c = cJSON_Parse(text);
-    free(text);
-    if (!cJSON_IsObject(c)) {
-        cJSON_Delete(c);
-        return errmsg(err, n, "%s: not a JSON object", file);
-    }
+    cJSON *c = read_json_object(file, err, n);
+    if (!c) return -1;
     int rc = 0;
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(c, "eos_token_id"), *e;
     if (cJSON_IsNumber(eos) || cJSON_IsArray(eos)) t->n_eos = 0;
@@ -561,15 +564,9 @@ static int load_generation(tokenizer *t, const char *file, char *err, size_t n) 
 }
 
 tokenizer *tokenizer_load_json(const char *file, const char *config_json, const char *gen_json, char *err, size_t n) {
-    char *text = read_text_file(file, MAX_JSON_BYTES, err, n);
-    if (!text) return NULL;
-    cJSON *root = cJSON_Parse(text);
-    free(text);
+    cJSON *root = read_json_object(file, err, n);
+    if (!root) return NULL;
     tokenizer *t = NULL;
-    if (!cJSON_IsObject(root)) {
-        errmsg(err, n, "%s: not a JSON object", file);
-        goto fail;
-    }
     if (load_model(&t, file, root, err, n)) goto fail;
     if (load_normalizer(t, file, "normalizer", cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err, n)) goto fail;
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
