@@ -147,16 +147,14 @@ static int configure(const train_args *a, train_config *c, int *saved_steps) {
     return cli_default_backend(&c->backend) ? 2 : -1;
 }
 
-static volatile sig_atomic_t g_stop = 0;
-// The first signal asks for a save after the step; the handler is then the default again
-// (SA_RESETHAND), so a second one ends the process at once. The checkpoint on disk is replaced
-// only by a rename of a complete file, so it stays whole whichever moment that is.
-static void on_signal(int sig) {
-    static const char msg[] = "\nmtac train: stopping after this step to save a checkpoint (Ctrl-C again: quit at once, "
-                              "without saving)\n";
-    g_stop = sig;
-    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) return;
-}
+// SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
+// odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
+// The first signal asks for that save; a second one ends the process at once (cli_catch_stop).
+// The checkpoint on disk is replaced only by a rename of a complete file, so it stays whole
+// whichever moment that is.
+static const int STOP_SIGNALS[] = {SIGINT, SIGTERM, SIGUSR1, 0};
+static const char STOP_MSG[] =
+    "\nmtac train: stopping after this step to save a checkpoint (Ctrl-C again: quit at once, without saving)\n";
 
 typedef struct {
     const train_config *c;
@@ -218,21 +216,11 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     const int rank = dist_rank(d), ranks = dist_size(d);
-    // SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
-    // odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    cli_catch_stop(STOP_SIGNALS, STOP_MSG);
     event_view view = {&c, saved_steps};
-    const train_hooks hooks = {d, &g_stop, print_event, &view};
+    const train_hooks hooks = {d, &cli_stop_signal, print_event, &view};
     int rc = train_run(&c, resume != NULL, &hooks, err, sizeof err);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGUSR1, SIG_DFL);
+    cli_release_stop(STOP_SIGNALS);
     if (rc == TRAIN_NONFINITE) {
         // Every rank sees the same values: rank 0 tells. Its own exit status, so that a script can
         // tell a diverged run from a broken one.
@@ -254,5 +242,5 @@ int cmd_train(int argc, char **argv) {
     dist_finalize(d);
     // Stopped by a signal (the checkpoint is saved): not finished, so not 0; the shell's status of
     // a process the signal ended, which `train && eval` and batch schedulers read as interrupted.
-    return g_stop ? 128 + g_stop : 0;
+    return cli_stop_signal ? 128 + cli_stop_signal : 0;
 }
