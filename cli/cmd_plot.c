@@ -15,6 +15,19 @@ typedef struct {
     int n, nv;
 } curves;
 
+static void curves_free(curves *c) { free(c->x), free(c->y), free(c->vx), free(c->vy); }
+
+// Room for cap points in each of c's four arrays; 0, or -1 when memory runs out.
+static int curves_grow(curves *c, int cap) {
+    double **a[4] = {&c->x, &c->y, &c->vx, &c->vy};
+    for (int i = 0; i < 4; i++) {
+        double *p = realloc(*a[i], (size_t)cap * sizeof(double));
+        if (!p) return -1;
+        *a[i] = p;
+    }
+    return 0;
+}
+
 // Reads step, loss and val_loss from each line of DIR/metrics.jsonl. A loss that was not finite
 // is null there (docs/formats.md): that point is left out, and the count of them is printed.
 static int read_metrics(const char *dir, curves *c) {
@@ -35,16 +48,16 @@ static int read_metrics(const char *dir, curves *c) {
                     *v = cJSON_GetObjectItem(o, "val_loss");
         const char *why = !cJSON_IsObject(o) ? "is not a JSON object" : !cJSON_IsNumber(st) ? "has no number \"step\""
                           : !cJSON_IsNumber(l) && !cJSON_IsNull(l) ? "has no \"loss\" (a number, or null)" : NULL;
+        if (!why && line_no > cap) {  // each line adds at most one point to each curve
+            cap = cap ? 2 * cap : 256;
+            if (curves_grow(c, cap)) why = "is more than this machine's memory holds";
+        }
         if (why) {
             cJSON_Delete(o);
             fclose(f);
+            curves_free(c);
             fprintf(stderr, "mtac plot: %s: line %d %s\n", path, line_no, why);
             return -1;
-        }
-        if (line_no > cap) {  // each line adds at most one point to each curve
-            cap = cap ? 2 * cap : 256;
-            c->x = realloc(c->x, cap * sizeof(double)), c->y = realloc(c->y, cap * sizeof(double));
-            c->vx = realloc(c->vx, cap * sizeof(double)), c->vy = realloc(c->vy, cap * sizeof(double));
         }
         if (cJSON_IsNumber(l)) c->x[c->n] = st->valuedouble, c->y[c->n++] = l->valuedouble;
         else null_loss++;
@@ -56,8 +69,10 @@ static int read_metrics(const char *dir, curves *c) {
     if (null_loss || null_val)
         fprintf(stderr, "mtac plot: %s: skipped %d training and %d validation losses that are null (not finite)\n", path,
                 null_loss, null_val);
-    if (!c->n) fprintf(stderr, "mtac plot: %s %s\n", path, line_no ? "holds no finite training loss" : "is empty");
-    return c->n ? 0 : -1;
+    if (c->n) return 0;
+    fprintf(stderr, "mtac plot: %s %s\n", path, line_no ? "holds no finite training loss" : "is empty");
+    curves_free(c);
+    return -1;
 }
 
 static const char USAGE[] = "usage: mtac plot --out FILE.png|FILE.svg RUN_DIR [RUN_DIR ...]\n";
@@ -124,6 +139,6 @@ int cmd_plot(int argc, char **argv) {
         rc = 1;
     }
     if (!rc) printf("wrote %s (x: step, y: loss; thick: validation)\n", out);
-    for (int r = 0; r < nr; r++) free(cv[r].x), free(cv[r].y), free(cv[r].vx), free(cv[r].vy);
+    for (int r = 0; r < nr; r++) curves_free(&cv[r]);
     return rc;
 }
