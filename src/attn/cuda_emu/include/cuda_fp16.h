@@ -5,28 +5,11 @@
 #define MTAC_CUDA_EMU_FP16_H
 
 #include "attn/cuda_emu/cuda_emu.h"
+#include "cuemu_f16.h"
 
 struct __half_raw {
     unsigned short x;
 };
-
-struct __half;
-__host__ __device__ inline __half __float2half_rn(float f);
-__host__ __device__ inline float __half2float(__half h);
-
-// 16-bit storage; converts from float by rounding to nearest even and to float exactly, as the
-// toolkit's class does. No arithmetic operators: compute in float.
-struct __half {
-    unsigned short __x;
-    __half() = default;
-    __host__ __device__ __half(const __half_raw &r) : __x(r.x) {}
-    __host__ __device__ __half(float f) : __x(__float2half_rn(f).__x) {}
-    __host__ __device__ operator float() const { return __half2float(*this); }
-    __host__ __device__ operator __half_raw() const { return __half_raw{__x}; }
-};
-
-__host__ __device__ inline __half __ushort_as_half(unsigned short u) { return __half_raw{u}; }
-__host__ __device__ inline unsigned short __half_as_ushort(__half h) { return h.__x; }
 
 // m >> shift, rounded to nearest with ties to even.
 __host__ __device__ inline uint32_t cuemu_shift_rne(uint32_t m, int shift) {
@@ -34,41 +17,45 @@ __host__ __device__ inline uint32_t cuemu_shift_rne(uint32_t m, int shift) {
     return q + (rem > half || (rem == half && (q & 1u)));
 }
 
-// Round to nearest, ties to even. NaN becomes the canonical 0x7fff, as the conversion on a GPU;
-// 65520 (halfway to the next power of two) and above overflow to inf; below 2^-14 the result is
-// a denormal, a multiple of 2^-24, and 2^-25 and below round to zero (2^-25 itself is a tie).
-__host__ __device__ inline __half __float2half_rn(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const unsigned short sign = (unsigned short)((u >> 16) & 0x8000u);
-    const uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return __ushort_as_half(0x7fff);
-    if (a >= 0x477ff000u) return __ushort_as_half(sign | 0x7c00);  // >= 65520
-    if (a < 0x33000000u) return __ushort_as_half(sign);            // < 2^-25
-    const int e = (int)(a >> 23) - 127;
-    const uint32_t m = (a & 0x7fffffu) | 0x800000u;  // |f| = m 2^(e-23)
-    if (e < -14)  // a denormal h 2^-24 with h = m 2^(e+1); rounding up to 0x400 is 2^-14, the smallest normal
-        return __ushort_as_half(sign | (unsigned short)cuemu_shift_rne(m, -(e + 1)));
-    // a carry out of the 10 mantissa bits raises the exponent field, as it should
-    return __ushort_as_half(sign | (unsigned short)(((uint32_t)(e + 15) << 10) + cuemu_shift_rne(m, 13) - 0x400u));
-}
-__host__ __device__ inline __half __float2half(float f) { return __float2half_rn(f); }
-
-__host__ __device__ inline float __half2float(__half h) {
-    const uint32_t sign = (uint32_t)(h.__x & 0x8000u) << 16, e = (h.__x >> 10) & 0x1fu, m = h.__x & 0x3ffu;
-    uint32_t u;
-    if (e == 0x1f) {
-        u = sign | 0x7f800000u | m << 13;  // inf, or NaN with its payload
-    } else if (e == 0) {
-        const float d = (float)m * 0x1p-24f;  // a denormal (or zero): exact in float
-        memcpy(&u, &d, sizeof u);
-        u |= sign;
-    } else {
-        u = sign | (e - 15 + 127) << 23 | m << 13;
+// The conversions (the class's, and the functions' below).
+struct cuemu_half_conv {
+    // Round to nearest, ties to even. NaN becomes the canonical 0x7fff, as the conversion on a GPU;
+    // 65520 (halfway to the next power of two) and above overflow to inf; below 2^-14 the result is
+    // a denormal, a multiple of 2^-24, and 2^-25 and below round to zero (2^-25 itself is a tie).
+    __host__ __device__ static unsigned short from(float f) {
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        const unsigned short sign = (unsigned short)((u >> 16) & 0x8000u);
+        const uint32_t a = u & 0x7fffffffu;
+        if (a > 0x7f800000u) return 0x7fff;
+        if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00);  // >= 65520
+        if (a < 0x33000000u) return sign;                            // < 2^-25
+        const int e = (int)(a >> 23) - 127;
+        const uint32_t m = (a & 0x7fffffu) | 0x800000u;  // |f| = m 2^(e-23)
+        if (e < -14)  // a denormal h 2^-24 with h = m 2^(e+1); rounding up to 0x400 is 2^-14, the smallest normal
+            return (unsigned short)(sign | cuemu_shift_rne(m, -(e + 1)));
+        // a carry out of the 10 mantissa bits raises the exponent field, as it should
+        return (unsigned short)(sign | (((uint32_t)(e + 15) << 10) + cuemu_shift_rne(m, 13) - 0x400u));
     }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+    __host__ __device__ static float to(unsigned short x) {
+        const uint32_t sign = (uint32_t)(x & 0x8000u) << 16, e = (x >> 10) & 0x1fu, m = x & 0x3ffu;
+        uint32_t u;
+        if (e == 0x1f) {
+            u = sign | 0x7f800000u | m << 13;  // inf, or NaN with its payload
+        } else if (e == 0) {
+            const float d = (float)m * 0x1p-24f;  // a denormal (or zero): exact in float
+            memcpy(&u, &d, sizeof u);
+            u |= sign;
+        } else {
+            u = sign | (e - 15 + 127) << 23 | m << 13;
+        }
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+};
+typedef cuemu_f16<__half_raw, cuemu_half_conv> __half;
+
+CUEMU_F16_FUNCTIONS(__half, half, cuemu_half_conv)
 
 #endif
