@@ -3,12 +3,12 @@
 // Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
 #include "model/model.h"
 #include "model/swiglu.h"
-#include "data/tokenizer.h"
 #include "util/errmsg.h"
 #include "util/fnv1a.h"
 #include "io/safetensors.h"
 #include "util/rng.h"
 #include "util/threads.h"
+#include "util/tokens.h"
 
 #include <cblas.h>
 #include <inttypes.h>
