@@ -372,13 +372,6 @@ static void merge_heads(float *dst, const float *src, int B, int T, int H, int d
 
 // ---- threads -------------------------------------------------------------------------------
 
-threads_cost threads_min_work = {5e8, 65536};
-
-void threads_set_spinning(int spinning) {
-    const threads_cost passive = {5e8, 65536}, spin = {2.5e6, 4096};
-    threads_min_work = spinning ? spin : passive;
-}
-
 // Floating-point operations of a forward over `rows` token rows that attend to `keys` keys each
 // on average: the matrix products (2 per weight and row) and attention's two products per head
 // (the MTA convolutions and mixings are a fraction of those). threads_enter takes it to choose
