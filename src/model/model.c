@@ -321,24 +321,26 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float 
         for (int e = 0; e < D; e++) dw[e] += dy[(size_t)i * D + e] * x[(size_t)i * D + e] * rs[i];
 }
 
-// (B,T,H*d) rows -> (B,H,T,d) heads, rotating pairs (2i, 2i+1) by angle p*theta^(-2i/d) when
-// cs/sn are given (RoPE), at position p = pos[b*T+t] (each token's place in its document), or t
-// when pos is NULL.
-static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
-                        const int *pos) {
+// Moves rows between the (B,T,H*d) layout and (B,H,T,d) heads: to_heads = 1 rotates pairs
+// (2i, 2i+1) by angle p*theta^(-2i/d) when cs/sn are given (RoPE), at position p = pos[b*T+t]
+// (each token's place in its document), or t when pos is NULL; to_heads = 0 moves back and
+// rotates by -angle (the transpose of the rotation, which is also its gradient).
+static void move_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
+                       const int *pos, int to_heads) {
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
-                const float *s = src + ((size_t)b * T + t) * H * d + (size_t)h * d;
-                float *o = dst + (((size_t)b * H + h) * T + t) * d;
+                const size_t row = ((size_t)b * T + t) * H * d + (size_t)h * d, head = (((size_t)b * H + h) * T + t) * d;
+                const float *s = src + (to_heads ? row : head);
+                float *o = dst + (to_heads ? head : row);
                 if (!cs) {
                     memcpy(o, s, (size_t)d * sizeof(float));
                     continue;
                 }
                 const size_t at = (size_t)(pos ? pos[(size_t)b * T + t] : t) * (d / 2);
                 for (int i = 0; i < d / 2; i++) {
-                    float c = cs[at + i], sn_ = sn[at + i];
+                    float c = cs[at + i], sn_ = to_heads ? sn[at + i] : -sn[at + i];
                     float x0 = s[2 * i], x1 = s[2 * i + 1];
                     o[2 * i] = x0 * c - x1 * sn_;
                     o[2 * i + 1] = x0 * sn_ + x1 * c;
@@ -346,28 +348,16 @@ static void split_heads(float *dst, const float *src, int B, int T, int H, int d
             }
 }
 
-// The inverse: (B,H,T,d) -> (B,T,H*d), rotating back by -angle (the transpose of the rotation,
-// which is also the gradient of split_heads).
+// (B,T,H*d) rows -> (B,H,T,d) heads (move_heads).
+static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
+                        const int *pos) {
+    move_heads(dst, src, B, T, H, d, cs, sn, pos, 1);
+}
+
+// (B,H,T,d) heads -> (B,T,H*d) rows (move_heads).
 static void merge_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
                         const int *pos) {
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < H; h++) {
-                const float *s = src + (((size_t)b * H + h) * T + t) * d;
-                float *o = dst + ((size_t)b * T + t) * H * d + (size_t)h * d;
-                if (!cs) {
-                    memcpy(o, s, (size_t)d * sizeof(float));
-                    continue;
-                }
-                const size_t at = (size_t)(pos ? pos[(size_t)b * T + t] : t) * (d / 2);
-                for (int i = 0; i < d / 2; i++) {
-                    float c = cs[at + i], sn_ = sn[at + i];
-                    float g0 = s[2 * i], g1 = s[2 * i + 1];
-                    o[2 * i] = g0 * c + g1 * sn_;
-                    o[2 * i + 1] = -g0 * sn_ + g1 * c;
-                }
-            }
+    move_heads(dst, src, B, T, H, d, cs, sn, pos, 0);
 }
 
 // ---- threads -------------------------------------------------------------------------------
