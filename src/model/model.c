@@ -619,6 +619,32 @@ static int forward_impl(model *m, const int *tokens, const int *targets, int B, 
     return rc;
 }
 
+// The mean cross-entropy of the logits over the targets that are not -1 (into *loss when not
+// NULL) and its gradient, dlogits = (softmax - onehot) / count.
+static void cross_entropy(model *m, const int *targets, int N, int V, float *loss) {
+    int valid = 0;
+    for (int i = 0; i < N; i++) valid += targets[i] >= 0;
+    m->n_valid = valid;
+    double total = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *z = m->logits + (size_t)i * V;
+        float *g = m->dlogits + (size_t)i * V;
+        if (targets[i] < 0) {
+            memset(g, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        float mx = z[0];
+#pragma omp simd reduction(max : mx)
+        for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+        double se = 0.0;
+        for (int j = 0; j < V; j++) se += exp((double)z[j] - mx);
+        total += log(se) + mx - z[targets[i]];
+        for (int j = 0; j < V; j++) g[j] = (float)(exp((double)z[j] - mx) / se) / valid;
+        g[targets[i]] -= 1.0f / valid;
+    }
+    if (loss) *loss = valid ? (float)(total / valid) : 0.0f;
+}
+
 static int forward_run(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
                        void *hook_arg, const int *lens, char *msg, size_t n) {
     const model_config *c = &m->cfg;
@@ -655,30 +681,7 @@ static int forward_run(model *m, const int *tokens, const int *targets, int B, i
     }
     rmsnorm_forward(m->xnf, m->rmsf, m->xf, m->w.norm, N, D, c->norm_eps);
     linear_forward(m->logits, m->xnf, model_output_weights(&m->w), N, D, V);
-    if (!targets) return 0;
-
-    // Mean cross-entropy over the targets that are not -1; dlogits = (softmax - onehot) / count.
-    int valid = 0;
-    for (int i = 0; i < N; i++) valid += targets[i] >= 0;
-    m->n_valid = valid;
-    double total = 0.0;
-    for (int i = 0; i < N; i++) {
-        const float *z = m->logits + (size_t)i * V;
-        float *g = m->dlogits + (size_t)i * V;
-        if (targets[i] < 0) {
-            memset(g, 0, (size_t)V * sizeof(float));
-            continue;
-        }
-        float mx = z[0];
-#pragma omp simd reduction(max : mx)
-        for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
-        double se = 0.0;
-        for (int j = 0; j < V; j++) se += exp((double)z[j] - mx);
-        total += log(se) + mx - z[targets[i]];
-        for (int j = 0; j < V; j++) g[j] = (float)(exp((double)z[j] - mx) / se) / valid;
-        g[targets[i]] -= 1.0f / valid;
-    }
-    if (loss) *loss = valid ? (float)(total / valid) : 0.0f;
+    if (targets) cross_entropy(m, targets, N, V, loss);
     return 0;
 }
 
