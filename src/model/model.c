@@ -489,7 +489,8 @@ static int create_contexts(model *m, int B, int T, int keep, char *msg, size_t n
         mc.backend = m->backend;
         // A forward without a backward holds one layer's workspace at a time (fwd_attend gives
         // each back), so it can afford wider strips than the operator's memory-bound default:
-        // fewer barriers in the same peak memory (docs/decoding.md). Training takes them too in
+        // fewer passes of the keys and values through memory, in the same peak memory
+        // (docs/decoding.md). Training takes them too in
         // the layers whose units couple heads: there the operator's budget, set against its own
         // inputs and outputs (docs/fused.md), leaves narrow strips whose score tiles run half
         // empty and whose many barriers cost the most, and the larger windows are a small part
