@@ -60,6 +60,8 @@ static const struct {
 
 static int is_backend(mta_backend b) { return (int)b >= 0 && (int)b < MTA_N_BACKENDS; }
 
+// (mta_internal.h) The module is checked before any of its backend is read: a module of another
+// mtac would be read through another layout of mta_ctx and mta_backend_impl.
 const mta_backend_impl *mta_module_open(const char *path, const char *fallback, const char *symbol, char *why,
                                         size_t n) {
     const char *name = path;
