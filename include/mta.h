@@ -127,6 +127,9 @@ typedef struct {
                           // recomputes it (one (T,T)-by-(T,d) product per head); same results either
                           // way. Other backends ignore it. 0 = off
     int precision;        // mta_precision: MTA_FP32 (default) or MTA_BF16 (tensor cores; above)
+#ifdef MTAC_TEST_DUMMY_STEP
+    int dummy_step;       // only in the test build of tests/test_backend_support.c: a step no backend computes
+#endif
 } mta_config;
 
 // The parameters of the MTA steps, by index: mta_params, mta_grads and mta_param_sizes hold them
@@ -198,7 +201,9 @@ typedef struct mta_ctx mta_ctx;
 // A config with every MTA step off (plain causal attention).
 mta_config mta_config_default(int B, int H, int T, int d);
 
-// Checks a config; on error writes a message to msg (if non-NULL) and returns the status.
+// Checks a config; on error writes a message to msg (if non-NULL) and returns the status. A config
+// that uses a step (or precision, grouped-query attention) its backend does not compute is refused
+// (MTA_ERR_INVALID, "the fused backend does not compute ..."), never run in part.
 mta_status mta_config_check(const mta_config *cfg, char *msg, size_t msg_len);
 
 // Identity initialisation of the present parameters (spec section 2): conv kernels are 1 at
@@ -279,7 +284,8 @@ void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
 // (docs/spec.md section 2.3), on every backend. Dropout draws its mask by the packed indices.
 // The ids are read by each later forward on ctx (they must hold their values until it has run:
 // on the CUDA backend, until its stream reaches it); a backward uses those of its forward. NULL
-// (the default) makes each sequence one document. MTA_ERR_NULL for a NULL ctx.
+// (the default) makes each sequence one document. MTA_ERR_NULL for a NULL ctx; MTA_ERR_INVALID
+// (mta_ctx_error says why) when ctx's backend does not compute packed documents (each of today's does).
 mta_status mta_set_documents(mta_ctx *ctx, const int32_t *doc);
 
 // The CUDA stream (a cudaStream_t) that the CUDA backend's calls on ctx enqueue their work on;

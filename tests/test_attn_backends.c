@@ -607,7 +607,10 @@ int main(int argc, char **argv) {
         else bad = 1;
     }
     if (bad || argc % 2) {
-        fprintf(stderr, "usage: test_attn_backends BACKEND [--schedule N] [--only TEST]: the backend (fused, cuda, cuda-emu)\n"
+        fprintf(stderr, "usage: test_attn_backends BACKEND [--schedule N] [--only TEST]: the backend (");
+        for (int b = 0, n = 0; b < MTA_N_BACKENDS; b++)
+            if (b != MTA_BACKEND_REFERENCE) fprintf(stderr, "%s%s", n++ ? ", " : "", mta_backend_name((mta_backend)b));
+        fprintf(stderr, ")\n"
                         "against the reference. --schedule: the cuda-emu thread orders (src/attn/cuda_emu/cuda_emu_ctl.h);\n"
                         "--only: the tests whose names match (a pattern: test_every_*); MTAC_SWEEP=quick or full: fewer or\n"
                         "more cases\n");

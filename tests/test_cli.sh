@@ -17,7 +17,10 @@ expect 2 "required" -- "$MTAC" attn --in x
 expect 2 "needs a value" -- "$MTAC" attn --in
 expect 2 "unknown option" -- "$MTAC" attn --bogus 1
 expect 2 "positive integer" -- "$MTAC" attn --in a --out b --threads zero
-expect 2 "expects one of reference, fused, cuda, cuda-emu" -- "$MTAC" attn --in a --out b --backend gpu
+# The backends as the program lists them (its option table: mta_backend_name over the backend ids).
+backends=$("$MTAC" attn --help | sed -n 's/^  --backend NAME .*(\(.*\))$/\1/p')
+case $backends in *fused*) ;; *) echo "FAIL: mtac attn --help lists no backends ('$backends')"; exit 1 ;; esac
+expect 2 "expects one of $backends" -- "$MTAC" attn --in a --out b --backend gpu
 # The CUDA backend needs a GPU (or a build with it): a message saying which, not a crash.
 expect 2 "cuda backend" -- "$MTAC" attn --in a --out b --backend cuda
 expect 2 "cuda backend" -- "$MTAC" bench attn --backend cuda

@@ -167,6 +167,17 @@ def config_from_shapes(cfg, shapes):
         raise Error('mtac: ' + msg.value.decode(errors='replace'))
 
 
+def host_backends():
+    """The names of the library's backends of host memory, the ones this package runs, in id order
+    (the library's table: mta_backend_name until it says 'unknown')."""
+    names, i = [], 0
+    while lib.mta_backend_name(i) != b'unknown':
+        if not lib.mta_backend_device_memory(i):
+            names.append(lib.mta_backend_name(i).decode())
+        i += 1
+    return names
+
+
 def backend_of(name):
     """The mta_backend of a name ('fused', 'reference'); None gives the library's default. A backend of
     device memory (cuda, cuda-emu) is refused: the op passes host tensors."""
@@ -174,10 +185,11 @@ def backend_of(name):
         return lib.mta_config_default(1, 1, 1, 1).backend
     b = _c_int()
     if not isinstance(name, str) or lib.mta_backend_from_name(name.encode(), ctypes.byref(b)) != 0:
-        raise Error('mtac: unknown backend %r (fused, reference)' % (name,))
+        raise Error('mtac: unknown backend %r (%s)' % (name, ', '.join(host_backends())))
     if lib.mta_backend_device_memory(b.value):
-        raise Error('mtac: the Python package runs the backends of host memory (fused, reference); '
-                    'the %s backend takes device pointers through the C API (include/mta.h)' % name)
+        raise Error('mtac: the Python package runs the backends of host memory (%s); '
+                    'the %s backend takes device pointers through the C API (include/mta.h)'
+                    % (', '.join(host_backends()), name))
     if not lib.mta_backend_available(b.value):
         raise Error('mtac: backend %r cannot run on this machine' % name)
     return b.value

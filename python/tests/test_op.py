@@ -17,7 +17,7 @@ from check_against_torch import combination_cases, compare, fixed_cases, random_
 from tol import chain_bound, close, mta_sums, scale_of
 from mta_ref import PARAM_NAMES
 
-BACKENDS = ['fused', 'reference']
+BACKENDS = mtac._lib.host_backends()
 
 
 def run_op(tensors, meta, backend, threads=None):

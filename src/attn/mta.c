@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *mta_status_str(mta_status s) {
     switch (s) {
@@ -30,7 +31,9 @@ const char *mta_status_str(mta_status s) {
 // itself never needs the CUDA runtime), or neither in this build, for the reason given. Whether
 // a backend's calls take device memory is a fact of the backend, known (mta_backend_device_memory)
 // without its implementation: a build or machine that cannot run it still tells host from device.
-#ifdef MTAC_HAVE_CUDA
+#if defined(MTAC_HAVE_CUDA) && defined(MTAC_TEST_DUMMY_STEP)
+#define CUDA_MODULE "libmtac_cuda_dummy_step.so"  // the module of the dummy-step build (CMakeLists.txt)
+#elif defined(MTAC_HAVE_CUDA)
 #define CUDA_MODULE "libmtac_cuda.so"
 #else
 #define CUDA_MODULE NULL
@@ -57,30 +60,59 @@ static const struct {
 
 static int is_backend(mta_backend b) { return (int)b >= 0 && (int)b < MTA_N_BACKENDS; }
 
+// (mta_internal.h) The module is checked before any of its backend is read: a module of another
+// mtac would be read through another layout of mta_ctx and mta_backend_impl.
+const mta_backend_impl *mta_module_open(const char *path, const char *fallback, const char *symbol, char *why,
+                                        size_t n) {
+    const char *name = path;
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    char path_error[256] = "";  // a module that is there but fails to load: its error, not the fallback's
+    if (!h && path && access(path, F_OK) == 0) snprintf(path_error, sizeof path_error, "%s", dlerror());
+    if (!h && fallback) h = dlopen(name = fallback, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = path_error[0] ? path_error : dlerror();
+        snprintf(why, n, "its module %s could not be opened: %s", fallback ? fallback : path ? path : "?", e ? e : "?");
+        return NULL;
+    }
+    const char *slash = strrchr(name, '/');
+    const char *file = slash ? slash + 1 : name;
+    const mta_module_abi want = MTA_MODULE_ABI, *abi = dlsym(h, "mtac_backend_abi");
+    const mta_backend_impl *impl = NULL;
+    if (!abi)
+        snprintf(why, n, "%s has no mtac_backend_abi: it is from an mtac older than that symbol, or not an mtac "
+                 "backend: rebuild it", file);
+    else if (abi->version != want.version)
+        snprintf(why, n, "%s is from another mtac (ABI %d, this libmtac needs %d): rebuild it", file, abi->version,
+                 want.version);
+    else if (abi->ctx_bytes != want.ctx_bytes || abi->config_bytes != want.config_bytes ||
+             abi->impl_bytes != want.impl_bytes || abi->uses != want.uses)
+        snprintf(why, n, "%s is from another mtac (ABI %d, but mta_ctx, mta_config, mta_backend_impl and the uses "
+                 "are %zu, %zu, %zu bytes and %zu there, %zu, %zu, %zu and %zu here: a change made without a bump of "
+                 "MTA_BACKEND_ABI): rebuild it", file, abi->version, abi->ctx_bytes, abi->config_bytes,
+                 abi->impl_bytes, abi->uses, want.ctx_bytes, want.config_bytes, want.impl_bytes, want.uses);
+    else if (!(impl = dlsym(h, symbol)))
+        snprintf(why, n, "%s has no %s: not this backend's module", file, symbol);
+    if (!impl) dlclose(h);
+    return impl;
+}
+
 // A module backend, opened once: from the directory of libmtac (or of the program it is linked
 // into), else through the dynamic loader's search path. NULL when it cannot be, *why saying so.
 static const mta_backend_impl *open_module(int i, const char **why) {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static int tried[MTA_N_BACKENDS];
     static const mta_backend_impl *impl[MTA_N_BACKENDS];
-    static char error[MTA_N_BACKENDS][320];
+    static char error[MTA_N_BACKENDS][512];
     pthread_mutex_lock(&lock);
     if (!tried[i]) {
         tried[i] = 1;
-        void *h = NULL;
         Dl_info self;
         const char *slash;
-        if (dladdr((void *)mta_create, &self) && self.dli_fname && (slash = strrchr(self.dli_fname, '/'))) {
-            char path[4096];
+        char path[4096] = "";
+        if (dladdr((void *)mta_create, &self) && self.dli_fname && (slash = strrchr(self.dli_fname, '/')))
             snprintf(path, sizeof path, "%.*s/%s", (int)(slash - self.dli_fname), self.dli_fname, backends[i].module);
-            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        }
-        if (!h) h = dlopen(backends[i].module, RTLD_NOW | RTLD_LOCAL);
-        if (h) impl[i] = (const mta_backend_impl *)dlsym(h, backends[i].symbol);
-        if (!impl[i]) {
-            const char *e = dlerror();
-            snprintf(error[i], sizeof error[i], "its module %s could not be opened: %s", backends[i].module, e ? e : "?");
-        }
+        impl[i] = mta_module_open(path[0] ? path : NULL, backends[i].module, backends[i].symbol, error[i],
+                                  sizeof error[i]);
     }
     pthread_mutex_unlock(&lock);
     *why = error[i];
@@ -208,6 +240,13 @@ static mta_status check_conv(const char *name, int cq, int ck, char *msg, size_t
 
 static int is_flag(int x) { return x == 0 || x == 1; }
 
+// A use that backend b does not compute (its `computes`, mta_internal.h), in words.
+static mta_status refusal(char *msg, size_t n, mta_backend b, mta_use u) {
+    const char *hint = mta_use_table[u].hint;
+    return say(msg, n, MTA_ERR_INVALID, "the %s backend does not compute %s%s%s", backends[b].name,
+               mta_use_table[u].name, hint ? ": " : "", hint ? hint : "");
+}
+
 mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!c) return say(msg, n, MTA_ERR_NULL, "config is NULL");
     if (c->B < 1 || c->H < 1 || c->T < 1 || c->d < 1)
@@ -228,11 +267,15 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return say(msg, n, MTA_ERR_INVALID, "dropout=%g must be in [0, 1)", (double)c->dropout);
     if (c->layer_id < 0) return say(msg, n, MTA_ERR_INVALID, "layer_id=%d must be >= 0", c->layer_id);
-    if (!is_backend(c->backend))
-        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (0 = reference, 1 = fused, 2 = cuda, 3 = cuda-emu)", (int)c->backend);
+    if (!is_backend(c->backend)) {
+        char ids[256] = "";
+        for (int i = 0; i < MTA_N_BACKENDS; i++)
+            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d = %s", i ? ", " : "", i, backends[i].name);
+        return say(msg, n, MTA_ERR_INVALID, "unknown backend %d (%s)", (int)c->backend, ids);
+    }
     const char *why;
-    if (!backend_impl(c->backend, &why))
-        return say(msg, n, MTA_ERR_INVALID, "this libmtac has no %s backend: %s", backends[c->backend].name, why);
+    const mta_backend_impl *impl = backend_impl(c->backend, &why);
+    if (!impl) return say(msg, n, MTA_ERR_INVALID, "this libmtac has no %s backend: %s", backends[c->backend].name, why);
     if (c->threads < 0 || c->threads > 4096)
         return say(msg, n, MTA_ERR_INVALID, "threads=%d must be in [0, 4096] (0 = the OpenMP default)", c->threads);
     if (c->strip_rows < 0 || c->strip_rows > 4096)
@@ -240,9 +283,8 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (c->keep_o != 0 && c->keep_o != 1) return say(msg, n, MTA_ERR_INVALID, "keep_o=%d must be 0 or 1", c->keep_o);
     if (c->precision != MTA_FP32 && c->precision != MTA_BF16)
         return say(msg, n, MTA_ERR_INVALID, "precision=%d must be MTA_FP32 (0) or MTA_BF16 (1)", c->precision);
-    if (c->precision == MTA_BF16 && !backend_impl(c->backend, &why)->bf16)
-        return say(msg, n, MTA_ERR_INVALID, "the %s backend computes in float32 only (precision MTA_BF16 needs a "
-                   "tensor-core backend: docs/cuda.md)", backends[c->backend].name);
+    const int refused = mta_first_refused(c, impl->computes);
+    if (refused >= 0) return refusal(msg, n, c->backend, (mta_use)refused);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
     // times a small count of maps, must fit in size_t and in ptrdiff_t.
     size_t maps = 1, acts = 1;
@@ -334,6 +376,9 @@ static const mta_config_field_desc config_fields[] = {
     FIELD(gate, MTA_FIELD_INT), FIELD(dropout, MTA_FIELD_FLOAT), FIELD(backend, MTA_FIELD_INT),
     FIELD(strip_rows, MTA_FIELD_INT), FIELD(threads, MTA_FIELD_INT), FIELD(keep_o, MTA_FIELD_INT),
     FIELD(precision, MTA_FIELD_INT),
+#ifdef MTAC_TEST_DUMMY_STEP
+    FIELD(dummy_step, MTA_FIELD_INT),
+#endif
 };
 #undef FIELD
 enum { N_CONFIG_FIELDS = sizeof config_fields / sizeof config_fields[0] };
@@ -504,6 +549,8 @@ void mta_destroy(mta_ctx *ctx) {
 
 mta_status mta_set_documents(mta_ctx *ctx, const int32_t *doc) {
     if (!ctx) return MTA_ERR_NULL;
+    if (doc && !ctx->impl->computes(&ctx->cfg, MTA_USE_DOCUMENTS))
+        return refusal(ctx->err, sizeof ctx->err, ctx->cfg.backend, MTA_USE_DOCUMENTS);
     ctx->doc = doc;
     return MTA_OK;
 }

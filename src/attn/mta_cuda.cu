@@ -17,8 +17,10 @@
 // starts (k_doc_starts) in the workspace, where its backward finds them, and every kernel keeps
 // to the documents' causal blocks (cuda_kernels.cuh).
 //
-// With precision MTA_BF16, the configs that the tensor-core path covers (mta_cuda_tc.cuh: no
-// key-query convolution or head step) run its fused kernels instead; the others run this path.
+// With precision MTA_BF16, the configs that the tensor-core path covers (tc_covers in
+// mta_cuda_tc.cuh: an allow-list of the uses it computes; no post-softmax convolution, and the
+// pre-softmax convolution or the head steps, not both, where their tiles fit) run its fused
+// kernels instead; the others run this path, in float32.
 #include "attn/cuda_kernels.cuh"
 #include "attn/mta_internal.h"
 
@@ -50,8 +52,8 @@ struct grad_layout {
     size_t pre, post, mix, hc, ng, total;  // offsets (doubles) into acc
 };
 
-// The tensor-core path (mta_cuda_tc.cuh, included below): the configs it runs with precision
-// MTA_BF16, and its workspace.
+// The tensor-core path (mta_cuda_tc.cuh, included below): the configs it runs (those of precision
+// MTA_BF16 whose every use its allow-list names), and its workspace.
 int tc_covers(const mta_config *c);
 size_t tc_bytes(const mta_config *c);
 
@@ -525,14 +527,28 @@ mta_status dev_download(void *dst, const void *src, size_t bytes) {
 }
 mta_status dev_synchronize(void) { return dev_status(cudaDeviceSynchronize()); }
 
+// What the backend computes (mta_internal.h): every step on the float32 path, and precision
+// MTA_BF16 on the tensor-core path where it covers the config (tc_covers), else in float32.
+int cuda_computes(const mta_config *c, mta_use u) {
+    (void)c;
+    switch (u) {
+    case MTA_USE_PRE_CONV: case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_CONV: case MTA_USE_POST_HEAD_CONV:
+    case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
+    case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
+    default: return 0;
+    }
+}
+
 }  // namespace
 
 #ifdef MTAC_CUDA_EMU
 extern "C" const mta_backend_impl mta_cuda_emu_backend = {
 #else
-// The module's one exported symbol, which libmtac looks up when it opens libmtac_cuda (mta.c).
+// The module's exported symbols, which libmtac looks up when it opens libmtac_cuda (mta.c): the
+// ABI it was built for, checked first, and the backend.
+extern "C" __attribute__((visibility("default"))) const mta_module_abi mtac_backend_abi = MTA_MODULE_ABI;
 extern "C" __attribute__((visibility("default"))) const mta_backend_impl mta_cuda_backend = {
 #endif
     cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
-    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, 1,  // bf16: mta_cuda_tc.cuh
+    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, cuda_computes,
 };

@@ -1081,16 +1081,28 @@ size_t tc_smem_bytes(int kind, int dp) {
     return tc_smem_carve(kind, dp, NULL, &sm);
 }
 
-// The configs the path runs: no post-softmax convolution, d <= 128; a pre-softmax convolution
-// only when its kernels' halos fit in an H100's shared memory per block (227 KB with the opt-in);
-// head steps (mixing, head convolution) without the pre-softmax convolution, when a tile of their
-// group's heads fits (tc_heads_of). Others run the float32 path.
+// The uses the path computes (mta_internal.h; an allow-list): the pre-softmax convolution without
+// a head step, when its kernels' halos fit in an H100's shared memory per block (227 KB with the
+// opt-in); head steps (mixing, head convolution) without the pre-softmax convolution, when a tile
+// of their group's heads fits (tc_heads_of); no post-softmax convolution.
+int tc_computes(const mta_config *c, mta_use u) {
+    switch (u) {
+    case MTA_USE_PRE_CONV:
+        if (c->pre_head_mix || c->post_ch) return 0;
+        for (int kind = TC_FWD; kind <= TC_DQ; kind++)
+            if (tc_csmem_bytes(kind, tc_dp(c->d), c->pre_cq, c->pre_ck) > TC_SMEM_MAX) return 0;
+        return 1;
+    case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq && tc_heads_of(c, NULL).tm > 0;
+    case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
+    case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
+    default: return 0;
+    }
+}
+
+// The configs the path runs: precision MTA_BF16, d <= 128, and every use computed (tc_computes).
+// Others run the float32 path.
 int tc_covers(const mta_config *c) {
-    if (c->precision != MTA_BF16 || c->post_cq || c->d > TC_MAX_D) return 0;
-    if (c->pre_head_mix || c->post_ch) return !c->pre_cq && tc_heads_of(c, NULL).tm > 0;
-    for (int kind = TC_FWD; c->pre_cq && kind <= TC_DQ; kind++)
-        if (tc_csmem_bytes(kind, tc_dp(c->d), c->pre_cq, c->pre_ck) > TC_SMEM_MAX) return 0;
-    return 1;
+    return c->precision == MTA_BF16 && c->d <= TC_MAX_D && mta_first_refused(c, tc_computes) < 0;
 }
 
 // The path's workspace, in the backend's one allocation (cuda_state.mem).

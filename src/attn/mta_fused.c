@@ -906,4 +906,5 @@ const mta_backend_impl mta_fused_backend = {
     .forward = fused_forward,
     .backward = fused_backward,
     .release = fused_release,
+    .computes = mta_host_computes,
 };

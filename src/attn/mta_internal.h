@@ -13,6 +13,82 @@
 extern "C" {
 #endif
 
+// What a config asks of a backend, its "uses": each MTA step it switches on, and each other thing
+// a backend may not compute (grouped-query attention, precision MTA_BF16, packed documents). The
+// table mta_use_table says how each is read from a config; each backend's `computes` is an
+// allow-list of them (a switch whose default refuses), which mta_config_check asks: a use added
+// here is refused by every backend until its switch names it, never skipped. The settings that
+// only tune (strip_rows, threads, keep_o) are not uses: a backend with no such choice ignores them.
+typedef enum {
+    MTA_USE_PRE_CONV,
+    MTA_USE_PRE_HEAD_MIX,
+    MTA_USE_POST_CONV,
+    MTA_USE_POST_HEAD_CONV,
+    MTA_USE_GROUP_NORM,
+    MTA_USE_DEPTH_SCALE,
+    MTA_USE_GATE,
+    MTA_USE_DROPOUT,
+    MTA_USE_GQA,
+    MTA_USE_BF16,
+    MTA_USE_DOCUMENTS,
+#ifdef MTAC_TEST_DUMMY_STEP
+    MTA_USE_DUMMY,  // tests/test_backend_support.c: a step that no backend computes
+#endif
+    MTA_N_USES
+} mta_use;
+
+// How a use is read from a config: an int setting > 0 (a size, or a flag mta_config_check has
+// checked is 0 or 1), a float setting > 0, an int setting in (0, another), an int setting equal
+// to a value, or not from the config but a call on the context (mta_set_documents).
+enum { MTA_ON_INT, MTA_ON_FLOAT, MTA_ON_BELOW, MTA_ON_EQUAL, MTA_ON_CALL };
+typedef struct {
+    const char *name;  // in "the fused backend does not compute <name>"
+    const char *hint;  // said after that, or NULL
+    int kind;          // MTA_ON_*
+    size_t field;      // offset in mta_config of the setting read
+    size_t other;      // MTA_ON_BELOW: offset of the bound; MTA_ON_EQUAL: the value
+} mta_use_rule;
+#define MTA_USE_OF(f) offsetof(mta_config, f)
+static const mta_use_rule mta_use_table[MTA_N_USES] = {
+    {"the pre-softmax key-query convolution", NULL, MTA_ON_INT, MTA_USE_OF(pre_cq), 0},
+    {"the pre-softmax head mixing", NULL, MTA_ON_INT, MTA_USE_OF(pre_head_mix), 0},
+    {"the post-softmax key-query convolution", NULL, MTA_ON_INT, MTA_USE_OF(post_cq), 0},
+    {"the post-softmax head convolution", NULL, MTA_ON_INT, MTA_USE_OF(post_ch), 0},
+    {"the group norm", NULL, MTA_ON_INT, MTA_USE_OF(group_norm), 0},
+    {"the depth scale", NULL, MTA_ON_INT, MTA_USE_OF(depth_scale), 0},
+    {"the gate", NULL, MTA_ON_INT, MTA_USE_OF(gate), 0},
+    {"attention dropout", NULL, MTA_ON_FLOAT, MTA_USE_OF(dropout), 0},
+    {"grouped-query attention (H_kv < H)", NULL, MTA_ON_BELOW, MTA_USE_OF(H_kv), MTA_USE_OF(H)},
+    {"precision MTA_BF16", "it computes in float32 only (MTA_BF16 needs a tensor-core backend: docs/cuda.md)",
+     MTA_ON_EQUAL, MTA_USE_OF(precision), MTA_BF16},
+    {"packed documents (mta_set_documents)", NULL, MTA_ON_CALL, 0, 0},
+#ifdef MTAC_TEST_DUMMY_STEP
+    {"the dummy step", NULL, MTA_ON_INT, MTA_USE_OF(dummy_step), 0},
+#endif
+};
+#undef MTA_USE_OF
+
+// 1 when c uses u (MTA_ON_CALL uses: never; the call that sets them asks the backend).
+static inline int mta_config_uses(const mta_config *c, mta_use u) {
+    const mta_use_rule *r = &mta_use_table[u];
+    const char *base = (const char *)c;
+    const int *x = (const int *)(base + r->field);
+    switch (r->kind) {
+    case MTA_ON_INT: return *x > 0;
+    case MTA_ON_FLOAT: return *(const float *)(base + r->field) > 0.0f;
+    case MTA_ON_BELOW: return *x > 0 && *x < *(const int *)(base + r->other);
+    case MTA_ON_EQUAL: return *x >= 0 && (size_t)*x == r->other;
+    default: return 0;
+    }
+}
+
+// The first use of c that an allow-list `computes` refuses, or -1 when it computes them all.
+static inline int mta_first_refused(const mta_config *c, int (*computes)(const mta_config *, mta_use)) {
+    for (int u = 0; u < MTA_N_USES; u++)
+        if (mta_config_uses(c, (mta_use)u) && !computes(c, (mta_use)u)) return u;
+    return -1;
+}
+
 // A backend: what runs behind mta_forward / mta_backward for a config's `backend`. The backends
 // are registered once, in mta.c's table (id, name, implementation); nothing else chooses. Each
 // backend owns its state (ctx->state: what its forward keeps for its backward, and its
@@ -38,14 +114,35 @@ typedef struct {
     mta_status (*upload)(void *dst, const void *src, size_t bytes);
     mta_status (*download)(void *dst, const void *src, size_t bytes);
     mta_status (*synchronize)(void);
-    // 1 when the backend computes with precision MTA_BF16 (its tensor-core path); else it is refused.
-    int bf16;
+    // 1 when the backend computes use u of config c: an allow-list, a switch on u whose default
+    // returns 0 (c for the uses that a backend computes only at some sizes).
+    int (*computes)(const mta_config *c, mta_use u);
 } mta_backend_impl;
+
+// What the host backends (reference, fused) compute: every step, in float32 (shared.c). A step
+// that one of them computes and the other does not yet gets a list of its own.
+int mta_host_computes(const mta_config *c, mta_use u);
 
 extern const mta_backend_impl mta_reference_backend;  // mta_ref.c
 extern const mta_backend_impl mta_fused_backend;      // mta_fused.c
 extern const mta_backend_impl mta_cuda_backend;       // mta_cuda.cu, in builds with the CUDA toolkit
 extern const mta_backend_impl mta_cuda_emu_backend;   // mta_cuda.cu on the CUDA emulator (cuda_emu/)
+
+// The ABI between libmtac and the backend modules it opens (libmtac_cuda.so): mta_ctx,
+// mta_config, mta_backend_impl and the uses (mta_use). Bump MTA_BACKEND_ABI when one of them
+// changes; a module exports its build's as `mtac_backend_abi` (MTA_MODULE_ABI), which libmtac
+// checks before it uses the module: the sizes catch a change made without the bump.
+#define MTA_BACKEND_ABI 1
+typedef struct {
+    int version;  // first, so that a module of any other version is read right
+    size_t ctx_bytes, config_bytes, impl_bytes, uses;
+} mta_module_abi;
+#define MTA_MODULE_ABI {MTA_BACKEND_ABI, sizeof(mta_ctx), sizeof(mta_config), sizeof(mta_backend_impl), MTA_N_USES}
+// The backend `symbol` of the module at path, else of fallback (a file name the dynamic loader
+// searches for; NULL: none), once its mtac_backend_abi is this build's; NULL when it cannot be
+// opened or is from another mtac, why (n bytes) saying which.
+const mta_backend_impl *mta_module_open(const char *path, const char *fallback, const char *symbol, char *why,
+                                        size_t n);
 
 struct mta_ctx {
     mta_config cfg;

@@ -432,4 +432,5 @@ const mta_backend_impl mta_reference_backend = {
     .backward = ref_backward,
     .release = ref_release,
     .attention = ref_attention,
+    .computes = mta_host_computes,
 };

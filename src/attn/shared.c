@@ -119,3 +119,13 @@ void mta_headconv_grad_add(const float *dm, int H, int ch, float *dw) {
 void mta_doc_starts(const int32_t *doc, int B, int T, int *start) {
     for (int b = 0; b < B; b++) mta_doc_starts_row(doc + (size_t)b * T, T, start + (size_t)b * T);
 }
+
+int mta_host_computes(const mta_config *c, mta_use u) {
+    (void)c;
+    switch (u) {
+    case MTA_USE_PRE_CONV: case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_CONV: case MTA_USE_POST_HEAD_CONV:
+    case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
+    case MTA_USE_GQA: case MTA_USE_DOCUMENTS: return 1;
+    default: return 0;
+    }
+}
