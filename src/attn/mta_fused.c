@@ -728,7 +728,8 @@ static void head_dp2(unit_bwd *x, mta_rows A, int hl) {
     } else {
         memcpy(dO, go, (size_t)n * d * sizeof(float));
     }
-    matmul(jb, MM_TN, a1 - s, d, n, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, dO, d, 1.0f, jb->dv + (kvh * T + s) * d, d);
+    matmul(jb, MM_TN, a1 - s, d, n, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, dO, d, 1.0f, jb->dv + (kvh * T + s) * d,
+           d);
     // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
     win *g2 = c->post_ch ? pd : x->m.dp1;
     matmul(jb, MM_NT, n, a1 - s, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0) + s, (int)g2->ld);
@@ -774,7 +775,8 @@ static void head_dp(unit_bwd *x, mta_strip s, int hl, int post_grad, int b_heads
     const mta_config *c = jb->c;
     const maps *m = &x->m;
     const int b = x->batch;
-    if (post_grad) kernel_grad(jb, b, m->dp1, m->p, c->post_cq, c->post_ck, s.A.lo, s.A.hi, hl, x->w.kpart, x->acc.wpost);
+    if (post_grad)
+        kernel_grad(jb, b, m->dp1, m->p, c->post_cq, c->post_ck, s.A.lo, s.A.hi, hl, x->w.kpart, x->acc.wpost);
     if (b_heads && c->post_cq)
         strip_conv_backward(jb, b, m->dp1, m->dp, jb->p->w_post + (size_t)(x->h0 + hl) * c->post_cq * c->post_ck,
                             c->post_cq, c->post_ck, hl, s.B.lo, s.B.hi);
@@ -800,7 +802,8 @@ static void stage_b(unit_bwd *x, mta_strip s) {
         for (int hl = 0; hl < jb->G; hl++) head_dp(x, s, hl, post_grad, b_heads);
     }
     // the loop ends in a barrier: the mixing's row loop reads dP rows B of every head
-    if (mta_rows_any(s.B) && c->pre_head_mix && !x->rows_chain) mix_backward(jb, x->batch, &x->premix, 1, s.B.lo, s.B.hi, NULL);
+    if (mta_rows_any(s.B) && c->pre_head_mix && !x->rows_chain)
+        mix_backward(jb, x->batch, &x->premix, 1, s.B.lo, s.B.hi, NULL);
 }
 
 // Local head hl's part of stage C: the pre conv's kernel gradient from dS1 rows B (pre_grad),
@@ -854,7 +857,8 @@ static void flush_lagged(unit_bwd *x, lagged *lg) {
     for (int r = 0; r < jb->rounds; r++) {
         #pragma omp for schedule(static)
         for (int hl = 0; hl < jb->G; hl++)
-            if ((x->h0 + hl) % jb->rounds == r) k_products(jb, x->m.z, 0, 0, lg, (size_t)x->batch * jb->c->H + x->h0 + hl, hl);
+            if ((x->h0 + hl) % jb->rounds == r)
+                k_products(jb, x->m.z, 0, 0, lg, (size_t)x->batch * jb->c->H + x->h0 + hl, hl);
     }
     lg->lo = lg->hi = 0;
 }
