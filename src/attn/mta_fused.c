@@ -676,16 +676,17 @@ static void unit_bwd_init(unit_bwd *x, job *jb, const worker *shared, int u, uni
                                 : (mix_grad){0};
 }
 
-// Moves the windows to strip s: Z and dS1 keep rows from C's first on, P, dP1 and S1 from B's
-// (S1 from C's when dS1 replaces it in place), the rest start at the strip.
+// Moves the windows to strip s: Z, dS1 and dZ start at C's first row (unclipped), P, dP1, dP and
+// S1 at B's (S1 at C's when dS1 replaces it in place), P2 and PD at A's.
 static void backward_slide(unit_bwd *x, mta_strip s) {
     const job *jb = x->jb;
     worker *w = &x->w;
     const int G = jb->G, T = jb->c->T, L1 = jb->L1, L2 = jb->L2, i0 = s.i0;
     const int s1base = x->m.ds1 == x->m.s1 ? i0 - L1 - L2 : i0 - L1;
     if (L1 || L2) {  // (without a convolution reaching back, windows keep no rows)
-        // nowait: head h's rows move on the thread that next reads or writes them, in strip_maps'
-        // first loop over the same heads (in rounds, strip_maps puts a barrier first).
+        // nowait: the next loop, strip_maps' first (scores, pre conv), runs over the same heads and
+        // touches only those this thread moved; the loops after it wait for its barrier (in
+        // rounds, strip_maps puts a barrier first).
         #pragma omp for schedule(static) nowait
         for (int h = 0; h < G; h++) {
             wslide_head(&w->z, h, i0 - L1 - L2, x->starts, T);
@@ -769,7 +770,8 @@ static void stage_a(unit_bwd *x, mta_rows A, const lagged *lg) {
 
 // Local head hl's part of stage B: the post conv's kernel gradient from dP1 rows A (post_grad),
 // and (b_heads) dP of rows B through the transposed post conv, then without the mixing the
-// softmax backward (dS2 = dS1; with the mixing, its row loop does that).
+// softmax backward, whose dS2 is dS1 (copied when dS1 has a window of its own; with the mixing,
+// its row loop does all that).
 static void head_dp(unit_bwd *x, mta_strip s, int hl, int post_grad, int b_heads) {
     job *jb = x->jb;
     const mta_config *c = jb->c;
@@ -863,6 +865,8 @@ static void flush_lagged(unit_bwd *x, lagged *lg) {
     lg->lo = lg->hi = 0;
 }
 
+// The backward of unit u, its kernel gradients into acc: the strips of lag.h's schedule, each
+// bringing rows A and finishing stages A, B, C on their rows.
 static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
     const mta_lag g = mta_lag_of(jb->c, jb->R);
     #pragma omp parallel if (jb->inner)
