@@ -535,6 +535,7 @@ mta_status mta_create(mta_ctx **out, const mta_config *cfg, char *msg, size_t n)
     mta_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return say(msg, n, MTA_ERR_NOMEM, "out of memory allocating the context");
     ctx->cfg = *cfg;
+    ctx->sizes = mta_param_sizes_of(cfg);
     ctx->impl = backend_of(cfg->backend);
     *out = ctx;
     return MTA_OK;

@@ -535,7 +535,7 @@ void sum_grads(const backward_call &bw, const mta_grads *g) {
         {MTA_GATE_B, gl.ng, (size_t)np, BH, 2 * d, 0},
     };
     static_assert(sizeof sums / sizeof sums[0] == MTA_N_PARAMS, "sum_grads: a row for each parameter of mta.h");
-    const mta_param_sizes ps = mta_param_sizes_of(c);
+    const mta_param_sizes ps = cl->ctx->sizes;
     for (const auto &x : sums) {
         const int count = (int)ps.w[x.param];
         if (g->w[x.param] && count)

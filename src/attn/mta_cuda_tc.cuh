@@ -1270,7 +1270,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
         MTA_LAUNCH(k_tc_dq, grid_q, TC_THREADS, sm_q, cl.s)(a, dq);
     }
     // the norm's and gate's gradients: per-head partials at offsets 0, d, 2d of each 2d+1
-    const mta_param_sizes ps = mta_param_sizes_of(c);
+    const mta_param_sizes ps = ctx->sizes;
     const int which[3] = {MTA_GN_WEIGHT, MTA_GATE_W, MTA_GATE_B}, off[3] = {0, d, 2 * d};
     for (int n = 0; n < 3; n++) {
         const int i = which[n], count = (int)ps.w[i];

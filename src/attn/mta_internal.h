@@ -132,7 +132,7 @@ extern const mta_backend_impl mta_cuda_emu_backend;   // mta_cuda.cu on the CUDA
 // mta_config, mta_backend_impl and the uses (mta_use). Bump MTA_BACKEND_ABI when one of them
 // changes; a module exports its build's as `mtac_backend_abi` (MTA_MODULE_ABI), which libmtac
 // checks before it uses the module: the sizes catch a change made without the bump.
-#define MTA_BACKEND_ABI 1
+#define MTA_BACKEND_ABI 2
 typedef struct {
     int version;  // first, so that a module of any other version is read right
     size_t ctx_bytes, config_bytes, impl_bytes, uses;
@@ -146,6 +146,7 @@ const mta_backend_impl *mta_module_open(const char *path, const char *fallback, 
 
 struct mta_ctx {
     mta_config cfg;
+    mta_param_sizes sizes;  // mta_param_sizes_of(cfg): modules read it here, not by calling libmtac
     char err[256];
     int have_forward;
     int training, dropout_on;  // dropout_on: the last forward applied dropout
