@@ -4,7 +4,8 @@
 #define MTAC_BLAS_CORE_H
 
 // OpenBLAS 0.3.21 (Debian 12) does not recognise recent CPUs and falls back to its generic
-// "Prescott" SSE3 kernels, 2.5-5x slower than the AVX2/AVX-512 ones the CPU can run. When that
+// "Prescott" SSE3 kernels, several times slower than the AVX2/AVX-512 ones the CPU can run
+// (docs/benchmarks.md). When that
 // happened and the user chose no core (neither OPENBLAS_CORETYPE nor MTAC_KEEP_BLAS_CORE is
 // set), sets OPENBLAS_CORETYPE to the kernels the CPU supports (SkylakeX with AVX-512, Haswell
 // with AVX2) and MTAC_KEEP_BLAS_CORE=1 (the processes it starts, such as bench's PyTorch

@@ -92,8 +92,8 @@ static void usage(FILE *f) {
 // variable the user left unset, it sets it and restarts itself once (one exec for all of them).
 //  - OMP_WAIT_POLICY=passive: a thread that waits for work or at a barrier sleeps at once instead
 //    of spinning (libgomp's default spins up to 300,000 times first). On a machine whose cores
-//    another job also uses, spinning threads take the cores from the ones with work: the toy
-//    quick start took 374 s instead of 77 s with two busy processes on 2 cores. A user's
+//    another job also uses, spinning threads take the cores from the ones with work, and a run
+//    takes several times as long (docs/benchmarks.md, "Threads on a busy machine"). A user's
 //    OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
 //  - OPENBLAS_CORETYPE: the kernels the CPU supports where OpenBLAS does not know the CPU
 //    (blas_core.h, the rule the test programs share). MTAC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own

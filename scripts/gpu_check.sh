@@ -7,11 +7,11 @@
 #        stops if CMake did not configure the CUDA backend or no binary holds it;
 #     2. assembles gpu-bundle/ (git-ignored, under 60 MiB):
 #          bin/  test_attn_backends, bench_cuda, libmtac_cuda.so* (when the build has the module),
-#                libcudart (the CUDA runtime, carried: small), gpu_probe (scripts/gpu_probe.cu),
+#                libcudart (the CUDA runtime, carried: small), gpu_probe (scripts/gpu_check/gpu_probe.cu),
 #                bench/bench_torch_cuda.py and tests/ref/mta_ref.py;
 #          deb/  the Debian packages of the shared libraries the binaries load (found with ldd,
 #                fetched with apt-get download), less glibc, libgcc and libstdc++;
-#          run.sh (scripts/gpu_run.sh), MANIFEST.txt (commit, toolkit, files, what the GPU machine
+#          run.sh (scripts/gpu_check/run.sh), MANIFEST.txt (commit, toolkit, files, what the GPU machine
 #                must provide: the driver and cuBLAS, far too big to carry).
 #     Idempotent: the build is incremental, the bundle made anew, the packages cached in build-gpu/.
 #
@@ -92,9 +92,9 @@ if [ -z "$mods" ] && ! objdump -p "$bundle/bin/test_attn_backends" | grep -q 'NE
     die "neither libmtac_cuda.so nor a test linked with the CUDA runtime was built: the CUDA backend is missing"
 fi
 cp bench/bench_torch_cuda.py tests/ref/mta_ref.py "$bundle/bin/"
-"$nvcc" -O2 -cudart static -o "$bundle/bin/gpu_probe" scripts/gpu_probe.cu >"$build/prepare-probe.log" 2>&1 ||
-    { cat "$build/prepare-probe.log"; die "nvcc could not build scripts/gpu_probe.cu"; }
-cp scripts/gpu_run.sh "$bundle/run.sh"
+"$nvcc" -O2 -cudart static -o "$bundle/bin/gpu_probe" scripts/gpu_check/gpu_probe.cu >"$build/prepare-probe.log" 2>&1 ||
+    { cat "$build/prepare-probe.log"; die "nvcc could not build scripts/gpu_check/gpu_probe.cu"; }
+cp scripts/gpu_check/run.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh" "$bundle/bin/gpu_probe"
 
 # The shared libraries the binaries load, as ldd resolves them here.

@@ -137,8 +137,8 @@ expect 2 "both set the split" -- "$MTAC" data --out "$tmp/split" --val-fraction 
 expect 2 "'$tmp/r9' is the 9th" -- "$MTAC" plot --out "$tmp/p9.png" "$tmp"/r{1,2,3,4,5,6,7,8,9}
 # mtac bench attn with nothing that ran: an error, not an empty table with exit 0
 expect 1 "nothing was measured" -- "$MTAC" bench attn --impl torch --python "$tmp/no-python" --T 64 --H 2 --d 8
-# scripts/bench_dp.sh with too few steps to time (it divided by zero and exited 0)
-expect 2 "STEPS must be an integer >= 3" -- bash "$(dirname "$0")/../scripts/bench_dp.sh" lm1m 2 1
+# bench/bench_dp.sh with too few steps to time (it divided by zero and exited 0)
+expect 2 "STEPS must be an integer >= 3" -- bash "$(dirname "$0")/../bench/bench_dp.sh" lm1m 2 1
 
 # mtac train: the warmup error names the flags; the seed's limit (docs/training.md: 2^53-1); a
 # resumed run refuses another preset and says that --steps stretches the lr schedule.

@@ -134,8 +134,7 @@ static void conv_tile(const float *src, size_t ld, const kern *kw, int M, int nv
     if (M == 1) {
         // Edges and decoding: one row, no products wasted on other tile rows. Each accumulator
         // is one chain of cq*ck dependent multiply-adds, so the tile takes NV1 vectors at once to
-        // keep enough chains in flight (a 2-vector tile waited on the multiply-add latency: the
-        // decoding step's convolutions ran at half the speed).
+        // keep enough chains in flight (a 2-vector tile waits on the multiply-add latency).
         for (; v + NV1 <= nv; v += NV1) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, NV1);
         if (v + 4 <= nv) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 4), v += 4;
         if (v + 2 <= nv) tile_nv(src + v * VL, ld, kw, 1, out + v * VL, ldo, 1, 2), v += 2;
@@ -178,9 +177,9 @@ static void pad_rows(const smap *s, int r, int x0, int n, int width, float *buf)
 // column is min(e1, o+m)): out[m][j] = sum_{a,c} w(a,c) * S(o+m+sh+a, j+c-off). The source rows
 // are copied into a zero-padded scratch chunk by chunk and go through the tile kernel with all M
 // rows at once, so that each vector of an edge carries M independent sums (one row at a time,
-// an edge of one or two vectors was one chain of cq*ck dependent multiply-adds, waiting on their
-// latency: at T = 256 the edges took as long as the interior). Kernels too large for the
-// scratch take the direct sum.
+// an edge of one or two vectors is one chain of cq*ck dependent multiply-adds, waiting on their
+// latency, which at short T makes the edges cost as much as the interior). Kernels too large for
+// the scratch take the direct sum.
 static void conv_edge(const smap *s, int sh, const kern *kw, int off, int o, int M, int e0, int e1, float *out,
                       size_t ldo) {
     const int cq = kw->cq, ck = kw->ck, ns = M + cq - 1;
@@ -472,10 +471,8 @@ static inline __attribute__((always_inline)) void mix_tile(const float *in, size
 // VL*NV columns of the first nout output heads of one group of G inputs (inputs and weights
 // already offset to the group). Tiles of 8 output heads by MIX_NV vectors (vec.h), else 4 by NV,
 // else one: the 8-head tile reads each input vector once for 8 outputs (the 8 heads of lm10m's
-// and the 830M layer's mixing in one pass), where two 4-head tiles read it twice: the mixing
-// layer of lm10m (B=2, H=8, T=2048, d=40, 2 threads) took 0.280-0.285 s against 0.292-0.293.
-// With AVX-512, two vectors per tile take each weight's broadcast for two multiply-adds: one
-// thread mixing 8 heads of a 32-row strip (T = 2048, in cache) ran at 78-79 GFLOP/s against 69.
+// and the 830M layer's mixing in one pass), where two 4-head tiles read it twice. With AVX-512,
+// two vectors per tile take each weight's broadcast for two multiply-adds instead of one.
 static inline __attribute__((always_inline)) void mix_cols(const float *in, size_t ins, const float *w, int so, int si,
                                                             int G, int nout, float *out, size_t outs, const int NV) {
     int o = 0;

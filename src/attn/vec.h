@@ -5,7 +5,7 @@
 // else 8 (one ymm register). A vector wider than the registers does not work: with 64-byte
 // vectors on AVX2, GCC moved each load through general registers and 16-byte stack stores
 // (which then failed store forwarding into the 32-byte loads) and kept the accumulators on the
-// stack, and the strip products ran at 5% of sgemm (docs/fused.md, "AVX2").
+// stack, and the strip products ran far below sgemm's rate (docs/fused.md, "AVX2").
 //
 // The tile sizes keep every accumulator, the operand vectors and a broadcast in registers: 32
 // of them with AVX-512 (24 accumulators), 16 with AVX2 (12). Loads and stores go through memcpy,
@@ -72,10 +72,8 @@ static inline void vstore_part(float *p, vf v, int n) {
 // it. With AVX2's 16 registers a tile needs nearly all of them, and GCC then drops the loaded
 // vector and folds a fresh load into each multiply-add instead (one load per product, and the
 // tile is bound by loads). An empty asm that takes the vector in a register and gives it back
-// keeps GCC from redoing the load. On an AMD EPYC (znver3, one thread, 6 x 11 kernel, a
-// 2048-row map in 12-row strips) the convolution went from 49 to 70 GFLOP/s, its transpose from
-// 48 to 69 and the kernel gradient from 44 to 64 (sgemm: 85). x86 only (its "v" register class
-// holds a whole vector); elsewhere nothing.
+// keeps GCC from redoing the load (docs/fused.md has the speed it gave the convolutions). x86
+// only (its "v" register class holds a whole vector); elsewhere nothing.
 static inline __attribute__((always_inline)) void keep_in_register(vf *x) {
 #if defined(__x86_64__) || defined(__i386__)
     __asm__("" : "+v"(*x));

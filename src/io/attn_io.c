@@ -63,8 +63,8 @@ static int check_doc(const st_tensor *doc, int B, int T, char *err, size_t n) {
     return 0;
 }
 
-int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err, size_t n) {
-    memset(pr, 0, sizeof *pr);
+// Every tensor is an input, a parameter of mta.h's table, or under ignore_prefix.
+static int check_names(const st_file *f, const char *ignore_prefix, char *err, size_t n) {
     for (int i = 0; i < f->n_tensors; i++) {
         const char *name = f->tensors[i].name;
         if (is_known(name)) continue;
@@ -74,6 +74,15 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
             snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", mta_param_info(j)->name);
         return errmsg(err, n, "unknown tensor '%s' (expected %s)", name, known);
     }
+    return 0;
+}
+
+typedef struct {
+    const st_tensor *q, *k, *v, *dout, *doc;  // dout and doc may be NULL
+} inputs;
+
+// q (B,H,T,d); k and v (B,H_kv,T,d); dout as q; doc (B,T).
+static int read_inputs(const st_file *f, inputs *in, char *err, size_t n) {
     const st_tensor *q = st_find(f, "q"), *k = st_find(f, "k"), *v = st_find(f, "v");
     if (!q || !k || !v) return errmsg(err, n, "tensors q, k and v are required (missing %s)", !q ? "q" : !k ? "k" : "v");
     if (q->ndim != 4) return bad_shape(q, "(B,H,T,d)", err, n);
@@ -98,39 +107,32 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
     if (dout && !shape_is(dout, 4, q->shape)) return bad_shape(dout, qs, err, n);
     const st_tensor *doc = st_find(f, "doc");
     if (doc && check_doc(doc, B, T, err, n)) return -1;
+    *in = (inputs){q, k, v, dout, doc};
+    return 0;
+}
 
-    // Each parameter given switches its step on and its shape sets the step's sizes (mta.h's table:
-    // mta_config_from_shapes); every given tensor then has the shape the table gives its step.
-    mta_config c = mta_config_default(B, H, T, d);
-    c.H_kv = (int)k->shape[1];
-    if (H % c.H_kv)
-        return errmsg(err, n, "tensors k and v have %d heads, which must divide q's H=%d (grouped-query attention)", c.H_kv, H);
-    const st_tensor *t[MTA_N_PARAMS];
-    int ndim[MTA_N_PARAMS];
-    const int64_t *shape[MTA_N_PARAMS];
-    for (int i = 0; i < MTA_N_PARAMS; i++) {
-        t[i] = st_find(f, mta_param_info(i)->name);
-        ndim[i] = t[i] ? t[i]->ndim : -1;
-        shape[i] = t[i] ? t[i]->shape : NULL;
-    }
-    if (mta_config_from_shapes(&c, ndim, shape, err, n) != MTA_OK) return -1;
+// The metadata layer_id and depth_scale, when given.
+static int read_metadata(const st_file *f, mta_config *c, char *err, size_t n) {
     const char *lid = st_meta_get(f, "layer_id"), *dsc = st_meta_get(f, "depth_scale");
     if (lid) {
         long x;
         if (!parse_int(lid, &x) || x < 0 || x > 1000000)
             return errmsg(err, n, "metadata layer_id='%s' is not a non-negative integer", lid);
-        c.layer_id = (int)x;
+        c->layer_id = (int)x;
     }
     if (dsc) {
         if (strcmp(dsc, "0") && strcmp(dsc, "1")) return errmsg(err, n, "metadata depth_scale='%s' must be \"0\" or \"1\"", dsc);
-        c.depth_scale = dsc[0] == '1';
+        c->depth_scale = dsc[0] == '1';
     }
-    if (mta_config_check(&c, err, n) != MTA_OK) return -1;
-    // Every tensor given has the shape the table gives its step under the config read (a shape (1)
-    // may be a scalar).
+    return 0;
+}
+
+// Every tensor given has the shape the table gives its step under the config read (a shape (1)
+// may be a scalar).
+static int check_param_shapes(const mta_config *c, const st_tensor *const t[MTA_N_PARAMS], char *err, size_t n) {
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         int64_t want[3];
-        const int nd = mta_param_shape(&c, i, want);
+        const int nd = mta_param_shape(c, i, want);
         if (!t[i] || (nd && shape_is(t[i], nd, want)) || (nd == 1 && want[0] == 1 && t[i]->ndim == 0)) continue;
         char ws[160];
         const st_tensor w = {.ndim = nd, .shape = {want[0], want[1], want[2]}};
@@ -141,10 +143,36 @@ int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_pro
         else snprintf(expect, sizeof expect, "%s", ws);
         return bad_shape(t[i], expect, err, n);
     }
+    return 0;
+}
+
+int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err, size_t n) {
+    memset(pr, 0, sizeof *pr);
+    inputs in = {0};
+    if (check_names(f, ignore_prefix, err, n) || read_inputs(f, &in, err, n)) return -1;
+    const st_tensor *q = in.q;
+    const int B = (int)q->shape[0], H = (int)q->shape[1], T = (int)q->shape[2], d = (int)q->shape[3];
+
+    // Each parameter given switches its step on and its shape sets the step's sizes (mta.h's table:
+    // mta_config_from_shapes); every given tensor then has the shape the table gives its step.
+    mta_config c = mta_config_default(B, H, T, d);
+    c.H_kv = (int)in.k->shape[1];
+    if (H % c.H_kv)
+        return errmsg(err, n, "tensors k and v have %d heads, which must divide q's H=%d (grouped-query attention)", c.H_kv, H);
+    const st_tensor *t[MTA_N_PARAMS];
+    int ndim[MTA_N_PARAMS];
+    const int64_t *shape[MTA_N_PARAMS];
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        t[i] = st_find(f, mta_param_info(i)->name);
+        ndim[i] = t[i] ? t[i]->ndim : -1;
+        shape[i] = t[i] ? t[i]->shape : NULL;
+    }
+    if (mta_config_from_shapes(&c, ndim, shape, err, n) != MTA_OK || read_metadata(f, &c, err, n)) return -1;
+    if (mta_config_check(&c, err, n) != MTA_OK || check_param_shapes(&c, t, err, n)) return -1;
 
     pr->cfg = c;
-    pr->q = q->data, pr->k = k->data, pr->v = v->data, pr->dout = dout ? dout->data : NULL;
-    pr->doc = doc ? doc->data : NULL;
+    pr->q = q->data, pr->k = in.k->data, pr->v = in.v->data, pr->dout = in.dout ? in.dout->data : NULL;
+    pr->doc = in.doc ? in.doc->data : NULL;
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         pr->param[i] = t[i] ? t[i]->data : NULL;
         pr->param_numel[i] = t[i] ? t[i]->numel : 0;

@@ -29,8 +29,8 @@ typedef struct {
 int attn_problem_from_file(const st_file *f, const char *ignore_prefix, attn_problem *pr, char *err,
                            size_t err_len);
 
-// The default limit on T of `mtac attn` (docs/formats.md): T = 16384 at B*H = 8, d = 64 is about
-// 20 s of fused forward and backward on two cores (README, Benchmark).
+// The default limit on T of `mtac attn` (docs/formats.md): T = 16384 at B*H = 8, d = 64 is
+// already a long fused forward and backward on two cores.
 enum { ATTN_DEFAULT_MAX_T = 16384 };
 
 // Refuses a problem too large to have been meant, before any of its workspace is allocated: T

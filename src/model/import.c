@@ -15,6 +15,44 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// mtac's name, GGUF's (llama.cpp's), Hugging Face's (Llama's); rope: q and k rows in RoPE order.
+typedef struct {
+    const char *mtac, *gguf, *hf;
+    int rope;
+} tensor_names;
+
+int import_source_name(import_names f, const char *mt, char *out, size_t len, int *rope) {
+    static const tensor_names whole[] = {
+        {"tok_embeddings.weight", "token_embd.weight", "model.embed_tokens.weight", 0},
+        {"norm.weight", "output_norm.weight", "model.norm.weight", 0},
+        {"output.weight", "output.weight", "lm_head.weight", 0},
+    };
+    static const tensor_names layer[] = {
+        {"attention_norm.weight", "attn_norm.weight", "input_layernorm.weight", 0},
+        {"attention.wq.weight", "attn_q.weight", "self_attn.q_proj.weight", 1},
+        {"attention.wk.weight", "attn_k.weight", "self_attn.k_proj.weight", 1},
+        {"attention.wv.weight", "attn_v.weight", "self_attn.v_proj.weight", 0},
+        {"attention.wo.weight", "attn_output.weight", "self_attn.o_proj.weight", 0},
+        {"ffn_norm.weight", "ffn_norm.weight", "post_attention_layernorm.weight", 0},
+        {"feed_forward.w1.weight", "ffn_gate.weight", "mlp.gate_proj.weight", 0},
+        {"feed_forward.w2.weight", "ffn_down.weight", "mlp.down_proj.weight", 0},
+        {"feed_forward.w3.weight", "ffn_up.weight", "mlp.up_proj.weight", 0},
+    };
+    const int hf = f == IMPORT_NAMES_HF;
+    if (rope) *rope = 0;
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(mt, whole[i].mtac)) return snprintf(out, len, "%s", hf ? whole[i].hf : whole[i].gguf), 0;
+    int l, at = 0;
+    if (sscanf(mt, "layers.%d.%n", &l, &at) != 1 || !at) return -1;
+    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+        if (!strcmp(mt + at, layer[i].mtac)) {
+            if (rope) *rope = layer[i].rope;
+            snprintf(out, len, hf ? "model.layers.%d.%s" : "blk.%d.%s", l, hf ? layer[i].hf : layer[i].gguf);
+            return 0;
+        }
+    return -1;
+}
+
 void import_unpermute_rope(const float *src, float *dst, int heads, int d, int cols) {
     for (int h = 0; h < heads; h++)
         for (int j = 0; j < d / 2; j++) {

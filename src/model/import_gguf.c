@@ -98,29 +98,10 @@ static int read_config(import_src *s, gguf_file *g, char *err, size_t n) {
     return 0;
 }
 
-// The GGUF name of an mtac tensor.
-static int gguf_name(const char *mt, char *out, size_t len) {
-    static const char *const map[][2] = {
-        {"attention_norm.weight", "attn_norm.weight"}, {"attention.wq.weight", "attn_q.weight"},
-        {"attention.wk.weight", "attn_k.weight"},      {"attention.wv.weight", "attn_v.weight"},
-        {"attention.wo.weight", "attn_output.weight"}, {"ffn_norm.weight", "ffn_norm.weight"},
-        {"feed_forward.w1.weight", "ffn_gate.weight"}, {"feed_forward.w2.weight", "ffn_down.weight"},
-        {"feed_forward.w3.weight", "ffn_up.weight"},
-    };
-    int l, at = 0;
-    if (!strcmp(mt, "tok_embeddings.weight")) return snprintf(out, len, "token_embd.weight"), 0;
-    if (!strcmp(mt, "norm.weight")) return snprintf(out, len, "output_norm.weight"), 0;
-    if (!strcmp(mt, "output.weight")) return snprintf(out, len, "output.weight"), 0;
-    if (sscanf(mt, "layers.%d.%n", &l, &at) != 1 || !at) return -1;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(mt + at, map[i][0])) return snprintf(out, len, "blk.%d.%s", l, map[i][1]), 0;
-    return -1;
-}
-
 static int gg_read(import_src *s, const model_tensor *t, float *dst, char *err, size_t n) {
     gguf_ctx *c = s->ctx;
     char name[160];
-    if (gguf_name(t->name, name, sizeof name))
+    if (import_source_name(IMPORT_NAMES_GGUF, t->name, name, sizeof name, NULL))
         return errmsg(err, n, "%s: mtac tensor '%s' has no GGUF counterpart (an MTA model?)", c->g.path, t->name), BAD;
     int i = gguf_find_tensor(&c->g, name);
     if (i < 0) return errmsg(err, n, "%s: tensor '%s' is missing (needed for %s)", c->g.path, name, t->name), BAD;

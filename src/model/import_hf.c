@@ -239,35 +239,11 @@ static int collect(hf_ctx *h, char *err, size_t n) {
     return 0;
 }
 
-// The Hugging Face name of an mtac tensor, and whether its rows are RoPE-permuted (q, k).
-static int hf_name(const char *mt, char *out, size_t len, int *rope) {
-    static const char *const map[][2] = {
-        {"attention_norm.weight", "input_layernorm.weight"}, {"attention.wq.weight", "self_attn.q_proj.weight"},
-        {"attention.wk.weight", "self_attn.k_proj.weight"}, {"attention.wv.weight", "self_attn.v_proj.weight"},
-        {"attention.wo.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
-        {"feed_forward.w1.weight", "mlp.gate_proj.weight"}, {"feed_forward.w2.weight", "mlp.down_proj.weight"},
-        {"feed_forward.w3.weight", "mlp.up_proj.weight"},
-    };
-    int l, at = 0;
-    *rope = 0;
-    if (!strcmp(mt, "tok_embeddings.weight")) return snprintf(out, len, "model.embed_tokens.weight"), 0;
-    if (!strcmp(mt, "norm.weight")) return snprintf(out, len, "model.norm.weight"), 0;
-    if (!strcmp(mt, "output.weight")) return snprintf(out, len, "lm_head.weight"), 0;
-    if (sscanf(mt, "layers.%d.%n", &l, &at) != 1 || !at) return -1;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(mt + at, map[i][0])) {
-            *rope = i == 1 || i == 2;
-            snprintf(out, len, "model.layers.%d.%s", l, map[i][1]);
-            return 0;
-        }
-    return -1;
-}
-
 static int hf_read(import_src *s, const model_tensor *t, float *dst, char *err, size_t n) {
     hf_ctx *h = s->ctx;
     char name[160];
     int rope;
-    if (hf_name(t->name, name, sizeof name, &rope))
+    if (import_source_name(IMPORT_NAMES_HF, t->name, name, sizeof name, &rope))
         return errmsg(err, n, "%s: mtac tensor '%s' has no Hugging Face counterpart (an MTA model?)", h->dir, t->name), BAD;
     hf_ref *ref = NULL;
     for (int i = 0; i < h->n_refs && !ref; i++)

@@ -27,6 +27,12 @@ struct import_src {
 int import_open_hf(import_src *s, const char *dir, char *err, size_t n);
 int import_open_gguf(import_src *s, const char *path, char *err, size_t n);
 
+// A source format's names of mtac's tensors.
+typedef enum { IMPORT_NAMES_GGUF, IMPORT_NAMES_HF } import_names;
+// The name in format f of the mtac tensor mt, into out: 0, or -1 when mtac has no such tensor to
+// import. *rope (unless NULL): its rows are in Hugging Face's RoPE order (the q and k projections).
+int import_source_name(import_names f, const char *mt, char *out, size_t len, int *rope);
+
 // Rows of a (H*d, D) query or key projection from Hugging Face's rotate-half order within each
 // head (pairs j, j+d/2) to the adjacent pairs (2j, 2j+1) of mtac's RoPE: dst row 2j of a head is
 // src row j, dst row 2j+1 is src row d/2+j.

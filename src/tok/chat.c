@@ -2,6 +2,7 @@
 // [{"role": "user", "content": user}] with add_generation_prompt (tests/fixtures/chat_templates.json
 // holds transformers' own renderings, tests/test_chat.c compares).
 #include "tok/chat.h"
+#include "tok/tok_internal.h"
 #include "util/errmsg.h"
 
 #include <stdio.h>
@@ -63,25 +64,8 @@ static char *chatml_default_system(const char *t) {
     return NULL;
 }
 
-// Appends n bytes of s to the growing text b (len, cap); -1 out of memory.
-typedef struct {
-    char *s;
-    size_t len, cap;
-} text;
-
-static int put(text *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = 2 * (b->len + n + 1);
-        char *ns = realloc(b->s, cap);
-        if (!ns) return -1;
-        b->s = ns, b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->s[b->len += n] = 0;
-    return 0;
-}
-
-static int puts_(text *b, const char *s) { return put(b, s, strlen(s)); }
+static int put(tok_text *b, const char *s, size_t n) { return tok_text_put(b, s, n); }
+static int puts_(tok_text *b, const char *s) { return tok_text_put(b, s, strlen(s)); }
 
 char *chat_render(const char *tmpl, const char *bos, const char *user, char *err, size_t n) {
     const chat_family f = chat_family_of(tmpl);
@@ -93,7 +77,7 @@ char *chat_render(const char *tmpl, const char *bos, const char *user, char *err
                    tmpl, strlen(tmpl) > 60 ? "..." : "");
         return NULL;
     }
-    text b = {0};
+    tok_text b = {0};
     size_t from, len = strip(user, &from);
     int bad = puts_(&b, "");
     if (f == CHAT_CHATML) {
@@ -109,9 +93,9 @@ char *chat_render(const char *tmpl, const char *bos, const char *user, char *err
         bad |= puts_(&b, bos ? bos : "") || puts_(&b, "[INST] ") || put(&b, user + from, len) || puts_(&b, " [/INST]");
     }
     if (bad) {
-        free(b.s);
+        free(b.v);
         errmsg(err, n, "out of memory");
         return NULL;
     }
-    return b.s;
+    return b.v;
 }

@@ -20,13 +20,9 @@ typedef struct {
 } segs;
 
 static int segs_push(segs *a, size_t start, size_t end, int id) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 16;
-        seg *v = realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    seg *v = a->n < a->cap ? a->v : tok_grow(a->v, &a->cap, sizeof *v, 16);
+    if (!v) return -1;
+    a->v = v;
     a->v[a->n++] = (seg){start, end, id};
     return 0;
 }
@@ -215,25 +211,6 @@ int tokenizer_encode(const tokenizer *tc, const char *text, size_t len, int bos,
 
 // ---- decoding ----
 
-typedef struct {
-    char *v;
-    size_t n, cap;
-} buf;
-
-static int buf_put(buf *b, const void *p, size_t k) {
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = 2 * (b->n + k + 1) + 64;
-        char *v = realloc(b->v, cap);
-        if (!v) return -1;
-        b->v = v;
-        b->cap = cap;
-    }
-    memcpy(b->v + b->n, p, k);
-    b->n += k;
-    b->v[b->n] = 0;
-    return 0;
-}
-
 static int is_special(const tokenizer *t, int id) {
     for (int k = 0; k < t->n_added; k++)
         if (t->added[k].id == id) return t->added[k].special;
@@ -254,7 +231,7 @@ static int byte_token(const char *p, size_t len) {
 }
 
 // One token's text through the decoder steps that act per token (ByteLevel, Replace, ByteFallback).
-static int decode_piece(const tokenizer *t, const char *p, size_t len, int first, buf *b) {
+static int decode_piece(const tokenizer *t, const char *p, size_t len, int first, tok_text *b) {
     for (int d = 0; d < t->n_dec; d++) {
         const tok_dec *s = &t->dec[d];
         if (s->kind == DEC_BYTELEVEL) {
@@ -265,17 +242,17 @@ static int decode_piece(const tokenizer *t, const char *p, size_t len, int first
                 int32_t cp;
                 int m = utf8_len((const unsigned char *)p + j, len - j, &cp);
                 int byte = cp >= 0 ? bytelevel_byte((uint32_t)cp) : -1;
-                if (byte < 0 || k == sizeof tmp) return buf_put(b, p, len);
+                if (byte < 0 || k == sizeof tmp) return tok_text_put(b, p, len);
                 tmp[k++] = (char)byte;
                 j += (size_t)m;
             }
-            return buf_put(b, tmp, k);
+            return tok_text_put(b, tmp, k);
         }
         if (s->kind == DEC_BYTEFALLBACK) {
             int v = byte_token(p, len);
             if (v >= 0) {
                 unsigned char c = (unsigned char)v;
-                return buf_put(b, &c, 1);
+                return tok_text_put(b, &c, 1);
             }
         }
     }
@@ -290,10 +267,10 @@ static int decode_piece(const tokenizer *t, const char *p, size_t len, int first
     size_t fl = from ? strlen(from) : 0;
     for (size_t j = 0; j < len;) {
         if (fl && j + fl <= len && memcmp(p + j, from, fl) == 0) {
-            if (buf_put(b, to, strlen(to))) return -1;
+            if (tok_text_put(b, to, strlen(to))) return -1;
             j += fl;
         } else {
-            if (buf_put(b, p + j, 1)) return -1;
+            if (tok_text_put(b, p + j, 1)) return -1;
             j++;
         }
     }
@@ -307,11 +284,11 @@ char *tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int
             errmsg(err, n, "token id %d out of range (vocabulary %d)", (int)ids[i], t->n_vocab);
             return NULL;
         }
-    buf b = {0};
-    int rc = buf_put(&b, "", 0);
+    tok_text b = {0};
+    int rc = tok_text_put(&b, "", 0);
     if (t->kind == TOKENIZER_BYTES) {
         for (size_t i = 0; i < n_ids && !rc; i++)
-            if (ids[i] < 256 || !skip_special) rc = buf_put(&b, t->piece[ids[i]], t->piece_len[ids[i]]);
+            if (ids[i] < 256 || !skip_special) rc = tok_text_put(&b, t->piece[ids[i]], t->piece_len[ids[i]]);
     } else {
         int first = 1;
         for (size_t i = 0; i < n_ids && !rc; i++) {

@@ -103,98 +103,107 @@ static int emit(pre_run *r, int i, const unsigned char *s, size_t len) {
     return len ? step(r, i + 1, s, len) : 0;
 }
 
-static int split_regex(pre_run *r, int i, const unsigned char *s, size_t len) {
+// The next non-empty match of step i's regex in s at or after *off: 1 with [*ms, *me), 0 when
+// there is none, -1 (with the message) on a matching error.
+static int next_match(pre_run *r, int i, const unsigned char *s, size_t len, size_t *off, size_t *ms, size_t *me) {
     const tok_pre *p = &r->t->pre[i];
     pcre2_match_data *md = r->md[i];
+    while (*off <= len) {
+        int rc = pcre2_match(p->re, s, len, *off, 0, md, NULL);
+        if (rc < 0) {
+            if (rc != PCRE2_ERROR_NOMATCH) {
+                char msg[128];
+                pcre2_get_error_message(rc, (PCRE2_UCHAR *)msg, sizeof msg);
+                return errmsg(r->err, r->n, "regex \"%s\": %s", p->pattern, msg);
+            }
+            return 0;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        if (ov[1] > ov[0]) {
+            *ms = ov[0];
+            *me = ov[1];
+            return 1;
+        }
+        // an empty match splits nothing: look again one character on
+        *off = ov[0] + (ov[0] < len ? (size_t)utf8_len(s + ov[0], len - ov[0], NULL) : 1);
+    }
+    return 0;
+}
+
+// What a split holds back between pieces, by behavior.
+typedef struct {
+    size_t pend_start;  // MergedWithNext: a delimiter held back to merge with the next piece
+    int have_pend;
+    size_t last_match_end;  // Contiguous: the end of the previous delimiter
+    size_t open_start;      // Contiguous: the start of the delimiter run being built
+    int open;
+    size_t prev_start, prev_len;  // MergedWithPrevious: the piece not yet emitted
+    int have_prev, prev_delim;
+} split_held;
+
+// The piece [a, b) of s, a delimiter (a match, or a gap under invert) or not, by the behavior.
+static int split_piece(pre_run *r, int i, split_held *h, const unsigned char *s, size_t a, size_t b, int delim) {
+    switch (r->t->pre[i].behavior) {
+    case SPLIT_REMOVED:
+        return delim ? 0 : emit(r, i, s + a, b - a);
+    case SPLIT_ISOLATED:
+        return emit(r, i, s + a, b - a);
+    case SPLIT_MERGED_PREV:
+        // a delimiter joins the piece before it, unless that piece is a delimiter too
+        if (delim && h->have_prev && !h->prev_delim) {
+            h->prev_len = b - h->prev_start;
+        } else {
+            if (h->have_prev && emit(r, i, s + h->prev_start, h->prev_len)) return -1;
+            h->prev_start = a;
+            h->prev_len = b - a;
+            h->have_prev = 1;
+        }
+        h->prev_delim = delim;
+        return 0;
+    case SPLIT_MERGED_NEXT:
+        if (delim) {
+            if (h->have_pend && emit(r, i, s + h->pend_start, a - h->pend_start)) return -1;
+            h->pend_start = a;
+            h->have_pend = 1;
+            return 0;
+        }
+        size_t from = h->have_pend ? h->pend_start : a;
+        h->have_pend = 0;
+        return emit(r, i, s + from, b - from);
+    case SPLIT_CONTIGUOUS:
+        if (delim && h->open && h->last_match_end == a) {
+            h->last_match_end = b;
+            return 0;
+        }
+        if (h->open && emit(r, i, s + h->open_start, h->last_match_end - h->open_start)) return -1;
+        h->open = 0;
+        if (!delim) return emit(r, i, s + a, b - a);
+        h->open = 1;
+        h->open_start = a;
+        h->last_match_end = b;
+        return 0;
+    }
+    return 0;
+}
+
+static int split_regex(pre_run *r, int i, const unsigned char *s, size_t len) {
+    split_held h = {.last_match_end = (size_t)-1};
     // The pieces alternate: gap (not matched), match, gap, ...; invert swaps their roles.
-    size_t at = 0, pend_start = 0;  // pend: a piece held back to merge with the next (MergedWithNext)
-    int have_pend = 0;
-    size_t last_match_end = (size_t)-1;  // Contiguous: the end of the previous delimiter
-    size_t open_start = 0;               // Contiguous: the start of the delimiter run being built
-    int open = 0;
-    size_t prev_start = 0, prev_len = 0;  // MergedWithPrevious: the piece not yet emitted
-    int have_prev = 0, prev_delim = 0;
-    size_t off = 0;
+    const int inv = r->t->pre[i].invert;
+    size_t at = 0, off = 0;
     for (;;) {
         size_t ms = len, me = len;
-        int found = 0;
-        while (off <= len) {
-            int rc = pcre2_match(p->re, s, len, off, 0, md, NULL);
-            if (rc < 0) {
-                if (rc != PCRE2_ERROR_NOMATCH) {
-                    char msg[128];
-                    pcre2_get_error_message(rc, (PCRE2_UCHAR *)msg, sizeof msg);
-                    return errmsg(r->err, r->n, "regex \"%s\": %s", p->pattern, msg);
-                }
-                break;
-            }
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            if (ov[1] > ov[0]) {
-                ms = ov[0];
-                me = ov[1];
-                found = 1;
-                break;
-            }
-            // an empty match splits nothing: look again one character on
-            off = ov[0] + (ov[0] < len ? (size_t)utf8_len(s + ov[0], len - ov[0], NULL) : 1);
-        }
+        int found = next_match(r, i, s, len, &off, &ms, &me);
+        if (found < 0) return found;
         // pieces: the gap [at, ms) and, when found, the delimiter [ms, me)
-        for (int part = 0; part < 1 + found; part++) {
-            size_t a = part ? ms : at, b = part ? me : ms;
-            if (a == b) continue;
-            int delim = part ^ p->invert;
-            switch (p->behavior) {
-            case SPLIT_REMOVED:
-                if (!delim && emit(r, i, s + a, b - a)) return -1;
-                break;
-            case SPLIT_ISOLATED:
-                if (emit(r, i, s + a, b - a)) return -1;
-                break;
-            case SPLIT_MERGED_PREV:
-                // a delimiter joins the piece before it, unless that piece is a delimiter too
-                if (delim && have_prev && !prev_delim) {
-                    prev_len = b - prev_start;
-                } else {
-                    if (have_prev && emit(r, i, s + prev_start, prev_len)) return -1;
-                    prev_start = a;
-                    prev_len = b - a;
-                    have_prev = 1;
-                }
-                prev_delim = delim;
-                break;
-            case SPLIT_MERGED_NEXT:
-                if (delim) {
-                    if (have_pend && emit(r, i, s + pend_start, a - pend_start)) return -1;
-                    pend_start = a;
-                    have_pend = 1;
-                } else {
-                    if (emit(r, i, s + (have_pend ? pend_start : a), b - (have_pend ? pend_start : a))) return -1;
-                    have_pend = 0;
-                }
-                break;
-            case SPLIT_CONTIGUOUS:
-                if (delim && open && last_match_end == a) {
-                    last_match_end = b;
-                } else {
-                    if (open && emit(r, i, s + open_start, last_match_end - open_start)) return -1;
-                    open = 0;
-                    if (delim) {
-                        open = 1;
-                        open_start = a;
-                        last_match_end = b;
-                    } else if (emit(r, i, s + a, b - a)) {
-                        return -1;
-                    }
-                }
-                break;
-            }
-        }
+        if (at != ms && split_piece(r, i, &h, s, at, ms, inv)) return -1;
+        if (found && ms != me && split_piece(r, i, &h, s, ms, me, 1 ^ inv)) return -1;
         if (!found) break;
         at = off = me;
     }
-    if (have_prev && emit(r, i, s + prev_start, prev_len)) return -1;
-    if (have_pend && emit(r, i, s + pend_start, len - pend_start)) return -1;
-    if (open && emit(r, i, s + open_start, last_match_end - open_start)) return -1;
+    if (h.have_prev && emit(r, i, s + h.prev_start, h.prev_len)) return -1;
+    if (h.have_pend && emit(r, i, s + h.pend_start, len - h.pend_start)) return -1;
+    if (h.open && emit(r, i, s + h.open_start, h.last_match_end - h.open_start)) return -1;
     return 0;
 }
 

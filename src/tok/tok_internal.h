@@ -112,6 +112,16 @@ typedef struct {
     size_t n, cap;
 } tok_ids;
 int tok_ids_push(tok_ids *a, int32_t id);
+// tokenizer.c: a growing NUL-terminated byte string; tok_text_put appends k bytes of p: 0, or -1
+// out of memory.
+typedef struct {
+    char *v;
+    size_t n, cap;
+} tok_text;
+int tok_text_put(tok_text *b, const void *p, size_t k);
+// An array v of *cap elements of `size` bytes, all in use, reallocated to twice the capacity
+// (`first` elements when empty; *cap updated), or NULL out of memory (v kept).
+void *tok_grow(void *v, size_t *cap, size_t size, size_t first);
 int bpe_encode_word(tokenizer *t, const unsigned char *w, size_t len, tok_ids *out);
 void bpe_cache_free(tokenizer *t);
 

@@ -112,15 +112,32 @@ int tokenizer_find(const tokenizer *t, const char *piece) {
     return tok_map_get(t, piece, strlen(piece));
 }
 
+void *tok_grow(void *v, size_t *cap, size_t size, size_t first) {
+    size_t c = *cap ? 2 * *cap : first;
+    void *nv = realloc(v, c * size);
+    if (nv) *cap = c;
+    return nv;
+}
+
 int tok_ids_push(tok_ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 64;
-        int32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    int32_t *v = a->n < a->cap ? a->v : tok_grow(a->v, &a->cap, sizeof *v, 64);
+    if (!v) return -1;
+    a->v = v;
     a->v[a->n++] = id;
+    return 0;
+}
+
+int tok_text_put(tok_text *b, const void *p, size_t k) {
+    if (b->n + k + 1 > b->cap) {
+        size_t cap = 2 * (b->n + k + 1) + 64;
+        char *v = realloc(b->v, cap);
+        if (!v) return -1;
+        b->v = v;
+        b->cap = cap;
+    }
+    memcpy(b->v + b->n, p, k);
+    b->n += k;
+    b->v[b->n] = 0;
     return 0;
 }
 

@@ -158,55 +158,51 @@ static int set_str(char **dst, const char *s) {
     return s && !*dst ? -1 : 0;
 }
 
-tokenizer *tokenizer_from_spec(const tokenizer_spec *s, char *err, size_t n) {
-    if (s->kind != TOKENIZER_BPE_BYTES && s->kind != TOKENIZER_BPE_SPM) {
-        errmsg(err, n, "tokenizer spec: kind must be byte-level BPE (gpt2) or SentencePiece BPE (llama)");
-        return NULL;
+static int spec_check(const tokenizer_spec *s, char *err, size_t n) {
+    if (s->kind != TOKENIZER_BPE_BYTES && s->kind != TOKENIZER_BPE_SPM)
+        return errmsg(err, n, "tokenizer spec: kind must be byte-level BPE (gpt2) or SentencePiece BPE (llama)");
+    if (s->n_vocab <= 0 || !s->tokens) return errmsg(err, n, "tokenizer spec: no tokens");
+    if (s->kind == TOKENIZER_BPE_SPM && !s->scores && s->n_merges <= 0)
+        return errmsg(err, n, "tokenizer spec: a SentencePiece tokenizer needs scores or merges");
+    return 0;
+}
+
+// The tokens' texts, types and scores, and the text-to-id map.
+static int spec_vocab(tokenizer *t, const tokenizer_spec *s, char *err, size_t n) {
+    for (int i = 0; i < s->n_vocab; i++) {
+        if (!s->tokens[i]) return errmsg(err, n, "tokenizer spec: token %d has no text", i);
+        if (set_piece(t, i, s->tokens[i])) return errmsg(err, n, "out of memory");
     }
-    if (s->n_vocab <= 0 || !s->tokens) {
-        errmsg(err, n, "tokenizer spec: no tokens");
-        return NULL;
-    }
-    if (s->kind == TOKENIZER_BPE_SPM && !s->scores && s->n_merges <= 0) {
-        errmsg(err, n, "tokenizer spec: a SentencePiece tokenizer needs scores or merges");
-        return NULL;
-    }
-    tokenizer *t = tok_new(s->kind, s->n_vocab);
-    if (!t) goto oom;
-    for (int i = 0; i < s->n_vocab; i++)
-        if (!s->tokens[i] || set_piece(t, i, s->tokens[i])) {
-            if (!s->tokens[i]) {
-                errmsg(err, n, "tokenizer spec: token %d has no text", i);
-                goto fail;
-            }
-            goto oom;
-        }
-    if (s->types && !(t->types = malloc((size_t)s->n_vocab * sizeof *t->types))) goto oom;
+    if (s->types && !(t->types = malloc((size_t)s->n_vocab * sizeof *t->types))) return errmsg(err, n, "out of memory");
     if (s->types) memcpy(t->types, s->types, (size_t)s->n_vocab * sizeof *t->types);
-    if (s->scores && !(t->scores = malloc((size_t)s->n_vocab * sizeof *t->scores))) goto oom;
+    if (s->scores && !(t->scores = malloc((size_t)s->n_vocab * sizeof *t->scores))) return errmsg(err, n, "out of memory");
     if (s->scores) memcpy(t->scores, s->scores, (size_t)s->n_vocab * sizeof *t->scores);
-    if (tok_map_build(t)) goto oom;
-    if (s->n_merges > 0) {
-        t->merge_left = malloc((size_t)s->n_merges * sizeof *t->merge_left);
-        t->merge_right = malloc((size_t)s->n_merges * sizeof *t->merge_right);
-        if (!t->merge_left || !t->merge_right || tok_merges_init(&t->merges, (size_t)s->n_merges)) goto oom;
-        t->n_merges = s->n_merges;
-        for (int r = 0; r < s->n_merges; r++) {
-            const char *m = s->merges[r], *sp = m ? strchr(m, ' ') : NULL;
-            if (!sp) {
-                errmsg(err, n, "tokenizer spec: merge %d \"%s\" is not two tokens", r, m ? m : "(null)");
-                goto fail;
-            }
-            if (add_merge(t, "tokenizer spec: merges", r, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), err, n)) goto fail;
-        }
-    } else if (s->kind == TOKENIZER_BPE_SPM && spm_merges_from_scores(t, err, n)) {
-        goto fail;
+    return tok_map_build(t) ? errmsg(err, n, "out of memory") : 0;
+}
+
+// The spec's ranked merges ("left right"), or SentencePiece's derived from the scores.
+static int spec_merges(tokenizer *t, const tokenizer_spec *s, char *err, size_t n) {
+    if (s->n_merges <= 0) return s->kind == TOKENIZER_BPE_SPM ? spm_merges_from_scores(t, err, n) : 0;
+    t->merge_left = malloc((size_t)s->n_merges * sizeof *t->merge_left);
+    t->merge_right = malloc((size_t)s->n_merges * sizeof *t->merge_right);
+    if (!t->merge_left || !t->merge_right || tok_merges_init(&t->merges, (size_t)s->n_merges))
+        return errmsg(err, n, "out of memory");
+    t->n_merges = s->n_merges;
+    for (int r = 0; r < s->n_merges; r++) {
+        const char *m = s->merges[r], *sp = m ? strchr(m, ' ') : NULL;
+        if (!sp) return errmsg(err, n, "tokenizer spec: merge %d \"%s\" is not two tokens", r, m ? m : "(null)");
+        if (add_merge(t, "tokenizer spec: merges", r, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), err, n)) return -1;
     }
+    return 0;
+}
+
+// The pre-tokenizer and decoder steps of the kind, the byte tokens, and the added tokens.
+static int spec_steps(tokenizer *t, const tokenizer_spec *s, char *err, size_t n) {
     if (s->kind == TOKENIZER_BPE_BYTES) {
         // without tokenizer.ggml.pre llama.cpp uses its "default" (and warns)
         const char *pre = s->pre ? s->pre : "default";
-        if (pre_from_name(t, pre, err, n)) goto fail;
-        if (set_str(&t->pre_name, pre)) goto oom;
+        if (pre_from_name(t, pre, err, n)) return -1;
+        if (set_str(&t->pre_name, pre)) return errmsg(err, n, "out of memory");
         t->dec[t->n_dec++] = (tok_dec){.kind = DEC_BYTELEVEL};
     } else {
         t->norm_replace_space = 1;
@@ -219,29 +215,41 @@ tokenizer *tokenizer_from_spec(const tokenizer_spec *s, char *err, size_t n) {
     for (int i = 0; s->types && i < s->n_vocab; i++)
         if ((s->types[i] == 2 || s->types[i] == 3 || s->types[i] == 4) &&
             add_added(t, i, t->piece[i], s->types[i] != 4, 0, 0, 0, 0))
-            goto oom;
+            return errmsg(err, n, "out of memory");
+    return 0;
+}
+
+// The special tokens' ids and texts, the chat template.
+static int spec_specials(tokenizer *t, const tokenizer_spec *s, char *err, size_t n) {
     t->bos_id = s->bos_id;
     t->unk_id = s->unk_id;
     t->pad_id = s->pad_id;
     t->add_bos = s->add_bos;
     t->add_eos = s->add_eos;
     if (s->eos_id >= 0) t->eos[t->n_eos++] = s->eos_id;
-    if (set_str(&t->chat_template, s->chat_template)) goto oom;
+    if (set_str(&t->chat_template, s->chat_template)) return errmsg(err, n, "out of memory");
     for (int i = 0; i < 4; i++) {
         int id = i == 0 ? t->bos_id : i == 1 ? s->eos_id : i == 2 ? t->pad_id : t->unk_id;
         char **dst = i == 0 ? &t->bos_token : i == 1 ? &t->eos_token : i == 2 ? &t->pad_token : &t->unk_token;
-        if (id >= s->n_vocab || id < -1) {
-            errmsg(err, n, "tokenizer spec: special token id %d out of range (vocabulary %d)", id, s->n_vocab);
-            goto fail;
-        }
-        if (id >= 0 && set_str(dst, t->piece[id])) goto oom;
+        if (id >= s->n_vocab || id < -1)
+            return errmsg(err, n, "tokenizer spec: special token id %d out of range (vocabulary %d)", id, s->n_vocab);
+        if (id >= 0 && set_str(dst, t->piece[id])) return errmsg(err, n, "out of memory");
+    }
+    return 0;
+}
+
+tokenizer *tokenizer_from_spec(const tokenizer_spec *s, char *err, size_t n) {
+    if (spec_check(s, err, n)) return NULL;
+    tokenizer *t = tok_new(s->kind, s->n_vocab);
+    if (!t) {
+        errmsg(err, n, "out of memory");
+        return NULL;
+    }
+    if (spec_vocab(t, s, err, n) || spec_merges(t, s, err, n) || spec_steps(t, s, err, n) || spec_specials(t, s, err, n)) {
+        tokenizer_free(t);
+        return NULL;
     }
     return t;
-oom:
-    errmsg(err, n, "out of memory");
-fail:
-    tokenizer_free(t);
-    return NULL;
 }
 
 // ---- tokenizer.json ----
@@ -263,26 +271,36 @@ static const char *token_name(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-// A "Sequence" step of tokenizer.json: each item of the array p[key] through load, named
-// field.key[i] in messages.
-typedef int (*step_loader)(tokenizer *t, const char *file, const char *field, const cJSON *p, char *err, size_t n);
-static int load_sequence(tokenizer *t, const char *file, const char *field, const cJSON *p, const char *key,
-                         step_loader load, char *err, size_t n) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, key), *e;
-    if (!cJSON_IsArray(a)) return errmsg(err, n, "%s: %s.%s: not an array", file, field, key);
+// One step of tokenizer.json whose "type" is not "Sequence" (field names it in messages).
+typedef int (*step_loader)(tokenizer *t, const char *file, const char *field, const cJSON *p, const char *type, char *err,
+                           size_t n);
+// A kind of step: its Sequence's list, its loader, and whether a null step means none.
+typedef struct {
+    const char *list;
+    step_loader load;
+    int null_ok;
+} step_kind;
+
+// The step p of kind k: a Sequence item by item (named field.list[i]), else through k->load.
+static int load_step(tokenizer *t, const char *file, const char *field, const cJSON *p, const step_kind *k, char *err,
+                     size_t n) {
+    if (k->null_ok && (!p || cJSON_IsNull(p))) return 0;
+    const char *type = jstr(p, "type");
+    if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
+    if (strcmp(type, "Sequence")) return k->load(t, file, field, p, type, err, n);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, k->list), *e;
+    if (!cJSON_IsArray(a)) return errmsg(err, n, "%s: %s.%s: not an array", file, field, k->list);
     int i = 0;
     cJSON_ArrayForEach(e, a) {
         char sub[96];
-        snprintf(sub, sizeof sub, "%s.%s[%d]", field, key, i++);
-        if (load(t, file, sub, e, err, n)) return -1;
+        snprintf(sub, sizeof sub, "%s.%s[%d]", field, k->list, i++);
+        if (load_step(t, file, sub, e, k, err, n)) return -1;
     }
     return 0;
 }
 
-static int load_pre(tokenizer *t, const char *file, const char *field, const cJSON *p, char *err, size_t n) {
-    const char *type = jstr(p, "type");
-    if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
-    if (!strcmp(type, "Sequence")) return load_sequence(t, file, field, p, "pretokenizers", load_pre, err, n);
+static int load_pre(tokenizer *t, const char *file, const char *field, const cJSON *p, const char *type, char *err,
+                    size_t n) {
     if (t->n_pre == TOK_MAX_PRE) return errmsg(err, n, "%s: %s: more than %d pre-tokenizers", file, field, TOK_MAX_PRE);
     if (t->n_pre > 0 && t->pre[t->n_pre - 1].kind == PRE_BYTELEVEL)
         return errmsg(err, n, "%s: %s: a pre-tokenizer after ByteLevel is not supported", file, field);
@@ -343,11 +361,8 @@ static int load_pre(tokenizer *t, const char *file, const char *field, const cJS
                   file, field, type);
 }
 
-static int load_normalizer(tokenizer *t, const char *file, const char *field, const cJSON *p, char *err, size_t n) {
-    if (!p || cJSON_IsNull(p)) return 0;
-    const char *type = jstr(p, "type");
-    if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
-    if (!strcmp(type, "Sequence")) return load_sequence(t, file, field, p, "normalizers", load_normalizer, err, n);
+static int load_normalizer(tokenizer *t, const char *file, const char *field, const cJSON *p, const char *type, char *err,
+                           size_t n) {
     if (!strcmp(type, "Prepend") && !t->norm_replace_space) {
         const char *pre = jstr(p, "prepend");
         if (pre && !strcmp(pre, TOK_SPACE_MARK)) return t->norm_prepend = 1, 0;
@@ -360,11 +375,8 @@ static int load_normalizer(tokenizer *t, const char *file, const char *field, co
                   file, field, type);
 }
 
-static int load_decoder(tokenizer *t, const char *file, const char *field, const cJSON *p, char *err, size_t n) {
-    if (!p || cJSON_IsNull(p)) return 0;
-    const char *type = jstr(p, "type");
-    if (!type) return errmsg(err, n, "%s: %s: no \"type\"", file, field);
-    if (!strcmp(type, "Sequence")) return load_sequence(t, file, field, p, "decoders", load_decoder, err, n);
+static int load_decoder(tokenizer *t, const char *file, const char *field, const cJSON *p, const char *type, char *err,
+                        size_t n) {
     if (t->n_dec == TOK_MAX_DEC) return errmsg(err, n, "%s: %s: more than %d decoders", file, field, TOK_MAX_DEC);
     tok_dec *d = &t->dec[t->n_dec];
     if (!strcmp(type, "ByteLevel")) {
@@ -398,6 +410,9 @@ static int load_decoder(tokenizer *t, const char *file, const char *field, const
     t->n_dec++;
     return 0;
 }
+
+static const step_kind PRE = {"pretokenizers", load_pre, 0}, NORMALIZER = {"normalizers", load_normalizer, 1},
+                       DECODER = {"decoders", load_decoder, 1};
 
 static int load_merges(tokenizer *t, const char *file, const cJSON *merges, char *err, size_t n) {
     int count = cJSON_GetArraySize(merges);
@@ -568,10 +583,10 @@ tokenizer *tokenizer_load_json(const char *file, const char *config_json, const 
     if (!root) return NULL;
     tokenizer *t = NULL;
     if (load_model(&t, file, root, err, n)) goto fail;
-    if (load_normalizer(t, file, "normalizer", cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err, n)) goto fail;
+    if (load_step(t, file, "normalizer", cJSON_GetObjectItemCaseSensitive(root, "normalizer"), &NORMALIZER, err, n)) goto fail;
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    if (pre && !cJSON_IsNull(pre) && load_pre(t, file, "pre_tokenizer", pre, err, n)) goto fail;
-    if (load_decoder(t, file, "decoder", cJSON_GetObjectItemCaseSensitive(root, "decoder"), err, n)) goto fail;
+    if (pre && !cJSON_IsNull(pre) && load_step(t, file, "pre_tokenizer", pre, &PRE, err, n)) goto fail;
+    if (load_step(t, file, "decoder", cJSON_GetObjectItemCaseSensitive(root, "decoder"), &DECODER, err, n)) goto fail;
     // byte-level: a ByteLevel pre-tokenizer maps the bytes to the alphabet
     for (int i = 0; i < t->n_pre; i++)
         if (t->pre[i].kind == PRE_BYTELEVEL) t->kind = TOKENIZER_BPE_BYTES;

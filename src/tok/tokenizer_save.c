@@ -65,12 +65,8 @@ static cJSON *dec_json(const tok_dec *d) {
     return o;
 }
 
-static cJSON *tokenizer_json(const tokenizer *t) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "version", "1.0");
-    cJSON_AddNullToObject(root, "truncation");
-    cJSON_AddNullToObject(root, "padding");
-    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+static cJSON *added_tokens_json(const tokenizer *t) {
+    cJSON *added = cJSON_CreateArray();
     for (int i = 0; i < t->n_added; i++) {
         const tok_added *a = &t->added[i];
         cJSON *o = cJSON_CreateObject();
@@ -83,62 +79,46 @@ static cJSON *tokenizer_json(const tokenizer *t) {
         cJSON_AddBoolToObject(o, "special", a->special);
         cJSON_AddItemToArray(added, o);
     }
-    if (t->norm_prepend || t->norm_replace_space) {
-        cJSON *o = cJSON_AddObjectToObject(root, "normalizer");
-        cJSON_AddStringToObject(o, "type", "Sequence");
-        cJSON *a = cJSON_AddArrayToObject(o, "normalizers");
-        if (t->norm_prepend) {
-            cJSON *p = cJSON_CreateObject();
-            cJSON_AddStringToObject(p, "type", "Prepend");
-            cJSON_AddStringToObject(p, "prepend", TOK_SPACE_MARK);
-            cJSON_AddItemToArray(a, p);
-        }
-        if (t->norm_replace_space) {
-            cJSON *p = cJSON_CreateObject();
-            cJSON_AddStringToObject(p, "type", "Replace");
-            cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "pattern"), "String", " ");
-            cJSON_AddStringToObject(p, "content", TOK_SPACE_MARK);
-            cJSON_AddItemToArray(a, p);
-        }
-    } else {
-        cJSON_AddNullToObject(root, "normalizer");
+    return added;
+}
+
+static cJSON *normalizers_json(const tokenizer *t) {
+    cJSON *a = cJSON_CreateArray();
+    if (t->norm_prepend) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", "Prepend");
+        cJSON_AddStringToObject(p, "prepend", TOK_SPACE_MARK);
+        cJSON_AddItemToArray(a, p);
     }
-    if (t->n_pre) {
-        cJSON *o = cJSON_AddObjectToObject(root, "pre_tokenizer");
-        cJSON_AddStringToObject(o, "type", "Sequence");
-        cJSON *a = cJSON_AddArrayToObject(o, "pretokenizers");
-        for (int i = 0; i < t->n_pre; i++) cJSON_AddItemToArray(a, pre_json(&t->pre[i]));
-    } else {
-        cJSON_AddNullToObject(root, "pre_tokenizer");
+    if (t->norm_replace_space) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", "Replace");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "pattern"), "String", " ");
+        cJSON_AddStringToObject(p, "content", TOK_SPACE_MARK);
+        cJSON_AddItemToArray(a, p);
     }
-    cJSON_AddNullToObject(root, "post_processor");
-    if (t->n_dec) {
-        cJSON *o = cJSON_AddObjectToObject(root, "decoder");
-        cJSON_AddStringToObject(o, "type", "Sequence");
-        cJSON *a = cJSON_AddArrayToObject(o, "decoders");
-        for (int i = 0; i < t->n_dec; i++) cJSON_AddItemToArray(a, dec_json(&t->dec[i]));
-    } else {
-        cJSON_AddNullToObject(root, "decoder");
+    return a;
+}
+
+// root[key] = {"type": "Sequence", list: items}, or null when items is empty (taken either way).
+static void add_sequence(cJSON *root, const char *key, const char *list, cJSON *items) {
+    if (!cJSON_GetArraySize(items)) {
+        cJSON_Delete(items);
+        cJSON_AddNullToObject(root, key);
+        return;
     }
-    cJSON *m = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddStringToObject(m, "type", "BPE");
-    cJSON_AddNullToObject(m, "dropout");
-    if (t->unk_id >= 0) cJSON_AddStringToObject(m, "unk_token", t->piece[t->unk_id]);
-    else cJSON_AddNullToObject(m, "unk_token");
-    cJSON_AddNullToObject(m, "continuing_subword_prefix");
-    cJSON_AddNullToObject(m, "end_of_word_suffix");
-    cJSON_AddBoolToObject(m, "fuse_unk", t->fuse_unk);
-    cJSON_AddBoolToObject(m, "byte_fallback", t->byte_fallback);
-    cJSON_AddBoolToObject(m, "ignore_merges", t->ignore_merges);
-    cJSON *v = cJSON_AddObjectToObject(m, "vocab");
-    for (int i = 0; i < t->n_vocab; i++)
-        if (t->piece[i] && tok_map_get(t, t->piece[i], t->piece_len[i]) == i) cJSON_AddNumberToObject(v, t->piece[i], i);
-    // merges as "left right" (what every version of tokenizers reads), or as pairs when a token
-    // holds a space
+    cJSON *o = cJSON_AddObjectToObject(root, key);
+    cJSON_AddStringToObject(o, "type", "Sequence");
+    cJSON_AddItemToObject(o, list, items);
+}
+
+// Merges as "left right" (what every version of tokenizers reads), or as pairs when a token
+// holds a space.
+static cJSON *merges_json(const tokenizer *t) {
     int pairs = 0;
     for (int r = 0; r < t->n_merges && !pairs; r++)
         pairs = strchr(t->piece[t->merge_left[r]], ' ') || strchr(t->piece[t->merge_right[r]], ' ');
-    cJSON *mg = cJSON_AddArrayToObject(m, "merges");
+    cJSON *mg = cJSON_CreateArray();
     for (int r = 0; r < t->n_merges; r++) {
         const char *a = t->piece[t->merge_left[r]], *b = t->piece[t->merge_right[r]];
         if (pairs) {
@@ -154,6 +134,42 @@ static cJSON *tokenizer_json(const tokenizer *t) {
         cJSON_AddItemToArray(mg, cJSON_CreateString(ab));
         free(ab);
     }
+    return mg;
+}
+
+static cJSON *model_json(const tokenizer *t) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "type", "BPE");
+    cJSON_AddNullToObject(m, "dropout");
+    if (t->unk_id >= 0) cJSON_AddStringToObject(m, "unk_token", t->piece[t->unk_id]);
+    else cJSON_AddNullToObject(m, "unk_token");
+    cJSON_AddNullToObject(m, "continuing_subword_prefix");
+    cJSON_AddNullToObject(m, "end_of_word_suffix");
+    cJSON_AddBoolToObject(m, "fuse_unk", t->fuse_unk);
+    cJSON_AddBoolToObject(m, "byte_fallback", t->byte_fallback);
+    cJSON_AddBoolToObject(m, "ignore_merges", t->ignore_merges);
+    cJSON *v = cJSON_AddObjectToObject(m, "vocab");
+    for (int i = 0; i < t->n_vocab; i++)
+        if (t->piece[i] && tok_map_get(t, t->piece[i], t->piece_len[i]) == i) cJSON_AddNumberToObject(v, t->piece[i], i);
+    cJSON_AddItemToObject(m, "merges", merges_json(t));
+    return m;
+}
+
+static cJSON *tokenizer_json(const tokenizer *t) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", "1.0");
+    cJSON_AddNullToObject(root, "truncation");
+    cJSON_AddNullToObject(root, "padding");
+    cJSON_AddItemToObject(root, "added_tokens", added_tokens_json(t));
+    add_sequence(root, "normalizer", "normalizers", normalizers_json(t));
+    cJSON *pre = cJSON_CreateArray();
+    for (int i = 0; i < t->n_pre; i++) cJSON_AddItemToArray(pre, pre_json(&t->pre[i]));
+    add_sequence(root, "pre_tokenizer", "pretokenizers", pre);
+    cJSON_AddNullToObject(root, "post_processor");
+    cJSON *dec = cJSON_CreateArray();
+    for (int i = 0; i < t->n_dec; i++) cJSON_AddItemToArray(dec, dec_json(&t->dec[i]));
+    add_sequence(root, "decoder", "decoders", dec);
+    cJSON_AddItemToObject(root, "model", model_json(t));
     return root;
 }
 

@@ -19,7 +19,7 @@ time over step time), from the algorithm of src/train/step.c:
     per rank. The backward is 2/3 of it, spread over the layers in proportion to their weights.
   communication: float32 (4 bytes) per value, bandwidth BW per rank and direction, latency alpha.
 
-usage: scripts/scaling_model.py [--flops F] [--micro R] [--B B] [--T T] [--markdown]
+usage: bench/scaling_model.py [--flops F] [--micro R] [--B B] [--T T] [--markdown]
 """
 import argparse
 import math

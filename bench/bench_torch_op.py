@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks mtac's PyTorch op against naive PyTorch MTA, side by side in one run (docs/python.md).
 
-    build/python-venv/bin/python scripts/bench_torch_op.py [--threads N] [--T-step 2048] [--T-mem 4096]
+    build/python-venv/bin/python bench/bench_torch_op.py [--threads N] [--T-step 2048] [--T-mem 4096]
                                                            [--T-op 2048] [--mtac build/mtac] [--skip-naive-step]
 
 Run it with a Python where the mtac package is installed (pip install ./python; the test suite

@@ -17,7 +17,7 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: scripts/cuda_perf_model.py [--json] [--counts] [--terms] [--shape NAME] [--check [ROOT]]
+usage: bench/cuda_perf_model.py [--json] [--counts] [--terms] [--shape NAME] [--check [ROOT]]
 """
 import argparse
 import heapq

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deliberate bugs in the CUDA backend's source, each of which test_attn_backends cuda-emu must catch.
 
-    python3 scripts/mutate_cuda.py [--build DIR] [--list] [--check] [N ...]
+    python3 tests/tools/mutate_cuda.py [--build DIR] [--list] [--check] [N ...]
 
 Each mutation is applied to the source, the build directory's test_attn_backends is rebuilt (a build
 made with -DMTAC_CUDA_EMU=ON), `test_attn_backends cuda-emu` runs, and the source is restored, also
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 
 # (what, file, the text, what it becomes)
