@@ -17,18 +17,12 @@ struct __nv_bfloat16_raw {
 // becomes the canonical 0x7fff, as the conversion on a GPU.
 struct cuemu_bf16_conv {
     __host__ __device__ static unsigned short from(float f) {
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
+        uint32_t u = cuemu_bits(f);
         if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
         u += 0x7fffu + ((u >> 16) & 1u);
         return (unsigned short)(u >> 16);
     }
-    __host__ __device__ static float to(unsigned short x) {
-        const uint32_t u = (uint32_t)x << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
+    __host__ __device__ static float to(unsigned short x) { return cuemu_float((uint32_t)x << 16); }
 };
 typedef cuemu_f16<__nv_bfloat16_raw, cuemu_bf16_conv> __nv_bfloat16;
 

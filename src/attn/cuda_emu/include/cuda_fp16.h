@@ -23,8 +23,7 @@ struct cuemu_half_conv {
     // 65520 (halfway to the next power of two) and above overflow to inf; below 2^-14 the result is
     // a denormal, a multiple of 2^-24, and 2^-25 and below round to zero (2^-25 itself is a tie).
     __host__ __device__ static unsigned short from(float f) {
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
+        const uint32_t u = cuemu_bits(f);
         const unsigned short sign = (unsigned short)((u >> 16) & 0x8000u);
         const uint32_t a = u & 0x7fffffffu;
         if (a > 0x7f800000u) return 0x7fff;
@@ -39,19 +38,9 @@ struct cuemu_half_conv {
     }
     __host__ __device__ static float to(unsigned short x) {
         const uint32_t sign = (uint32_t)(x & 0x8000u) << 16, e = (x >> 10) & 0x1fu, m = x & 0x3ffu;
-        uint32_t u;
-        if (e == 0x1f) {
-            u = sign | 0x7f800000u | m << 13;  // inf, or NaN with its payload
-        } else if (e == 0) {
-            const float d = (float)m * 0x1p-24f;  // a denormal (or zero): exact in float
-            memcpy(&u, &d, sizeof u);
-            u |= sign;
-        } else {
-            u = sign | (e - 15 + 127) << 23 | m << 13;
-        }
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
+        if (e == 0x1f) return cuemu_float(sign | 0x7f800000u | m << 13);  // inf, or NaN with its payload
+        if (e == 0) return cuemu_float(sign | cuemu_bits((float)m * 0x1p-24f));  // a denormal (or zero): exact in float
+        return cuemu_float(sign | (e - 15 + 127) << 23 | m << 13);
     }
 };
 typedef cuemu_f16<__half_raw, cuemu_half_conv> __half;

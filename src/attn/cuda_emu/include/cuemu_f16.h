@@ -8,6 +8,18 @@
 
 #include "attn/cuda_emu/cuda_emu.h"
 
+// A float's bits, and the float of given bits.
+__host__ __device__ inline uint32_t cuemu_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+__host__ __device__ inline float cuemu_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 template <class Raw, class Conv>
 struct cuemu_f16 {
     typedef Raw raw;
