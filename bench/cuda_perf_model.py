@@ -188,6 +188,13 @@ def present(B, H, d, T, m):
             maps(n, cols, 8)
         k("map traffic", BH * (ent(n, cols) * 4 + n * cols * 4) / HBM)  # k_drop writes whole rows
 
+    def kernel_grads(n, cols, heads, K):  # a stage's head step (mix_backward) and conv (conv_kernel_grad)
+        if heads:
+            maps(n, cols, 8)
+            pair(n, cols, heads)
+        if K:
+            wgrad(n, cols, K)
+
     for a0 in range(0, T, R):  # forward
         a1 = min(T, a0 + R)
         strip_maps(a1 - a0, a1)
@@ -206,21 +213,13 @@ def present(B, H, d, T, m):
             gemm(n, a1)  # dV
             gemm(n, a1)  # dP2
             maps(n, a1, 8)
-            if ch:
-                maps(n, a1, 8)
-                pair(n, a1, ch)
-            if K2:
-                wgrad(n, a1, K2)
+            kernel_grads(n, a1, ch, K2)
         if b0 < b1:
             n = b1 - b0
             if K2:
                 conv(n, b1, K2)
             maps(n, b1, 12)  # softmax^T: p and g in, g out
-            if m["mix"]:
-                maps(n, b1, 8)
-                pair(n, b1, H)
-            if K1:
-                wgrad(n, b1, K1)
+            kernel_grads(n, b1, H if m["mix"] else 0, K1)
         if c0 < c1:
             n = c1 - c0
             conv(n, c1, K1 if K1 else 1)
@@ -453,11 +452,14 @@ def check(root):
     import os
     src = open(os.path.join(root, "src/attn/mta_cuda.cu")).read()
 
-    def launches(text):
+    def own(text):
         return text.count("MTA_LAUNCH(") + text.count("gemm_kv(")
-    per_maps = launches(body(src, "void strip_maps("))
-    code_fwd = per_maps + launches(body(body(src, "mta_status cuda_forward("), "for (int i0"))
-    code_bwd = per_maps + launches(body(body(src, "mta_status cuda_backward("), "for (int i0"))
+    helpers = {f: own(body(src, "void " + f + "(")) for f in ("strip_maps", "mix_backward", "conv_kernel_grad")}
+
+    def launches(text):  # its own, and those of the helpers it calls
+        return own(text) + sum(text.count(f + "(") * n for f, n in helpers.items())
+    code_fwd = launches(body(body(src, "mta_status cuda_forward("), "for (int i0"))
+    code_bwd = sum(launches(body(src, f"void stage_{s}(")) for s in "abc")
     m = mta_config(16, True)
     T = 4096
     full = present(1, 16, 96, T, m)
