@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "model/model.h"
 #include "train/train.h"
+#include "util/rng.h"
 
 #include <omp.h>
 #include <stdint.h>
@@ -39,7 +40,7 @@ static decode_result time_decode(model *m, int C, int tokens, int recompute, cha
         return r;
     }
     uint64_t s = 12345;
-    for (int i = 0; i < C; i++) s = s * 6364136223846793005ULL + 1, tok[i] = (int)((s >> 33) % (uint64_t)V);
+    for (int i = 0; i < C; i++) tok[i] = (int)(splitmix64(&s) % (uint64_t)V);
     int len = C;
     double t0 = cli_now();
     int rc = model_decoder_prefill(dec, tok, C, &len, err, n);

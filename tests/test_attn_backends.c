@@ -169,9 +169,9 @@ static void test_830m_pattern(void **s) {
     const int rows[] = {0, 24}, threads[] = {2};
     const run_grid gr = grid(rows, 2, threads, 1);
     int runs = 0, printed = 0, failed = 0;
-    mta_config c = tu_config_all(1, 8, 333, 64, 6, 11, 8);
+    mta_config c = tu_config_830m(1, 8, 333, 64);
     failed += against_reference(&c, NULL, 91, &gr, "830M pattern, H = 8, T = 333, d = 64", &runs, &printed);
-    c = tu_config_all(2, 4, 200, 96, 6, 11, 4);
+    c = tu_config_830m(2, 4, 200, 96);
     c.dropout = 0.1f;
     failed += against_reference(&c, NULL, 92, &gr, "830M pattern, B = 2, T = 200, d = 96, dropout", &runs, &printed);
     if (failed) fail_msg("%d of %d runs differ from the reference", failed, runs);
@@ -185,7 +185,7 @@ static void test_long_documents(void **s) {
     const int rows[] = {0, 24}, threads[] = {2}, lens[] = {1, 300, 5, 27, 2};
     const run_grid gr = grid(rows, 2, threads, 1);
     int runs = 0, printed = 0, failed = 0;
-    mta_config c = tu_config_all(2, 4, 333, 16, 6, 11, 4);
+    mta_config c = tu_config_830m(2, 4, 333, 16);
     c.H_kv = 2, c.dropout = 0.1f;
     int32_t *doc = malloc((size_t)c.B * c.T * sizeof(int32_t));
     assert_non_null(doc);
@@ -200,7 +200,7 @@ static void test_long_documents(void **s) {
 static void test_repeatable(void **s) {
     (void)s;
     for (int drop = 0; drop < 2; drop++) {
-        mta_config c = tu_config_all(2, 4, 45, 8, 6, 11, 4);
+        mta_config c = tu_config_830m(2, 4, 45, 8);
         c.backend = backend, c.dropout = drop ? 0.2f : 0.0f;
         tu_case *a = tu_case_new(&c, 11, 1.0f, 0.3f), *b = tu_case_new(&c, 11, 1.0f, 0.3f);
         run(a);
@@ -217,7 +217,7 @@ static void test_repeatable(void **s) {
 static void test_refused_allocation(void **s) {
     (void)s;
     if (!mta_backend_device_memory(backend)) skip();
-    mta_config big = tu_config_all(4, 1, 131072, 1, 6, 11, 1);
+    mta_config big = tu_config_830m(4, 1, 131072, 1);
     big.backend = backend, big.strip_rows = 4096;
     tu_case *a = tu_case_new(&big, 1, 1.0f, 0.3f);
     assert_non_null(a);
@@ -331,7 +331,7 @@ static size_t forward_workspace(const mta_config *c) {
 // every backend's grows about linearly from T = 512 to 1024 and stays below one map.
 static void test_workspace_has_no_map(void **s) {
     (void)s;
-    mta_config c = tu_config_all(1, 2, 1024, 4, 6, 11, 2);
+    mta_config c = tu_config_830m(1, 2, 1024, 4);
     c.backend = backend;
     if (backend == MTA_BACKEND_FUSED) {
         const size_t bytes = forward_workspace(&c), map = (size_t)c.B * c.H * c.T * c.T * sizeof(float);
@@ -357,7 +357,7 @@ static void test_strip_size_budget(void **s) {
     for (int t = 0; t < 3; t++)
         for (int i = 0; i < 2; i++) {
             omp_set_num_threads(threads[t]);
-            mta_config c = tu_config_all(batch[t], 8, 512, ds[i], 6, 11, 8);
+            mta_config c = tu_config_830m(batch[t], 8, 512, ds[i]);
             c.backend = MTA_BACKEND_FUSED;
             tu_case *a = tu_case_new(&c, 5, 1.0f, 0.3f);
             const size_t chosen = run(a);

@@ -1,6 +1,7 @@
 // test_attn_invariants.c: properties the operator must have whatever its parameters:
 // identity kernels reproduce plain attention, causality, determinism, and a clear error for
 // every kind of bad input.
+#include "model/mta_layers.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -19,7 +20,7 @@
 static void identity_case(int B, int H, int T, int d, int cq, int ck, int ch) {
     mta_config plain = tu_config_default(B, H, T, d);
     mta_config id = plain;
-    id.pre_cq = cq, id.pre_ck = ck, id.pre_head_mix = 1, id.post_cq = cq, id.post_ck = ck, id.post_ch = ch;
+    mta_layer_all_steps(&id, cq, ck, ch, 0);
     tu_case *a = tu_case_new(&plain, 5, 1.5f, 0.0f), *b = tu_case_new(&id, 5, 1.5f, 0.0f);
     assert_non_null(a);
     assert_non_null(b);

@@ -1,23 +1,14 @@
 // testutil.c: see testutil.h.
 #include "testutil.h"
+#include "model/mta_layers.h"
+#include "util/rng.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-// xorshift64*: uniform in [0, 1).
-static double uniform(uint64_t *s) {
-    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-    return ((*s * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-float tu_randn(uint64_t *s) {
-    // uniforms through Box-Muller (one value per call keeps it simple); two declarators, in order
-    // (the calls of one braced initializer would be in no fixed order)
-    const double u0 = uniform(s), u1 = uniform(s);
-    return (float)(sqrt(-2.0 * log(u0 + 1e-300)) * cos(6.283185307179586 * u1));
-}
+float tu_randn(uint64_t *s) { return (float)rng_normal(s); }
 
 double tu_worst(double worst, double e) { return isfinite(worst) && isfinite(e) ? fmax(worst, e) : INFINITY; }
 
@@ -63,8 +54,13 @@ mta_config tu_config_default(int B, int H, int T, int d) {
 
 mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch) {
     mta_config c = tu_config_default(B, H, T, d);
-    c.pre_cq = cq, c.pre_ck = ck, c.pre_head_mix = 1, c.post_cq = cq, c.post_ck = ck, c.post_ch = ch;
-    c.group_norm = 1, c.gate = 1;
+    mta_layer_all_steps(&c, cq, ck, ch, 1);
+    return c;
+}
+
+mta_config tu_config_830m(int B, int H, int T, int d) {
+    mta_config c = tu_config_default(B, H, T, d);
+    mta_layer_830m(&c, H, 1);
     return c;
 }
 
@@ -285,7 +281,7 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
 
 // x times 1 + u y, y uniform in [-1, 1], for each of n floats.
 static void perturb(float *x, size_t n, uint64_t *s) {
-    for (size_t i = 0; i < n; i++) x[i] = (float)(x[i] * (1.0 + 0x1p-24 * (2 * uniform(s) - 1)));
+    for (size_t i = 0; i < n; i++) x[i] = (float)(x[i] * (1.0 + 0x1p-24 * (2 * rng_uniform(s) - 1)));
 }
 
 tu_case *tu_case_perturbed(const tu_case *r, uint64_t seed) {
@@ -325,7 +321,7 @@ mta_config tu_variant(int k) {
     case 3: c.pre_head_mix = 1; break;                                  // head mixing alone
     case 4: c.post_ch = 2; break;                                       // head conv alone (units of 2 heads)
     case 5: c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3, c.gate = 1; break;
-    case 6: c = tu_config_all(2, 4, 45, 8, 6, 11, 4); break;            // the 830M pattern
+    case 6: c = tu_config_830m(2, 4, 45, 8); break;                     // the 830M pattern
     case 7: c = tu_config_all(1, 4, 23, 5, 2, 3, 2); break;             // head conv groups inside the mixing unit
     case 8: c.post_cq = 3, c.post_ck = 5, c.post_ch = 2, c.pre_cq = 2, c.pre_ck = 3; break;  // no mixing
     case 9: c = tu_config_all(1, 3, 4, 5, 3, 9, 1); break;              // T < c_k

@@ -45,6 +45,7 @@ mta_status tu_case_train(tu_case *c, size_t *bytes);
 // 1 when two runs gave the same bits in every output and gradient.
 int tu_same_bits(const tu_case *a, const tu_case *b);
 
+// A standard normal draw as a float (rng_normal, util/rng.h).
 float tu_randn(uint64_t *s);
 // Largest |a| and largest |a - b|; +INFINITY when a (or b) holds a NaN or an infinity, so that
 // both `e > tol` and `e <= tol` checks fail on it (fmax would drop a NaN and pass a backend that
@@ -73,8 +74,10 @@ mta_backend tu_backend(void);
 // mta_config_default on tu_backend().
 mta_config tu_config_default(int B, int H, int T, int d);
 
-// A config with every step of the 830M layer on, small kernels.
+// A config with every step of the 830M layer on, small kernels (mta_layer_all_steps).
 mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
+// The 830M layer (mta_layer_830m) at these sizes.
+mta_config tu_config_830m(int B, int H, int T, int d);
 
 // Every on/off combination of the six optional steps over shapes that reach every edge of the
 // backends: bit TU_PRE (pre-softmax conv), TU_MIX (head mixing), TU_POST (post-softmax conv),

@@ -1,8 +1,10 @@
 // rng.h: splitmix64, the project's one small deterministic generator (initialisation, data
-// order, toy samples): the same numbers on every machine, its whole state one uint64_t.
+// order, toy samples, test and benchmark inputs): the same numbers on every machine, its whole
+// state one uint64_t; and the one uniform and normal sampler drawn from it.
 #ifndef MTAC_RNG_H
 #define MTAC_RNG_H
 
+#include <math.h>
 #include <stdint.h>
 
 static inline uint64_t splitmix64(uint64_t *s) {
@@ -10,6 +12,19 @@ static inline uint64_t splitmix64(uint64_t *s) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
+}
+
+// Uniform in (0, 1): the top 53 bits, offset by half a step so that log() never sees 0.
+static inline double rng_uniform(uint64_t *s) {
+    return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+// Standard normal by Box-Muller, one value per two uniforms (the cosine's; the sine's is not
+// kept, so that the state stays one uint64_t). Two declarators fix the order of the draws,
+// which model_init's weights (and so every checkpoint) depend on.
+static inline double rng_normal(uint64_t *s) {
+    const double u0 = rng_uniform(s), u1 = rng_uniform(s);
+    return sqrt(-2.0 * log(u0)) * cos(6.283185307179586 * u1);
 }
 
 #endif
