@@ -68,7 +68,8 @@ typedef struct {
 // The flags into a: -1 to go on, else the exit status.
 static int parse(int argc, char **argv, bench_args *a) {
     const cli_opt opts[] = {
-        {"T", CLI_LIST, a->Ts, 1, 1e9, .max = 32, .count = &a->nT, .arg = "LIST", .help = "sequence lengths; default 2048,4096"},
+        {"T", CLI_LIST, a->Ts, 1, 1e9, .max = 32, .count = &a->nT, .arg = "LIST",
+         .help = "sequence lengths; default those of tests/attn_cases.c's TC_PERF cases (2048,4096)"},
         {"B", CLI_INT, &a->B, 1, 1e9, .arg = "N", .help = "batch"},
         {"H", CLI_INT, &a->H, 1, 1e9, .arg = "N", .help = "heads"},
         {"d", CLI_INT, &a->d, 1, 1e9, .arg = "N", .help = "head dim"},
@@ -88,7 +89,9 @@ static int parse(int argc, char **argv, bench_args *a) {
     int first;
     const int st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
-    if (!a->nT) a->Ts[0] = 2048, a->Ts[1] = 4096, a->nT = 2;
+    const tc_case *t;
+    if (!a->nT)
+        while (a->nT < 32 && (t = tc_nth(TC_PERF, a->nT))) a->Ts[a->nT++] = (uint64_t)t->T;
     return -1;
 }
 
@@ -199,7 +202,9 @@ static int bench_T(const bench_args *a, int T, const char *device) {
 }
 
 int main(int argc, char **argv) {
-    bench_args a = {.B = 1, .H = 8, .d = 64, .reps = 5, .warmup = 1, .config = CFG_MTA830M};
+    const tc_case *perf = tc_nth(TC_PERF, 0);  // the default sizes and layer
+    bench_args a = {.B = perf->B, .H = perf->H, .d = perf->d, .reps = 5, .warmup = 1,
+                    .config = perf->l830m ? CFG_MTA830M : CFG_PLAIN};
     const int st = parse(argc, argv, &a);
     if (st >= 0) return st;
     if (!mta_backend_available(MTA_BACKEND_CUDA)) {
