@@ -29,6 +29,9 @@ int cmd_import(int argc, char **argv);
 int cmd_bench_attn(int argc, char **argv);
 int cmd_bench_train(int argc, char **argv);
 int cmd_bench_decode(int argc, char **argv);
+// cli_parse for a benchmark (cmd_bench.c), then *threads, if 0, is every core: -1 to go on, else
+// the status to exit with.
+int cli_parse_bench(const cli_spec *spec, int argc, char **argv, int *threads);
 
 // Sets the OpenMP and BLAS thread counts (n >= 1).
 void cli_set_threads(int n);

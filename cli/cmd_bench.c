@@ -246,6 +246,13 @@ typedef struct {
     double sgemm;  // the machine's sgemm rate, GFLOP/s
 } attn_args;
 
+int cli_parse_bench(const cli_spec *spec, int argc, char **argv, int *threads) {
+    int first;
+    const int st = cli_parse(spec, argc, argv, &first);
+    if (st < 0 && !*threads) *threads = omp_get_num_procs();
+    return st;
+}
+
 // The flags into a: -1 to go on, else the exit status.
 static int attn_parse(int argc, char **argv, attn_args *a) {
     const cli_opt opts[] = {
@@ -272,12 +279,9 @@ static int attn_parse(int argc, char **argv, attn_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
     };
     const cli_spec spec = {"mtac bench attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
-    int first;
-    const int st = cli_parse(&spec, argc, argv, &first);
+    const int st = cli_parse_bench(&spec, argc, argv, &a->threads);
     if (st >= 0) return st;
-    if (!cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
-    if (!a->threads) a->threads = omp_get_num_procs();
-    return -1;
+    return cli_backend_usable(spec.name, (mta_backend)a->backend) ? -1 : 2;
 }
 
 // The machine's line (and the table's head): its CPU, threads, BLAS core and sgemm rate.
@@ -503,11 +507,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"subnormal", CLI_FLAG, &a->subnormal, .help = "a step on subnormal weights, flushed and not (mtac only)"},
     };
     const cli_spec spec = {"mtac bench train", TRAIN_USAGE, TRAIN_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
-    int first;
-    const int st = cli_parse(&spec, argc, argv, &first);
-    if (st >= 0) return st;
-    if (!a->threads) a->threads = omp_get_num_procs();
-    return -1;
+    return cli_parse_bench(&spec, argc, argv, &a->threads);
 }
 
 // Times preset name (its configuration mc) as a asks and prints a line per implementation.

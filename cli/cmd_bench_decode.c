@@ -6,7 +6,6 @@
 #include "train/train.h"
 #include "util/rng.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +83,7 @@ static int decode_parse(int argc, char **argv, decode_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
     };
     const cli_spec spec = {"mtac bench decode", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
-    int first;
-    const int st = cli_parse(&spec, argc, argv, &first);
-    if (st >= 0) return st;
-    if (!a->threads) a->threads = omp_get_num_procs();
-    return -1;
+    return cli_parse_bench(&spec, argc, argv, &a->threads);
 }
 
 // Times model m (preset name) at each context as a asks, a line per measurement.

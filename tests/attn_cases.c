@@ -134,6 +134,21 @@ const tc_case TC_CASES[] = {
     {"large_docs_1_to_300_gqa", TC_LARGE, .B = 2, .H = 4, .H_kv = 2, .T = 333, .d = 16, L830M, .dropout = 0.1f,
      .docs = {1, 300, 5, 27, 2}},  // past the products' key blocks (256)
 
+    // ---- issue 15's cases, where the fused dq and dk were wrong: head mixing, post conv and head
+    // conv without the pre conv (the transposed mixing wrote dS1 over its own input) ----
+    {"issue15_6x11_gn", TC_ISSUE15, .B = 1, .H = 2, .T = 64, .d = 8, .mix = 1, .post_cq = 6, .post_ck = 11, .ch = 1,
+     .gn = 1, .depth_scale = 1, .layer_id = 4},
+    {"issue15_H6_ch6_gn", TC_ISSUE15, .B = 2, .H = 6, .T = 50, .d = 32, .mix = 1, .post_cq = 4, .post_ck = 7, .ch = 6,
+     .gn = 1, .depth_scale = 1, .layer_id = 4},
+    {"issue15_2x3", TC_ISSUE15, .B = 1, .H = 2, .T = 40, .d = 16, .mix = 1, .post_cq = 2, .post_ck = 3, .ch = 1,
+     .layer_id = 4},
+    {"issue15_2x3_gn", TC_ISSUE15, .B = 1, .H = 2, .T = 40, .d = 16, .mix = 1, .post_cq = 2, .post_ck = 3, .ch = 1,
+     .gn = 1, .depth_scale = 1, .layer_id = 4},
+    {"issue15_2x3_gn_gate", TC_ISSUE15, .B = 1, .H = 2, .T = 40, .d = 16, .mix = 1, .post_cq = 2, .post_ck = 3,
+     .ch = 1, .gn = 1, .depth_scale = 1, .layer_id = 4, .gate = 1},
+    {"issue15_2x3_gate", TC_ISSUE15, .B = 1, .H = 2, .T = 40, .d = 16, .mix = 1, .post_cq = 2, .post_ck = 3, .ch = 1,
+     .layer_id = 4, .gate = 1},
+
     // ---- the bf16 tensor-core path beyond tu_combo's shapes (test_bf16_tensor_cores) ----
     // d up to 128 (padded to 16's), grouped-query attention, documents of 1 to 300 positions
     {"bf16_d64", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 64, .gn = 1, .depth_scale = 1, .layer_id = 3,
@@ -186,7 +201,7 @@ int tc_count(int mode) {
 
 mta_config tc_config(const tc_case *t) {
     mta_config c = mta_config_default(t->B, t->H, t->T, t->d);
-    c.H_kv = t->H_kv;
+    if (t->H_kv) c.H_kv = t->H_kv;
     c.pre_cq = t->pre_cq, c.pre_ck = t->pre_ck, c.pre_head_mix = t->mix;
     c.post_cq = t->post_cq, c.post_ck = t->post_ck, c.post_ch = t->ch;
     c.group_norm = t->gn, c.depth_scale = t->depth_scale, c.layer_id = t->layer_id, c.gate = t->gate;

@@ -21,6 +21,7 @@ typedef enum {
     TC_LARGE = 32,     // test_attn_backends: the 830M layer over several strips, long documents
     TC_BF16 = 64,      // test_attn_backends: the tensor-core path's cases beyond tu_combo's shapes
     TC_PERF = 128,     // bench_cuda's default: one case per T (its sizes and layer: the first case's)
+    TC_ISSUE15 = 256,  // test_attn_backends: the configs of a past bug (issue 15)
 } tc_mode;
 
 enum { TC_MAX_DOCS = 10 };

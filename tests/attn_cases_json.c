@@ -11,7 +11,7 @@
 #include <string.h>
 
 static void print_modes(FILE *f, int modes) {
-    static const char *const names[] = {"fixture", "grad", "combo", "variant", "identity", "large", "bf16", "perf"};
+    static const char *const names[] = {"fixture", "grad", "combo", "variant", "identity", "large", "bf16", "perf", "issue15"};
     fprintf(f, "\"modes\": [");
     for (int i = 0, k = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (modes >> i & 1) fprintf(f, "%s\"%s\"", k++ ? ", " : "", names[i]);
@@ -24,7 +24,7 @@ static void print_case(FILE *f, const tc_case *t) {
     fprintf(f, "{\"name\": \"%s\", ", t->name);
     print_modes(f, t->modes);
     fprintf(f, ", \"B\": %d, \"H\": %d, \"T\": %d, \"d\": %d", c.B, c.H, c.T, c.d);
-    if (c.H_kv) fprintf(f, ", \"H_kv\": %d", c.H_kv);
+    if (c.H_kv != c.H) fprintf(f, ", \"H_kv\": %d", c.H_kv);
     if (c.pre_cq) fprintf(f, ", \"pre\": [%d, %d]", c.pre_cq, c.pre_ck);
     if (c.pre_head_mix) fprintf(f, ", \"pre_head\": true");
     if (c.post_cq) fprintf(f, ", \"post\": [%d, %d]", c.post_cq, c.post_ck);

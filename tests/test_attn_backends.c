@@ -217,21 +217,13 @@ static void test_refused_allocation(void **s) {
     if (against_reference(&c, NULL, 46, &gr, "after a refused allocation", &runs, &printed)) fail_msg("the small context failed");
 }
 
-// The cases of issue 15, where the fused dq and dk were wrong (head mixing, post conv and head
-// conv without the pre conv: the transposed mixing wrote dS1 over its own input, dS2, when both
-// took P2's buffer), within float32 rounding of the reference (tu_rounding_check).
+// The cases of issue 15 (the list's TC_ISSUE15), where the fused dq and dk were wrong, within
+// float32 rounding of the reference (tu_rounding_check).
 static void test_mix_post_hconv_without_pre(void **s) {
     (void)s;
-    const struct {
-        int B, H, T, d, cq, ck, ch, gn, gate;
-    } cases[] = {
-        {1, 2, 64, 8, 6, 11, 1, 1, 0}, {2, 6, 50, 32, 4, 7, 6, 1, 0}, {1, 2, 40, 16, 2, 3, 1, 0, 0},
-        {1, 2, 40, 16, 2, 3, 1, 1, 0}, {1, 2, 40, 16, 2, 3, 1, 1, 1}, {1, 2, 40, 16, 2, 3, 1, 0, 1},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        mta_config c = tu_config_default(cases[i].B, cases[i].H, cases[i].T, cases[i].d);
-        c.pre_head_mix = 1, c.post_cq = cases[i].cq, c.post_ck = cases[i].ck, c.post_ch = cases[i].ch;
-        c.group_norm = cases[i].gn, c.depth_scale = cases[i].gn, c.layer_id = 4, c.gate = cases[i].gate;
+    const tc_case *t;
+    for (int i = 0; (t = tc_nth(TC_ISSUE15, i)); i++) {
+        mta_config c = tu_config_of(t);
         c.backend = MTA_BACKEND_REFERENCE;
         tu_case *ref = tu_case_new(&c, 77 + i, 1.0f, 0.3f);
         run(ref);
@@ -241,7 +233,7 @@ static void test_mix_post_hconv_without_pre(void **s) {
         const char *which;
         const double q = tu_rounding_check(f, ref, 77 + i, &which);
         worst_ratio = tu_worst(worst_ratio, q);
-        if (!(q <= 1)) fail_msg("case %zu: %s differs from the reference by %.3g times its bound", i, which, q);
+        if (!(q <= 1)) fail_msg("%s: %s differs from the reference by %.3g times its bound", t->name, which, q);
         tu_case_free(f);
         tu_case_free(ref);
     }

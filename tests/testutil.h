@@ -46,7 +46,7 @@ mta_status tu_case_train(tu_case *c, size_t *bytes);
 // 1 when two runs gave the same bits in every output and gradient.
 int tu_same_bits(const tu_case *a, const tu_case *b);
 
-// A standard normal draw as a float (rng_normal, util/rng.h).
+// A standard normal draw as a float (xorshift64* uniforms through rng_box_muller, util/rng.h).
 float tu_randn(uint64_t *s);
 // Largest |a| and largest |a - b|; +INFINITY when a (or b) holds a NaN or an infinity, so that
 // both `e > tol` and `e <= tol` checks fail on it (fmax would drop a NaN and pass a backend that
