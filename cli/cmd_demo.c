@@ -1,5 +1,6 @@
 // cmd_demo.c: `mtac demo`: a short, checked tour of the operator for a new user.
 #include "cli.h"
+#include "model/mta_layers.h"
 #include "mta.h"
 
 #include <math.h>
@@ -31,7 +32,7 @@ int cmd_demo(int argc, char **argv) {
     const int B = 1, H = 4, d = 32;
     const size_t n = (size_t)B * H * T * d;
     mta_config plain = mta_config_default(B, H, T, d), mta = plain;
-    mta.pre_cq = 6, mta.pre_ck = 11, mta.pre_head_mix = 1, mta.post_cq = 6, mta.post_ck = 11, mta.post_ch = H;
+    mta_layer_830m(&mta, H, 0);  // the buffers below hold its 6 x 11 kernels
     float *buf = calloc(9 * n + 2 * (2 * H * 6 * 11 + 2 * H * H), sizeof(float));
     if (!buf) {
         fprintf(stderr, "mtac demo: out of memory\n");
