@@ -196,49 +196,49 @@ static void test_attention_map(void **s) {
     tu_case_free(a);
 }
 
+// Refused settings of a valid config: one or two int fields (by offset in mta_config; NOF: none)
+// set to a value, and a phrase the message must hold.
+#define NOF ((size_t)-1)
+#define SET(f, v) offsetof(mta_config, f), (v)
+static const struct {
+    size_t f1;
+    int v1;
+    size_t f2;
+    int v2;
+    const char *needle;
+} bad_settings[] = {
+    {SET(T, 0), NOF, 0, "sizes must be >= 1"},
+    {SET(B, -3), NOF, 0, "sizes must be >= 1"},
+    {SET(d, 0), NOF, 0, "sizes must be >= 1"},
+    {SET(pre_cq, 2), SET(pre_ck, 4), "must be odd"},
+    {SET(post_cq, 2), SET(post_ck, 6), "must be odd"},
+    {SET(pre_cq, 0), SET(pre_ck, 3), "both must be >= 1"},
+    {SET(post_cq, -1), SET(post_ck, 3), "both must be >= 1"},
+    {SET(post_ch, 3), NOF, 0, "must divide H"},
+    {SET(post_ch, -1), NOF, 0, "must divide H"},
+    {SET(H_kv, 3), NOF, 0, "H_kv=3 must divide"},
+    {SET(H_kv, 8), NOF, 0, "H_kv=8 must divide"},
+    {SET(H_kv, -1), NOF, 0, "H_kv=-1 must divide"},
+    {SET(gate, 2), NOF, 0, "flags"},
+    {SET(precision, 2), NOF, 0, "precision=2 must be MTA_FP32 (0) or MTA_BF16 (1)"},
+    {SET(precision, MTA_BF16), NOF, 0, "computes in float32 only"},  // host backends compute in float32 only
+    {SET(depth_scale, 1), NOF, 0, "group_norm"},
+    {SET(group_norm, 1), SET(layer_id, -1), "layer_id"},
+    {SET(backend, 7), NOF, 0, "backend"},
+};
+_Static_assert(sizeof(mta_backend) == sizeof(int), "bad_settings writes the backend as an int");
+
 static void test_bad_configs(void **s) {
     (void)s;
-    mta_config ok = tu_config_default(1, 4, 8, 8), c;
-    c = ok, c.T = 0;
-    expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
-    c = ok, c.B = -3;
-    expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
-    c = ok, c.d = 0;
-    expect_config_error(c, MTA_ERR_INVALID, "sizes must be >= 1");
-    c = ok, c.pre_cq = 2, c.pre_ck = 4;
-    expect_config_error(c, MTA_ERR_INVALID, "must be odd");
-    c = ok, c.post_cq = 2, c.post_ck = 6;
-    expect_config_error(c, MTA_ERR_INVALID, "must be odd");
-    c = ok, c.pre_cq = 0, c.pre_ck = 3;
-    expect_config_error(c, MTA_ERR_INVALID, "both must be >= 1");
-    c = ok, c.post_cq = -1, c.post_ck = 3;
-    expect_config_error(c, MTA_ERR_INVALID, "both must be >= 1");
-    c = ok, c.post_ch = 3;
-    expect_config_error(c, MTA_ERR_INVALID, "must divide H");
-    c = ok, c.post_ch = -1;
-    expect_config_error(c, MTA_ERR_INVALID, "must divide H");
-    c = ok, c.H_kv = 3;
-    expect_config_error(c, MTA_ERR_INVALID, "H_kv=3 must divide");
-    c = ok, c.H_kv = 8;
-    expect_config_error(c, MTA_ERR_INVALID, "H_kv=8 must divide");
-    c = ok, c.H_kv = -1;
-    expect_config_error(c, MTA_ERR_INVALID, "H_kv=-1 must divide");
-    c = ok, c.gate = 2;
-    expect_config_error(c, MTA_ERR_INVALID, "flags");
-    c = ok, c.precision = 2;
-    expect_config_error(c, MTA_ERR_INVALID, "precision=2 must be MTA_FP32 (0) or MTA_BF16 (1)");
-    c = ok, c.precision = MTA_BF16;  // host backends compute in float32 only
-    expect_config_error(c, MTA_ERR_INVALID, "computes in float32 only");
-    c = ok, c.depth_scale = 1;
-    expect_config_error(c, MTA_ERR_INVALID, "group_norm");
-    c = ok, c.group_norm = 1, c.layer_id = -1;
-    expect_config_error(c, MTA_ERR_INVALID, "layer_id");
-    c = ok, c.backend = (mta_backend)7;
-    expect_config_error(c, MTA_ERR_INVALID, "backend");
-    c = tu_config_default(1 << 30, 1 << 30, 1 << 30, 64);
-    expect_config_error(c, MTA_ERR_OVERFLOW, "overflow");
-    c = tu_config_default(1, 1, 1 << 30, 1 << 30);
-    expect_config_error(c, MTA_ERR_OVERFLOW, "overflow");
+    const mta_config ok = tu_config_default(1, 4, 8, 8);
+    for (size_t i = 0; i < sizeof bad_settings / sizeof bad_settings[0]; i++) {
+        mta_config c = ok;
+        memcpy((char *)&c + bad_settings[i].f1, &bad_settings[i].v1, sizeof(int));
+        if (bad_settings[i].f2 != NOF) memcpy((char *)&c + bad_settings[i].f2, &bad_settings[i].v2, sizeof(int));
+        expect_config_error(c, MTA_ERR_INVALID, bad_settings[i].needle);
+    }
+    expect_config_error(tu_config_default(1 << 30, 1 << 30, 1 << 30, 64), MTA_ERR_OVERFLOW, "overflow");
+    expect_config_error(tu_config_default(1, 1, 1 << 30, 1 << 30), MTA_ERR_OVERFLOW, "overflow");
     assert_int_equal(mta_config_check(NULL, NULL, 0), MTA_ERR_NULL);
     assert_int_equal(mta_create(NULL, &ok, NULL, 0), MTA_ERR_NULL);
 }
