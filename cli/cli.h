@@ -33,6 +33,11 @@ int cmd_bench_decode(int argc, char **argv);
 // cli_parse for a benchmark (cmd_bench.c), then *threads, if 0, is every core: -1 to go on, else
 // the status to exit with.
 int cli_parse_bench(const cli_spec *spec, int argc, char **argv, int *threads);
+// fn(name, its config, arg) for each preset of a comma-separated list, in order (cmd_bench.c),
+// until one returns an exit status (non-zero), which is returned. An unknown name is refused, after
+// a message naming cmd and the presets there are: 2.
+int cli_each_preset(const char *cmd, const char *list, int (*fn)(const char *, const model_config *, void *),
+                    void *arg);
 
 // Sets the OpenMP and BLAS thread counts (n >= 1).
 void cli_set_threads(int n);

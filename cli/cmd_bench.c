@@ -253,6 +253,22 @@ int cli_parse_bench(const cli_spec *spec, int argc, char **argv, int *threads) {
     return st;
 }
 
+int cli_each_preset(const char *cmd, const char *list, int (*fn)(const char *, const model_config *, void *),
+                    void *arg) {
+    char presets[256], *save = NULL;
+    snprintf(presets, sizeof presets, "%s", list);
+    for (char *name = strtok_r(presets, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        model_config mc;
+        if (model_preset(name, &mc)) {
+            fprintf(stderr, "mtac %s: unknown preset '%s' (available: %s)\n", cmd, name, model_preset_names());
+            return 2;
+        }
+        const int st = fn(name, &mc, arg);
+        if (st) return st;
+    }
+    return 0;
+}
+
 // The flags into a: -1 to go on, else the exit status.
 static int attn_parse(int argc, char **argv, attn_args *a) {
     const cli_opt opts[] = {
@@ -550,13 +566,20 @@ static void subnormal_measure(const train_args *a, const char *name, const model
     fflush(stdout);
 }
 
+static int measure_preset(const char *name, const model_config *mc, void *arg) {
+    const train_args *a = arg;
+    if (a->subnormal) subnormal_measure(a, name, mc);
+    else train_measure(a, name, mc);
+    return 0;
+}
+
 int cmd_bench_train(int argc, char **argv) {
     train_args a = {.presets = "toy-baseline,toy,lm10m-baseline,lm10m", .python = "/usr/bin/python3", .B = 8, .steps = 3,
                     .impl = 3};
     int st = train_parse(argc, argv, &a);
     if (st >= 0) return st;
     cli_set_threads(a.threads);
-    char cpu[256], presets[256];
+    char cpu[256];
     cli_cpu_name(cpu, sizeof cpu);
     a.sgemm = sgemm_rate_gflops();
     if (!a.json) {
@@ -566,16 +589,5 @@ int cmd_bench_train(int argc, char **argv) {
             printf("%-16s %5s %9s %9s %7s %9s %7s\n", "preset", "T", "normal s", "flushed s", "ratio", "kept s", "ratio");
         else printf("%-16s %-6s %5s %11s %12s %7s\n", "preset", "impl", "T", "step s", "tokens/s", "MFU");
     }
-    snprintf(presets, sizeof presets, "%s", a.presets);
-    char *save = NULL;
-    for (char *name = strtok_r(presets, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        model_config mc;
-        if (model_preset(name, &mc)) {
-            fprintf(stderr, "mtac bench train: unknown preset '%s' (available: %s)\n", name, model_preset_names());
-            return 2;
-        }
-        if (a.subnormal) subnormal_measure(&a, name, &mc);
-        else train_measure(&a, name, &mc);
-    }
-    return 0;
+    return cli_each_preset("bench train", a.presets, measure_preset, &a);
 }

@@ -110,13 +110,27 @@ static void decode_measure(const decode_args *a, const char *name, model *m) {
         }
 }
 
+// A preset's model, initialised as a run's step 0 is, measured.
+static int measure_preset(const char *name, const model_config *mc, void *arg) {
+    char err[512];
+    model *m = model_create(mc, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "mtac bench decode: %s: %s\n", name, err);
+        return 1;
+    }
+    model_init(m, 1);
+    decode_measure(arg, name, m);
+    model_free(m);
+    return 0;
+}
+
 int cmd_bench_decode(int argc, char **argv) {
     decode_args a = {.presets = "lm10m-baseline,lm10m", .contexts = {512, 2048, 8192}, .nc = 3, .tokens = 128,
                      .rtokens = 2, .impl = IMPL_CACHE | IMPL_RECOMPUTE};
     const int st = decode_parse(argc, argv, &a);
     if (st >= 0) return st;
     cli_set_threads(a.threads);
-    char cpu[256], err[512], presets[256];
+    char cpu[256];
     cli_cpu_name(cpu, sizeof cpu);
     if (!a.json) {
         printf("machine: %s, %d threads\n", cpu, a.threads);
@@ -131,22 +145,5 @@ int cmd_bench_decode(int argc, char **argv) {
         model_free(m);
         return 0;
     }
-    snprintf(presets, sizeof presets, "%s", a.presets);
-    char *save = NULL;
-    for (char *name = strtok_r(presets, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        model_config mc;
-        if (model_preset(name, &mc)) {
-            fprintf(stderr, "mtac bench decode: unknown preset '%s' (available: %s)\n", name, model_preset_names());
-            return 2;
-        }
-        model *m = model_create(&mc, err, sizeof err);
-        if (!m) {
-            fprintf(stderr, "mtac bench decode: %s: %s\n", name, err);
-            return 1;
-        }
-        model_init(m, 1);
-        decode_measure(&a, name, m);
-        model_free(m);
-    }
-    return 0;
+    return cli_each_preset("bench decode", a.presets, measure_preset, &a);
 }
