@@ -4,7 +4,7 @@
 #  - a path under one of the repository's top folders (src/attn/mta.c, tests/ref/, scripts/...),
 #    anywhere in the text, must exist in SRC;
 #  - a name in backquotes that has an underscore (`mta_forward`, `MTAC_TIERS`, `tc_round()`) must
-#    occur as a word in the sources (the tracked files outside docs/ and README.md).
+#    occur as a word in the sources (outside docs/ and README.md).
 # A placeholder is skipped: a path or name with NAME in it, or one ending in "_" (a prefix:
 # tests/fuzz/fuzz_<target>.c).
 # Names the docs cite from outside the project (CUDA intrinsics, other projects' keys) are listed
@@ -15,10 +15,10 @@ cd "$SRC" || exit 1
 OUTSIDE=" __shfl_up_sync __shfl_down_sync ffn_dim_multiplier p_drop "
 roots='src|cli|tests|scripts|bench|include|python|examples|cmake|docs'
 fail=0 paths=0 names=0
-# every word of the tracked sources (not the docs), once
+# every word of the sources (the files git tracks or would: not build/; not the docs), once
 words=$(mktemp)
 trap 'rm -f "$words"' EXIT
-git grep -ohE '[A-Za-z_][A-Za-z0-9_]*' -- . ':!docs' ':!README.md' | sort -u > "$words" || exit 1
+git grep --untracked -ohE '[A-Za-z_][A-Za-z0-9_]*' -- . ':!docs' ':!README.md' | sort -u > "$words" || exit 1
 for page in README.md docs/*.md; do
     # paths: a root folder not preceded by a path or word character (so src/attn/cuda_emu/include/x.h
     # is one path, and a URL's /src/ is not one)
