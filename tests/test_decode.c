@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "model_tol.h"
 #include "testutil.h"
+#include "util/tokens.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -181,7 +182,7 @@ static void test_documents(void **s) {
     uint64_t sd = 3;
     for (int i = 0; i < B * T; i++) tok[i] = (int)(fabsf(tu_randn(&sd)) * 1000) % 256;
     for (int b = 0; b < B; b++)
-        for (int i = 0; i < 4 && eos[b][i] >= 0; i++) tok[b * T + eos[b][i]] = 257;  // TOK_EOS
+        for (int i = 0; i < 4 && eos[b][i] >= 0; i++) tok[b * T + eos[b][i]] = TOK_EOS;
 #define DOC_BASE "\"dim\": 16, \"n_layers\": 3, \"n_heads\": 4, \"vocab_size\": 259, \"hidden_dim\": 24, \"doc_mask\": 1"
     check_tokens("{" DOC_BASE "}", tok, lens, B, T);
     check_tokens("{" DOC_BASE ", \"mta\": {\"qk_layers\": [0, 2], \"pre_cq\": 3, \"pre_ck\": 5, \"post_cq\": 2,"

@@ -3,10 +3,10 @@
 #ifndef MTAC_TOKENIZER_H
 #define MTAC_TOKENIZER_H
 
+#include "util/tokens.h"  // TOK_BOS, TOK_EOS, TOK_PAD, TOK_VOCAB
+
 #include <stddef.h>
 #include <stdint.h>
-
-enum { TOK_BOS = 256, TOK_EOS = 257, TOK_PAD = 258, TOK_VOCAB = 259 };
 
 // Writes the n ids of bytes[0..n) to ids (room for n). Returns n.
 size_t tok_encode(const unsigned char *bytes, size_t n, uint32_t *ids);

@@ -2,7 +2,7 @@
 #include "model/model.h"
 #include "io/fsutil.h"
 #include "util/errmsg.h"
-#include "data/tokenizer.h"
+#include "util/tokens.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>

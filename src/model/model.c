@@ -3,12 +3,12 @@
 // Linear layers store W as (out,in) like nn.Linear, so y = x W^T.
 #include "model/model.h"
 #include "model/swiglu.h"
-#include "data/tokenizer.h"
 #include "util/errmsg.h"
 #include "util/fnv1a.h"
 #include "io/safetensors.h"
 #include "util/rng.h"
 #include "util/threads.h"
+#include "util/tokens.h"
 
 #include <cblas.h>
 #include <inttypes.h>
@@ -46,10 +46,15 @@ struct model {
     // RoPE position within the document; docs_on when some row holds more than one document
     int32_t *doc;
     int *pos, docs_on;
-    float *acts;
+    float *acts;  // the buffers below, one allocation (carve_acts)
     layer_acts la[MODEL_MAX_LAYERS];
     float *xf, *xnf, *rmsf, *logits, *rope_cos, *rope_sin;
-    // backward scratch
+    // The forward's (N,D) q, k, v rows, before RoPE and the split into (B,H,T,d) heads (la[l].q,
+    // .k, .v), which every layer reuses.
+    float *q_rows, *k_rows, *v_rows;
+    // backward scratch (NULL after a forward without targets). The attention's gradients dq
+    // (B,H,T,d) and dk, dv (B,H_kv,T,d) are q_rows, k_rows, v_rows again: those are dead once the
+    // forward has split them into heads.
     float *dx, *dxn, *dlin, *dq, *dk, *dv, *dao, *dh1, *dh3, *dlogits;
     mta_ctx *ctx[MODEL_MAX_LAYERS];
     mta_backend backend;  // of the attention contexts (fused unless maps are needed)
@@ -321,24 +326,26 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float 
         for (int e = 0; e < D; e++) dw[e] += dy[(size_t)i * D + e] * x[(size_t)i * D + e] * rs[i];
 }
 
-// (B,T,H*d) rows -> (B,H,T,d) heads, rotating pairs (2i, 2i+1) by angle p*theta^(-2i/d) when
-// cs/sn are given (RoPE), at position p = pos[b*T+t] (each token's place in its document), or t
-// when pos is NULL.
-static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
-                        const int *pos) {
+// Moves rows between the (B,T,H*d) layout and (B,H,T,d) heads: to_heads = 1 rotates pairs
+// (2i, 2i+1) by angle p*theta^(-2i/d) when cs/sn are given (RoPE), at position p = pos[b*T+t]
+// (each token's place in its document), or t when pos is NULL; to_heads = 0 moves back and
+// rotates by -angle (the transpose of the rotation, which is also its gradient).
+static void move_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
+                       const int *pos, int to_heads) {
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
-                const float *s = src + ((size_t)b * T + t) * H * d + (size_t)h * d;
-                float *o = dst + (((size_t)b * H + h) * T + t) * d;
+                const size_t row = ((size_t)b * T + t) * H * d + (size_t)h * d, head = (((size_t)b * H + h) * T + t) * d;
+                const float *s = src + (to_heads ? row : head);
+                float *o = dst + (to_heads ? head : row);
                 if (!cs) {
                     memcpy(o, s, (size_t)d * sizeof(float));
                     continue;
                 }
                 const size_t at = (size_t)(pos ? pos[(size_t)b * T + t] : t) * (d / 2);
                 for (int i = 0; i < d / 2; i++) {
-                    float c = cs[at + i], sn_ = sn[at + i];
+                    float c = cs[at + i], sn_ = to_heads ? sn[at + i] : -sn[at + i];
                     float x0 = s[2 * i], x1 = s[2 * i + 1];
                     o[2 * i] = x0 * c - x1 * sn_;
                     o[2 * i + 1] = x0 * sn_ + x1 * c;
@@ -346,38 +353,19 @@ static void split_heads(float *dst, const float *src, int B, int T, int H, int d
             }
 }
 
-// The inverse: (B,H,T,d) -> (B,T,H*d), rotating back by -angle (the transpose of the rotation,
-// which is also the gradient of split_heads).
+// (B,T,H*d) rows -> (B,H,T,d) heads (move_heads).
+static void split_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
+                        const int *pos) {
+    move_heads(dst, src, B, T, H, d, cs, sn, pos, 1);
+}
+
+// (B,H,T,d) heads -> (B,T,H*d) rows (move_heads).
 static void merge_heads(float *dst, const float *src, int B, int T, int H, int d, const float *cs, const float *sn,
                         const int *pos) {
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < H; h++) {
-                const float *s = src + (((size_t)b * H + h) * T + t) * d;
-                float *o = dst + ((size_t)b * T + t) * H * d + (size_t)h * d;
-                if (!cs) {
-                    memcpy(o, s, (size_t)d * sizeof(float));
-                    continue;
-                }
-                const size_t at = (size_t)(pos ? pos[(size_t)b * T + t] : t) * (d / 2);
-                for (int i = 0; i < d / 2; i++) {
-                    float c = cs[at + i], sn_ = sn[at + i];
-                    float g0 = s[2 * i], g1 = s[2 * i + 1];
-                    o[2 * i] = g0 * c + g1 * sn_;
-                    o[2 * i + 1] = -g0 * sn_ + g1 * c;
-                }
-            }
+    move_heads(dst, src, B, T, H, d, cs, sn, pos, 0);
 }
 
 // ---- threads -------------------------------------------------------------------------------
-
-threads_cost threads_min_work = {5e8, 65536};
-
-void threads_set_spinning(int spinning) {
-    const threads_cost passive = {5e8, 65536}, spin = {2.5e6, 4096};
-    threads_min_work = spinning ? spin : passive;
-}
 
 // Floating-point operations of a forward over `rows` token rows that attend to `keys` keys each
 // on average: the matrix products (2 per weight and row) and attention's two products per head
@@ -427,78 +415,107 @@ static int block_forward(const model_config *c, const layer_weights *L, int l, c
 
 // ---- activations ----------------------------------------------------------------------------
 
-static float *take(float **p, size_t count) {
-    float *r = *p;
-    *p += count;
+// Buffers are carved out of one allocation in a fixed order by a walk that runs twice, as
+// layout() does: with base NULL it only sums the sizes (every pointer it sets is NULL), then on
+// the allocation it sets the pointers. So the size allocated is the size carved.
+typedef struct {
+    float *base;
+    size_t used;  // floats carved so far
+} carver;
+
+static float *take(carver *cv, size_t count) {
+    float *r = cv->base ? cv->base + cv->used : NULL;
+    cv->used += count;
     return r;
+}
+
+// One layer's activations over N rows. keep = 0 (one set that every layer reuses): the buffers
+// dead before another is written are shared (xn2 = xn1, rms2 = rms1, hg = h1).
+static void carve_layer(carver *cv, layer_acts *a, size_t N, size_t D, size_t F, int keep) {
+    a->x_in = take(cv, N * D), a->xn1 = take(cv, N * D), a->rms1 = take(cv, N);
+    a->q = take(cv, N * D), a->k = take(cv, N * D), a->v = take(cv, N * D);
+    a->ao = take(cv, N * D), a->aoc = take(cv, N * D), a->x_mid = take(cv, N * D);
+    a->h1 = take(cv, N * F), a->h3 = take(cv, N * F);
+    if (keep) a->xn2 = take(cv, N * D), a->rms2 = take(cv, N), a->hg = take(cv, N * F);
+    else a->xn2 = a->xn1, a->rms2 = a->rms1, a->hg = a->h1;
+}
+
+// The backward's scratch (keep), or NULL pointers.
+static void carve_backward(carver *cv, model *m, size_t N, size_t D, size_t F, size_t V, int keep) {
+    if (!keep) {
+        m->dlogits = m->dx = m->dxn = m->dlin = m->dao = m->dh1 = m->dh3 = m->dq = m->dk = m->dv = NULL;
+        return;
+    }
+    m->dlogits = take(cv, N * V);
+    m->dx = take(cv, N * D), m->dxn = take(cv, N * D), m->dlin = take(cv, N * D), m->dao = take(cv, N * D);
+    m->dh1 = take(cv, N * F), m->dh3 = take(cv, N * F);
+    m->dq = m->q_rows, m->dk = m->k_rows, m->dv = m->v_rows;  // dead after the forward (struct model)
+}
+
+// Walks the activations of a forward over (B,T) (see ensure_acts for keep) into base, or only
+// sums them with base NULL. Returns their count of floats.
+static size_t carve_acts(model *m, float *base, int B, int T, int keep) {
+    const model_config *c = &m->cfg;
+    const size_t N = (size_t)B * T, D = c->dim, F = c->hidden_dim, V = c->vocab_size, half = (size_t)m->d / 2;
+    const int sets = keep ? c->n_layers : 1;
+    carver cv = {base, 0};
+    for (int l = 0; l < sets; l++) carve_layer(&cv, &m->la[l], N, D, F, keep);
+    for (int l = sets; l < c->n_layers; l++) m->la[l] = m->la[0];
+    m->xf = take(&cv, N * D), m->xnf = take(&cv, N * D), m->rmsf = take(&cv, N), m->logits = take(&cv, N * V);
+    m->rope_cos = take(&cv, (size_t)T * half), m->rope_sin = take(&cv, (size_t)T * half);
+    m->q_rows = take(&cv, N * D), m->k_rows = take(&cv, N * D), m->v_rows = take(&cv, N * D);
+    carve_backward(&cv, m, N, D, F, V, keep);
+    return cv.used;
+}
+
+// The activations (zeroed) and the batch's tokens, targets, RoPE positions and document ids.
+static int alloc_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
+    const size_t N = (size_t)B * T, total = carve_acts(m, NULL, B, T, keep);
+    m->acts = calloc(total, sizeof(float));
+    m->tokens = malloc(3 * N * sizeof(int));
+    m->doc = malloc(N * sizeof(int32_t));
+    if (!m->acts || !m->tokens || !m->doc)
+        return errmsg(msg, n, "out of memory for activations (B=%d, T=%d: %.1f GiB)", B, T,
+                      (double)total * sizeof(float) / (1u << 30));
+    m->targets = m->tokens + N, m->pos = m->tokens + 2 * N;
+    carve_acts(m, m->acts, B, T, keep);
+    return 0;
+}
+
+// Each layer's attention context for (B,T) on the model's backend.
+static int create_contexts(model *m, int B, int T, int keep, char *msg, size_t n) {
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        mta_config mc = model_layer_mta_config(&m->cfg, l, B, T);
+        mc.backend = m->backend;
+        // A forward without a backward holds one layer's workspace at a time (fwd_attend gives
+        // each back), so it can afford wider strips than the operator's memory-bound default:
+        // fewer barriers in the same peak memory (docs/decoding.md). Training takes them too in
+        // the layers whose units couple heads: there the operator's budget, set against its own
+        // inputs and outputs (docs/fused.md), leaves narrow strips whose score tiles run half
+        // empty and whose many barriers cost the most, and the larger windows are a small part
+        // of the activations (docs/training.md).
+        if (!keep || mc.pre_head_mix || mc.post_ch) mc.strip_rows = STRIP_ROWS;
+        // Training keeps each layer's attention output before its norm and gate for the
+        // backward, one (B,T,dim) tensor per layer, instead of a product per head again.
+        mc.keep_o = keep;
+        if (mta_create(&m->ctx[l], &mc, msg, n) != MTA_OK) return -1;
+    }
+    return 0;
 }
 
 // The activations of a forward over (B,T). keep = 1: every layer's, and the backward's scratch
 // (a forward with targets, which model_backward may follow). keep = 0: a forward that only
 // computes logits (evaluation without a loss, the decoder's prefill) needs one layer's buffers
-// at a time, so every layer uses the same set, and a layer's buffers that are dead before
-// another is written are shared (xn2 = xn1, rms2 = rms1, hg = h1; the block's output overwrites
-// its input). For lm10m at T = 8192 that is 0.2 GB instead of 1.6 GB.
+// at a time, so every layer uses the same set (carve_layer), and the block's output overwrites
+// its input: a fraction of the memory at long contexts (docs/decoding.md).
 static int ensure_acts(model *m, int B, int T, int keep, char *msg, size_t n) {
     if (B == m->cap_B && T == m->cap_T && (m->cap_keep || !keep)) return 0;
     free_acts(m);
-    const model_config *c = &m->cfg;
-    const size_t N = (size_t)B * T, D = c->dim, F = c->hidden_dim, V = c->vocab_size;
-    const size_t sets = keep ? (size_t)c->n_layers : 1;
-    const size_t per_layer = keep ? 9 * N * D + 2 * N + 3 * N * F : 8 * N * D + N + 2 * N * F;
-    const size_t total = sets * per_layer + 2 * N * D + N + N * V + (size_t)T * (m->d / 2) * 2 + 3 * N * D +
-                         (keep ? N * V + 4 * N * D + 2 * N * F : 0);
-    m->acts = calloc(total, sizeof(float));
-    m->tokens = malloc(3 * N * sizeof(int));
-    m->doc = malloc(N * sizeof(int32_t));
-    if (!m->acts || !m->tokens || !m->doc) {
+    if (alloc_acts(m, B, T, keep, msg, n) || create_contexts(m, B, T, keep, msg, n)) {
         free_acts(m);
-        return errmsg(msg, n, "out of memory for activations (B=%d, T=%d: %.1f GiB)", B, T,
-                      (double)total * sizeof(float) / (1u << 30));
+        return -1;
     }
-    m->targets = m->tokens + N, m->pos = m->tokens + 2 * N;
-    float *p = m->acts;
-    for (size_t l = 0; l < sets; l++) {
-        layer_acts *a = &m->la[l];
-        a->x_in = take(&p, N * D), a->xn1 = take(&p, N * D), a->rms1 = take(&p, N);
-        a->q = take(&p, N * D), a->k = take(&p, N * D), a->v = take(&p, N * D), a->ao = take(&p, N * D), a->aoc = take(&p, N * D);
-        a->x_mid = take(&p, N * D), a->h1 = take(&p, N * F), a->h3 = take(&p, N * F);
-        if (keep) a->xn2 = take(&p, N * D), a->rms2 = take(&p, N), a->hg = take(&p, N * F);
-        else a->xn2 = a->xn1, a->rms2 = a->rms1, a->hg = a->h1;
-    }
-    for (int l = (int)sets; l < c->n_layers; l++) m->la[l] = m->la[0];
-    m->xf = take(&p, N * D), m->xnf = take(&p, N * D), m->rmsf = take(&p, N), m->logits = take(&p, N * V);
-    m->rope_cos = take(&p, (size_t)T * (m->d / 2)), m->rope_sin = take(&p, (size_t)T * (m->d / 2));
-    m->dq = take(&p, N * D), m->dk = take(&p, N * D), m->dv = take(&p, N * D);  // also the forward's q, k, v rows
-    if (keep) {
-        m->dlogits = take(&p, N * V);
-        m->dx = take(&p, N * D), m->dxn = take(&p, N * D), m->dlin = take(&p, N * D), m->dao = take(&p, N * D);
-        m->dh1 = take(&p, N * F), m->dh3 = take(&p, N * F);
-    } else {
-        m->dlogits = m->dx = m->dxn = m->dlin = m->dao = m->dh1 = m->dh3 = NULL;
-    }
-    for (int l = 0; l < c->n_layers; l++) {
-        mta_config mc = model_layer_mta_config(c, l, B, T);
-        mc.backend = m->backend;
-        // A forward without a backward holds one layer's workspace at a time (fwd_attend gives
-        // each back), so it can afford strips of 32 rows instead of the operator's memory-bound
-        // default (12 for lm10m's mixing layers at B = 1): lm10m's prefill of 8,192 tokens took
-        // 7.0-7.1 s instead of 7.5-7.6 s, with the same peak memory (docs/decoding.md).
-        // Training takes 32 rows in the layers whose units couple heads too: there the operator's
-        // budget, set against its own inputs and outputs (docs/fused.md), leaves lm10m (d = 40)
-        // 8-row strips, whose score tiles run half empty with AVX-512 and whose many barriers
-        // cost the most; the larger windows are a few percent of the activations
-        // (docs/training.md).
-        if (!keep || mc.pre_head_mix || mc.post_ch) mc.strip_rows = STRIP_ROWS;
-        // Training keeps each layer's attention output before its norm and gate for the
-        // backward, one (B,T,dim) tensor per layer, instead of a product per head again.
-        mc.keep_o = keep;
-        if (mta_create(&m->ctx[l], &mc, msg, n) != MTA_OK) {
-            free_acts(m);
-            return -1;
-        }
-    }
-    rope_table(m->rope_cos, m->rope_sin, T, m->d, c);
+    rope_table(m->rope_cos, m->rope_sin, T, m->d, &m->cfg);
     m->cap_B = B, m->cap_T = T, m->cap_keep = keep;
     return 0;
 }
@@ -602,6 +619,32 @@ static int forward_impl(model *m, const int *tokens, const int *targets, int B, 
     return rc;
 }
 
+// The mean cross-entropy of the logits over the targets that are not -1 (into *loss when not
+// NULL) and its gradient, dlogits = (softmax - onehot) / count.
+static void cross_entropy(model *m, const int *targets, int N, int V, float *loss) {
+    int valid = 0;
+    for (int i = 0; i < N; i++) valid += targets[i] >= 0;
+    m->n_valid = valid;
+    double total = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *z = m->logits + (size_t)i * V;
+        float *g = m->dlogits + (size_t)i * V;
+        if (targets[i] < 0) {
+            memset(g, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        float mx = z[0];
+#pragma omp simd reduction(max : mx)
+        for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+        double se = 0.0;
+        for (int j = 0; j < V; j++) se += exp((double)z[j] - mx);
+        total += log(se) + mx - z[targets[i]];
+        for (int j = 0; j < V; j++) g[j] = (float)(exp((double)z[j] - mx) / se) / valid;
+        g[targets[i]] -= 1.0f / valid;
+    }
+    if (loss) *loss = valid ? (float)(total / valid) : 0.0f;
+}
+
 static int forward_run(model *m, const int *tokens, const int *targets, int B, int T, float *loss, layer_hook hook,
                        void *hook_arg, const int *lens, char *msg, size_t n) {
     const model_config *c = &m->cfg;
@@ -624,8 +667,7 @@ static int forward_run(model *m, const int *tokens, const int *targets, int B, i
     fwd_attend_arg fa = {m, hook, hook_arg};
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *a = &m->la[l];
-        // q, k, v rows go through the backward's (unused) dq, dk, dv
-        block_bufs bb = {a->x_in, a->xn1, a->rms1, m->dq, m->dk, m->dv, a->aoc, a->x_mid, a->xn2, a->rms2, a->h1, a->h3,
+        block_bufs bb = {a->x_in, a->xn1, a->rms1, m->q_rows, m->k_rows, m->v_rows, a->aoc, a->x_mid, a->xn2, a->rms2, a->h1, a->h3,
                          a->hg, l + 1 < c->n_layers ? m->la[l + 1].x_in : m->xf};
         if (block_forward(c, &m->w.layer[l], l, &bb, N, fwd_attend, &fa, msg, n)) return -1;
     }
@@ -639,30 +681,7 @@ static int forward_run(model *m, const int *tokens, const int *targets, int B, i
     }
     rmsnorm_forward(m->xnf, m->rmsf, m->xf, m->w.norm, N, D, c->norm_eps);
     linear_forward(m->logits, m->xnf, model_output_weights(&m->w), N, D, V);
-    if (!targets) return 0;
-
-    // Mean cross-entropy over the targets that are not -1; dlogits = (softmax - onehot) / count.
-    int valid = 0;
-    for (int i = 0; i < N; i++) valid += targets[i] >= 0;
-    m->n_valid = valid;
-    double total = 0.0;
-    for (int i = 0; i < N; i++) {
-        const float *z = m->logits + (size_t)i * V;
-        float *g = m->dlogits + (size_t)i * V;
-        if (targets[i] < 0) {
-            memset(g, 0, (size_t)V * sizeof(float));
-            continue;
-        }
-        float mx = z[0];
-#pragma omp simd reduction(max : mx)
-        for (int j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
-        double se = 0.0;
-        for (int j = 0; j < V; j++) se += exp((double)z[j] - mx);
-        total += log(se) + mx - z[targets[i]];
-        for (int j = 0; j < V; j++) g[j] = (float)(exp((double)z[j] - mx) / se) / valid;
-        g[targets[i]] -= 1.0f / valid;
-    }
-    if (loss) *loss = valid ? (float)(total / valid) : 0.0f;
+    if (targets) cross_entropy(m, targets, N, V, loss);
     return 0;
 }
 
@@ -707,7 +726,10 @@ static int backward_run(model *m, char *msg, size_t n) {
         // x_mid = x_in + aoc wo^T
         linear_backward(m->dlin, 0.0f, LG->wo, m->dx, a->aoc, L->wo, N, D, D);
         split_heads(m->dao, m->dlin, B, T, H, d, NULL, NULL, NULL);
-        memset(m->dq, 0, 3 * (size_t)N * D * sizeof(float));  // dq, dk, dv are contiguous
+        // mta_backward adds to dq, dk, dv (N*D floats each, carve_acts)
+        memset(m->dq, 0, (size_t)N * D * sizeof(float));
+        memset(m->dk, 0, (size_t)N * D * sizeof(float));
+        memset(m->dv, 0, (size_t)N * D * sizeof(float));
         mta_params p = layer_mta_params(L);
         mta_grads g;
         for (int i = 0; i < MTA_N_PARAMS; i++) g.w[i] = LG->mta_w[i];
@@ -846,6 +868,18 @@ struct model_decoder {
     float *x, *xn, *rms, *q, *k, *v, *qh, *kh, *ao, *xm, *h1, *h3, *logits;  // (B, width) rows
 };
 
+// The decoder's rows into base, or only their count with base NULL (carve_acts).
+static size_t carve_decoder(model_decoder *dec, float *base) {
+    const model_config *c = &dec->m->cfg;
+    const size_t B = (size_t)dec->B, D = c->dim, F = c->hidden_dim, V = c->vocab_size;
+    carver cv = {base, 0};
+    dec->x = take(&cv, B * D), dec->xn = take(&cv, B * D), dec->rms = take(&cv, B), dec->q = take(&cv, B * D);
+    dec->k = take(&cv, B * D), dec->v = take(&cv, B * D), dec->qh = take(&cv, B * D), dec->kh = take(&cv, B * D);
+    dec->ao = take(&cv, B * D), dec->xm = take(&cv, B * D), dec->h1 = take(&cv, B * F), dec->h3 = take(&cv, B * F);
+    dec->logits = take(&cv, B * V);
+    return cv.used;
+}
+
 model_decoder *model_decoder_create(model *m, int B, int cap, char *msg, size_t n) {
     const model_config *c = &m->cfg;
     if (B < 1 || cap < 1) {
@@ -853,22 +887,20 @@ model_decoder *model_decoder_create(model *m, int B, int cap, char *msg, size_t 
         return NULL;
     }
     model_decoder *dec = calloc(1, sizeof *dec);
-    const size_t D = c->dim, F = c->hidden_dim, V = c->vocab_size, half = (size_t)m->d / 2;
-    const size_t rows = (size_t)B * (9 * D + 2 * F + V + 1);
-    if (dec) dec->len = calloc(3 * (size_t)B, sizeof(int)), dec->mem = malloc(rows * sizeof(float)),
-             dec->rope_cos = malloc((size_t)cap * half * sizeof(float) + 1), dec->rope_sin = malloc((size_t)cap * half * sizeof(float) + 1);
+    if (dec) {
+        const size_t table = (size_t)cap * (m->d / 2) * sizeof(float) + 1;  // (cap, d/2) floats
+        dec->m = m, dec->B = B, dec->cap = cap;
+        dec->len = calloc(3 * (size_t)B, sizeof(int));
+        dec->mem = malloc(carve_decoder(dec, NULL) * sizeof(float));
+        dec->rope_cos = malloc(table), dec->rope_sin = malloc(table);
+    }
     if (!dec || !dec->len || !dec->mem || !dec->rope_cos || !dec->rope_sin) {
         model_decoder_free(dec);
         errmsg(msg, n, "out of memory allocating a decoder for %d sequences of %d tokens", B, cap);
         return NULL;
     }
-    dec->m = m, dec->B = B, dec->cap = cap;
     dec->pos = dec->len + B, dec->eos = dec->len + 2 * B;
-    float *p = dec->mem;
-    dec->x = take(&p, B * D), dec->xn = take(&p, B * D), dec->rms = take(&p, B), dec->q = take(&p, B * D);
-    dec->k = take(&p, B * D), dec->v = take(&p, B * D), dec->qh = take(&p, B * D), dec->kh = take(&p, B * D);
-    dec->ao = take(&p, B * D), dec->xm = take(&p, B * D), dec->h1 = take(&p, B * F), dec->h3 = take(&p, B * F);
-    dec->logits = take(&p, B * V);
+    carve_decoder(dec, dec->mem);
     rope_table(dec->rope_cos, dec->rope_sin, cap, m->d, c);
     for (int l = 0; l < c->n_layers; l++) {
         mta_config mc = model_layer_mta_config(c, l, B, cap);

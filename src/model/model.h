@@ -16,7 +16,7 @@ typedef struct {
     // Key/value heads (grouped-query attention): wk, wv are (n_kv_heads*head_dim, dim) and query
     // head h reads kv head h/(n_heads/n_kv_heads). 0 means n_heads; must divide n_heads.
     int n_kv_heads;
-    // Packed documents: 1 = the EOS token (id 257, data/tokenizer.h) ends a document; each
+    // Packed documents: 1 = the EOS token (TOK_EOS, util/tokens.h) ends a document; each
     // position attends and convolves within its own document only, and RoPE counts positions from
     // the document's start, so a row of packed documents computes what each document would alone.
     int doc_mask;

@@ -1,29 +1,23 @@
 // threads.h: how many OpenMP threads a piece of work is worth. Every parallel region wakes its
 // threads and waits for the last of them: with OMP_WAIT_POLICY=passive (what mtac runs with) a
-// wake-up is a futex call and a reschedule, tens of microseconds on an idle 2-core VM, and on a
-// machine whose cores other jobs hold it waits for the scheduler to give the woken thread a
-// core (milliseconds). Work below a few of those per thread is faster on fewer threads: sampling
-// from lm1m ran 450 tokens/s on 2 passive threads against 8,500 on 1. The thread count only
-// decides who computes which rows, heads or elements of the loops that use it here (the fused
-// attention's strips excepted: their size follows the thread count, as before).
+// wake-up is a futex call and a reschedule, and on a machine whose cores other jobs hold it also
+// waits for the scheduler to give the woken thread a core. Work below a few wake-ups per thread
+// is faster on fewer threads. The thread count only decides who computes which rows, heads or
+// elements of the loops that use it here (the fused attention's strips excepted: their size
+// follows the thread count).
 #ifndef MTAC_THREADS_H
 #define MTAC_THREADS_H
 
 #include <omp.h>
 
-// The work a thread must have to be worth waking, with sleeping waiters (passive, the default
-// here) and with spinning ones (OMP_WAIT_POLICY=active, GOMP_SPINCOUNT: a region costs about a
-// microsecond on an idle machine). Measured on a 2-core AMD EPYC VM, 2 threads against 1: the
-// toy quick start's training (0.3 GFLOP per forward) ran as fast on 2 passive threads as on 1 and
-// 1.65x as fast on 2 spinning ones; decoding lm10m (20 MFLOP a token) ran 3.3x slower on 2
-// passive threads and 2.0x faster on 2 spinning ones, lm1m (1.7 MFLOP) 19x slower on 2 passive
-// threads and 1.7x slower on 2 spinning ones; lm1m training (B = 8, T = 128: 1.8 GFLOP) 1.74x
-// faster on 2 passive threads (scripts/bench_dp.sh).
+// The work a thread must have to be worth waking: much more with sleeping waiters (passive, the
+// default here) than with spinning ones (OMP_WAIT_POLICY=active, GOMP_SPINCOUNT). The figures
+// behind the thresholds (threads.c): docs/benchmarks.md, "Threads on a busy machine".
 typedef struct {
     double flops;  // floating-point operations of a model forward or decoding step
     double elems;  // elements of an elementwise loop (AdamW, a scale, a sum)
 } threads_cost;
-extern threads_cost threads_min_work;  // model.c; the passive figures until threads_set_spinning
+extern threads_cost threads_min_work;  // the passive thresholds until threads_set_spinning
 void threads_set_spinning(int spinning);
 
 // One thread per `per_thread` of work, at least 1 and at most the calling thread's OpenMP
