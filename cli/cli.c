@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { MAX_OPTS = 96 };
 
@@ -391,4 +392,25 @@ double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+volatile sig_atomic_t cli_stop_signal = 0;
+static const char *stop_msg;  // written by the handler (write(2) is async-signal-safe), or NULL
+
+static void on_stop_signal(int sig) {
+    cli_stop_signal = sig;
+    if (stop_msg && write(STDERR_FILENO, stop_msg, strlen(stop_msg)) < 0) return;
+}
+
+void cli_catch_stop(const int *sigs, const char *msg) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    stop_msg = msg;
+    for (; *sigs; sigs++) sigaction(*sigs, &sa, NULL);
+}
+
+void cli_release_stop(const int *sigs) {
+    for (; *sigs; sigs++) signal(*sigs, SIG_DFL);
 }

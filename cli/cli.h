@@ -7,6 +7,7 @@
 #include "tok/tokenizer.h"
 #include "train/train.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -119,5 +120,13 @@ void cli_cpu_name(char *buf, size_t n);
 
 // Seconds on a monotonic clock.
 double cli_now(void);
+
+// A stop asked for by signal, for a command that stops cleanly (train, import): cli_catch_stop
+// makes the first of the signals sigs (a 0-ended list) set cli_stop_signal to its number and
+// write msg (when not NULL) to stderr. The handler is then the default again (SA_RESETHAND), so a
+// second signal ends the process at once. cli_release_stop(sigs) puts the defaults back.
+extern volatile sig_atomic_t cli_stop_signal;
+void cli_catch_stop(const int *sigs, const char *msg);
+void cli_release_stop(const int *sigs);
 
 #endif

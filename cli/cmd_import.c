@@ -5,12 +5,10 @@
 
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 
 // The first SIGINT/SIGTERM stops the import before its next tensor, so it can remove its
 // temporary directory; the handler is then the default again, so a second one ends it at once.
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
+static const int STOP_SIGNALS[] = {SIGINT, SIGTERM, 0};
 
 static const char USAGE[] = "usage: mtac import --from SRC --out RUN\n";
 static const char ABOUT[] =
@@ -39,19 +37,13 @@ int cmd_import(int argc, char **argv) {
     int first, st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     char err[2048];
-    import_hooks h = {progress, NULL, &g_stop};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    import_hooks h = {progress, NULL, &cli_stop_signal};
+    cli_catch_stop(STOP_SIGNALS, NULL);
     int rc = import_model(from, out, &h, err, sizeof err);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    cli_release_stop(STOP_SIGNALS);
     if (rc == IMPORT_INTERRUPTED) {
         fprintf(stderr, "mtac import: %s\n", err);
-        return 128 + (int)g_stop;
+        return 128 + (int)cli_stop_signal;
     }
     if (rc) {
         fprintf(stderr, "mtac import: %s\n", err);

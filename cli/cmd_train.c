@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,86 +78,97 @@ static int parse_args(int argc, char **argv, train_args *a) {
     return -1;
 }
 
+// A message (after "mtac train: ") on stderr; returns the exit status st.
+static int fail(int st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mtac train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return st;
+}
+
+// The steps of configure: each -1 to go on, else the exit status after a message.
+
+// A resumed run's own saved configuration: the first layer, any file and flags go on top.
+static int load_resumed(const char *run, train_config *c, char *saved_preset, int *saved_steps) {
+    char err[1024], path[1100];
+    snprintf(path, sizeof path, "%s/config.json", run);
+    if (train_config_load(c, path, err, sizeof err)) return fail(1, "cannot resume: %s", err);
+    memcpy(saved_preset, c->preset, sizeof c->preset);
+    *saved_steps = c->steps;
+    return -1;
+}
+
+// --config, then the flags.
+static int apply_args(const train_args *a, train_config *c) {
+    char err[1024];
+    if (a->config && train_config_load(c, a->config, err, sizeof err)) return fail(2, "%s", err);
+    for (int i = 0; i < 2 * a->n_keys; i++)
+        if (a->value[i] && train_config_set(c, train_config_key(i / 2), a->value[i], err, sizeof err))
+            return fail(2, "%s", err);
+    return -1;
+}
+
+// A resumed run's model is the one its config.json (and checkpoint) hold: a --preset (or a config
+// file's) naming another would be ignored, so it is refused. Its directory goes through the same
+// check as --out (a path that does not fit is refused, never cut short).
+static int keep_resumed_run(const char *run, train_config *c, const char *saved_preset) {
+    char err[1024];
+    if (strcmp(c->preset, saved_preset))
+        return fail(2, "--resume %s: the run's model is its own (preset '%s' in its config.json); --preset '%s' cannot "
+                    "change it: start a new run (--out DIR) for another model", run, saved_preset, c->preset);
+    if (train_config_set(c, "out", run, err, sizeof err)) return fail(2, "--resume: %s", err);
+    return -1;
+}
+
+// --doc-mask sets the model's key (on the preset's model too). A resumed run keeps its model:
+// turning packed documents on there would change what the run computes halfway.
+static int apply_doc_mask(const train_args *a, train_config *c) {
+    char err[1024];
+    if (!a->doc_mask) return -1;
+    if (a->resume && !c->model.doc_mask)
+        return fail(2, "--resume %s: the run's model has no doc_mask; --doc-mask cannot change it: start a new run "
+                    "(--out DIR)", a->resume);
+    c->model.doc_mask = 1;  // the model's own check says what doc_mask needs (an EOS token in the vocabulary)
+    if (model_config_check(&c->model, err, sizeof err)) return fail(2, "--doc-mask: %s", err);
+    return -1;
+}
+
+// The data directory as an absolute path, so that eval, sample and --resume find it from any
+// directory (a relative one in config.json was relative to where training ran).
+static int absolute_data(train_config *c) {
+    char err[1024], cwd[4096], abs[sizeof cwd + sizeof c->data + 1];
+    if (!c->data[0] || c->data[0] == '/' || !getcwd(cwd, sizeof cwd)) return -1;
+    snprintf(abs, sizeof abs, "%s/%s", cwd, c->data);
+    if (train_config_set(c, "data", abs, err, sizeof err)) return fail(2, "--data as an absolute path: %s", err);
+    return -1;
+}
+
 // The run's configuration: a resumed run's own, then --config, then the flags; checked. -1 to
 // go on, else the exit status after a message. *saved_steps: the resumed run's steps.
 static int configure(const train_args *a, train_config *c, int *saved_steps) {
     char err[1024], saved_preset[sizeof c->preset] = "";
+    int st;
     train_config_default(c);
-    if (a->resume) {
-        // the run's own saved configuration first, then any file and flags on top
-        char path[1100];
-        snprintf(path, sizeof path, "%s/config.json", a->resume);
-        if (train_config_load(c, path, err, sizeof err)) {
-            fprintf(stderr, "mtac train: cannot resume: %s\n", err);
-            return 1;
-        }
-        memcpy(saved_preset, c->preset, sizeof saved_preset);
-        *saved_steps = c->steps;
-    }
-    if (a->config && train_config_load(c, a->config, err, sizeof err)) {
-        fprintf(stderr, "mtac train: %s\n", err);
-        return 2;
-    }
-    for (int i = 0; i < 2 * a->n_keys; i++)
-        if (a->value[i] && train_config_set(c, train_config_key(i / 2), a->value[i], err, sizeof err)) {
-            fprintf(stderr, "mtac train: %s\n", err);
-            return 2;
-        }
-    // A resumed run's model is the one its config.json (and checkpoint) hold: a --preset (or a
-    // config file's) naming another would be ignored, so it is refused.
-    if (a->resume && strcmp(c->preset, saved_preset)) {
-        fprintf(stderr, "mtac train: --resume %s: the run's model is its own (preset '%s' in its config.json); "
-                        "--preset '%s' cannot change it: start a new run (--out DIR) for another model\n",
-                a->resume, saved_preset, c->preset);
-        return 2;
-    }
-    // The run directory goes through the same check as --out (a path that does not fit is refused,
-    // never cut short).
-    if (a->resume && train_config_set(c, "out", a->resume, err, sizeof err)) {
-        fprintf(stderr, "mtac train: --resume: %s\n", err);
-        return 2;
-    }
-    if (train_config_finish(c, err, sizeof err)) {
-        fprintf(stderr, "mtac train: %s\n", err);
-        return 2;
-    }
-    // --doc-mask sets the model's key (on the preset's model too). A resumed run keeps its model:
-    // turning packed documents on there would change what the run computes halfway.
-    if (a->doc_mask && a->resume && !c->model.doc_mask) {
-        fprintf(stderr, "mtac train: --resume %s: the run's model has no doc_mask; --doc-mask cannot change it: start "
-                        "a new run (--out DIR)\n", a->resume);
-        return 2;
-    }
-    if (a->doc_mask) {  // the model's own check says what doc_mask needs (an EOS token in the vocabulary)
-        c->model.doc_mask = 1;
-        if (model_config_check(&c->model, err, sizeof err)) {
-            fprintf(stderr, "mtac train: --doc-mask: %s\n", err);
-            return 2;
-        }
-    }
-    // The data directory as an absolute path, so that eval, sample and --resume find it from any
-    // directory (a relative one in config.json was relative to where training ran).
-    char cwd[4096], abs[sizeof cwd + sizeof c->data + 1];
-    if (c->data[0] && c->data[0] != '/' && getcwd(cwd, sizeof cwd)) {
-        snprintf(abs, sizeof abs, "%s/%s", cwd, c->data);
-        if (train_config_set(c, "data", abs, err, sizeof err)) {
-            fprintf(stderr, "mtac train: --data as an absolute path: %s\n", err);
-            return 2;
-        }
-    }
+    if (a->resume && (st = load_resumed(a->resume, c, saved_preset, saved_steps)) >= 0) return st;
+    if ((st = apply_args(a, c)) >= 0) return st;
+    if (a->resume && (st = keep_resumed_run(a->resume, c, saved_preset)) >= 0) return st;
+    if (train_config_finish(c, err, sizeof err)) return fail(2, "%s", err);
+    if ((st = apply_doc_mask(a, c)) >= 0 || (st = absolute_data(c)) >= 0) return st;
     return cli_default_backend(&c->backend) ? 2 : -1;
 }
 
-static volatile sig_atomic_t g_stop = 0;
-// The first signal asks for a save after the step; the handler is then the default again
-// (SA_RESETHAND), so a second one ends the process at once. The checkpoint on disk is replaced
-// only by a rename of a complete file, so it stays whole whichever moment that is.
-static void on_signal(int sig) {
-    static const char msg[] = "\nmtac train: stopping after this step to save a checkpoint (Ctrl-C again: quit at once, "
-                              "without saving)\n";
-    g_stop = sig;
-    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) return;
-}
+// SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
+// odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
+// The first signal asks for that save; a second one ends the process at once (cli_catch_stop).
+// The checkpoint on disk is replaced only by a rename of a complete file, so it stays whole
+// whichever moment that is.
+static const int STOP_SIGNALS[] = {SIGINT, SIGTERM, SIGUSR1, 0};
+static const char STOP_MSG[] =
+    "\nmtac train: stopping after this step to save a checkpoint (Ctrl-C again: quit at once, without saving)\n";
 
 typedef struct {
     const train_config *c;
@@ -218,21 +230,11 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     const int rank = dist_rank(d), ranks = dist_size(d);
-    // SIGINT, SIGTERM or SIGUSR1 (which mpirun forwards at once; SIGTERM only after its
-    // odls_base_sigkill_timeout): every rank finishes its step, then the run saves once and stops.
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    cli_catch_stop(STOP_SIGNALS, STOP_MSG);
     event_view view = {&c, saved_steps};
-    const train_hooks hooks = {d, &g_stop, print_event, &view};
+    const train_hooks hooks = {d, &cli_stop_signal, print_event, &view};
     int rc = train_run(&c, resume != NULL, &hooks, err, sizeof err);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGUSR1, SIG_DFL);
+    cli_release_stop(STOP_SIGNALS);
     if (rc == TRAIN_NONFINITE) {
         // Every rank sees the same values: rank 0 tells. Its own exit status, so that a script can
         // tell a diverged run from a broken one.
@@ -254,5 +256,5 @@ int cmd_train(int argc, char **argv) {
     dist_finalize(d);
     // Stopped by a signal (the checkpoint is saved): not finished, so not 0; the shell's status of
     // a process the signal ended, which `train && eval` and batch schedulers read as interrupted.
-    return g_stop ? 128 + g_stop : 0;
+    return cli_stop_signal ? 128 + cli_stop_signal : 0;
 }

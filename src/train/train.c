@@ -15,6 +15,8 @@
 #include "util/fpenv.h"
 #include "util/rng.h"
 
+#include <cjson/cJSON.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -155,22 +157,6 @@ static void make_paths(const train_config *c, run_paths *p) {
     path_join(p->val_bin, sizeof p->val_bin, c->data, "val.bin");
 }
 
-static int save_all(const train_config *c, const run_paths *p, model *m, const adamw *opt, int step,
-                    const dataloader *dl, double best_val, char *err, size_t n) {
-    char step_s[32], t_s[32], dl_s[256], bv[64];
-    snprintf(step_s, sizeof step_s, "%d", step);
-    snprintf(t_s, sizeof t_s, "%d", opt->t);
-    dataloader_state_str(dl, dl_s, sizeof dl_s);
-    snprintf(bv, sizeof bv, "%.17g", best_val);
-    char *cfg = train_config_to_json(c);
-    st_meta_kv meta[] = {{"step", step_s}, {"adam_t", t_s}, {"data_state", dl_s}, {"best_val_loss", bv},
-                         {"train_config", cfg}};
-    int rc = checkpoint_save(p->ckpt, m, opt->m, opt->v, meta, 5, err, n);
-    if (!rc) rc = model_save_weights(m, p->weights, err, n);
-    free(cfg);
-    return rc;
-}
-
 // ---- the training state in a checkpoint's metadata -------------------------------------------
 // The values are text. Each is accepted only when the whole string is a number in its range, so a
 // damaged or edited file cannot resume at a negative step (2^31 steps to the end) or with AdamW at
@@ -223,12 +209,6 @@ static int read_train_state(const char *path, const st_file *f, int *step, adamw
 
 // ---- the run ----------------------------------------------------------------------------------
 
-// One "key":value of a metrics.jsonl line: JSON has no NaN or infinity, so those are null.
-static void metric(FILE *f, const char *key, const char *fmt, double x) {
-    fprintf(f, ",\"%s\":", key);
-    if (isfinite(x)) fprintf(f, fmt, x);
-    else fputs("null", f);
-}
 
 // A shard of the data directory that cannot be read: say where its path came from.
 static int data_error(const train_config *c, char *err, size_t n) {
@@ -287,27 +267,6 @@ static uint64_t text_hash(const char *s) {
     return h;
 }
 
-// Progress goes to the caller on rank 0 only.
-static void emit(const train_hooks *h, int lead, const train_event *e) {
-    if (lead && h->on_event) h->on_event(h->arg, e);
-}
-
-// After a failure that follows a complete step (rank 0's evaluation): every rank gathers the
-// moments, rank 0 saves that step, and err says so. TRAIN_ERROR.
-static int save_after_failure(const train_config *c, const run_paths *p, trainer *tr, int lead, model *m,
-                              const adamw *opt, int step, const dataloader *dl, double best_val, char *err, size_t n) {
-    trainer_gather_moments(tr);
-    if (!lead) return errmsg(err, n, "rank 0's evaluation failed after step %d", step);
-    char e2[512];
-    const int bad = save_all(c, p, m, opt, step, dl, best_val, e2, sizeof e2);
-    const size_t len = err && n ? strlen(err) : n;
-    if (len + 1 < n) {
-        if (bad) snprintf(err + len, n - len, "; saving step %d failed too: %s", step, e2);
-        else snprintf(err + len, n - len, "; step %d is saved: continue with --resume %s", step, c->out);
-    }
-    return TRAIN_ERROR;
-}
-
 // The training state rank 0 read from a checkpoint, for the others.
 typedef struct {
     int start;
@@ -315,210 +274,328 @@ typedef struct {
     uint64_t data_state;
 } resume_state;
 
-int train_run(const train_config *c, int resume, const train_hooks *hooks, char *err, size_t n) {
-    static const train_hooks none = {0};
-    const train_hooks *h = hooks ? hooks : &none;
-    dist *d = h->d ? h->d : dist_self();
-    const int rank = dist_rank(d), ranks = dist_size(d), lead = rank == 0;
-    const int B = c->batch_size, T = c->seq_len;
-    if (train_check_batch_shape(B, T, err, n)) return TRAIN_ERROR;
+// Everything a run holds. train_run builds it step by step and run_close frees what was made,
+// whichever step failed: the one way out.
+typedef struct {
+    const train_config *c;
+    const train_hooks *h;
+    dist *d;
+    int rank, ranks, lead, resume;
     run_paths p;
-    make_paths(c, &p);
-    // Every rank must run the same configuration: rank 0's is the one written to config.json.
-    char *cfg = train_config_to_json(c);
-    if (!cfg) return errmsg(err, n, "out of memory");
+    char *cfg;                 // the configuration as JSON: config.json, and the checkpoint's copy
+    model *m;
+    adamw opt;                 // ZeRO-1: rank 0 holds every moment (it saves them), the others their shard's
+    int flushing, was_flushing;  // subnormals flushed for the run; the caller's setting
+    dataloader dl;
+    int dl_open;
+    train_source src;
+    unsigned char *trainable;  // train = mta: 1 for the parameters that train; NULL: all train
+    trainer *tr;
+    FILE *mf;                  // metrics.jsonl (rank 0)
+    lr_schedule sched;
+    resume_state rs;           // where the run starts
+    int step, saved, stop;     // the step to run; the step on disk (-1: none); a stop was asked for
+    double t_run, tokens_done, best_val;
+} run;
+
+// What one step gave: its metrics line and progress line are made of it.
+typedef struct {
+    int s1;           // the steps done after it
+    int evaluate;     // the schedule evaluates after it
+    float lr;
+    step_stats st;
+    double tps, val;  // val: NAN unless evaluated
+} step_result;
+
+// Progress goes to the caller on rank 0 only.
+static void emit(const run *r, train_event e) {
+    e.steps = r->c->steps, e.ranks = r->ranks;
+    if (r->lead && r->h->on_event) r->h->on_event(r->h->arg, &e);
+}
+
+// The checkpoint (weights, moments, training state, configuration) and model.safetensors at step.
+static int save_all(const run *r, int step, char *err, size_t n) {
+    char step_s[32], t_s[32], dl_s[256], bv[64];
+    snprintf(step_s, sizeof step_s, "%d", step);
+    snprintf(t_s, sizeof t_s, "%d", r->opt.t);
+    dataloader_state_str(&r->dl, dl_s, sizeof dl_s);
+    snprintf(bv, sizeof bv, "%.17g", r->best_val);
+    st_meta_kv meta[] = {{"step", step_s}, {"adam_t", t_s}, {"data_state", dl_s}, {"best_val_loss", bv},
+                         {"train_config", r->cfg}};
+    int rc = checkpoint_save(r->p.ckpt, r->m, r->opt.m, r->opt.v, meta, 5, err, n);
+    if (!rc) rc = model_save_weights(r->m, r->p.weights, err, n);
+    return rc;
+}
+
+// After a failure that follows a complete step (rank 0's evaluation): every rank gathers the
+// moments, rank 0 saves that step, and err says so. TRAIN_ERROR.
+static int save_after_failure(run *r, int step, char *err, size_t n) {
+    trainer_gather_moments(r->tr);
+    if (!r->lead) return errmsg(err, n, "rank 0's evaluation failed after step %d", step);
+    char e2[512];
+    const int bad = save_all(r, step, e2, sizeof e2);
+    const size_t len = err && n ? strlen(err) : n;
+    if (len + 1 < n) {
+        if (bad) snprintf(err + len, n - len, "; saving step %d failed too: %s", step, e2);
+        else snprintf(err + len, n - len, "; step %d is saved: continue with --resume %s", step, r->c->out);
+    }
+    return TRAIN_ERROR;
+}
+
+// ---- metrics.jsonl ----------------------------------------------------------------------------
+
+// One "key":number of a metrics line, as fmt prints it; JSON has no NaN or infinity, so those are
+// null. cJSON is given the number as text (a raw item) because its own printing writes the double
+// itself, 15 or 17 significant digits: a loss would gain digits of noise and every line would
+// change. The file keeps the digits docs/formats.md shows; a reader parses them to the same values.
+static int add_metric(cJSON *o, const char *key, const char *fmt, double x) {
+    char num[512];  // "%.6f" of the largest double: 309 digits and the decimals
+    snprintf(num, sizeof num, fmt, x);
+    return cJSON_AddItemToObject(o, key, isfinite(x) ? cJSON_CreateRaw(num) : cJSON_CreateNull());
+}
+
+// Appends the line of step s to f: step, loss, lr, grad_norm, tokens_per_s, then val_loss and
+// val_ppl after an evaluation.
+static int write_metrics(FILE *f, const step_result *s, char *err, size_t n) {
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && cJSON_AddNumberToObject(o, "step", s->s1) && add_metric(o, "loss", "%.6f", s->st.loss) &&
+             add_metric(o, "lr", "%.6g", s->lr) && add_metric(o, "grad_norm", "%.4f", s->st.grad_norm) &&
+             add_metric(o, "tokens_per_s", "%.1f", s->tps);
+    if (ok && !isnan(s->val)) ok = add_metric(o, "val_loss", "%.6f", s->val) && add_metric(o, "val_ppl", "%.4f", exp(s->val));
+    char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!line) return errmsg(err, n, "out of memory for the metrics of step %d", s->s1);
+    fprintf(f, "%s\n", line);
+    fflush(f);
+    cJSON_free(line);
+    return 0;
+}
+
+// ---- the steps of a run -----------------------------------------------------------------------
+
+// What needs nothing built: the batch shape, that every rank runs rank 0's configuration (the one
+// written to config.json), and on rank 0 the run directory: made, and holding no run unless resumed.
+static int run_check(run *r, char *err, size_t n) {
+    const train_config *c = r->c;
+    if (train_check_batch_shape(c->batch_size, c->seq_len, err, n)) return TRAIN_ERROR;
+    make_paths(c, &r->p);
+    if (!(r->cfg = train_config_to_json(c))) return errmsg(err, n, "out of memory");
     char which[128];
-    if (dist_differs_from_root(d, text_hash(cfg), which, sizeof which)) {
-        free(cfg);
+    if (dist_differs_from_root(r->d, text_hash(r->cfg), which, sizeof which))
         return errmsg(err, n, "the training configuration of rank(s) %s differs from rank 0's: every rank must be given "
                       "the same", which);
-    }
-    if (lead) {
-        struct stat sb;
-        int rc = 0;
-        if (mkdir_p(c->out)) rc = errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
-        else if (!resume && stat(p.ckpt, &sb) == 0)
-            rc = errmsg(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
-        if (rc) {
-            free(cfg);
-            return rc;
-        }
-    }
+    struct stat sb;
+    if (!r->lead) return 0;
+    if (mkdir_p(c->out)) return errmsg(err, n, "%s: cannot create run directory: %s", c->out, strerror(errno));
+    if (!r->resume && stat(r->p.ckpt, &sb) == 0)
+        return errmsg(err, n, "%s already holds a run: use --resume %s to continue it, or another --out", c->out, c->out);
+    return 0;
+}
 
-    model *m = model_create(&c->model, err, n);
-    if (!m) {
-        free(cfg);
-        return TRAIN_ERROR;
-    }
-    model_set_backend(m, c->backend);
-    const size_t P = model_num_params(m);
-    // ZeRO-1: rank 0 holds every moment (it saves them), the others their shard's
+// The model, the optimizer, the training data (checked, with the validation shard) and the trainer.
+static int run_build(run *r, char *err, size_t n) {
+    const train_config *c = r->c;
+    const int B = c->batch_size, T = c->seq_len;
+    if (!(r->m = model_create(&c->model, err, n))) return TRAIN_ERROR;
+    model_set_backend(r->m, c->backend);
+    const size_t P = model_num_params(r->m);
     size_t lo = 0, hi = P;
-    if (!lead) trainer_shard(P, rank, ranks, &lo, &hi);
-    adamw opt;
-    unsigned char *trainable = NULL;
-    trainer *tr = NULL;
-    FILE *mf = NULL;
-    dataloader dl;
-    int dl_open = 0, rc = TRAIN_ERROR;
-    if (adamw_init_range(&opt, lo, hi, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay)) {
-        model_free(m);
-        free(cfg);
+    if (!r->lead) trainer_shard(P, r->rank, r->ranks, &lo, &hi);
+    if (adamw_init_range(&r->opt, lo, hi, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay))
         return errmsg(err, n, "out of memory for the optimizer");
-    }
     // Subnormals flushed from here (before any weight is set) to the end of the run (fpenv.h), on
-    // every thread; the caller's setting back at out.
-    const int was_flushing = fp_flush_subnormals(1);
+    // every thread; run_close sets the caller's setting back.
+    r->was_flushing = fp_flush_subnormals(1), r->flushing = 1;
     // the activations first: they are far larger than anything else a rank holds per token
-    if (model_reserve(m, B, T, err, n)) goto out;
-    if (dataloader_open(&dl, p.train_bin, B, T, (uint64_t)c->seed, err, n)) {
-        data_error(c, err, n);
-        goto out;
-    }
-    dl_open = 1;
-    if (check_inputs(c, &p, &dl, lead, err, n)) goto out;
-    train_source src = {&dl, c, {0}};
+    if (model_reserve(r->m, B, T, err, n)) return TRAIN_ERROR;
+    if (dataloader_open(&r->dl, r->p.train_bin, B, T, (uint64_t)c->seed, err, n)) return data_error(c, err, n);
+    r->dl_open = 1;
+    if (check_inputs(c, &r->p, &r->dl, r->lead, err, n)) return TRAIN_ERROR;
+    r->src = (train_source){&r->dl, c, {0}};
     int min_T;
-    if (lc_mix_parse(c->mix_tasks, c->mix_loss, &src.mix, &min_T, err, n)) goto out;
-    if (!strcmp(c->train, "mta") && !(trainable = mta_mask(m))) {
-        errmsg(err, n, "out of memory for the mask of the trained parameters");
-        goto out;
-    }
-    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &src, trainable};
-    if (!(tr = trainer_create(m, &opt, d, &sc, err, n))) goto out;
-    resume_state rs = {0, INFINITY, 0};
-    if (resume) {
-        if (lead) {
-            st_file f;
-            if (checkpoint_load(p.ckpt, m, opt.m, opt.v, &f, err, n)) goto out;
-            int bad = read_train_state(p.ckpt, &f, &rs.start, &opt, &dl, &rs.best_val, err, n);
-            st_free(&f);
-            if (bad) goto out;
-            // The run is at rs.start: fewer steps in all would leave nothing to do, and config.json
-            // would then claim a total the checkpoint has already passed.
-            if (c->steps < rs.start) {
-                errmsg(err, n, "--steps %d is below the run's step %d (%s): give --steps %d or more to continue it",
-                       c->steps, rs.start, p.ckpt, rs.start);
-                goto out;
-            }
-            rs.data_state = dl.state;
-            truncate_metrics(p.metrics, rs.start);
-        }
-        dist_bcast(d, &rs, sizeof rs, 0);
-        dl.state = rs.data_state;
-        trainer_broadcast_state(tr);  // weights, moments and AdamW's t
-        // A run resumed with train = mta after steps of all: the frozen parameters' moments would
-        // still move them, so they start again from zero.
-        for (size_t i = opt.base; trainable && i < opt.base + opt.n; i++)
-            if (!trainable[i]) opt.m[i - opt.base] = opt.v[i - opt.base] = 0;
-        emit(h, lead, &(train_event){.kind = TRAIN_EV_RESUMED, .step = rs.start, .steps = c->steps, .ranks = ranks, .path = p.ckpt});
-    } else {
-        model_init(m, (uint64_t)c->seed);  // the same on every rank
-        if (c->init[0]) {  // rank 0 reads the starting weights, every rank gets them
-            char w[1100];
-            const int is_run = train_init_is_run(c->init);
-            if (is_run) path_join(w, sizeof w, c->init, "model.safetensors");
-            else snprintf(w, sizeof w, "%s", c->init);
-            if (lead && model_load_weights(m, w, err, n)) goto out;
-            // the run speaks the tokens of the model it starts from
-            if (lead && is_run && train_copy_tokenizer(c->init, c->out, err, n)) goto out;
-            trainer_broadcast_state(tr);
-        }
-        if (lead) remove(p.metrics);
-    }
-    if (lead) {
-        if (write_text_atomic(p.config, cfg, err, n)) goto out;
-        if (!(mf = fopen(p.metrics, "a"))) {
-            errmsg(err, n, "%s: cannot open: %s", p.metrics, strerror(errno));
-            goto out;
-        }
-    }
-    lr_schedule sched;
-    if (lr_schedule_init(&sched, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, err, n)) goto out;
+    if (lc_mix_parse(c->mix_tasks, c->mix_loss, &r->src.mix, &min_T, err, n)) return TRAIN_ERROR;
+    if (!strcmp(c->train, "mta") && !(r->trainable = mta_mask(r->m)))
+        return errmsg(err, n, "out of memory for the mask of the trained parameters");
+    const step_config sc = {B, T, c->grad_accum, c->clip, (uint64_t)c->seed, shard_batch, &r->src, r->trainable};
+    return (r->tr = trainer_create(r->m, &r->opt, r->d, &sc, err, n)) ? 0 : TRAIN_ERROR;
+}
 
-    emit(h, lead, &(train_event){.kind = TRAIN_EV_START, .step = rs.start, .steps = c->steps, .ranks = ranks, .n_params = P});
-    const double step_tokens = (double)c->grad_accum * B * T;
-    double t_run = now_s(), tokens_done = 0, best_val = rs.best_val;
-    int step = rs.start, saved = resume ? rs.start : -1, stop = 0;  // saved: the step on disk (-1: none)
-    rc = TRAIN_OK;
-    for (; step < c->steps && !stop; step++) {
-        double t0 = now_s();
-        const int s1 = step + 1;
-        float lr = lr_at(&sched, step);
-        step_stats st;
-        if ((rc = trainer_step(tr, step, lr, &st, err, n))) break;
-        double tps = step_tokens / (now_s() - t0);
-        tokens_done += step_tokens;
-        double val = NAN;
-        const int evaluate = (c->eval_every && s1 % c->eval_every == 0) || s1 == c->steps;
-        // control[0]: a rank was asked to stop; control[1]: rank 0's validation loss is not finite;
-        // control[2]: rank 0's evaluation failed
-        double control[3] = {h->stop && *h->stop, 0, 0};
-        if (lead && evaluate) {
-            if (train_eval_loss(m, p.val_bin, B, T, c->eval_batches, &val, NULL, NULL, err, n)) control[2] = 1;
-            else control[1] = !isfinite(val);
-            if (isfinite(val) && val < best_val) best_val = val;
-        }
-        dist_allreduce_sum(d, control, 3);
-        if (control[1]) {
-            rc = TRAIN_NONFINITE;
-            if (lead) errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s1, val, st.loss);
-            else errmsg(err, n, "step %d: rank 0's validation loss is not finite", s1);
-            break;
-        }
-        stop = control[0] > 0;
-        if (lead) {
-            fprintf(mf, "{\"step\":%d", s1);
-            metric(mf, "loss", "%.6f", st.loss);
-            metric(mf, "lr", "%.6g", lr);
-            metric(mf, "grad_norm", "%.4f", st.grad_norm);
-            metric(mf, "tokens_per_s", "%.1f", tps);
-            if (!isnan(val)) metric(mf, "val_loss", "%.6f", val), metric(mf, "val_ppl", "%.4f", exp(val));
-            fprintf(mf, "}\n");
-            fflush(mf);
-        }
-        if (control[2]) {
-            // The step itself is done and sound (its metrics line written): keep it, so that the
-            // run resumes from here.
-            rc = save_after_failure(c, &p, tr, lead, m, &opt, s1, &dl, best_val, err, n);
-            break;
-        }
-        if (s1 % c->log_every == 0 || s1 == c->steps || evaluate) {
-            // the ranks' weights are identical by construction: check it at each progress line
-            if ((rc = trainer_check_replicas(tr, err, n))) break;
-            double el = now_s() - t_run;
-            emit(h, lead, &(train_event){.kind = TRAIN_EV_LOG, .step = s1, .steps = c->steps, .ranks = ranks, .loss = st.loss,
-                                   .lr = lr, .grad_norm = st.grad_norm, .tokens_per_s = tokens_done / el,
-                                   .val_loss = val, .eta_s = (c->steps - s1) * el / (s1 - rs.start), .wait_s = st.wait_s});
-        }
-        if (c->save_every && s1 % c->save_every == 0 && s1 < c->steps && !stop) {
-            trainer_gather_moments(tr);
-            if (lead && (rc = save_all(c, &p, m, &opt, s1, &dl, best_val, err, n))) break;
-            saved = s1;
-        }
+// Rank 0's part of a resume: the checkpoint's weights, moments and training state, checked.
+static int read_checkpoint(run *r, char *err, size_t n) {
+    st_file f;
+    if (checkpoint_load(r->p.ckpt, r->m, r->opt.m, r->opt.v, &f, err, n)) return TRAIN_ERROR;
+    const int bad = read_train_state(r->p.ckpt, &f, &r->rs.start, &r->opt, &r->dl, &r->rs.best_val, err, n);
+    st_free(&f);
+    if (bad) return TRAIN_ERROR;
+    // The run is at rs.start: fewer steps in all would leave nothing to do, and config.json would
+    // then claim a total the checkpoint has already passed.
+    if (r->c->steps < r->rs.start)
+        return errmsg(err, n, "--steps %d is below the run's step %d (%s): give --steps %d or more to continue it",
+                      r->c->steps, r->rs.start, r->p.ckpt, r->rs.start);
+    r->rs.data_state = r->dl.state;
+    truncate_metrics(r->p.metrics, r->rs.start);
+    return 0;
+}
+
+// A resumed run: rank 0 reads the checkpoint, every rank gets its state.
+static int run_resume(run *r, char *err, size_t n) {
+    if (r->lead && read_checkpoint(r, err, n)) return TRAIN_ERROR;
+    dist_bcast(r->d, &r->rs, sizeof r->rs, 0);
+    r->dl.state = r->rs.data_state;
+    trainer_broadcast_state(r->tr);  // weights, moments and AdamW's t
+    // A run resumed with train = mta after steps of all: the frozen parameters' moments would
+    // still move them, so they start again from zero.
+    adamw *o = &r->opt;
+    for (size_t i = o->base; r->trainable && i < o->base + o->n; i++)
+        if (!r->trainable[i]) o->m[i - o->base] = o->v[i - o->base] = 0;
+    emit(r, (train_event){.kind = TRAIN_EV_RESUMED, .step = r->rs.start, .path = r->p.ckpt});
+    return 0;
+}
+
+// A new run: the seed's weights, or those of --init (read by rank 0, given to every rank).
+static int run_init_weights(run *r, char *err, size_t n) {
+    const train_config *c = r->c;
+    model_init(r->m, (uint64_t)c->seed);  // the same on every rank
+    if (c->init[0]) {
+        char w[1100];
+        const int is_run = train_init_is_run(c->init);
+        if (is_run) path_join(w, sizeof w, c->init, "model.safetensors");
+        else snprintf(w, sizeof w, "%s", c->init);
+        if (r->lead && model_load_weights(r->m, w, err, n)) return TRAIN_ERROR;
+        // the run speaks the tokens of the model it starts from
+        if (r->lead && is_run && train_copy_tokenizer(c->init, c->out, err, n)) return TRAIN_ERROR;
+        trainer_broadcast_state(r->tr);
     }
+    if (r->lead) remove(r->p.metrics);
+    return 0;
+}
+
+// Rank 0 writes config.json and opens metrics.jsonl; the lr schedule; the first progress line.
+static int run_begin(run *r, char *err, size_t n) {
+    const train_config *c = r->c;
+    if (r->lead && write_text_atomic(r->p.config, r->cfg, err, n)) return TRAIN_ERROR;
+    if (r->lead && !(r->mf = fopen(r->p.metrics, "a")))
+        return errmsg(err, n, "%s: cannot open: %s", r->p.metrics, strerror(errno));
+    if (lr_schedule_init(&r->sched, c->schedule, c->lr, c->warmup, c->steps, c->min_lr, err, n)) return TRAIN_ERROR;
+    emit(r, (train_event){.kind = TRAIN_EV_START, .step = r->rs.start, .n_params = model_num_params(r->m)});
+    r->t_run = now_s(), r->tokens_done = 0, r->best_val = r->rs.best_val;
+    r->step = r->rs.start, r->saved = r->resume ? r->rs.start : -1, r->stop = 0;
+    return 0;
+}
+
+// Rank 0 evaluates when the schedule says; then every rank learns the same three things:
+// control[0] a rank was asked to stop, [1] rank 0's validation loss is not finite, [2] rank 0's
+// evaluation failed (its message in err).
+static void evaluate_and_agree(run *r, step_result *s, double control[3], char *err, size_t n) {
+    const train_config *c = r->c;
+    control[0] = r->h->stop && *r->h->stop, control[1] = control[2] = 0;
+    if (r->lead && s->evaluate) {
+        if (train_eval_loss(r->m, r->p.val_bin, c->batch_size, c->seq_len, c->eval_batches, &s->val, NULL, NULL, err, n))
+            control[2] = 1;
+        else control[1] = !isfinite(s->val);
+        if (isfinite(s->val) && s->val < r->best_val) r->best_val = s->val;
+    }
+    dist_allreduce_sum(r->d, control, 3);
+}
+
+// The progress line at log_every, the last step and each evaluation; the ranks' weights are
+// identical by construction: checked at each.
+static int log_step(run *r, const step_result *s, char *err, size_t n) {
+    const train_config *c = r->c;
+    if (s->s1 % c->log_every && s->s1 != c->steps && !s->evaluate) return 0;
+    const int rc = trainer_check_replicas(r->tr, err, n);
+    if (rc) return rc;
+    double el = now_s() - r->t_run;
+    emit(r, (train_event){.kind = TRAIN_EV_LOG, .step = s->s1, .loss = s->st.loss, .lr = s->lr,
+                          .grad_norm = s->st.grad_norm, .tokens_per_s = r->tokens_done / el, .val_loss = s->val,
+                          .eta_s = (c->steps - s->s1) * el / (s->s1 - r->rs.start), .wait_s = s->st.wait_s});
+    return 0;
+}
+
+// The checkpoint of every save_every steps (not the last one, nor on a stop: the run's end saves).
+static int save_periodic(run *r, int s1, char *err, size_t n) {
+    const train_config *c = r->c;
+    if (!c->save_every || s1 % c->save_every || s1 >= c->steps || r->stop) return 0;
+    trainer_gather_moments(r->tr);
+    int rc;
+    if (r->lead && (rc = save_all(r, s1, err, n))) return rc;
+    r->saved = s1;
+    return 0;
+}
+
+// Step r->step: train, evaluate, agree, write its metrics line, log, save. A non-finite
+// validation loss stops the run before its line is written or anything saved.
+static int run_step(run *r, char *err, size_t n) {
+    const train_config *c = r->c;
+    step_result s = {.s1 = r->step + 1, .val = NAN};
+    const double t0 = now_s(), step_tokens = (double)c->grad_accum * c->batch_size * c->seq_len;
+    s.lr = lr_at(&r->sched, r->step);
+    int rc = trainer_step(r->tr, r->step, s.lr, &s.st, err, n);
+    if (rc) return rc;
+    s.tps = step_tokens / (now_s() - t0);
+    r->tokens_done += step_tokens;
+    s.evaluate = (c->eval_every && s.s1 % c->eval_every == 0) || s.s1 == c->steps;
+    double control[3];
+    evaluate_and_agree(r, &s, control, err, n);
+    if (control[1]) {
+        if (r->lead) errmsg(err, n, "step %d: the validation loss is %g (training loss %g)", s.s1, s.val, s.st.loss);
+        else errmsg(err, n, "step %d: rank 0's validation loss is not finite", s.s1);
+        return TRAIN_NONFINITE;
+    }
+    r->stop = control[0] > 0;
+    if (r->lead && (rc = write_metrics(r->mf, &s, err, n))) return rc;
+    // The step itself is done and sound (its metrics line written): keep it, so that the run
+    // resumes from here.
+    if (control[2]) return save_after_failure(r, s.s1, err, n);
+    if ((rc = log_step(r, &s, err, n))) return rc;
+    return save_periodic(r, s.s1, err, n);
+}
+
+// After the steps: a diverged run says what the run directory still holds; a finished or
+// stopped one is checked and saved.
+static int run_finish(run *r, int rc, char *err, size_t n) {
     if (rc == TRAIN_NONFINITE && err && n) {
         // The message names the step and the value; add what the run directory still holds.
         size_t len = strlen(err);
-        if (saved >= 0)
-            snprintf(err + len, n - len, ": training stopped; nothing was saved, %s still holds step %d", p.ckpt, saved);
+        if (r->saved >= 0)
+            snprintf(err + len, n - len, ": training stopped; nothing was saved, %s still holds step %d", r->p.ckpt,
+                     r->saved);
         else snprintf(err + len, n - len, ": training stopped; no checkpoint had been saved yet");
     }
-    if (!rc) rc = trainer_check_replicas(tr, err, n);
+    if (!rc) rc = trainer_check_replicas(r->tr, err, n);
     if (!rc) {
-        trainer_gather_moments(tr);
-        if (lead) rc = save_all(c, &p, m, &opt, step, &dl, best_val, err, n);
+        trainer_gather_moments(r->tr);
+        if (r->lead) rc = save_all(r, r->step, err, n);
     }
-    if (!rc) emit(h, lead, &(train_event){.kind = stop ? TRAIN_EV_STOPPED : TRAIN_EV_DONE, .step = step, .steps = c->steps,
-                                    .ranks = ranks, .path = c->out});
-out:
-    if (mf) fclose(mf);
-    if (dl_open) dataloader_close(&dl);
-    trainer_free(tr);
-    adamw_free(&opt);
-    free(trainable);
-    model_free(m);
-    free(cfg);
-    if (!was_flushing) fp_flush_subnormals(0);
+    if (!rc) emit(r, (train_event){.kind = r->stop ? TRAIN_EV_STOPPED : TRAIN_EV_DONE, .step = r->step, .path = r->c->out});
+    return rc;
+}
+
+// Frees what the run made (each field is empty until its step made it).
+static void run_close(run *r) {
+    if (r->mf) fclose(r->mf);
+    if (r->dl_open) dataloader_close(&r->dl);
+    trainer_free(r->tr);
+    adamw_free(&r->opt);
+    free(r->trainable);
+    model_free(r->m);
+    free(r->cfg);
+    if (r->flushing && !r->was_flushing) fp_flush_subnormals(0);
+}
+
+int train_run(const train_config *c, int resume, const train_hooks *hooks, char *err, size_t n) {
+    static const train_hooks none = {0};
+    run r = {.c = c, .h = hooks ? hooks : &none, .resume = resume, .rs = {0, INFINITY, 0}};
+    r.d = r.h->d ? r.h->d : dist_self();
+    r.rank = dist_rank(r.d), r.ranks = dist_size(r.d), r.lead = r.rank == 0;
+    int rc = run_check(&r, err, n);
+    if (!rc) rc = run_build(&r, err, n);
+    if (!rc) rc = resume ? run_resume(&r, err, n) : run_init_weights(&r, err, n);
+    if (!rc) rc = run_begin(&r, err, n);
+    if (!rc) {
+        while (r.step < c->steps && !r.stop && !(rc = run_step(&r, err, n))) r.step++;
+        rc = run_finish(&r, rc, err, n);
+    }
+    run_close(&r);
     return rc;
 }
