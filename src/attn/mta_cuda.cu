@@ -20,6 +20,7 @@
 // With precision MTA_BF16, the configs that the tensor-core path covers (mta_cuda_tc.cuh: no
 // key-query convolution or head step) run its fused kernels instead; the others run this path.
 #include "attn/cuda_kernels.cuh"
+#include "attn/lag.h"
 #include "attn/mta_internal.h"
 
 #include <cublas_v2.h>
@@ -56,7 +57,6 @@ int tc_covers(const mta_config *c);
 size_t tc_bytes(const mta_config *c);
 
 int imin(int a, int b) { return a < b ? a : b; }
-int imax(int a, int b) { return a > b ? a : b; }
 
 grad_layout grads_of(const mta_config *c) {
     grad_layout g;
@@ -95,7 +95,7 @@ size_t ld_of(int T) { return ((size_t)T + 31) / 32 * 32; }
 
 // Bytes of the one allocation for strips of R rows.
 size_t bytes_of(const mta_config *c, int R, int *cap_out) {
-    const int L = (c->post_cq ? c->post_cq - 1 : 0) + (c->pre_cq ? c->pre_cq - 1 : 0);
+    const int L = mta_lag_post(c) + mta_lag_pre(c);  // the rows the backward's stages lag by (lag.h)
     const int cap = (R + L + R - 1) / R * R;
     if (cap_out) *cap_out = cap;
     const size_t BH = (size_t)c->B * c->H;
@@ -245,13 +245,38 @@ __global__ void k_doc_starts(const int32_t *doc, int B, int T, int *start) {
     if (b < B) mta_doc_starts_row(doc + (size_t)b * T, T, start + (size_t)b * T);
 }
 
-// Row-major C = alpha op(A) op(B) + beta C for each of `batch` heads (strides sA, sB, sC), on
-// cuBLAS (column-major: C^T = op(B)^T op(A)^T).
-cublasStatus_t gemm(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha, const float *A, size_t lda,
-                    size_t sA, const float *B, size_t ldb, size_t sB, float beta, float *C, size_t ldc, size_t sC, int batch) {
-    return cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B,
-                                     (int)ldb, (long long)sB, A, (int)lda, (long long)sA, &beta, C, (int)ldc, (long long)sC,
-                                     batch);
+// The products' modes, as mta_fused.c's matmul: op(A) op(B) with N as it is, T transposed.
+enum mm_kind { MM_NN, MM_NT, MM_TN };
+
+// An operand of a product over the heads: a strided batch of row-major matrices, head i's at
+// p + i*stride, rows ld floats apart; kv: one per kv head (k, v, dk, dv), else one per query head.
+// The product reads the _in ones and writes the _out one.
+struct mats_in {
+    const float *p;
+    size_t ld, stride;
+    int kv;
+};
+struct mats_out {
+    float *p;
+    size_t ld, stride;
+    int kv;
+};
+mats_in q_in(const float *p, size_t ld, size_t stride) { return {p, ld, stride, 0}; }
+mats_in kv_in(const float *p, size_t ld, size_t stride) { return {p, ld, stride, 1}; }
+mats_out q_out(float *p, size_t ld, size_t stride) { return {p, ld, stride, 0}; }
+mats_out kv_out(float *p, size_t ld, size_t stride) { return {p, ld, stride, 1}; }
+// A map's window from row r on (one matrix per query head).
+mats_in map_in(const mview &v, int r) { return q_in(vrow(v, 0, r), v.ld, v.hs); }
+mats_out map_out(const mview &v, int r) { return q_out(vrow(v, 0, r), v.ld, v.hs); }
+
+// Row-major C = alpha op(A) op(B) + beta C for each of `batch` heads, on cuBLAS (column-major:
+// C^T = op(B)^T op(A)^T).
+cublasStatus_t gemm(cublasHandle_t h, mm_kind mode, int m, int n, int k, float alpha, mats_in A, mats_in B, float beta,
+                    mats_out C, int batch) {
+    const cublasOperation_t ta = mode == MM_TN ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = mode == MM_NT ? CUBLAS_OP_T : CUBLAS_OP_N;
+    return cublasSgemmStridedBatched(h, tb, ta, n, m, k, &alpha, B.p, (int)B.ld, (long long)B.stride, A.p, (int)A.ld,
+                                     (long long)A.stride, &beta, C.p, (int)C.ld, (long long)C.stride, batch);
 }
 
 struct call {
@@ -272,21 +297,24 @@ void blas_check(call *cl, cublasStatus_t r) {
     if (r != CUBLAS_STATUS_SUCCESS) cl->blas_err = (int)r;
 }
 
-// gemm over the B*H query heads where one operand, kv (0: A, 1: B, 2: C), is a kv head's (its
-// stride the step from one kv head to the next; the others' the step from one query head to the
-// next). Grouped-query attention (H_kv < H): query head j*rep + r reads kv head j (rep = H/H_kv),
-// so query slab (b*H_kv + j)*rep + r goes with kv slab b*H_kv + j: one strided batch of B*H_kv
-// per r, the rep batches in order (a kv operand written, dk or dv, takes its query heads' terms
-// in head order: no atomics). With H_kv = H, the one call gemm would make.
-void gemm_kv(call *cl, int kv, int ta, int tb, int m, int n, int k, float alpha, const float *A, size_t lda, size_t sA,
-             const float *B, size_t ldb, size_t sB, float beta, float *C, size_t ldc, size_t sC) {
+// Round r of rep of an operand (see gemm_kv): a query-head operand's heads r, r + rep, ..., a kv
+// operand's every head.
+template <typename M> M round_of(M x, int r, int rep) {
+    if (!x.kv) x.p += (size_t)r * x.stride, x.stride *= rep;
+    return x;
+}
+
+// gemm over the B*H query heads where one operand is a kv head's (k, v, or the dk, dv it
+// writes). Grouped-query attention (H_kv < H): query head j*rep + r reads kv head j
+// (rep = H/H_kv), so query slab (b*H_kv + j)*rep + r goes with kv slab b*H_kv + j: one strided
+// batch of B*H_kv per r, the rep batches in order (a kv operand written, dk or dv, takes its
+// query heads' terms in head order: no atomics). With H_kv = H, the one call gemm would make.
+void gemm_kv(call *cl, mm_kind mode, int m, int n, int k, float alpha, mats_in A, mats_in B, float beta, mats_out C) {
     const mta_config *c = cl->c;
     const int Hkv = mta_kv_heads(c), rep = c->H / Hkv;
-    for (int r = 0; r < rep; r++) {
-        const size_t ra = kv == 0 ? 0 : (size_t)r, rb = kv == 1 ? 0 : (size_t)r, rc = kv == 2 ? 0 : (size_t)r;
-        blas_check(cl, gemm(cl->st->blas, ta, tb, m, n, k, alpha, A + ra * sA, lda, kv == 0 ? sA : sA * rep, B + rb * sB, ldb,
-                            kv == 1 ? sB : sB * rep, beta, C + rc * sC, ldc, kv == 2 ? sC : sC * rep, c->B * Hkv));
-    }
+    for (int r = 0; r < rep; r++)
+        blas_check(cl, gemm(cl->st->blas, mode, m, n, k, alpha, round_of(A, r, rep), round_of(B, r, rep), beta,
+                            round_of(C, r, rep), c->B * Hkv));
 }
 
 const int CT = 128;  // threads per block of the per-entry kernels (columns)
@@ -307,8 +335,10 @@ void strip_maps(call *cl, int a0, int a1, int save) {
     const mta_config *c = cl->c;
     cuda_state *st = cl->st;
     const int B = c->B, H = c->H, T = c->T, d = c->d, n = a1 - a0, BH = B * H;
-    gemm_kv(cl, 1, 0, 1, n, a1, d, cl->scale, cl->q + (size_t)a0 * d, d, (size_t)T * d, cl->k, d, (size_t)T * d, 0.0f,
-            vrow(st->z, 0, a0), st->ld, st->z.hs);
+    const size_t Td = (size_t)T * d;
+    // Z = q k^T / sqrt(d)
+    gemm_kv(cl, MM_NT, n, a1, d, cl->scale, q_in(cl->q + (size_t)a0 * d, d, Td), kv_in(cl->k, d, Td), 0.0f,
+            map_out(st->z, a0));
     const int *ds = cl->ds;
     if (c->pre_cq)
         MTA_LAUNCH(k_conv, cols_grid(a1, n, BH), CT, 0, cl->s)(st->z, st->s1, cl->p->w_pre, H, c->pre_cq, c->pre_ck, a0, ds, T);
@@ -379,12 +409,137 @@ mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const floa
     for (int i0 = 0; i0 < T; i0 += R) {
         const int i1 = imin(T, i0 + R), n = i1 - i0;
         strip_maps(&cl, i0, i1, 1);
-        gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + (size_t)i0 * d,
-                d, (size_t)T * d);
+        const size_t Td = (size_t)T * d;
+        // O = PD v
+        gemm_kv(&cl, MM_NN, n, d, i1, 1.0f, map_in(st->pd, i0), kv_in(v, d, Td), 0.0f,
+                q_out(out + (size_t)i0 * d, d, Td));
         if (c->group_norm || c->gate)
             MTA_LAUNCH(k_normgate, dim3((unsigned)n, (unsigned)BH), red_threads(d, 128), 0, cl.s)(out + (size_t)i0 * d, (size_t)T * d, ng);
     }
     return finish(&cl, "forward");
+}
+
+// ---- backward: three lagged stages per strip (lag.h), as the fused backend's -------------------
+
+// What the backward's stages share besides the call: the gradients in and out, and the layout and
+// norm/gate of the kernel-gradient accumulators.
+struct backward_call {
+    call *cl;
+    const float *dout;
+    float *dq, *dk, *dv;
+    grad_layout gl;
+    normgate ng;
+};
+
+// The backward of a head mixing over rows r (mixing matrix mt transposed, groups of gs heads):
+// din from dout, and the mixing kernel's gradient pairing dout with the mixing's input, into acc.
+void mix_backward(const call *cl, mview dout, mview in, mview din, const float *mt, int gs, mta_rows r, double *acc) {
+    const int B = cl->c->B, H = cl->c->H, T = cl->c->T, n = r.hi - r.lo;
+    MTA_LAUNCH(k_mix, cols_grid(r.hi, n, B), CT, 0, cl->s)(dout, din, mt, H, r.lo, cl->ds, T);
+    MTA_LAUNCH(k_pair_grad, dim3((unsigned)(H * H), (unsigned)B), red_threads(r.hi, 256), 0, cl->s)(
+        dout, in, H, gs, r.lo, r.hi, acc, cl->ds, T);
+}
+
+// A key-query convolution's kernel gradient (cq, ck) from output-gradient rows r of g and its
+// source src, into acc.
+void conv_kernel_grad(const call *cl, mview g, mview src, int cq, int ck, mta_rows r, double *acc) {
+    const int H = cl->c->H, BH = cl->c->B * H;
+    MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(cq * ck), (unsigned)BH), red_threads(r.hi, 256), 0, cl->s)(
+        g, src, H, cq, ck, r.lo, r.hi, acc, cl->ds, cl->c->T);
+}
+
+// Stage A, rows A: the maps again, O again, then dO through the gate and norm; dV; dP2 = dO v^T
+// through the dropout; the head conv's transpose (dP1) and kernel gradient; the post conv's
+// kernel gradient.
+void stage_a(const backward_call &bw, mta_rows A) {
+    call *cl = bw.cl;
+    const mta_config *c = cl->c;
+    cuda_state *st = cl->st;
+    const int H = c->H, T = c->T, d = c->d, R = st->R, BH = c->B * H, a0 = A.lo, a1 = A.hi, n = a1 - a0;
+    const size_t Td = (size_t)T * d, HH = (size_t)H * H;
+    strip_maps(cl, a0, a1, 0);
+    mats_in dO = q_in(bw.dout + (size_t)a0 * d, d, Td);
+    if (c->group_norm || c->gate) {
+        gemm_kv(cl, MM_NN, n, d, a1, 1.0f, map_in(st->pd, a0), kv_in(cl->v, d, Td), 0.0f,
+                q_out(st->o, d, (size_t)R * d));  // O again
+        MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl->s)(
+            st->o, bw.dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td, n, bw.ng, st->acc + bw.gl.ng);
+        dO = q_in(st->dO, d, (size_t)R * d);
+    }
+    gemm_kv(cl, MM_TN, a1, d, n, 1.0f, map_in(st->pd, a0), dO, 1.0f, kv_out(bw.dv, d, Td));      // dV += PD^T dO
+    gemm_kv(cl, MM_NT, n, a1, d, 1.0f, dO, kv_in(cl->v, d, Td), 0.0f, map_out(st->dp2, a0));  // dP2 = dO v^T
+    MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl->s)(st->dp2, st->dp2, H, T, a0, a1, cl->ctx->seed, cl->drop_thr,
+                                                          cl->drop_scale, cl->ds);
+    if (c->post_ch) mix_backward(cl, st->dp2, st->p1, st->dp1, st->mats + 3 * HH, c->post_ch, A, st->acc + bw.gl.hc);
+    if (c->post_cq) conv_kernel_grad(cl, st->dp1, st->p, c->post_cq, c->post_ck, A, st->acc + bw.gl.post);
+}
+
+// Stage B, rows B (their dP1 rows, up to A's last, are in): dP through the transposed post conv,
+// dS2 (softmax backward), dS1 through the transposed mixing and its kernel gradient; the pre
+// conv's kernel gradient.
+void stage_b(const backward_call &bw, mta_rows B) {
+    call *cl = bw.cl;
+    const mta_config *c = cl->c;
+    cuda_state *st = cl->st;
+    const int H = c->H, T = c->T, BH = c->B * H, n = B.hi - B.lo;
+    if (c->post_cq)
+        MTA_LAUNCH(k_conv_t, cols_grid(B.hi, n, BH), CT, 0, cl->s)(
+            st->dp1, st->dp, cl->p->w_post, H, c->post_cq, c->post_ck, T - 1, B.lo, 0, cl->ds, T);
+    MTA_LAUNCH(k_softmax_t, dim3((unsigned)n, (unsigned)BH), red_threads(B.hi, 256), 0, cl->s)(
+        st->p, st->dp, H, T, B.lo, cl->ds);
+    if (c->pre_head_mix) mix_backward(cl, st->dp, st->s1, st->ds1, st->mats + (size_t)H * H, H, B, st->acc + bw.gl.mix);
+    if (c->pre_cq) conv_kernel_grad(cl, st->ds1, st->z, c->pre_cq, c->pre_ck, B, st->acc + bw.gl.pre);
+}
+
+// Stage C, rows C (their dS1 rows, up to B's last, are in): dZ through the transposed pre conv,
+// then dq += dZ k / sqrt(d) and dk += dZ^T q / sqrt(d).
+void stage_c(const backward_call &bw, mta_rows C) {
+    call *cl = bw.cl;
+    const mta_config *c = cl->c;
+    cuda_state *st = cl->st;
+    const int H = c->H, T = c->T, d = c->d, BH = c->B * H, n = C.hi - C.lo;
+    const size_t Td = (size_t)T * d;
+    st->dz.base = C.lo;
+    MTA_LAUNCH(k_conv_t, cols_grid(C.hi, n, BH), CT, 0, cl->s)(
+        st->ds1, st->dz, c->pre_cq ? cl->p->w_pre : NULL, H, c->pre_cq, c->pre_ck, T - 1, C.lo, C.hi, cl->ds, T);
+    gemm_kv(cl, MM_NN, n, d, C.hi, cl->scale, map_in(st->dz, C.lo), kv_in(cl->k, d, Td), 1.0f,
+            q_out(bw.dq + (size_t)C.lo * d, d, Td));  // dq += dZ k / sqrt(d)
+    gemm_kv(cl, MM_TN, C.hi, d, n, cl->scale, map_in(st->dz, C.lo), q_in(cl->q + (size_t)C.lo * d, d, Td), 1.0f,
+            kv_out(bw.dk, d, Td));  // dk += dZ^T q / sqrt(d)
+}
+
+// The per-head accumulators into the parameters' gradients, heads and batch elements in order.
+void sum_grads(const backward_call &bw, const mta_grads *g) {
+    const call *cl = bw.cl;
+    const mta_config *c = cl->c;
+    const grad_layout &gl = bw.gl;
+    const int B = c->B, H = c->H, d = c->d, BH = B * H, np = 2 * d + 1;
+    const size_t HH = (size_t)H * H, K1 = (size_t)c->pre_cq * c->pre_ck, K2 = (size_t)c->post_cq * c->post_ck;
+    // Where parameter `param`'s partials are: n slabs of `stride` doubles from acc, its entry e at
+    // off0 + e of each (or, with ch, at the head conv's matrix entry: k_sum_grad). A row per
+    // parameter of mta.h, found by its index: its gradient has the parameter's size
+    // (mta_param_sizes_of).
+    struct {
+        int param;
+        size_t acc, stride;
+        int n, off0, ch;
+    } const sums[] = {
+        {MTA_W_PRE, gl.pre, H * K1, B, 0, 0},
+        {MTA_W_PRE_HEAD, gl.mix, HH, B, 0, 0},
+        {MTA_W_POST, gl.post, H * K2, B, 0, 0},
+        {MTA_W_POST_HEAD, gl.hc, HH, B, 0, c->post_ch},
+        {MTA_GN_WEIGHT, gl.ng, (size_t)np, BH, 0, 0},
+        {MTA_GATE_W, gl.ng, (size_t)np, BH, d, 0},
+        {MTA_GATE_B, gl.ng, (size_t)np, BH, 2 * d, 0},
+    };
+    static_assert(sizeof sums / sizeof sums[0] == MTA_N_PARAMS, "sum_grads: a row for each parameter of mta.h");
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    for (const auto &x : sums) {
+        const int count = (int)ps.w[x.param];
+        if (g->w[x.param] && count)
+            MTA_LAUNCH(k_sum_grad, (count + 127) / 128, 128, 0, cl->s)(
+                g->w[x.param], count, cl->st->acc + x.acc, x.stride, x.n, x.off0, H, x.ch);
+    }
 }
 
 mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
@@ -393,95 +548,17 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
-    const mta_config *c = &ctx->cfg;
-    cuda_state *st = cl.st;
-    const int B = c->B, H = c->H, T = c->T, d = c->d, R = st->R, BH = B * H;
-    const int L1 = c->post_cq ? c->post_cq - 1 : 0, L2 = c->pre_cq ? c->pre_cq - 1 : 0;
-    const size_t Td = (size_t)T * d;
-    const grad_layout gl = grads_of(c);
-    const normgate ng = normgate_of(c, p);
-    const cudaError_t e = cudaMemsetAsync(st->acc, 0, gl.total * sizeof(double), cl.s);
+    const backward_call bw = {&cl, dout, dq, dk, dv, grads_of(&ctx->cfg), normgate_of(&ctx->cfg, p)};
+    const cudaError_t e = cudaMemsetAsync(cl.st->acc, 0, bw.gl.total * sizeof(double), cl.s);
     if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
-    const float *mats = st->mats;
-    const size_t HH = (size_t)H * H;
-    const int *ds = cl.ds;
-    for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
-        const int i1 = i0 + R;
-        const int a0 = i0, a1 = imin(i1, T);
-        const int b0 = imax(0, i0 - L1), b1 = imin(i1 - L1, T);
-        const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);
-        if (a0 < a1) {
-            const int n = a1 - a0;
-            strip_maps(&cl, a0, a1, 0);
-            // O again, then dO through the gate and norm; dV; dP2 = dO v^T through the dropout
-            const float *dO = dout + (size_t)a0 * d;
-            size_t dOs = Td;
-            if (c->group_norm || c->gate) {
-                gemm_kv(&cl, 1, 0, 0, n, d, a1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, Td, 0.0f, st->o, d, (size_t)R * d);
-                MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl.s)(st->o, dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td,
-                                                                      n, ng, st->acc + gl.ng);
-                dO = st->dO, dOs = (size_t)R * d;
-            }
-            gemm_kv(&cl, 2, 1, 0, a1, d, n, 1.0f, st->pd.p, st->ld, st->pd.hs, dO, d, dOs, 1.0f, dv, d, Td);
-            gemm_kv(&cl, 1, 0, 1, n, a1, d, 1.0f, dO, d, dOs, v, d, Td, 0.0f, vrow(st->dp2, 0, a0), st->ld, st->dp2.hs);
-            MTA_LAUNCH(k_drop, cols_grid(a1, n, BH), CT, 0, cl.s)(st->dp2, st->dp2, H, T, a0, a1, ctx->seed, cl.drop_thr,
-                                                                 cl.drop_scale, ds);
-            if (c->post_ch) {
-                MTA_LAUNCH(k_mix, cols_grid(a1, n, B), CT, 0, cl.s)(st->dp2, st->dp1, mats + 3 * HH, H, a0, ds, T);
-                MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(a1, 256), 0, cl.s)(st->dp2, st->p1, H, c->post_ch, a0, a1,
-                                                                              st->acc + gl.hc, ds, T);
-            }
-            if (c->post_cq)
-                MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(c->post_cq * c->post_ck), (unsigned)BH), red_threads(a1, 256), 0, cl.s)(
-                    st->dp1, st->p, H, c->post_cq, c->post_ck, a0, a1, st->acc + gl.post, ds, T);
-        }
-        if (b0 < b1) {
-            const int n = b1 - b0;
-            if (c->post_cq)
-                MTA_LAUNCH(k_conv_t, cols_grid(b1, n, BH), CT, 0, cl.s)(st->dp1, st->dp, p->w_post, H, c->post_cq, c->post_ck, T - 1,
-                                                               b0, 0, ds, T);
-            MTA_LAUNCH(k_softmax_t, dim3((unsigned)n, (unsigned)BH), red_threads(b1, 256), 0, cl.s)(st->p, st->dp, H, T, b0, ds);
-            if (c->pre_head_mix) {
-                MTA_LAUNCH(k_mix, cols_grid(b1, n, B), CT, 0, cl.s)(st->dp, st->ds1, mats + HH, H, b0, ds, T);
-                MTA_LAUNCH(k_pair_grad, dim3((unsigned)HH, (unsigned)B), red_threads(b1, 256), 0, cl.s)(st->dp, st->s1, H, H, b0, b1,
-                                                                                                       st->acc + gl.mix, ds, T);
-            }
-            if (c->pre_cq)
-                MTA_LAUNCH(k_conv_wgrad, dim3((unsigned)(c->pre_cq * c->pre_ck), (unsigned)BH), red_threads(b1, 256), 0, cl.s)(
-                    st->ds1, st->z, H, c->pre_cq, c->pre_ck, b0, b1, st->acc + gl.pre, ds, T);
-        }
-        if (c0 < c1) {
-            const int n = c1 - c0;
-            st->dz.base = c0;
-            MTA_LAUNCH(k_conv_t, cols_grid(c1, n, BH), CT, 0, cl.s)(st->ds1, st->dz, c->pre_cq ? p->w_pre : NULL, H, c->pre_cq,
-                                                           c->pre_ck, T - 1, c0, c1, ds, T);
-            gemm_kv(&cl, 1, 0, 0, n, d, c1, cl.scale, st->dz.p, st->ld, st->dz.hs, k, d, Td, 1.0f, dq + (size_t)c0 * d, d, Td);
-            gemm_kv(&cl, 2, 1, 0, c1, d, n, cl.scale, st->dz.p, st->ld, st->dz.hs, q + (size_t)c0 * d, d, Td, 1.0f, dk, d, Td);
-        }
+    const mta_lag lag = mta_lag_of(&ctx->cfg, cl.st->R);
+    for (int i0 = 0; i0 < mta_lag_end(lag); i0 += lag.R) {
+        const mta_strip strip = mta_lag_strip(lag, i0);
+        if (mta_rows_any(strip.A)) stage_a(bw, strip.A);
+        if (mta_rows_any(strip.B)) stage_b(bw, strip.B);
+        if (mta_rows_any(strip.C)) stage_c(bw, strip.C);
     }
-    // The per-head accumulators into the gradients, heads and batch elements in order.
-    const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
-    // Where each parameter's partials are (in mta.h's order, MTA_W_PRE ...): its gradient has the
-    // parameter's size (mta_param_sizes_of).
-    struct {
-        size_t acc, stride;
-        int n, off0, ch;
-    } const sums[MTA_N_PARAMS] = {
-        {gl.pre, (size_t)H * K1, B, 0, 0},            // w_pre
-        {gl.mix, HH, B, 0, 0},                        // w_pre_head
-        {gl.post, (size_t)H * K2, B, 0, 0},           // w_post
-        {gl.hc, HH, B, 0, c->post_ch},                // w_post_head
-        {gl.ng, (size_t)np, BH, 0, 0},                // gn_weight
-        {gl.ng, (size_t)np, BH, d, 0},                // gate_w
-        {gl.ng, (size_t)np, BH, 2 * d, 0},            // gate_b
-    };
-    const mta_param_sizes ps = mta_param_sizes_of(c);
-    for (int i = 0; i < MTA_N_PARAMS; i++) {
-        const int count = (int)ps.w[i];
-        if (g->w[i] && count)
-            MTA_LAUNCH(k_sum_grad, (count + 127) / 128, 128, 0, cl.s)(g->w[i], count, st->acc + sums[i].acc, sums[i].stride,
-                                                                     sums[i].n, sums[i].off0, H, sums[i].ch);
-    }
+    sum_grads(bw, g);
     return finish(&cl, "backward");
 }
 

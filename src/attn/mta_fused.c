@@ -22,8 +22,8 @@
 // convolutions: dP row r needs dP1 rows r..r+(c_q'-1), dZ row r needs dS1 rows r..r+(c_q-1).
 // So the strip that brings rows A = [i0, i1) completes dP (and dS2, dS1) for rows
 // B = A - (c_q'-1) and dZ for rows C = B - (c_q-1) (their dq, dk products run in the next
-// strip's pass over k); the windows keep the rows those lagging stages still read, and a few
-// strips past T flush the lag.
+// strip's pass over k; the schedule is lag.h's, the CUDA backend's too); the windows keep the
+// rows those lagging stages still read, and a few strips past T flush the lag.
 //
 // Packed documents (mta_set_documents): a row i of document [s, e) takes every step on its
 // document's block alone, as the reference backend does: the convolutions read rows and
@@ -33,6 +33,7 @@
 // document start of their rows, and the maps they read (P2 with dropout, dZ) are zero from there
 // to each row's start.
 #include "attn/conv.h"
+#include "attn/lag.h"
 #include "attn/matmul.h"
 #include "attn/mta_internal.h"
 
@@ -375,10 +376,10 @@ static void strip_mix(const job *jb, int b, const win *src, const win *dst, cons
     for (int i = a0; i < a1; i++) mix_row(jb, b, src, dst, mm, gs, i);
 }
 
-// Rows [c0, c1) of a unit whose dZ a strip finished (their first row in dz, heads hs apart),
-// waiting for the next strip's pass over k.
+// Rows [lo, hi) of a unit whose dZ a strip finished (rows C, lag.h; their first row in dz, heads hs
+// apart), waiting for the next strip's pass over k.
 typedef struct {
-    int c0, c1;
+    int lo, hi;
     float *dz;
     size_t ld, hs;
 } lagged;
@@ -389,27 +390,27 @@ enum { KEY_BLOCK = 256 };  // keys per block of the fused pass over k: k and dk 
 // the lagged rows, dq += dZ k / sqrt(d) and dk += dZ^T q / sqrt(d). With lagged rows they run key
 // block by key block, so each block of k comes from memory once for the three (the strips are
 // too short for k to stay in cache from one product to the next). Keys before the first row's
-// document start (sa, sc) are skipped: no row reads those scores, and dZ is zero there.
+// document start (sa, sr) are skipped: no row reads those scores, and dZ is zero there.
 static void k_products(job *jb, const win *z, int a0, int a1, const lagged *lg, size_t bh, int hl) {
     const int T = jb->c->T, d = jb->c->d, n = a1 - a0, b = (int)(bh / jb->c->H);
     const size_t kvh = mta_kv_slab(jb->c, bh);  // the kv head this query head reads
     const float *q = jb->q + bh * T * d, *k = jb->k + kvh * T * d;
-    const int c0 = lg ? lg->c0 : 0, c1 = lg ? lg->c1 : 0, nc = c1 - c0;
-    const int sa = n > 0 ? dstart(jb, b, a0) : 0, sc = nc > 0 ? dstart(jb, b, c0) : 0;
-    const int first = n > 0 && nc > 0 ? imin(sa, sc) : n > 0 ? sa : sc;
-    const int kb = nc > 0 ? KEY_BLOCK : imax(a1 - sa, 1);  // scores alone: one block
-    for (int j0 = first; j0 < imax(a1, c1); j0 += kb) {
+    const int r0 = lg ? lg->lo : 0, r1 = lg ? lg->hi : 0, nr = r1 - r0;  // the lagged rows
+    const int sa = n > 0 ? dstart(jb, b, a0) : 0, sr = nr > 0 ? dstart(jb, b, r0) : 0;
+    const int first = n > 0 && nr > 0 ? imin(sa, sr) : n > 0 ? sa : sr;
+    const int kb = nr > 0 ? KEY_BLOCK : imax(a1 - sa, 1);  // scores alone: one block
+    for (int j0 = first; j0 < imax(a1, r1); j0 += kb) {
         const int j1 = j0 + kb;
         if (n > 0 && j0 < a1 && j1 > sa) {
             const int js = imax(j0, sa);
             matmul(jb, MM_NT, n, imin(j1, a1) - js, d, jb->scale, q + (size_t)a0 * d, d, k + (size_t)js * d, d, 0.0f,
                    wrow(z, hl, a0) + js, (int)z->ld);
         }
-        if (j0 < c1 && j1 > sc) {
-            const int js = imax(j0, sc), m = imin(j1, c1) - js;
+        if (j0 < r1 && j1 > sr) {
+            const int js = imax(j0, sr), m = imin(j1, r1) - js;
             const float *dz = lg->dz + hl * lg->hs + js, *kj = k + (size_t)js * d;
-            matmul(jb, MM_NN, nc, d, m, jb->scale, dz, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + c0) * d, d);
-            matmul(jb, MM_TN, m, d, nc, jb->scale, dz, (int)lg->ld, q + (size_t)c0 * d, d, 1.0f,
+            matmul(jb, MM_NN, nr, d, m, jb->scale, dz, (int)lg->ld, kj, d, 1.0f, jb->dq + (bh * T + r0) * d, d);
+            matmul(jb, MM_TN, m, d, nr, jb->scale, dz, (int)lg->ld, q + (size_t)r0 * d, d, 1.0f,
                    jb->dk + (kvh * T + js) * d, d);
         }
     }
@@ -639,155 +640,249 @@ static void strip_conv_backward(const job *jb, int b, const win *g, const win *d
     }
 }
 
-static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
+// ---- backward: a unit's strips, three lagged stages each (lag.h) -------------------------------
+//
+// Every thread of the unit walks all its strips with its own copy of the worker; the stages share
+// a strip's heads (loops over heads, static schedule) and rows (the mixings' loops over rows).
+// Loops over heads that follow one another have the same G iterations and schedule, so a thread
+// gets the same heads in each: where the next loop reads only heads that this thread wrote, it
+// needs no barrier (nowait). Loops over rows read every head and start after a barrier.
+
+// What a thread of a unit's backward works with.
+typedef struct {
+    job *jb;
+    worker w;           // this thread's copy of the unit's worker (see worker)
+    maps m;             // the maps in w
+    int batch, h0;      // the unit: batch element `batch`, heads h0..h0+G-1
+    const int *starts;  // the row starts of sequence `batch`, or NULL
+    unit_acc acc;
+    mix_grad premix;    // the pre-softmax mixing's backward (its softmax's first), when it is on
+    int rows_chain;     // no post conv (B = A) and the mixing: its backward runs in stage A's row loop
+} unit_bwd;
+
+static void unit_bwd_init(unit_bwd *x, job *jb, const worker *shared, int u, unit_acc acc) {
     const mta_config *c = jb->c;
-    const mta_params *p = jb->p;
-    const int G = jb->G, H = c->H, T = c->T, d = c->d, R = jb->R, L1 = jb->L1, L2 = jb->L2;
-    const int b = u / (H / G), h0 = u % (H / G) * G;
-    const int *starts = jb->ds ? jb->ds + (size_t)b * T : NULL;  // the row starts of sequence b, or NULL
-    const int K1 = c->pre_cq * c->pre_ck, K2 = c->post_cq * c->post_ck, np = 2 * d + 1;
-    fused_state *st = jb->st;
-    const int rows_chain = c->pre_head_mix && !c->post_cq;
-    #pragma omp parallel if (jb->inner)
-    {
-    worker own = *shared, *w = &own;  // this thread's copy (see worker)
-    const maps m = maps_of(c, w);
-    const mix_grad premix = c->pre_head_mix ? (mix_grad){m.dp, m.s1, m.ds1, m.p, p->w_pre_head + (size_t)h0 * H + h0, G,
-                                                         w->rowpart + rowpart_half(R, G, H), acc.mix}
-                                            : (mix_grad){0};
-    lagged lg = {0, 0, NULL, 0, 0};  // rows C of the previous strip (private: every thread walks the strips)
-    for (int i0 = 0; i0 < T + L1 + L2; i0 += R) {
-        const int i1 = i0 + R;
-        const int a0 = i0, a1 = imin(i1, T);                          // rows this strip brings
-        const int b0 = imax(0, i0 - L1), b1 = imin(i1 - L1, T);       // rows whose dP is complete
-        const int c0 = imax(0, i0 - L1 - L2), c1 = imin(i1 - L1 - L2, T);  // rows whose dZ is complete
-        // S1 rows from B on, and dS1 (in the same window when it replaces S1) from C on
-        const int s1base = m.ds1 == m.s1 ? i0 - L1 - L2 : i0 - L1;
-        if (L1 || L2) {  // (without a convolution reaching back, windows keep no rows)
-            // no barrier before strip_maps' first loop, over the same heads (see unit_forward_strips)
-            #pragma omp for schedule(static) nowait
-            for (int h = 0; h < G; h++) {
-                wslide_head(&w->z, h, i0 - L1 - L2, starts, T);
-                wslide_head(&w->s1, h, s1base, starts, T);
-                wslide_head(&w->p, h, i0 - L1, starts, T);
-                wslide_head(&w->dp1, h, i0 - L1, starts, T);
-                wslide_head(&w->ds1, h, i0 - L1 - L2, starts, T);
-            }
-            if (a0 >= a1) {  // past T what follows may read every head
-                #pragma omp barrier
-            }
+    const int G = jb->G, H = c->H;
+    x->jb = jb;
+    x->w = *shared;
+    x->m = maps_of(c, &x->w);
+    x->batch = u / (H / G), x->h0 = u % (H / G) * G;
+    x->starts = jb->ds ? jb->ds + (size_t)x->batch * c->T : NULL;
+    x->acc = acc;
+    x->rows_chain = c->pre_head_mix && !c->post_cq;
+    const maps *m = &x->m;
+    x->premix = c->pre_head_mix ? (mix_grad){m->dp, m->s1, m->ds1, m->p, jb->p->w_pre_head + (size_t)x->h0 * H + x->h0,
+                                             G, x->w.rowpart + rowpart_half(jb->R, G, H), acc.mix}
+                                : (mix_grad){0};
+}
+
+// Moves the windows to strip s: Z, dS1 and dZ start at C's first row (unclipped), P, dP1, dP and
+// S1 at B's (S1 at C's when dS1 replaces it in place), P2 and PD at A's.
+static void backward_slide(unit_bwd *x, mta_strip s) {
+    const job *jb = x->jb;
+    worker *w = &x->w;
+    const int G = jb->G, T = jb->c->T, L1 = jb->L1, L2 = jb->L2, i0 = s.i0;
+    const int s1base = x->m.ds1 == x->m.s1 ? i0 - L1 - L2 : i0 - L1;
+    if (L1 || L2) {  // (without a convolution reaching back, windows keep no rows)
+        // nowait: the next loop, strip_maps' first (scores, pre conv), runs over the same heads and
+        // touches only those this thread moved; the loops after it wait for its barrier (in
+        // rounds, strip_maps puts a barrier first).
+        #pragma omp for schedule(static) nowait
+        for (int h = 0; h < G; h++) {
+            wslide_head(&w->z, h, i0 - L1 - L2, x->starts, T);
+            wslide_head(&w->s1, h, s1base, x->starts, T);
+            wslide_head(&w->p, h, i0 - L1, x->starts, T);
+            wslide_head(&w->dp1, h, i0 - L1, x->starts, T);
+            wslide_head(&w->ds1, h, i0 - L1 - L2, x->starts, T);
         }
-        w->z.base = w->ds1.base = i0 - L1 - L2;
-        w->s1.base = s1base;
-        w->p.base = w->dp1.base = i0 - L1;
-        w->p2.base = w->g2.base = i0;
-        w->dp.base = i0 - L1;
-        w->dz.base = i0 - L1 - L2;
-        // rows C, whose dZ this strip finishes, for the next strip's pass over k
-        const lagged next = c0 < c1 ? (lagged){c0, c1, wrow(m.dz, 0, c0), m.dz->ld, m.dz->hs} : (lagged){0, 0, NULL, 0, 0};
-        if (a0 < a1) {
-            const int n = a1 - a0;
-            strip_maps(jb, w, b, h0, a0, a1, 0, &lg);
-            // O (kept, or again), then dO through the gate and norm; dV; dP2 = dO v^T (through the dropout)
-            for (int r = 0; r < jb->rounds; r++) {  // (strip_maps ends in a barrier)
-            #pragma omp for schedule(static)
-            for (int hl = 0; hl < G; hl++) {
-                if ((h0 + hl) % jb->rounds != r) continue;
-                const size_t bh = (size_t)b * H + h0 + hl;
-                const size_t kvh = mta_kv_slab(c, bh);
-                // keys from the strip's first document start s (PD is zero before it, and dP2 is
-                // read from each row's start on)
-                const int s = dstart(jb, b, a0);
-                const float *vh = jb->v + (kvh * T + s) * d, *go = jb->dout + (bh * T + a0) * d;
-                win *pd = strip_pd(jb, w, b, h0, hl, a0, a1);
-                float *o = st->o ? st->o + (bh * T + a0) * d : w->o + (size_t)hl * R * d, *dO = w->dO + (size_t)hl * R * d;
-                if (c->group_norm || c->gate) {
-                    if (!st->o)  // O again
-                        matmul(jb, MM_NN, n, d, a1 - s, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, vh, d, 0.0f, o, d);
-                    mta_normgate_backward_rows(c, p, o, go, dO, n, acc.ng + (size_t)hl * np);
-                } else {
-                    memcpy(dO, go, (size_t)n * d * sizeof(float));
-                }
-                matmul(jb, MM_TN, a1 - s, d, n, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, dO, d, 1.0f,
-                       jb->dv + (kvh * T + s) * d, d);
-                // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
-                win *g2 = c->post_ch ? pd : m.dp1;
-                matmul(jb, MM_NT, n, a1 - s, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0) + s, (int)g2->ld);
-                if (jb->ctx->dropout_on)
-                    for (int i = a0; i < a1; i++) {
-                        float *x = wrow(g2, hl, i);
-                        const size_t row = (bh * T + i) * (size_t)T;
-                        for (int j = dstart(jb, b, i); j <= i; j++)
-                            x[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? x[j] * jb->drop_scale : 0.0f;
-                    }
-            }
-            }
-            // Without the post conv (B = A), each row's pre-softmax mixing backward follows its head
-            // conv's in the same loop, and without the pre conv (C = A) its dZ rows are finished there.
-            mix_grad mg[2];
-            int nm = 0;
-            if (c->post_ch)
-                mg[nm++] = (mix_grad){m.p2, m.p1, m.dp1, NULL, st->hconv + (size_t)h0 * H + h0, c->post_ch, w->rowpart,
-                                      acc.hconv};
-            if (rows_chain) mg[nm++] = premix;
-            if (nm) mix_backward(jb, b, mg, nm, a0, a1, rows_chain && !c->pre_cq ? m.dz : NULL);
-        }
-        // Per head, in one loop (neither writes what the other reads): the post conv's kernel
-        // gradient from rows A, and dP of rows B through the transposed post conv (without the
-        // mixing, also its softmax backward; with it, the mixing's row loop does that).
-        const int post_grad = c->post_cq && a0 < a1, b_heads = b0 < b1 && (c->post_cq || !c->pre_head_mix);
-        if (post_grad || b_heads) {
-            #pragma omp for schedule(static)
-            for (int hl = 0; hl < G; hl++) {
-                if (post_grad) kernel_grad(jb, b, m.dp1, m.p, c->post_cq, c->post_ck, a0, a1, hl, w->kpart, acc.wpost);
-                if (b_heads && c->post_cq)
-                    strip_conv_backward(jb, b, m.dp1, m.dp, p->w_post + (size_t)(h0 + hl) * K2, c->post_cq, c->post_ck,
-                                        hl, b0, b1);
-                if (b_heads && !c->pre_head_mix)
-                    for (int r = b0; r < b1; r++) {
-                        const int s = dstart(jb, b, r);
-                        softmax_backward_row(wrow(m.p, hl, r) + s, wrow(m.dp, hl, r) + s, r + 1 - s);
-                        if (m.ds1 != m.dp)
-                            memcpy(wrow(m.ds1, hl, r) + s, wrow(m.dp, hl, r) + s, (size_t)(r + 1 - s) * sizeof(float));
-                    }
-            }
-        }
-        if (b0 < b1 && c->pre_head_mix && !rows_chain) mix_backward(jb, b, &premix, 1, b0, b1, NULL);
-        // Per head, in one loop again: the pre conv's kernel gradient from rows B, and dZ of rows C
-        // through the transposed pre conv. The dq, dk products of rows C wait for the next strip's
-        // pass over k, which overwrites nothing of dz before it (dz's buffer holds P2 or dP,
-        // written after it); with no next strip's scores (past T) they run at once.
-        lg = next;
-        // The loops from here to the next strip's first loop over rows run over the same heads, and
-        // need no barrier between them (see unit_forward_strips).
-        const int pre_grad = c->pre_cq && b0 < b1, c_heads = c0 < c1 && (!rows_chain || c->pre_cq);
-        if (pre_grad || c_heads) {
-            #pragma omp for schedule(static) nowait
-            for (int hl = 0; hl < G; hl++) {
-                if (pre_grad) kernel_grad(jb, b, m.ds1, m.z, c->pre_cq, c->pre_ck, b0, b1, hl, w->kpart, acc.wpre);
-                if (!c_heads) continue;
-                if (c->pre_cq)
-                    strip_conv_backward(jb, b, m.ds1, m.dz, p->w_pre + (size_t)(h0 + hl) * K1, c->pre_cq, c->pre_ck, hl,
-                                        c0, c1);
-                const int sc = dstart(jb, b, c0);  // (the dq, dk products read rows C from here)
-                for (int r = c0; r < c1; r++) {
-                    memset(wrow(m.dz, hl, r) + sc, 0, (size_t)(dstart(jb, b, r) - sc) * sizeof(float));
-                    mta_zero_past_diagonal(wrow(m.dz, hl, r), r, c1);
-                }
-            }
-        }
-        if (c0 < c1 && i1 >= T) {
-            if (jb->rounds > 1) {  // (see strip_maps)
-                #pragma omp barrier
-            }
-            for (int r = 0; r < jb->rounds; r++) {
-                #pragma omp for schedule(static)
-                for (int hl = 0; hl < G; hl++)
-                    if ((h0 + hl) % jb->rounds == r) k_products(jb, m.z, 0, 0, &lg, (size_t)b * H + h0 + hl, hl);
-            }
-            lg.c0 = lg.c1 = 0;
+        if (!mta_rows_any(s.A)) {  // past T, no strip_maps: stage B's row loop may come next
+            #pragma omp barrier
         }
     }
+    w->z.base = w->ds1.base = i0 - L1 - L2;
+    w->s1.base = s1base;
+    w->p.base = w->dp1.base = i0 - L1;
+    w->p2.base = w->g2.base = i0;
+    w->dp.base = i0 - L1;
+    w->dz.base = i0 - L1 - L2;
+}
+
+// Local head hl's rows A after its maps: O (kept, or again), then dO through the gate and norm;
+// dV += PD^T dO; dP2 = dO v^T, through the dropout.
+static void head_dp2(unit_bwd *x, mta_rows A, int hl) {
+    job *jb = x->jb;
+    const mta_config *c = jb->c;
+    fused_state *st = jb->st;
+    const int T = c->T, d = c->d, R = jb->R, b = x->batch, a0 = A.lo, a1 = A.hi, n = a1 - a0;
+    const size_t bh = (size_t)b * c->H + x->h0 + hl;
+    const size_t kvh = mta_kv_slab(c, bh);
+    // keys from the strip's first document start s (PD is zero before it, and dP2 is read from
+    // each row's start on)
+    const int s = dstart(jb, b, a0);
+    const float *vh = jb->v + (kvh * T + s) * d, *go = jb->dout + (bh * T + a0) * d;
+    win *pd = strip_pd(jb, &x->w, b, x->h0, hl, a0, a1);
+    float *o = st->o ? st->o + (bh * T + a0) * d : x->w.o + (size_t)hl * R * d, *dO = x->w.dO + (size_t)hl * R * d;
+    if (c->group_norm || c->gate) {
+        if (!st->o)  // O again
+            matmul(jb, MM_NN, n, d, a1 - s, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, vh, d, 0.0f, o, d);
+        mta_normgate_backward_rows(c, jb->p, o, go, dO, n, x->acc.ng + (size_t)hl * (2 * d + 1));
+    } else {
+        memcpy(dO, go, (size_t)n * d * sizeof(float));
+    }
+    matmul(jb, MM_TN, a1 - s, d, n, 1.0f, wrow(pd, hl, a0) + s, (int)pd->ld, dO, d, 1.0f, jb->dv + (kvh * T + s) * d,
+           d);
+    // dP2 overwrites PD (the head conv's input P1 is kept apart) or goes to dP1 directly
+    win *g2 = c->post_ch ? pd : x->m.dp1;
+    matmul(jb, MM_NT, n, a1 - s, d, 1.0f, dO, d, vh, d, 0.0f, wrow(g2, hl, a0) + s, (int)g2->ld);
+    if (jb->ctx->dropout_on)
+        for (int i = a0; i < a1; i++) {
+            float *g = wrow(g2, hl, i);
+            const size_t row = (bh * T + i) * (size_t)T;
+            for (int j = dstart(jb, b, i); j <= i; j++)
+                g[j] = mta_dropout_keep(jb->ctx->seed, row + j, jb->drop_thr) ? g[j] * jb->drop_scale : 0.0f;
+        }
+}
+
+// Stage A, rows A: their maps again (with the lagged dq, dk products of the previous strip's rows
+// C, lg, in the same pass over k), dO, dV and dP2 per head, then the head conv's backward (dP1)
+// and, without the post conv (B = A), the mixing's in the same row loop; without the pre conv
+// either (C = A), that loop also finishes the rows' dZ.
+static void stage_a(unit_bwd *x, mta_rows A, const lagged *lg) {
+    job *jb = x->jb;
+    const mta_config *c = jb->c;
+    const maps *m = &x->m;
+    strip_maps(jb, &x->w, x->batch, x->h0, A.lo, A.hi, 0, lg);
+    // strip_maps ends in a barrier: P2 rows A of every head are in
+    for (int r = 0; r < jb->rounds; r++) {
+        #pragma omp for schedule(static)
+        for (int hl = 0; hl < jb->G; hl++)
+            if ((x->h0 + hl) % jb->rounds == r) head_dp2(x, A, hl);
+    }
+    // the loop ends in a barrier: the mixings' row loop reads dP2 rows A of every head
+    mix_grad mg[2];
+    int nm = 0;
+    if (c->post_ch)
+        mg[nm++] = (mix_grad){m->p2, m->p1, m->dp1, NULL, jb->st->hconv + (size_t)x->h0 * c->H + x->h0, c->post_ch,
+                              x->w.rowpart, x->acc.hconv};
+    if (x->rows_chain) mg[nm++] = x->premix;
+    if (nm) mix_backward(jb, x->batch, mg, nm, A.lo, A.hi, x->rows_chain && !c->pre_cq ? m->dz : NULL);
+}
+
+// Local head hl's part of stage B: the post conv's kernel gradient from dP1 rows A (post_grad),
+// and (b_heads) dP of rows B through the transposed post conv, then without the mixing the
+// softmax backward, whose dS2 is dS1 (copied when dS1 has a window of its own; with the mixing,
+// its row loop does all that).
+static void head_dp(unit_bwd *x, mta_strip s, int hl, int post_grad, int b_heads) {
+    job *jb = x->jb;
+    const mta_config *c = jb->c;
+    const maps *m = &x->m;
+    const int b = x->batch;
+    if (post_grad)
+        kernel_grad(jb, b, m->dp1, m->p, c->post_cq, c->post_ck, s.A.lo, s.A.hi, hl, x->w.kpart, x->acc.wpost);
+    if (b_heads && c->post_cq)
+        strip_conv_backward(jb, b, m->dp1, m->dp, jb->p->w_post + (size_t)(x->h0 + hl) * c->post_cq * c->post_ck,
+                            c->post_cq, c->post_ck, hl, s.B.lo, s.B.hi);
+    if (b_heads && !c->pre_head_mix)
+        for (int r = s.B.lo; r < s.B.hi; r++) {
+            const int rs = dstart(jb, b, r);
+            softmax_backward_row(wrow(m->p, hl, r) + rs, wrow(m->dp, hl, r) + rs, r + 1 - rs);
+            if (m->ds1 != m->dp)
+                memcpy(wrow(m->ds1, hl, r) + rs, wrow(m->dp, hl, r) + rs, (size_t)(r + 1 - rs) * sizeof(float));
+        }
+}
+
+// Stage B, rows B: dP, dS2 and dS1. Their dP1 rows r..r+L1 end at A's last row, which stage A
+// wrote before its last barrier (dP2's loop, or the mixings' row loop).
+static void stage_b(unit_bwd *x, mta_strip s) {
+    job *jb = x->jb;
+    const mta_config *c = jb->c;
+    const int post_grad = c->post_cq && mta_rows_any(s.A);
+    const int b_heads = mta_rows_any(s.B) && (c->post_cq || !c->pre_head_mix);
+    if (post_grad || b_heads) {
+        // (one loop: neither part writes what the other reads)
+        #pragma omp for schedule(static)
+        for (int hl = 0; hl < jb->G; hl++) head_dp(x, s, hl, post_grad, b_heads);
+    }
+    // the loop ends in a barrier: the mixing's row loop reads dP rows B of every head
+    if (mta_rows_any(s.B) && c->pre_head_mix && !x->rows_chain)
+        mix_backward(jb, x->batch, &x->premix, 1, s.B.lo, s.B.hi, NULL);
+}
+
+// Local head hl's part of stage C: the pre conv's kernel gradient from dS1 rows B (pre_grad),
+// and (c_heads) dZ of rows C through the transposed pre conv, zeroed where the dq, dk products
+// read it past each row's document and diagonal.
+static void head_dz(unit_bwd *x, mta_strip s, int hl, int pre_grad, int c_heads) {
+    job *jb = x->jb;
+    const mta_config *c = jb->c;
+    const maps *m = &x->m;
+    const int b = x->batch, K1 = c->pre_cq * c->pre_ck;
+    if (pre_grad) kernel_grad(jb, b, m->ds1, m->z, c->pre_cq, c->pre_ck, s.B.lo, s.B.hi, hl, x->w.kpart, x->acc.wpre);
+    if (!c_heads) return;
+    if (c->pre_cq)
+        strip_conv_backward(jb, b, m->ds1, m->dz, jb->p->w_pre + (size_t)(x->h0 + hl) * K1, c->pre_cq, c->pre_ck, hl,
+                            s.C.lo, s.C.hi);
+    const int sc = dstart(jb, b, s.C.lo);  // (the dq, dk products read rows C from here)
+    for (int r = s.C.lo; r < s.C.hi; r++) {
+        memset(wrow(m->dz, hl, r) + sc, 0, (size_t)(dstart(jb, b, r) - sc) * sizeof(float));
+        mta_zero_past_diagonal(wrow(m->dz, hl, r), r, s.C.hi);
+    }
+}
+
+// Stage C, rows C: dZ. Their dS1 rows r..r+L2 end at B's last row, which stage B (or stage A's
+// row loop, with rows_chain) wrote before its last barrier. Their dq, dk products wait for the
+// next strip's pass over k (lagged_rows), which overwrites nothing of dz before it (dz's buffer
+// holds P2 or dP, written after it).
+static void stage_c(unit_bwd *x, mta_strip s) {
+    const mta_config *c = x->jb->c;
+    const int pre_grad = c->pre_cq && mta_rows_any(s.B), c_heads = mta_rows_any(s.C) && (!x->rows_chain || c->pre_cq);
+    if (pre_grad || c_heads) {
+        // nowait: what comes next reads head hl's dZ on this thread: the flush, or the next
+        // strip's slide and its scores' pass over k, loops over the same heads (or a barrier
+        // first, in rounds); the kernel gradients are read when the unit is done.
+        #pragma omp for schedule(static) nowait
+        for (int hl = 0; hl < x->jb->G; hl++) head_dz(x, s, hl, pre_grad, c_heads);
+    }
+}
+
+// Rows C of a strip, whose dq, dk products wait for the next strip's pass over k.
+static lagged lagged_rows(const unit_bwd *x, mta_rows C) {
+    const win *dz = x->m.dz;
+    return mta_rows_any(C) ? (lagged){C.lo, C.hi, wrow(dz, 0, C.lo), dz->ld, dz->hs} : (lagged){0, 0, NULL, 0, 0};
+}
+
+// The dq, dk products of the lagged rows lg at once, when no strip after brings scores.
+static void flush_lagged(unit_bwd *x, lagged *lg) {
+    job *jb = x->jb;
+    if (jb->rounds > 1) {  // (see strip_maps)
+        #pragma omp barrier
+    }
+    for (int r = 0; r < jb->rounds; r++) {
+        #pragma omp for schedule(static)
+        for (int hl = 0; hl < jb->G; hl++)
+            if ((x->h0 + hl) % jb->rounds == r)
+                k_products(jb, x->m.z, 0, 0, lg, (size_t)x->batch * jb->c->H + x->h0 + hl, hl);
+    }
+    lg->lo = lg->hi = 0;
+}
+
+// The backward of unit u, its kernel gradients into acc: the strips of lag.h's schedule, each
+// bringing rows A and finishing stages A, B, C on their rows.
+static void unit_backward(job *jb, worker *shared, int u, unit_acc acc) {
+    const mta_lag g = mta_lag_of(jb->c, jb->R);
+    #pragma omp parallel if (jb->inner)
+    {
+        unit_bwd x;  // this thread's
+        unit_bwd_init(&x, jb, shared, u, acc);
+        lagged lg = {0, 0, NULL, 0, 0};  // the previous strip's rows C
+        for (int i0 = 0; i0 < mta_lag_end(g); i0 += g.R) {
+            const mta_strip s = mta_lag_strip(g, i0);
+            backward_slide(&x, s);
+            if (mta_rows_any(s.A)) stage_a(&x, s.A, &lg);
+            stage_b(&x, s);
+            stage_c(&x, s);
+            lg = lagged_rows(&x, s.C);
+            if (mta_rows_any(s.C) && i0 + g.R >= g.T) flush_lagged(&x, &lg);  // (no next strip's scores)
+        }
     }
 }
 
@@ -805,7 +900,7 @@ static mta_status plan(mta_ctx *ctx, job *jb, int backward) {
     jb->units = c->B * c->H / jb->G;
     const int threads = omp_get_max_threads();
     jb->inner = jb->units < threads;
-    jb->L1 = c->post_cq ? c->post_cq - 1 : 0, jb->L2 = c->pre_cq ? c->pre_cq - 1 : 0;
+    jb->L1 = mta_lag_post(c), jb->L2 = mta_lag_pre(c);
     // a worker per thread when the forward runs strips apart (strips_forward; the backward shares
     // the first worker's strips)
     jb->strips_apart = jb->inner && !jb->L1 && !jb->L2;
