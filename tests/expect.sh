@@ -1,6 +1,6 @@
 # expect.sh: the checks of the shell tests (test_cli.sh, test_tokcli.sh, test_retrofit.sh,
-# test_train_resume.sh), sourced by each. They count into pass and fail; a test ends with
-# `finish NAME`, which prints "NAME: N passed, M failed" and fails when any did.
+# test_train_resume.sh, test_distributed.sh), sourced by each. They count into pass and fail; a test
+# ends with `finish NAME`, which prints "NAME: N passed, M failed" and fails when any did.
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
@@ -28,4 +28,20 @@ expect() {
 finish() {
     echo "$1: $pass passed, $fail failed"
     [ $fail -eq 0 ]
+}
+# lines FILE: how many lines FILE has, 0 while it does not exist (a run that has not logged yet).
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+# tiny_mta_run DIR MTAC SETTINGS: DIR/data, a fixed text (Genesis and most of Exodus, KJV, kept as
+# DIR/corpus.txt) made into shards, and DIR/cfg.json: the training SETTINGS (JSON members) for a
+# tiny MTA model with every step on and attention dropout (its masks must be reproduced on resume
+# and must not depend on the rank).
+tiny_mta_run() {
+    cp "$(dirname "${BASH_SOURCE[0]}")"/data/corpus.txt "$1/corpus.txt"
+    "$2" data --out "$1/data" --val-every 3 "$1/corpus.txt" > /dev/null || { echo "FAIL: mtac data"; exit 1; }
+    cat > "$1/cfg.json" <<JSON
+{$3,
+ "model": {"dim": 32, "n_layers": 2, "n_heads": 4, "vocab_size": 259, "hidden_dim": 64, "attn_dropout": 0.1,
+           "mta": {"qk_layers": [1], "pre_cq": 2, "pre_ck": 3, "post_cq": 2, "post_ck": 3,
+                   "pre_head_mix": true, "post_ch": 2, "group_norm": true, "gate": true}}}
+JSON
 }

@@ -88,30 +88,75 @@ static void test_good_problem(void **s) {
     assert_int_equal(pr.cfg.H_kv, 2);
 }
 
+// An edit of base()'s q, k, v that the reader refuses: tensor `t` (mask of q=1, k=2, v=4) gets
+// `value` in shape dimension `dim`; dim -1 sets ndim instead, and t = 0 drops v from the file.
+typedef struct {
+    int t, dim;
+    int64_t value;
+    const char *needle;  // what the error must mention
+} bad_qkv;
+
+static const bad_qkv bad_qkvs[] = {
+    {0, 0, 0, "missing v"},
+    {2, 2, 5, "tensor 'k' has shape"},
+    {6, 1, 3, "3 heads, which must divide q's H=4"},                    // 3 kv heads, 4 query heads
+    {6, 1, 8, "tensor 'k' has shape (1,8,6,8), expected (1,H_kv,6,8)"},  // more kv than query heads
+    {4, 1, 2, "tensor 'v' has shape (1,2,6,8), expected (1,4,6,8)"},    // v's heads differ from k's
+    {1, -1, 3, "(B,H,T,d)"},
+};
+
+// A tensor added to base() (name NULL: none) and a metadata pair (key NULL: none) it refuses.
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    const char *key, *value;
+    const char *needle;
+} bad_extra;
+
+static const bad_extra bad_extras[] = {
+    {"doc", 2, {1, 5}, NULL, NULL, "tensor 'doc' has shape (1,5), expected (B,T) = (1,6)"},
+    {"dout", 4, {1, 4, 6, 7}, NULL, NULL, "'dout'"},
+    {"w_pre", 3, {4, 2, 4}, NULL, NULL, "must be odd"},
+    {"w_pre", 3, {3, 2, 5}, NULL, NULL, "'w_pre'"},
+    {"w_post_head", 3, {3, 3, 3}, NULL, NULL, "w_post_head"},  // 3 groups of 3 heads != H = 4
+    {"gate_w", 1, {8}, NULL, NULL, "together"},
+    {"gn_weight", 1, {7}, NULL, NULL, "gn_weight"},
+    {"bias", 1, {8}, NULL, NULL, "unknown tensor 'bias'"},
+    {"gn_weight", 1, {8}, "layer_id", "two", "layer_id"},
+    {"gn_weight", 1, {8}, "depth_scale", "yes", "depth_scale"},
+    {NULL, 0, {0}, "depth_scale", "1", "group_norm"},  // depth scaling without group norm
+};
+
 static void test_bad_problems(void **s) {
     (void)s;
     fake_file ff;
-    base(&ff);
-    ff.f.n_tensors = 2;  // no v
-    expect_error(&ff, "missing v");
-    base(&ff);
-    ff.t[1].shape[2] = 5;
-    expect_error(&ff, "tensor 'k' has shape");
-    base(&ff);
-    ff.t[1].shape[1] = ff.t[2].shape[1] = 3;  // 3 kv heads for 4 query heads
-    expect_error(&ff, "3 heads, which must divide q's H=4");
-    base(&ff);
-    ff.t[1].shape[1] = ff.t[2].shape[1] = 8;  // more kv heads than query heads
-    expect_error(&ff, "tensor 'k' has shape (1,8,6,8), expected (1,H_kv,6,8)");
-    base(&ff);
-    ff.t[2].shape[1] = 2;  // v's heads differ from k's
-    expect_error(&ff, "tensor 'v' has shape (1,2,6,8), expected (1,4,6,8)");
-    base(&ff);
-    ff.t[0].ndim = 3;
-    expect_error(&ff, "(B,H,T,d)");
-    base(&ff);
-    add(&ff, "doc", 2, 1, 5, 0, 0);  // document ids: (B,T) = (1,6)
-    expect_error(&ff, "tensor 'doc' has shape (1,5), expected (B,T) = (1,6)");
+    for (size_t i = 0; i < sizeof bad_qkvs / sizeof *bad_qkvs; i++) {
+        const bad_qkv *b = &bad_qkvs[i];
+        base(&ff);
+        if (!b->t) ff.f.n_tensors = 2;
+        for (int j = 0; j < 3; j++)
+            if (b->t >> j & 1) {
+                if (b->dim < 0)
+                    ff.t[j].ndim = (int)b->value;
+                else
+                    ff.t[j].shape[b->dim] = b->value;
+            }
+        expect_error(&ff, b->needle);
+    }
+    for (size_t i = 0; i < sizeof bad_extras / sizeof *bad_extras; i++) {
+        const bad_extra *b = &bad_extras[i];
+        base(&ff);
+        if (b->name) add(&ff, b->name, b->ndim, b->shape[0], b->shape[1], b->shape[2], b->shape[3]);
+        if (b->key) meta(&ff, b->key, b->value);
+        expect_error(&ff, b->needle);
+    }
+}
+
+// Document ids are whole numbers: a fraction, a nan or one past int32 is refused; -1 is kept.
+static void test_doc_ids(void **s) {
+    (void)s;
+    fake_file ff;
     float ids[6] = {0, 0, 1, 1.5f, 2, 2};
     base(&ff);
     add(&ff, "doc", 2, 1, 6, 0, 0);
@@ -129,38 +174,6 @@ static void test_bad_problems(void **s) {
     attn_problem_doc_ids(&pr, got);
     assert_int_equal(got[3], -1);
     assert_int_equal(got[5], 2);
-    base(&ff);
-    add(&ff, "dout", 4, 1, 4, 6, 7);
-    expect_error(&ff, "'dout'");
-    base(&ff);
-    add(&ff, "w_pre", 3, 4, 2, 4, 0);
-    expect_error(&ff, "must be odd");
-    base(&ff);
-    add(&ff, "w_pre", 3, 3, 2, 5, 0);
-    expect_error(&ff, "'w_pre'");
-    base(&ff);
-    add(&ff, "w_post_head", 3, 3, 3, 3, 0);  // 3 groups of 3 heads != H = 4
-    expect_error(&ff, "w_post_head");
-    base(&ff);
-    add(&ff, "gate_w", 1, 8, 0, 0, 0);
-    expect_error(&ff, "together");
-    base(&ff);
-    add(&ff, "gn_weight", 1, 7, 0, 0, 0);
-    expect_error(&ff, "gn_weight");
-    base(&ff);
-    add(&ff, "bias", 1, 8, 0, 0, 0);
-    expect_error(&ff, "unknown tensor 'bias'");
-    base(&ff);
-    add(&ff, "gn_weight", 1, 8, 0, 0, 0);
-    meta(&ff, "layer_id", "two");
-    expect_error(&ff, "layer_id");
-    base(&ff);
-    add(&ff, "gn_weight", 1, 8, 0, 0, 0);
-    meta(&ff, "depth_scale", "yes");
-    expect_error(&ff, "depth_scale");
-    base(&ff);
-    meta(&ff, "depth_scale", "1");  // depth scaling without group norm
-    expect_error(&ff, "group_norm");
 }
 
 static void test_ignore_prefix(void **s) {
@@ -204,6 +217,7 @@ static void test_size_limits(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_good_problem), cmocka_unit_test(test_bad_problems),
-                                       cmocka_unit_test(test_ignore_prefix), cmocka_unit_test(test_size_limits)};
+                                       cmocka_unit_test(test_doc_ids), cmocka_unit_test(test_ignore_prefix),
+                                       cmocka_unit_test(test_size_limits)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

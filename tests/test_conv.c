@@ -26,67 +26,72 @@ static double zval(const float *z, int T, int r, int x) { return r >= 0 && r < T
 
 static double worst_ratio;  // the largest error over its bound, printed at the end
 
-static void check_shape(int T, int cq, int ck) {
-    uint32_t seed = 7u + (uint32_t)(T * 131 + cq * 17 + ck);
-    const int p = (ck - 1) / 2;
-    float *z = malloc(sizeof(float) * T * T), *a = calloc((size_t)T * T, sizeof(float)), *b = calloc((size_t)T * T, sizeof(float));
-    float *w = malloc(sizeof(float) * cq * ck), *dw = malloc(sizeof(float) * cq * ck);
-    assert_non_null(z), assert_non_null(a), assert_non_null(b), assert_non_null(w), assert_non_null(dw);
-    for (int i = 0; i < T * T; i++) z[i] = frand(&seed);
-    for (int i = 0; i < cq * ck; i++) w[i] = frand(&seed);
+// One kernel shape's buffers: the map z (T x T), the kernel w (cq x ck, key padding p), the
+// results a of one call and b of rows or strips, and the kernel gradient dw.
+typedef struct {
+    int T, cq, ck, p;
+    float *z, *w, *a, *b, *dw;
+} conv_case;
+
+// The direct sum in double of w against the map from row r0, column x0, stepping both by dir
+// (+1: the convolution, -1: its transpose); the sum of |products| in *abs.
+static double kernel_sum(const conv_case *k, int r0, int x0, int dir, double *abs) {
+    double ref = 0;
+    *abs = 0;
+    for (int q = 0; q < k->cq; q++)
+        for (int c = 0; c < k->ck; c++) {
+            const double t = k->w[q * k->ck + c] * zval(k->z, k->T, r0 + dir * q, x0 + dir * c);
+            ref += t, *abs += fabs(t);
+        }
+    return ref;
+}
+
+// Row r of a against row r of b, bit for bit, and each of its entries against the direct sum
+// (dir as in kernel_sum); the worst ratio to the bound.
+static double check_rows(const conv_case *k, int dir) {
+    const int T = k->T, shift = dir * (k->cq - 1), x_shift = -dir * k->p;
     double worst = 0;
-    // forward: all rows in one call against one call per row (bit for bit) and the direct sum
-    qkconv_rows(z, T, w, cq, ck, 0, T, a, T);
-    for (int i = 0; i < T; i++) qkconv_rows(z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, w, cq, ck, i, i + 1, b + (size_t)i * T, T);
-    for (int i = 0; i < T; i++) {
-        assert_memory_equal(a + (size_t)i * T, b + (size_t)i * T, (size_t)(i + 1) * sizeof(float));
-        for (int j = 0; j <= i; j++) {
-            double ref = 0, abs = 0;
-            for (int q = 0; q < cq; q++)
-                for (int c = 0; c < ck; c++) {
-                    const double t = w[q * ck + c] * zval(z, T, i - (cq - 1) + q, j - p + c);
-                    ref += t, abs += fabs(t);
-                }
-            worst = tu_worst(worst, tu_sum_ratio(a[(size_t)i * T + j], ref, abs, cq * ck));
-        }
-    }
-    // transposed: the map's last row is T-1; strips of 5 rows against one call
-    qkconv_backward_input_rows(z, T, T - 1, w, cq, ck, 0, T, a, T);
-    for (int r0 = 0; r0 < T; r0 += 5)
-        qkconv_backward_input_rows(z + (size_t)r0 * T, T, T - 1, w, cq, ck, r0, r0 + 5 < T ? r0 + 5 : T, b + (size_t)r0 * T, T);
     for (int r = 0; r < T; r++) {
-        assert_memory_equal(a + (size_t)r * T, b + (size_t)r * T, (size_t)(r + 1) * sizeof(float));
-        for (int jj = 0; jj <= r; jj++) {
-            double ref = 0, abs = 0;
-            for (int q = 0; q < cq; q++)
-                for (int c = 0; c < ck; c++) {
-                    const double t = w[q * ck + c] * zval(z, T, r + (cq - 1) - q, jj + p - c);
-                    ref += t, abs += fabs(t);
-                }
-            worst = tu_worst(worst, tu_sum_ratio(a[(size_t)r * T + jj], ref, abs, cq * ck));
+        assert_memory_equal(k->a + (size_t)r * T, k->b + (size_t)r * T, (size_t)(r + 1) * sizeof(float));
+        for (int j = 0; j <= r; j++) {
+            double abs;
+            const double ref = kernel_sum(k, r - shift, j + x_shift, dir, &abs);
+            worst = tu_worst(worst, tu_sum_ratio(k->a[(size_t)r * T + j], ref, abs, k->cq * k->ck));
         }
     }
-    // kernel gradient of every row, with the map itself as the output gradient
-    for (int i = 0; i < T; i++) {
-        qkconv_backward_weight_rows(z + (size_t)i * T, T, z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, cq, ck, i,
-                                    i + 1, dw);
-        for (int q = 0; q < cq; q++)
-            for (int c = 0; c < ck; c++) {
-                double ref = 0, abs = 0;
-                for (int j = 0; j <= i; j++) {
-                    const double t = z[(size_t)i * T + j] * zval(z, T, i - (cq - 1) + q, j - p + c);
-                    ref += t, abs += fabs(t);
-                }
-                worst = tu_worst(worst, tu_sum_ratio(dw[q * ck + c], ref, abs, i + 1));
-            }
-    }
-    // and of strips of rows (tiles of rows, the rows a tile leaves, and partial tiles), against
-    // the direct sum over the strip
-    const int strip = 13;
+    return worst;
+}
+
+// Forward: all rows in one call against one call per row (bit for bit) and the direct sum.
+static double check_forward(const conv_case *k) {
+    const int T = k->T, cq = k->cq, ck = k->ck;
+    qkconv_rows(k->z, T, k->w, cq, ck, 0, T, k->a, T);
+    for (int i = 0; i < T; i++)
+        qkconv_rows(k->z + (size_t)(i > cq - 1 ? i - (cq - 1) : 0) * T, T, k->w, cq, ck, i, i + 1, k->b + (size_t)i * T, T);
+    return check_rows(k, 1);
+}
+
+// Transposed: the map's last row is T-1; strips of 5 rows against one call.
+static double check_transposed(const conv_case *k) {
+    const int T = k->T, cq = k->cq, ck = k->ck;
+    qkconv_backward_input_rows(k->z, T, T - 1, k->w, cq, ck, 0, T, k->a, T);
+    for (int r0 = 0; r0 < T; r0 += 5)
+        qkconv_backward_input_rows(k->z + (size_t)r0 * T, T, T - 1, k->w, cq, ck, r0, r0 + 5 < T ? r0 + 5 : T,
+                                   k->b + (size_t)r0 * T, T);
+    return check_rows(k, -1);
+}
+
+// The kernel gradient of strips of rows (1: every row; 13: tiles of rows, the rows a tile
+// leaves, and partial tiles), with the map itself as the output gradient, against the direct
+// sum over the strip.
+static double check_weight(const conv_case *k, int strip) {
+    const int T = k->T, cq = k->cq, ck = k->ck, p = k->p;
+    const float *z = k->z;
+    double worst = 0;
     for (int i0 = 0; i0 < T; i0 += strip) {
         const int i1 = i0 + strip < T ? i0 + strip : T;
         qkconv_backward_weight_rows(z + (size_t)i0 * T, T, z + (size_t)(i0 > cq - 1 ? i0 - (cq - 1) : 0) * T, T, cq, ck, i0,
-                                    i1, dw);
+                                    i1, k->dw);
         for (int q = 0; q < cq; q++)
             for (int c = 0; c < ck; c++) {
                 double ref = 0, abs = 0;
@@ -96,13 +101,27 @@ static void check_shape(int T, int cq, int ck) {
                         const double t = z[(size_t)i * T + j] * zval(z, T, i - (cq - 1) + q, j - p + c);
                         ref += t, abs += fabs(t);
                     }
-                worst = tu_worst(worst, tu_sum_ratio(dw[q * ck + c], ref, abs, n));
+                worst = tu_worst(worst, tu_sum_ratio(k->dw[q * ck + c], ref, abs, n));
             }
     }
+    return worst;
+}
+
+static void check_shape(int T, int cq, int ck) {
+    uint32_t seed = 7u + (uint32_t)(T * 131 + cq * 17 + ck);
+    conv_case k = {T, cq, ck, (ck - 1) / 2, malloc(sizeof(float) * T * T), malloc(sizeof(float) * cq * ck),
+                   calloc((size_t)T * T, sizeof(float)), calloc((size_t)T * T, sizeof(float)), malloc(sizeof(float) * cq * ck)};
+    assert_non_null(k.z), assert_non_null(k.a), assert_non_null(k.b), assert_non_null(k.w), assert_non_null(k.dw);
+    for (int i = 0; i < T * T; i++) k.z[i] = frand(&seed);
+    for (int i = 0; i < cq * ck; i++) k.w[i] = frand(&seed);
+    double worst = check_forward(&k);
+    worst = tu_worst(worst, check_transposed(&k));
+    worst = tu_worst(worst, check_weight(&k, 1));
+    worst = tu_worst(worst, check_weight(&k, 13));
     // every entry a float32 sum of products: within gamma_n sum|products| (tu_sum_ratio)
     worst_ratio = tu_worst(worst_ratio, worst);
     if (!(worst <= 1)) fail_msg("T=%d, kernel %dx%d: %.3g of the bound from the direct sum", T, cq, ck, worst);
-    free(z), free(a), free(b), free(w), free(dw);
+    free(k.z), free(k.a), free(k.b), free(k.w), free(k.dw);
 }
 
 static void test_convolutions(void **s) {

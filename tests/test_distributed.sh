@@ -14,9 +14,7 @@ HAVE_MPI=$2
 command -v mpirun > /dev/null || { echo "SKIP: mpirun not found (apt-get install openmpi-bin)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/expect.sh"
 # CI runs as root; more ranks than cores; one thread per rank (the same per-rank thread count is
 # what makes the per-micro-batch gradients identical).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -26,24 +24,15 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$@"; }
 
-cp "$(dirname "$0")"/data/corpus.txt "$tmp/corpus.txt"  # a fixed text (Genesis and most of Exodus, KJV)
-"$MTAC" data --out "$tmp/data" --val-every 3 "$tmp/corpus.txt" > /dev/null || { echo "FAIL: mtac data"; exit 1; }
-# A tiny MTA model with every step on and attention dropout (its masks must not depend on the
-# rank); a constant schedule, so that a run can be continued to more steps.
-cat > "$tmp/cfg.json" <<'JSON'
-{"steps": 24, "batch_size": 2, "seq_len": 32, "grad_accum": 4, "lr": 0.003, "warmup": 5,
- "schedule": "constant", "save_every": 4, "eval_every": 12, "eval_batches": 2, "log_every": 4, "seed": 7,
- "model": {"dim": 32, "n_layers": 2, "n_heads": 4, "vocab_size": 259, "hidden_dim": 64, "attn_dropout": 0.1,
-           "mta": {"qk_layers": [1], "pre_cq": 2, "pre_ck": 3, "post_cq": 2, "post_ck": 3,
-                   "pre_head_mix": true, "post_ch": 2, "group_norm": true, "gate": true}}}
-JSON
+# A constant schedule, so that a run can be continued to more steps.
+tiny_mta_run "$tmp" "$MTAC" '"steps": 24, "batch_size": 2, "seq_len": 32, "grad_accum": 4, "lr": 0.003, "warmup": 5,
+ "schedule": "constant", "save_every": 4, "eval_every": 12, "eval_batches": 2, "log_every": 4, "seed": 7'
 train() { "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" "$@"; }
 
 if [ "$HAVE_MPI" != 1 ]; then
     out=$(mpi 2 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tmp/x" 2>&1); rc=$?
     [ $rc -ne 0 ] && echo "$out" | grep -q "built without MPI" && [ ! -e "$tmp/x" ] && ok || bad "mpirun of a build without MPI: rc $rc, $out"
-    echo "test_distributed (no MPI): $pass passed, $fail failed"
-    [ $fail -eq 0 ]
+    finish "test_distributed (no MPI)"
     exit
 fi
 
@@ -88,7 +77,6 @@ cmp -s "$tmp/long/model.safetensors" "$tmp/n2/model.safetensors" && ok || bad "2
 # SIGUSR1 at once, SIGTERM and SIGINT after odls_base_sigkill_timeout (1 s, then SIGKILL 1 s later:
 # enough for these short steps). The runs are given far more steps than they get to make, so the
 # signal arrives mid-run however fast the machine is (the schedule is constant).
-lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
 for sig in USR1 TERM; do
     mpirun --oversubscribe -np 2 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" --out "$tmp/s$sig" \
         --steps 5000 --save_every 0 --eval_every 0 --log_every 100000 > "$tmp/s.log" 2>&1 &
@@ -131,5 +119,4 @@ train --out "$tmp/ku" --steps $n --save_every 7 --eval_every 0 --log_every 10000
 "$MTAC" train --resume "$tmp/k" --steps $n > /dev/null && cmp -s "$tmp/ku/model.safetensors" "$tmp/k/model.safetensors" && ok ||
     bad "resume after a killed rank to step $n differs"
 
-echo "test_distributed: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish test_distributed

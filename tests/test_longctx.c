@@ -32,6 +32,34 @@ static uint32_t *make_hay(size_t n) {
     return h;
 }
 
+// The haystack of every test but one, made once: a test takes its first hay_n tokens (make_hay(n)
+// is the first n tokens of make_hay(HAY_MAX)).
+enum { HAY_MAX = 20000 };
+static uint32_t *hay;
+
+static int make_the_hay(void **state) {
+    (void)state;
+    hay = make_hay(HAY_MAX);
+    return hay ? 0 : -1;
+}
+
+static int free_the_hay(void **state) {
+    (void)state;
+    free(hay);
+    return 0;
+}
+
+// One example of c from the first hay_n tokens of the haystack, drawn with seed, in row: the test
+// fails when it is refused or is not c->context tokens long.
+static lc_example generate(const lc_config *c, size_t hay_n, uint64_t seed, int *row) {
+    char err[256];
+    uint64_t rng = seed;
+    lc_example ex;
+    if (lc_generate(c, hay, hay_n, &rng, row, &ex, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(ex.len, c->context);
+    return ex;
+}
+
 // The row's bytes from a to b as a string.
 static void text_of(const int *row, int a, int b, char *out) {
     int k = 0;
@@ -150,7 +178,7 @@ static void check_babi_answer(lc_task task, const int *row, const lc_example *ex
 
 // The row minus its inserts (each from a mark to the end of its first ". ") and the question is one
 // contiguous window of hay.
-static void check_window(const int *row, const lc_example *ex, const uint32_t *hay, size_t hay_n) {
+static void check_window(const int *row, const lc_example *ex, size_t hay_n) {
     int *h = malloc((size_t)ex->len * sizeof *h), nh = 0, k = 0;
     char *s = malloc((size_t)ex->len + 1);
     text_of(row, 0, ex->len, s);
@@ -185,22 +213,17 @@ static void check_window(const int *row, const lc_example *ex, const uint32_t *h
 static void test_needles(void **state) {
     (void)state;
     const size_t hay_n = 20000;
-    uint32_t *hay = make_hay(hay_n);
     int row[2048];
-    char err[256];
     const double depths[] = {0.0, 0.25, 0.5, 0.9, 1.0, -1};
     for (int compound = 0; compound <= 1; compound++)
         for (int needles = 1; needles <= 8; needles += 3)
             for (int d = 0; d < 6; d++) {
                 lc_config c = {LC_NEEDLE, 1024, needles, needles > 2 ? 2 : 1, compound, depths[d], 0};
-                uint64_t rng = 77 + (uint64_t)d;
-                lc_example ex;
-                assert_int_equal(lc_generate(&c, hay, hay_n, &rng, row, &ex, err, sizeof err), 0);
-                assert_int_equal(ex.len, c.context);
+                const lc_example ex = generate(&c, hay_n, 77 + (uint64_t)d, row);
                 assert_int_equal(row[0], TOK_BOS);
                 assert_int_equal(ex.n_marks, needles);
                 check_needle_answer(row, &ex);
-                check_window(row, &ex, hay, hay_n);
+                check_window(row, &ex, hay_n);
                 if (depths[d] >= 0) {  // within the word-boundary snap (32 tokens)
                     const double want = depths[d] * ex.hay_len;
                     assert_true(ex.hay_before_asked >= want - 1 && ex.hay_before_asked <= want + 32);
@@ -221,36 +244,28 @@ static void test_needles(void **state) {
                     free(s);
                 }
             }
-    free(hay);
 }
 
 static void test_babi(void **state) {
     (void)state;
     const size_t hay_n = 20000;
-    uint32_t *hay = make_hay(hay_n);
     int row[4096];
-    char err[256];
     for (int task = LC_QA1; task <= LC_QA3; task++)
         for (int facts = 4; facts <= 24; facts += 10)
             for (int context = 1536; context <= 4096; context *= 2)
                 for (uint64_t seed = 1; seed <= 4; seed++) {
                     lc_config c = {(lc_task)task, context, 0, 0, 0, -1, facts};
-                    uint64_t rng = seed;
-                    lc_example ex;
-                    if (lc_generate(&c, hay, hay_n, &rng, row, &ex, err, sizeof err)) fail_msg("%s", err);
-                    assert_int_equal(ex.len, context);
+                    const lc_example ex = generate(&c, hay_n, seed, row);
                     assert_int_equal(ex.n_marks, facts);
                     for (int k = 1; k < facts; k++) assert_true(ex.mark[k] > ex.mark[k - 1]);
                     check_babi_answer((lc_task)task, row, &ex);
-                    check_window(row, &ex, hay, hay_n);
+                    check_window(row, &ex, hay_n);
                 }
-    free(hay);
 }
 
 static void test_deterministic_and_training_view(void **state) {
     (void)state;
     const size_t hay_n = 5000;
-    uint32_t *hay = make_hay(hay_n);
     int a[512], b[512], tok[511], tgt[511];
     char err[256];
     lc_config c = {LC_NEEDLE, 512, 3, 1, 1, 0.5, 0};
@@ -269,7 +284,6 @@ static void test_deterministic_and_training_view(void **state) {
     }
     lc_training_view(a, &ea, 0, tok, tgt);
     for (int t = 0; t + 1 < ea.len; t++) assert_int_equal(tgt[t], a[t + 1]);
-    free(hay);
 }
 
 // The shortest context lc_config_check accepts holds every example of that config: its bound on
@@ -277,29 +291,20 @@ static void test_deterministic_and_training_view(void **state) {
 static void test_shortest_context(void **state) {
     (void)state;
     const size_t hay_n = 5000;
-    uint32_t *hay = make_hay(hay_n);
     int row[1024];
-    char err[256];
     for (int task = LC_NEEDLE; task <= LC_QA3; task++)
         for (int compound = 0; compound <= (task == LC_NEEDLE); compound++)
             for (int k = 1; k <= 6; k++)
                 for (int q = 1; q <= (task == LC_NEEDLE ? k : 1); q++) {
                     lc_config c = {(lc_task)task, 64, k, q, compound, -1, k + 3};
                     while (lc_config_check(&c, NULL, 0)) c.context++;
-                    for (uint64_t seed = 0; seed < 20; seed++) {
-                        uint64_t rng = seed;
-                        lc_example ex;
-                        if (lc_generate(&c, hay, hay_n, &rng, row, &ex, err, sizeof err)) fail_msg("%s", err);
-                        assert_int_equal(ex.len, c.context);
-                    }
+                    for (uint64_t seed = 0; seed < 20; seed++) generate(&c, hay_n, seed, row);
                 }
-    free(hay);
 }
 
 static void test_errors(void **state) {
     (void)state;
     const size_t hay_n = 5000;
-    uint32_t *hay = make_hay(hay_n);
     int row[8192];
     char err[256];
     lc_example ex;
@@ -325,7 +330,6 @@ static void test_errors(void **state) {
     assert_int_equal(lc_task_from_name("qa2"), LC_QA2);
     assert_int_equal(lc_task_from_name("qa4"), -1);
     assert_string_equal(lc_task_name(LC_NEEDLE), "needle");
-    free(hay);
 }
 
 // A haystack that repeats an asked sentence everywhere cannot give a clean window: refused.
@@ -333,8 +337,8 @@ static void test_polluted_haystack(void **state) {
     (void)state;
     const char *unit = "the falcon is bobob. the lantern is dadad. ";
     const size_t m = strlen(unit), hay_n = 4000;
-    uint32_t *hay = malloc(hay_n * sizeof *hay);
-    for (size_t i = 0; i < hay_n; i++) hay[i] = (unsigned char)unit[i % m];
+    uint32_t *polluted = malloc(hay_n * sizeof *polluted);
+    for (size_t i = 0; i < hay_n; i++) polluted[i] = (unsigned char)unit[i % m];
     int row[1024];
     char err[256];
     lc_example ex;
@@ -342,11 +346,11 @@ static void test_polluted_haystack(void **state) {
     lc_config c = {LC_NEEDLE, 3000, 32, 32, 0, -1, 0};
     int *big = malloc((size_t)c.context * sizeof *big);
     uint64_t rng = 3;
-    assert_int_equal(lc_generate(&c, hay, hay_n, &rng, big, &ex, err, sizeof err), -1);
+    assert_int_equal(lc_generate(&c, polluted, hay_n, &rng, big, &ex, err, sizeof err), -1);
     assert_non_null(strstr(err, "copy"));
     (void)row;
     free(big);
-    free(hay);
+    free(polluted);
 }
 
 // The training mixture: its parse, the shortest sequence that fits, and sequences that are
@@ -368,7 +372,6 @@ static void test_mixture(void **state) {
     assert_int_equal(lc_mix_parse("", "all", &m, &min_T, err, sizeof err), -1);
 
     const size_t hay_n = 20000;
-    uint32_t *hay = make_hay(hay_n);
     int tok[300], tgt[300], tok2[300], tgt2[300];
     lc_mix all;
     assert_int_equal(lc_mix_parse("needle,qa1,qa2,qa3,copy", "all", &all, &min_T, err, sizeof err), 0);
@@ -412,7 +415,6 @@ static void test_mixture(void **state) {
     assert_true(ends_early && ends_last);  // and end at different places: the EOS is not by position
     assert_true(saw_copy);
     assert_true(saw_q);
-    free(hay);
 }
 
 // ---- scoring --------------------------------------------------------------------------------------
@@ -484,7 +486,6 @@ static void on_answered(void *arg, int i, const int *expected, int n_expected, c
 static void test_scoring(void **state) {
     (void)state;
     const size_t hay_n = 20000;
-    uint32_t *hay = make_hay(hay_n);
     char err[256];
     const lc_config cs[] = {{LC_NEEDLE, 300, 3, 1, 1, 0.5, 0}, {LC_NEEDLE, 400, 4, 3, 0, -1, 0}, {LC_QA2, 300, 0, 0, 0, -1, 4}};
     for (int k = 0; k < 3; k++)
@@ -515,7 +516,6 @@ static void test_scoring(void **state) {
     const lc_answerer a = {oracle_start, oracle_step, &o};
     lc_score sc;
     assert_int_equal(lc_score_answers(&a, &cs[0], hay, hay_n, 5, 0, 1, &sc, NULL, err, sizeof err), -1);
-    free(hay);
 }
 
 int main(void) {
@@ -529,5 +529,5 @@ int main(void) {
         cmocka_unit_test(test_mixture),
         cmocka_unit_test(test_scoring),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, make_the_hay, free_the_hay);
 }

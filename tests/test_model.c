@@ -63,6 +63,16 @@ static void test_presets_and_counts(void **s) {
     assert_int_equal(model_preset("nope", &c), -1);
 }
 
+// Writes *c as JSON and reads it back: the same config, bit for bit. Returns the text (to free).
+static char *written_again(const model_config *c) {
+    model_config c2;
+    char msg[256];
+    char *js = model_config_to_json(c);
+    if (model_config_from_json(js, &c2, msg, sizeof msg)) fail_msg("%s\n%s", msg, js);
+    assert_memory_equal(c, &c2, sizeof *c);
+    return js;
+}
+
 static void expect_bad(const char *json, const char *needle) {
     model_config c;
     char msg[256] = "";
@@ -107,13 +117,10 @@ static void test_config_errors(void **s) {
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": -0.1}", "attn_dropout must be");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"attn_dropout\": \"0.1\"}", "must be a number");
     // and the round trip through JSON
-    model_config c, c2;
+    model_config c;
     char msg[256];
     assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
-    char *js = model_config_to_json(&c);
-    assert_int_equal(model_config_from_json(js, &c2, msg, sizeof msg), 0);
-    free(js);
-    assert_memory_equal(&c, &c2, sizeof c);
+    free(written_again(&c));
     // Configs made in code go through the same checks (the preset path of mtac train).
     assert_int_equal(model_preset("lm1m", &c), 0);
     c.rope_theta = INFINITY;
@@ -128,7 +135,7 @@ static void test_config_errors(void **s) {
 // extremes of every float (the largest float32, the smallest subnormal, dropout just below 1).
 static void test_config_round_trip_extremes(void **s) {
     (void)s;
-    model_config c, c2;
+    model_config c;
     char msg[256];
     assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
     const float theta[] = {FLT_MAX, 1e-45f, 1.0f, 10000.0f}, eps[] = {1e-45f, FLT_MIN, 3e38f, 1e-5f},
@@ -136,10 +143,7 @@ static void test_config_round_trip_extremes(void **s) {
     for (int i = 0; i < 4; i++) {
         c.rope_theta = theta[i], c.norm_eps = eps[i], c.attn_dropout = drop[i];
         assert_int_equal(model_config_check(&c, msg, sizeof msg), 0);
-        char *js = model_config_to_json(&c);
-        if (model_config_from_json(js, &c2, msg, sizeof msg)) fail_msg("%s\n%s", msg, js);
-        free(js);
-        assert_memory_equal(&c, &c2, sizeof c);
+        free(written_again(&c));
     }
 }
 
@@ -256,6 +260,28 @@ static void test_identity_mta_equals_baseline(void **s) {
     model_free(b);
 }
 
+// mtac convert --add-mta's promise: `c` (base's configuration with MTA steps) given identity kernels
+// and base's other weights (n_copied tensors) computes base's logits. The fused backend (the
+// default) gives the same bits: identity kernels multiply by 1 and add zeros. The reference
+// backend sums the MTA path in another order: float32 round-off.
+static void expect_retrofit_equal(model *base, const model_config *c, uint64_t seed, int n_copied, const char *what) {
+    char msg[256];
+    model *mta = model_create(c, msg, sizeof msg);
+    assert_non_null(mta);
+    model_set_backend(mta, tu_backend());
+    model_init(mta, seed);
+    assert_int_equal(model_copy_matching(mta, base), n_copied);
+    const int V = c->vocab_size, n = 2 * 20 * V;
+    int tok[2 * 20], tgt[2 * 20];
+    tokens_for(tok, tgt, 40, V, 4);
+    loss_of(base, tok, tgt, 2, 20);
+    loss_of(mta, tok, tgt, 2, 20);
+    const double diff = tu_max_abs_diff(model_logits(base), model_logits(mta), n);
+    if (tu_backend() == MTA_BACKEND_FUSED) assert_true(diff == 0);
+    else assert_true(mt_within(what, diff / tu_max_abs(model_logits(base), n), mt_tol_logits(model_cfg(mta), 20)));
+    model_free(mta);
+}
+
 // mtac convert --add-mta's model: the paper's pattern without norm and gate, identity kernels, the
 // baseline's other weights: the same logits as the baseline (layer 2 has the convolutions).
 static void test_retrofit_equals_baseline(void **s) {
@@ -264,22 +290,7 @@ static void test_retrofit_equals_baseline(void **s) {
     model_config c = *model_cfg(base);
     model_config_mta_pattern(&c, 0);
     assert_int_equal(c.qk_layer[2], 1);
-    char msg[256];
-    model *mta = model_create(&c, msg, sizeof msg);
-    assert_non_null(mta);
-    model_init(mta, 77);
-    assert_int_equal(model_copy_matching(mta, base), 2 + 3 * 9);
-    int tok[2 * 20], tgt[2 * 20];
-    tokens_for(tok, tgt, 40, 13, 4);
-    loss_of(base, tok, tgt, 2, 20);
-    loss_of(mta, tok, tgt, 2, 20);
-    const double diff = tu_max_abs_diff(model_logits(base), model_logits(mta), 2 * 20 * 13);
-    // The fused backend (the default) gives the same bits: identity kernels multiply by 1 and add
-    // zeros. The reference backend sums the MTA path in another order: float32 round-off.
-    if (tu_backend() == MTA_BACKEND_FUSED) assert_true(diff == 0);
-    else assert_true(mt_within("retrofit against baseline, reference backend", diff / tu_max_abs(model_logits(base), 2 * 20 * 13),
-                               mt_tol_logits(model_cfg(mta), 20)));
-    model_free(mta);
+    expect_retrofit_equal(base, &c, 77, 2 + 3 * 9, "retrofit against baseline, reference backend");
     model_free(base);
 }
 
@@ -330,17 +341,28 @@ static const char *GQA_MTA =
     "{" GQA_BASE ", \"n_kv_heads\": 2, \"mta\": {\"qk_layers\": [1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 2,"
     " \"post_ck\": 3, \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"depth_scale\": true, \"gate\": true}}";
 
+static void test_gqa_config_errors(void **s) {
+    (void)s;
+    const struct {
+        const char *kv, *needle;
+    } bad[] = {{"3", "n_kv_heads=3 must divide n_heads=4"},
+               {"8", "must divide"},
+               {"-1", "'n_kv_heads' must be an integer"},
+               {"1.5", "'n_kv_heads' must be an integer"}};
+    char js[128];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(js, sizeof js, "{" GQA_BASE ", \"n_kv_heads\": %s}", bad[i].kv);
+        expect_bad(js, bad[i].needle);
+    }
+}
+
 static void test_gqa_config(void **s) {
     (void)s;
-    expect_bad("{" GQA_BASE ", \"n_kv_heads\": 3}", "n_kv_heads=3 must divide n_heads=4");
-    expect_bad("{" GQA_BASE ", \"n_kv_heads\": 8}", "must divide");
-    expect_bad("{" GQA_BASE ", \"n_kv_heads\": -1}", "'n_kv_heads' must be an integer");
-    expect_bad("{" GQA_BASE ", \"n_kv_heads\": 1.5}", "'n_kv_heads' must be an integer");
     model_config c, c2;
     char msg[256];
     // written only when below n_heads: n_kv_heads = n_heads (or 0) reads and writes as without it
     assert_int_equal(model_config_from_json("{" GQA_BASE "}", &c, msg, sizeof msg), 0);
-    char *plain = model_config_to_json(&c);
+    char *plain = written_again(&c);
     assert_null(strstr(plain, "n_kv_heads"));
     const char *same[2] = {"{" GQA_BASE ", \"n_kv_heads\": 4}", "{" GQA_BASE ", \"n_kv_heads\": 0}"};
     for (int i = 0; i < 2; i++) {
@@ -353,11 +375,9 @@ static void test_gqa_config(void **s) {
     free(plain);
     assert_int_equal(model_config_from_json(GQA_MTA, &c, msg, sizeof msg), 0);
     assert_int_equal(c.n_kv_heads, 2);
-    char *js = model_config_to_json(&c);
+    char *js = written_again(&c);
     assert_non_null(strstr(js, "\"n_kv_heads\":\t2"));
-    assert_int_equal(model_config_from_json(js, &c2, msg, sizeof msg), 0);
     free(js);
-    assert_memory_equal(&c, &c2, sizeof c);
     // configs made in code: the same check
     c.n_kv_heads = 3;
     assert_int_equal(model_config_check(&c, msg, sizeof msg), -1);
@@ -582,7 +602,7 @@ static const char *UNTIED_MTA =
     "{" UNTIED_BASE ", \"mta\": {\"qk_layers\": [1], \"pre_cq\": 2, \"pre_ck\": 3, \"post_cq\": 2, \"post_ck\": 3,"
     " \"pre_head_mix\": true, \"post_ch\": 2, \"group_norm\": true, \"gate\": true}}";
 
-static void test_untied_rope_config(void **s) {
+static void test_untied_rope_errors(void **s) {
     (void)s;
     expect_bad("{" UNTIED_BASE ", \"tie_embeddings\": 0}", "key 'tie_embeddings' appears twice");
     expect_bad("{\"dim\": 8, \"n_layers\": 1, \"n_heads\": 2, \"vocab_size\": 5, \"tie_embeddings\": 0}", "true or false");
@@ -608,25 +628,27 @@ static void test_untied_rope_config(void **s) {
         snprintf(js, sizeof js, "%s%s", rs, bad[i].scaling);
         expect_bad(js, bad[i].needle);
     }
+}
+
+static void test_untied_rope_config(void **s) {
+    (void)s;
     model_config c, c2;
     char msg[256];
     // tied and unscaled: neither key is written, so those configs read and write as before
     assert_int_equal(model_config_from_json(TINY_MTA, &c, msg, sizeof msg), 0);
     assert_int_equal(c.tie_embeddings, 1);
     assert_true(c.rope_factor == 0);
-    char *plain = model_config_to_json(&c);
+    char *plain = written_again(&c);
     assert_null(strstr(plain, "tie_embeddings"));
     assert_null(strstr(plain, "rope_scaling"));
     free(plain);
     assert_int_equal(model_config_from_json(UNTIED_MTA, &c, msg, sizeof msg), 0);
     assert_int_equal(c.tie_embeddings, 0);
     assert_true(c.rope_factor == 8 && c.rope_low_freq == 1 && c.rope_high_freq == 4 && c.rope_orig_ctx == 256);
-    char *w = model_config_to_json(&c);
+    char *w = written_again(&c);
     assert_non_null(strstr(w, "\"tie_embeddings\":\tfalse"));
     assert_non_null(strstr(w, "\"rope_type\":\t\"llama3\""));
-    assert_int_equal(model_config_from_json(w, &c2, msg, sizeof msg), 0);
     free(w);
-    assert_memory_equal(&c, &c2, sizeof c);
     // configs made in code: the same checks
     c2.rope_high_freq = 0.5f;
     assert_int_equal(model_config_check(&c2, msg, sizeof msg), -1);
@@ -725,21 +747,8 @@ static void test_retrofit_untied_equals_base(void **s) {
     model_config_mta_pattern(&c, 0);
     memset(c.qk_layer, 0, sizeof c.qk_layer);
     c.qk_layer[0] = 1;
-    char msg[256];
-    model *mta = model_create(&c, msg, sizeof msg);
-    assert_non_null(mta);
-    model_set_backend(mta, tu_backend());
-    model_init(mta, 78);
-    assert_int_equal(model_copy_matching(mta, base), 3 + 2 * 9);  // embedding, norm, output; 9 per layer
-    int tok[2 * 20], tgt[2 * 20];
-    tokens_for(tok, tgt, 40, 11, 4);
-    loss_of(base, tok, tgt, 2, 20);
-    loss_of(mta, tok, tgt, 2, 20);
-    const double diff = tu_max_abs_diff(model_logits(base), model_logits(mta), 2 * 20 * 11);
-    if (tu_backend() == MTA_BACKEND_FUSED) assert_true(diff == 0);
-    else assert_true(mt_within("untied retrofit against its base, reference backend", diff / tu_max_abs(model_logits(base), 2 * 20 * 11),
-                               mt_tol_logits(model_cfg(mta), 20)));
-    model_free(mta);
+    // embedding, norm, output; 9 per layer
+    expect_retrofit_equal(base, &c, 78, 3 + 2 * 9, "untied retrofit against its base, reference backend");
     model_free(base);
 }
 
@@ -750,19 +759,30 @@ static void test_gradcheck_untied(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_presets_and_counts),  cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_presets_and_counts),
+        cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_round_trip_extremes),
-        cmocka_unit_test(test_gradcheck_mta),       cmocka_unit_test(test_gradcheck_baseline),
-        cmocka_unit_test(test_gradcheck_dropout),   cmocka_unit_test(test_identity_mta_equals_baseline),
+        cmocka_unit_test(test_gradcheck_mta),
+        cmocka_unit_test(test_gradcheck_baseline),
+        cmocka_unit_test(test_gradcheck_dropout),
+        cmocka_unit_test(test_identity_mta_equals_baseline),
         cmocka_unit_test(test_retrofit_equals_baseline),
-        cmocka_unit_test(test_causal),              cmocka_unit_test(test_dropout_modes),
-        cmocka_unit_test(test_weights_round_trip),  cmocka_unit_test(test_bad_tokens),
-        cmocka_unit_test(test_gqa_config),          cmocka_unit_test(test_gradcheck_gqa),
+        cmocka_unit_test(test_causal),
+        cmocka_unit_test(test_dropout_modes),
+        cmocka_unit_test(test_weights_round_trip),
+        cmocka_unit_test(test_bad_tokens),
+        cmocka_unit_test(test_gqa_config_errors),
+        cmocka_unit_test(test_gqa_config),
+        cmocka_unit_test(test_gradcheck_gqa),
         cmocka_unit_test(test_gqa_equals_repeated),
-        cmocka_unit_test(test_doc_mask_config),     cmocka_unit_test(test_packed_equals_alone),
+        cmocka_unit_test(test_doc_mask_config),
+        cmocka_unit_test(test_packed_equals_alone),
         cmocka_unit_test(test_doc_mask_one_document_same_bits),
-        cmocka_unit_test(test_untied_rope_config),  cmocka_unit_test(test_untied_output),
-        cmocka_unit_test(test_untied_grad_hook),    cmocka_unit_test(test_gradcheck_untied),
+        cmocka_unit_test(test_untied_rope_errors),
+        cmocka_unit_test(test_untied_rope_config),
+        cmocka_unit_test(test_untied_output),
+        cmocka_unit_test(test_untied_grad_hook),
+        cmocka_unit_test(test_gradcheck_untied),
         cmocka_unit_test(test_retrofit_untied_equals_base),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

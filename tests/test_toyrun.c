@@ -220,14 +220,40 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
+// The directory bad/ for records the loader refuses; its run.json's path in path.
+static void bad_dir(char bad[96], char path[160]) {
+    char cmd[200];
+    snprintf(bad, 96, "%s/bad", dir);
+    snprintf(path, 160, "%s/run.json", bad);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", bad);
+    assert_int_equal(system(cmd), 0);
+}
+
+// bad/run.json holding text is refused with an error that says needle (what: the case, in a failure).
+static void expect_refused(const char *text, const char *needle, const char *what) {
+    char bad[96], path[160], err[256] = "";
+    bad_dir(bad, path);
+    write_file(path, text);
+    toy_plan p;
+    assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
+    if (!strstr(err, needle)) fail_msg("%s: '%s' lacks '%s'", what, err, needle);
+}
+
+// A run record of a 2-block task and one small model m, the recipe's members and the seeds given.
+static void record(char *out, size_t n, const char *recipe, const char *seeds) {
+    snprintf(out, n,
+             "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
+             "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,%s,\"seeds\":[%s],"
+             "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}",
+             recipe, seeds);
+}
+
+static const char *const RECIPE = "\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98";
+
 static void test_plan_bad_records(void **s) {
     (void)s;
     char bad[96], path[160], err[256];
-    snprintf(bad, sizeof bad, "%s/bad", dir);
-    snprintf(path, sizeof path, "%s/run.json", bad);
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", bad);
-    assert_int_equal(system(cmd), 0);
+    bad_dir(bad, path);
     toy_plan p;
     assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);  // missing
     assert_non_null(strstr(err, "cannot open"));
@@ -253,35 +279,38 @@ static void test_plan_bad_records(void **s) {
          "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[1],\"models\":[]}", "schedule"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_file(path, cases[i][0]);
-        err[0] = 0;
-        assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
-        if (!strstr(err, cases[i][1])) fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i][1]);
+        char what[32];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_refused(cases[i][0], cases[i][1], what);
     }
-    // Seeds that are no uint64 (converting them was undefined), or that run.json does not keep
-    // exactly (above 2^52), in an otherwise good record; 1e999 reads as infinity.
+}
+
+// Seeds that are no uint64 (converting them was undefined), or that run.json does not keep
+// exactly (above 2^52), in an otherwise good record; 1e999 reads as infinity. 2^52 is kept.
+static void test_plan_bad_seeds(void **s) {
+    (void)s;
     const char *seeds[] = {"1e20", "18446744073709551616", "9007199254740994", "4503599627370497", "1e999", "-1e999", "-0.5", "1.5",
                            "4.000001", "-3"};
+    char rec[600], two[64];
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
-        char rec[600];
-        snprintf(rec, sizeof rec,
-                 "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-                 "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[4,%s],"
-                 "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}",
-                 seeds[i]);
-        write_file(path, rec);
-        err[0] = 0;
-        assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
-        if (!strstr(err, "not an integer in [0, 2^52]")) fail_msg("seed %s: '%s'", seeds[i], err);
+        snprintf(two, sizeof two, "4,%s", seeds[i]);
+        record(rec, sizeof rec, RECIPE, two);
+        expect_refused(rec, "not an integer in [0, 2^52]", seeds[i]);
     }
-    write_file(path, "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-                     "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.98,\"seeds\":[4,4503599627370496],"
-                     "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}");
+    char bad[96], path[160], err[256];
+    bad_dir(bad, path);
+    record(rec, sizeof rec, RECIPE, "4,4503599627370496");
+    write_file(path, rec);
+    toy_plan p;
     assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), 0);
     assert_true(p.n_seeds == 2 && p.seeds[0] == 4 && p.seeds[1] == TOY_MAX_SEED);
     assert_true(p.run.schedule == LR_CONSTANT && p.run.warmup == 0);  // optional: the paper's recipe
-    // The recipe's numbers: absent (read as -1 before), beyond float (infinite: found by
-    // fuzz_toyplan, saved back as null), rounding out of range as a float, or out of range.
+}
+
+// The recipe's numbers: absent (read as -1 before), beyond float (infinite: found by
+// fuzz_toyplan, saved back as null), rounding out of range as a float, or out of range.
+static void test_plan_bad_recipes(void **s) {
+    (void)s;
     const char *recipes[] = {"\"weight_decay\":0,\"beta2\":0.98", "\"lr\":1e39,\"weight_decay\":0,\"beta2\":0.98",
                              "\"lr\":1e999,\"weight_decay\":0,\"beta2\":0.98", "\"lr\":1e-50,\"weight_decay\":0,\"beta2\":0.98",
                              "\"lr\":0,\"weight_decay\":0,\"beta2\":0.98", "\"lr\":-0.001,\"weight_decay\":0,\"beta2\":0.98",
@@ -289,17 +318,10 @@ static void test_plan_bad_records(void **s) {
                              "\"lr\":0.001,\"beta2\":0.98", "\"lr\":0.001,\"weight_decay\":-0.1,\"beta2\":0.98",
                              "\"lr\":0.001,\"weight_decay\":11,\"beta2\":0.98", "\"lr\":0.001,\"weight_decay\":0",
                              "\"lr\":0.001,\"weight_decay\":0,\"beta2\":0.9999999999", "\"lr\":0.001,\"weight_decay\":0,\"beta2\":-1e999"};
+    char rec[600];
     for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
-        char rec[600];
-        snprintf(rec, sizeof rec,
-                 "{\"setting\":\"x\",\"task\":{\"blocks\":2,\"block_len\":5,\"query_len\":2,\"alphabet\":26},"
-                 "\"steps\":1,\"batch\":1,\"test_samples\":1,\"eval_every\":1,%s,\"seeds\":[4],"
-                 "\"models\":[{\"name\":\"m\",\"config\":{\"dim\":16,\"n_layers\":1,\"n_heads\":2,\"vocab_size\":30}}]}",
-                 recipes[i]);
-        write_file(path, rec);
-        err[0] = 0;
-        assert_int_equal(toy_plan_load(&p, bad, err, sizeof err), -1);
-        if (!strstr(err, "lr (in (0, 1)), weight_decay (in [0, 10]) and beta2 (in [0, 1))")) fail_msg("recipe %s: '%s'", recipes[i], err);
+        record(rec, sizeof rec, recipes[i], "4");
+        expect_refused(rec, "lr (in (0, 1)), weight_decay (in [0, 10]) and beta2 (in [0, 1))", recipes[i]);
     }
 }
 
@@ -326,6 +348,7 @@ static void test_attnmap_png(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_agrees_with_teacher_forcing), cmocka_unit_test(test_model_attention_maps),
-        cmocka_unit_test(test_attnmap_png), cmocka_unit_test(test_plan_roundtrip), cmocka_unit_test(test_plan_bad_records)};
+        cmocka_unit_test(test_attnmap_png), cmocka_unit_test(test_plan_roundtrip), cmocka_unit_test(test_plan_bad_records),
+        cmocka_unit_test(test_plan_bad_seeds), cmocka_unit_test(test_plan_bad_recipes)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,20 +7,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/expect.sh"
 
-# A small fixed corpus (Genesis and most of Exodus, KJV), and a tiny MTA model with attention
-# dropout (so the dropout seeds must be reproduced on resume too).
-cp "$(dirname "$0")"/data/corpus.txt "$tmp/corpus.txt"
-"$MTAC" data --out "$tmp/data" --val-every 3 "$tmp/corpus.txt" > /dev/null || { echo "FAIL: mtac data"; exit 1; }
-cat > "$tmp/cfg.json" <<'JSON'
-{"steps": 300, "batch_size": 4, "seq_len": 32, "grad_accum": 2, "lr": 0.003, "warmup": 5,
- "schedule": "cosine", "save_every": 5, "eval_every": 100, "eval_batches": 2, "log_every": 1000, "seed": 7,
- "model": {"dim": 32, "n_layers": 2, "n_heads": 4, "vocab_size": 259, "hidden_dim": 64, "attn_dropout": 0.1,
-           "mta": {"qk_layers": [1], "pre_cq": 2, "pre_ck": 3, "post_cq": 2, "post_ck": 3,
-                   "pre_head_mix": true, "post_ch": 2, "group_norm": true, "gate": true}}}
-JSON
+# A constant seed, so that runs repeat; saves every 5 steps to resume from.
+tiny_mta_run "$tmp" "$MTAC" '"steps": 300, "batch_size": 4, "seq_len": 32, "grad_accum": 2, "lr": 0.003, "warmup": 5,
+ "schedule": "cosine", "save_every": 5, "eval_every": 100, "eval_batches": 2, "log_every": 1000, "seed": 7'
 train() { OMP_NUM_THREADS=1 "$MTAC" train --config "$tmp/cfg.json" --data "$tmp/data" "$@"; }
 losses() { sed -E 's/.*"step":([0-9]+),"loss":([0-9.]+).*/\1 \2/' "$1/metrics.jsonl"; }
-steps_done() { [ -f "$1/metrics.jsonl" ] && wc -l < "$1/metrics.jsonl" || echo 0; }
+steps_done() { lines "$1/metrics.jsonl"; }
 
 train --out "$tmp/a" > /dev/null || bad "uninterrupted run"
 train --out "$tmp/a2" > /dev/null || bad "second uninterrupted run"
