@@ -3,7 +3,7 @@
 // CUDA runtime, so a bare GPU machine can build it).
 //
 //   bench_cuda [--T 2048,4096,...] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config mta830m|normgate|plain]
-//              [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]
+//              [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]   (options: cli/cli_opts.h)
 //
 // mta830m: pre and post 6x11 convolutions, H x H head mixing, head convolution over all heads,
 // group norm and gate (the 830M layer's MTA); normgate: group norm and gate alone (the steps the
@@ -15,10 +15,11 @@
 // GPU memory in use after the timed calls (cudaMemGetInfo) minus that before anything was
 // allocated: q, k, v, out, dout, dq, dk, dv, the parameters and the backend's workspace (which it
 // keeps between calls), and cuBLAS's.
+#include "cli_opts.h"
+#include "model/mta_layers.h"
 #include "testutil.h"
 
 #include <cuda_runtime.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,163 +44,178 @@ static float *dev_randn(size_t n, uint64_t *seed) {
     return d;
 }
 
+// n floats of GPU memory.
+static float *dev_alloc(size_t n) {
+    float *d;
+    ck(cudaMalloc((void **)&d, n * sizeof(float)), "cudaMalloc");
+    return d;
+}
+
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config mta830m|normgate|plain]\n"
-               "                  [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]\n"
-               "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
-               "prints one JSON row per T.\n");
+enum { CFG_PLAIN, CFG_MTA830M, CFG_NORMGATE };
+static const char *const CONFIGS[] = {"plain", "mta830m", "normgate", NULL};
+static const char *const PRECISIONS[] = {"fp32", "bf16", NULL};
+
+typedef struct {
+    uint64_t Ts[32];
+    int nT, B, H, d, H_kv, rows, reps, warmup, config, bf16;
+} bench_args;
+
+// The flags into a: -1 to go on, else the exit status.
+static int parse(int argc, char **argv, bench_args *a) {
+    const cli_opt opts[] = {
+        {"T", CLI_LIST, a->Ts, 1, 1e9, .max = 32, .count = &a->nT, .arg = "LIST",
+         .help = "sequence lengths; default those of tests/attn_cases.c's TC_PERF cases (2048,4096)"},
+        {"B", CLI_INT, &a->B, 1, 1e9, .arg = "N", .help = "batch"},
+        {"H", CLI_INT, &a->H, 1, 1e9, .arg = "N", .help = "heads"},
+        {"d", CLI_INT, &a->d, 1, 1e9, .arg = "N", .help = "head dim"},
+        {"H_kv", CLI_INT, &a->H_kv, 1, 1e9, .arg = "N", .help = "key/value heads, dividing H (default H)"},
+        {"config", CLI_CHOICE, &a->config, .choices = CONFIGS, .arg = "NAME", .help = "the MTA steps on"},
+        {"precision", CLI_CHOICE, &a->bf16, .choices = PRECISIONS, .arg = "P", .help = "mta_config.precision"},
+        {"rows", CLI_INT, &a->rows, 1, 1e9, .arg = "R", .help = "query rows per strip (default: the backend's choice)"},
+        {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed calls; the median is reported"},
+        {"warmup", CLI_INT, &a->warmup, 0, 1e9, .arg = "N", .help = "untimed calls first"},
+    };
+    const cli_spec spec = {"bench_cuda",
+                           "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config "
+                           "mta830m|normgate|plain]\n                  [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]\n",
+                           "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
+                           "prints one JSON row per T.\n",
+                           NULL, opts, sizeof opts / sizeof opts[0], NULL};
+    int first;
+    const int st = cli_parse(&spec, argc, argv, &first);
+    if (st >= 0) return st;
+    const tc_case *t;
+    if (!a->nT)
+        while (a->nT < 32 && (t = tc_nth(TC_PERF, a->nT))) a->Ts[a->nT++] = (uint64_t)t->T;
+    return -1;
 }
 
-static int pos_int(const char *s, int *out) {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (end == s || *end || x < 1 || x > 100000000) return 0;
-    *out = (int)x;
-    return 1;
+// The config of a at sequence length T: 0, or 2 after a message.
+static int config_of(const bench_args *a, int T, mta_config *c) {
+    *c = mta_config_default(a->B, a->H, T, a->d);
+    c->backend = MTA_BACKEND_CUDA, c->strip_rows = a->rows, c->H_kv = a->H_kv;
+    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    if (a->config == CFG_MTA830M) mta_layer_830m(c, a->H, 1);
+    if (a->config == CFG_NORMGATE) c->group_norm = 1, c->gate = 1;
+    char msg[256];
+    if (!mta_config_check(c, msg, sizeof msg)) return 0;
+    fprintf(stderr, "bench_cuda: %s\n", msg);
+    return 2;
+}
+
+// One problem's tensors in GPU memory: random q, k, v (k, v of H_kv heads), dout; out and the
+// gradients; the parameters identity plus noise, drawn on the host and copied, their gradients 0.
+typedef struct {
+    float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
+    mta_params p;
+    mta_grads g;
+} problem;
+
+static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
+    const size_t n = (size_t)c->B * c->H * c->T * c->d, nkv = n / c->H * (c->H_kv ? c->H_kv : c->H);
+    memset(pr, 0, sizeof *pr);
+    pr->q = dev_randn(n, &seed), pr->k = dev_randn(nkv, &seed), pr->v = dev_randn(nkv, &seed);
+    pr->dout = dev_randn(n, &seed);
+    pr->out = dev_alloc(n), pr->dq = dev_alloc(n), pr->dk = dev_alloc(nkv), pr->dv = dev_alloc(nkv);
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    float *hw[MTA_N_PARAMS] = {0};
+    for (int i = 0; i < MTA_N_PARAMS; i++)
+        if (ps.w[i] && !(hw[i] = calloc(ps.w[i], sizeof(float)))) exit(1);
+    for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(c, i, hw[i]);
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        if (!ps.w[i]) continue;
+        for (size_t e = 0; e < ps.w[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
+        float *w = dev_alloc(ps.w[i]), *gw = dev_alloc(ps.w[i]);
+        ck(cudaMemcpy(w, hw[i], ps.w[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+        ck(cudaMemset(gw, 0, ps.w[i] * sizeof(float)), "cudaMemset");
+        free(hw[i]);
+        pr->p.w[i] = w, pr->g.w[i] = gw;
+    }
+}
+
+static void problem_free(problem *pr) {
+    for (int i = 0; i < MTA_N_PARAMS; i++) cudaFree((void *)pr->p.w[i]), cudaFree(pr->g.w[i]);
+    cudaFree(pr->q), cudaFree(pr->k), cudaFree(pr->v), cudaFree(pr->dout), cudaFree(pr->out);
+    cudaFree(pr->dq), cudaFree(pr->dk), cudaFree(pr->dv);
+}
+
+// The median over reps timed calls (after warmup untimed ones) of one forward and one backward,
+// in seconds; exits after a message when a call fails.
+static double median_call(mta_ctx *ctx, const problem *pr, int T, int reps, int warmup) {
+    cudaEvent_t e0, e1;
+    ck(cudaEventCreate(&e0), "event"), ck(cudaEventCreate(&e1), "event");
+    double *times = calloc((size_t)reps, sizeof(double));
+    if (!times) exit(1);
+    for (int r = -warmup; r < reps; r++) {
+        ck(cudaEventRecord(e0, 0), "event");
+        if (mta_forward(ctx, pr->q, pr->k, pr->v, &pr->p, pr->out) ||
+            mta_backward(ctx, pr->q, pr->k, pr->v, &pr->p, pr->dout, pr->dq, pr->dk, pr->dv, &pr->g)) {
+            fprintf(stderr, "bench_cuda: T=%d: %s\n", T, mta_ctx_error(ctx));
+            exit(1);
+        }
+        ck(cudaEventRecord(e1, 0), "event");
+        ck(cudaEventSynchronize(e1), "sync");
+        float ms;
+        ck(cudaEventElapsedTime(&ms, e0, e1), "event");
+        if (r >= 0) times[r] = ms / 1e3;
+    }
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    const double med = times[reps / 2];
+    free(times);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return med;
+}
+
+// Times a's problem at sequence length T and prints its JSON row: 0, or the exit status.
+static int bench_T(const bench_args *a, int T, const char *device) {
+    mta_config c;
+    if (config_of(a, T, &c)) return 2;
+    ck(cudaDeviceSynchronize(), "sync");
+    size_t free0, free1, total;
+    ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+    problem pr;
+    problem_make(&c, 42 + T, &pr);
+    mta_ctx *ctx;
+    char msg[256];
+    if (mta_create(&ctx, &c, msg, sizeof msg)) {
+        fprintf(stderr, "bench_cuda: %s\n", msg);
+        return 1;
+    }
+    const double t = median_call(ctx, &pr, T, a->reps, a->warmup);
+    ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
+    const size_t ws = mta_ctx_workspace_bytes(ctx);
+    static const char *const impl[3] = {"cuda_plain", "cuda_mta", "cuda_normgate"};
+    printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"precision\": \"%s\", \"T\": %d, "
+           "\"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, "
+           "\"workspace_mb\": %.1f, \"reps\": %d}\n",
+           impl[a->config], device, a->bf16 ? "bf16" : "fp32", T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t,
+           (free0 - free1) / 1e6, ws / 1e6, a->reps);
+    fflush(stdout);
+    mta_destroy(ctx);
+    problem_free(&pr);
+    return 0;
 }
 
 int main(int argc, char **argv) {
-    int B = 1, H = 8, d = 64, H_kv = 0, rows = 0, reps = 5, warmup = 1, mta = 1, bf16 = 0;  // mta: 0 plain, 1 mta830m, 2 normgate
-    int Ts[32], nT = 0;
-    const char *Tlist = "2048,4096";
-    static const struct option opts[] = {{"T", 1, 0, 'T'},      {"B", 1, 0, 'B'},    {"H", 1, 0, 'H'},
-                                         {"d", 1, 0, 'd'},      {"config", 1, 0, 'c'}, {"rows", 1, 0, 'r'},
-                                         {"reps", 1, 0, 'n'},   {"warmup", 1, 0, 'w'}, {"help", 0, 0, 'h'},
-                                         {"H_kv", 1, 0, 'k'},   {"precision", 1, 0, 'p'}, {0, 0, 0, 0}};
-    int o, ok = 1;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (o) {
-        case 'T': Tlist = optarg; break;
-        case 'B': ok = pos_int(optarg, &B); break;
-        case 'H': ok = pos_int(optarg, &H); break;
-        case 'd': ok = pos_int(optarg, &d); break;
-        case 'r': ok = pos_int(optarg, &rows); break;
-        case 'n': ok = pos_int(optarg, &reps); break;
-        case 'w': ok = !strcmp(optarg, "0") ? (warmup = 0, 1) : pos_int(optarg, &warmup); break;
-        case 'k': ok = pos_int(optarg, &H_kv); break;
-        case 'c':
-            if (!strcmp(optarg, "mta830m")) mta = 1;
-            else if (!strcmp(optarg, "normgate")) mta = 2;
-            else if (!strcmp(optarg, "plain")) mta = 0;
-            else ok = 0;
-            break;
-        case 'p':
-            if (!strcmp(optarg, "bf16")) bf16 = 1;
-            else if (!strcmp(optarg, "fp32")) bf16 = 0;
-            else ok = 0;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "bench_cuda: bad value '%s'\n", optarg);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
-    char *tl = strdup(Tlist);
-    for (char *t = strtok(tl, ","); t; t = strtok(NULL, ",")) {
-        if (nT == 32 || !pos_int(t, &Ts[nT])) {
-            fprintf(stderr, "bench_cuda: --T takes up to 32 positive integers separated by commas, got '%s'\n", Tlist);
-            return 2;
-        }
-        nT++;
-    }
-    free(tl);
+    const tc_case *perf = tc_nth(TC_PERF, 0);  // the default sizes and layer
+    bench_args a = {.B = perf->B, .H = perf->H, .d = perf->d, .reps = 5, .warmup = 1,
+                    .config = perf->l830m ? CFG_MTA830M : CFG_PLAIN};
+    const int st = parse(argc, argv, &a);
+    if (st >= 0) return st;
     if (!mta_backend_available(MTA_BACKEND_CUDA)) {
         fprintf(stderr, "bench_cuda: no CUDA device, or libmtac was built without the CUDA backend\n");
         return 77;
     }
     struct cudaDeviceProp prop;
     ck(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    for (int ti = 0; ti < nT; ti++) {
-        const int T = Ts[ti];
-        mta_config c = mta_config_default(B, H, T, d);
-        c.backend = MTA_BACKEND_CUDA, c.strip_rows = rows, c.H_kv = H_kv;
-        c.precision = bf16 ? MTA_BF16 : MTA_FP32;
-        if (mta == 1) c.pre_cq = c.post_cq = 6, c.pre_ck = c.post_ck = 11, c.pre_head_mix = 1, c.post_ch = H;
-        if (mta) c.group_norm = 1, c.gate = 1;
-        char msg[256];
-        if (mta_config_check(&c, msg, sizeof msg)) {
-            fprintf(stderr, "bench_cuda: %s\n", msg);
-            return 2;
-        }
-        ck(cudaDeviceSynchronize(), "sync");
-        size_t free0, total;
-        ck(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
-        const size_t n = (size_t)B * H * T * d, nkv = n / H * (H_kv ? H_kv : H);  // k, v: H_kv heads
-        uint64_t seed = 42 + T;
-        float *q = dev_randn(n, &seed), *k = dev_randn(nkv, &seed), *v = dev_randn(nkv, &seed);
-        float *dout = dev_randn(n, &seed), *out, *dq, *dk, *dv;
-        ck(cudaMalloc((void **)&out, n * sizeof(float)), "cudaMalloc");
-        ck(cudaMalloc((void **)&dq, n * sizeof(float)), "cudaMalloc");
-        ck(cudaMalloc((void **)&dk, nkv * sizeof(float)), "cudaMalloc");
-        ck(cudaMalloc((void **)&dv, nkv * sizeof(float)), "cudaMalloc");
-        // parameters: identity plus noise, drawn on the host and copied
-        const mta_param_sizes ps = mta_param_sizes_of(&c);
-        const size_t *pn = ps.w;
-        float *hw[MTA_N_PARAMS] = {0};
-        mta_params p = {{0}};
-        mta_grads g = {{0}};
-        for (int i = 0; i < MTA_N_PARAMS; i++)
-            if (pn[i] && !(hw[i] = calloc(pn[i], sizeof(float)))) return 1;
-        for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(&c, i, hw[i]);
-        for (int i = 0; i < MTA_N_PARAMS; i++)
-            if (pn[i]) {
-                float *w, *gw;
-                for (size_t e = 0; e < pn[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
-                ck(cudaMalloc((void **)&w, pn[i] * sizeof(float)), "cudaMalloc");
-                ck(cudaMalloc((void **)&gw, pn[i] * sizeof(float)), "cudaMalloc");
-                ck(cudaMemcpy(w, hw[i], pn[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-                ck(cudaMemset(gw, 0, pn[i] * sizeof(float)), "cudaMemset");
-                free(hw[i]);
-                p.w[i] = w, g.w[i] = gw;
-            }
-        mta_ctx *ctx;
-        if (mta_create(&ctx, &c, msg, sizeof msg)) {
-            fprintf(stderr, "bench_cuda: %s\n", msg);
-            return 1;
-        }
-        cudaEvent_t e0, e1;
-        ck(cudaEventCreate(&e0), "event"), ck(cudaEventCreate(&e1), "event");
-        double *times = calloc((size_t)reps, sizeof(double));
-        for (int r = -warmup; r < reps; r++) {
-            ck(cudaEventRecord(e0, 0), "event");
-            if (mta_forward(ctx, q, k, v, &p, out) || mta_backward(ctx, q, k, v, &p, dout, dq, dk, dv, &g)) {
-                fprintf(stderr, "bench_cuda: T=%d: %s\n", T, mta_ctx_error(ctx));
-                return 1;
-            }
-            ck(cudaEventRecord(e1, 0), "event");
-            ck(cudaEventSynchronize(e1), "sync");
-            float ms;
-            ck(cudaEventElapsedTime(&ms, e0, e1), "event");
-            if (r >= 0) times[r] = ms / 1e3;
-        }
-        qsort(times, (size_t)reps, sizeof(double), cmp_double);
-        size_t free1;
-        ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
-        const size_t ws = mta_ctx_workspace_bytes(ctx);
-        static const char *const impl[3] = {"cuda_plain", "cuda_mta", "cuda_normgate"};
-        printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"precision\": \"%s\", \"T\": %d, "
-               "\"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, "
-               "\"workspace_mb\": %.1f, \"reps\": %d}\n",
-               impl[mta], prop.name, bf16 ? "bf16" : "fp32", T, B, H, H_kv ? H_kv : H, d, times[reps / 2],
-               (free0 - free1) / 1e6, ws / 1e6, reps);
-        fflush(stdout);
-        free(times);
-        mta_destroy(ctx);
-        cudaEventDestroy(e0), cudaEventDestroy(e1);
-        for (int i = 0; i < MTA_N_PARAMS; i++) cudaFree((void *)p.w[i]), cudaFree(g.w[i]);
-        cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(dout), cudaFree(out), cudaFree(dq), cudaFree(dk), cudaFree(dv);
+    for (int ti = 0; ti < a.nT; ti++) {
+        const int r = bench_T(&a, (int)a.Ts[ti], prop.name);
+        if (r) return r;
     }
     return 0;
 }

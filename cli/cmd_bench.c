@@ -3,9 +3,11 @@
 // train`: training steps of model presets, beside the PyTorch reference model.
 #include "cli.h"
 #include "model/model.h"
+#include "model/mta_layers.h"
 #include "mta.h"
 #include "train/step.h"
 #include "util/fpenv.h"
+#include "util/rng.h"
 
 #include <cblas.h>
 #include <malloc.h>
@@ -59,30 +61,13 @@ static void reset_peak(void) {
 }
 
 static void fill_randn(float *x, size_t n, uint64_t *s, float scale) {
-    for (size_t i = 0; i < n; i += 2) {
-        // Box-Muller on a 64-bit LCG: plenty for benchmark inputs.
-        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-        double u1 = ((*s >> 11) + 1.0) / 9007199254740993.0;
-        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-        double u2 = (*s >> 11) / 9007199254740992.0;
-        double r = sqrt(-2.0 * log(u1));
-        x[i] = (float)(scale * r * cos(6.283185307179586 * u2));
-        if (i + 1 < n) x[i + 1] = (float)(scale * r * sin(6.283185307179586 * u2));
-    }
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * rng_normal(s));
 }
 
 typedef struct {
     double fwd_bwd_s, peak_mb, workspace_mb, matmul_gflops;
     int ok;
 } result;
-
-static mta_config mta830m(int B, int H, int T, int d) {
-    mta_config c = mta_config_default(B, H, T, d);
-    c.pre_cq = 6, c.pre_ck = 11, c.pre_head_mix = 1;
-    c.post_cq = 6, c.post_ck = 11, c.post_ch = H;
-    c.group_norm = 1, c.gate = 1;
-    return c;
-}
 
 // One problem's tensors in one block: q, k, v, dout, out, dq, dk, dv (n each), the parameters
 // and their gradients (np each); where the backend's calls take them (a copy in a GPU backend's
@@ -261,6 +246,13 @@ typedef struct {
     double sgemm;  // the machine's sgemm rate, GFLOP/s
 } attn_args;
 
+int cli_parse_bench(const cli_spec *spec, int argc, char **argv, int *threads) {
+    int first;
+    const int st = cli_parse(spec, argc, argv, &first);
+    if (st < 0 && !*threads) *threads = omp_get_num_procs();
+    return st;
+}
+
 // The flags into a: -1 to go on, else the exit status.
 static int attn_parse(int argc, char **argv, attn_args *a) {
     const cli_opt opts[] = {
@@ -287,12 +279,9 @@ static int attn_parse(int argc, char **argv, attn_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
     };
     const cli_spec spec = {"mtac bench attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
-    int first;
-    const int st = cli_parse(&spec, argc, argv, &first);
+    const int st = cli_parse_bench(&spec, argc, argv, &a->threads);
     if (st >= 0) return st;
-    if (!cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
-    if (!a->threads) a->threads = omp_get_num_procs();
-    return -1;
+    return cli_backend_usable(spec.name, (mta_backend)a->backend) ? -1 : 2;
 }
 
 // The machine's line (and the table's head): its CPU, threads, BLAS core and sgemm rate.
@@ -344,7 +333,9 @@ static void attn_print(const attn_args *a, int T, const result rs[4]) {
 
 // Times what a asks for at one T into rs: 0, or 2 after a message when the setting is invalid.
 static int attn_measure(const attn_args *a, int T, int first, result rs[4]) {
-    mta_config plain = mta_config_default(a->B, a->H, T, a->d), mta = mta830m(a->B, a->H, T, a->d), ref = mta;
+    mta_config plain = mta_config_default(a->B, a->H, T, a->d), mta = plain;
+    mta_layer_830m(&mta, a->H, 1);
+    mta_config ref = mta;
     plain.backend = mta.backend = (mta_backend)a->backend;
     plain.strip_rows = mta.strip_rows = a->rows;
     plain.H_kv = mta.H_kv = ref.H_kv = a->H_kv;
@@ -435,10 +426,7 @@ static train_result time_c_train(const model_config *mc, int B, int T, int steps
     }
     int *tok = malloc(2 * (size_t)B * T * sizeof(int));
     uint64_t s = 3;
-    for (int i = 0; tok && i < 2 * B * T; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        tok[i] = (int)((s >> 33) % (uint64_t)mc->vocab_size);
-    }
+    for (int i = 0; tok && i < 2 * B * T; i++) tok[i] = (int)(splitmix64(&s) % (uint64_t)mc->vocab_size);
     step_same_batch src = {tok, tok + (size_t)B * T, (size_t)B * T};  // random tokens and targets
     const step_config sc = {B, T, 1, 1.0f, 0, step_same_batch_fn, &src, NULL};
     trainer *tr = tok ? trainer_create(m, &opt, dist_self(), &sc, err, sizeof err) : NULL;
@@ -519,11 +507,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"subnormal", CLI_FLAG, &a->subnormal, .help = "a step on subnormal weights, flushed and not (mtac only)"},
     };
     const cli_spec spec = {"mtac bench train", TRAIN_USAGE, TRAIN_ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
-    int first;
-    const int st = cli_parse(&spec, argc, argv, &first);
-    if (st >= 0) return st;
-    if (!a->threads) a->threads = omp_get_num_procs();
-    return -1;
+    return cli_parse_bench(&spec, argc, argv, &a->threads);
 }
 
 // Times preset name (its configuration mc) as a asks and prints a line per implementation.

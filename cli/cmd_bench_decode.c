@@ -4,8 +4,8 @@
 #include "cli.h"
 #include "model/model.h"
 #include "train/train.h"
+#include "util/rng.h"
 
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,7 @@ static decode_result time_decode(model *m, int C, int tokens, int recompute, cha
         return r;
     }
     uint64_t s = 12345;
-    for (int i = 0; i < C; i++) s = s * 6364136223846793005ULL + 1, tok[i] = (int)((s >> 33) % (uint64_t)V);
+    for (int i = 0; i < C; i++) tok[i] = (int)(splitmix64(&s) % (uint64_t)V);
     int len = C;
     double t0 = cli_now();
     int rc = model_decoder_prefill(dec, tok, C, &len, err, n);
@@ -83,11 +83,7 @@ static int decode_parse(int argc, char **argv, decode_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line instead of a table"},
     };
     const cli_spec spec = {"mtac bench decode", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
-    int first;
-    const int st = cli_parse(&spec, argc, argv, &first);
-    if (st >= 0) return st;
-    if (!a->threads) a->threads = omp_get_num_procs();
-    return -1;
+    return cli_parse_bench(&spec, argc, argv, &a->threads);
 }
 
 // Times model m (preset name) at each context as a asks, a line per measurement.

@@ -44,16 +44,25 @@ static const command BENCHES[] = {
 };
 enum { N_BENCHES = sizeof BENCHES / sizeof BENCHES[0] };
 
+// The names of the benchmarks joined by sep ("attn|train|decode").
+static void bench_names(FILE *f, const char *sep) {
+    for (int i = 0; i < N_BENCHES; i++) fprintf(f, "%s%s", i ? sep : "", BENCHES[i].name);
+}
+
 static int bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: mtac bench attn|train|decode [options]   (mtac bench attn --help, and so on)\n\n");
+        fprintf(f, "usage: mtac bench ");
+        bench_names(f, "|");
+        fprintf(f, " [options]   (mtac bench %s --help, and so on)\n\n", BENCHES[0].name);
         for (int i = 0; i < N_BENCHES; i++) fprintf(f, "  %-7s %s\n", BENCHES[i].name, BENCHES[i].summary);
         return argc < 2 ? 2 : 0;
     }
     for (int i = 0; i < N_BENCHES; i++)
         if (!strcmp(argv[1], BENCHES[i].name)) return BENCHES[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: attn, train, decode)\n", argv[1]);
+    fprintf(stderr, "mtac bench: unknown benchmark '%s' (available: ", argv[1]);
+    bench_names(stderr, ", ");
+    fprintf(stderr, ")\n");
     return 2;
 }
 

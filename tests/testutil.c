@@ -1,22 +1,26 @@
 // testutil.c: see testutil.h.
 #include "testutil.h"
+#include "model/mta_layers.h"
+#include "util/rng.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-// xorshift64*: uniform in [0, 1).
+// xorshift64*: uniform in [0, 1). The tests keep their own uniforms rather than rng_uniform's:
+// test_attn_backends' bf16 tolerance holds a cancellation factor measured on the problems these
+// draws make (bf16_tolerance), which other inputs exceed.
 static double uniform(uint64_t *s) {
     *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
     return ((*s * 2685821657736338717ULL) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 float tu_randn(uint64_t *s) {
-    // uniforms through Box-Muller (one value per call keeps it simple); two declarators, in order
-    // (the calls of one braced initializer would be in no fixed order)
+    // two declarators, in order (the calls of one braced initializer would be in no fixed order);
+    // 1e-300 keeps log() from 0 and changes no other u0
     const double u0 = uniform(s), u1 = uniform(s);
-    return (float)(sqrt(-2.0 * log(u0 + 1e-300)) * cos(6.283185307179586 * u1));
+    return (float)rng_box_muller(u0 + 1e-300, u1);
 }
 
 double tu_worst(double worst, double e) { return isfinite(worst) && isfinite(e) ? fmax(worst, e) : INFINITY; }
@@ -63,32 +67,38 @@ mta_config tu_config_default(int B, int H, int T, int d) {
 
 mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch) {
     mta_config c = tu_config_default(B, H, T, d);
-    c.pre_cq = cq, c.pre_ck = ck, c.pre_head_mix = 1, c.post_cq = cq, c.post_ck = ck, c.post_ch = ch;
-    c.group_norm = 1, c.gate = 1;
+    mta_layer_all_steps(&c, cq, ck, ch, 1);
     return c;
 }
 
+mta_config tu_config_830m(int B, int H, int T, int d) {
+    mta_config c = tu_config_default(B, H, T, d);
+    mta_layer_830m(&c, H, 1);
+    return c;
+}
+
+mta_config tu_config_of(const tc_case *t) {
+    mta_config c = tc_config(t);
+    c.backend = tu_backend();
+    return c;
+}
+
+int tu_case_docs(const tc_case *t, const mta_config *c, int32_t *doc) {
+    const int *lens;
+    const int n = tc_docs(t, &lens);
+    if (n) tu_docs_cycle(lens, n, t->docs_first, c->B, c->T, doc);
+    return n > 0;
+}
+
 mta_config tu_combo(int shape, int mask, float dropout) {
-    static const struct {
-        int B, H, T, d, pre_cq, pre_ck, post_cq, post_ck, ch, H_kv;
-    } shapes[TU_NSHAPES] = {
-        {1, 1, 7, 3, 2, 9, 3, 11, 1, 0},    // H = 1; c_k > T
-        {2, 3, 23, 5, 1, 3, 4, 5, 1, 0},    // B > 1, odd H with c_h = 1, pre c_q = 1
-        {1, 3, 29, 4, 3, 5, 1, 3, 3, 0},    // c_h = H (odd), post c_q = 1
-        {2, 4, 31, 6, 6, 11, 5, 7, 2, 0},   // 1 < c_h < H, c_q wider than small strips
-        {1, 6, 37, 17, 5, 3, 2, 13, 3, 0},  // d past a vector with a tail, 1 < c_h < H
-        {2, 4, 31, 6, 6, 11, 5, 7, 2, 2},   // grouped-query: 2 query heads per kv head, c_h = H/H_kv
-        {1, 6, 37, 5, 3, 5, 2, 3, 2, 1},    // grouped-query: one kv head for 6 query heads, c_h = 2
-        {2, 4, 31, 6, 3, 5, 4, 7, 2, 0},    // packed documents (tu_combo_docs)
-        {2, 6, 29, 5, 5, 3, 2, 5, 3, 2},    // packed documents with grouped-query attention
-    };
     const int s = shape % TU_NSHAPES;
-    mta_config c = tu_config_default(shapes[s].B, shapes[s].H, shapes[s].T, shapes[s].d);
-    if (shapes[s].H_kv) c.H_kv = shapes[s].H_kv;
-    if (mask & TU_PRE) c.pre_cq = shapes[s].pre_cq, c.pre_ck = shapes[s].pre_ck;
+    const tc_case *t = tc_nth(TC_COMBO, s);
+    mta_config c = tu_config_default(t->B, t->H, t->T, t->d);
+    if (t->H_kv) c.H_kv = t->H_kv;
+    if (mask & TU_PRE) c.pre_cq = t->pre_cq, c.pre_ck = t->pre_ck;
     if (mask & TU_MIX) c.pre_head_mix = 1;
-    if (mask & TU_POST) c.post_cq = shapes[s].post_cq, c.post_ck = shapes[s].post_ck;
-    if (mask & TU_HCONV) c.post_ch = shapes[s].ch;
+    if (mask & TU_POST) c.post_cq = t->post_cq, c.post_ck = t->post_ck;
+    if (mask & TU_HCONV) c.post_ch = t->ch;
     if (mask & TU_GN) c.group_norm = 1, c.depth_scale = s % 2, c.layer_id = 2;
     if (mask & TU_GATE) c.gate = 1;
     c.dropout = dropout;
@@ -102,11 +112,7 @@ void tu_docs_cycle(const int *lens, int nlens, int first, int B, int T, int32_t 
 }
 
 int tu_combo_docs(int shape, const mta_config *c, int32_t *doc) {
-    static const int lens[] = {1, 5, 2, 9, 3, 13, 1, 7, 4};
-    const int s = shape % TU_NSHAPES;
-    if (s < 7) return 0;
-    tu_docs_cycle(lens, (int)(sizeof lens / sizeof lens[0]), s == 7 ? 0 : 4, c->B, c->T, doc);
-    return 1;
+    return tu_case_docs(tc_nth(TC_COMBO, shape % TU_NSHAPES), c, doc);
 }
 
 const char *tu_combo_name(int mask, char *buf, size_t n) {
@@ -316,25 +322,4 @@ double tu_rounding_check(const tu_case *a, const tu_case *r, uint64_t seed, cons
     return e < INFINITY && bound < INFINITY ? e / bound : INFINITY;
 }
 
-mta_config tu_variant(int k) {
-    mta_config c = tu_config_default(2, 4, 29, 6);
-    switch (k) {
-    case 0: break;                                                      // plain attention
-    case 1: c.pre_cq = 3, c.pre_ck = 5; break;                          // pre-softmax conv alone
-    case 2: c.post_cq = 4, c.post_ck = 3; break;                        // post-softmax conv alone
-    case 3: c.pre_head_mix = 1; break;                                  // head mixing alone
-    case 4: c.post_ch = 2; break;                                       // head conv alone (units of 2 heads)
-    case 5: c.group_norm = 1, c.depth_scale = 1, c.layer_id = 3, c.gate = 1; break;
-    case 6: c = tu_config_all(2, 4, 45, 8, 6, 11, 4); break;            // the 830M pattern
-    case 7: c = tu_config_all(1, 4, 23, 5, 2, 3, 2); break;             // head conv groups inside the mixing unit
-    case 8: c.post_cq = 3, c.post_ck = 5, c.post_ch = 2, c.pre_cq = 2, c.pre_ck = 3; break;  // no mixing
-    case 9: c = tu_config_all(1, 3, 4, 5, 3, 9, 1); break;              // T < c_k
-    case 10: c = tu_config_all(2, 2, 19, 4, 1, 7, 2); break;            // c_q = 1
-    case 11: c = tu_config_all(2, 4, 33, 8, 3, 5, 2), c.dropout = 0.25f; break;  // dropout, every step
-    case 12: c.dropout = 0.3f; break;                                   // dropout on plain attention
-    case 13: c.post_ch = 4, c.dropout = 0.2f; break;                    // dropout after the head conv
-    case 14: c = tu_config_all(1, 4, 70, 20, 6, 11, 4); break;          // d = 20: vector tiles and a scalar tail
-    case 15: c = tu_config_all(2, 4, 33, 8, 3, 5, 2), c.H_kv = 1, c.dropout = 0.2f; break;  // grouped-query, every step
-    }
-    return c;
-}
+mta_config tu_variant(int k) { return tu_config_of(tc_nth(TC_VARIANT, k)); }

@@ -2,6 +2,7 @@
 #ifndef MTAC_TESTUTIL_H
 #define MTAC_TESTUTIL_H
 
+#include "attn_cases.h"
 #include "mta.h"
 
 #include <stddef.h>
@@ -45,6 +46,7 @@ mta_status tu_case_train(tu_case *c, size_t *bytes);
 // 1 when two runs gave the same bits in every output and gradient.
 int tu_same_bits(const tu_case *a, const tu_case *b);
 
+// A standard normal draw as a float (xorshift64* uniforms through rng_box_muller, util/rng.h).
 float tu_randn(uint64_t *s);
 // Largest |a| and largest |a - b|; +INFINITY when a (or b) holds a NaN or an infinity, so that
 // both `e > tol` and `e <= tol` checks fail on it (fmax would drop a NaN and pass a backend that
@@ -73,8 +75,16 @@ mta_backend tu_backend(void);
 // mta_config_default on tu_backend().
 mta_config tu_config_default(int B, int H, int T, int d);
 
-// A config with every step of the 830M layer on, small kernels.
+// A config with every step of the 830M layer on, small kernels (mta_layer_all_steps).
 mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
+// The 830M layer (mta_layer_830m) at these sizes.
+mta_config tu_config_830m(int B, int H, int T, int d);
+
+// Case t of the list (attn_cases.h) on tu_backend().
+mta_config tu_config_of(const tc_case *t);
+// The document ids of case t for config c (its B and T, which the caller may have changed):
+// fills doc (B*T) and returns 1, or returns 0 for a case without documents.
+int tu_case_docs(const tc_case *t, const mta_config *c, int32_t *doc);
 
 // Every on/off combination of the six optional steps over shapes that reach every edge of the
 // backends: bit TU_PRE (pre-softmax conv), TU_MIX (head mixing), TU_POST (post-softmax conv),
@@ -82,7 +92,8 @@ mta_config tu_config_all(int B, int H, int T, int d, int cq, int ck, int ch);
 // (TU_NSHAPES of them) have H = 1, odd H with c_h = 1 and c_h = H, 1 < c_h < H, B > 1, c_q = 1,
 // c_q and c_k wider than T or than a strip, T a multiple of no block, odd and tail-sized d, and
 // grouped-query attention (shapes 5 and 6: H_kv = 2 of H = 4, H_kv = 1 of H = 6), and packed
-// documents (shapes 7 and 8, the second with H_kv = 2 of H = 6: tu_combo_docs).
+// documents (shapes 7 and 8, the second with H_kv = 2 of H = 6: tu_combo_docs): the TC_COMBO
+// cases of the list (TU_NSHAPES of them; attn_cases_json checks the count).
 enum { TU_PRE = 1, TU_MIX = 2, TU_POST = 4, TU_HCONV = 8, TU_GN = 16, TU_GATE = 32, TU_NCOMBOS = 64, TU_NSHAPES = 9 };
 mta_config tu_combo(int shape, int mask, float dropout);
 // The document ids of a shape with packed documents for config c (its B and T): documents of
@@ -129,7 +140,7 @@ double tu_rounding_check(const tu_case *a, const tu_case *r, uint64_t seed, cons
 
 // Hand-picked configs that reach the backends' edges (k < TU_NVARIANTS): plain attention, each
 // step alone, the 830M pattern, T < c_k, c_q = 1, dropout with every step, d = 20, grouped-query
-// attention with every step.
+// attention with every step: the TC_VARIANT cases of the list, on tu_backend().
 enum { TU_NVARIANTS = 16 };
 mta_config tu_variant(int k);
 

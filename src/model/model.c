@@ -209,14 +209,10 @@ model_weights model_weights_of(model *m, float *base) {
 
 // ---- initialisation -------------------------------------------------------------------------
 
-static double rng_uniform(uint64_t *s) {
-    return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
 static void trunc_normal(float *x, size_t n, float std, uint64_t *s) {
     for (size_t i = 0; i < n; i++) {
         double z;
-        do z = sqrt(-2.0 * log(rng_uniform(s))) * cos(6.283185307179586 * rng_uniform(s));
+        do z = rng_normal(s);
         while (fabs(z) > 3.0);
         x[i] = (float)(z * std);
     }

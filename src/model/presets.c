@@ -1,6 +1,7 @@
 // presets.c: named model configurations (docs/model.md): the paper's toy-task and 830M/300M
 // layouts, and small language models sized for a 2-core CPU.
 #include "model/model.h"
+#include "model/mta_layers.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -8,8 +9,7 @@
 void model_config_mta_pattern(model_config *c, int norm_gate) {
     c->mta = 1;
     for (int l = 2; l < c->n_layers; l += 4) c->qk_layer[l] = 1;
-    c->attn.pre_cq = 6, c->attn.pre_ck = 11, c->attn.post_cq = 6, c->attn.post_ck = 11;
-    c->attn.pre_head_mix = 1, c->attn.post_ch = c->n_heads, c->attn.group_norm = norm_gate, c->attn.gate = norm_gate;
+    mta_layer_830m(&c->attn, c->n_heads, norm_gate);
 }
 
 static model_config base(int dim, int layers, int heads, int vocab, int hidden) {
@@ -37,7 +37,7 @@ int model_preset(const char *name, model_config *c) {
         if (!baseline) {
             c->mta = 1;
             for (int l = 0; l < 4; l++) c->qk_layer[l] = 1;
-            c->attn.pre_cq = 2, c->attn.pre_ck = 9;
+            mta_layer_toy(&c->attn);
         }
     } else if (stem == 4 && !strncmp(name, "lm1m", 4)) {
         *c = base(128, 4, 4, BYTE_VOCAB, 384);

@@ -1,22 +1,38 @@
-"""Shared helpers for the fixture generator and the randomised checker: build one MTA case
-(float32 inputs and parameters) from a small spec dict, and compute the float64 reference
-output and gradients of sum(out * dout) with tests/ref/mta_ref.py."""
+"""Shared helpers for the fixture generator and the randomised checker: the C tests' case list
+(load_cases), build one MTA case (float32 inputs and parameters) from a small spec dict, and
+compute the float64 reference output and gradients of sum(out * dout) with tests/ref/mta_ref.py."""
+import json
+import os
+
 import torch
 
 from mta_ref import mta_forward, PARAM_NAMES
 
 # spec keys: B H T d, pre=(c_q,c_k)|None, pre_head=bool, post=(c_q,c_k)|None, c_h=int|None,
 #            gn=bool, gate=bool, depth_scale=bool, layer_id=int|None, H_kv=int|None (k, v heads;
-#            grouped-query attention when below H), docs=[lengths]|None (packed documents: doc_ids)
+#            grouped-query attention when below H), docs=[lengths]|None (packed documents: doc_ids),
+#            docs_first=int (doc_ids' first)
+
+CASES_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'attn_cases.json')
 
 
-def doc_ids(lens, B, T):
-    """(B, T) ids of documents of the given lengths, cycled from offset 3b in sequence b until T
-    positions are filled; ids alternate 0, 1 (a document is a run of equal ids), as the C tests'
-    tu_docs_cycle."""
+def load_cases(mode):
+    """[(name, spec)] of the C tests' case list (tests/attn_cases.c, written to attn_cases.json by
+    attn_cases_json; the test test_attn_cases checks the file) in mode ('fixture', 'grad', ...),
+    in the list's order."""
+    with open(CASES_JSON) as f:
+        cases = json.load(f)
+    return [(c['name'], {k: v for k, v in c.items() if k not in ('name', 'modes')})
+            for c in cases if mode in c['modes']]
+
+
+def doc_ids(lens, B, T, first=0):
+    """(B, T) ids of documents of the given lengths, cycled from offset first + 3b in sequence b
+    until T positions are filled; ids alternate 0, 1 (a document is a run of equal ids), as the C
+    tests' tu_docs_cycle."""
     ids = torch.zeros(B, T, dtype=torch.float32)
     for b in range(B):
-        i, k, cur = 0, 3 * b, 0
+        i, k, cur = 0, first + 3 * b, 0
         while i < T:
             n = min(lens[k % len(lens)], T - i)
             ids[b, i:i + n] = cur
@@ -32,20 +48,21 @@ def make_case(spec, gen):
     def randn(*shape):
         return torch.randn(*shape, generator=gen, dtype=f32)
 
+    def kernel(size):
+        """An identity key-query kernel per head (1 at the current query's centred key) plus noise."""
+        c_q, c_k = size
+        w = torch.zeros(H, c_q, c_k, dtype=f32)
+        w[:, c_q - 1, (c_k - 1) // 2] = 1
+        return w + 0.3 * randn(H, c_q, c_k)
+
     H_kv = spec.get('H_kv') or H
     t = {'q': randn(B, H, T, d), 'k': randn(B, H_kv, T, d), 'v': randn(B, H_kv, T, d)}
     if spec.get('pre'):
-        c_q, c_k = spec['pre']
-        w = torch.zeros(H, c_q, c_k, dtype=f32)
-        w[:, c_q - 1, (c_k - 1) // 2] = 1
-        t['w_pre'] = w + 0.3 * randn(H, c_q, c_k)
+        t['w_pre'] = kernel(spec['pre'])
     if spec.get('pre_head'):
         t['w_pre_head'] = torch.eye(H, dtype=f32) + 0.3 * randn(H, H)
     if spec.get('post'):
-        c_q, c_k = spec['post']
-        w = torch.zeros(H, c_q, c_k, dtype=f32)
-        w[:, c_q - 1, (c_k - 1) // 2] = 1
-        t['w_post'] = w + 0.3 * randn(H, c_q, c_k)
+        t['w_post'] = kernel(spec['post'])
     if spec.get('c_h'):
         c_h = spec['c_h']
         assert H % c_h == 0
@@ -57,7 +74,7 @@ def make_case(spec, gen):
         t['gate_b'] = 0.3 * randn(1)
     t['dout'] = randn(B, H, T, d)
     if spec.get('docs'):
-        t['doc'] = doc_ids(spec['docs'], B, T)
+        t['doc'] = doc_ids(spec['docs'], B, T, spec.get('docs_first', 0))
     meta = {}
     if spec.get('depth_scale') or spec.get('layer_id') is not None:
         meta['layer_id'] = str(int(spec.get('layer_id') or 0))
