@@ -20,6 +20,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
+LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 
 # (what, file, the text, what it becomes)
 MUTATIONS = [
@@ -32,7 +33,8 @@ MUTATIONS = [
      '        if (t < s) sh[t] = op(sh[t], sh[t + s]);'),
     ('barrier removed after block_reduce\'s result', CUH, '    F r = sh[0];\n    __syncthreads();', '    F r = sh[0];'),
     ('barrier removed before block_reduce\'s loop', CUH, '    sh[t] = x;\n    __syncthreads();', '    sh[t] = x;'),
-    ('strip edge: the backward\'s rows B one short', CU, 'b1 = imin(i1 - L1, T);', 'b1 = imin(i1 - L1 - 1, T);'),
+    ('strip edge: the backward\'s rows B one short', LAG,
+     's.B = mta_rows_clip(b0 > 0 ? b0 : 0, i1 - g.L1, g.T);', 's.B = mta_rows_clip(b0 > 0 ? b0 : 0, i1 - g.L1 - 1, g.T);'),
     ('strip edge: the forward\'s last row skipped', CU,
      'const int i1 = imin(T, i0 + R), n = i1 - i0;', 'const int i1 = imin(T - 1, i0 + R), n = i1 - i0;'),
     ('strip edge: the convolution skips the diagonal', CUH,
@@ -49,9 +51,9 @@ MUTATIONS = [
      'mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j, drop_thr)',
      'mta_dropout_keep(seed, ((size_t)bh * T + i) * (size_t)T + j + (src.p == dst.p), drop_thr)'),
     ('the forward never writes out (P v skipped)', CU,
-     '        gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + ',
-     '        if (0) gemm_kv(&cl, 1, 0, 0, n, d, i1, 1.0f, st->pd.p, st->ld, st->pd.hs, v, d, (size_t)T * d, 0.0f, out + '),
-    ('the parameter gradients never summed', CU, '        if (g->w[i] && count)', '        if (0 && g->w[i] && count)'),
+     '        gemm_kv(&cl, MM_NN, n, d, i1, 1.0f, map_in(st->pd, i0), kv_in(v, d, Td), 0.0f,',
+     '        if (0) gemm_kv(&cl, MM_NN, n, d, i1, 1.0f, map_in(st->pd, i0), kv_in(v, d, Td), 0.0f,'),
+    ('the parameter gradients never summed', CU, '        if (g->w[x.param] && count)', '        if (0 && g->w[x.param] && count)'),
     # the tensor-core path (precision MTA_BF16)
     ('tensor cores: a key before its document start kept', TC,
      'return i < a.T && j <= i && j >= mta_row_start(a.ds, a.T, b, i);', 'return i < a.T && j <= i;'),
