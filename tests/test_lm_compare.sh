@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# test_lm_compare.sh MTAC: scripts/lm_compare.sh --quick writes a table of the right shape whose
+# every number is finite and a PNG of the curves; the same command again skips the finished runs
+# and resumes a partial one; other options over the same directory, and bad flags, are refused.
+set -u
+MTAC=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/expect.sh"
+compare="$(dirname "$0")/../scripts/lm_compare.sh"
+x=$tmp/x
+tail -c 3000 "$(dirname "$0")/data/corpus.txt" > "$tmp/held_out.txt"
+run() { OMP_NUM_THREADS=1 "$compare" --mtac "$MTAC" "$@"; }
+
+out=$(run --quick --out "$x" --test "$tmp/held_out.txt" 2>&1) && ok || bad "quick run: $out"
+
+# rows: a table's data rows under its heading (up to the next blank line after it)
+rows() { awk -v h="## $2" '$0 ~ "^" h {on = 1; next} on && /^\| [a-z]/ && !/^\| arm/ {n++} on && /^## / {on = 0} END {print n + 0}' "$1"; }
+[ "$(rows "$x/results.md" Runs)" = 4 ] && ok || bad "Runs: $(rows "$x/results.md" Runs) rows, wanted 2 arms x 2 seeds"
+[ "$(rows "$x/results.md" 'Per arm')" = 2 ] && ok || bad "Per arm: $(rows "$x/results.md" 'Per arm') rows, wanted 2"
+[ "$(rows "$x/results.md" 'Paired')" = 4 ] && ok || bad "Paired: $(rows "$x/results.md" Paired) rows, wanted 2 seeds + mean + SD"
+grep -q '| mta | SD | [0-9.-]* | [0-9.-]* |' "$x/results.md" && ok || bad "no SD of the val and test differences"
+
+# every number in results.json is finite (NaN and Infinity are refused by the parser too); an SD
+# is null only over one seed
+finite() {
+    python3 - "$1" <<'PY'
+import json, math, sys
+def nan(c): raise ValueError('not finite: ' + c)
+def walk(v, path):
+    if isinstance(v, dict):
+        if 'sd' in v and v['sd'] is None and v.get('n') != 1: raise ValueError(path + ': sd null over %s' % v.get('n'))
+        for k, w in v.items(): walk(w, path + '.' + k)
+    elif isinstance(v, list):
+        for i, w in enumerate(v): walk(w, '%s[%d]' % (path, i))
+    elif isinstance(v, float) and not math.isfinite(v): raise ValueError(path + ' not finite')
+r = json.load(open(sys.argv[1]), parse_constant=nan)
+walk(r, '')
+assert len(r['runs']) == 4 and all('test_loss' in x for x in r['runs']), r['runs']
+assert set(r['differences']) == {'mta'} and len(r['differences']['mta']['val_loss']['per_seed']) == 2
+PY
+}
+out=$(finite "$x/results.json" 2>&1) && ok || bad "results.json: $out"
+[ "$(head -c 4 "$x/curves.png" | tail -c 3)" = PNG ] && ok || bad "curves.png is not a PNG"
+
+# the same command again: every run finished, none trained
+sum() { cat "$x"/runs/*/model.safetensors | cksum; }
+before=$(sum)
+out=$(run --quick --out "$x" --test "$tmp/held_out.txt" 2>&1) && ok || bad "second run: $out"
+[ "$(echo "$out" | grep -c 'finished, skipped')" = 4 ] && ok || bad "second run did not skip 4 runs: $out"
+[ "$(sum)" = "$before" ] && ok || bad "second run changed the weights"
+# a run without its result (stopped during evaluation) is resumed, the others skipped
+rm "$x/results/mta-seed2.json"
+out=$(run --quick --out "$x" --test "$tmp/held_out.txt" 2>&1) && ok || bad "resumed run: $out"
+echo "$out" | grep -q "resuming .*mta-seed2" && [ "$(echo "$out" | grep -c 'finished, skipped')" = 3 ] && ok \
+    || bad "no resume of mta-seed2: $out"
+[ -f "$x/results/mta-seed2.json" ] && out=$(finite "$x/results.json" 2>&1) && ok || bad "after resuming: $out"
+
+# other options over the same directory, bad flags
+expect 2 "other options: --steps 5 (was 4)" -- run --quick --out "$x" --test "$tmp/held_out.txt" --steps 5
+expect 2 "--test (none)" -- run --quick --out "$x"
+expect 2 "unknown option '--bogus'" -- run --quick --out "$tmp/y" --bogus
+expect 2 "--seeds must be" -- run --quick --out "$tmp/y" --seeds 1,x
+expect 2 "unknown arm 'mta-nope'" -- run --quick --out "$tmp/y" --arms baseline,mta-nope
+expect 2 "must start with baseline" -- run --quick --out "$tmp/y" --arms mta
+expect 2 "needs a value" -- run --quick --out
+expect 2 "--out DIR is required" -- run --quick
+expect 0 "usage: scripts/lm_compare.sh" -- run --help
+[ ! -e "$tmp/y" ] && ok || bad "a refused command made its --out"
+
+# one seed: the SDs are n/a (null), not 0
+out=$(run --quick --out "$tmp/one" --seeds 3 2>&1) && ok || bad "one seed: $out"
+grep -q '| baseline | 1 | [0-9.]* | n/a |' "$tmp/one/results.md" && ok || bad "one seed: no n/a SD"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["arms"]["mta"]["val_loss"]["sd"] is None' \
+    "$tmp/one/results.json" && ok || bad "one seed: sd is not null"
+
+finish test_lm_compare
