@@ -128,16 +128,19 @@ arm_args() {
 
 # train_and_eval ARM SEED: trains (or resumes) the run, then writes results/ARM-seedSEED.json.
 train_and_eval() {
-    local name=$1-seed$2 run=$out/runs/$1-seed$2 log=$out/logs/$1-seed$2.log args
+    local name=$1-seed$2 run=$out/runs/$1-seed$2 log=$out/logs/$1-seed$2.log args rc=0
     if [ -f "$run/checkpoint.safetensors" ]; then
         echo "  resuming $run"
-        "$mtac" train --resume "$run" --steps "$steps" >> "$log" 2>&1 || die "$name: training failed, see $log"
+        "$mtac" train --resume "$run" --steps "$steps" >> "$log" 2>&1 || rc=$?
     else
         rm -rf "$run"  # stopped before its first checkpoint: nothing to resume
         args=$(arm_args "$1")
         # shellcheck disable=SC2086  # args is a list of options without spaces
-        "$mtac" train $args "${common[@]}" --seed "$2" --out "$run" > "$log" 2>&1 || die "$name: training failed, see $log"
+        "$mtac" train $args "${common[@]}" --seed "$2" --out "$run" > "$log" 2>&1 || rc=$?
     fi
+    # mtac train stops on a signal with 128 + its number, after saving a checkpoint
+    [ $rc -lt 128 ] || die "$name: interrupted; the same command resumes the experiment"
+    [ $rc = 0 ] || die "$name: training failed (exit status $rc), see $log"
     local val test_loss=null
     val=$("$mtac" eval --run "$run" --batches all 2>> "$log" | sed -n 's/^val loss \([^ ]*\) .*/\1/p')
     [ -n "$val" ] || die "$name: evaluation failed, see $log"
