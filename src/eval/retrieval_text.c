@@ -4,7 +4,6 @@
 #include "eval/retrieval.h"
 #include "util/errmsg.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +97,13 @@ static int try_context(const lc_config *c, const lc_text *h, int bc, uint64_t st
     return 0;
 }
 
+// The shortest byte context lc_generate takes c's needles or facts and question in.
+static int least_bytes(const lc_config *c) {
+    lc_config cb = *c;
+    for (cb.context = 64; lc_config_check(&cb, NULL, 0); cb.context++) {}
+    return cb.context;
+}
+
 int lc_text_generate(const lc_config *c, const lc_text *h, uint64_t *rng, int *prompt, lc_text_example *ex, char *err,
                      size_t n) {
     if (c->task == LC_COPY) return errmsg(err, n, "copy: for byte-level runs only (its answer is a third of the context)");
@@ -108,25 +114,26 @@ int lc_text_generate(const lc_config *c, const lc_text *h, uint64_t *rng, int *p
     if (guess >= (double)h->text_n)
         return errmsg(err, n, "haystack of %zu bytes of text: shorter than the about %.0f a context of %d tokens needs",
                       h->text_n, guess, c->context);
-    int bc = (int)guess, fits = 0, total = 0;
+    // the needles and the question take fewer tokens per byte than the haystack, or more
+    const int least = least_bytes(c);
+    int bc = (int)guess > least ? (int)guess : least, fits = 0, total = 0;
     int *row = malloc((size_t)bc * sizeof *row);
     if (!row) return errmsg(err, n, "out of memory");
     const uint64_t start = *rng;
     int rc = 0;
-    while (!rc && !fits) {
-        lc_config cb = *c;
-        cb.context = bc;
-        if (lc_config_check(&cb, NULL, 0)) {
-            rc = errmsg(err, n, "context %d tokens: too short for the question and its %d %s in the run's tokens", c->context,
-                        c->task == LC_NEEDLE ? c->n_needles : c->n_facts, c->task == LC_NEEDLE ? "needles" : "facts");
-            if (total && err && n) snprintf(err + strlen(err), n - strlen(err), " (the shortest example made took %d with its answer)", total);
+    for (;;) {
+        if ((rc = try_context(c, h, bc, start, rng, row, prompt, ex, &fits, &total, err, n)) || fits) break;
+        if (bc == least) {
+            rc = errmsg(err, n,
+                        "context %d tokens: too short for the question and its %d %s in the run's tokens (its shortest "
+                        "example, with the answer and room for the greedy one, takes %d)",
+                        c->context, c->task == LC_NEEDLE ? c->n_needles : c->n_facts,
+                        c->task == LC_NEEDLE ? "needles" : "facts", total);
             break;
         }
-        rc = try_context(c, h, bc, start, rng, row, prompt, ex, &fits, &total, err, n);
-        if (rc || fits) break;
         // shorter in proportion (the haystack's share shrinks, the rest stays), by a byte at least
         const int next = (int)((double)bc * c->context / total);
-        bc = next < bc ? next : bc - 1;
+        bc = next >= bc ? bc - 1 : next < least ? least : next;
     }
     free(row);
     return rc;
