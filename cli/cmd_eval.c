@@ -89,12 +89,17 @@ static const char NEEDLE_USAGE[] =
     "                        [--compound] [--examples N] [--seed N] [--batch N] [--data DIR]\n"
     "                        [--show N] [--json FILE] [--png FILE]\n";
 static const char NEEDLE_ABOUT[] =
-    "Needle-in-a-haystack retrieval: N sentences \"the KEY is VALUE.\" in King James Bible text from\n"
-    "DATA/val.bin (default: the run's data directory; text the run did not train on), the first asked\n"
-    "needle at each depth (0 = start of the text, 1 = end), then a question for --queries keys; the\n"
-    "run's model answers greedily, scored by exact match. --compound: two-word keys that share words\n"
-    "with other keys (\"red door\", \"red lamp\", \"blue door\"). Defaults: contexts = the run's seq_len,\n"
-    "depths 0,0.25,0.5,0.75,1, 4 needles, 1 query, 20 examples per cell, seed 1, batch 4.\n"
+    "Needle-in-a-haystack retrieval: N sentences \"the KEY is VALUE.\" in the text of DATA/val.bin\n"
+    "(default: the run's data directory, text the run did not train on; mtac data's default text is\n"
+    "the King James Bible), the first asked needle at each depth (0 = start of the text, 1 = end),\n"
+    "then a question for --queries keys; the run's model answers greedily, scored by exact match.\n"
+    "--compound: two-word keys that share words with other keys (\"red door\", \"red lamp\", \"blue\n"
+    "door\"). Defaults: contexts = the run's seq_len, depths 0,0.25,0.5,0.75,1, 4 needles, 1 query, 20\n"
+    "examples per cell, seed 1, batch 4.\n"
+    "A run with its own tokenizer (tokenizer.json): DATA/val.bin holds its ids (mtac data --tokenizer\n"
+    "RUN) and is decoded to text; the examples are encoded with it, the contexts count its tokens,\n"
+    "and an answer is right when its text starts with the value (\" kobal\") followed by no letter\n"
+    "or digit (docs/longctx.md).\n"
     "Prints accuracy by context x depth; --json writes every cell, --png a heat map; --show N prints\n"
     "the expected and the greedy answers of each cell's first N examples.\n";
 static const char BABI_USAGE[] =
@@ -102,11 +107,13 @@ static const char BABI_USAGE[] =
     "                      [--seed N] [--batch N] [--data DIR] [--show N] [--json FILE] [--png FILE]\n";
 static const char BABI_ABOUT[] =
     "bAbI-style questions (qa1 one supporting fact, qa2 two, qa3 three) whose facts are spread\n"
-    "through King James Bible text from DATA/val.bin; greedy answers, exact match. Defaults: tasks\n"
-    "qa1,qa2,qa3, contexts = the run's seq_len, 8 facts, 20 examples per cell, seed 1, batch 4.\n"
+    "through the text of DATA/val.bin; greedy answers, exact match (a run with its own tokenizer: as\n"
+    "in mtac eval needle --help). Defaults: tasks qa1,qa2,qa3, contexts = the run's seq_len, 8 facts,\n"
+    "20 examples per cell, seed 1, batch 4.\n"
     "Prints accuracy by context x task; --json writes every cell, --png a heat map; --show N prints\n"
     "the expected and the greedy answers of each cell's first N examples. --tasks copy scores the\n"
-    "training mixture's copy task (docs/longctx.md) the same way, to see whether a run learned it.\n";
+    "training mixture's copy task (docs/longctx.md) the same way, to see whether a run learned it\n"
+    "(byte-level runs only).\n";
 
 // The options of `mtac eval needle|babi`, and the grid they ask for: columns are depths (needle)
 // or tasks (babi), rows contexts.
