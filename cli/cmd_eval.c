@@ -35,6 +35,7 @@ static int parse_fractions(const char *s, double *out, int max) {
 
 typedef struct {
     int total, show;
+    const tokenizer *tok;  // a run's own tokenizer (answers in its ids), NULL for bytes
 } eval_view;
 
 static void on_progress(void *arg, int done) {
@@ -52,8 +53,19 @@ static void print_val_error(const char *cmd, const char *err, const char *val, c
                         "(the directory holding val.bin)\n", cmd, val);
 }
 
-static void print_tokens(const char *label, const int *ids, int n) {
+static void print_tokens(const char *label, const tokenizer *tok, const int *ids, int n) {
     fprintf(stderr, "%s \"", label);
+    if (tok) {  // the ids' text, special tokens as theirs
+        int32_t *i32 = malloc((size_t)(n ? n : 1) * sizeof *i32);
+        for (int i = 0; i32 && i < n; i++) i32[i] = ids[i];
+        char *text = i32 ? tokenizer_decode(tok, i32, (size_t)n, 0, NULL, NULL, 0) : NULL;
+        for (const char *c = text ? text : "<ids outside the vocabulary>"; *c; c++) {
+            if (*c == '\n') fputs("\\n", stderr);
+            else fputc(*c, stderr);
+        }
+        free(text), free(i32);
+        n = 0;
+    }
     for (int i = 0; i < n; i++) {
         const char *marker = tok_marker((uint32_t)ids[i]);
         if (marker) fputs(marker, stderr);
@@ -68,8 +80,8 @@ static void on_answered(void *arg, int i, const int *expected, int n_expected, c
     const eval_view *v = arg;
     if (i >= v->show) return;
     fprintf(stderr, "\r%30s\r  example %d (%s):\n", "", i, correct ? "right" : "wrong");
-    print_tokens("    expected", expected, n_expected);
-    print_tokens("    got     ", got, n_got);
+    print_tokens("    expected", v->tok, expected, n_expected);
+    print_tokens("    got     ", v->tok, got, n_got);
 }
 
 static const char NEEDLE_USAGE[] =
@@ -77,12 +89,17 @@ static const char NEEDLE_USAGE[] =
     "                        [--compound] [--examples N] [--seed N] [--batch N] [--data DIR]\n"
     "                        [--show N] [--json FILE] [--png FILE]\n";
 static const char NEEDLE_ABOUT[] =
-    "Needle-in-a-haystack retrieval: N sentences \"the KEY is VALUE.\" in King James Bible text from\n"
-    "DATA/val.bin (default: the run's data directory; text the run did not train on), the first asked\n"
-    "needle at each depth (0 = start of the text, 1 = end), then a question for --queries keys; the\n"
-    "run's model answers greedily, scored by exact match. --compound: two-word keys that share words\n"
-    "with other keys (\"red door\", \"red lamp\", \"blue door\"). Defaults: contexts = the run's seq_len,\n"
-    "depths 0,0.25,0.5,0.75,1, 4 needles, 1 query, 20 examples per cell, seed 1, batch 4.\n"
+    "Needle-in-a-haystack retrieval: N sentences \"the KEY is VALUE.\" in the text of DATA/val.bin\n"
+    "(default: the run's data directory, text the run did not train on; mtac data's default text is\n"
+    "the King James Bible), the first asked needle at each depth (0 = start of the text, 1 = end),\n"
+    "then a question for --queries keys; the run's model answers greedily, scored by exact match.\n"
+    "--compound: two-word keys that share words with other keys (\"red door\", \"red lamp\", \"blue\n"
+    "door\"). Defaults: contexts = the run's seq_len, depths 0,0.25,0.5,0.75,1, 4 needles, 1 query, 20\n"
+    "examples per cell, seed 1, batch 4.\n"
+    "A run with its own tokenizer (tokenizer.json): DATA/val.bin holds its ids (mtac data --tokenizer\n"
+    "RUN) and is decoded to text; the examples are encoded with it, the contexts count its tokens,\n"
+    "and an answer is right when its text starts with the value (\" kobal\") followed by no letter\n"
+    "or digit (docs/longctx.md).\n"
     "Prints accuracy by context x depth; --json writes every cell, --png a heat map; --show N prints\n"
     "the expected and the greedy answers of each cell's first N examples.\n";
 static const char BABI_USAGE[] =
@@ -90,11 +107,13 @@ static const char BABI_USAGE[] =
     "                      [--seed N] [--batch N] [--data DIR] [--show N] [--json FILE] [--png FILE]\n";
 static const char BABI_ABOUT[] =
     "bAbI-style questions (qa1 one supporting fact, qa2 two, qa3 three) whose facts are spread\n"
-    "through King James Bible text from DATA/val.bin; greedy answers, exact match. Defaults: tasks\n"
-    "qa1,qa2,qa3, contexts = the run's seq_len, 8 facts, 20 examples per cell, seed 1, batch 4.\n"
+    "through the text of DATA/val.bin; greedy answers, exact match (a run with its own tokenizer: as\n"
+    "in mtac eval needle --help). Defaults: tasks qa1,qa2,qa3, contexts = the run's seq_len, 8 facts,\n"
+    "20 examples per cell, seed 1, batch 4.\n"
     "Prints accuracy by context x task; --json writes every cell, --png a heat map; --show N prints\n"
     "the expected and the greedy answers of each cell's first N examples. --tasks copy scores the\n"
-    "training mixture's copy task (docs/longctx.md) the same way, to see whether a run learned it.\n";
+    "training mixture's copy task (docs/longctx.md) the same way, to see whether a run learned it\n"
+    "(byte-level runs only).\n";
 
 // The options of `mtac eval needle|babi`, and the grid they ask for: columns are depths (needle)
 // or tasks (babi), rows contexts.
@@ -191,8 +210,10 @@ static void add_cell(cJSON *cells, const lc_args *a, int r, int k, const lc_scor
     cJSON_AddItemToArray(cells, cell);
 }
 
-// Scores every cell of the grid into acc (and out's results): 0, or 1 after a message.
-static int run_cells(model *m, const lc_args *a, const shard *hay, const char *const *cols, double *acc, cJSON *out) {
+// Scores every cell of the grid into acc (and out's results), from the byte haystack hay or, for a
+// run with its own tokenizer, text: 0, or 1 after a message.
+static int run_cells(model *m, const lc_args *a, const shard *hay, const lc_text *text, const char *const *cols,
+                     double *acc, cJSON *out) {
     char err[1024];
     for (int r = 0; r < a->n_rows; r++)
         for (int k = 0; k < a->n_cols; k++) {
@@ -200,24 +221,25 @@ static int run_cells(model *m, const lc_args *a, const shard *hay, const char *c
                             a->compound, a->needle ? a->depths[k] : -1, a->facts};
             lc_score s;
             fprintf(stderr, "context %d, %s %s:\n", a->contexts[r], a->needle ? "depth" : "task", cols[k]);
-            eval_view view = {a->examples, a->show};
+            eval_view view = {a->examples, a->show, text ? text->tok : NULL};
             const lc_eval_hooks hooks = {on_progress, on_answered, &view};
             const uint64_t seed = (uint64_t)a->seed * 1000003u + (uint64_t)(r * MAX_CELLS + k);
-            if (lc_evaluate(m, &lc, hay->tokens, hay->n, seed, a->examples, a->batch, &s, &hooks, err, sizeof err)) {
+            if (text ? lc_evaluate_text(m, &lc, text, seed, a->examples, a->batch, &s, &hooks, err, sizeof err)
+                     : lc_evaluate(m, &lc, hay->tokens, hay->n, seed, a->examples, a->batch, &s, &hooks, err, sizeof err)) {
                 fprintf(stderr, "\nmtac eval %s: %s\n", a->task, err);
                 return 1;
             }
             acc[r * a->n_cols + k] = (double)s.correct / s.total;
-            fprintf(stderr, "\r  %d/%d correct (%.0f%%); %d with the answer right before its end\n", s.correct, s.total,
-                    100.0 * s.correct / s.total, s.retrieved);
+            fprintf(stderr, "\r  %d/%d correct (%.0f%%); %d %s\n", s.correct, s.total, 100.0 * s.correct / s.total,
+                    s.retrieved, text ? "starting with the answer, whatever follows" : "with the answer right before its end");
             add_cell(cJSON_GetObjectItem(out, "results"), a, r, k, &s, acc[r * a->n_cols + k]);
         }
     return 0;
 }
 
-static void print_grid(const lc_args *a, const char *const *cols, const double *acc) {
-    printf("%s accuracy (%d examples per cell, greedy exact match), %s\n", a->needle ? "needle" : "bAbI", a->examples,
-           a->run);
+static void print_grid(const lc_args *a, int text, const char *const *cols, const double *acc) {
+    printf("%s accuracy (%d examples per cell, greedy %s), %s\n", a->needle ? "needle" : "bAbI", a->examples,
+           text ? "answers scored on their text" : "exact match", a->run);
     printf("%8s", "context");
     for (int k = 0; k < a->n_cols; k++) printf(" %7s", cols[k]);
     printf("\n");
@@ -254,6 +276,17 @@ static int write_grid(const lc_args *a, const char *const *cols, const double *a
     return rc;
 }
 
+// The run's tokenizer, and for one that is not the byte tokenizer the haystack hay decoded to its
+// text into *text (text->tok NULL for bytes): 0, or 1 after a message.
+static int open_text(const lc_args *a, const char *val, const shard *hay, tokenizer **tok, lc_text *text) {
+    char err[1024];
+    if (!(*tok = cli_open_tokenizer(a->needle ? "eval needle" : "eval babi", a->run))) return 1;
+    if (tokenizer_get_kind(*tok) == TOKENIZER_BYTES) return 0;
+    if (!lc_text_haystack(*tok, hay->tokens, hay->n, text, err, sizeof err)) return 0;
+    fprintf(stderr, "mtac eval %s: %s: %s\n", a->task, val, err);
+    return 1;
+}
+
 // `mtac eval needle|babi`; argv[0] is the task.
 static int eval_longctx(int argc, char **argv) {
     lc_args a = {.needle = !strcmp(argv[0], "needle"), .task = argv[0], .depths_s = "0,0.25,0.5,0.75,1",
@@ -282,11 +315,17 @@ static int eval_longctx(int argc, char **argv) {
         cols[k] = col_names[k];
     }
     double acc[MAX_CELLS * MAX_CELLS];
+    lc_text text = {0};
+    tokenizer *tok = NULL;
+    int rc = open_text(&a, val, &hay, &tok, &text);
     cJSON *out = grid_json(&a, val);
-    int rc = run_cells(m, &a, &hay, cols, acc, out);
-    if (!rc) print_grid(&a, cols, acc);
+    if (text.tok) cJSON_AddNumberToObject(out, "haystack_bytes_per_token", text.bytes_per_token);
+    if (!rc) rc = run_cells(m, &a, &hay, text.tok ? &text : NULL, cols, acc, out);
+    if (!rc) print_grid(&a, text.tok != NULL, cols, acc);
     if (!rc) rc = write_grid(&a, cols, acc, out);
     cJSON_Delete(out);
+    lc_text_free(&text);
+    tokenizer_free(tok);
     shard_free(&hay);
     model_free(m);
     return rc;

@@ -2,10 +2,12 @@
 // checks: the answer recomputed from the row's own text (the needle's sentence; the bAbI world
 // replayed from the facts in the row), the haystack one contiguous window of the given tokens,
 // depths where asked, asked sentences and values once each, determinism, and clear errors; and
-// the exact-match scoring (src/eval/retrieval.c) against answerers whose answers are known.
+// the exact-match scoring (src/eval/retrieval.c) against answerers whose answers are known; and
+// the examples and the scoring in a BPE tokenizer's ids (src/eval/retrieval_text.c).
 #include "data/longctx.h"
 #include "data/tokenizer.h"
 #include "eval/retrieval.h"
+#include "tok/tokenizer.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -518,6 +520,139 @@ static void test_scoring(void **state) {
     assert_int_equal(lc_score_answers(&a, &cs[0], hay, hay_n, 5, 0, 1, &sc, NULL, err, sizeof err), -1);
 }
 
+// ---- a run with its own tokenizer ---------------------------------------------------------------
+
+// The haystack in the ids of a small byte-level BPE (tests/fixtures/tiny_bpe), decoded back.
+static tokenizer *text_haystack(size_t hay_n, lc_text *h) {
+    char err[256];
+    tokenizer *t = tokenizer_load_run("tests/fixtures/tiny_bpe", err, sizeof err);
+    if (!t) fail_msg("%s", err);
+    char *s = malloc(hay_n + 1);
+    for (size_t i = 0; i < hay_n; i++) s[i] = (char)hay[i];
+    int32_t *ids;
+    size_t n_ids;
+    assert_int_equal(tokenizer_encode(t, s, hay_n, 0, &ids, &n_ids, err, sizeof err), 0);
+    uint32_t *u = malloc(n_ids * sizeof *u);
+    for (size_t i = 0; i < n_ids; i++) u[i] = (uint32_t)ids[i];
+    if (lc_text_haystack(t, u, n_ids, h, err, sizeof err)) fail_msg("%s", err);
+    assert_true(h->text_n == hay_n && h->tok == t);
+    for (size_t i = 0; i < hay_n; i++) assert_int_equal(h->text[i], hay[i]);
+    assert_true(h->bytes_per_token > 1 && h->bytes_per_token * (double)n_ids == (double)hay_n);
+    // an id past the vocabulary: a shard of another tokenizer
+    u[7] = (uint32_t)tokenizer_vocab_size(t);
+    lc_text bad;
+    assert_int_equal(lc_text_haystack(t, u, n_ids, &bad, err, sizeof err), -1);
+    assert_non_null(strstr(err, "another tokenizer"));
+    free(u), free(ids), free(s);
+    return t;
+}
+
+static char *decoded(const tokenizer *t, const int *ids, int n) {
+    int32_t *v = malloc(((size_t)n + 1) * sizeof *v);
+    for (int i = 0; i < n; i++) v[i] = ids[i];
+    char *s = tokenizer_decode(t, v, (size_t)n, 1, NULL, NULL, 0);
+    free(v);
+    assert_non_null(s);
+    return s;
+}
+
+// One example of c in the tokenizer, checked against lc_generate's text at the byte context it
+// says: it fits c->context with room for the greedy answer (and is no shorter than half of it);
+// the prompt's ids decode to that text's prompt without the space before the answer; the
+// expected text is that space and the answer without its full stop; the same again from seed.
+static void check_text_example(const lc_config *c, const lc_text *h, uint64_t seed) {
+    char err[256];
+    int *prompt = malloc((size_t)c->context * sizeof *prompt), *again = malloc((size_t)c->context * sizeof *again);
+    lc_text_example ex, ex2;
+    memset(&ex, 0, sizeof ex), memset(&ex2, 0, sizeof ex2);  // compared whole below
+    uint64_t rng = seed, rng2 = seed;
+    if (lc_text_generate(c, h, &rng, prompt, &ex, err, sizeof err)) fail_msg("%s", err);
+    const int total = ex.n_prompt + ex.n_answer + LC_TEXT_SLACK;
+    assert_true(total <= c->context && 2 * total > c->context);
+    lc_config cb = *c;
+    cb.context = ex.byte_context;
+    int *row = malloc((size_t)ex.byte_context * sizeof *row);
+    lc_example bx = generate(&cb, h->text_n, seed, row);
+    char *text = malloc((size_t)bx.len + 2), *p = decoded(h->tok, prompt, ex.n_prompt);
+    text_of(row, 1, bx.answer_at - 1, text);
+    assert_int_equal(row[bx.answer_at - 1], ' ');
+    assert_string_equal(p, text);
+    text[0] = ' ';
+    text_of(row, bx.answer_at, bx.len - 1, text + 1);  // " kobal."
+    char *a = decoded(h->tok, ex.answer, ex.n_answer);
+    assert_string_equal(a, text);
+    assert_int_equal(ex.answer[ex.n_answer - 1], tokenizer_eos_id(h->tok, 0));
+    if (c->task == LC_NEEDLE) text[strlen(text) - 1] = 0;  // the full stop
+    assert_string_equal(ex.expected, text);
+    assert_int_equal(lc_text_generate(c, h, &rng2, again, &ex2, err, sizeof err), 0);
+    assert_true(rng2 == rng && !memcmp(&ex, &ex2, sizeof ex) && !memcmp(prompt, again, (size_t)ex.n_prompt * sizeof *prompt));
+    free(row), free(text), free(p), free(a), free(prompt), free(again);
+}
+
+static void test_text_examples(void **state) {
+    (void)state;
+    char err[256];
+    lc_text h;
+    tokenizer *t = text_haystack(HAY_MAX, &h);
+    const int contexts[] = {160, 300, 1000};
+    for (int k = 0; k < 3; k++) {
+        const lc_config cs[] = {{LC_NEEDLE, contexts[k], 4, 1, 0, 0.5, 0},
+                                {LC_NEEDLE, contexts[k], 4, 2, 1, -1, 0},
+                                {LC_QA1, contexts[k], 0, 0, 0, -1, 3}};
+        for (int j = 0; j < 3; j++)
+            for (uint64_t seed = 1; seed <= 8; seed++) check_text_example(&cs[j], &h, seed * 7919 + (uint64_t)k);
+    }
+    // a context too short for the needles in these tokens; a haystack too short; copy
+    int prompt[4096];
+    lc_text_example ex;
+    uint64_t rng = 3;
+    const lc_config tiny = {LC_NEEDLE, 40, 4, 1, 0, 0.5, 0}, copy = {LC_COPY, 300, 0, 0, 0, -1, 0};
+    assert_int_equal(lc_text_generate(&tiny, &h, &rng, prompt, &ex, err, sizeof err), -1);
+    assert_non_null(strstr(err, "too short for the question and its 4 needles"));
+    assert_int_equal(lc_text_generate(&copy, &h, &rng, prompt, &ex, err, sizeof err), -1);
+    assert_non_null(strstr(err, "byte-level runs only"));
+    lc_text small = h;
+    small.text_n = 500;
+    const lc_config long_one = {LC_NEEDLE, 1000, 4, 1, 0, 0.5, 0};
+    assert_int_equal(lc_text_generate(&long_one, &small, &rng, prompt, &ex, err, sizeof err), -1);
+    assert_non_null(strstr(err, "haystack of 500 bytes"));
+    lc_text_free(&h);
+    tokenizer_free(t);
+}
+
+// Scoring an answer's text: the expected words, then no letter or digit.
+static void test_text_judge(void **state) {
+    (void)state;
+    char err[256];
+    tokenizer *t = tokenizer_load_run("tests/fixtures/tiny_bpe", err, sizeof err);
+    assert_non_null(t);
+    const int eos = tokenizer_eos_id(t, 0), past = tokenizer_vocab_size(t);
+    const struct {
+        const char *text;
+        int extra, right, retrieved;  // extra: an id after the text (-1: none)
+    } cases[] = {{" kobal.", eos, 1, 1}, {" kobal", eos, 1, 1}, {" kobal", -1, 1, 1}, {" kobal and", -1, 1, 1},
+                 {" kobalt", -1, 0, 1},  {" kobal7", eos, 0, 1}, {" kob", eos, 0, 0},  {"kobal.", -1, 0, 0},
+                 {" kobal", past, 1, 1}, {" Kobal", -1, 0, 0}};
+    int32_t *tail;
+    size_t n_tail;
+    assert_int_equal(tokenizer_encode(t, "A: the door is", 14, 0, &tail, &n_tail, err, sizeof err), 0);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int32_t *ids;
+        size_t n_ids;
+        assert_int_equal(tokenizer_encode(t, cases[k].text, strlen(cases[k].text), 0, &ids, &n_ids, err, sizeof err), 0);
+        int got[64], n_got = 0, retrieved = -1;
+        for (size_t i = 0; i < n_ids; i++) got[n_got++] = ids[i];
+        if (cases[k].extra >= 0) got[n_got++] = cases[k].extra;
+        if (cases[k].extra == past) got[n_got++] = 't';  // after an id past the vocabulary: not text
+        const int right = lc_text_judge(t, tail[n_tail - 1], " kobal", got, n_got, &retrieved);
+        if (right != cases[k].right || retrieved != cases[k].retrieved)
+            fail_msg("'%s': right %d retrieved %d", cases[k].text, right, retrieved);
+        free(ids);
+    }
+    free(tail);
+    tokenizer_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_needles),
@@ -528,6 +663,8 @@ int main(void) {
         cmocka_unit_test(test_polluted_haystack),
         cmocka_unit_test(test_mixture),
         cmocka_unit_test(test_scoring),
+        cmocka_unit_test(test_text_examples),
+        cmocka_unit_test(test_text_judge),
     };
     return cmocka_run_group_tests(tests, make_the_hay, free_the_hay);
 }
