@@ -3,11 +3,13 @@
 
     lm_compare.py options DIR/experiment.json KEY=VALUE...   store the options, or refuse a change
     lm_compare.py arm ARM PRESET_CONFIG OUT_CONFIG           the "model" object of an ablation arm
+    lm_compare.py needle NEEDLE_JSON                         the accuracy over every cell of mtac eval needle --json
     lm_compare.py table DIR                                  DIR/results.md and DIR/results.json
 
 The arms are those docs/lm_compare.md lists; the table holds per arm and seed the validation (and
 test) loss, per arm the mean and sample standard deviation over seeds, and the paired difference
-arm - baseline per seed with its mean and SD.
+arm - baseline per seed with its mean and SD. With --from (continued training of a pretrained run)
+it also holds that run before training.
 """
 import json
 import math
@@ -69,6 +71,15 @@ def mean_sd(xs):
     return {'n': len(xs), 'mean': m, 'sd': sd}
 
 
+def cmd_needle(path):
+    with open(path) as f:
+        cells = json.load(f)['results']
+    total = sum(c['total'] for c in cells)
+    if not total:
+        sys.exit('lm_compare: %s holds no examples' % path)
+    print('%.4f' % (sum(c['correct'] for c in cells) / total))
+
+
 def fmt(x):
     return 'n/a' if x is None else '%.4f' % x
 
@@ -86,17 +97,22 @@ def summaries(runs, arms, seeds, keys):
     return per_arm, diffs
 
 
-def markdown(exp, runs, per_arm, diffs, keys):
+def markdown(exp, runs, before, per_arm, diffs, keys):
     cols = ' | '.join(k.replace('_', ' ') for k in keys)
-    out = ['# lm_compare: %s, %s steps, seeds %s' % (exp['preset'], exp['steps'], exp['seeds']), '',
-           '## Runs', '', '| arm | seed | %s |' % cols, '|---|---|%s' % ('---|' * len(keys))]
+    model = 'from %s' % exp['from'] if exp.get('from') else exp['preset']
+    out = ['# lm_compare: %s, %s steps, seeds %s' % (model, exp['steps'], exp['seeds']), '']
+    if before:
+        out += ['## Before training', '', '| run | %s |' % cols, '|---|%s' % ('---|' * len(keys)),
+                '| %s | %s |' % (exp['from'], ' | '.join(fmt(before[k]) for k in keys)), '']
+    out += ['## Runs', '', '| arm | seed | %s |' % cols, '|---|---|%s' % ('---|' * len(keys))]
     out += ['| %s | %d | %s |' % (r['arm'], r['seed'], ' | '.join(fmt(r[k]) for k in keys)) for r in runs]
     out += ['', '## Per arm: mean and sample SD over seeds', '',
             '| arm | seeds | %s |' % ' | '.join('{0} mean | {0} SD'.format(k.replace('_', ' ')) for k in keys),
             '|---|---|%s' % ('---|---|' * len(keys))]
     for a, s in per_arm.items():
         out.append('| %s | %d | %s |' % (a, s[keys[0]]['n'], ' | '.join('%s | %s' % (fmt(s[k]['mean']), fmt(s[k]['sd'])) for k in keys)))
-    out += ['', '## Paired difference arm - baseline (negative: the arm has the lower loss)', '',
+    out += ['', '## Paired difference arm - baseline (negative: the arm has the lower loss%s)'
+            % ('; positive: the higher needle accuracy' if 'needle' in keys else ''), '',
             '| arm | seed | %s |' % cols, '|---|---|%s' % ('---|' * len(keys))]
     for a, d in diffs.items():
         for s in d[keys[0]]['per_seed']:
@@ -106,26 +122,31 @@ def markdown(exp, runs, per_arm, diffs, keys):
     return '\n'.join(out) + '\n'
 
 
+def result(d, name, keys):
+    """results/NAME.json's values of keys, each checked finite."""
+    with open(os.path.join(d, 'results', name + '.json')) as f:
+        r = json.load(f)
+    for k in keys:
+        if not isinstance(r.get(k), (int, float)) or not math.isfinite(r[k]):
+            sys.exit('lm_compare: %s: %s is %r' % (name, k, r.get(k)))
+    return {k: r[k] for k in keys}
+
+
 def cmd_table(d):
     with open(os.path.join(d, 'experiment.json')) as f:
         exp = json.load(f)
     arms = exp['arms'].split(',')
     seeds = [int(s) for s in exp['seeds'].split(',')]
-    keys = ['val_loss'] + (['test_loss'] if exp.get('test') else [])
-    runs = []
-    for a in arms:
-        for s in seeds:
-            with open(os.path.join(d, 'results', '%s-seed%d.json' % (a, s))) as f:
-                r = json.load(f)
-            for k in keys:
-                if not math.isfinite(r[k]):
-                    sys.exit('lm_compare: %s seed %d: %s is %r' % (a, s, k, r[k]))
-            runs.append(dict(arm=a, seed=s, run='runs/%s-seed%d' % (a, s), **{k: r[k] for k in keys}))
+    keys = ['val_loss'] + (['test_loss'] if exp.get('test') else []) + (['needle'] if exp.get('needle') else [])
+    runs = [dict(arm=a, seed=s, run='runs/%s-seed%d' % (a, s), **result(d, '%s-seed%d' % (a, s), keys))
+            for a in arms for s in seeds]
+    before = result(d, 'pretrained', keys) if exp.get('from') else None
     per_arm, diffs = summaries(runs, arms, seeds, keys)
     with open(os.path.join(d, 'results.json'), 'w') as f:
-        json.dump({'experiment': exp, 'runs': runs, 'arms': per_arm, 'differences': diffs}, f, indent=1, allow_nan=False)
+        json.dump({'experiment': exp, 'before': before, 'runs': runs, 'arms': per_arm, 'differences': diffs}, f,
+                  indent=1, allow_nan=False)
         f.write('\n')
-    md = markdown(exp, runs, per_arm, diffs, keys)
+    md = markdown(exp, runs, before, per_arm, diffs, keys)
     with open(os.path.join(d, 'results.md'), 'w') as f:
         f.write(md)
     sys.stdout.write(md)
@@ -137,6 +158,8 @@ if __name__ == '__main__':
         cmd_options(args[0], args[1:])
     elif cmd == 'arm':
         cmd_arm(*args)
+    elif cmd == 'needle':
+        cmd_needle(*args)
     elif cmd == 'table':
         cmd_table(*args)
     else:

@@ -74,4 +74,28 @@ grep -q '| baseline | 1 | [0-9.]* | n/a |' "$tmp/one/results.md" && ok || bad "o
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["arms"]["mta"]["val_loss"]["sd"] is None' \
     "$tmp/one/results.json" && ok || bad "one seed: sd is not null"
 
+# --from: continued training of a (here tiny) pretrained run, with the run itself before training
+# and the needle accuracy in the table
+head -c 50000 "$(dirname "$0")/data/corpus.txt" > "$tmp/pre.txt"
+OMP_NUM_THREADS=1 "$MTAC" data --out "$tmp/pre-data" --val-every 3 "$tmp/pre.txt" > /dev/null
+OMP_NUM_THREADS=1 "$MTAC" train --preset lm1m-baseline --steps 2 --warmup 0 --batch_size 2 --seq_len 32 \
+    --data "$tmp/pre-data" --out "$tmp/pre" > /dev/null 2>&1 && ok || bad "could not train the pretrained run"
+f=$tmp/from
+out=$(run --quick --from "$tmp/pre" --out "$f" --seeds 1 --needle 160 --needle-examples 1 2>&1) && ok || bad "--from: $out"
+[ "$(rows "$f/results.md" 'Before training')" = 1 ] && ok || bad "--from: no row before training"
+[ "$(rows "$f/results.md" Runs)" = 3 ] && ok || bad "--from: $(rows "$f/results.md" Runs) runs, wanted baseline, mta, mta-only"
+grep -q '| mta-only | SD | n/a | n/a |' "$f/results.md" && ok || bad "--from: no val loss and needle columns"
+python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+assert set(r["before"]) == {"val_loss", "needle"} and len(r["runs"]) == 3, r
+assert all(0 <= x["needle"] <= 1 for x in r["runs"] + [r["before"]])' "$f/results.json" && ok || bad "--from: results.json"
+python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["train"] == "mta"' \
+    "$f/runs/mta-only-seed1/config.json" && ok || bad "--from: mta-only did not train the MTA kernels only"
+expect 2 "--preset and --from exclude" -- run --quick --from "$tmp/pre" --out "$tmp/y" --preset lm1m
+expect 2 "--lr and --mta-lr go with --from" -- run --quick --out "$tmp/y" --lr 1e-3
+expect 2 "unknown arm 'mta-all' (baseline, mta, mta-only with --from)" -- run --quick --from "$tmp/pre" --out "$tmp/y" --arms baseline,mta-all
+expect 2 "--from: no run in" -- run --quick --from "$tmp/nothing" --out "$tmp/y"
+expect 2 "--needle takes comma-separated" -- run --quick --out "$tmp/y" --needle 1k
+[ ! -e "$tmp/y" ] && ok || bad "a refused command made its --out"
+
 finish test_lm_compare
