@@ -3,6 +3,8 @@
 
     lm_compare.py options DIR/experiment.json KEY=VALUE...   store the options, or refuse a change
     lm_compare.py arm ARM PRESET_CONFIG OUT_CONFIG           the "model" object of an ablation arm
+    lm_compare.py todo RESULT TEST NEEDLE EXAMPLES            what RESULT lacks: val, test, needle
+    lm_compare.py record RESULT KEY=VALUE...                 update RESULT (empty values: unchanged)
     lm_compare.py needle NEEDLE_JSON                         the accuracy over every cell of mtac eval needle --json
     lm_compare.py table DIR                                  DIR/results.md and DIR/results.json
 
@@ -18,6 +20,9 @@ import sys
 
 # Each ablation as a change of the preset's "mta" object (docs/model.md): the key-query convolutions
 # run only in qk_layers; head mixing, head convolution, group norm and gate in every layer.
+# The options that only change evaluations: they may change over an experiment (its finished runs
+# are then evaluated on what they lack); the others are refused.
+EVAL_OPTIONS = ('test', 'needle', 'needle_examples')
 ARMS = ('baseline', 'mta', 'mta-all', 'mta-every4', 'mta-nonorm', 'mta-kq', 'mta-heads')
 
 
@@ -56,12 +61,54 @@ def cmd_options(path, pairs):
     with open(path) as f:
         before = json.load(f)
     changed = ['--%s %s (was %s)' % (k.replace('_', '-'), now.get(k) or '(none)', before.get(k) or '(none)')
-               for k in sorted(set(now) | set(before)) if now.get(k) != before.get(k)]
+               for k in sorted(set(now) | set(before)) if k not in EVAL_OPTIONS and now.get(k) != before.get(k)]
     if changed:
         sys.stderr.write('lm_compare: %s holds an experiment with other options: %s.\n'
                          'Repeat its command to resume it, or choose another --out.\n'
                          % (os.path.dirname(path) or '.', '; '.join(changed)))
         sys.exit(2)
+    if any(now.get(k) != before.get(k) for k in EVAL_OPTIONS):
+        write_json(path, dict(before, **{k: now.get(k, '') for k in EVAL_OPTIONS}))
+
+
+def write_json(path, obj):
+    with open(path + '.tmp', 'w') as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.write('\n')
+    os.replace(path + '.tmp', path)
+
+
+def load(path):
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def cmd_todo(result, test, needle, examples):
+    """The evaluations RESULT lacks for these options (a result of an older lm_compare has no
+    test or needle keys: its test_loss or needle is then missing if asked)."""
+    r = load(result)
+    todo = [] if 'val_loss' in r else ['val']
+    if test and (r.get('test') != test or r.get('test_loss') is None):
+        todo.append('test')
+    if needle and (r.get('needle_spec') != '%s x %s' % (needle, examples) or r.get('needle') is None):
+        todo.append('needle')
+    print(' '.join(todo))
+
+
+def cmd_record(result, pairs):
+    kv = dict(p.split('=', 1) for p in pairs)
+    r = load(result)
+    if kv['val_loss']:
+        r['val_loss'] = float(kv['val_loss'])
+    if kv['test_loss']:
+        r.update(test=kv['test'], test_loss=float(kv['test_loss']))
+    if kv['needle_acc']:
+        r.update(needle=float(kv['needle_acc']), needle_spec='%s x %s' % (kv['needle'], kv['needle_examples']))
+    write_json(result, r)
+    print('  val loss %.4f%s%s' % (r['val_loss'], ', test loss %.4f' % r['test_loss'] if kv['test'] else '',
+                                   ', needle accuracy %.4f' % r['needle'] if kv['needle'] else ''))
 
 
 def mean_sd(xs):
@@ -158,6 +205,10 @@ if __name__ == '__main__':
         cmd_options(args[0], args[1:])
     elif cmd == 'arm':
         cmd_arm(*args)
+    elif cmd == 'todo':
+        cmd_todo(*args)
+    elif cmd == 'record':
+        cmd_record(args[0], args[1:])
     elif cmd == 'needle':
         cmd_needle(*args)
     elif cmd == 'table':

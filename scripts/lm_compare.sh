@@ -39,7 +39,8 @@ Continued training of a pretrained run (the paper's retrofit, docs/lm_compare.md
   --help           this text
 
 The same command over an existing DIR resumes it: finished runs are skipped, a partial one
-continues (mtac train --resume); other options over it are refused.
+continues (mtac train --resume). --test, --needle and --needle-examples may change over it: the
+finished runs are evaluated on what they lack; other options over it are refused.
 EOF
 }
 set -euo pipefail
@@ -182,25 +183,28 @@ arm_args() {
     esac
 }
 
-# evaluate RUN NAME: writes results/NAME.json: the validation loss, the loss on --test's text and
-# the needle accuracy (null where not asked).
+# evaluate RUN NAME: results/NAME.json: the validation loss, the loss on --test's text and the
+# needle accuracy (null where not asked); of a finished run, only what it lacks (a --test or
+# --needle added to the experiment later).
 evaluate() {
-    local run=$1 name=$2 log=$out/logs/$2.log val test_loss=null needle_acc=null
-    val=$("$mtac" eval --run "$run" "${eval_args[@]}" 2>> "$log" | sed -n 's/^val loss \([^ ]*\) .*/\1/p')
-    [ -n "$val" ] || die "$name: evaluation failed, see $log"
-    if [ -n "$test" ]; then
+    local run=$1 name=$2 log=$out/logs/$2.log result=$out/results/$2.json todo val='' test_loss='' needle_acc=''
+    todo=$(python3 scripts/lm_compare.py todo "$result" "$test" "$needle" "$needle_examples")
+    if [[ $todo == *val* ]]; then
+        val=$("$mtac" eval --run "$run" "${eval_args[@]}" 2>> "$log" | sed -n 's/^val loss \([^ ]*\) .*/\1/p')
+        [ -n "$val" ] || die "$name: evaluation failed, see $log"
+    fi
+    if [[ $todo == *test* ]]; then
         test_loss=$("$mtac" eval --run "$run" --text "$test" --json 2>> "$log" | sed -n 's/.*"loss": \([^,]*\),.*/\1/p')
         [ -n "$test_loss" ] || die "$name: evaluation of $test failed, see $log"
     fi
-    if [ -n "$needle" ]; then
+    if [[ $todo == *needle* ]]; then
         "$mtac" eval needle --run "$run" --data "$data" --contexts "$needle" --depths 0,0.5,1 \
             --examples "$needle_examples" --json "$out/results/$name.needle.json" >> "$log" 2>&1 \
             || die "$name: eval needle failed, see $log"
         needle_acc=$(python3 scripts/lm_compare.py needle "$out/results/$name.needle.json")
     fi
-    echo "{\"val_loss\": $val, \"test_loss\": $test_loss, \"needle\": $needle_acc}" > "$out/results/$name.json.tmp"
-    mv "$out/results/$name.json.tmp" "$out/results/$name.json"
-    echo "  val loss $val${test:+, test loss $(printf %.4f "$test_loss")}${needle:+, needle accuracy $needle_acc}"
+    python3 scripts/lm_compare.py record "$result" val_loss="$val" test="$test" test_loss="$test_loss" \
+        needle="$needle" needle_examples="$needle_examples" needle_acc="$needle_acc"
 }
 
 # train_and_eval ARM SEED: trains (or resumes) the run, then writes results/ARM-seedSEED.json.
@@ -221,7 +225,7 @@ train_and_eval() {
     evaluate "$run" "$name"
 }
 
-if [ -n "$from" ] && [ ! -f "$out/results/pretrained.json" ]; then
+if [ -n "$from" ]; then
     echo "before training: $from"
     evaluate "$from" pretrained
 fi
@@ -230,7 +234,12 @@ for seed in "${seed_list[@]}"; do
     for arm in "${arm_list[@]}"; do
         i=$((i + 1))
         if [ -f "$out/results/$arm-seed$seed.json" ]; then
-            echo "run $i/$total: $arm seed $seed: finished, skipped"
+            if [ -z "$(python3 scripts/lm_compare.py todo "$out/results/$arm-seed$seed.json" "$test" "$needle" "$needle_examples")" ]; then
+                echo "run $i/$total: $arm seed $seed: finished, skipped"
+            else
+                echo "run $i/$total: $arm seed $seed: finished, evaluating what it lacks"
+                evaluate "$out/runs/$arm-seed$seed" "$arm-seed$seed"
+            fi
             continue
         fi
         echo "run $i/$total: $arm seed $seed (${from:-$preset}, $steps steps; log $out/logs/$arm-seed$seed.log)"

@@ -58,7 +58,11 @@ echo "$out" | grep -q "resuming .*mta-seed2" && [ "$(echo "$out" | grep -c 'fini
 
 # other options over the same directory, bad flags
 expect 2 "other options: --steps 5 (was 4)" -- run --quick --out "$x" --test "$tmp/held_out.txt" --steps 5
-expect 2 "--test (none)" -- run --quick --out "$x"
+# an evaluation added later: the finished runs are evaluated on it, none trained
+out=$(run --quick --out "$x" --test "$tmp/held_out.txt" --needle 160 --needle-examples 1 2>&1) && ok || bad "--needle added: $out"
+[ "$(echo "$out" | grep -c 'finished, evaluating what it lacks')" = 4 ] && [ "$(sum)" = "$before" ] && ok \
+    || bad "--needle added: not 4 runs evaluated without training: $out"
+grep -q '^| arm | seed | val loss | test loss | needle |' "$x/results.md" && ok || bad "--needle added: no needle column"
 expect 2 "unknown option '--bogus'" -- run --quick --out "$tmp/y" --bogus
 expect 2 "--seeds must be" -- run --quick --out "$tmp/y" --seeds 1,x
 expect 2 "unknown arm 'mta-nope'" -- run --quick --out "$tmp/y" --arms baseline,mta-nope
