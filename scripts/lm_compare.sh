@@ -35,6 +35,10 @@ Continued training of a pretrained run (the paper's retrofit, docs/lm_compare.md
   --mta-lr LR      learning rate of mta-only (default 1e-3); each decays to a tenth
   --quick          a tiny budget for a smoke test: lm1m, 4 steps of 2 x 32 tokens, seeds 1,2, a
                    50 KB text (DIR/data); the options given override it
+  --grad-accum N   micro-batches per step (default train's: 1)
+  --launch CMD     run each mtac train under CMD, e.g. "mpirun -np 4 -x OMP_NUM_THREADS=2" (data
+                   parallel: the same results bit for bit, docs/distributed.md; --grad-accum must
+                   be at least the ranks); not part of the experiment's options
   --mtac PATH      the mtac binary (default build/mtac; not part of the experiment's options)
   --help           this text
 
@@ -53,12 +57,12 @@ bad_usage() { echo "lm_compare: $*; see --help" >&2; exit 2; }
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 
 out='' preset='' steps='' seeds='' arms='' data='' test='' batch='' seqlen='' quick=0 mtac=$root/build/mtac
-from='' lr='' mta_lr='' needle='' needle_examples=''
+from='' lr='' mta_lr='' needle='' needle_examples='' accum='' launch=''
 while [ $# -gt 0 ]; do
     case $1 in
         --help|-h) usage; exit 0 ;;
         --quick) quick=1; shift; continue ;;
-        --out|--preset|--steps|--seeds|--arms|--data|--test|--batch|--seq-len|--mtac|--from|--lr|--mta-lr|--needle|--needle-examples)
+        --out|--preset|--steps|--seeds|--arms|--data|--test|--batch|--seq-len|--mtac|--from|--lr|--mta-lr|--needle|--needle-examples|--grad-accum|--launch)
             [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
         *) bad_usage "unknown option '$1'" ;;
     esac
@@ -78,6 +82,8 @@ while [ $# -gt 0 ]; do
         --mta-lr) mta_lr=$2 ;;
         --needle) needle=$2 ;;
         --needle-examples) needle_examples=$2 ;;
+        --grad-accum) accum=$2 ;;
+        --launch) launch=$2 ;;
     esac
     shift 2
 done
@@ -100,6 +106,7 @@ int_list='^[0-9]+(,[0-9]+)*$' number='^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$'
 [[ $seeds =~ $int_list ]] || bad_usage "--seeds must be comma-separated integers, not '$seeds'"
 [ -z "$batch" ] || [[ $batch =~ ^[1-9][0-9]*$ ]] || bad_usage "--batch must be a positive integer, not '$batch'"
 [ -z "$seqlen" ] || [[ $seqlen =~ ^[1-9][0-9]*$ ]] || bad_usage "--seq-len must be a positive integer, not '$seqlen'"
+[ -z "$accum" ] || [[ $accum =~ ^[1-9][0-9]*$ ]] || bad_usage "--grad-accum must be a positive integer, not '$accum'"
 [ -z "$needle" ] || [[ $needle =~ $int_list ]] || bad_usage "--needle takes comma-separated contexts, not '$needle'"
 [[ $needle_examples =~ ^[1-9][0-9]*$ ]] || bad_usage "--needle-examples must be a positive integer, not '$needle_examples'"
 [ -z "$lr" ] || [[ $lr =~ $number ]] || bad_usage "--lr must be a number, not '$lr'"
@@ -120,7 +127,7 @@ done
 mkdir -p "$out/runs" "$out/results" "$out/logs"
 python3 scripts/lm_compare.py options "$out/experiment.json" preset="$preset" steps="$steps" seeds="$seeds" \
     arms="$arms" data="$data" test="$test" batch="$batch" seq_len="$seqlen" from="$from" lr="$lr" mta_lr="$mta_lr" \
-    needle="$needle" needle_examples="$needle_examples"
+    needle="$needle" needle_examples="$needle_examples" grad_accum="$accum"
 
 if [ ! -f "$data/train.bin" ]; then
     tok=()  # --from's own tokenizer, if it has one
@@ -145,6 +152,8 @@ common=(--steps "$steps" --warmup "$warmup" --eval_every "$every" --data "$data"
 [ -z "$from" ] || common+=(--eval_batches 8)
 [ -z "$batch" ] || common+=(--batch_size "$batch")
 [ -z "$seqlen" ] || common+=(--seq_len "$seqlen")
+[ -z "$accum" ] || common+=(--grad_accum "$accum")
+read -ra launcher <<< "$launch"
 # the validation loss: all of val.bin, in --from's batch shape for RUN itself too
 eval_args=(--batches all)
 [ -z "$from" ] || eval_args+=(--data "$data" --batch-size "$batch" --seq-len "$seqlen")
@@ -212,12 +221,12 @@ train_and_eval() {
     local name=$1-seed$2 run=$out/runs/$1-seed$2 log=$out/logs/$1-seed$2.log args rc=0
     if [ -f "$run/checkpoint.safetensors" ]; then
         echo "  resuming $run"
-        "$mtac" train --resume "$run" --steps "$steps" >> "$log" 2>&1 || rc=$?
+        "${launcher[@]}" "$mtac" train --resume "$run" --steps "$steps" >> "$log" 2>&1 || rc=$?
     else
         rm -rf "$run"  # stopped before its first checkpoint: nothing to resume
         args=$(arm_args "$1")
         # shellcheck disable=SC2086  # args is a list of options without spaces
-        "$mtac" train $args "${common[@]}" --seed "$2" --out "$run" > "$log" 2>&1 || rc=$?
+        "${launcher[@]}" "$mtac" train $args "${common[@]}" --seed "$2" --out "$run" > "$log" 2>&1 || rc=$?
     fi
     # mtac train stops on a signal with 128 + its number, after saving a checkpoint
     [ $rc -lt 128 ] || die "$name: interrupted; the same command resumes the experiment"

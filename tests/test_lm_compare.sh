@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# test_lm_compare.sh MTAC: scripts/lm_compare.sh --quick writes a table of the right shape whose
+# test_lm_compare.sh MTAC [HAVE_MPI]: scripts/lm_compare.sh --quick writes a table of the right shape whose
 # every number is finite and a PNG of the curves; the same command again skips the finished runs
 # and resumes a partial one; other options over the same directory, and bad flags, are refused.
 set -u
 MTAC=$1
+HAVE_MPI=${2:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/expect.sh"
@@ -101,5 +102,19 @@ expect 2 "unknown arm 'mta-all' (baseline, mta, mta-only with --from)" -- run --
 expect 2 "--from: no run in" -- run --quick --from "$tmp/nothing" --out "$tmp/y"
 expect 2 "--needle takes comma-separated" -- run --quick --out "$tmp/y" --needle 1k
 [ ! -e "$tmp/y" ] && ok || bad "a refused command made its --out"
+
+# --launch: the runs under mpirun (2 ranks) end with the weights of one process's runs
+if [ "$HAVE_MPI" = 1 ] && command -v mpirun > /dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    out=$(run --quick --out "$tmp/one-rank" --seeds 1 --arms baseline,mta --grad-accum 2 2>&1) && ok || bad "1 rank: $out"
+    out=$(run --quick --out "$tmp/two-ranks" --seeds 1 --arms baseline,mta --grad-accum 2 \
+          --launch "mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1" 2>&1) && ok || bad "--launch mpirun: $out"
+    for r in baseline-seed1 mta-seed1; do
+        cmp -s "$tmp/one-rank/runs/$r/model.safetensors" "$tmp/two-ranks/runs/$r/model.safetensors" && ok \
+            || bad "--launch mpirun: $r's weights differ from one process's"
+    done
+else
+    echo "skipped the --launch check: no MPI build or no mpirun"
+fi
 
 finish test_lm_compare
