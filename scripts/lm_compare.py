@@ -61,13 +61,14 @@ def cmd_options(path, pairs):
     with open(path) as f:
         before = json.load(f)
     changed = ['--%s %s (was %s)' % (k.replace('_', '-'), now.get(k) or '(none)', before.get(k) or '(none)')
-               for k in sorted(set(now) | set(before)) if k not in EVAL_OPTIONS and now.get(k) != before.get(k)]
+               for k in sorted(set(now) | set(before)) if k not in EVAL_OPTIONS and (now.get(k) or '') != (before.get(k) or '')]
     if changed:
         sys.stderr.write('lm_compare: %s holds an experiment with other options: %s.\n'
                          'Repeat its command to resume it, or choose another --out.\n'
                          % (os.path.dirname(path) or '.', '; '.join(changed)))
         sys.exit(2)
-    if any(now.get(k) != before.get(k) for k in EVAL_OPTIONS):
+    # an option missing from an older experiment.json is an empty one
+    if any((now.get(k) or '') != (before.get(k) or '') for k in EVAL_OPTIONS):
         write_json(path, dict(before, **{k: now.get(k, '') for k in EVAL_OPTIONS}))
 
 
