@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev libcjson-dev libpcre2-dev libcmocka-dev libcairo2-dev fonts-dejavu-core bible-kjv)
+# docs/lm_compare.md's second corpus and held-out text: public-domain books from dictd packages.
+pkgs+=(dict-gcide dict-devil)
 # Data-parallel training (docs/distributed.md): OpenMPI's library and mpirun.
 pkgs+=(libopenmpi-dev openmpi-bin)
 # The fuzz targets (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes, its OpenMP.
