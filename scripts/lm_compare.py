@@ -3,7 +3,7 @@
 
     lm_compare.py options DIR/experiment.json KEY=VALUE...   store the options, or refuse a change
     lm_compare.py arm ARM PRESET_CONFIG OUT_CONFIG           the "model" object of an ablation arm
-    lm_compare.py todo RESULT TEST NEEDLE EXAMPLES            what RESULT lacks: val, test, needle
+    lm_compare.py todo RESULT TEST NEEDLE EXAMPLES NEEDLES        what RESULT lacks: val, test, needle
     lm_compare.py record RESULT KEY=VALUE...                 update RESULT (empty values: unchanged)
     lm_compare.py needle NEEDLE_JSON                         the accuracy over every cell of mtac eval needle --json
     lm_compare.py table DIR                                  DIR/results.md and DIR/results.json
@@ -22,7 +22,7 @@ import sys
 # run only in qk_layers; head mixing, head convolution, group norm and gate in every layer.
 # The options that only change evaluations: they may change over an experiment (its finished runs
 # are then evaluated on what they lack); the others are refused.
-EVAL_OPTIONS = ('test', 'needle', 'needle_examples')
+EVAL_OPTIONS = ('test', 'needle', 'needle_examples', 'needles')
 ARMS = ('baseline', 'mta', 'mta-all', 'mta-every4', 'mta-nonorm', 'mta-kq', 'mta-heads')
 
 
@@ -86,14 +86,18 @@ def load(path):
         return json.load(f)
 
 
-def cmd_todo(result, test, needle, examples):
+def needle_spec(contexts, examples, needles):
+    return 'contexts %s, %s examples a cell, %s needles' % (contexts, examples, needles)
+
+
+def cmd_todo(result, test, needle, examples, needles):
     """The evaluations RESULT lacks for these options (a result of an older lm_compare has no
     test or needle keys: its test_loss or needle is then missing if asked)."""
     r = load(result)
     todo = [] if 'val_loss' in r else ['val']
     if test and (r.get('test') != test or r.get('test_loss') is None):
         todo.append('test')
-    if needle and (r.get('needle_spec') != '%s x %s' % (needle, examples) or r.get('needle') is None):
+    if needle and (r.get('needle_spec') != needle_spec(needle, examples, needles) or r.get('needle') is None):
         todo.append('needle')
     print(' '.join(todo))
 
@@ -106,7 +110,7 @@ def cmd_record(result, pairs):
     if kv['test_loss']:
         r.update(test=kv['test'], test_loss=float(kv['test_loss']))
     if kv['needle_acc']:
-        r.update(needle=float(kv['needle_acc']), needle_spec='%s x %s' % (kv['needle'], kv['needle_examples']))
+        r.update(needle=float(kv['needle_acc']), needle_spec=needle_spec(kv['needle'], kv['needle_examples'], kv['needles']))
     write_json(result, r)
     print('  val loss %.4f%s%s' % (r['val_loss'], ', test loss %.4f' % r['test_loss'] if kv['test'] else '',
                                    ', needle accuracy %.4f' % r['needle'] if kv['needle'] else ''))

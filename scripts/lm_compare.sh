@@ -24,6 +24,7 @@ usage: scripts/lm_compare.sh --out DIR [options]
   --needle LIST    also needle retrieval at these contexts (mtac eval needle on the validation
                    text, depths 0,0.5,1): the accuracy over every cell
   --needle-examples N  examples per context and depth (default 10)
+  --needles N      needles in each example, one of them asked (default 4)
 
 Continued training of a pretrained run (the paper's retrofit, docs/lm_compare.md):
   --from RUN       a pretrained run (e.g. mtac import's): every arm starts from its weights, and
@@ -57,12 +58,12 @@ bad_usage() { echo "lm_compare: $*; see --help" >&2; exit 2; }
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 
 out='' preset='' steps='' seeds='' arms='' data='' test='' batch='' seqlen='' quick=0 mtac=$root/build/mtac
-from='' lr='' mta_lr='' needle='' needle_examples='' accum='' launch=''
+from='' lr='' mta_lr='' needle='' needle_examples='' needles='' accum='' launch=''
 while [ $# -gt 0 ]; do
     case $1 in
         --help|-h) usage; exit 0 ;;
         --quick) quick=1; shift; continue ;;
-        --out|--preset|--steps|--seeds|--arms|--data|--test|--batch|--seq-len|--mtac|--from|--lr|--mta-lr|--needle|--needle-examples|--grad-accum|--launch)
+        --out|--preset|--steps|--seeds|--arms|--data|--test|--batch|--seq-len|--mtac|--from|--lr|--mta-lr|--needle|--needle-examples|--needles|--grad-accum|--launch)
             [ $# -ge 2 ] || bad_usage "$1 needs a value" ;;
         *) bad_usage "unknown option '$1'" ;;
     esac
@@ -82,6 +83,7 @@ while [ $# -gt 0 ]; do
         --mta-lr) mta_lr=$2 ;;
         --needle) needle=$2 ;;
         --needle-examples) needle_examples=$2 ;;
+        --needles) needles=$2 ;;
         --grad-accum) accum=$2 ;;
         --launch) launch=$2 ;;
     esac
@@ -99,7 +101,7 @@ else
     : "${preset:=lm1m}" "${data:=$root/data/kjv}"
     known_arms='baseline, mta, mta-all, mta-every4, mta-nonorm, mta-kq, mta-heads'
 fi
-: "${steps:=400}" "${seeds:=1,2,3}" "${arms:=baseline,mta}" "${needle_examples:=10}"
+: "${steps:=400}" "${seeds:=1,2,3}" "${arms:=baseline,mta}" "${needle_examples:=10}" "${needles:=4}"
 
 int_list='^[0-9]+(,[0-9]+)*$' number='^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$'
 [[ $steps =~ ^[1-9][0-9]*$ ]] || bad_usage "--steps must be a positive integer, not '$steps'"
@@ -109,6 +111,7 @@ int_list='^[0-9]+(,[0-9]+)*$' number='^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$'
 [ -z "$accum" ] || [[ $accum =~ ^[1-9][0-9]*$ ]] || bad_usage "--grad-accum must be a positive integer, not '$accum'"
 [ -z "$needle" ] || [[ $needle =~ $int_list ]] || bad_usage "--needle takes comma-separated contexts, not '$needle'"
 [[ $needle_examples =~ ^[1-9][0-9]*$ ]] || bad_usage "--needle-examples must be a positive integer, not '$needle_examples'"
+[[ $needles =~ ^[1-9][0-9]*$ ]] || bad_usage "--needles must be a positive integer, not '$needles'"
 [ -z "$lr" ] || [[ $lr =~ $number ]] || bad_usage "--lr must be a number, not '$lr'"
 [ -z "$mta_lr" ] || [[ $mta_lr =~ $number ]] || bad_usage "--mta-lr must be a number, not '$mta_lr'"
 [ -n "$from" ] || [[ $preset =~ ^[a-z0-9]+$ ]] || bad_usage "--preset takes a preset's name without -baseline, not '$preset'"
@@ -127,7 +130,7 @@ done
 mkdir -p "$out/runs" "$out/results" "$out/logs"
 python3 scripts/lm_compare.py options "$out/experiment.json" preset="$preset" steps="$steps" seeds="$seeds" \
     arms="$arms" data="$data" test="$test" batch="$batch" seq_len="$seqlen" from="$from" lr="$lr" mta_lr="$mta_lr" \
-    needle="$needle" needle_examples="$needle_examples" grad_accum="$accum"
+    needle="$needle" needle_examples="$needle_examples" needles="$needles" grad_accum="$accum"
 
 if [ ! -f "$data/train.bin" ]; then
     tok=()  # --from's own tokenizer, if it has one
@@ -197,7 +200,7 @@ arm_args() {
 # --needle added to the experiment later).
 evaluate() {
     local run=$1 name=$2 log=$out/logs/$2.log result=$out/results/$2.json todo val='' test_loss='' needle_acc=''
-    todo=$(python3 scripts/lm_compare.py todo "$result" "$test" "$needle" "$needle_examples")
+    todo=$(python3 scripts/lm_compare.py todo "$result" "$test" "$needle" "$needle_examples" "$needles")
     if [[ $todo == *val* ]]; then
         val=$("$mtac" eval --run "$run" "${eval_args[@]}" 2>> "$log" | sed -n 's/^val loss \([^ ]*\) .*/\1/p')
         [ -n "$val" ] || die "$name: evaluation failed, see $log"
@@ -208,12 +211,12 @@ evaluate() {
     fi
     if [[ $todo == *needle* ]]; then
         "$mtac" eval needle --run "$run" --data "$data" --contexts "$needle" --depths 0,0.5,1 \
-            --examples "$needle_examples" --json "$out/results/$name.needle.json" >> "$log" 2>&1 \
+            --examples "$needle_examples" --needles "$needles" --json "$out/results/$name.needle.json" >> "$log" 2>&1 \
             || die "$name: eval needle failed, see $log"
         needle_acc=$(python3 scripts/lm_compare.py needle "$out/results/$name.needle.json")
     fi
     python3 scripts/lm_compare.py record "$result" val_loss="$val" test="$test" test_loss="$test_loss" \
-        needle="$needle" needle_examples="$needle_examples" needle_acc="$needle_acc"
+        needle="$needle" needle_examples="$needle_examples" needles="$needles" needle_acc="$needle_acc"
 }
 
 # train_and_eval ARM SEED: trains (or resumes) the run, then writes results/ARM-seedSEED.json.
@@ -243,7 +246,7 @@ for seed in "${seed_list[@]}"; do
     for arm in "${arm_list[@]}"; do
         i=$((i + 1))
         if [ -f "$out/results/$arm-seed$seed.json" ]; then
-            if [ -z "$(python3 scripts/lm_compare.py todo "$out/results/$arm-seed$seed.json" "$test" "$needle" "$needle_examples")" ]; then
+            if [ -z "$(python3 scripts/lm_compare.py todo "$out/results/$arm-seed$seed.json" "$test" "$needle" "$needle_examples" "$needles")" ]; then
                 echo "run $i/$total: $arm seed $seed: finished, skipped"
             else
                 echo "run $i/$total: $arm seed $seed: finished, evaluating what it lacks"

@@ -86,7 +86,9 @@ OMP_NUM_THREADS=1 "$MTAC" data --out "$tmp/pre-data" --val-every 3 "$tmp/pre.txt
 OMP_NUM_THREADS=1 "$MTAC" train --preset lm1m-baseline --steps 2 --warmup 0 --batch_size 2 --seq_len 32 \
     --data "$tmp/pre-data" --out "$tmp/pre" > /dev/null 2>&1 && ok || bad "could not train the pretrained run"
 f=$tmp/from
-out=$(run --quick --from "$tmp/pre" --out "$f" --seeds 1 --needle 160 --needle-examples 1 2>&1) && ok || bad "--from: $out"
+out=$(run --quick --from "$tmp/pre" --out "$f" --seeds 1 --needle 160 --needle-examples 1 --needles 2 2>&1) && ok || bad "--from: $out"
+python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["needles"] == 2' "$f/results/pretrained.needle.json" && ok \
+    || bad "--from: --needles 2 did not reach mtac eval needle"
 [ "$(rows "$f/results.md" 'Before training')" = 1 ] && ok || bad "--from: no row before training"
 [ "$(rows "$f/results.md" Runs)" = 3 ] && ok || bad "--from: $(rows "$f/results.md" Runs) runs, wanted baseline, mta, mta-only"
 grep -q '| mta-only | SD | n/a | n/a |' "$f/results.md" && ok || bad "--from: no val loss and needle columns"
