@@ -3,7 +3,7 @@
 
     lm_compare.py options DIR/experiment.json KEY=VALUE...   store the options, or refuse a change
     lm_compare.py arm ARM PRESET_CONFIG OUT_CONFIG           the "model" object of an ablation arm
-    lm_compare.py todo RESULT TEST NEEDLE EXAMPLES NEEDLES        what RESULT lacks: val, test, needle
+    lm_compare.py todo RESULT TEST NEEDLE EXAMPLES NEEDLES   what RESULT lacks: val, test, needle
     lm_compare.py record RESULT KEY=VALUE...                 update RESULT (empty values: unchanged)
     lm_compare.py needle NEEDLE_JSON                         the accuracy over every cell of mtac eval needle --json
     lm_compare.py table DIR                                  DIR/results.md and DIR/results.json
@@ -18,11 +18,12 @@ import math
 import os
 import sys
 
-# Each ablation as a change of the preset's "mta" object (docs/model.md): the key-query convolutions
-# run only in qk_layers; head mixing, head convolution, group norm and gate in every layer.
 # The options that only change evaluations: they may change over an experiment (its finished runs
 # are then evaluated on what they lack); the others are refused.
 EVAL_OPTIONS = ('test', 'needle', 'needle_examples', 'needles')
+
+# Each ablation as a change of the preset's "mta" object (docs/model.md): the key-query convolutions
+# run only in qk_layers; head mixing, head convolution, group norm and gate in every layer.
 ARMS = ('baseline', 'mta', 'mta-all', 'mta-every4', 'mta-nonorm', 'mta-kq', 'mta-heads')
 
 

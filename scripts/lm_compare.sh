@@ -25,15 +25,6 @@ usage: scripts/lm_compare.sh --out DIR [options]
                    text, depths 0,0.5,1): the accuracy over every cell
   --needle-examples N  examples per context and depth (default 10)
   --needles N      needles in each example, one of them asked (default 4)
-
-Continued training of a pretrained run (the paper's retrofit, docs/lm_compare.md):
-  --from RUN       a pretrained run (e.g. mtac import's): every arm starts from its weights, and
-                   the table adds RUN itself before training. Arms: baseline (RUN trained on),
-                   mta (MTA added at the identity by mtac convert --add-mta, every weight
-                   trained), mta-only (only the MTA kernels trained) (default baseline,mta,mta-only).
-                   --data defaults to DIR/data: the Bible in RUN's tokens (mtac data --tokenizer)
-  --lr LR          learning rate of the arms that train every weight (default 3e-5)
-  --mta-lr LR      learning rate of mta-only (default 1e-3); each decays to a tenth
   --quick          a tiny budget for a smoke test: lm1m, 4 steps of 2 x 32 tokens, seeds 1,2, a
                    50 KB text (DIR/data); the options given override it
   --grad-accum N   micro-batches per step (default train's: 1)
@@ -43,9 +34,18 @@ Continued training of a pretrained run (the paper's retrofit, docs/lm_compare.md
   --mtac PATH      the mtac binary (default build/mtac; not part of the experiment's options)
   --help           this text
 
+Continued training of a pretrained run (the paper's retrofit, docs/lm_compare.md):
+  --from RUN       a pretrained run (e.g. mtac import's): every arm starts from its weights, and
+                   the table adds RUN itself before training. Arms: baseline (RUN trained on),
+                   mta (MTA added at the identity by mtac convert --add-mta, every weight
+                   trained), mta-only (only the MTA kernels trained) (default baseline,mta,mta-only).
+                   --data defaults to DIR/data: the Bible in RUN's tokens (mtac data --tokenizer)
+  --lr LR          learning rate of the arms that train every weight (default 3e-5)
+  --mta-lr LR      learning rate of mta-only (default 1e-3); each decays to a tenth
+
 The same command over an existing DIR resumes it: finished runs are skipped, a partial one
-continues (mtac train --resume). --test, --needle and --needle-examples may change over it: the
-finished runs are evaluated on what they lack; other options over it are refused.
+continues (mtac train --resume). --test, --needle, --needle-examples and --needles may change
+over it: the finished runs are evaluated on what they lack; other options over it are refused.
 EOF
 }
 set -euo pipefail
@@ -195,12 +195,15 @@ arm_args() {
     esac
 }
 
+# lacks NAME: the evaluations results/NAME.json lacks for these options (val, test, needle).
+lacks() { python3 scripts/lm_compare.py todo "$out/results/$1.json" "$test" "$needle" "$needle_examples" "$needles"; }
+
 # evaluate RUN NAME: results/NAME.json: the validation loss, the loss on --test's text and the
 # needle accuracy (null where not asked); of a finished run, only what it lacks (a --test or
 # --needle added to the experiment later).
 evaluate() {
     local run=$1 name=$2 log=$out/logs/$2.log result=$out/results/$2.json todo val='' test_loss='' needle_acc=''
-    todo=$(python3 scripts/lm_compare.py todo "$result" "$test" "$needle" "$needle_examples" "$needles")
+    todo=$(lacks "$name")
     if [[ $todo == *val* ]]; then
         val=$("$mtac" eval --run "$run" "${eval_args[@]}" 2>> "$log" | sed -n 's/^val loss \([^ ]*\) .*/\1/p')
         [ -n "$val" ] || die "$name: evaluation failed, see $log"
@@ -246,7 +249,7 @@ for seed in "${seed_list[@]}"; do
     for arm in "${arm_list[@]}"; do
         i=$((i + 1))
         if [ -f "$out/results/$arm-seed$seed.json" ]; then
-            if [ -z "$(python3 scripts/lm_compare.py todo "$out/results/$arm-seed$seed.json" "$test" "$needle" "$needle_examples" "$needles")" ]; then
+            if [ -z "$(lacks "$arm-seed$seed")" ]; then
                 echo "run $i/$total: $arm seed $seed: finished, skipped"
             else
                 echo "run $i/$total: $arm seed $seed: finished, evaluating what it lacks"
