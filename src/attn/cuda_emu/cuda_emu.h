@@ -141,6 +141,18 @@ void syncwarp(unsigned mask);
 // lanes, or (butterfly) from lane ^ arg (the lane's own v when that is past its segment).
 uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int width, int butterfly);
 
+// The tensor-core primitives of attn/mma_ptx.cuh (its header gives the PTX ISA's lane layouts),
+// warp-collective like warp_sync: each lane passes and gets only its own registers.
+// mma.sync m16n8k16 bf16 x bf16 + f32: d = a b + d, the lane's fragments.
+void mma_16816_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]);
+// ldmatrix of n = 1, 2 or 4 8x8 b16 matrices from shared memory (trans: .trans), p the lane's row.
+void ldmatrix(uint32_t *r, const void *p, int n, int trans);
+// cp.async of bytes (16) from global to shared memory (full = 0: zeros, nothing read), and the
+// calling thread's commit_group and wait_group n.
+void cp_async(void *dst, const void *src, size_t bytes, bool full);
+void cp_async_commit(void);
+void cp_async_wait(int n);
+
 // Runs fn(arg) as every thread of every block of the launch (the launch's checks first).
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
                  void (*fn)(void *), void *arg);
