@@ -9,6 +9,8 @@
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
 #include "cuda_emu_wmma.cuh"
+#define MTAC_CUDA_EMU 1
+#include "cuda_emu_ptx.cuh"
 #include "testutil.h"
 
 #include <initializer_list>
@@ -726,6 +728,227 @@ static void test_warp_divergence_aborts(void **s) {
     assert_true(aborts([] { warp_split(0, 48); }));
 }
 
+// ---- the tensor-core primitives (mma_ptx.cuh): each lane's registers ----
+
+// The PTX ISA's tables ("Matrix Fragments for mma.m16n8k16 with floating point type", and
+// ldmatrix's), transcribed: lane = 4 groupID + threadID_in_group; element i of a fragment sits in
+// register i / 2, the even one in the low 16 bits.
+static void isa_a(int lane, int i, int *row, int *col) {  // a0..a7 of the 16 x 16 A
+    const int g = lane >> 2, t = lane % 4;
+    *row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+    *col = i < 4 ? t * 2 + (i & 1) : t * 2 + 8 + (i & 1);
+}
+static void isa_b(int lane, int i, int *row, int *col) {  // b0..b3 of the 16 x 8 B
+    const int g = lane >> 2, t = lane % 4;
+    *row = i < 2 ? t * 2 + (i & 1) : t * 2 + 8 + (i & 1);
+    *col = g;
+}
+static void isa_c(int lane, int i, int *row, int *col) {  // c0..c3 (and d) of the 16 x 8 C
+    const int g = lane >> 2, t = lane % 4;
+    *row = i < 2 ? g : g + 8;
+    *col = t * 2 + (i & 1);
+}
+
+static uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+static float bf16_value(uint16_t u) { return __bfloat162float(__ushort_as_bfloat16(u)); }
+
+// Random bf16 A (16 x 16), B (16 x 8) and float C (16 x 8), given to the lanes by the ISA's tables;
+// each lane's d against the double sum of C and the 16 products. The emulator sums in float32,
+// in k order; the products of bf16 are exact in float32, so its error is that of 16 rounded
+// additions: at most 16 u (1 + 16 u) times the sum of the terms' magnitudes, u = 2^-24 (a GPU
+// adds in another order and internal precision: within a bound of the same form, not equal).
+static void test_mma_layout(void **s) {
+    (void)s;
+    uint64_t r = 5;
+    float A[16][16], B[16][8], C[16][8];
+    uint32_t a[32 * 4] = {0}, b[32 * 2] = {0};
+    float c[32 * 4], d[32 * 4];
+    for (int rep = 0; rep < 3; rep++) {
+        for (auto &row : A)
+            for (float &x : row) x = bf16_value(bf16_bits(uniform(&r)));
+        for (auto &row : B)
+            for (float &x : row) x = bf16_value(bf16_bits(uniform(&r)));
+        for (auto &row : C)
+            for (float &x : row) x = uniform(&r);
+        memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+        for (int l = 0; l < 32; l++) {
+            int row, col;
+            for (int i = 0; i < 8; i++) isa_a(l, i, &row, &col), a[4 * l + i / 2] |= (uint32_t)bf16_bits(A[row][col]) << 16 * (i % 2);
+            for (int i = 0; i < 4; i++) isa_b(l, i, &row, &col), b[2 * l + i / 2] |= (uint32_t)bf16_bits(B[row][col]) << 16 * (i % 2);
+            for (int i = 0; i < 4; i++) isa_c(l, i, &row, &col), c[4 * l + i] = C[row][col];
+        }
+        uint32_t *da = NULL, *db = NULL;
+        float *dc = dev_floats(128), *dd = dev_floats(128);
+        assert_int_equal(cudaMalloc(&da, sizeof a), cudaSuccess);
+        assert_int_equal(cudaMalloc(&db, sizeof b), cudaSuccess);
+        cudaMemcpy(da, a, sizeof a, cudaMemcpyHostToDevice), cudaMemcpy(db, b, sizeof b, cudaMemcpyHostToDevice);
+        cudaMemcpy(dc, c, sizeof c, cudaMemcpyHostToDevice);
+        LAUNCH(k_mma_lanes, 1, 32, 0)(da, db, dc, dd);
+        assert_int_equal(cudaGetLastError(), cudaSuccess);
+        cudaMemcpy(d, dd, sizeof d, cudaMemcpyDeviceToHost);
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < 4; i++) {
+                int row, col;
+                isa_c(l, i, &row, &col);
+                double want = C[row][col], mag = fabs(C[row][col]);
+                for (int k = 0; k < 16; k++) want += (double)A[row][k] * B[k][col], mag += fabs((double)A[row][k] * B[k][col]);
+                const double u = 0x1p-24;
+                if (!(fabs(d[4 * l + i] - want) <= 16 * u * (1 + 16 * u) * mag)) {
+                    fprintf(stderr, "lane %d d%d (%d, %d): %.9g, want %.9g\n", l, i, row, col, d[4 * l + i], want);
+                    fail();
+                }
+            }
+        cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dd);
+    }
+}
+
+// ldmatrix: a table of 32 rows of 8 b16 whose entry (R, c) is the code 256 R + c. Lane l < 8 n
+// gives the address of table row rowof[l] = (5 l + 3) % 32 (a permutation: each lane's own address
+// is what counts), the others a null address (ignored, as PTX says for .x1 and .x2). Per the ISA,
+// matrix j's row i is the row lane 8 j + i addressed, and lane l's register j holds matrix j's row
+// l / 4, columns 2 (l % 4) + h in half h; with .trans, the transposed matrix's: row 2 (l % 4) + h,
+// column l / 4.
+static void check_ldmatrix(int n, int trans) {
+    uint16_t tab[32 * 16];
+    int rowof[32];
+    for (int R = 0; R < 32; R++)
+        for (int c = 0; c < 16; c++) tab[16 * R + c] = (uint16_t)(c < 8 ? 256 * R + c : 0xdead);
+    for (int l = 0; l < 32; l++) rowof[l] = l < 8 * n ? (5 * l + 3) % 32 : -1;
+    uint16_t *dtab = NULL;
+    int *drow = NULL;
+    uint32_t *dr = NULL, got[32 * 4];
+    assert_int_equal(cudaMalloc(&dtab, sizeof tab), cudaSuccess);
+    assert_int_equal(cudaMalloc(&drow, sizeof rowof), cudaSuccess);
+    assert_int_equal(cudaMalloc(&dr, sizeof got), cudaSuccess);
+    cudaMemcpy(dtab, tab, sizeof tab, cudaMemcpyHostToDevice), cudaMemcpy(drow, rowof, sizeof rowof, cudaMemcpyHostToDevice);
+    LAUNCH(k_ldmatrix_lanes, 1, 32, 0)(dtab, drow, n, trans, dr);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    cudaMemcpy(got, dr, sizeof got, cudaMemcpyDeviceToHost);
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++) {
+                const unsigned half = got[4 * l + j] >> 16 * h & 0xffff;
+                const int row = trans ? 2 * (l % 4) + h : l / 4, col = trans ? l / 4 : 2 * (l % 4) + h;
+                const unsigned want = j < n ? 256u * (unsigned)rowof[8 * j + row] + (unsigned)col : 0;
+                if (half != want) {
+                    fprintf(stderr, "x%d%s lane %d r%d half %d: 0x%04x, want 0x%04x\n", n, trans ? ".trans" : "", l, j, h, half, want);
+                    fail();
+                }
+            }
+    cudaFree(dtab), cudaFree(drow), cudaFree(dr);
+}
+
+static void test_ldmatrix_layout(void **s) {
+    (void)s;
+    check_ldmatrix(1, 0), check_ldmatrix(2, 0), check_ldmatrix(4, 0);
+    check_ldmatrix(2, 1), check_ldmatrix(4, 1);
+}
+
+// A 64 x 64 x 128 product as 64 m16n8k16 products per warp from ldmatrix on cp.async tiles
+// (padded and swizzled, B n-major and k-major), against double sums: each entry is 128 products
+// summed in float32 in k order from 0 (exact products), so within 128 u (1 + 128 u) of the sum
+// of their magnitudes (check_product's bound). Every schedule: a missing barrier shows.
+static void test_mma_product_chain(void **s) {
+    (void)s;
+    uint64_t r = 13;
+    static float A[PC_M * PC_K], B[PC_K * PC_N], Z[PC_M * PC_N], D[PC_M * PC_N];
+    static __nv_bfloat16 ha[PC_M * PC_K], hb[PC_K * PC_N];
+    for (int i = 0; i < PC_M * PC_K; i++) ha[i] = uniform(&r), A[i] = (float)ha[i];
+    for (int i = 0; i < PC_K * PC_N; i++) B[i] = (float)__nv_bfloat16(uniform(&r));
+    __nv_bfloat16 *da = NULL, *db = NULL;
+    float *dd = dev_floats(PC_M * PC_N);
+    assert_int_equal(cudaMalloc(&da, sizeof ha), cudaSuccess);
+    assert_int_equal(cudaMalloc(&db, sizeof hb), cudaSuccess);
+    cudaMemcpy(da, ha, sizeof ha, cudaMemcpyHostToDevice);
+    for (int kmajor = 0; kmajor < 2; kmajor++) {
+        for (int k = 0; k < PC_K; k++)
+            for (int n = 0; n < PC_N; n++) hb[kmajor ? k * PC_N + n : n * PC_K + k] = B[k * PC_N + n];
+        cudaMemcpy(db, hb, sizeof hb, cudaMemcpyHostToDevice);
+        for (uint64_t sched = 0; sched < 3; sched++) {
+            mta_cuda_emu_set_schedule(sched);
+            LAUNCH(k_product_chain, 1, 128, 0)(da, db, kmajor, dd);
+            assert_int_equal(cudaGetLastError(), cudaSuccess);
+            cudaMemcpy(D, dd, sizeof D, cudaMemcpyDeviceToHost);
+            check_product(D, 1, PC_M, PC_N, PC_K, A, B, Z, 1);
+        }
+    }
+    mta_cuda_emu_set_schedule(0);
+    cudaFree(da), cudaFree(db), cudaFree(dd);
+}
+
+static int cp_async_run(int how, float *got) {
+    float src[256], *dsrc = dev_floats(256), *dout = dev_floats(4 * 128), *dglobal = dev_floats(128);
+    for (int i = 0; i < 256; i++) src[i] = (float)(i + 1);
+    cudaMemcpy(dsrc, src, sizeof src, cudaMemcpyHostToDevice);
+    LAUNCH(k_cp_async, 1, 32, 0)(dsrc, dout, dglobal, how);
+    const int e = cudaGetLastError();
+    if (got) cudaMemcpy(got, dout, 4 * 128 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(dsrc), cudaFree(dout), cudaFree(dglobal);
+    return e;
+}
+
+// stage k of got (k_cp_async's out) is entirely NaN (nan), zero (zero) or the source from `from`.
+static int stage_is(const float *got, int k, int what, int from) {
+    for (int i = 0; i < 128; i++) {
+        const float x = got[128 * k + i];
+        if (what == 0 ? !isnan(x) : what == 1 ? x != 0.0f : x != (float)(from + i + 1)) return 0;
+    }
+    return 1;
+}
+
+// cp.async's data is there only after the wait_group that completes its group: NaN before (the
+// destination is poisoned at the issue), even past __syncthreads(); wait_group 1 with two groups
+// completes the first only; a zero fill writes zeros; a copy not committed is in no group, so
+// wait_group 0 leaves it; a thread that exits with copies pending, a misaligned address or a
+// destination outside shared memory is fatal.
+static void test_cp_async(void **s) {
+    (void)s;
+    static float got[4 * 128];
+    const int NAN_ = 0, ZERO = 1, DATA = 2;
+    assert_int_equal(cp_async_run(0, got), cudaSuccess);
+    assert_true(stage_is(got, 0, NAN_, 0) && stage_is(got, 1, NAN_, 0) && stage_is(got, 2, DATA, 0));
+    assert_int_equal(cp_async_run(1, got), cudaSuccess);
+    assert_true(stage_is(got, 0, DATA, 0) && stage_is(got, 1, NAN_, 0));
+    assert_true(stage_is(got, 2, DATA, 0) && stage_is(got, 3, DATA, 128));
+    assert_int_equal(cp_async_run(2, got), cudaSuccess);
+    assert_true(stage_is(got, 0, ZERO, 0));
+    assert_int_equal(cp_async_run(3, got), cudaSuccess);
+    assert_true(stage_is(got, 0, NAN_, 0) && stage_is(got, 1, DATA, 0));
+    assert_true(aborts([] { cp_async_run(4, NULL); }));
+    assert_true(aborts([] { cp_async_run(5, NULL); }));
+    assert_true(aborts([] { cp_async_run(6, NULL); }));
+    assert_true(aborts([] { cp_async_run(7, NULL); }));
+}
+
+static void shfl_masks(int how, int *got) {
+    int *d = NULL;
+    assert_int_equal(cudaMalloc(&d, 64 * sizeof(int)), cudaSuccess);
+    LAUNCH(k_shfl_masks, 1, 32, 0)(d, how);
+    if (got) cudaMemcpy(got, d, 64 * sizeof(int), cudaMemcpyDeviceToHost);
+    cudaFree(d);
+}
+
+// Partial masks as PTX's shfl.sync and bar.warp.sync define them: the lanes a mask names meet,
+// apart from the others; a lane executing a shuffle its mask does not name, a named lane that
+// never comes, and a read from a lane outside the mask are fatal.
+static void test_shuffle_masks(void **s) {
+    (void)s;
+    int got[64];
+    for (uint64_t sched = 0; sched < 3; sched++) {
+        mta_cuda_emu_set_schedule(sched);
+        shfl_masks(0, got);
+        for (int l = 0; l < 32; l++) {
+            const int from = l < 16 ? l ^ 1 : 16 + (l + 3) % 16;
+            assert_int_equal(got[l], 100 * from + 7);
+            assert_int_equal(got[32 + l], l % 2 == 0 ? 100 * (l ^ 2) + 7 : -1);
+        }
+    }
+    mta_cuda_emu_set_schedule(0);
+    assert_true(aborts([] { shfl_masks(1, NULL); }));
+    assert_true(aborts([] { shfl_masks(2, NULL); }));
+    assert_true(aborts([] { shfl_masks(3, NULL); }));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_barrier_holds_the_block),
@@ -744,6 +967,11 @@ int main(void) {
         cmocka_unit_test(test_syncwarp),
         cmocka_unit_test(test_shuffles),
         cmocka_unit_test(test_warp_divergence_aborts),
+        cmocka_unit_test(test_mma_layout),
+        cmocka_unit_test(test_ldmatrix_layout),
+        cmocka_unit_test(test_mma_product_chain),
+        cmocka_unit_test(test_cp_async),
+        cmocka_unit_test(test_shuffle_masks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

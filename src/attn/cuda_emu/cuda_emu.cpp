@@ -75,6 +75,16 @@ __asm__(".text\n"
 // its warp has all arrived (F_WOKEN: released, runs in the next pass).
 enum { F_READY, F_BARRIER, F_WARP, F_WOKEN, F_DONE };
 
+// A cp.async copy issued and not yet complete: the group it belongs to is the calling thread's
+// number of commits at its issue (uncommitted while that is still the thread's count).
+struct cp_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    unsigned group;
+    bool full;
+};
+
 struct fiber {
 #if defined(__x86_64__)
     void *sp;
@@ -86,16 +96,27 @@ struct fiber {
     int state;
     unsigned shared_n;  // static shared arrays this thread has declared so far
     void *fake_stack;   // ASan's fake stack while switched out
+    cp_copy *copies;    // its cp.async copies not yet complete, in issue order (the array is kept)
+    unsigned ncopies, copies_cap;
+    unsigned groups;    // the cp.async groups it has committed
 };
 
-// A warp's meeting point: lanes arrived so far at op, the releases so far (gen), and a shuffle's
-// values. These alternate between two buffers by gen: a lane can write the next shuffle's value
-// only after every lane has arrived at an operation after this one, so after all have read.
-// Every block ends with arrived = 0 (else it is fatal), so the next block starts clean.
+// A warp-collective operation's meeting point: the lanes named in mask gather at op, each
+// depositing only its own registers in vals[lane]; the last to arrive releases them all, and
+// each then computes only its own results from what the others deposited and leaves. The
+// meeting is free again when every lane has left, so no lane's next deposit overwrites a slot
+// that another lane has yet to read. Lanes of a warp with other masks meet apart; at most two
+// meetings of one mask are in use at a time (one being read, the next gathering).
+struct meeting {
+    const char *op;  // NULL: free
+    unsigned mask, arrived, to_read;
+    int gathering;
+    uint32_t vals[32][6];
+    uint32_t rows[32][4];  // ldmatrix's rows, read from shared memory when the last lane arrived
+};
+enum { MEETINGS = 8 };
 struct warp_state {
-    const char *op;
-    unsigned arrived, gen;
-    uint32_t vals[2][32];
+    meeting m[MEETINGS];
 };
 
 // Per OS thread: the fibers and stacks, the block being run and its shared memory.
@@ -165,6 +186,8 @@ void fiber_main(void *p) {
     __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
     S->fn(S->arg);
+    if (f->ncopies)
+        fatal("%s", S->kernel, "a thread ended with cp.async copies that no cp.async.wait_group completed");
     f->state = F_DONE;
     switch_fibers(f, next_of_pass());
 }
@@ -176,7 +199,7 @@ void fiber_entry(unsigned lo, unsigned hi) { fiber_main((void *)((uintptr_t)lo |
 // A fresh fiber on stack i that will run fiber_main(f).
 void fiber_init(fiber *f, unsigned i) {
     f->stack = S->stacks + (size_t)i * (S->stack_size + 4096) + 4096;
-    f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL;
+    f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL, f->ncopies = 0, f->groups = 0;
     f->idx.x = i % block_dim.x, f->idx.y = i / block_dim.x % block_dim.y, f->idx.z = i / (block_dim.x * block_dim.y);
 #if defined(__x86_64__)
     // Stacks are a power of two apart: their tops are staggered by 3 cache lines a fiber, or the
@@ -283,6 +306,8 @@ void run_block(unsigned nthreads, uint64_t block_no) {
     if (S->dyn_bytes && !(S->dyn_shared = poisoned(S->dyn_bytes))) fatal("%s", S->kernel, "out of memory");
     S->shared_total = S->dyn_bytes;
     for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
+    for (unsigned w = 0; w < nthreads / 32; w++)
+        for (meeting &m : S->warps[w].m) m.op = NULL;
     for (uint64_t pass = 0;; pass++) {
         make_order(S->order, nthreads, pass, block_no + 1);
         S->norder = nthreads, S->pos = 0;
@@ -300,8 +325,8 @@ void run_block(unsigned nthreads, uint64_t block_no) {
         }
         if (waiting)
             fatal("%s", S->kernel,
-                  "warp divergence: some lanes of a warp wait at a warp-collective operation while others exited or "
-                  "wait at __syncthreads()");
+                  "warp divergence: some lanes of a warp wait at a warp-collective operation for lanes of its mask that "
+                  "exited, wait at __syncthreads() or at another warp operation");
         if (done == nthreads) break;
         if (done) fatal("%s", S->kernel, "barrier divergence: some threads of a block exited while others wait at __syncthreads()");
         for (unsigned t = 0; t < nthreads; t++) S->fibers[t].state = F_READY;
@@ -383,7 +408,9 @@ void *dynamic_shared(void) { return S->dyn_shared; }
 
 namespace {
 
-// The calling thread, after the checks every warp-collective operation gets.
+// The calling thread, after the checks every warp-collective operation gets: in a kernel, in a
+// block of whole warps, and named in the operation's mask (PTX: the executing thread must be in
+// membermask).
 fiber *lane_of(const char *op, unsigned mask) {
     fiber *f = S ? S->cur : NULL;
     if (!f) {
@@ -392,47 +419,132 @@ fiber *lane_of(const char *op, unsigned mask) {
     }
     if ((block_dim.x * block_dim.y * block_dim.z) % 32)
         fatal("%s: warp-collective, and this block is not a whole number of warps", S->kernel, op);
-    if (mask != 0xffffffffu)
-        fatal("%s: only the full mask 0xffffffff is supported (every lane of the warp takes part)", S->kernel, op);
+    const unsigned lane = (unsigned)(f - S->fibers) % 32;
+    if (!(mask >> lane & 1)) {
+        fprintf(stderr, "cuda-emu: kernel %s: %s: lane %u executes it with mask 0x%08x, which does not name it\n",
+                S->kernel, op, lane, mask);
+        abort();
+    }
     return f;
 }
 
-// f waits until all 32 lanes of its warp (threads 32w..32w+31 of the block) have arrived at op;
-// returns the warp's gen at its arrival. The last to arrive releases them all for the next pass.
-unsigned warp_arrive(fiber *f, const char *op) {
-    const unsigned w0 = (unsigned)(f - S->fibers) / 32 * 32;
-    warp_state *w = &S->warps[w0 / 32];
-    if (w->arrived && strcmp(w->op, op)) {
+const unsigned FULL = 0xffffffffu;
+
+// f deposits its nwords words at op's meeting of the lanes in mask and waits until all of them
+// have arrived; the last to arrive runs at_release (if any) on the gathered words, then releases
+// them for the next pass. The caller reads what it needs from the meeting, then leave()s it.
+meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, unsigned nwords,
+              void (*at_release)(meeting *)) {
+    const unsigned i = (unsigned)(f - S->fibers), lane = i % 32, w0 = i / 32 * 32;
+    warp_state *w = &S->warps[i / 32];
+    meeting *m = NULL, *free_m = NULL;
+    for (meeting *x = w->m; x < w->m + MEETINGS && !m; x++) {
+        if (!x->op) free_m = free_m ? free_m : x;
+        else if (x->gathering && x->mask == mask) m = x;
+    }
+    if (m && strcmp(m->op, op)) {
         fprintf(stderr, "cuda-emu: kernel %s: the lanes of warp %u reach different warp operations (%s, %s)\n", S->kernel,
-                w0 / 32, w->op, op);
+                w0 / 32, m->op, op);
         abort();
     }
-    const unsigned gen = w->gen;
-    w->op = op;
-    if (++w->arrived < 32) {
-        f->state = F_WARP;
-    } else {
-        w->arrived = 0, w->gen++;
-        for (unsigned t = w0; t < w0 + 32; t++) S->fibers[t].state = F_WOKEN;
+    if (!m) {
+        if (!free_m) fatal("%s", S->kernel, "more warp operations of one warp in progress than the emulator holds (8)");
+        m = free_m, m->op = op, m->mask = mask, m->arrived = 0, m->gathering = 1;
+    }
+    memcpy(m->vals[lane], words, nwords * sizeof *words);
+    m->arrived |= 1u << lane;
+    f->state = F_WARP;
+    if (m->arrived == mask) {
+        if (at_release) at_release(m);
+        m->gathering = 0, m->to_read = mask;
+        for (unsigned l = 0; l < 32; l++)
+            if (mask >> l & 1) S->fibers[w0 + l].state = F_WOKEN;
     }
     switch_fibers(f, next_of_pass());
-    return gen;
+    return m;
+}
+
+void leave(meeting *m, const fiber *f) {
+    m->to_read &= ~(1u << (unsigned)(f - S->fibers) % 32);
+    if (!m->to_read) m->op = NULL;
+}
+
+// 1 when [p, p + bytes) lies within one of the running block's shared arrays (static or dynamic).
+int in_shared(const void *p, size_t bytes) {
+    const char *c = (const char *)p;
+    for (unsigned i = 0; i < S->shared_n; i++)
+        if (c >= (char *)S->shared[i] && c + bytes <= (char *)S->shared[i] + S->shared_bytes[i]) return 1;
+    return S->dyn_shared && c >= (char *)S->dyn_shared && c + bytes <= (char *)S->dyn_shared + S->dyn_bytes;
+}
+
+void lane_fatal(const char *op, unsigned lane, const char *what) {
+    fprintf(stderr, "cuda-emu: kernel %s: %s: lane %u: %s\n", S->kernel, op, lane, what);
+    abort();
+}
+
+// ldmatrix at the moment the warp has gathered: every lane asked for the same shape, and lanes
+// 0..8n-1 gave the addresses of 16-byte, 16-byte aligned rows in the block's shared memory; the
+// rows are read now, before any lane runs on (a GPU reads them as one instruction).
+void ldmatrix_rows(meeting *m) {
+    const unsigned n = m->vals[0][2];
+    for (unsigned l = 0; l < 32; l++)
+        if (m->vals[l][2] != n || m->vals[l][3] != m->vals[0][3])
+            lane_fatal("ldmatrix", l, "the lanes of the warp ask for different shapes (.x1/.x2/.x4, .trans)");
+    for (unsigned l = 0; l < 8 * n; l++) {
+        const void *p = (const void *)((uintptr_t)m->vals[l][0] | (uintptr_t)m->vals[l][1] << 32);
+        if ((uintptr_t)p % 16) lane_fatal("ldmatrix", l, "its row address is not 16-byte aligned");
+        if (!in_shared(p, 16)) lane_fatal("ldmatrix", l, "its row is not within the block's shared memory");
+        memcpy(m->rows[l], p, 16);
+    }
+}
+
+float bf16_half(uint32_t w, unsigned h) {
+    const uint32_t u = (w >> 16 * h & 0xffff) << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// The m16n8k16 fragments' elements (mma_ptx.cuh's table, PTX ISA "Matrix Fragments for
+// mma.m16n8k16"): A[r][k] is half k % 2 of register r / 8 + 2 (k / 8) of lane 4 (r % 8) + (k % 8) / 2;
+// B[k][n] half k % 2 of register k / 8 of lane 4 n + (k % 8) / 2 (vals[lane][4..5]).
+float frag_a(const meeting *m, unsigned r, unsigned k) { return bf16_half(m->vals[4 * (r % 8) + k % 8 / 2][r / 8 + 2 * (k / 8)], k % 2); }
+float frag_b(const meeting *m, unsigned k, unsigned n) { return bf16_half(m->vals[4 * n + k % 8 / 2][4 + k / 8], k % 2); }
+
+// The 16-bit element e of a 16-byte row (little-endian, as the host and a GPU store it).
+uint32_t row_elem(const uint32_t row[4], unsigned e) { return row[e / 2] >> 16 * (e % 2) & 0xffff; }
+
+void complete_copy(const cp_copy &c) {
+    if (c.full) memcpy(c.dst, c.src, c.bytes);
+    else memset(c.dst, 0, c.bytes);
+}
+
+fiber *kernel_thread(const char *op) {
+    fiber *f = S ? S->cur : NULL;
+    if (!f) {
+        fprintf(stderr, "cuda-emu: %s called outside a kernel\n", op);
+        abort();
+    }
+    return f;
 }
 
 }  // namespace
 
-void warp_sync(const char *op) { warp_arrive(lane_of(op, 0xffffffffu), op); }
+void warp_sync(const char *op) {
+    fiber *f = lane_of(op, FULL);
+    leave(meet(f, op, FULL, NULL, 0, NULL), f);
+}
 
-void syncwarp(unsigned mask) { warp_arrive(lane_of("__syncwarp", mask), "__syncwarp"); }
+void syncwarp(unsigned mask) {
+    fiber *f = lane_of("__syncwarp", mask);
+    leave(meet(f, "__syncwarp", mask, NULL, 0, NULL), f);
+}
 
 uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int width, int butterfly) {
     fiber *f = lane_of(op, mask);
     if (width < 1 || width > 32 || (width & (width - 1)))
         fatal("%s: width must be a power of two up to 32", S->kernel, op);
     const unsigned lane = (unsigned)(f - S->fibers) % 32, w = (unsigned)width;
-    warp_state *ws = &S->warps[(f - S->fibers) / 32];
-    ws->vals[ws->gen & 1][lane] = v;
-    const unsigned gen = warp_arrive(f, op);
     // The source lane as PTX's shfl.sync defines it, within the lane's segment of w lanes
     // [first, first + w): srcLane modulo w, or lane ^ laneMask (its low 5 bits), the lane's own
     // value when that is in a later segment.
@@ -442,7 +554,78 @@ uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int wi
         src = lane ^ ((unsigned)arg & 31);
         if (src >= first + w) src = lane;
     }
-    return ws->vals[gen & 1][src];
+    // A lane outside the mask takes no part: what it would give is undefined.
+    if (!(mask >> src & 1)) lane_fatal(op, lane, "it reads a lane that its mask does not name");
+    meeting *m = meet(f, op, mask, &v, 1, NULL);
+    const uint32_t r = m->vals[src][0];
+    leave(m, f);
+    return r;
+}
+
+void mma_16816_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    static const char op[] = "mma.sync.m16n8k16";
+    fiber *f = lane_of(op, FULL);
+    const uint32_t regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    meeting *m = meet(f, op, FULL, regs, 6, NULL);
+    const unsigned lane = (unsigned)(f - S->fibers) % 32, g = lane / 4, t = lane % 4;
+    // d[i] = D[g + 8 (i / 2)][2 t + i % 2]: the accumulator plus the 16 products in k order, in
+    // float32. A product of two bf16 (8-bit significands) is exact in float32, so only the 16
+    // additions round, each to nearest.
+    for (unsigned i = 0; i < 4; i++) {
+        const unsigned r = g + 8 * (i / 2), n = 2 * t + i % 2;
+        float acc = d[i];
+        for (unsigned k = 0; k < 16; k++) acc += frag_a(m, r, k) * frag_b(m, k, n);
+        d[i] = acc;
+    }
+    leave(m, f);
+}
+
+void ldmatrix(uint32_t *r, const void *p, int n, int trans) {
+    static const char op[] = "ldmatrix";
+    fiber *f = lane_of(op, FULL);
+    if (n != 1 && n != 2 && n != 4) fatal("%s: .x1, .x2 or .x4 only", S->kernel, op);
+    const uint32_t words[4] = {(uint32_t)(uintptr_t)p, (uint32_t)((uintptr_t)p >> 32), (uint32_t)n, (uint32_t)!!trans};
+    meeting *m = meet(f, op, FULL, words, 4, ldmatrix_rows);
+    const unsigned lane = (unsigned)(f - S->fibers) % 32, g = lane / 4, t = lane % 4;
+    // r[j]: matrix j's row g, elements 2t and 2t + 1; .trans: its rows 2t and 2t + 1, element g.
+    for (int j = 0; j < n; j++) {
+        const uint32_t(*rows)[4] = m->rows + 8 * j;
+        r[j] = trans ? row_elem(rows[2 * t], g) | row_elem(rows[2 * t + 1], g) << 16
+                     : row_elem(rows[g], 2 * t) | row_elem(rows[g], 2 * t + 1) << 16;
+    }
+    leave(m, f);
+}
+
+void cp_async(void *dst, const void *src, size_t bytes, bool full) {
+    fiber *f = kernel_thread("cp.async");
+    if (bytes != 4 && bytes != 8 && bytes != 16) fatal("%s", S->kernel, "cp.async: copies of 4, 8 or 16 bytes only");
+    if ((uintptr_t)dst % bytes || (uintptr_t)src % bytes)
+        fatal("%s", S->kernel, "cp.async: its shared and global addresses must be aligned to its size");
+    if (!in_shared(dst, bytes)) fatal("%s", S->kernel, "cp.async: its destination is not in the block's shared memory");
+    if (full && !on_device(src, bytes)) fatal("%s", S->kernel, "cp.async: its source is not in device memory");
+    if (f->ncopies == f->copies_cap) {
+        f->copies_cap = f->copies_cap ? 2 * f->copies_cap : 64;
+        f->copies = (cp_copy *)realloc(f->copies, f->copies_cap * sizeof *f->copies);
+        if (!f->copies) fatal("%s", S->kernel, "out of memory");
+    }
+    f->copies[f->ncopies++] = cp_copy{dst, src, bytes, f->groups, full};
+    memset(dst, 0xff, bytes);  // NaN until a wait completes the copy: a read before it shows
+}
+
+void cp_async_commit(void) { kernel_thread("cp.async.commit_group")->groups++; }
+
+// PTX: wait until at most the n most recent committed groups are pending. Copies not yet
+// committed belong to no group, and wait_group does not complete them.
+void cp_async_wait(int n) {
+    fiber *f = kernel_thread("cp.async.wait_group");
+    if (n < 0) fatal("%s", S->kernel, "cp.async.wait_group: a negative count");
+    const unsigned below = f->groups > (unsigned)n ? f->groups - (unsigned)n : 0;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < f->ncopies; i++) {
+        if (f->copies[i].group < below) complete_copy(f->copies[i]);
+        else f->copies[kept++] = f->copies[i];
+    }
+    f->ncopies = kept;
 }
 
 void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem) {
