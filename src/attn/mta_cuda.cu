@@ -23,6 +23,7 @@
 // kernels instead; the others run this path, in float32.
 #include "attn/cuda_kernels.cuh"
 #include "attn/lag.h"
+#include "attn/mma_ptx.cuh"
 #include "attn/mta_internal.h"
 
 #include <cublas_v2.h>

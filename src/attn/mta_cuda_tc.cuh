@@ -8,17 +8,19 @@
 // memory or the head steps (mixing, head convolution) where a tile of a group's heads fits
 // (tc_covers). It is FlashAttention-2's scheme: one block per (head, tile of query rows) walks the
 // key tiles with an online softmax, so no (T,T) map exists; the backward recomputes P from the
-// saved log-sum-exp. The convolution's kernels (k_tc_conv_*) compute each score tile with its
-// halos and convolve it in shared memory; the head steps' (k_tc_head_*) own a tile of every head
-// of a group.
+// saved log-sum-exp. Without the convolution and the head steps the kernels are
+// mta_cuda_fa2.cuh's (k_fa_*: mma.sync with S, P and O in registers). The convolution's kernels
+// (k_tc_conv_*) compute each score tile with its halos and convolve it in shared memory; the head
+// steps' (k_tc_head_*) own a tile of every head of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
 // the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
-// to bf16 before the products that read them; the products (nvcuda::wmma, m16n16k16) accumulate in
-// float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
+// to bf16 before the products that read them; the products (mma.sync m16n8k16 or nvcuda::wmma
+// m16n16k16) accumulate in float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
 // every gradient are float32.
 //
-// wmma's fragment layout is unspecified, so products go through shared memory: a warp stores its
+// The convolution's and head steps' kernels use nvcuda::wmma, whose fragment layout is
+// unspecified, so their products go through shared memory: a warp stores its
 // 16x16 tiles there and per-row work (the softmax, O's rescaling) is done by threads on the stored
 // values. A tile of TC_M query rows and TC_N keys has 4 warps; warp w owns rows 16w..16w+15 of
 // every product it writes. Deterministic: each output tile belongs to one block, which sums its
@@ -82,32 +84,8 @@ __device__ __forceinline__ unsigned char *tc_shared(void) {
     return (unsigned char *)(((uintptr_t)raw + 31) & ~(uintptr_t)31);
 }
 
-// The shared memory of the three kernels (kind TC_FWD, TC_DKDV, TC_DQ) for padded width dp; NULL
-// for what a kernel does not use. Returns the bytes to launch with (base NULL: counts only).
+// The kernels' kinds, for their shared memory's size (fa_smem_bytes, tc_csmem_carve, tc_hsmem_carve).
 enum { TC_FWD, TC_DKDV, TC_DQ };
-struct tc_smem {
-    bf16 *q, *k, *v, *dO;  // tiles of rows: q, dO (TC_M, dp), k, v (TC_N, dp)
-    bf16 *p, *ds;          // (TC_M, TC_N): P with dropout (forward, dK/dV), dS (backward)
-    float *s, *dp;         // (TC_M, TC_N): scores, dP2 = dO v^T
-    float *acc, *acc2;     // O (TC_M, dp), dK and dV (TC_N, dp), or dQ (TC_M, dp)
-    float *t;              // (64, dp): a product before it is added (tc_product_n)
-    float *r1, *r2, *r3;   // per row: max, sum and rescaling (forward), lse and D (backward)
-};
-__host__ __device__ size_t tc_smem_carve(int kind, int dp, unsigned char *base, tc_smem *sm) {
-    carver cv = {base, 0};
-    const int fwd = kind == TC_FWD;
-    sm->q = cv.take<bf16>(TC_M * dp), sm->k = cv.take<bf16>(TC_N * dp), sm->v = cv.take<bf16>(TC_N * dp);
-    sm->dO = fwd ? NULL : cv.take<bf16>(TC_M * dp);
-    sm->p = kind == TC_DQ ? NULL : cv.take<bf16>(TC_M * TC_N);
-    sm->ds = fwd ? NULL : cv.take<bf16>(TC_M * TC_N);
-    sm->s = cv.take<float>(TC_M * TC_N);
-    sm->dp = fwd ? NULL : cv.take<float>(TC_M * TC_N);
-    sm->acc = cv.take<float>(TC_M * dp);
-    sm->acc2 = kind == TC_DKDV ? cv.take<float>(TC_N * dp) : NULL;
-    sm->t = cv.take<float>(TC_M * dp);
-    sm->r1 = cv.take<float>(TC_M), sm->r2 = cv.take<float>(TC_M), sm->r3 = fwd ? cv.take<float>(TC_M) : NULL;
-    return cv.at + 32;
-}
 
 typedef wm::fragment<wm::accumulator, 16, 16, 16, float> acc_frag;
 
@@ -213,42 +191,6 @@ __global__ void k_tc_round(const float *src, bf16 *dst, int T, int Tp, int d, in
     dst[(slab * Tp + i) * dp + c] = __float2bfloat16_rn(x);
 }
 
-// Forward, one block per (query tile, head) (grid: x tiles, y B*H): the key tiles from the first
-// document start of the tile's rows to the diagonal, with an online softmax; writes O (before
-// norm and gate) to out and a.o, and each row's log-sum-exp.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_forward(tc_args a, float *out) {
-    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
-    tc_smem sm;
-    tc_smem_carve(TC_FWD, dp, tc_shared(), &sm);
-    bf16 *qs = sm.q, *ks = sm.k, *vs = sm.v, *ps = sm.p;
-    float *s = sm.s, *o = sm.acc, *t = sm.t, *m = sm.r1, *l = sm.r2, *alpha = sm.r3;
-    tc_copy(qs, a.q + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
-    tc_zero(o, TC_M * dp);
-    if (threadIdx.x < TC_M) m[threadIdx.x] = -INFINITY, l[threadIdx.x] = 0.0f;
-    const size_t kv = tc_kv_slab(a, bh);
-    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
-        tc_copy(ks, a.k + (kv * a.Tp + j0) * dp, TC_N * dp);
-        tc_copy(vs, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
-        __syncthreads();
-        tc_products_xyT_n(qs, TC_M, ks, TC_N, s, dp);
-        __syncthreads();
-        tc_online_softmax(a, bh, i0, j0, s, a.scale, ps, m, l, alpha);
-        __syncthreads();
-        tc_product_n<wm::row_major>(t, ps, TC_M, vs, dp);
-        __syncthreads();
-        tc_add_rows(o, alpha, t, dp);  // O = alpha O + P v
-        __syncthreads();
-    }
-    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, i = i0 + r;
-        if (i > last) break;
-        const size_t at = ((size_t)bh * a.T + i) * a.d + c;
-        out[at] = a.o[at] = o[r * dp + c] / l[r];
-    }
-    if (threadIdx.x < TC_M && i0 + (int)threadIdx.x <= last)
-        a.lse[(size_t)bh * a.T + i0 + threadIdx.x] = m[threadIdx.x] + logf(l[threadIdx.x]);
-}
-
 // Backward, per row: D = rowsum(dO * O) and dO rounded to bf16 (zero past T and d) (grid: x rows
 // of 128, y B*H). go is dO in (B*H, T, d).
 __global__ void k_tc_prep(tc_args a, const float *go, bf16 *dO) {
@@ -263,110 +205,6 @@ __global__ void k_tc_prep(tc_args a, const float *go, bf16 *dO) {
         dst[e] = __float2bfloat16_rn(x);
     }
     if (i < a.T) a.D[(size_t)bh * a.T + i] = D;
-}
-
-// The backward's entries of a tile, from S = q k^T and dP2 = dO v^T (float, in place): P from the
-// saved log-sum-exp, dP through dropout, dS = P (dP - D) to bf16 in ds, and P2 = P with dropout to
-// bf16 in p2 (when not NULL). lse, D: the tile's rows.
-__device__ void tc_grad_entries(const tc_args &a, int bh, int i0, int j0, const float *s, const float *dp2,
-                                const float *lse, const float *D, bf16 *p2, bf16 *ds) {
-    const int b = bh / a.H;
-    for (int e = threadIdx.x; e < TC_M * TC_N; e += blockDim.x) {
-        const int r = e / TC_N, i = i0 + r, j = j0 + e % TC_N;
-        float p = 0.0f, f = 0.0f;
-        if (tc_valid(a, b, i, j)) p = expf(s[e] * a.scale - lse[r]), f = tc_drop(a, bh, i, j);
-        if (p2) p2[e] = __float2bfloat16_rn(p * f);
-        ds[e] = __float2bfloat16_rn(p * (dp2[e] * f - D[r]));
-    }
-}
-
-// A query tile's rows of lse and D (0 past T).
-__device__ void tc_row_stats(const tc_args &a, int bh, int i0, float *lse, float *D) {
-    for (int r = threadIdx.x; r < TC_M; r += blockDim.x) {
-        const int i = i0 + r;
-        lse[r] = i < a.T ? a.lse[(size_t)bh * a.T + i] : 0.0f;
-        D[r] = i < a.T ? a.D[(size_t)bh * a.T + i] : 0.0f;
-    }
-}
-
-// dK and dV of one key tile of one kv head (grid: x key tiles, y B*H_kv): its query heads in
-// order, each over the query tiles from the diagonal on while their rows' documents can reach the
-// tile's keys. dk += scale dS^T q, dv += P2^T dO.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_dkdv(tc_args a, float *dk, float *dv) {
-    const int dp = a.dp, kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N;
-    const int jlast = tc_last(a, j0);
-    tc_smem sm;
-    tc_smem_carve(TC_DKDV, dp, tc_shared(), &sm);
-    bf16 *qs = sm.q, *ks = sm.k, *vs = sm.v, *dos = sm.dO, *p2 = sm.p, *dsb = sm.ds;
-    float *s = sm.s, *dps = sm.dp, *dks = sm.acc, *dvs = sm.acc2, *t = sm.t, *lse = sm.r1, *D = sm.r2;
-    tc_copy(ks, a.k + ((size_t)kvs * a.Tp + j0) * dp, TC_N * dp);
-    tc_copy(vs, a.v + ((size_t)kvs * a.Tp + j0) * dp, TC_N * dp);
-    tc_zero(dks, TC_N * dp);
-    tc_zero(dvs, TC_N * dp);
-    for (int h = (kvs % a.Hkv) * rep; h < (kvs % a.Hkv + 1) * rep; h++) {
-        const int bh = b * a.H + h;
-        // rows from i0 on start their documents at or after row i0's start
-        for (int i0 = j0; i0 < a.T && mta_row_start(a.ds, a.T, b, i0) <= jlast; i0 += TC_M) {
-            tc_copy(qs, a.q + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
-            tc_copy(dos, a.dO + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
-            tc_row_stats(a, bh, i0, lse, D);
-            __syncthreads();
-            tc_products_xyT_n(qs, TC_M, ks, TC_N, s, dp);
-            tc_products_xyT_n(dos, TC_M, vs, TC_N, dps, dp);
-            __syncthreads();
-            tc_grad_entries(a, bh, i0, j0, s, dps, lse, D, p2, dsb);
-            __syncthreads();
-            tc_product_n<wm::col_major>(t, p2, TC_M, dos, dp);
-            __syncthreads();
-            tc_add_rows(dvs, NULL, t, dp);
-            __syncthreads();
-            tc_product_n<wm::col_major>(t, dsb, TC_M, qs, dp);
-            __syncthreads();
-            tc_add_rows(dks, NULL, t, dp);
-            __syncthreads();
-        }
-    }
-    for (int e = threadIdx.x; e < TC_N * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, j = j0 + r;
-        if (j > jlast) break;
-        const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
-        dk[at] += a.scale * dks[r * dp + c];
-        dv[at] += dvs[r * dp + c];
-    }
-}
-
-// dQ of one query tile of one head (grid: x query tiles, y B*H): the key tiles from its first
-// document start to the diagonal. dq += scale dS k.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_dq(tc_args a, float *dq) {
-    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
-    tc_smem sm;
-    tc_smem_carve(TC_DQ, dp, tc_shared(), &sm);
-    bf16 *qs = sm.q, *ks = sm.k, *vs = sm.v, *dos = sm.dO, *dsb = sm.ds;
-    float *s = sm.s, *dps = sm.dp, *dqs = sm.acc, *t = sm.t, *lse = sm.r1, *D = sm.r2;
-    tc_copy(qs, a.q + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
-    tc_copy(dos, a.dO + ((size_t)bh * a.Tp + i0) * dp, TC_M * dp);
-    tc_row_stats(a, bh, i0, lse, D);
-    tc_zero(dqs, TC_M * dp);
-    const size_t kv = tc_kv_slab(a, bh);
-    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
-        tc_copy(ks, a.k + (kv * a.Tp + j0) * dp, TC_N * dp);
-        tc_copy(vs, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
-        __syncthreads();
-        tc_products_xyT_n(qs, TC_M, ks, TC_N, s, dp);
-        tc_products_xyT_n(dos, TC_M, vs, TC_N, dps, dp);
-        __syncthreads();
-        tc_grad_entries(a, bh, i0, j0, s, dps, lse, D, NULL, dsb);
-        __syncthreads();
-        tc_product_n<wm::row_major>(t, dsb, TC_M, ks, dp);
-        __syncthreads();
-        tc_add_rows(dqs, NULL, t, dp);
-        __syncthreads();
-    }
-    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, i = i0 + r;
-        if (i > last) break;
-        dq[((size_t)bh * a.T + i) * a.d + c] += a.scale * dqs[r * dp + c];
-    }
 }
 
 // ---- The pre-softmax key-query convolution (spec section 2, step 2) ----
@@ -482,7 +320,7 @@ __device__ void tc_conv(const tc_args &a, const tc_geo &g, int i0, const float *
     }
 }
 
-// The forward with the convolution, one block per (query tile, head), as k_tc_forward: per key
+// The forward with the convolution, one block per (query tile, head) (grid: x tiles, y B*H): per key
 // tile Z with halos, S1 = qkconv(Z), then the online softmax of S1 (already scaled) and O += P v.
 __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_forward(tc_args a, const float *w_pre, float *out) {
     const tc_geo g = tc_geo_of(0, a.cq, a.ck);
@@ -580,7 +418,7 @@ __device__ void tc_conv_dw(const tc_geo &g, const float *ds1, const float *z, co
     }
 }
 
-// dK and dV of one key tile of one kv head with the convolution (grid as k_tc_dkdv, the same
+// dK and dV of one key tile of one kv head with the convolution (grid as k_fa_dkdv, the same
 // query tiles): per query tile it recomputes Z on the backward's grown tile, S1, P and dS1 there,
 // then dv += P2^T dO and dk += scale dZ^T q, dZ of the central tile from dS1.
 __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dkdv(tc_args a, const float *w_pre, float *dk, float *dv) {
@@ -632,7 +470,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dkdv(tc_args a, const fl
     }
 }
 
-// dQ of one query tile of one head with the convolution (grid as k_tc_dq, the same key tiles),
+// dQ of one query tile of one head with the convolution (grid as k_fa_dq, the same key tiles),
 // and the tile's partial sums of the kernel gradient into dwp (B*H, tiles, c_q*c_k): per key tile
 // Z, S1 and dS1 on the grown tile, dw += the central tile's terms, dq += scale dZ k.
 __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dq(tc_args a, const float *w_pre, float *dq, float *dwp) {
@@ -1075,12 +913,6 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p) {
     return hd;
 }
 
-// The bytes a kernel of the kind is launched with.
-size_t tc_smem_bytes(int kind, int dp) {
-    tc_smem sm;
-    return tc_smem_carve(kind, dp, NULL, &sm);
-}
-
 // The uses the path computes (mta_internal.h; an allow-list): the pre-softmax convolution without
 // a head step, when its kernels' halos fit in an H100's shared memory per block (227 KB with the
 // opt-in); head steps (mixing, head convolution) without the pre-softmax convolution, when a tile
@@ -1171,6 +1003,8 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+#include "attn/mta_cuda_fa2.cuh"
+
 mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
@@ -1196,9 +1030,7 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
         tc_smem_optin(k_tc_conv_forward, sm);
         MTA_LAUNCH(k_tc_conv_forward, grid, TC_THREADS, sm, cl.s)(a, p->w_pre, out);
     } else {
-        const size_t sm = tc_smem_bytes(TC_FWD, a.dp);
-        tc_smem_optin(k_tc_forward, sm);
-        MTA_LAUNCH(k_tc_forward, grid, TC_THREADS, sm, cl.s)(a, out);
+        fa_forward(&cl, a, c->B * c->H, out);
     }
     if (c->group_norm || c->gate)
         MTA_LAUNCH(k_normgate, dim3((unsigned)c->T, (unsigned)(c->B * c->H)), red_threads(c->d, 128), 0, cl.s)(
@@ -1263,11 +1095,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
             MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
                 w.dwp, B, H, a.Tp / TC_M, taps, g->w_pre);
     } else {
-        const size_t sm_kv = tc_smem_bytes(TC_DKDV, a.dp), sm_q = tc_smem_bytes(TC_DQ, a.dp);
-        tc_smem_optin(k_tc_dkdv, sm_kv);
-        tc_smem_optin(k_tc_dq, sm_q);
-        MTA_LAUNCH(k_tc_dkdv, grid_kv, TC_THREADS, sm_kv, cl.s)(a, dk, dv);
-        MTA_LAUNCH(k_tc_dq, grid_q, TC_THREADS, sm_q, cl.s)(a, dq);
+        fa_backward(&cl, a, B, dq, dk, dv);
     }
     // the norm's and gate's gradients: per-head partials at offsets 0, d, 2d of each 2d+1
     const mta_param_sizes ps = ctx->sizes;

@@ -1,0 +1,421 @@
+// mta_cuda_fa2.cuh: the tensor-core path's attention without convolution or head steps, as
+// FlashAttention-2 computes it (docs/cuda.md, "Tensor-core path"): k_fa_forward, k_fa_dq and
+// k_fa_dkdv on mma_ptx.cuh's primitives (mma.sync m16n8k16, ldmatrix, cp.async). Included by
+// mta_cuda_tc.cuh, inside mta_cuda.cu's namespace, after tc_args, tc_last, tc_kv_slab, tc_drop and
+// tc_smem_optin; mta_cuda.cu includes mma_ptx.cuh at file scope.
+//
+// A block has 4 warps and a tile of 64 rows (query rows in the forward and dQ, keys in dK/dV); warp
+// w owns rows 16w..16w+15 and keeps its products in registers in mma's C layout (mma_ptx.cuh: lane
+// 4g+t holds rows g and g+8, columns 2t and 2t+1 of each 8-column n-tile), so a row's statistics
+// are reduced over the 4 lanes t of its group with __shfl_xor_sync. A score tile is computed in
+// 16 x 16 chunks, two n-tiles each; a chunk's C fragments rounded to bf16 are, unchanged, the A
+// fragment of the product that reads it (P V, dS K, P^T dO, dS^T Q: A's a[0..3] are rows g, g+8 at
+// k 2t and 2t+8, the chunk's two n-tiles). dK/dV computes S^T = K Q^T and dP^T = V dO^T, whose
+// chunks are P^T's and dS^T's in that layout, so no product goes through shared memory.
+//
+// Shared memory: bf16 tiles of 64 rows at leading dimension dp + 8, in the dynamic __shared__
+// array. dp is a multiple of 16, so rows are an odd multiple of 16 bytes apart and the 8 rows of
+// an 8x8 matrix that ldmatrix reads fall in 8 distinct 16-byte bank groups. Tiles are filled by
+// cp.async (16 bytes a copy, rows past T zero-filled); the tiles a block walks (k, v in the
+// forward and dQ; q, dO in dK/dV) are double-buffered: the next tile's copies are issued before
+// the current tile is computed, and waited for (cp_async_wait<1>, then a barrier) after.
+//
+// Accumulators are mma_c arrays of DP/8 n-tiles, DP = 64 or 128 (a template parameter: registers
+// need indices known at compile time); n-tiles past the padded width dp are skipped.
+#ifndef MTAC_ATTN_MTA_CUDA_FA2_CUH
+#define MTAC_ATTN_MTA_CUDA_FA2_CUH
+
+#include "attn/mma_ptx.cuh"
+
+// Loops over register arrays unrolled, so that their indices are known at compile time (g++, for the
+// emulator, has no such pragma and needs none).
+#ifdef MTAC_CUDA_EMU
+#define FA_UNROLL
+#else
+#define FA_UNROLL _Pragma("unroll")
+#endif
+
+const int FA_PAD = 8;  // bf16 past each row of a shared tile
+static_assert(TC_THREADS == 128 && TC_M == 64 && TC_N == 64, "4 warps of 16 rows; 4 chunks of 16 per tile");
+
+__host__ __device__ inline int fa_ld(int dp) { return dp + FA_PAD; }
+__host__ __device__ inline size_t fa_tile_bytes(int dp) { return (size_t)TC_M * fa_ld(dp) * sizeof(bf16); }
+
+// dK/dV's per query row of a tile: log-sum-exp, D, document start (0 past T).
+struct fa_rows {
+    float lse[TC_M], D[TC_M];
+    int start[TC_M];
+};
+
+// The shared bytes of a kernel (TC_FWD, TC_DKDV, TC_DQ) at padded width dp: the forward's q tile and
+// two buffers of k, v; dQ's q and dO tiles and two buffers of k, v; dK/dV's k and v tiles, two
+// buffers of q, dO and two of the rows' fa_rows.
+size_t fa_smem_bytes(int kind, int dp) {
+    const size_t tiles = kind == TC_FWD ? 5 : 6;
+    return tiles * fa_tile_bytes(dp) + (kind == TC_DKDV ? 2 * sizeof(fa_rows) : 0);
+}
+
+// Issues the copies of rows [r0, r0 + 64) of a padded (Tp, dp) slab into a shared tile; rows past
+// T are zero-filled (not read).
+__device__ __forceinline__ void fa_load(bf16 *tile, const bf16 *slab, int r0, int T, int dp) {
+    const int per_row = dp / 8, ld = fa_ld(dp);
+    for (int e = threadIdx.x; e < TC_M * per_row; e += TC_THREADS) {
+        const int r = e / per_row, c = e % per_row * 8;
+        cp_async16(tile + r * ld + c, slab + (size_t)(r0 + r) * dp + c, r0 + r < T);
+    }
+}
+
+// c[0], c[1] += the 16 x 16 chunk X Y^T over dp columns: x, y the first of 16 rows of shared tiles
+// (Y n-major: its rows are the chunk's columns). ldmatrix x4 gives A's a[0..3] from lane l's row
+// l % 16, column 8 (l / 16) of X, and two n-tiles' b[0..1] from row l % 8 + 8 (l / 16), column
+// 8 (l / 8 % 2) of Y.
+__device__ __forceinline__ void fa_xyT(mma_c c[2], const bf16 *x, const bf16 *y, int ld, int dp) {
+    const int l = threadIdx.x % 32;
+    const bf16 *xl = x + (l % 16) * ld + 8 * (l / 16), *yl = y + (l % 8 + 8 * (l / 16)) * ld + 8 * (l / 8 % 2);
+    for (int k = 0; k < dp; k += 16) {
+        mma_a a;
+        uint32_t r[4];
+        ldsm_x4(a.x, xl + k);
+        ldsm_x4(r, yl + k);
+        const mma_b b0 = {{r[0], r[1]}}, b1 = {{r[2], r[3]}};
+        mma_16816(c[0], a, b0);
+        mma_16816(c[1], a, b1);
+    }
+}
+
+// acc += A Y for A a 16 x 16 chunk and y the first of its 16 rows of a shared tile (k-major: its
+// rows are A's columns), over the n-tiles of dp columns. ldmatrix x4 .trans from lane l's row
+// l % 16, column n + 8 (l / 16) gives n-tiles n and n + 8's b[0..1].
+template <int DP>
+__device__ __forceinline__ void fa_acc(mma_c (&acc)[DP / 8], const mma_a &a, const bf16 *y, int ld, int dp) {
+    const int l = threadIdx.x % 32;
+    const bf16 *yl = y + (l % 16) * ld + 8 * (l / 16);
+FA_UNROLL
+    for (int n = 0; n < DP / 16; n++) {
+        if (n * 16 >= dp) break;
+        uint32_t r[4];
+        ldsm_x4_t(r, yl + n * 16);
+        const mma_b b0 = {{r[0], r[1]}}, b1 = {{r[2], r[3]}};
+        mma_16816(acc[2 * n], a, b0);
+        mma_16816(acc[2 * n + 1], a, b1);
+    }
+}
+
+// The A fragment of a chunk held as C fragments c[0] (columns 0..7) and c[1] (8..15), rounded to bf16.
+__device__ __forceinline__ mma_a fa_a_of(const mma_c c[2]) {
+    mma_a a;
+    a.x[0] = pack_bf16x2(c[0].x[0], c[0].x[1]);  // row g, k 2t, 2t+1
+    a.x[1] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8
+    a.x[2] = pack_bf16x2(c[1].x[0], c[1].x[1]);  // row g, k 8+2t, 9+2t
+    a.x[3] = pack_bf16x2(c[1].x[2], c[1].x[3]);  // row g+8
+    return a;
+}
+
+template <int N> __device__ __forceinline__ void fa_zero(mma_c (&c)[N]) {
+FA_UNROLL
+    for (int n = 0; n < N; n++) c[n].x[0] = c[n].x[1] = c[n].x[2] = c[n].x[3] = 0.0f;
+}
+
+// 1 when row i (< T) may see key j: st <= j <= i, st its document start.
+__device__ __forceinline__ int fa_ok(int T, int i, int st, int j) { return i < T && j <= i && j >= st; }
+
+// The max (op 0) or sum (op 1) of v over the 4 lanes of a row group.
+__device__ __forceinline__ float fa_row_reduce(float v, int op) {
+    FA_UNROLL
+    for (int m = 1; m <= 2; m *= 2) {
+        const float o = __shfl_xor_sync(0xffffffffu, v, m);
+        v = op ? v + o : fmaxf(v, o);
+    }
+    return v;
+}
+
+// The online softmax of a warp's rows i[0..1] (this lane's: g and g+8; document starts st) over the
+// key tile j0 with scores s (8 n-tiles): the new max m, the sum l of this lane's columns (its 4
+// lanes are summed at the end), the old terms' factor alpha, and s replaced by
+// P = exp(scale s - m) times dropout's factor (the index ((b*H + h)*T + i)*T + j of every backend).
+__device__ __forceinline__ void fa_softmax(const tc_args &a, int bh, int j0, const int i[2], const int st[2],
+                                           mma_c (&s)[8], float m[2], float l[2], float alpha[2]) {
+    const int t = threadIdx.x % 4;
+FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        float mx = m[r];
+FA_UNROLL
+        for (int n = 0; n < 8; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++)
+                if (fa_ok(a.T, i[r], st[r], j0 + 8 * n + 2 * t + e)) mx = fmaxf(mx, s[n].x[2 * r + e] * a.scale);
+        mx = fa_row_reduce(mx, 0);
+        // mx is -inf while the row has seen no key (a document starting after j0): nothing to rescale
+        alpha[r] = mx == -INFINITY ? 1.0f : expf(m[r] - mx);
+        float sum = 0.0f;
+FA_UNROLL
+        for (int n = 0; n < 8; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const int j = j0 + 8 * n + 2 * t + e;
+                float p = 0.0f, f = 0.0f;
+                if (fa_ok(a.T, i[r], st[r], j)) p = expf(s[n].x[2 * r + e] * a.scale - mx), f = tc_drop(a, bh, i[r], j);
+                sum += p;
+                s[n].x[2 * r + e] = p * f;
+            }
+        l[r] = l[r] * alpha[r] + sum, m[r] = mx;
+    }
+}
+
+// This lane's query rows i (rows g and g+8 of warp w's 16 from i0) and their document starts.
+__device__ __forceinline__ void fa_lane_rows(const tc_args &a, int b, int i0, int i[2], int st[2]) {
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        i[r] = i0 + 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4 + 8 * r;
+        st[r] = i[r] < a.T ? mta_row_start(a.ds, a.T, b, i[r]) : 0;
+    }
+}
+
+// Forward, one block per (query tile, head) (grid: x tiles, the last first, y B*H): the key tiles
+// from the first document start of the tile's rows to the diagonal, with an online softmax; writes
+// O (before norm and gate) to out and a.o, and each row's log-sum-exp.
+template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_forward(tc_args a, float *out) {
+    MTA_DYNAMIC_SHARED(bf16, sh);
+    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32, t = threadIdx.x % 4;
+    const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
+    bf16 *qs = sh, *kv = sh + tile;  // k of buffer n at kv + 2n tile, v after it
+    const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
+    const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
+    fa_load(qs, a.q + (size_t)bh * a.Tp * dp, i0, a.T, dp);
+    fa_load(kv, a.k + slab, jt0 * TC_N, a.T, dp);
+    fa_load(kv + tile, a.v + slab, jt0 * TC_N, a.T, dp);
+    cp_async_commit();
+    int i[2], st[2];
+    fa_lane_rows(a, b, i0, i, st);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
+    mma_c o[DP / 8];
+    fa_zero(o);
+    for (int jt = jt0; jt <= jt1; jt++) {
+        bf16 *ks = kv + 2 * ((jt - jt0) & 1) * tile, *vs = ks + tile, *next = kv + 2 * ((jt - jt0 + 1) & 1) * tile;
+        if (jt < jt1) {
+            fa_load(next, a.k + slab, (jt + 1) * TC_N, a.T, dp);
+            fa_load(next + tile, a.v + slab, (jt + 1) * TC_N, a.T, dp);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        mma_c s[8];
+        fa_zero(s);
+FA_UNROLL
+        for (int kc = 0; kc < 4; kc++) fa_xyT(s + 2 * kc, qs + 16 * w * ld, ks + 16 * kc * ld, ld, dp);
+        fa_softmax(a, bh, jt * TC_N, i, st, s, m, l, alpha);
+FA_UNROLL
+        for (int n = 0; n < DP / 8; n++) o[n].x[0] *= alpha[0], o[n].x[1] *= alpha[0], o[n].x[2] *= alpha[1], o[n].x[3] *= alpha[1];
+FA_UNROLL
+        for (int kc = 0; kc < 4; kc++) fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);
+        __syncthreads();  // before the next tile's copies overwrite this one
+    }
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        l[r] = fa_row_reduce(l[r], 1);
+        if (i[r] >= a.T) continue;
+FA_UNROLL
+        for (int n = 0; n < DP / 8; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const int c = 8 * n + 2 * t + e;
+                if (c >= a.d) continue;
+                const size_t at = ((size_t)bh * a.T + i[r]) * a.d + c;
+                out[at] = a.o[at] = o[n].x[2 * r + e] / l[r];
+            }
+        if (t == 0) a.lse[(size_t)bh * a.T + i[r]] = m[r] + logf(l[r]);
+    }
+}
+
+// One entry (i, j) of the backward from its score s and dP2 = (dO V^T) entry: P = exp(scale s - lse)
+// (0 outside the entry's causal and document block), dP = dP2 through dropout; s becomes
+// dS = P (dP - D) and dp2 becomes P2 = P with dropout.
+__device__ __forceinline__ void fa_grad(const tc_args &a, int bh, int i, int st, int j, float lse, float D, float &s,
+                                        float &dp2) {
+    float p = 0.0f, f = 0.0f;
+    if (fa_ok(a.T, i, st, j)) p = expf(s * a.scale - lse), f = tc_drop(a, bh, i, j);
+    s = p * (dp2 * f - D);
+    dp2 = p * f;
+}
+
+// dQ of one query tile of one head (grid: x query tiles, the last first, y B*H): the key tiles from
+// its first document start to the diagonal. dq += scale dS k.
+template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dq(tc_args a, float *dq) {
+    MTA_DYNAMIC_SHARED(bf16, sh);
+    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32, t = threadIdx.x % 4;
+    const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
+    bf16 *qs = sh, *dos = sh + tile, *kv = sh + 2 * tile;  // k of buffer n at kv + 2n tile, v after it
+    const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
+    const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
+    fa_load(qs, a.q + (size_t)bh * a.Tp * dp, i0, a.T, dp);
+    fa_load(dos, a.dO + (size_t)bh * a.Tp * dp, i0, a.T, dp);
+    fa_load(kv, a.k + slab, jt0 * TC_N, a.T, dp);
+    fa_load(kv + tile, a.v + slab, jt0 * TC_N, a.T, dp);
+    cp_async_commit();
+    int i[2], st[2];
+    fa_lane_rows(a, b, i0, i, st);
+    float lse[2], D[2];
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        lse[r] = i[r] < a.T ? a.lse[(size_t)bh * a.T + i[r]] : 0.0f;
+        D[r] = i[r] < a.T ? a.D[(size_t)bh * a.T + i[r]] : 0.0f;
+    }
+    mma_c acc[DP / 8];
+    fa_zero(acc);
+    for (int jt = jt0; jt <= jt1; jt++) {
+        bf16 *ks = kv + 2 * ((jt - jt0) & 1) * tile, *vs = ks + tile, *next = kv + 2 * ((jt - jt0 + 1) & 1) * tile;
+        if (jt < jt1) {
+            fa_load(next, a.k + slab, (jt + 1) * TC_N, a.T, dp);
+            fa_load(next + tile, a.v + slab, (jt + 1) * TC_N, a.T, dp);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+FA_UNROLL
+        for (int kc = 0; kc < 4; kc++) {
+            mma_c s[2], dp2[2];
+            fa_zero(s);
+            fa_zero(dp2);
+            fa_xyT(s, qs + 16 * w * ld, ks + 16 * kc * ld, ld, dp);
+            fa_xyT(dp2, dos + 16 * w * ld, vs + 16 * kc * ld, ld, dp);
+            FA_UNROLL
+            for (int n = 0; n < 2; n++)
+                FA_UNROLL
+                for (int r = 0; r < 2; r++)
+                    FA_UNROLL
+                    for (int e = 0; e < 2; e++)
+                        fa_grad(a, bh, i[r], st[r], jt * TC_N + 16 * kc + 8 * n + 2 * t + e, lse[r], D[r],
+                                s[n].x[2 * r + e], dp2[n].x[2 * r + e]);
+            fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);
+        }
+        __syncthreads();  // before the next tile's copies overwrite this one
+    }
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        if (i[r] >= a.T) continue;
+FA_UNROLL
+        for (int n = 0; n < DP / 8; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const int c = 8 * n + 2 * t + e;
+                if (c < a.d) dq[((size_t)bh * a.T + i[r]) * a.d + c] += a.scale * acc[n].x[2 * r + e];
+            }
+    }
+}
+
+// Issues dK/dV's copies of query tile i0 of head bh: q and dO into qd (q, then dO a tile after),
+// and its rows' lse, D and document starts (plain stores: they are not 16-byte aligned).
+__device__ __forceinline__ void fa_load_queries(const tc_args &a, int bh, int i0, bf16 *qd, fa_rows *rows) {
+    const int dp = a.dp, b = bh / a.H;
+    fa_load(qd, a.q + (size_t)bh * a.Tp * dp, i0, a.T, dp);
+    fa_load(qd + TC_M * fa_ld(dp), a.dO + (size_t)bh * a.Tp * dp, i0, a.T, dp);
+    for (int r = threadIdx.x; r < TC_M; r += TC_THREADS) {
+        const int i = i0 + r, in = i < a.T;
+        rows->lse[r] = in ? a.lse[(size_t)bh * a.T + i] : 0.0f;
+        rows->D[r] = in ? a.D[(size_t)bh * a.T + i] : 0.0f;
+        rows->start[r] = in ? mta_row_start(a.ds, a.T, b, i) : 0;
+    }
+}
+
+// dK/dV's terms of one query tile (i0 of head bh; q, dO at qs and a tile after, rows its fa_rows):
+// warp w's 16 keys from j0 + 16w against the tile's 4 chunks of 16 queries.
+template <int DP>
+__device__ __forceinline__ void fa_dkdv_tile(const tc_args &a, int bh, int i0, int j0, const bf16 *ks, const bf16 *vs,
+                                             const bf16 *qs, const fa_rows &rows, mma_c (&dk)[DP / 8],
+                                             mma_c (&dv)[DP / 8]) {
+    const int dp = a.dp, ld = fa_ld(dp), w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const bf16 *dos = qs + TC_M * ld;
+FA_UNROLL
+    for (int qc = 0; qc < 4; qc++) {
+        mma_c s[2], dp2[2];  // S^T, dP2^T: rows the keys, columns the queries
+        fa_zero(s);
+        fa_zero(dp2);
+        fa_xyT(s, ks + 16 * w * ld, qs + 16 * qc * ld, ld, dp);
+        fa_xyT(dp2, vs + 16 * w * ld, dos + 16 * qc * ld, ld, dp);
+        FA_UNROLL
+        for (int n = 0; n < 2; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const int c = 16 * qc + 8 * n + 2 * t + e;
+                FA_UNROLL
+                for (int r = 0; r < 2; r++)
+                    fa_grad(a, bh, i0 + c, rows.start[c], j0 + 16 * w + g + 8 * r, rows.lse[c], rows.D[c],
+                            s[n].x[2 * r + e], dp2[n].x[2 * r + e]);
+            }
+        fa_acc<DP>(dv, fa_a_of(dp2), dos + 16 * qc * ld, ld, dp);  // P2^T dO
+        fa_acc<DP>(dk, fa_a_of(s), qs + 16 * qc * ld, ld, dp);     // dS^T q
+    }
+}
+
+// dK and dV of one key tile of one kv head (grid: x key tiles, the first (longest) first, y
+// B*H_kv): its query heads in order, each over the query tiles from the diagonal on while their
+// rows' documents can reach the tile's keys. dk += scale dS^T q, dv += P2^T dO.
+template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv(tc_args a, float *dk, float *dv) {
+    MTA_DYNAMIC_SHARED(bf16, sh);
+    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N, jlast = tc_last(a, j0);
+    bf16 *ks = sh, *vs = sh + tile, *qd = sh + 2 * tile;  // q of buffer n at qd + 2n tile, dO after it
+    fa_rows *rows = (fa_rows *)(sh + 6 * tile);           // buffer n's rows at rows + n
+    const int h1 = (kvs % a.Hkv + 1) * rep;
+    int h = h1 - rep, i0 = j0;
+    fa_load(ks, a.k + (size_t)kvs * a.Tp * dp, j0, a.T, dp);
+    fa_load(vs, a.v + (size_t)kvs * a.Tp * dp, j0, a.T, dp);
+    fa_load_queries(a, b * a.H + h, i0, qd, rows);
+    cp_async_commit();
+    mma_c dks[DP / 8], dvs[DP / 8];
+    fa_zero(dks);
+    fa_zero(dvs);
+    for (int n = 0; h < h1; n++) {
+        // the next query tile: rows from i0 on start their documents at or after row i0's start
+        int hn = h, in = i0 + TC_M;
+        if (in >= a.T || mta_row_start(a.ds, a.T, b, in) > jlast) hn = h + 1, in = j0;
+        const int buf = n & 1;
+        if (hn < h1) fa_load_queries(a, b * a.H + hn, in, qd + 2 * (buf ^ 1) * tile, rows + (buf ^ 1));
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        fa_dkdv_tile<DP>(a, b * a.H + h, i0, j0, ks, vs, qd + 2 * buf * tile, rows[buf], dks, dvs);
+        __syncthreads();  // before the next tile's copies overwrite this one
+        h = hn, i0 = in;
+    }
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const int j = j0 + 16 * (threadIdx.x / 32) + g + 8 * r;
+        if (j > jlast) continue;
+FA_UNROLL
+        for (int n = 0; n < DP / 8; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++) {
+                const int c = 8 * n + 2 * t + e;
+                if (c >= a.d) continue;
+                const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
+                dk[at] += a.scale * dks[n].x[2 * r + e];
+                dv[at] += dvs[n].x[2 * r + e];
+            }
+    }
+}
+
+// The forward's and the backward's launches, at the accumulators' width DP for a.dp.
+template <int DP> void fa_forward_at(const call *cl, const tc_args &a, int BH, float *out) {
+    const size_t sm = fa_smem_bytes(TC_FWD, a.dp);
+    tc_smem_optin(k_fa_forward<DP>, sm);
+    MTA_LAUNCH(k_fa_forward<DP>, dim3((unsigned)(a.Tp / TC_M), (unsigned)BH), TC_THREADS, sm, cl->s)(a, out);
+}
+template <int DP> void fa_backward_at(const call *cl, const tc_args &a, int B, float *dq, float *dk, float *dv) {
+    const size_t sm_kv = fa_smem_bytes(TC_DKDV, a.dp), sm_q = fa_smem_bytes(TC_DQ, a.dp);
+    tc_smem_optin(k_fa_dkdv<DP>, sm_kv);
+    tc_smem_optin(k_fa_dq<DP>, sm_q);
+    const unsigned tiles = (unsigned)(a.Tp / TC_M);
+    MTA_LAUNCH(k_fa_dkdv<DP>, dim3(tiles, (unsigned)(B * a.Hkv)), TC_THREADS, sm_kv, cl->s)(a, dk, dv);
+    MTA_LAUNCH(k_fa_dq<DP>, dim3(tiles, (unsigned)(B * a.H)), TC_THREADS, sm_q, cl->s)(a, dq);
+}
+void fa_forward(const call *cl, const tc_args &a, int BH, float *out) {
+    if (a.dp <= 64) fa_forward_at<64>(cl, a, BH, out);
+    else fa_forward_at<128>(cl, a, BH, out);
+}
+void fa_backward(const call *cl, const tc_args &a, int B, float *dq, float *dk, float *dv) {
+    if (a.dp <= 64) fa_backward_at<64>(cl, a, B, dq, dk, dv);
+    else fa_backward_at<128>(cl, a, B, dq, dk, dv);
+}
+
+#endif
