@@ -90,7 +90,7 @@ template <int DP>
 __device__ __forceinline__ void fa_acc(mma_c (&acc)[DP / 8], const mma_a &a, const bf16 *y, int ld, int dp) {
     const int l = threadIdx.x % 32;
     const bf16 *yl = y + (l % 16) * ld + 8 * (l / 16);
-FA_UNROLL
+    FA_UNROLL
     for (int n = 0; n < DP / 16; n++) {
         if (n * 16 >= dp) break;
         uint32_t r[4];
@@ -112,7 +112,7 @@ __device__ __forceinline__ mma_a fa_a_of(const mma_c c[2]) {
 }
 
 template <int N> __device__ __forceinline__ void fa_zero(mma_c (&c)[N]) {
-FA_UNROLL
+    FA_UNROLL
     for (int n = 0; n < N; n++) c[n].x[0] = c[n].x[1] = c[n].x[2] = c[n].x[3] = 0.0f;
 }
 
@@ -136,10 +136,10 @@ __device__ __forceinline__ float fa_row_reduce(float v, int op) {
 __device__ __forceinline__ void fa_softmax(const tc_args &a, int bh, int j0, const int i[2], const int st[2],
                                            mma_c (&s)[8], float m[2], float l[2], float alpha[2]) {
     const int t = threadIdx.x % 4;
-FA_UNROLL
+    FA_UNROLL
     for (int r = 0; r < 2; r++) {
         float mx = m[r];
-FA_UNROLL
+        FA_UNROLL
         for (int n = 0; n < 8; n++)
             FA_UNROLL
             for (int e = 0; e < 2; e++)
@@ -148,7 +148,7 @@ FA_UNROLL
         // mx is -inf while the row has seen no key (a document starting after j0): nothing to rescale
         alpha[r] = mx == -INFINITY ? 1.0f : expf(m[r] - mx);
         float sum = 0.0f;
-FA_UNROLL
+        FA_UNROLL
         for (int n = 0; n < 8; n++)
             FA_UNROLL
             for (int e = 0; e < 2; e++) {
@@ -160,6 +160,35 @@ FA_UNROLL
             }
         l[r] = l[r] * alpha[r] + sum, m[r] = mx;
     }
+}
+
+// Key tiles jt0..jt1's k and v, double-buffered at kv (buffer n: k at kv + 2n tile, v a tile
+// after it, slab the kv head's): fa_kv_load issues a tile's copies into a buffer; fa_kv_next issues
+// tile jt + 1's into the other buffer (when jt < jt1), waits for tile jt's and returns its buffer.
+__device__ __forceinline__ void fa_kv_load(const tc_args &a, size_t slab, int jt, bf16 *buf) {
+    fa_load(buf, a.k + slab, jt * TC_N, a.T, a.dp);
+    fa_load(buf + TC_M * fa_ld(a.dp), a.v + slab, jt * TC_N, a.T, a.dp);
+}
+__device__ __forceinline__ const bf16 *fa_kv_next(const tc_args &a, size_t slab, bf16 *kv, int jt0, int jt, int jt1) {
+    const int tile = TC_M * fa_ld(a.dp);
+    if (jt < jt1) fa_kv_load(a, slab, jt + 1, kv + 2 * ((jt - jt0 + 1) & 1) * tile);
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's copies of tile jt are done,
+    __syncthreads();     // and every thread's
+    return kv + 2 * ((jt - jt0) & 1) * tile;
+}
+
+// Calls f(r, c, n, x) for this lane's entries of a 16 x dp accumulator in C fragments: its row r
+// (0: g, 1: g+8), column c < d, fragment n and index x in it.
+template <int DP, typename F> __device__ __forceinline__ void fa_each(int d, F f) {
+    const int t = threadIdx.x % 4;
+    FA_UNROLL
+    for (int r = 0; r < 2; r++)
+        FA_UNROLL
+        for (int n = 0; n < DP / 8; n++)
+            FA_UNROLL
+            for (int e = 0; e < 2; e++)
+                if (8 * n + 2 * t + e < d) f(r, 8 * n + 2 * t + e, n, 2 * r + e);
 }
 
 // This lane's query rows i (rows g and g+8 of warp w's 16 from i0) and their document starts.
@@ -176,14 +205,13 @@ __device__ __forceinline__ void fa_lane_rows(const tc_args &a, int b, int i0, in
 // O (before norm and gate) to out and a.o, and each row's log-sum-exp.
 template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_forward(tc_args a, float *out) {
     MTA_DYNAMIC_SHARED(bf16, sh);
-    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32, t = threadIdx.x % 4;
+    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32;
     const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
-    bf16 *qs = sh, *kv = sh + tile;  // k of buffer n at kv + 2n tile, v after it
+    bf16 *qs = sh, *kv = sh + tile;
     const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
     const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
     fa_load(qs, a.q + (size_t)bh * a.Tp * dp, i0, a.T, dp);
-    fa_load(kv, a.k + slab, jt0 * TC_N, a.T, dp);
-    fa_load(kv + tile, a.v + slab, jt0 * TC_N, a.T, dp);
+    fa_kv_load(a, slab, jt0, kv);
     cp_async_commit();
     int i[2], st[2];
     fa_lane_rows(a, b, i0, i, st);
@@ -191,40 +219,42 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_forward(tc_
     mma_c o[DP / 8];
     fa_zero(o);
     for (int jt = jt0; jt <= jt1; jt++) {
-        bf16 *ks = kv + 2 * ((jt - jt0) & 1) * tile, *vs = ks + tile, *next = kv + 2 * ((jt - jt0 + 1) & 1) * tile;
-        if (jt < jt1) {
-            fa_load(next, a.k + slab, (jt + 1) * TC_N, a.T, dp);
-            fa_load(next + tile, a.v + slab, (jt + 1) * TC_N, a.T, dp);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
+        const bf16 *ks = fa_kv_next(a, slab, kv, jt0, jt, jt1), *vs = ks + tile;
         mma_c s[8];
         fa_zero(s);
-FA_UNROLL
+        FA_UNROLL
         for (int kc = 0; kc < 4; kc++) fa_xyT(s + 2 * kc, qs + 16 * w * ld, ks + 16 * kc * ld, ld, dp);
         fa_softmax(a, bh, jt * TC_N, i, st, s, m, l, alpha);
-FA_UNROLL
-        for (int n = 0; n < DP / 8; n++) o[n].x[0] *= alpha[0], o[n].x[1] *= alpha[0], o[n].x[2] *= alpha[1], o[n].x[3] *= alpha[1];
-FA_UNROLL
+        FA_UNROLL
+        for (int n = 0; n < DP / 8; n++) {
+            o[n].x[0] *= alpha[0], o[n].x[1] *= alpha[0];
+            o[n].x[2] *= alpha[1], o[n].x[3] *= alpha[1];
+        }
+        FA_UNROLL
         for (int kc = 0; kc < 4; kc++) fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);
         __syncthreads();  // before the next tile's copies overwrite this one
     }
     FA_UNROLL
     for (int r = 0; r < 2; r++) {
         l[r] = fa_row_reduce(l[r], 1);
-        if (i[r] >= a.T) continue;
-FA_UNROLL
-        for (int n = 0; n < DP / 8; n++)
-            FA_UNROLL
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * n + 2 * t + e;
-                if (c >= a.d) continue;
-                const size_t at = ((size_t)bh * a.T + i[r]) * a.d + c;
-                out[at] = a.o[at] = o[n].x[2 * r + e] / l[r];
-            }
-        if (t == 0) a.lse[(size_t)bh * a.T + i[r]] = m[r] + logf(l[r]);
+        if (i[r] < a.T && threadIdx.x % 4 == 0) a.lse[(size_t)bh * a.T + i[r]] = m[r] + logf(l[r]);
     }
+    fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
+        const size_t at = ((size_t)bh * a.T + i[r]) * a.d + c;
+        if (i[r] < a.T) out[at] = a.o[at] = o[n].x[x] / l[r];
+    });
+}
+
+// The backward's two chunks of a 16 x 16 block: s = x y^T (scores) and dp2 = x2 y2^T (dO V^T),
+// from zero (the arguments as fa_xyT's).
+__device__ __forceinline__ void fa_chunks(mma_c s[2], mma_c dp2[2], const bf16 *x, const bf16 *y, const bf16 *x2,
+                                          const bf16 *y2, int ld, int dp) {
+    FA_UNROLL
+    for (int n = 0; n < 2; n++)
+        FA_UNROLL
+        for (int k = 0; k < 4; k++) s[n].x[k] = dp2[n].x[k] = 0.0f;
+    fa_xyT(s, x, y, ld, dp);
+    fa_xyT(dp2, x2, y2, ld, dp);
 }
 
 // One entry (i, j) of the backward from its score s and dP2 = (dO V^T) entry: P = exp(scale s - lse)
@@ -244,13 +274,12 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dq(tc_args 
     MTA_DYNAMIC_SHARED(bf16, sh);
     const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32, t = threadIdx.x % 4;
     const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
-    bf16 *qs = sh, *dos = sh + tile, *kv = sh + 2 * tile;  // k of buffer n at kv + 2n tile, v after it
+    bf16 *qs = sh, *dos = sh + tile, *kv = sh + 2 * tile;
     const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
     const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
     fa_load(qs, a.q + (size_t)bh * a.Tp * dp, i0, a.T, dp);
     fa_load(dos, a.dO + (size_t)bh * a.Tp * dp, i0, a.T, dp);
-    fa_load(kv, a.k + slab, jt0 * TC_N, a.T, dp);
-    fa_load(kv + tile, a.v + slab, jt0 * TC_N, a.T, dp);
+    fa_kv_load(a, slab, jt0, kv);
     cp_async_commit();
     int i[2], st[2];
     fa_lane_rows(a, b, i0, i, st);
@@ -263,44 +292,24 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dq(tc_args 
     mma_c acc[DP / 8];
     fa_zero(acc);
     for (int jt = jt0; jt <= jt1; jt++) {
-        bf16 *ks = kv + 2 * ((jt - jt0) & 1) * tile, *vs = ks + tile, *next = kv + 2 * ((jt - jt0 + 1) & 1) * tile;
-        if (jt < jt1) {
-            fa_load(next, a.k + slab, (jt + 1) * TC_N, a.T, dp);
-            fa_load(next + tile, a.v + slab, (jt + 1) * TC_N, a.T, dp);
-        }
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-FA_UNROLL
+        const bf16 *ks = fa_kv_next(a, slab, kv, jt0, jt, jt1), *vs = ks + tile;
+        FA_UNROLL
         for (int kc = 0; kc < 4; kc++) {
             mma_c s[2], dp2[2];
-            fa_zero(s);
-            fa_zero(dp2);
-            fa_xyT(s, qs + 16 * w * ld, ks + 16 * kc * ld, ld, dp);
-            fa_xyT(dp2, dos + 16 * w * ld, vs + 16 * kc * ld, ld, dp);
+            fa_chunks(s, dp2, qs + 16 * w * ld, ks + 16 * kc * ld, dos + 16 * w * ld, vs + 16 * kc * ld, ld, dp);
             FA_UNROLL
             for (int n = 0; n < 2; n++)
                 FA_UNROLL
-                for (int r = 0; r < 2; r++)
-                    FA_UNROLL
-                    for (int e = 0; e < 2; e++)
-                        fa_grad(a, bh, i[r], st[r], jt * TC_N + 16 * kc + 8 * n + 2 * t + e, lse[r], D[r],
-                                s[n].x[2 * r + e], dp2[n].x[2 * r + e]);
+                for (int x = 0; x < 4; x++)
+                    fa_grad(a, bh, i[x / 2], st[x / 2], jt * TC_N + 16 * kc + 8 * n + 2 * t + x % 2, lse[x / 2],
+                            D[x / 2], s[n].x[x], dp2[n].x[x]);
             fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);
         }
         __syncthreads();  // before the next tile's copies overwrite this one
     }
-    FA_UNROLL
-    for (int r = 0; r < 2; r++) {
-        if (i[r] >= a.T) continue;
-FA_UNROLL
-        for (int n = 0; n < DP / 8; n++)
-            FA_UNROLL
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * n + 2 * t + e;
-                if (c < a.d) dq[((size_t)bh * a.T + i[r]) * a.d + c] += a.scale * acc[n].x[2 * r + e];
-            }
-    }
+    fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
+        if (i[r] < a.T) dq[((size_t)bh * a.T + i[r]) * a.d + c] += a.scale * acc[n].x[x];
+    });
 }
 
 // Issues dK/dV's copies of query tile i0 of head bh: q and dO into qd (q, then dO a tile after),
@@ -325,13 +334,10 @@ __device__ __forceinline__ void fa_dkdv_tile(const tc_args &a, int bh, int i0, i
                                              mma_c (&dv)[DP / 8]) {
     const int dp = a.dp, ld = fa_ld(dp), w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     const bf16 *dos = qs + TC_M * ld;
-FA_UNROLL
+    FA_UNROLL
     for (int qc = 0; qc < 4; qc++) {
         mma_c s[2], dp2[2];  // S^T, dP2^T: rows the keys, columns the queries
-        fa_zero(s);
-        fa_zero(dp2);
-        fa_xyT(s, ks + 16 * w * ld, qs + 16 * qc * ld, ld, dp);
-        fa_xyT(dp2, vs + 16 * w * ld, dos + 16 * qc * ld, ld, dp);
+        fa_chunks(s, dp2, ks + 16 * w * ld, qs + 16 * qc * ld, vs + 16 * w * ld, dos + 16 * qc * ld, ld, dp);
         FA_UNROLL
         for (int n = 0; n < 2; n++)
             FA_UNROLL
@@ -352,7 +358,7 @@ FA_UNROLL
 // rows' documents can reach the tile's keys. dk += scale dS^T q, dv += P2^T dO.
 template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv(tc_args a, float *dk, float *dv) {
     MTA_DYNAMIC_SHARED(bf16, sh);
-    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, g = threadIdx.x % 32 / 4;
     const int kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N, jlast = tc_last(a, j0);
     bf16 *ks = sh, *vs = sh + tile, *qd = sh + 2 * tile;  // q of buffer n at qd + 2n tile, dO after it
     fa_rows *rows = (fa_rows *)(sh + 6 * tile);           // buffer n's rows at rows + n
@@ -378,21 +384,11 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv(tc_arg
         __syncthreads();  // before the next tile's copies overwrite this one
         h = hn, i0 = in;
     }
-    FA_UNROLL
-    for (int r = 0; r < 2; r++) {
+    fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         const int j = j0 + 16 * (threadIdx.x / 32) + g + 8 * r;
-        if (j > jlast) continue;
-FA_UNROLL
-        for (int n = 0; n < DP / 8; n++)
-            FA_UNROLL
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * n + 2 * t + e;
-                if (c >= a.d) continue;
-                const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
-                dk[at] += a.scale * dks[n].x[2 * r + e];
-                dv[at] += dvs[n].x[2 * r + e];
-            }
-    }
+        const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
+        if (j <= jlast) dk[at] += a.scale * dks[n].x[x], dv[at] += dvs[n].x[x];
+    });
 }
 
 // The forward's and the backward's launches, at the accumulators' width DP for a.dp.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deliberate bugs in the CUDA backend's source, each of which test_attn_backends cuda-emu must catch.
 
-    python3 tests/tools/mutate_cuda.py [--build DIR] [--list] [--check] [N ...]
+    python3 tests/tools/mutate_cuda.py [--build DIR] [--list] [--check] [--only TESTS] [N ...]
 
 Each mutation is applied to the source, the build directory's test_attn_backends is rebuilt (a build
 made with -DMTAC_CUDA_EMU=ON), `test_attn_backends cuda-emu` runs, and the source is restored, also
@@ -20,6 +20,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
+FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 
 # (what, file, the text, what it becomes)
@@ -62,9 +63,20 @@ MUTATIONS = [
      'mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j + 1, a.drop_thr)'),
     ('tensor cores: the head mixing\'s matrix transposed', TC,
      'tr ? wg[at * c + k] : wg[k * c + at]', 'tr ? wg[k * c + at] : wg[at * c + k]'),
-    ('tensor cores: barrier removed before P v is added to O', TC,
-     '        tc_product_n<wm::row_major>(t, ps, TC_M, vs, dp);\n        __syncthreads();\n        tc_add_rows(o, alpha, t, dp);',
-     '        tc_product_n<wm::row_major>(t, ps, TC_M, vs, dp);\n        tc_add_rows(o, alpha, t, dp);'),
+    ('tensor cores: barrier removed after the cp.async wait (other threads\' copies read early)', FA,
+     '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n    __syncthreads();     // and every thread\'s\n',
+     '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n'),
+    ('tensor cores: a wrong ldmatrix row address (.trans rows l % 8)', FA,
+     'yl = y + (l % 16) * ld + 8 * (l / 16);', 'yl = y + (l % 8) * ld + 8 * (l / 16);'),
+    ('tensor cores: the cp.async wait group missing (forward, dQ)', FA,
+     '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n', ''),
+    ('tensor cores: the tiles\' padding off by one 16-byte segment in the loader', FA,
+     'const int per_row = dp / 8, ld = fa_ld(dp);', 'const int per_row = dp / 8, ld = fa_ld(dp) - FA_PAD;'),
+    ('tensor cores: the A fragment\'s a[1] and a[2] swapped (C to A)', FA,
+     'a.x[1] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[2] = pack_bf16x2(c[1].x[0], c[1].x[1]);',
+     'a.x[2] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[1] = pack_bf16x2(c[1].x[0], c[1].x[1]);'),
+    ('tensor cores: the k_fa_ kernels keep a key before its document start', FA,
+     'return i < T && j <= i && j >= st;', 'return i < T && j <= i;'),
 ]
 
 
@@ -81,6 +93,8 @@ def main():
     ap.add_argument('--list', action='store_true', help='list the mutations and exit')
     ap.add_argument('--timeout', type=int, default=300, help='seconds a test run may take (default 300)')
     ap.add_argument('--check', action='store_true', help='check that every mutation\'s text is in its file once')
+    ap.add_argument('--only', help='run only the tests whose names match (test_attn_backends --only, e.g. '
+                    'test_bf16_tensor_cores for the tensor-core mutations)')
     args = ap.parse_args()
     if args.list:
         for k, m in enumerate(MUTATIONS):
@@ -116,7 +130,8 @@ def main():
                 continue
             t0 = time.time()
             try:
-                r = subprocess.run([os.path.join(args.build, 'test_attn_backends'), 'cuda-emu'], capture_output=True,
+                cmd = [os.path.join(args.build, 'test_attn_backends'), 'cuda-emu'] + (['--only', args.only] if args.only else [])
+                r = subprocess.run(cmd, capture_output=True,
                                    text=True, env=env, timeout=args.timeout)
                 failed = [l.split('] ')[1] for l in r.stdout.splitlines() if l.startswith('[  FAILED  ] test_')]
                 verdict = 'MISSED' if r.returncode == 0 else 'caught by ' + ', '.join(failed or [f'exit {r.returncode}'])
