@@ -451,7 +451,7 @@ meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, un
         if (!free_m) fatal("%s", S->kernel, "more warp operations of one warp in progress than the emulator holds (8)");
         m = free_m, m->op = op, m->mask = mask, m->arrived = 0, m->gathering = 1;
     }
-    memcpy(m->vals[lane], words, nwords * sizeof *words);
+    if (nwords) memcpy(m->vals[lane], words, nwords * sizeof *words);
     m->arrived |= 1u << lane;
     f->state = F_WARP;
     if (m->arrived == mask) {
