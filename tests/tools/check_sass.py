@@ -26,7 +26,6 @@ k_fa_probe_bad must break rule (b); then each of MUTATIONS, applied to a copy of
 break the rules of its kernel.
 """
 import argparse
-import math
 import os
 import re
 import shutil
@@ -133,7 +132,7 @@ def demangle(names):
         r = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True, check=True)
         plain = r.stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
-        return {n: n for n in names}
+        sys.exit('check_sass: c++filt (binutils) failed: the kernels\' names cannot be read')
     out = {}
     for n, p in zip(names, plain):
         p = p.replace('(anonymous namespace)::', '')
@@ -320,6 +319,8 @@ def main():
     for x in archs:
         if x not in DEVICES:
             ap.error('--arch %s: known are %s' % (x, ', '.join(sorted(DEVICES))))
+    if a.nvcc and not os.access(a.nvcc, os.X_OK):
+        ap.error('--nvcc %s: not an executable' % a.nvcc)
     nvcc = find_nvcc(a.nvcc)
     if not nvcc:
         return missing('no nvcc (CUDA toolkit) found')
