@@ -1,0 +1,47 @@
+// sass_launch.cu: the CUDA backend's source (mta_cuda.cu, included whole) with a main that prints,
+// per kernel, the threads and dynamic shared memory its launches ask, from the host code's own
+// sizing functions (the ones mta_cuda_tc.cuh's launches call), for the 830M layer's steps at
+// d = 64, 96 and 128: one line "kernel threads bytes case" per case. tests/tools/check_sass.py compiles
+// this file, reads ptxas's report and the SASS of its kernels (the same as libmtac_cuda.so's) and
+// runs it (no GPU needed: it calls no CUDA function). A kernel launched with dynamic shared memory
+// must have a line here; a kernel without one is launched with none (MTA_LAUNCH(..., 0, ...)).
+#include "attn/mta_cuda.cu"
+
+#include <stdio.h>
+
+namespace {
+
+int d_now;  // the case being printed
+
+void print_launch(const char *kernel, int threads, size_t bytes) { printf("%s %d %zu d=%d\n", kernel, threads, bytes, d_now); }
+
+// The head kernels' block for a layer of H heads with mixing and the head convolution over all of
+// them (the 830M layer's head steps), as the launches size it (tc_heads_of).
+void print_head_kernels(int d) {
+    mta_config c;
+    memset(&c, 0, sizeof c);
+    c.H = 16, c.d = d, c.pre_head_mix = 1, c.post_ch = 16;
+    const tc_heads hd = tc_heads_of(&c, NULL);
+    if (hd.tm == 0) return;  // the float32 path runs this config: no head kernel is launched
+    tc_hsmem sm;
+    print_launch("k_tc_head_forward", TC_THREADS, tc_hsmem_carve(TC_FWD, hd, tc_dp(d), NULL, &sm));
+    print_launch("k_tc_head_dq", TC_THREADS, tc_hsmem_carve(TC_DQ, hd, tc_dp(d), NULL, &sm));
+    print_launch("k_tc_head_dkdv", TC_THREADS, tc_hsmem_carve(TC_DKDV, hd, tc_dp(d), NULL, &sm));
+}
+
+}  // namespace
+
+int main(void) {
+    for (int d = 64; d <= 128; d += 32) {
+        d_now = d;
+        const int dp = tc_dp(d), cq = 6, ck = 11;  // the 830M layer's pre-softmax convolution
+        print_launch("k_tc_forward", TC_THREADS, tc_smem_bytes(TC_FWD, dp));
+        print_launch("k_tc_dkdv", TC_THREADS, tc_smem_bytes(TC_DKDV, dp));
+        print_launch("k_tc_dq", TC_THREADS, tc_smem_bytes(TC_DQ, dp));
+        print_launch("k_tc_conv_forward", TC_THREADS, tc_csmem_bytes(TC_FWD, dp, cq, ck));
+        print_launch("k_tc_conv_dkdv", TC_THREADS, tc_csmem_bytes(TC_DKDV, dp, cq, ck));
+        print_launch("k_tc_conv_dq", TC_THREADS, tc_csmem_bytes(TC_DQ, dp, cq, ck));
+        print_head_kernels(d);
+    }
+    return 0;
+}
