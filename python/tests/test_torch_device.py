@@ -103,8 +103,8 @@ class _Recorder:
 
     def __enter__(self):
         self.calls, lib = [], _lib.lib
-        self.saved = (_device.set_stream, lib.mta_forward, lib.mta_backward)
-        fwd, bwd, stream = lib.mta_forward, lib.mta_backward, _device.set_stream
+        self.saved = (lib.mta_set_stream, lib.mta_forward, lib.mta_backward)
+        stream, fwd, bwd = self.saved
 
         def set_stream(h, s):
             self.calls.append(('stream', h.value, s))
@@ -117,11 +117,11 @@ class _Recorder:
         def backward(h, q, k, v, p, dout, dq, dk, dv, g):
             self.calls.append(('backward', h.value, q.value, k.value, v.value, p._obj))
             return bwd(h, q, k, v, p, dout, dq, dk, dv, g)
-        _device.set_stream, lib.mta_forward, lib.mta_backward = set_stream, forward, backward
+        lib.mta_set_stream, lib.mta_forward, lib.mta_backward = set_stream, forward, backward
         return self
 
     def __exit__(self, *exc):
-        _device.set_stream, _lib.lib.mta_forward, _lib.lib.mta_backward = self.saved
+        _lib.lib.mta_set_stream, _lib.lib.mta_forward, _lib.lib.mta_backward = self.saved
         return False
 
     def of(self, kind):
