@@ -4,8 +4,9 @@ mta_attention(q, k, v, ...)   the MTA core as an autograd op (mta_forward / mta_
 MultiTokenAttention(...)      the core as an nn.Module, named like the authors' attention
 
 Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the output has that
-shape too (heads not concatenated, no output projection). The op passes the tensors' own memory
-to the library: no copies. Threads: torch.get_num_threads() unless threads= is given; run python
+shape too (heads not concatenated, no output projection). CUDA tensors (float32, bfloat16) run on
+the CUDA backend on torch's current stream (mtac._device; docs/python.md, "CUDA tensors"). The op
+passes the tensors' own memory to the library: no copies (bfloat16 is widened to float32 first). Threads: torch.get_num_threads() unless threads= is given; run python
 with OMP_WAIT_POLICY=passive (docs/python.md, "Threads").
 """
 import collections.abc
@@ -221,7 +222,8 @@ def _doc_ids(doc, q):
 def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, doc=None,
                   **params):
     """The MTA attention core (docs/spec.md section 2) of q (B, H, T, d), k, v (B, H_kv, T, d), float32,
-    CPU, contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
+    CPU, contiguous, or CUDA tensors (float32 or bfloat16: docs/python.md, "CUDA tensors"); returns
+    (B, H, T, d) in q's dtype, on q's device. Differentiable in q, k, v and every parameter given.
     Grouped-query attention: H_kv (dividing H) key/value heads, query head h reading kv head
     h // (H // H_kv), without repeating k and v; dk, dv sum their query heads' gradients.
 
@@ -239,7 +241,8 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
     doc: packed documents, (B, T) integer document ids; a run of equal ids is one document, which
     attends and convolves within itself alone, so its rows equal those of the document run as a
     sequence of its own (docs/spec.md section 2.3). None: each sequence is one document.
-    backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps).
+    backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps); CUDA tensors
+    run on 'cuda' (None or 'cuda').
     threads: OpenMP threads of the call; default torch.get_num_threads().
     dropout: a number in [0, 1); the library holds it as a float32, the nearest one to the value
     given (0.1 becomes 0.100000001490116...; below 1 for a value that would round to 1).
