@@ -177,6 +177,7 @@ class _Tests(_Mode):
                     out.sum().backward()
                 want = stream
             else:
+                stream.wait_stream(torch.cuda.current_stream(self.dev))  # q, k, v, w were made on that one
                 with torch.cuda.stream(stream):
                     out = mta_attention(q, k, v, w_pre=w)
                 out.sum().backward()  # autograd runs it on the forward's stream
