@@ -9,7 +9,7 @@ import threading
 
 import torch
 
-from mtac._lib import Context, Error, lib
+from mtac._lib import Context, lib
 
 _p = ctypes.c_void_p
 lib.mta_set_stream.restype, lib.mta_set_stream.argtypes = None, [_p, _p]
