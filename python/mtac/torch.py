@@ -6,8 +6,9 @@ MultiTokenAttention(...)      the core as an nn.Module, named like the authors' 
 Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the output has that
 shape too (heads not concatenated, no output projection). CUDA tensors (float32, bfloat16) run on
 the CUDA backend on torch's current stream (mtac._device; docs/python.md, "CUDA tensors"). The op
-passes the tensors' own memory to the library: no copies (bfloat16 is widened to float32 first). Threads: torch.get_num_threads() unless threads= is given; run python
-with OMP_WAIT_POLICY=passive (docs/python.md, "Threads").
+passes the tensors' own memory to the library: no copies (bfloat16 is widened to float32 first).
+Threads: torch.get_num_threads() unless threads= is given; run python with OMP_WAIT_POLICY=passive
+(docs/python.md, "Threads").
 """
 import collections.abc
 import contextlib
@@ -58,9 +59,9 @@ def _check_tensors(q, k, v, prm, place):
     if place is None:
         qd, pd, rule = (torch.float32,), (torch.float32,), 'mtac computes in float32 (convert with .float())'
     else:
-        qd = (torch.float32, torch.bfloat16)
+        both = (torch.float32, torch.bfloat16)
+        qd = (q.dtype,) if q.dtype in both else both
         pd, rule = (torch.float32, q.dtype), 'on a device mtac takes float32 or bfloat16 (q\'s dtype for k and v)'
-        qd = (q.dtype,) if q.dtype in qd else qd
     for name, t in (('q', q), ('k', k), ('v', v)):
         _check_tensor(name, t, q.device, qd, rule)
     for name in PARAM_NAMES:
