@@ -13,11 +13,18 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
   (c) the fused tensor-core design of issue 37: FlashAttention-2-style tiles on tensor cores
       (mma.sync), every head of a mixing group on one SM or one cluster of SMs, a statistics
       pass before the post-softmax steps, the key-query convolutions on CUDA cores from on-chip
-      tiles with their halos or (pre-softmax only) as tensor-core products off the diagonal band.
+      tiles with their halos or (pre-softmax only) as tensor-core products off the diagonal band;
+  (d) issue 46's design: every step as MMAs (mma.sync m16n8k16, bf16 maps in shared memory): the
+      key-query convolutions as products with banded Toeplitz matrices of their kernels, head
+      mixing and head convolution as products over the heads of a group (K = H), per kernel
+      (counts, shared memory per block, blocks per SM, roofline terms), at FA2-class and
+      FA3-class tensor-core rates; its counts replaceable by measured ones (--kernel-counts);
+      issue 46's goals on an H100 (--goals), the whole 830M training step among them.
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json] [--counts] [--terms] [--shape NAME] [--check [ROOT]]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --dump-counts] [--counts]
+       [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
 """
 import argparse
 import heapq
@@ -413,6 +420,7 @@ LDSM_ROW = 8
 FA3_BWD = {64: 453e12, 128: 542e12}
 GEMM_FRAC = 0.65   # cuBLAS bf16 GEMMs of the 830M model's shapes: fraction of dense peak (assumption)
 GPU_MEM = 80e9     # H100 SXM: 80 GB HBM3
+MIN_BLOCKS = 1     # resident blocks per SM a (d) tile kernel must allow (--min-blocks)
 GOALS = {"conv": 4.0, "head-only": 1.5, "memory": 1.3, "step": 1.3}   # issue 46's goals (x SDPA / baseline)
 # The counts of one kernel that --kernel-counts FILE may replace (per kernel, whole launch).
 COUNT_FIELDS = ("tc_flops", "cuda_flops", "exp", "smem_bytes", "l2_bytes", "hbm_bytes", "smem_per_block")
@@ -564,7 +572,7 @@ def mma_design(B, H, d, T, m, cluster, Br, Bc, cls):
     G = H if m["mix"] else (m["ch"] or 1)
     g = G // cluster
     smem, acc = mma_smem(m, d, g, Br, Bc)
-    if max(acc.values()) > REGS_FOR_MAPS or max(smem.values()) > SMEM_PER_SM:
+    if max(acc.values()) > REGS_FOR_MAPS or min(blocks_per_sm(v) for v in smem.values()) < MIN_BLOCKS:
         return None
     post = bool(m["cq2"] or m["ch"])
     R, X = B * H * T, B * H * T * d * 2          # rows x heads; one bf16 (B, H, T, d) tensor
@@ -935,6 +943,8 @@ def parse_args():
                          "{COUNT: value}}}}, COUNT one of " + ", ".join(COUNT_FIELDS) + " (whole launch; "
                          "--dump-counts prints the analytic ones in this format)")
     ap.add_argument("--dump-counts", action="store_true", help="print (d)'s analytic counts as --kernel-counts reads them")
+    ap.add_argument("--min-blocks", type=int, default=1, metavar="N",
+                    help="(d)'s tiles only where every tile kernel keeps N blocks per SM (default 1)")
     ap.add_argument("--check", metavar="ROOT", nargs="?", const=".",
                     help="check the model's launch and FLOP counts against the source tree at ROOT (default .), "
                          "and the invariants of (d)")
@@ -942,12 +952,67 @@ def parse_args():
 
 
 def check_mma():
-    """Invariants of design (d) that can fail: filled in below."""
-    return []
+    """Invariants of design (d) that can fail: the band and head MMA counts and one kernel's FLOPs
+    against the hand derivation, predictions increasing with T, memory linear in T, and measured
+    counts changing the kernel they name and no other. Returns the failures."""
+    fails = []
+    if (band_mma_flops(6, 11), band_mma_flops(6, 11, 16), head_mma_flops(16), head_mma_flops(8)) != (288, 384, 32, 32):
+        fails.append("band/head MMA FLOPs per entry: not 288 (6x11, n 8), 384 (n 16), 32 (H 16), 32 (H 8)")
+    B, H, d, T, m = 2, 16, 96, 4096, mta_config(16, True)
+    ks = {k["name"]: k for k in mma_design(B, H, d, T, m, 8, 64, 64, "fa2")}
+    # by hand, Br = Bc = 64, 6x11 (p = 5, 5 halo rows): forward S on (64+10)/64 entries, pre conv and
+    # mixing on (64+5)/64, then post conv, head conv and P v once; dK/dV S on (64+2*5+2*5)/64, pre conv
+    # and mixing (and P) on (64+10)/64, dP3 and head conv^T on (64+20)/64, post conv^T, softmax^T and
+    # mixing^T on (64+10)/64, the rest once
+    E = B * H * T * T / 2 * (1 + 64 / T)
+    fwd = E * (192 * 74 / 64 + (288 + 32) * 69 / 64 + 288 + 32 + 192)
+    dkdv = E * (192 * 84 / 64 + (288 + 32) * 74 / 64 + 288 + 32 + (192 + 32) * 84 / 64 + 32 + (288 + 32) * 74 / 64
+                + 288 + 32 + 288 + 288 + 3 * 192)
+    for name, want in (("forward", fwd), ("dK/dV", dkdv)):
+        if abs(ks[name]["tc_flops"] - want) > 1e-9 * want:
+            fails.append(f"(d) {name} MMA FLOPs at 830M, cluster 8, 64x64: {ks[name]['tc_flops']:.6g}, by hand {want:.6g}")
+    for cls in ("fa2", "fa3"):
+        ms = [mma_best(B, H, d, t, m, cls)["ms"] for t in (1024, 2048, 4096, 8192)]
+        if any(b <= a for a, b in zip(ms, ms[1:])):
+            fails.append(f"(d) {cls}-class not increasing in T: {[round(x, 3) for x in ms]}")
+    best = mma_best(B, H, d, T, m, "fa2")
+    grow = attn_memory(B, H, d, 8 * T, mma_best(B, H, d, 8 * T, m, "fa2")["kernels"]) / attn_memory(B, H, d, T, best["kernels"])
+    # every buffer is linear in T (8x); the kernel-gradient partials, under 1% of the bytes, depend on
+    # the tile chosen at each T, which moves the ratio by less than 0.1; a T^2 buffer gives over 40x
+    if not 7.9 < grow < 8.1:
+        fails.append(f"(d) memory from T=4096 to 32768 grows {grow:.2f}x, not linearly (8x)")
+    fails += check_counts(best, d, T)
+    return fails
+
+
+def check_counts(best, d, T):
+    """--kernel-counts: the analytic counts fed back change nothing; doubling one kernel's MMA FLOPs
+    changes that kernel's time only; unknown names and bad values are errors."""
+    fails = []
+    same = apply_counts(best, d, T, {k["name"]: {f: k[f] for f in COUNT_FIELDS} for k in best["kernels"]})
+    if abs(same["ms"] - best["ms"]) > 1e-12 * best["ms"]:
+        fails.append(f"--kernel-counts with the analytic counts: {same['ms']} ms, not {best['ms']}")
+    k0 = next(k for k in best["kernels"] if k["name"] == "dK/dV")
+    more = apply_counts(best, d, T, {"dK/dV": {"tc_flops": 2 * k0["tc_flops"]}})
+    changed = [a["name"] for a, b in zip(best["kernels"], more["kernels"]) if a["ms"] != b["ms"]]
+    if changed != ["dK/dV"] or not more["ms"] > best["ms"]:
+        fails.append(f"--kernel-counts doubling dK/dV's MMA FLOPs changed {changed}, total {best['ms']} -> {more['ms']}")
+    for bad in ({"no such kernel": {"tc_flops": 1}}, {"dK/dV": {"flops": 1}}, {"dK/dV": {"tc_flops": -1}},
+                {"forward": {"smem_per_block": 10 ** 9}}):
+        try:
+            apply_counts(best, d, T, bad)
+            fails.append(f"--kernel-counts {bad}: accepted")
+        except ValueError:
+            pass
+    return fails
 
 
 def main():
+    global MIN_BLOCKS
     args = parse_args()
+    if not 1 <= args.min_blocks <= 8:
+        raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
+    MIN_BLOCKS = args.min_blocks
     if args.check:
         fails = check(args.check) + check_mma()
         for f in fails:
