@@ -740,8 +740,11 @@ def goals_830m(counts=None):
     out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
                 **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
                 "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
-    out.append(ratio("830M training step / baseline", GOALS["step"],
-                     {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"])["ratio"] for c, r in res.items()}))
+    steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
+    out.append(ratio("830M training step / baseline", GOALS["step"], {c: st["ratio"] for c, st in steps.items()}))
+    out[-1]["detail"] = ("step (ms): shared " + ", ".join(f"{k} {v:.1f}" for k, v in steps["fa2"]["shared_ms"].items())
+                         + f"; baseline {steps['fa2']['baseline_ms']:.1f} (24 SDPA layers {24 * a:.1f}); MTA "
+                         + ", ".join(f"{c.upper()}-class {st['mta_ms']:.1f}" for c, st in steps.items()))
     return out
 
 
@@ -824,6 +827,9 @@ def print_goals(goals, markdown):
             "yes" if g["meets"]["fa3"] else "no"] for g in goals]
     table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "(d) FA2-class", "meets", "(d) FA3-class",
            "meets"], out, markdown)
+    for g in goals:
+        if "detail" in g:
+            print(("\n" if markdown else "") + g["detail"])
 
 
 def dump_counts(rows):
