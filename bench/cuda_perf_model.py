@@ -476,20 +476,17 @@ def mma_steps(m, H, d, g, G, cls):
     def cuda(name, fl, ex=0):
         return lambda f: [("cuda", name, fl, f)] + ([("exp", name, ex, f)] if ex else [])
 
-    cq, ck, cq2, ck2 = m["cq"], m["ck"], m["cq2"], m["ck2"]
-    none = lambda f: []  # noqa: E731
-    return {"S": prod("S = q k^T"), "pre": band("pre conv", cq, ck) if cq else none,
-            "pre^T": band("pre conv^T", cq, ck) if cq else none, "pre grad": band("pre conv grad", cq, ck) if cq else none,
-            "mix": heads("head mixing", H) if m["mix"] else none, "mix^T": heads("mixing^T", H) if m["mix"] else none,
-            "mix grad": heads("mixing grad", H) if m["mix"] else none,
-            "post": band("post conv", cq2, ck2) if cq2 else none, "post^T": band("post conv^T", cq2, ck2) if cq2 else none,
-            "post grad": band("post conv grad", cq2, ck2) if cq2 else none,
-            "hc": heads("head conv", m["ch"]) if m["ch"] else none, "hc^T": heads("head conv^T", m["ch"]) if m["ch"] else none,
-            "hc grad": heads("head conv grad", m["ch"]) if m["ch"] else none,
-            "stats": cuda("softmax stats", 3, 1), "softmax": cuda("softmax", 2, 1), "online": cuda("online softmax", 5, 1),
-            "softmax^T": cuda("softmax^T", 4), "D": cuda("D = rowsum(P dP)", 2),
-            "Pv": prod("P v"), "dP3": prod("dP3 = dO v^T"), "dv": prod("dv = P3^T dO"), "dk": prod("dk = dZ^T q"),
-            "dq": prod("dq = dZ k")}
+    out = {"S": prod("S = q k^T"), "stats": cuda("softmax stats", 3, 1), "softmax": cuda("softmax", 2, 1),
+           "online": cuda("online softmax", 5, 1), "softmax^T": cuda("softmax^T", 4), "D": cuda("D = rowsum(P dP)", 2),
+           "Pv": prod("P v"), "dP3": prod("dP3 = dO v^T"), "dv": prod("dv = P3^T dO"), "dk": prod("dk = dZ^T q"),
+           "dq": prod("dq = dZ k")}
+    for key, name, cq, ck in (("pre", "pre conv", m["cq"], m["ck"]), ("post", "post conv", m["cq2"], m["ck2"])):
+        for way in ("", "^T", " grad"):  # forward, input gradient, kernel gradient
+            out[key + way] = band(name + way, cq, ck) if cq else (lambda f: [])
+    for key, name, n in (("mix", "head mixing", H if m["mix"] else 0), ("hc", "head conv", m["ch"])):
+        for way in ("", "^T", " grad"):
+            out[key + way] = heads(name + way, n) if n else (lambda f: [])
+    return out
 
 
 def mma_tile_kernels(m, H, d, T, g, G, Br, Bc, cls):
@@ -524,7 +521,8 @@ def mma_tile_kernels(m, H, d, T, g, G, Br, Bc, cls):
     fc, fc1 = (Bc + 2 * p1 + 2 * p2) / Bc, (Bc + 2 * p1) / Bc
     fP = (Bc + 2 * max(p1, p2)) / Bc
     return [("fwd statistics", "fwd", "row", scores(fS1, fS) + run(("stats", fS1)) + kv_r),
-            ("forward", "fwd", "row", scores(fS1, fS) + run(("softmax", fS1), ("post", 1), ("hc", 1), ("Pv", 1)) + kv_r),
+            ("forward", "fwd", "row",
+             scores(fS1, fS) + run(("softmax", fS1), ("post", 1), ("hc", 1), ("Pv", 1)) + kv_r),
             ("bwd row sums D", "bwd", "row", scores(1, 1 + hq / Br) + run(("softmax", 1), ("dP3", fb), ("hc^T", fb),
              ("post^T", 1), ("D", 1)) + kv_r),
             ("dK/dV", "bwd", "col", scores(fP, fP + 2 * p1 / Bc) + run(
@@ -661,7 +659,8 @@ def apply_counts(best, d, T, counts):
             raise ValueError(f"--kernel-counts: kernel '{name}': an object of counts expected")
         for f, v in fields.items():
             if f not in COUNT_FIELDS:
-                raise ValueError(f"--kernel-counts: kernel '{name}': unknown count '{f}' (known: {', '.join(COUNT_FIELDS)})")
+                raise ValueError(f"--kernel-counts: kernel '{name}': unknown count '{f}' "
+                                 f"(known: {', '.join(COUNT_FIELDS)})")
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
                 raise ValueError(f"--kernel-counts: kernel '{name}': {f} must be a finite number >= 0, not {v!r}")
         for k in kernels:
@@ -679,7 +678,8 @@ def load_counts(path):
     except (OSError, ValueError) as e:
         raise ValueError(f"--kernel-counts {path}: {e}")
     if not isinstance(doc, dict) or not isinstance(doc.get("shapes"), dict):
-        raise ValueError(f"--kernel-counts {path}: expected an object with \"shapes\": {{shape: {{kernel: {{count: value}}}}}}")
+        raise ValueError(f"--kernel-counts {path}: expected an object with \"shapes\": "
+                         "{shape: {kernel: {count: value}}}")
     return doc["shapes"]
 
 
@@ -948,7 +948,8 @@ def parse_args():
                     help="measured counts replacing (d)'s analytic ones: JSON {\"shapes\": {SHAPE: {KERNEL: "
                          "{COUNT: value}}}}, COUNT one of " + ", ".join(COUNT_FIELDS) + " (whole launch; "
                          "--dump-counts prints the analytic ones in this format)")
-    ap.add_argument("--dump-counts", action="store_true", help="print (d)'s analytic counts as --kernel-counts reads them")
+    ap.add_argument("--dump-counts", action="store_true",
+                    help="print (d)'s analytic counts as --kernel-counts reads them")
     ap.add_argument("--min-blocks", type=int, default=1, metavar="N",
                     help="(d)'s tiles only where every tile kernel keeps N blocks per SM (default 1)")
     ap.add_argument("--check", metavar="ROOT", nargs="?", const=".",
@@ -976,13 +977,15 @@ def check_mma():
                 + 288 + 32 + 288 + 288 + 3 * 192)
     for name, want in (("forward", fwd), ("dK/dV", dkdv)):
         if abs(ks[name]["tc_flops"] - want) > 1e-9 * want:
-            fails.append(f"(d) {name} MMA FLOPs at 830M, cluster 8, 64x64: {ks[name]['tc_flops']:.6g}, by hand {want:.6g}")
+            fails.append(f"(d) {name} MMA FLOPs at 830M, cluster 8, 64x64: {ks[name]['tc_flops']:.6g}, "
+                         f"by hand {want:.6g}")
     for cls in ("fa2", "fa3"):
         ms = [mma_best(B, H, d, t, m, cls)["ms"] for t in (1024, 2048, 4096, 8192)]
         if any(b <= a for a, b in zip(ms, ms[1:])):
             fails.append(f"(d) {cls}-class not increasing in T: {[round(x, 3) for x in ms]}")
     best = mma_best(B, H, d, T, m, "fa2")
-    grow = attn_memory(B, H, d, 8 * T, mma_best(B, H, d, 8 * T, m, "fa2")["kernels"]) / attn_memory(B, H, d, T, best["kernels"])
+    long = mma_best(B, H, d, 8 * T, m, "fa2")
+    grow = attn_memory(B, H, d, 8 * T, long["kernels"]) / attn_memory(B, H, d, T, best["kernels"])
     # every buffer is linear in T (8x); the kernel-gradient partials, under 1% of the bytes, depend on
     # the tile chosen at each T, which moves the ratio by less than 0.1; a T^2 buffer gives over 40x
     if not 7.9 < grow < 8.1:
@@ -1002,7 +1005,8 @@ def check_counts(best, d, T):
     more = apply_counts(best, d, T, {"dK/dV": {"tc_flops": 2 * k0["tc_flops"]}})
     changed = [a["name"] for a, b in zip(best["kernels"], more["kernels"]) if a["ms"] != b["ms"]]
     if changed != ["dK/dV"] or not more["ms"] > best["ms"]:
-        fails.append(f"--kernel-counts doubling dK/dV's MMA FLOPs changed {changed}, total {best['ms']} -> {more['ms']}")
+        fails.append(f"--kernel-counts doubling dK/dV's MMA FLOPs changed {changed}, "
+                     f"total {best['ms']} -> {more['ms']}")
     for bad in ({"no such kernel": {"tc_flops": 1}}, {"dK/dV": {"flops": 1}}, {"dK/dV": {"tc_flops": -1}},
                 {"forward": {"smem_per_block": 10 ** 9}}):
         try:
