@@ -1,6 +1,7 @@
 // test_cuda_emu.cpp: the CUDA emulator (src/attn/cuda_emu/) against what CUDA specifies: barriers
 // that hold a block's threads, per-block shared memory and NaN-filled fresh memory, the thread
-// orders of its schedules, the launch limits an H100 checks, the runtime's errors and last-error
+// orders of its schedules, the launch limits an H100 checks (and a device's opt-in shared memory
+// limit that a test sets), the runtime's errors and last-error
 // rule, cuBLAS's column-major strided-batched product against direct sums in double, the bf16 and
 // fp16 conversions against hand-computed bit patterns, wmma's tiles (cuda_emu_wmma.cuh) against
 // double sums of their rounded inputs, and warps: wmma's and __syncwarp's warp barriers, the
@@ -213,6 +214,40 @@ static void test_launch_limits(void **s) {
     assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
     assert_int_equal(cudaFuncSetAttribute(k_touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024), cudaSuccess);
     LAUNCH(k_touch, 1, 1, 100 * 1024)(out);  // after the opt-in
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    cudaFree(out);
+}
+
+// The device's opt-in limit (cudaDevAttrMaxSharedMemoryPerBlockOptin): an H100's 227 KB unless a
+// test sets another (an A100's 163 KB here); opt-ins and launches past it are refused, a launch
+// past it too when the kernel opted in while the limit was higher.
+__global__ void k_touch_big(float *out) { out[0] = 2.0f; }
+static void test_shared_optin_limit(void **s) {
+    (void)s;
+    int v = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    assert_int_equal(v, 227 * 1024);
+    assert_int_equal(cudaFuncSetAttribute(k_touch_big, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024), cudaSuccess);
+    mta_cuda_emu_set_shared_optin(163 * 1024);
+    assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    assert_int_equal(v, 163 * 1024);
+    cudaDeviceProp prop;
+    assert_int_equal(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    assert_int_equal(prop.sharedMemPerBlockOptin, 163 * 1024);
+    assert_int_equal(cudaFuncSetAttribute(k_touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 163 * 1024 + 1),
+                     cudaErrorInvalidValue);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    float *out = dev_floats(1), host = 0;
+    LAUNCH(k_touch_big, 1, 1, 163 * 1024 + 1)(out);  // opted in to 200 KB, on a device of 163
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    assert_int_equal(cudaMemcpy(&host, out, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_true(isnan(host));  // the kernel did not run
+    LAUNCH(k_touch_big, 1, 1, 163 * 1024)(out);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    mta_cuda_emu_set_shared_optin(0);  // the default again
+    assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    assert_int_equal(v, 227 * 1024);
+    LAUNCH(k_touch_big, 1, 1, 200 * 1024)(out);
     assert_int_equal(cudaGetLastError(), cudaSuccess);
     cudaFree(out);
 }
@@ -966,6 +1001,7 @@ int main(void) {
         cmocka_unit_test(test_barrier_divergence_aborts),
         cmocka_unit_test(test_orders),
         cmocka_unit_test(test_launch_limits),
+        cmocka_unit_test(test_shared_optin_limit),
         cmocka_unit_test(test_runtime_memory),
         cmocka_unit_test(test_cublas_sgemm_strided_batched),
         cmocka_unit_test(test_bf16_fp16_conversions),

@@ -271,15 +271,17 @@ __global__ void k_normgate(float *o, size_t hs, normgate ng) {
     }
 }
 
-// The norm and gate backward of n rows (grid: y heads; one block walks the rows in order, so the
-// parameter gradients are summed in a fixed order): dO from dout (go) and the recomputed o, and
-// acc[bh*(2d+1) + ...] += dgamma (d), dgate_w (d), dgate_b (1).
-__global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, normgate ng,
-                             double *acc) {
+// The norm and gate backward of rows [0, n) of each head (grid: x chunks of `rows` rows, y heads):
+// dO from dout (go) and the recomputed o. Chunk x of head bh adds its rows' parameter gradients,
+// in row order, to its own slot, acc[(bh*slots + x)*(2d+1) + ...] += dgamma (d), dgate_w (d),
+// dgate_b (1): no two blocks share a slot, so the sums do not depend on the blocks' order, and
+// k_sum_grad adds the slots up in order.
+__global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, int rows,
+                             int slots, normgate ng, double *acc) {
     MTA_SHARED(float, sh, 256);
-    const int d = ng.d, bh = blockIdx.y;
-    double *a = acc + (size_t)bh * (2 * d + 1);
-    for (int i = 0; i < n; i++) {
+    const int d = ng.d, bh = blockIdx.y, i0 = blockIdx.x * rows, i1 = i0 + rows < n ? i0 + rows : n;
+    double *a = acc + ((size_t)bh * slots + blockIdx.x) * (2 * d + 1);
+    for (int i = i0; i < i1; i++) {
         const float *x = o + (size_t)bh * hs + (size_t)i * d, *g = go + (size_t)bh * ghs + (size_t)i * d;
         float *dx = dO + (size_t)bh * hs + (size_t)i * d;
         float rs = 1.0f;

@@ -12,7 +12,8 @@
 //     allocation (cudaMalloc): a read of memory no thread wrote shows;
 //   - launches are checked as a GPU checks them: threads per block <= 1024 (x, y <= 1024,
 //     z <= 64), grid y, z <= 65535, x < 2^31, dynamic shared memory over 48 KB only after
-//     cudaFuncSetAttribute's opt-in (and at most 227 KB); a refused launch sets the error that
+//     cudaFuncSetAttribute's opt-in, and at most the device's opt-in limit (an H100's 227 KB, or
+//     what a test sets: cuda_emu_ctl.h); a refused launch sets the error that
 //     cudaGetLastError returns, as the runtime does;
 //   - device memory is host heap memory (ASan sees kernels' out-of-bounds reads and writes), 4 GiB
 //     of it in all; a refused cudaMalloc sets the last error too. Streams, events and async copies
@@ -92,7 +93,11 @@ enum cudaMemcpyKind {
     cudaMemcpyDefault = 4
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+enum cudaDeviceAttr {
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 
 struct cudaDeviceProp {
     char name[256];
