@@ -869,7 +869,7 @@ def check(root):
 
     def own(text):
         return text.count("MTA_LAUNCH(") + text.count("gemm_kv(")
-    helpers = {f: own(body(src, "void " + f + "(")) for f in ("strip_maps", "mix_backward", "conv_kernel_grad")}
+    helpers = {f: own(body(src, "void " + f + "(")) for f in ("strip_maps", "mix_backward", "conv_kernel_grad", "normgate_backward")}
 
     def launches(text):  # its own, and those of the helpers it calls
         return own(text) + sum(text.count(f + "(") * n for f, n in helpers.items())

@@ -12,6 +12,8 @@
 namespace {
 
 int d_now;  // the case being printed
+// An H100's opt-in shared memory per block (227 KB): the limit the launches are sized for there.
+const size_t H100_SMEM_OPTIN = 232448;
 
 void print_launch(const char *kernel, int threads, size_t bytes) { printf("%s %d %zu d=%d\n", kernel, threads, bytes, d_now); }
 
@@ -21,7 +23,7 @@ void print_head_kernels(int d) {
     mta_config c;
     memset(&c, 0, sizeof c);
     c.H = 16, c.d = d, c.pre_head_mix = 1, c.post_ch = 16;
-    const tc_heads hd = tc_heads_of(&c, NULL);
+    const tc_heads hd = tc_heads_of(&c, NULL, H100_SMEM_OPTIN);
     if (hd.tm == 0) return;  // the float32 path runs this config: no head kernel is launched
     tc_hsmem sm;
     print_launch("k_tc_head_forward", TC_THREADS, tc_hsmem_carve(TC_FWD, hd, tc_dp(d), NULL, &sm));
