@@ -26,12 +26,22 @@
 //   MTA_LAUNCH(kernel, grid, block, shmem, stream)(args...)   is   kernel<<<grid, block, shmem, stream>>>(args...)
 //   MTA_SHARED(T, name, n);                                    is   __shared__ T name[n];
 //   MTA_DYNAMIC_SHARED(T, name);                               is   the launch's shmem bytes, as T *name
+// Each launch is also noted by name in the launch record of the call in progress on this host
+// thread (mta_ctx_record_launches; the backend's calls set it, mta_cuda.cu's launch_scope): when
+// no record is on, that is a thread-local load and a test.
+inline mta_launch_log *&mta_launch_record() {
+    static thread_local mta_launch_log *log = nullptr;
+    return log;
+}
+inline void mta_launch_note(const char *name) {
+    if (mta_launch_log *log = mta_launch_record()) mta_launch_log_note(log, name);
+}
 #ifdef MTAC_CUDA_EMU
-#define MTA_LAUNCH(k, grid, block, shmem, stream) ::cuemu::launch(#k, k, grid, block, shmem, stream)
+#define MTA_LAUNCH(k, grid, block, shmem, stream) mta_launch_note(#k), ::cuemu::launch(#k, k, grid, block, shmem, stream)
 #define MTA_SHARED(T, name, n) T *const name = (T *)::cuemu::shared_array((n) * sizeof(T), alignof(T))
 #define MTA_DYNAMIC_SHARED(T, name) T *const name = (T *)::cuemu::dynamic_shared()
 #else
-#define MTA_LAUNCH(k, grid, block, shmem, stream) k<<<grid, block, shmem, stream>>>
+#define MTA_LAUNCH(k, grid, block, shmem, stream) mta_launch_note(#k), k<<<grid, block, shmem, stream>>>
 #define MTA_SHARED(T, name, n) __shared__ T name[n]
 #define MTA_DYNAMIC_SHARED(T, name)                        \
     extern __shared__ __align__(16) unsigned char mta_dynamic_shared_[]; \

@@ -297,6 +297,7 @@ cublasStatus_t gemm(cublasHandle_t h, mm_kind mode, int m, int n, int k, float a
                     mats_out C, int batch) {
     const cublasOperation_t ta = mode == MM_TN ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = mode == MM_NT ? CUBLAS_OP_T : CUBLAS_OP_N;
+    mta_launch_note("cublasSgemmStridedBatched");
     return cublasSgemmStridedBatched(h, tb, ta, n, m, k, &alpha, B.p, (int)B.ld, (long long)B.stride, A.p, (int)A.ld,
                                      (long long)A.stride, &beta, C.p, (int)C.ld, (long long)C.stride, batch);
 }
@@ -426,7 +427,18 @@ mta_status finish(call *cl, const char *what) {
 
 #include "attn/mta_cuda_tc.cuh"
 
+// The launch record of ctx (mta_ctx_record_launches, NULL: none) for the length of one call: the
+// kernels MTA_LAUNCH launches are noted there.
+struct launch_scope {
+    mta_launch_log *prev;
+    explicit launch_scope(const mta_ctx *ctx) : prev(mta_launch_record()) { mta_launch_record() = ctx->launches; }
+    ~launch_scope() { mta_launch_record() = prev; }
+    launch_scope(const launch_scope &) = delete;
+    launch_scope &operator=(const launch_scope &) = delete;
+};
+
 mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
+    const launch_scope record(ctx);
     ctx->dropout_on = ctx->cfg.dropout > 0 && ctx->training;
     mta_status s = cuda_setup(ctx);
     if (s) return s;
@@ -580,6 +592,7 @@ void sum_grads(const backward_call &bw, const mta_grads *g) {
 
 mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                          const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    const launch_scope record(ctx);
     mta_status s = cuda_setup(ctx);
     if (s) return s;
     if (tc_on(ctx)) return tc_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
@@ -653,6 +666,17 @@ int cuda_computes(const mta_config *c, mta_use u) {
     }
 }
 
+// tc_covers on the current device, for a config without a context (mta_tensor_core_path).
+int tc_covers_here(const mta_config *c) {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError();  // no device: the call's error is not left for the next check
+        return 0;
+    }
+    return tc_covers(c, (size_t)optin);
+}
+
 }  // namespace
 
 #ifdef MTAC_CUDA_EMU
@@ -664,5 +688,5 @@ extern "C" __attribute__((visibility("default"))) const mta_module_abi mtac_back
 extern "C" __attribute__((visibility("default"))) const mta_backend_impl mta_cuda_backend = {
 #endif
     cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
-    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, cuda_computes,
+    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, cuda_computes, tc_covers_here, tc_computes,
 };
