@@ -58,7 +58,6 @@ static int cmp_double(const void *a, const void *b) {
 
 enum { CFG_PLAIN, CFG_MTA830M, CFG_NORMGATE };
 static const char *const CONFIGS[] = {"plain", "mta830m", "normgate", NULL};
-static const char *const PRECISIONS[] = {"fp32", "bf16", NULL};
 
 typedef struct {
     uint64_t Ts[32];
@@ -75,7 +74,7 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"d", CLI_INT, &a->d, 1, 1e9, .arg = "N", .help = "head dim"},
         {"H_kv", CLI_INT, &a->H_kv, 1, 1e9, .arg = "N", .help = "key/value heads, dividing H (default H)"},
         {"config", CLI_CHOICE, &a->config, .choices = CONFIGS, .arg = "NAME", .help = "the MTA steps on"},
-        {"precision", CLI_CHOICE, &a->bf16, .choices = PRECISIONS, .arg = "P", .help = "mta_config.precision"},
+        {"precision", CLI_CHOICE, &a->bf16, .choices = CLI_PRECISIONS, .arg = "P", .help = "mta_config.precision"},
         {"rows", CLI_INT, &a->rows, 1, 1e9, .arg = "R", .help = "query rows per strip (default: the backend's choice)"},
         {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed calls; the median is reported"},
         {"warmup", CLI_INT, &a->warmup, 0, 1e9, .arg = "N", .help = "untimed calls first"},
@@ -193,7 +192,7 @@ static int bench_T(const bench_args *a, int T, const char *device) {
     printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"precision\": \"%s\", \"T\": %d, "
            "\"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, "
            "\"workspace_mb\": %.1f, \"reps\": %d}\n",
-           impl[a->config], device, a->bf16 ? "bf16" : "fp32", T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t,
+           impl[a->config], device, CLI_PRECISIONS[a->bf16], T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t,
            (free0 - free1) / 1e6, ws / 1e6, a->reps);
     fflush(stdout);
     mta_destroy(ctx);

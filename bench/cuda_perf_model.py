@@ -13,11 +13,18 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
   (c) the fused tensor-core design of issue 37: FlashAttention-2-style tiles on tensor cores
       (mma.sync), every head of a mixing group on one SM or one cluster of SMs, a statistics
       pass before the post-softmax steps, the key-query convolutions on CUDA cores from on-chip
-      tiles with their halos or (pre-softmax only) as tensor-core products off the diagonal band.
+      tiles with their halos or (pre-softmax only) as tensor-core products off the diagonal band;
+  (d) issue 46's design: every step as MMAs (mma.sync m16n8k16, bf16 maps in shared memory): the
+      key-query convolutions as products with banded Toeplitz matrices of their kernels, head
+      mixing and head convolution as products over the heads of a group (K = H), per kernel
+      (counts, shared memory per block, blocks per SM, roofline terms), at FA2-class and
+      FA3-class tensor-core rates; its counts replaceable by measured ones (--kernel-counts);
+      issue 46's goals on an H100 (--goals), the whole 830M training step among them.
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json] [--counts] [--terms] [--shape NAME] [--check [ROOT]]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --dump-counts] [--counts]
+       [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
 """
 import argparse
 import heapq
@@ -401,6 +408,352 @@ def fused(B, H, d, T, m, modes, tc="fa2"):
     return best
 
 
+# ---- (d) every step as MMAs (issue 46) ---------------------------------------------------------
+# mma.sync.m16n8k16 (bf16 in, fp32 accumulate): one instruction does 2 x 16 x 8 x 16 FLOPs. ldmatrix
+# gives each lane the address of one 8-element (16-byte) row, so an operand window starts and ends
+# on 8 columns.
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+LDSM_ROW = 8
+# FA3-class tensor-core rates (FlashAttention-3 paper, Shah et al. 2024, arXiv 2407.08608, H100 80GB
+# SXM5, FP16/bf16): causal forward, head dim 128, 580 TFLOP/s (Figure 5, 579-616 over 4k-16k, as
+# FA3_RATE); backward at T = 4k, Figure 6: 453 TFLOP/s at head dim 64, 542 at 128 (FA2: 279, 310).
+FA3_BWD = {64: 453e12, 128: 542e12}
+GEMM_FRAC = 0.65   # cuBLAS bf16 GEMMs of the 830M model's shapes: fraction of dense peak (assumption)
+GPU_MEM = 80e9     # H100 SXM: 80 GB HBM3
+MIN_BLOCKS = 1     # resident blocks per SM a (d) tile kernel must allow (--min-blocks)
+GOALS = {"conv": 4.0, "head-only": 1.5, "memory": 1.3, "step": 1.3}   # issue 46's goals (x SDPA / baseline)
+# The counts of one kernel that --kernel-counts FILE may replace (per kernel, whole launch).
+COUNT_FIELDS = ("tc_flops", "cuda_flops", "exp", "smem_bytes", "l2_bytes", "hbm_bytes", "smem_per_block")
+
+
+def ceil_to(x, q):
+    return -(-x // q) * q
+
+
+def band_mma_flops(cq, ck, n=MMA_N):
+    """Tensor-core FLOPs per output entry of a cq x ck key-query convolution done as one MMA per
+    16 x n output tile: out[i, j] = sum_a sum_b w[a, b] X[i-a, j-b+p] is X's rows i-a (a < cq)
+    side by side, each over the key window of the tile's n columns (p columns before, ck-1-p
+    after, each rounded out to an ldmatrix row), times the banded Toeplitz matrix of w (its
+    entries depend only on a and on j - j', so it sits in registers for the whole kernel). K =
+    cq x window rounded up to MMA_K; an output entry costs 2 K. 6x11 (p = 5): n = 8 gives a
+    window 8 + 8 + 8 = 24, K = 144 (9 k-steps), 288 FLOPs (132 useful); n = 16, one MMA per a,
+    gives 6 x 32 x 2 = 384. The input gradient is the same product with the transposed band
+    (rows i+a, 288); the kernel gradient puts (a, window) on M (144 = 9 m-tiles), the output
+    columns on N and the rows on K, accumulating C[(a, j'), j] over every tile of the block, then
+    sums C along its diagonals j - j' (once per block): 288 per entry too."""
+    p = (ck - 1) // 2
+    window = ceil_to(p, LDSM_ROW) + n + ceil_to(ck - 1 - p, LDSM_ROW)
+    return 2 * ceil_to(cq * window, MMA_K)
+
+
+def head_mma_flops(H):
+    """Tensor-core FLOPs per entry and head of an H x H mix over the heads of a group (head mixing,
+    head convolution with c_h = H, their transposes and weight gradients): M = entries, K = the
+    H source heads (padded to MMA_K), N = the H output heads: 2 ceil16(H), 32 at H = 16."""
+    return 2 * ceil_to(H, MMA_K)
+
+
+def mma_steps(m, H, d, g, G, cls):
+    """Design (d)'s steps, per causal entry and head: each a function of the factor f (entries
+    computed per output entry: halo recomputation) giving (kind, name, amount, f) items. The maps
+    are bf16 in shared memory between steps (an MMA reads its A operand with ldmatrix: 2 B per
+    entry, c_q row shifts for a convolution, and writes its result once); the Toeplitz and head
+    matrices sit in registers; a cluster's other SMs send (G-g)/g bf16 values per mixing step. A
+    product's B operand (K or V, d bf16 per key) is read once per 16-row warp tile (mma.sync,
+    fa2) or per 64-row warpgroup (wgmma, fa3)."""
+    xch, opnd = (G - g) / g * 2, 2 * d / (MMA_M if cls == "fa2" else 4 * MMA_M)
+
+    def band(name, cq, ck):
+        return lambda f: [("tc", name, band_mma_flops(cq, ck), f), ("smem", name, 2 * cq + 2, f)]
+
+    def heads(name, n):
+        return lambda f: [("tc", name, head_mma_flops(n), f), ("smem", name, 4, f), ("xch", name, xch, f)]
+
+    def prod(name):
+        return lambda f: [("tc", name, 2 * d, f), ("smem", name, opnd + 2, f)]
+
+    def cuda(name, fl, ex=0):
+        return lambda f: [("cuda", name, fl, f)] + ([("exp", name, ex, f)] if ex else [])
+
+    out = {"S": prod("S = q k^T"), "stats": cuda("softmax stats", 3, 1), "softmax": cuda("softmax", 2, 1),
+           "online": cuda("online softmax", 5, 1), "softmax^T": cuda("softmax^T", 4), "D": cuda("D = rowsum(P dP)", 2),
+           "Pv": prod("P v"), "dP3": prod("dP3 = dO v^T"), "dv": prod("dv = P3^T dO"), "dk": prod("dk = dZ^T q"),
+           "dq": prod("dq = dZ k")}
+    for key, name, cq, ck in (("pre", "pre conv", m["cq"], m["ck"]), ("post", "post conv", m["cq2"], m["ck2"])):
+        for way in ("", "^T", " grad"):  # forward, input gradient, kernel gradient
+            out[key + way] = band(name + way, cq, ck) if cq else (lambda f: [])
+    for key, name, n in (("mix", "head mixing", H if m["mix"] else 0), ("hc", "head conv", m["ch"])):
+        for way in ("", "^T", " grad"):
+            out[key + way] = heads(name + way, n) if n else (lambda f: [])
+    return out
+
+
+def mma_tile_kernels(m, H, d, T, g, G, Br, Bc, cls):
+    """Design (d)'s tile kernels: (name, direction, tiling, per-entry items). Forward: row tiles of
+    Br queries walking the keys (column halos carried, row halos recomputed), a statistics kernel
+    first when a post-softmax step needs normalised probabilities of other rows and heads.
+    Backward: a row kernel for D_i = sum_j P dP (dP is no longer dO v^T), then dK/dV: column
+    tiles of Bc keys walking the queries (row halos carried, column halos recomputed), dq added
+    to an fp32 buffer in L2 in a fixed order (deterministic), the kernel gradients kept per block
+    as MMA accumulators."""
+    s = mma_steps(m, H, d, g, G, cls)
+    hq = m["cq"] - 1 if m["cq"] else 0
+    hp = m["cq2"] - 1 if m["cq2"] else 0
+    p1 = (m["ck"] - 1) // 2 if m["ck"] else 0
+    p2 = (m["ck2"] - 1) // 2 if m["ck2"] else 0
+    post = bool(m["cq2"] or m["ch"])
+
+    def run(*steps):  # [(step, factor)] -> items
+        return [it for name, f in steps for it in s[name](f)]
+
+    def scores(f1, f0):  # S on f0 entries per output entry, the pre conv and mixing on f1
+        return run(("S", f0), ("pre", f1), ("mix", f1))
+
+    kv_r = [("l2", "K, V per row tile", 4 * d / Br, 1)]
+    fS1, fS = (Br + hp) / Br, (Br + hp + hq) / Br
+    if not post:
+        return [("forward", "fwd", "row", scores(1, fS / fS1) + run(("online", 1), ("Pv", 1)) + kv_r),
+                ("dK/dV", "bwd", "col", scores(1, 1 + 2 * p1 / Bc) + run(("softmax", 1), ("dP3", 1), ("softmax^T", 1),
+                 ("mix^T", 1), ("mix grad", 1), ("pre^T", 1), ("pre grad", 1), ("dv", 1), ("dk", 1), ("dq", 1))
+                 + [("l2", "q, dO per column tile; dq (fp32) in order", 12 * d / Bc, 1)])]
+    fb = (Br + hp) / Br
+    fc, fc1 = (Bc + 2 * p1 + 2 * p2) / Bc, (Bc + 2 * p1) / Bc
+    fP = (Bc + 2 * max(p1, p2)) / Bc
+    return [("fwd statistics", "fwd", "row", scores(fS1, fS) + run(("stats", fS1)) + kv_r),
+            ("forward", "fwd", "row",
+             scores(fS1, fS) + run(("softmax", fS1), ("post", 1), ("hc", 1), ("Pv", 1)) + kv_r),
+            ("bwd row sums D", "bwd", "row", scores(1, 1 + hq / Br) + run(("softmax", 1), ("dP3", fb), ("hc^T", fb),
+             ("post^T", 1), ("D", 1)) + kv_r),
+            ("dK/dV", "bwd", "col", scores(fP, fP + 2 * p1 / Bc) + run(
+                ("softmax", fP), ("post", 1), ("hc", 1), ("dP3", fc), ("hc^T", fc), ("hc grad", 1), ("post^T", fc1),
+                ("post grad", 1), ("softmax^T", fc1), ("mix^T", fc1), ("mix grad", 1), ("pre^T", 1), ("pre grad", 1),
+                ("dv", 1), ("dk", 1), ("dq", 1))
+             + [("l2", "q, dO per column tile; dq (fp32) in order", 12 * d / Bc, 1)])]
+
+
+def mma_smem(m, d, g, Br, Bc):
+    """Shared memory per block of (d)'s tile kernels: row tiles hold two bf16 map tiles with their
+    halos for the g heads here, q for the tile's rows, K and V double-buffered; column tiles four
+    16-row map windows, K and V of the column tile, q and dO double-buffered. The dK/dV (and O)
+    accumulators are in registers: their fp32 bytes, the second value."""
+    hq = m["cq"] - 1 if m["cq"] else 0
+    hp = m["cq2"] - 1 if m["cq2"] else 0
+    halo_c = (m["ck"] - 1 if m["ck"] else 0) + (m["ck2"] - 1 if m["ck2"] else 0)
+    rows = Br + hp + hq
+    row = 2 * g * rows * (Bc + halo_c) * 2 + g * rows * d * 2 + g * 2 * 2 * Bc * d * 2
+    col = 4 * g * (MMA_M + hp + hq) * (Bc + halo_c) * 2 + g * 2 * Bc * d * 2 + g * 2 * 2 * MMA_M * d * 2
+    return {"row": row, "col": col}, {"row": g * Br * d * 4, "col": g * Bc * d * 2 * 4}
+
+
+def mma_rates(d, T, cls):
+    """Tensor-core FLOP/s of (d)'s forward and backward kernels. fa2: FA2's measured fwd+bwd rate at
+    this d and T (mma.sync code, as the emulator runs); fa3: FA3's causal forward and, for the
+    backward, its Figure 6 at 4k interpolated linearly in d (wgmma and TMA: not what the emulator
+    runs)."""
+    if cls == "fa2":
+        r = fa2_anchor_rate(d, T)
+        return {"fwd": r, "bwd": r}
+    w = (min(max(d, 64), 128) - 64) / 64
+    return {"fwd": FA3_RATE, "bwd": (1 - w) * FA3_BWD[64] + w * FA3_BWD[128]}
+
+
+def blocks_per_sm(smem):
+    """Resident blocks per SM: 228 KB of shared memory, 1 KB reserved per block; at most 8 (2048
+    threads of 256-thread blocks); 0 when one block does not fit."""
+    return 0 if smem > SMEM_PER_SM else min(8, (SMEM_PER_SM + 1024) // (smem + 1024))
+
+
+def mma_design(B, H, d, T, m, cluster, Br, Bc, cls):
+    """Design (d)'s kernels for one tile choice, each with its counts for the whole launch (FLOPs,
+    bytes) and its wave efficiency; None when its working set does not fit."""
+    G = H if m["mix"] else (m["ch"] or 1)
+    g = G // cluster
+    smem, acc = mma_smem(m, d, g, Br, Bc)
+    if max(acc.values()) > REGS_FOR_MAPS or min(blocks_per_sm(v) for v in smem.values()) < MIN_BLOCKS:
+        return None
+    post = bool(m["cq2"] or m["ch"])
+    R, X = B * H * T, B * H * T * d * 2          # rows x heads; one bf16 (B, H, T, d) tensor
+    tiles_of = {"row": Br, "col": Bc}
+    eff = {t: lpt_efficiency(causal_tiles(B * H // G, T, n), SMS // cluster) for t, n in tiles_of.items()}
+    nblocks = B * (H // G) * cluster * math.ceil(T / Bc)
+    partials = nblocks * 4 * g * (m["cq"] * m["ck"] + m["cq2"] * m["ck2"] + (H if m["mix"] else 0) + m["ch"])
+    hbm = {"fwd statistics": 2 * X + 8 * R, "bwd row sums D": 4 * X + 12 * R,
+           "forward": 5 * X + (18 if post else 14) * R,
+           "dK/dV": 6 * X + 12 * R + 8 * d * R + partials}
+    out = []
+    for name, direction, tiling, items in mma_tile_kernels(m, H, d, T, g, G, Br, Bc, cls):
+        E = B * H * T * T / 2 * (1 + tiles_of[tiling] / T)   # causal entries, diagonal tiles whole
+        k = {"name": name, "dir": direction, "tiling": f"{tiling} tiles of {tiles_of[tiling]}",
+             "hbm_bytes": hbm[name], "smem_per_block": smem[tiling], "wave_eff": eff[tiling]}
+        for f in ("tc", "cuda", "exp", "smem", "l2"):
+            k[f if f == "exp" else f + ("_flops" if f in ("tc", "cuda") else "_bytes")] = sum(
+                a * fac * E for kind, _, a, fac in items if kind == f or (f == "smem" and kind == "xch"))
+        out.append(k)
+    row = {"dir": "bwd", "tc_flops": 0, "exp": 0, "l2_bytes": 0, "wave_eff": 1.0}
+    out.insert(2 if post else 1, dict(row, name="norm/gate bwd", tiling="row chunks of 64", cuda_flops=12 * d * R,
+                                      smem_bytes=0, hbm_bytes=3 * X + (12 if post else 16) * R, smem_per_block=4096))
+    out.append(dict(row, name="dQ convert", tiling="rows", cuda_flops=0, smem_bytes=0, hbm_bytes=4 * d * R + X,
+                    smem_per_block=0))
+    out.append(dict(row, name="kernel-gradient sums", tiling="one block per parameter tensor", cuda_flops=partials / 4,
+                    smem_bytes=0, hbm_bytes=partials, smem_per_block=4096))
+    return out
+
+
+def kernel_time(k, rates, overlap):
+    """A kernel's roofline terms (s) and its predicted time: the largest term over the wave
+    efficiency, plus a launch. The cores' term is tensor-core plus CUDA-core time when a warp's
+    MMAs and its softmax do not overlap (FA2-class, mma.sync), their maximum when they do (FA3's
+    ping-pong of two warpgroups)."""
+    t = {"tensor cores": k["tc_flops"] / rates[k["dir"]],
+         "CUDA cores": k["cuda_flops"] / (FP32 * CUDA_FRAC) + k["exp"] / (MUFU * MUFU_FRAC),
+         "shared memory": k["smem_bytes"] / (SMEM_BW * SMEM_FRAC), "L2": k["l2_bytes"] / L2_BW,
+         "HBM": k["hbm_bytes"] / (HBM * HBM_FRAC)}
+    core = (max if overlap else sum)((t["tensor cores"], t["CUDA cores"]))
+    bounds = {"cores": core, "shared memory": t["shared memory"], "L2": t["L2"], "HBM": t["HBM"]}
+    bound = max(bounds, key=bounds.get)
+    if bound == "cores":
+        bound = "tensor cores" if t["tensor cores"] >= t["CUDA cores"] else "CUDA cores"
+    return t, max(bounds.values()) / k["wave_eff"] + LAUNCH, bound
+
+
+def mma_predict(kernels, d, T, cls):
+    """Each kernel's time and the total (ms) at the FA2- or FA3-class rates."""
+    rates = mma_rates(d, T, cls)
+    rows, total = [], 0.0
+    for k in kernels:
+        if blocks_per_sm(k["smem_per_block"]) < 1:
+            raise ValueError(f"kernel {k['name']}: {k['smem_per_block']} B of shared memory per block do not fit")
+        t, s, bound = kernel_time(k, rates, cls == "fa3")
+        rows.append(dict(k, blocks_per_sm=blocks_per_sm(k["smem_per_block"]), ms=s * 1e3, bound=bound,
+                         terms_ms={n: v * 1e3 for n, v in t.items()}))
+        total += s
+    return {"ms": total * 1e3, "kernels": rows}
+
+
+def mma_best(B, H, d, T, m, cls):
+    """(d)'s fastest tile: clusters of 1-8 SMs, Br and Bc in 16..128 whose working sets fit."""
+    G = H if m["mix"] else (m["ch"] or 1)
+    best = None
+    for cluster in (c for c in (1, 2, 4, 8) if G % c == 0):
+        for Br in (16, 32, 64, 128):
+            for Bc in (16, 32, 64, 128):
+                ks = mma_design(B, H, d, T, m, cluster, Br, Bc, cls)
+                if ks is None:
+                    continue
+                r = mma_predict(ks, d, T, cls)
+                if best is None or r["ms"] < best["ms"]:
+                    best = dict(r, cluster=cluster, heads_per_sm=G // cluster, Br=Br, Bc=Bc, cls=cls)
+    return best
+
+
+def apply_counts(best, d, T, counts):
+    """best with the kernels' counts replaced by counts ({kernel name: {field: value}}), the times
+    predicted again. Unknown kernels or fields are errors."""
+    kernels = [dict(k) for k in best["kernels"]]
+    names = {k["name"] for k in kernels}
+    for name, fields in counts.items():
+        if name not in names:
+            raise ValueError(f"--kernel-counts: no kernel '{name}' (kernels: {', '.join(sorted(names))})")
+        if not isinstance(fields, dict):
+            raise ValueError(f"--kernel-counts: kernel '{name}': an object of counts expected")
+        for f, v in fields.items():
+            if f not in COUNT_FIELDS:
+                raise ValueError(f"--kernel-counts: kernel '{name}': unknown count '{f}' "
+                                 f"(known: {', '.join(COUNT_FIELDS)})")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+                raise ValueError(f"--kernel-counts: kernel '{name}': {f} must be a finite number >= 0, not {v!r}")
+        for k in kernels:
+            if k["name"] == name:
+                k.update(fields)
+                k["measured"] = sorted(fields)
+    return dict(best, **mma_predict(kernels, d, T, best["cls"]))
+
+
+def load_counts(path):
+    """--kernel-counts FILE: {"shapes": {shape name: {kernel name: {count: value}}}}."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--kernel-counts {path}: {e}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("shapes"), dict):
+        raise ValueError(f"--kernel-counts {path}: expected an object with \"shapes\": "
+                         "{shape: {kernel: {count: value}}}")
+    return doc["shapes"]
+
+
+def attn_memory(B, H, d, T, kernels=None):
+    """Device bytes of one attention layer's forward+backward: SDPA (kernels None) keeps q k v o
+    dO dq dk dv (bf16), the log-sum-exp and D (fp32 per row) and FA2's fp32 dq accumulator. (d)
+    adds o before the norm and gate and its gradient (bf16), the gate and its gradient, the norm's
+    and the softmax's statistics per row, and the kernel-gradient partials of its blocks."""
+    R, X = B * H * T, B * H * T * d * 2
+    if kernels is None:
+        return 8 * X + 8 * R + 4 * d * R
+    sums = next(k for k in kernels if k["name"] == "kernel-gradient sums")
+    return 10 * X + 24 * R + 4 * d * R + sums["hbm_bytes"]
+
+
+# The 830M model (docs/spec.md section 3): dim 1536, 24 layers, FFN 4096, vocabulary 128,256, key-query
+# convolutions in 6 layers, head mixing, head convolution, norm and gate in all.
+M830 = {"dim": 1536, "layers": 24, "ffn": 4096, "vocab": 128256, "conv_layers": 6, "params": 876553728}
+
+
+def step_830m(B, T, sdpa_ms, conv_ms, head_ms):
+    """One training step of the 830M model (fwd+bwd, AdamW), ms: the baseline's and MTA's, and the
+    terms they share. GEMMs: 6 N P_matmul FLOPs at GEMM_FRAC of peak. Elementwise passes through
+    HBM (bf16), per token and layer: forward two RMSNorms (4 dim), RoPE on q, k (4 dim), two
+    residual adds (6 dim), SwiGLU (3 ffn); the backward twice that. The loss: the logits written,
+    read, their gradient written and read (4 x 2 B per logit). AdamW: fp32 parameter, gradient and
+    two moments read, three written, a bf16 copy (30 B per parameter)."""
+    c, N = M830, B * T
+    hbm = HBM * HBM_FRAC
+    shared = {"GEMMs": 6 * N * (c["layers"] * (4 * c["dim"] ** 2 + 3 * c["dim"] * c["ffn"]) + c["dim"] * c["vocab"])
+              / (TC_BF16 * GEMM_FRAC) * 1e3,
+              "elementwise": 3 * c["layers"] * N * (14 * c["dim"] + 3 * c["ffn"]) * 2 / hbm * 1e3,
+              "loss": 8 * N * c["vocab"] / hbm * 1e3, "AdamW": 30 * c["params"] / hbm * 1e3}
+    common = sum(shared.values())
+    base = common + c["layers"] * sdpa_ms
+    mta = common + c["conv_layers"] * conv_ms + (c["layers"] - c["conv_layers"]) * head_ms
+    return {"baseline_ms": base, "mta_ms": mta, "ratio": mta / base, "shared_ms": shared}
+
+
+def goals_830m(counts=None):
+    """Issue 46's goals for the 830M layer on an H100 (bf16, B=2, H=16, d=96, T=4096, fwd+bwd), each
+    beside (d)'s predictions at FA2- and FA3-class rates: [{goal, limit, fa2, fa3, meets}]."""
+    B, H, d, T = 2, 16, 96, 4096
+    a = sdpa(B, H, d, T)["ms"]
+    res = {cls: {v: mma_for("830M " + v, B, H, d, T, v == "conv", cls, counts) for v in ("conv", "no-conv")}
+           for cls in ("fa2", "fa3")}
+
+    def ratio(goal, limit, val):
+        return {"goal": goal, "limit": f"<= {limit:.1f}x", **{c: f"{v:.2f}x" for c, v in val.items()},
+                "meets": {c: v <= limit for c, v in val.items()}}
+    out = [ratio("830M conv layer / SDPA", GOALS["conv"], {c: r["conv"]["ms"] / a for c, r in res.items()}),
+           ratio("head-only layer / SDPA", GOALS["head-only"], {c: r["no-conv"]["ms"] / a for c, r in res.items()}),
+           ratio("layer memory / SDPA's", GOALS["memory"],
+                 {c: max(attn_memory(B, H, d, T, r[v]["kernels"]) for v in r) / attn_memory(B, H, d, T)
+                  for c, r in res.items()})]
+    long = {c: mma_for("830M conv T32768", B, H, d, 32768, True, c, counts) for c in res}
+    gb = {c: attn_memory(B, H, d, 32768, r["kernels"]) / 1e9 for c, r in long.items()}
+    out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
+                **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
+                "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
+    steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
+    out.append(ratio("830M training step / baseline", GOALS["step"], {c: st["ratio"] for c, st in steps.items()}))
+    out[-1]["detail"] = ("step (ms): shared " + ", ".join(f"{k} {v:.1f}" for k, v in steps["fa2"]["shared_ms"].items())
+                         + f"; baseline {steps['fa2']['baseline_ms']:.1f} (24 SDPA layers {24 * a:.1f}); MTA "
+                         + ", ".join(f"{c.upper()}-class {st['mta_ms']:.1f}" for c, st in steps.items()))
+    return out
+
+
+def mma_for(name, B, H, d, T, conv, cls, counts):
+    """(d)'s best tile for a shape, with the measured counts of --kernel-counts where given."""
+    best = mma_best(B, H, d, T, mta_config(H, conv), cls)
+    return apply_counts(best, d, T, counts[name]) if counts and name in counts else best
+
+
 # ---- the shapes and the table -----------------------------------------------------------------
 def shapes():
     out = [("830M conv", 2, 16, 96, 4096, True), ("830M no-conv", 2, 16, 96, 4096, False)]
@@ -411,17 +764,79 @@ def shapes():
     return out
 
 
-def predict(name, B, H, d, T, conv):
+def predict(name, B, H, d, T, conv, counts=None):
     m = mta_config(H, conv)
     a, b = sdpa(B, H, d, T), present(B, H, d, T, m)
     c = fused(B, H, d, T, m, ("cuda", "tc-pre"))
     c_all = fused(B, H, d, T, m, ("cuda", "tc-pre", "tc-all"))
     c_fa3 = fused(B, H, d, T, m, ("cuda", "tc-pre", "tc-all"), tc="fa3")
     goal = 3.0 if conv else 1.5
+    goal46 = GOALS["conv"] if conv else GOALS["head-only"]
+    dd = {cls: mma_for(name, B, H, d, T, conv, cls, counts) for cls in ("fa2", "fa3")}
     return {"shape": name, "B": B, "H": H, "d": d, "T": T, "convolutions": conv, "predicted": True,
             "measured": False, "a_sdpa_fa2": a, "b_present": b, "c_fused": c, "c_fused_all_tc": c_all,
             "c_fused_all_tc_fa3_rate": c_fa3, "c_over_a": c["ms"] / a["ms"], "goal": goal,
-            "meets_goal": c["ms"] / a["ms"] <= goal}
+            "meets_goal": c["ms"] / a["ms"] <= goal, "d_mma_fa2": dd["fa2"], "d_mma_fa3": dd["fa3"],
+            "d_over_a": {k: v["ms"] / a["ms"] for k, v in dd.items()}, "goal_issue46": goal46,
+            "d_meets_goal": {k: v["ms"] / a["ms"] <= goal46 for k, v in dd.items()}}
+
+
+def table(header, rows, markdown):
+    """rows of cells under header: a markdown table, or columns padded to their widths."""
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return
+    w = [max(len(x) for x in col) for col in zip(header, *rows)]
+    for r in [header] + rows:
+        print("  ".join(x.ljust(n) for x, n in zip(r, w)).rstrip())
+
+
+def print_mma(rows, markdown):
+    """Design (d) per shape at FA2- and FA3-class rates against issue 46's goals."""
+    out = []
+    for r in rows:
+        f2, f3, a = r["d_mma_fa2"], r["d_mma_fa3"], r["a_sdpa_fa2"]["ms"]
+        meets = "/".join("yes" if r["d_meets_goal"][c] else "no" for c in ("fa2", "fa3"))
+        out.append([r["shape"], f"{a:.2f}", f"{f2['ms']:.2f}", f"{f2['ms'] / a:.1f}x", f"{f3['ms']:.2f}",
+                    f"{f3['ms'] / a:.1f}x", f"{r['goal_issue46']:.1f}x", meets,
+                    f"cluster {f2['cluster']}, Br {f2['Br']}, Bc {f2['Bc']}"])
+    table(["shape", "(a) SDPA", "(d) FA2-class", "(d)/(a)", "(d) FA3-class", "(d3)/(a)", "goal", "meets (FA2/FA3)",
+           "(d) FA2-class tile"], out, markdown)
+
+
+def print_kernels(r, cls, markdown):
+    """(d)'s kernels for one shape and class: counts, occupancy, terms and time."""
+    d = r["d_mma_" + cls]
+    out = []
+    for k in d["kernels"]:
+        mark = " (measured: " + ", ".join(k["measured"]) + ")" if k.get("measured") else ""
+        out.append([k["name"] + mark, k["tiling"], f"{k['tc_flops'] / 1e12:.2f}", f"{k['cuda_flops'] / 1e12:.3f}",
+                    f"{k['exp'] / 1e9:.2f}", f"{k['smem_bytes'] / 1e9:.1f}", f"{k['l2_bytes'] / 1e9:.2f}",
+                    f"{k['hbm_bytes'] / 1e6:.0f}", f"{k['smem_per_block'] / 1024:.0f}", str(k["blocks_per_sm"]),
+                    f"{k['wave_eff']:.2f}", k["bound"], f"{k['ms']:.3f}"])
+    out.append(["total", "", "", "", "", "", "", "", "", "", "", "", f"{d['ms']:.3f}"])
+    table(["kernel", "tiling", "MMA TFLOP", "CUDA TFLOP", "exp G", "smem GB", "L2 GB", "HBM MB", "smem/block KB",
+           "blocks/SM", "wave eff", "bound", "ms"], out, markdown)
+
+
+def print_goals(goals, markdown):
+    out = [[g["goal"], g["limit"], g["fa2"], "yes" if g["meets"]["fa2"] else "no", g["fa3"],
+            "yes" if g["meets"]["fa3"] else "no"] for g in goals]
+    table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "(d) FA2-class", "meets", "(d) FA3-class",
+           "meets"], out, markdown)
+    for g in goals:
+        if "detail" in g:
+            print(("\n" if markdown else "") + g["detail"])
+
+
+def dump_counts(rows):
+    """The analytic counts of (d)'s kernels (FA2-class tiles), in --kernel-counts' format."""
+    shapes_ = {r["shape"]: {k["name"]: {f: round(k[f]) for f in COUNT_FIELDS} for k in r["d_mma_fa2"]["kernels"]}
+               for r in rows}
+    print(json.dumps({"shapes": shapes_}, indent=1, sort_keys=True))
 
 
 def print_counts(H, d):
@@ -454,7 +869,7 @@ def check(root):
 
     def own(text):
         return text.count("MTA_LAUNCH(") + text.count("gemm_kv(")
-    helpers = {f: own(body(src, "void " + f + "(")) for f in ("strip_maps", "mix_backward", "conv_kernel_grad")}
+    helpers = {f: own(body(src, "void " + f + "(")) for f in ("strip_maps", "mix_backward", "conv_kernel_grad", "normgate_backward")}
 
     def launches(text):  # its own, and those of the helpers it calls
         return own(text) + sum(text.count(f + "(") * n for f, n in helpers.items())
@@ -479,40 +894,21 @@ def check(root):
     return fails
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Predicted (not measured) fwd+bwd time of MTA on an H100 SXM: "
-                                 "(a) SDPA FlashAttention-2, (b) mtac's present CUDA backend, (c) the fused "
-                                 "tensor-core design of issue 37. Nothing here has run on a GPU.")
-    ap.add_argument("--json", action="store_true", help="one JSON object per shape instead of the table")
-    ap.add_argument("--markdown", action="store_true", help="the table of docs/cuda.md's performance model")
-    ap.add_argument("--counts", action="store_true", help="print the per-entry FLOP counts first")
-    ap.add_argument("--shape", help="only the shapes whose name contains this")
-    ap.add_argument("--terms", action="store_true", help="also print (b)'s and (c)'s terms in ms")
-    ap.add_argument("--check", metavar="ROOT", nargs="?", const=".",
-                    help="check the model's launch and FLOP counts against the source tree at ROOT (default .)")
-    args = ap.parse_args()
-    if args.check:
-        fails = check(args.check)
-        for f in fails:
-            print("FAIL", f)
-        print("check:", "FAILED" if fails else "ok")
-        raise SystemExit(1 if fails else 0)
-    rows = [predict(*s) for s in shapes() if not args.shape or args.shape in s[0]]
-    if args.json:
-        for r in rows:
-            print(json.dumps(r))
-        return
-    if args.markdown:
-        print("| shape | B, H, d, T | (a) SDPA FA2 | (b) mtac now | (c) fused | (c)/(a) | goal | (c) tile, convolutions "
-              "| (c) dominant | (c')/(a) | (c'')/(a) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            c, a = r["c_fused"], r["a_sdpa_fa2"]["ms"]
-            print(f"| {r['shape']} | {r['B']}, {r['H']}, {r['d']}, {r['T']} | {a:.2f} | {r['b_present']['ms']:.0f} "
-                  f"| {c['ms']:.2f} | {r['c_over_a']:.1f}x | {r['goal']:.1f}x | cluster {c['cluster']}, Br {c['Br']}, "
-                  f"Bc {c['Bc']}, {c['conv']} | {c['dominant']} | {r['c_fused_all_tc']['ms'] / a:.1f}x "
-                  f"| {r['c_fused_all_tc_fa3_rate']['ms'] / a:.1f}x |")
-        return
+def print_markdown(rows):
+    """The table of (a), (b) and (c) (issue 37's goals)."""
+    print("| shape | B, H, d, T | (a) SDPA FA2 | (b) mtac now | (c) fused | (c)/(a) | goal | (c) tile, convolutions "
+          "| (c) dominant | (c')/(a) | (c'')/(a) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        c, a = r["c_fused"], r["a_sdpa_fa2"]["ms"]
+        print(f"| {r['shape']} | {r['B']}, {r['H']}, {r['d']}, {r['T']} | {a:.2f} | {r['b_present']['ms']:.0f} "
+              f"| {c['ms']:.2f} | {r['c_over_a']:.1f}x | {r['goal']:.1f}x | cluster {c['cluster']}, Br {c['Br']}, "
+              f"Bc {c['Bc']}, {c['conv']} | {c['dominant']} | {r['c_fused_all_tc']['ms'] / a:.1f}x "
+              f"| {r['c_fused_all_tc_fa3_rate']['ms'] / a:.1f}x |")
+
+
+def print_text(rows, args):
+    """The plain table of (a), (b) and (c), with --counts and --terms."""
     if args.counts:
         print_counts(16, 96)
         print()
@@ -532,6 +928,140 @@ def main():
             print("    (b) " + ", ".join(f"{k} {v:.1f}" for k, v in r["b_present"]["terms_ms"].items()))
             print("    (c) " + ", ".join(f"{k} {v:.2f}" for k, v in c["terms_ms"].items())
                   + f"; wave eff {c['wave_eff']:.2f}, on chip {c['on_chip_kb']:.0f} KB")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description="Predicted (not measured) fwd+bwd time of MTA on an H100 SXM: "
+                                 "(a) SDPA FlashAttention-2, (b) mtac's present CUDA backend, (c) the fused "
+                                 "tensor-core design of issue 37, (d) every step as MMAs (issue 46) with "
+                                 "FA2- and FA3-class tensor-core rates, per kernel, and issue 46's goals. "
+                                 "Nothing here has run on a GPU.")
+    ap.add_argument("--json", action="store_true", help="one JSON object per shape instead of the table")
+    ap.add_argument("--markdown", action="store_true", help="the tables of docs/cuda.md's performance model")
+    ap.add_argument("--counts", action="store_true", help="print the per-entry FLOP counts first")
+    ap.add_argument("--shape", help="only the shapes whose name contains this")
+    ap.add_argument("--terms", action="store_true", help="also print (b)'s and (c)'s terms in ms")
+    ap.add_argument("--kernels", action="store_true",
+                    help="(d)'s kernels per shape (FA2- and FA3-class): counts, occupancy, roofline terms, time")
+    ap.add_argument("--goals", action="store_true", help="only issue 46's goals beside (d)'s predictions")
+    ap.add_argument("--kernel-counts", metavar="FILE",
+                    help="measured counts replacing (d)'s analytic ones: JSON {\"shapes\": {SHAPE: {KERNEL: "
+                         "{COUNT: value}}}}, COUNT one of " + ", ".join(COUNT_FIELDS) + " (whole launch; "
+                         "--dump-counts prints the analytic ones in this format)")
+    ap.add_argument("--dump-counts", action="store_true",
+                    help="print (d)'s analytic counts as --kernel-counts reads them")
+    ap.add_argument("--min-blocks", type=int, default=1, metavar="N",
+                    help="(d)'s tiles only where every tile kernel keeps N blocks per SM (default 1)")
+    ap.add_argument("--check", metavar="ROOT", nargs="?", const=".",
+                    help="check the model's launch and FLOP counts against the source tree at ROOT (default .), "
+                         "and the invariants of (d)")
+    return ap.parse_args()
+
+
+def check_mma():
+    """Invariants of design (d) that can fail: the band and head MMA counts and one kernel's FLOPs
+    against the hand derivation, predictions increasing with T, memory linear in T, and measured
+    counts changing the kernel they name and no other. Returns the failures."""
+    fails = []
+    if (band_mma_flops(6, 11), band_mma_flops(6, 11, 16), head_mma_flops(16), head_mma_flops(8)) != (288, 384, 32, 32):
+        fails.append("band/head MMA FLOPs per entry: not 288 (6x11, n 8), 384 (n 16), 32 (H 16), 32 (H 8)")
+    B, H, d, T, m = 2, 16, 96, 4096, mta_config(16, True)
+    ks = {k["name"]: k for k in mma_design(B, H, d, T, m, 8, 64, 64, "fa2")}
+    # by hand, Br = Bc = 64, 6x11 (p = 5, 5 halo rows): forward S on (64+10)/64 entries, pre conv and
+    # mixing on (64+5)/64, then post conv, head conv and P v once; dK/dV S on (64+2*5+2*5)/64, pre conv
+    # and mixing (and P) on (64+10)/64, dP3 and head conv^T on (64+20)/64, post conv^T, softmax^T and
+    # mixing^T on (64+10)/64, the rest once
+    E = B * H * T * T / 2 * (1 + 64 / T)
+    fwd = E * (192 * 74 / 64 + (288 + 32) * 69 / 64 + 288 + 32 + 192)
+    dkdv = E * (192 * 84 / 64 + (288 + 32) * 74 / 64 + 288 + 32 + (192 + 32) * 84 / 64 + 32 + (288 + 32) * 74 / 64
+                + 288 + 32 + 288 + 288 + 3 * 192)
+    for name, want in (("forward", fwd), ("dK/dV", dkdv)):
+        if abs(ks[name]["tc_flops"] - want) > 1e-9 * want:
+            fails.append(f"(d) {name} MMA FLOPs at 830M, cluster 8, 64x64: {ks[name]['tc_flops']:.6g}, "
+                         f"by hand {want:.6g}")
+    for cls in ("fa2", "fa3"):
+        ms = [mma_best(B, H, d, t, m, cls)["ms"] for t in (1024, 2048, 4096, 8192)]
+        if any(b <= a for a, b in zip(ms, ms[1:])):
+            fails.append(f"(d) {cls}-class not increasing in T: {[round(x, 3) for x in ms]}")
+    best = mma_best(B, H, d, T, m, "fa2")
+    long = mma_best(B, H, d, 8 * T, m, "fa2")
+    grow = attn_memory(B, H, d, 8 * T, long["kernels"]) / attn_memory(B, H, d, T, best["kernels"])
+    # every buffer is linear in T (8x); the kernel-gradient partials, under 1% of the bytes, depend on
+    # the tile chosen at each T, which moves the ratio by less than 0.1; a T^2 buffer gives over 40x
+    if not 7.9 < grow < 8.1:
+        fails.append(f"(d) memory from T=4096 to 32768 grows {grow:.2f}x, not linearly (8x)")
+    fails += check_counts(best, d, T)
+    return fails
+
+
+def check_counts(best, d, T):
+    """--kernel-counts: the analytic counts fed back change nothing; doubling one kernel's MMA FLOPs
+    changes that kernel's time only; unknown names and bad values are errors."""
+    fails = []
+    same = apply_counts(best, d, T, {k["name"]: {f: k[f] for f in COUNT_FIELDS} for k in best["kernels"]})
+    if abs(same["ms"] - best["ms"]) > 1e-12 * best["ms"]:
+        fails.append(f"--kernel-counts with the analytic counts: {same['ms']} ms, not {best['ms']}")
+    k0 = next(k for k in best["kernels"] if k["name"] == "dK/dV")
+    more = apply_counts(best, d, T, {"dK/dV": {"tc_flops": 2 * k0["tc_flops"]}})
+    changed = [a["name"] for a, b in zip(best["kernels"], more["kernels"]) if a["ms"] != b["ms"]]
+    if changed != ["dK/dV"] or not more["ms"] > best["ms"]:
+        fails.append(f"--kernel-counts doubling dK/dV's MMA FLOPs changed {changed}, "
+                     f"total {best['ms']} -> {more['ms']}")
+    for bad in ({"no such kernel": {"tc_flops": 1}}, {"dK/dV": {"flops": 1}}, {"dK/dV": {"tc_flops": -1}},
+                {"forward": {"smem_per_block": 10 ** 9}}):
+        try:
+            apply_counts(best, d, T, bad)
+            fails.append(f"--kernel-counts {bad}: accepted")
+        except ValueError:
+            pass
+    return fails
+
+
+def main():
+    global MIN_BLOCKS
+    args = parse_args()
+    if not 1 <= args.min_blocks <= 8:
+        raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
+    MIN_BLOCKS = args.min_blocks
+    if args.check:
+        fails = check(args.check) + check_mma()
+        for f in fails:
+            print("FAIL", f)
+        print("check:", "FAILED" if fails else "ok")
+        raise SystemExit(1 if fails else 0)
+    try:
+        counts = load_counts(args.kernel_counts) if args.kernel_counts else None
+        if counts:
+            unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
+            if unknown:
+                raise ValueError(f"--kernel-counts: unknown shape(s) {', '.join(unknown)}")
+        if args.goals:
+            print_goals(goals_830m(counts), args.markdown)
+            return
+        rows = [predict(*s, counts=counts) for s in shapes() if not args.shape or args.shape in s[0]]
+    except ValueError as e:
+        raise SystemExit(f"cuda_perf_model: {e}")
+    if args.dump_counts:
+        dump_counts(rows)
+    elif args.json:
+        for r in rows:
+            print(json.dumps(r))
+    elif args.kernels:
+        for r in rows:
+            for cls in ("fa2", "fa3"):
+                print(f"\n{r['shape']}: design (d), {cls.upper()}-class, PREDICTED (not measured)\n")
+                print_kernels(r, cls, args.markdown)
+    elif args.markdown:
+        print_markdown(rows)
+        print()
+        print_mma(rows, True)
+    else:
+        print_text(rows, args)
+        print("\n(d) every step as MMAs, PREDICTED; goals of issue 46")
+        print_mma(rows, False)
+        if not args.shape:
+            print("\nIssue 46's goals for the 830M layer, PREDICTED")
+            print_goals(goals_830m(counts), False)
 
 
 if __name__ == "__main__":

@@ -164,6 +164,8 @@ static int parse_error(const cli_spec *s, int c, int argc, char **argv) {
     return 2;
 }
 
+const char *const CLI_PRECISIONS[] = {"fp32", "bf16", NULL};
+
 static int check_required(const cli_spec *s, const int *seen) {
     for (int i = 0; i < s->n_opts; i++)
         if (s->opts[i].required && !seen[i]) {

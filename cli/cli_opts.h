@@ -41,6 +41,9 @@ typedef struct {
     void (*more_help)(FILE *f);  // when set, what --help prints after the options
 } cli_spec;
 
+// The values of a --precision option (CLI_CHOICE): its index is the mta_precision (MTA_FP32, MTA_BF16).
+extern const char *const CLI_PRECISIONS[];
+
 // Parses argv[1..] (argv[0] is the command's name) against spec: -1 to go on, the operands in
 // argv[*first .. argc-1]; else the status to exit with: 0 after printing --help (or -h) on
 // stdout, 2 after a message on stderr (an unknown option, a missing or bad value, a missing

@@ -1,8 +1,11 @@
 // cmd_attn.c: `mtac attn --in IN.safetensors --out OUT.safetensors`: the operator on a file.
 #include "cli.h"
 #include "io/attn_io.h"
+#include "attn/cuda_kernel_steps.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 #include "mta.h"
+#include "util/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +14,9 @@
 
 static const char USAGE[] =
     "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
-    "                 [--max-T N] [--tol X]\n";
+    "                 [--precision fp32|bf16] [--max-T N] [--tol X]\n"
+    "       mtac attn --plan --backend cuda|cuda-emu [--precision fp32|bf16]\n"
+    "                 (--in IN.safetensors | --model PRESET --layer L [--d N])\n";
 static const char ABOUT[] =
     "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
     "  IN must hold q (B,H,T,d), and k, v (B,H_kv,T,d) (H_kv dividing H: grouped-query attention).\n"
@@ -35,31 +40,64 @@ static const char ABOUT[] =
     "  the CPU, in builds made with -DMTAC_CUDA_EMU=ON; slow); all compute the same function within\n"
     "  float32 rounding. The tensors go to a GPU backend's memory and the results come back. Without\n"
     "  the flag, the environment variable MTAC_BACKEND (fused or reference) picks one; else fused.\n"
+    "  --precision bf16: tensor-core products on the cuda backends where their tensor-core path covers\n"
+    "  the config, else their float32 path (docs/cuda.md); the other backends refuse it.\n"
+    "  --plan: which kernels a forward and a backward of the config launch, each with the steps of\n"
+    "  docs/spec.md section 2.1 it computes, and `fallback: none` or `fallback: <steps>`, the steps\n"
+    "  that run on the float32 path instead of the tensor-core one (docs/cuda.md, \"Which kernels run\").\n"
+    "  It runs one small forward and backward (B = 1, T = 130: three 64-row tiles) of the config of\n"
+    "  IN (its tensors unused), or of layer L of a model preset (830m: layer 2 has the convolutions,\n"
+    "  layer 3 the head steps alone), with --d setting the head size. Nothing is written.\n"
     "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
     "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
     "  B*H*T*T floats: 1 GiB each at the default).\n";
 
 typedef struct {
-    const char *in, *out;
+    const char *in, *out, *model;
     int threads, backend, max_T;  // backend < 0: MTAC_BACKEND's, else fused
+    int bf16, plan, layer, d;     // layer, d: -1, 0 when not given
     double tol;
 } attn_args;
+
+static int plan(const attn_args *a);
+
+// --plan's flags: a config from --in, or from --model and --layer; no --out. -1, or 2 after a message.
+static int plan_args_check(const char *cmd, const attn_args *a) {
+    const char *why = a->out ? "--plan writes nothing: drop --out"
+                      : !a->in == !a->model ? "--plan takes the config of --in or of --model, one of them"
+                      : a->model && a->layer < 0 ? "--model needs --layer L"
+                      : a->in && a->layer >= 0 ? "--layer goes with --model"
+                                                 : NULL;
+    if (why) fprintf(stderr, "%s: %s\n", cmd, why);
+    return why ? 2 : -1;
+}
 
 // The flags into a: -1 to go on, else the exit status.
 static int parse_args(int argc, char **argv, attn_args *a) {
     const cli_opt opts[] = {
-        {"in", CLI_STR, &a->in, .required = 1, .arg = "IN.safetensors", .help = "q, k, v, the parameters, dout, doc, expect.*"},
-        {"out", CLI_STR, &a->out, .required = 1, .arg = "OUT.safetensors", .help = "where the results go"},
+        {"in", CLI_STR, &a->in, .arg = "IN.safetensors", .help = "q, k, v, the parameters, dout, doc, expect.* (required but with --plan --model)"},
+        {"out", CLI_STR, &a->out, .arg = "OUT.safetensors", .help = "where the results go (required without --plan)"},
         {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else all cores)"},
         {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend that computes"},
         {"max-T", CLI_INT, &a->max_T, 1, 1e9, .arg = "N", .help = "the largest T run"},
         {"tol", CLI_NUM, &a->tol, 0, 1, .arg = "X", .help = "the largest difference from expect.*, relative"},
+        {"precision", CLI_CHOICE, &a->bf16, .choices = CLI_PRECISIONS, .arg = "P", .help = "mta_config.precision"},
+        {"plan", CLI_FLAG, &a->plan, .help = "print the kernels a forward and backward launch, and the fallback"},
+        {"model", CLI_STR, &a->model, .arg = "PRESET", .help = "--plan: the config of a preset's layer (830m, lm10m, ...)"},
+        {"layer", CLI_INT, &a->layer, 0, MODEL_MAX_LAYERS - 1, .arg = "L", .help = "--plan: the preset's layer"},
+        {"d", CLI_INT, &a->d, 1, 4096, .arg = "N", .help = "--plan: the head size (default: the config's)"},
     };
     const cli_spec spec = {"mtac attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first;
     const int st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     if (a->backend >= 0 && !cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
+    if (a->plan) return plan_args_check(spec.name, a);
+    const char *missing = !a->in ? "--in IN.safetensors" : !a->out ? "--out OUT.safetensors" : NULL;
+    const char *plan_only = a->model ? "--model" : a->layer >= 0 ? "--layer" : a->d ? "--d" : NULL;
+    if (missing) fprintf(stderr, "%s: %s is required (see --help)\n", spec.name, missing);
+    else if (plan_only) fprintf(stderr, "%s: %s goes with --plan\n", spec.name, plan_only);
+    if (missing || plan_only) return 2;
     if (cli_out_is_input(spec.name, a->out, a->in)) return 2;
     return -1;
 }
@@ -137,6 +175,7 @@ static int load(const attn_args *a, attn_run *r) {
     mta_config *c = &r->pr.cfg;
     if (a->backend >= 0) c->backend = (mta_backend)a->backend;
     else if (cli_default_backend(&c->backend)) return 2;
+    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
     // Before any allocation: the reference backend's maps at T = 200000 would be 160 GB each.
     if (attn_problem_check_size(c, a->max_T, err, sizeof err)) {
         fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", a->in, err);
@@ -277,11 +316,194 @@ static void run_free(attn_run *r) {
     st_free(&r->f);
 }
 
+// ---- --plan: the kernels a config launches (docs/cuda.md, "Which kernels run: --plan") ----------
+
+// The length of --plan's call: three tiles of the tensor-core path's 64 rows, the last one partial
+// (and as many strips of the float32 path), so that every kernel a long call launches runs.
+enum { PLAN_T = 130 };
+
+// --plan's config: that of --in (its tensors unused) or of layer --layer of preset --model, at
+// B = 1, T = PLAN_T, on the backend and precision asked; *docs: the file has packed documents.
+// 0, or the exit status after a message.
+static int plan_config(const attn_args *a, mta_config *c, int *docs, char *label, size_t n) {
+    *docs = 0;
+    if (a->model) {
+        model_config m;
+        if (model_preset(a->model, &m)) {
+            fprintf(stderr, "mtac attn: unknown preset '%s' (presets: %s)\n", a->model, model_preset_names());
+            return 2;
+        }
+        if (a->layer >= m.n_layers) {
+            fprintf(stderr, "mtac attn: --layer %d: preset %s has layers 0-%d\n", a->layer, a->model, m.n_layers - 1);
+            return 2;
+        }
+        *c = model_layer_mta_config(&m, a->layer, 1, PLAN_T);
+        snprintf(label, n, "%s layer %d", a->model, a->layer);
+    } else {
+        char err[512];
+        st_file f;
+        attn_problem pr;
+        if (st_read(a->in, &f, err, sizeof err)) {
+            fprintf(stderr, "mtac attn: %s\n", err);
+            return 1;
+        }
+        const int bad = attn_problem_from_file(&f, "expect.", &pr, err, sizeof err);
+        if (!bad) *c = pr.cfg, *docs = pr.doc != NULL;
+        st_free(&f);
+        if (bad) {
+            fprintf(stderr, "mtac attn: %s: %s\n", a->in, err);
+            return 1;
+        }
+        snprintf(label, n, "the config of %s", a->in);
+    }
+    c->B = 1, c->T = PLAN_T;
+    if (a->d) c->d = a->d;
+    c->backend = a->backend >= 0 ? (mta_backend)a->backend : c->backend;
+    if (a->backend < 0 && cli_default_backend(&c->backend)) return 2;
+    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    return 0;
+}
+
+// The inputs of --plan's call, in one buffer on the backend: q, dout, out, dq (n each), k, v, dk,
+// dv (nkv each), the parameters and their gradients (np each), the document ids (T int32).
+typedef struct {
+    float *host, *placed;
+    size_t n, nkv, np, total;
+    mta_params p;
+    mta_grads g;
+} plan_buffers;
+
+// Fills b for c: small random q, k, v, dout and gate_w, the other parameters the identity, two
+// documents' ids (that mta_set_documents may read). 0, or 1 after a message.
+static int plan_inputs(const mta_config *c, plan_buffers *b) {
+    const mta_param_sizes ps = mta_param_sizes_of(c);
+    b->n = (size_t)c->B * c->H * c->T * c->d, b->nkv = b->n / c->H * (size_t)(c->H_kv ? c->H_kv : c->H);
+    b->np = 0;
+    for (int i = 0; i < MTA_N_PARAMS; i++) b->np += ps.w[i];
+    b->total = 4 * b->n + 4 * b->nkv + 2 * b->np + (size_t)c->B * c->T;
+    if (!(b->host = calloc(b->total, sizeof(float)))) return fprintf(stderr, "mtac attn: out of memory\n"), 1;
+    uint64_t seed = 46;
+    for (size_t i = 0; i < 4 * b->n + 4 * b->nkv; i++) b->host[i] = (float)(rng_uniform(&seed) - 0.5);
+    float *par = b->host + 4 * b->n + 4 * b->nkv, *at = par;
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        mta_param_init_identity(c, i, at);
+        if (i == MTA_GATE_W)
+            for (size_t e = 0; e < ps.w[i]; e++) at[e] = (float)(rng_uniform(&seed) - 0.5);
+        at += ps.w[i];
+    }
+    int32_t *doc = (int32_t *)(par + 2 * b->np);  // int32 bits in float slots, copied as they are
+    for (int t = 0; t < c->T; t++) doc[t] = t >= c->T / 2;
+    if (!(b->placed = cli_on_backend(c->backend, b->host, b->total))) return 1;
+    float *x = b->placed + 4 * b->n + 4 * b->nkv;
+    for (int i = 0; i < MTA_N_PARAMS; i++) {
+        b->p.w[i] = ps.w[i] ? x : NULL;
+        b->g.w[i] = ps.w[i] ? x + b->np : NULL;
+        x += ps.w[i];
+    }
+    return 0;
+}
+
+// Prints the kernels recorded on ctx, each with its launches and the steps of on it computes
+// (cuda_kernel_steps.h), and adds to *fallback the steps of those of the float32 path (and of
+// both paths when tc is 0). Returns how many kernels contradict the table: no row, or a kernel of
+// the path that did not run (tc: 1 the tensor-core path ran, 0 the float32 one).
+static int plan_print_phase(const mta_ctx *ctx, const char *phase, unsigned on, int tc, unsigned *fallback) {
+    int bad = 0, times;
+    const char *name;
+    printf("%s:\n", phase);
+    for (int i = 0; (name = mta_ctx_launch(ctx, i, &times)); i++) {
+        const mta_kernel_steps *k = mta_kernel_steps_of(name);
+        char steps[64] = "";
+        for (int s = 1; k && s <= 9; s++)
+            if (k->steps & on & MTA_STEP(s)) snprintf(steps + strlen(steps), sizeof steps - strlen(steps), " %d", s);
+        const int wrong_path = k && ((tc && k->path == MTA_PATH_FP32) || (!tc && k->path == MTA_PATH_TC));
+        if (k && (k->path == MTA_PATH_FP32 || (!tc && k->path == MTA_PATH_BOTH))) *fallback |= k->steps & on;
+        printf("  %-26s x%-4d steps%-12s %s\n", name, times, steps[0] ? steps : " -",
+               !k ? "NO ROW in src/attn/cuda_kernel_steps.h" : wrong_path ? "ON THE PATH THAT DID NOT RUN" : k->what);
+        bad += !k || wrong_path;
+    }
+    if (mta_ctx_launches_lost(ctx)) printf("  (and %d kernels past the record's room)\n", mta_ctx_launches_lost(ctx));
+    return bad + (mta_ctx_launches_lost(ctx) > 0);
+}
+
+// The header of --plan: the config and its steps, and the path its backend runs it on.
+static void plan_header(const mta_config *c, const char *label, int docs, int tc, const char *why) {
+    printf("mtac attn --plan: %s on the %s backend, precision %s: B=%d H=%d", label, mta_backend_name(c->backend),
+           CLI_PRECISIONS[c->precision], c->B, c->H);
+    if (c->H_kv && c->H_kv != c->H) printf(" H_kv=%d", c->H_kv);
+    printf(" T=%d d=%d%s%s\nsteps:", c->T, c->d, docs ? ", packed documents" : "", c->dropout > 0 ? ", dropout" : "");
+    const unsigned on = mta_steps_on(c);
+    for (int s = 1; s <= 9; s++)
+        if (on & MTA_STEP(s)) printf(" %d %s%s", s, mta_step_names[s], s < 9 && (on >> (s + 1)) ? "," : "");
+    if (tc) printf("\npath: tensor cores\n");
+    else printf("\npath: float32 (not the tensor-core path: %s)\n", why);
+}
+
+// The forward and backward of c on its backend, recorded and printed: 0, or 1 after a message.
+static int plan_run(const mta_config *c, int docs, const char *label) {
+    char why[1024];
+    const int tc = mta_tensor_core_path(c, why, sizeof why);
+    if (tc < 0) {
+        fprintf(stderr, "mtac attn: --plan shows the kernels of a CUDA backend (cuda, cuda-emu): %s\n", why);
+        return 2;
+    }
+    char err[512];
+    mta_ctx *ctx = NULL;
+    plan_buffers b = {0};
+    int rc = 1;
+    if (mta_create(&ctx, c, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s\n", err);
+        return 1;
+    }
+    if (plan_inputs(c, &b)) goto done;
+    float *x = b.placed;
+    const size_t n = b.n, nkv = b.nkv;
+    mta_set_dropout(ctx, 1, 46);
+    if (docs) mta_set_documents(ctx, (const int32_t *)(x + 4 * n + 4 * nkv + 2 * b.np));
+    plan_header(c, label, docs, tc, why);
+    const unsigned on = mta_steps_on(c);
+    unsigned fallback = 0;
+    int bad = 0;
+    if (mta_ctx_record_launches(ctx, 1) || mta_forward(ctx, x, x + 4 * n, x + 4 * n + nkv, &b.p, x + 2 * n)) goto failed;
+    bad += plan_print_phase(ctx, "forward", on, tc, &fallback);
+    if (mta_ctx_record_launches(ctx, 1) || mta_backward(ctx, x, x + 4 * n, x + 4 * n + nkv, &b.p, x + n, x + 3 * n,
+                                                       x + 4 * n + 2 * nkv, x + 4 * n + 3 * nkv, &b.g))
+        goto failed;
+    bad += plan_print_phase(ctx, "backward", on, tc, &fallback);
+    if (c->precision != MTA_BF16) {
+        printf("fallback: n/a (precision fp32 asks for the float32 path)\n");
+    } else {
+        printf("fallback:%s", fallback ? "" : " none");
+        for (int s = 1; s <= 9; s++)
+            if (fallback & MTA_STEP(s)) printf(" %d", s);
+        printf("\n");
+    }
+    if (bad) fprintf(stderr, "mtac attn: --plan: %d kernel%s above contradict src/attn/cuda_kernel_steps.h\n", bad, bad == 1 ? "" : "s");
+    rc = bad != 0;
+    goto done;
+failed:
+    fprintf(stderr, "mtac attn: --plan: %s\n", mta_ctx_error(ctx));
+done:
+    if (b.placed) cli_off_backend(c->backend, b.host, b.placed);
+    free(b.host);
+    mta_destroy(ctx);
+    return rc;
+}
+
+static int plan(const attn_args *a) {
+    mta_config c;
+    int docs;
+    char label[300];
+    const int rc = plan_config(a, &c, &docs, label, sizeof label);
+    return rc ? rc : plan_run(&c, docs, label);
+}
+
 int cmd_attn(int argc, char **argv) {
-    attn_args a = {.backend = -1, .max_T = ATTN_DEFAULT_MAX_T, .tol = 2e-4};
+    attn_args a = {.backend = -1, .max_T = ATTN_DEFAULT_MAX_T, .tol = 2e-4, .layer = -1};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     if (a.threads) cli_set_threads(a.threads);
+    if (a.plan) return plan(&a);
     attn_run r = {0};
     rc = load(&a, &r);
     if (!rc) rc = compute(&r) || write_results(&r, a.out);

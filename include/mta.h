@@ -354,6 +354,23 @@ typedef struct {
 mta_stats mta_ctx_stats(const mta_ctx *ctx);
 void mta_ctx_reset_stats(mta_ctx *ctx);
 
+// ---- which kernels run (`mtac attn --plan`, docs/cuda.md "Which kernels run: --plan") ----
+// With on = 1, the calls that follow on ctx note each kernel (and each cuBLAS product) their
+// backend launches: each name once, in the order of its first launch, with its launch count.
+// Each call with on = 1 clears the record; on = 0 stops and frees it. Backends that launch no
+// kernels (reference, fused) note nothing. Off, it costs a launch nothing measurable.
+// MTA_ERR_NULL, MTA_ERR_NOMEM.
+mta_status mta_ctx_record_launches(mta_ctx *ctx, int on);
+// The i-th kernel noted (NULL past the last, or when not recording) and its launches into *times
+// (when times is not NULL).
+const char *mta_ctx_launch(const mta_ctx *ctx, int i, int *times);
+// The kernels noted beyond the record's room (their names are lost; 0 in practice).
+int mta_ctx_launches_lost(const mta_ctx *ctx);
+// Which path cfg's backend runs cfg on: 1 its tensor-core path; 0 its float32 path, why (n bytes,
+// when not NULL) saying what excludes the tensor-core one (precision MTA_FP32, or the uses of cfg
+// that path's allow-list refuses); -1 the backend has no tensor-core path (why says so).
+int mta_tensor_core_path(const mta_config *cfg, char *why, size_t n);
+
 // lambda_l = 0.8 - 0.6*exp(-0.3*l), the DIFF Transformer depth rule; scale is (1 - lambda_l).
 float mta_depth_scale(int layer_id);
 

@@ -4,7 +4,7 @@ puts it inside the `mtac` package, which reaches it through ctypes (mtac/_lib.py
     pip install --no-build-isolation ./python
 
 CMake runs on the repository root with -DMTAC_LIBRARY_ONLY=ON (no CLI, so no cJSON, libpng or
-cmocka), in MTAC_CMAKE_BUILD_DIR when set (kept between installs), else in python/build/cmake.
+cmocka; with nvcc, the CUDA backend's module libmtac_cuda.so too, for CUDA tensors), in MTAC_CMAKE_BUILD_DIR when set (kept between installs), else in python/build/cmake.
 CMAKE_BUILD_PARALLEL_LEVEL sets the build's jobs as usual. The library is built for this machine's
 CPU (-march=native, like the rest of mtac); pass -DMTAC_NATIVE=OFF through MTAC_CMAKE_ARGS
 (space-separated) for a portable AVX2 build.
@@ -61,10 +61,18 @@ class BuildPyWithLibmtac(build_py):
                                '-DMTAC_LIBRARY_ONLY=ON', '-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON'] + args,
                               stdout=subprocess.DEVNULL)
         subprocess.check_call(['cmake', '--build', build, '--target', 'mtac_shared'])
-        lib = os.path.realpath(os.path.join(build, 'libmtac.so'))
+        libs = ['libmtac.so']
+        # The CUDA backend's module (CUDA tensors), where CMake found nvcc: libmtac opens it from
+        # its own directory, so it goes beside it.
+        targets = subprocess.run(['cmake', '--build', build, '--target', 'help'], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True).stdout
+        if any(line.split(':')[0].strip(' .') == 'mtac_cuda' for line in targets.splitlines()):
+            subprocess.check_call(['cmake', '--build', build, '--target', 'mtac_cuda'])
+            libs.append('libmtac_cuda.so')
         dest = os.path.join(self.build_lib, 'mtac')
         os.makedirs(dest, exist_ok=True)
-        shutil.copyfile(lib, os.path.join(dest, 'libmtac.so'))
+        for name in libs:
+            shutil.copyfile(os.path.realpath(os.path.join(build, name)), os.path.join(dest, name))
 
 
 class BinaryDistribution(Distribution):

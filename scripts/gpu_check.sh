@@ -9,6 +9,8 @@
 #          bin/  test_attn_backends, bench_cuda, libmtac_cuda.so* (when the build has the module),
 #                libcudart (the CUDA runtime, carried: small), gpu_probe (scripts/gpu_check/gpu_probe.cu),
 #                bench/bench_torch_cuda.py and tests/ref/mta_ref.py;
+#          python/mtac/  the Python package (python/mtac/*.py, libmtac.so, libmtac_cuda.so) for the
+#                PyTorch tests of CUDA tensors (python/tests/test_torch_device.py);
 #          deb/  the Debian packages of the shared libraries the binaries load (found with ldd,
 #                fetched with apt-get download), less glibc, libgcc and libstdc++;
 #          run.sh (scripts/gpu_check/run.sh), MANIFEST.txt (commit, toolkit, files, what the GPU machine
@@ -17,8 +19,8 @@
 #
 #   On the GPU machine, from the repository root, with gpu-bundle carried along:
 #     bash gpu-bundle/run.sh "$OUT"     (or scripts/gpu_check.sh run "$OUT")
-#   runs the library check, test_attn_backends cuda, compute-sanitizer, bench_cuda and the PyTorch
-#   benchmark, each under its own timeout (under 8 minutes in all), and writes summary.txt and the
+#   runs the library check, test_attn_backends cuda, compute-sanitizer, the PyTorch tests of CUDA
+#   tensors, bench_cuda and the PyTorch benchmark, each under its own timeout (under 8 minutes in all), and writes summary.txt and the
 #   logs to OUT (default gpu-out/). Without a GPU it stops at once with "no GPU: nothing was
 #   checked" and a non-zero exit. docs/cuda.md says more.
 set -uo pipefail
@@ -70,7 +72,7 @@ grep 'mtac: CUDA backend' "$log"
 
 # The targets the bundle needs: the test, the benchmark, and every CUDA target of the build (the
 # backend's module libmtac_cuda, where the build has one), not the emulator's.
-targets=(test_attn_backends bench_cuda)
+targets=(test_attn_backends bench_cuda mtac_shared)
 while read -r t; do
     case " ${targets[*]} " in *" $t "*) ;; *) targets+=("$t") ;; esac
 done < <(cmake --build "$build" --target help 2>/dev/null | sed -n -e 's/^\.\.\. \([A-Za-z0-9_.-]*\).*/\1/p' -e 's/^\([A-Za-z0-9_.-]*\): .*/\1/p' |
@@ -92,13 +94,19 @@ if [ -z "$mods" ] && ! objdump -p "$bundle/bin/test_attn_backends" | grep -q 'NE
     die "neither libmtac_cuda.so nor a test linked with the CUDA runtime was built: the CUDA backend is missing"
 fi
 cp bench/bench_torch_cuda.py tests/ref/mta_ref.py "$bundle/bin/"
+# The Python package as pip would install it (python/setup.py): its modules, libmtac.so and the
+# CUDA module beside it (libmtac opens it from its own directory), for the PyTorch tests.
+mkdir -p "$bundle/python/mtac"
+cp python/mtac/*.py "$bundle/python/mtac/"
+cp -L "$build/libmtac.so" "$bundle/python/mtac/libmtac.so" || die "the build made no libmtac.so"
+[ -z "$mods" ] || cp -L "$build/libmtac_cuda.so" "$bundle/python/mtac/" || die "no $build/libmtac_cuda.so"
 "$nvcc" -O2 -cudart static -o "$bundle/bin/gpu_probe" scripts/gpu_check/gpu_probe.cu >"$build/prepare-probe.log" 2>&1 ||
     { cat "$build/prepare-probe.log"; die "nvcc could not build scripts/gpu_check/gpu_probe.cu"; }
 cp scripts/gpu_check/run.sh "$bundle/run.sh"
 chmod +x "$bundle/run.sh" "$bundle/bin/gpu_probe"
 
 # The shared libraries the binaries load, as ldd resolves them here.
-objs=("$bundle"/bin/test_attn_backends "$bundle"/bin/bench_cuda)
+objs=("$bundle"/bin/test_attn_backends "$bundle"/bin/bench_cuda "$bundle"/python/mtac/libmtac.so)
 for m in "$bundle"/bin/libmtac_cuda.so*; do [ -f "$m" ] && [ ! -L "$m" ] && objs+=("$m"); done
 lddout=$(for o in "${objs[@]}"; do ldd "$o" | sed "s|^|$(basename "$o"): |"; done)
 if grep -q 'not found' <<<"$lddout"; then

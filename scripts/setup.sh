@@ -28,6 +28,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Where nvcc is: NVIDIA's cuobjdump and nvdisasm from PyPI into .cuda-tools/ (scripts/cuda_tools.sh),
+# for the checks of the CUDA backend's compiled code (CTest test_sass); they skip without them.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    scripts/cuda_tools.sh || echo "setup: scripts/cuda_tools.sh failed: the SASS checks (test_sass) will skip" >&2
+fi
+
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 echo "setup: built build/mtac"

@@ -26,14 +26,17 @@ __global__ void k_mma_lanes(const uint32_t *a, const uint32_t *b, const float *c
 }
 
 // One warp: a table of 32 rows of 8 b16 (rows 16 elements apart in shared memory) copied from
-// tab; lane l gives the address of row rowof[l] (rowof[l] < 0: a null address, for the lanes whose
-// address ldmatrix ignores), and r[4 l..] gets its registers of ldmatrix .xn (.trans when trans).
+// tab; lane l gives the address of row rowof[l] (-1: a null address, for the lanes whose address
+// ldmatrix ignores; -2: 2 bytes past row 0, misaligned; -3: tab itself, global memory), and
+// r[4 l..] gets its registers of ldmatrix .xn (.trans when trans).
 __global__ void k_ldmatrix_lanes(const uint16_t *tab, const int *rowof, int n, int trans, uint32_t *r) {
     PTX_SHARED(uint16_t, sh, 32 * 16);
     const int l = threadIdx.x;
     for (int i = l; i < 32 * 16; i += 32) sh[i] = tab[i];
     __syncwarp();
-    const void *p = rowof[l] < 0 ? (const void *)0 : (const void *)(sh + 16 * rowof[l]);
+    const void *p = rowof[l] >= 0 ? (const void *)(sh + 16 * rowof[l]) : rowof[l] == -1 ? (const void *)0
+                    : rowof[l] == -2                                   ? (const void *)(sh + 1)
+                                                                       : (const void *)tab;
     uint32_t x[4] = {0, 0, 0, 0};
     if (n == 1) ldsm_x1(x, p);
     if (n == 2 && !trans) ldsm_x2(x, p);
@@ -93,8 +96,9 @@ __global__ void k_product_chain(const __nv_bfloat16 *A, const __nv_bfloat16 *B, 
         for (int i = 0; i < 4; i++) C[(16 * w + g + 8 * (i / 2)) * PC_N + 8 * j + 2 * q + i % 2] = acc[j].x[i];
 }
 
-// One warp, each lane copying its 16 bytes (4 floats) of src with cp.async into shared memory,
-// and recording what it reads there at each stage in out[128 stage + 4 lane ..]:
+// One warp, each lane copying its 16 bytes (4 floats) of src with cp.async into shared memory
+// that it wrote before (as a double-buffered tile's previous contents), and recording what it
+// reads there at each stage in out[128 stage + 4 lane ..]:
 //   how 0: stage 0 after the issue, 1 after commit and __syncthreads(), 2 after wait_group 0;
 //   how 1: two groups (src[0..128) then src[128..256)); stages 0, 1 the first and second after
 //          wait_group 1, stages 2, 3 after wait_group 0;
@@ -110,6 +114,7 @@ __global__ void k_cp_async(const float *src, float *out, float *global_dst, int 
     float *to = mine;
     if (how == 5) to = mine + 2;
     if (how == 6) to = global_dst + 4 * l;
+    for (int e = 0; e < 4; e++) mine[e] = second[e] = -1.0f;  // written before: the issue poisons it again
     cp_async16(to, how == 7 ? from + 2 : from, how != 2);
     if (how == 1) {
         cp_async_commit();

@@ -1,7 +1,8 @@
 // cuda_emu_wmma_nvcc.cu: the kernels test_cuda_emu.cpp runs in the CUDA emulator
-// (cuda_emu_wmma.cuh), compiled by nvcc in every variant the test runs, to show they are valid
-// CUDA (not built by CMake; no GPU needed):
-//   nvcc -arch=sm_90 -std=c++17 -c tests/cuda_emu_wmma_nvcc.cu -o /tmp/cuda_emu_wmma.o
+// (cuda_emu_wmma.cuh, cuda_emu_ptx.cuh), compiled by nvcc in every variant the test runs, to show
+// they are valid CUDA (not built by CMake; no GPU needed):
+//   nvcc -arch=sm_90 -std=c++17 -I src -c tests/cuda_emu_wmma_nvcc.cu -o /tmp/cuda_emu_wmma.o
+#include "cuda_emu_ptx.cuh"
 #include "cuda_emu_wmma.cuh"
 
 #define VARIANTS(T, LA, LB)                                                                               \

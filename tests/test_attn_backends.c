@@ -512,6 +512,19 @@ static void test_bf16_tensor_cores(void **s) {
         fail_msg("%d of %d bf16 runs differ from the reference by more than their tolerance", tl.failed, tl.cases);
 }
 
+// 1 when two runs of c (documents doc or NULL) on the same inputs give the same bits.
+static int same_bits_twice(const mta_config *c, const int32_t *doc, uint64_t seed) {
+    tu_case *a = tu_case_new(c, seed, 1.0f, 0.3f), *b = tu_case_new(c, seed, 1.0f, 0.3f);
+    tu_case_set_docs(a, doc);
+    tu_case_set_docs(b, doc);
+    run(a);
+    run(b);
+    const int same = tu_same_bits(a, b);
+    tu_case_free(a);
+    tu_case_free(b);
+    return same;
+}
+
 // The tensor-core path gives the same bits on a second run (in the emulator, every pass of every
 // launch in another thread order).
 static void test_bf16_repeatable(void **s) {
@@ -522,17 +535,60 @@ static void test_bf16_repeatable(void **s) {
         c.T = k ? 70 : 150, c.backend = backend, c.precision = MTA_BF16;
         int32_t doc[2 * 150];
         tu_combo_docs(8, &c, doc);
-        tu_case *a = tu_case_new(&c, 60, 1.0f, 0.3f), *b = tu_case_new(&c, 60, 1.0f, 0.3f);
-        tu_case_set_docs(a, doc);
-        tu_case_set_docs(b, doc);
-        run(a);
-        run(b);
-        if (!tu_same_bits(a, b))
+        if (!same_bits_twice(&c, doc, 60))
             fail_msg("two bf16 runs on the same inputs differ (%s)", k ? "head steps" : "convolution");
-        tu_case_free(a);
-        tu_case_free(b);
     }
 }
+
+// The norm and gate backward in chunks of rows (mta_cuda.cu's ng_rows: 8 rows at this T), each
+// chunk's parameter gradients in a slot of its own, the slots summed in order: over 3 chunks and
+// a ragged one, with packed documents, on the float32 path (strips of the default, one span of
+// 4 chunks, and of 16 rows, 2 chunks each and a ragged strip) and the tensor-core path (one span
+// of T), the gradients are the reference's within their bounds, and a second run gives the same
+// bits (in the emulator, with the blocks in another order).
+static void test_normgate_chunks(void **s) {
+    (void)s;
+    const int rows[] = {0, 16}, threads[] = {1};
+    const run_grid gr = grid(rows, 2, threads, 1);
+    int runs = 0, printed = 0;
+    const int tc = backend == MTA_BACKEND_CUDA || backend == MTA_BACKEND_CUDA_EMU;
+    for (int bf = 0; bf <= tc; bf++) {
+        mta_config c = tu_combo(8, TU_PRE | TU_GN | TU_GATE, 0.0f);
+        c.T = 29, c.backend = backend, c.precision = bf ? MTA_BF16 : MTA_FP32;
+        int32_t doc[2 * 29];
+        tu_combo_docs(8, &c, doc);
+        bf16_tally tl = {0};
+        if (bf) bf16_case(&c, doc, 81, "norm and gate in chunks", &tl);
+        else if (against_reference(&c, doc, 81, &gr, "norm and gate in chunks", &runs, &printed)) tl.failed = 1;
+        if (tl.failed) fail_msg("the norm and gate in chunks (%s) differ from the reference", bf ? "bf16" : "float32");
+        c.strip_rows = bf ? 0 : 16;
+        if (!same_bits_twice(&c, doc, 82)) fail_msg("two runs differ (%s)", bf ? "bf16" : "float32");
+    }
+}
+
+#ifdef MTAC_HAVE_CUDA_EMU
+// The tensor-core path's tiles sized from the device's opt-in shared memory per block: a
+// pre-softmax kernel of 3 x 19 at d = 64, whose dQ tiles need 171 KB, runs the float32 path (the
+// same bits as MTA_FP32) on an A100's 163 KB, and the tensor-core path (other bits) on an H100's 227.
+static void test_bf16_smem_optin(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA_EMU) skip();
+    mta_config c = tu_combo(5, TU_PRE | TU_GN | TU_GATE, 0.0f);
+    c.d = 64, c.pre_cq = 3, c.pre_ck = 19, c.backend = backend;
+    tu_case *f = tu_case_new(&c, 90, 1.0f, 0.3f);
+    run(f);
+    c.precision = MTA_BF16;
+    for (int a100 = 1; a100 >= 0; a100--) {
+        mta_cuda_emu_set_shared_optin(a100 ? 163 * 1024 : 0);  // a context asks on its first call
+        tu_case *b = tu_case_new(&c, 90, 1.0f, 0.3f);
+        run(b);
+        if (tu_same_bits(f, b) != a100)
+            fail_msg("with %d KB per block, bf16 %s the float32 path's bits", a100 ? 163 : 227, a100 ? "differs from" : "gives");
+        tu_case_free(b);
+    }
+    tu_case_free(f);
+}
+#endif
 
 // A config the tensor-core path does not cover (the post-softmax convolution, head steps with the
 // pre-softmax one, d > 128, a pre-softmax kernel whose halos do not fit in shared memory, a head
@@ -610,6 +666,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bf16_tensor_cores),
         cmocka_unit_test(test_bf16_repeatable),
         cmocka_unit_test(test_bf16_fallback_same_bits),
+        cmocka_unit_test(test_normgate_chunks),
+#ifdef MTAC_HAVE_CUDA_EMU
+        cmocka_unit_test(test_bf16_smem_optin),
+#endif
     };
     if (only) cmocka_set_test_filter(only);
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

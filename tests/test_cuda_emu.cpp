@@ -1,10 +1,14 @@
 // test_cuda_emu.cpp: the CUDA emulator (src/attn/cuda_emu/) against what CUDA specifies: barriers
 // that hold a block's threads, per-block shared memory and NaN-filled fresh memory, the thread
-// orders of its schedules, the launch limits an H100 checks, the runtime's errors and last-error
+// orders of its schedules, the launch limits an H100 checks (and a device's opt-in shared memory
+// limit that a test sets), the runtime's errors and last-error
 // rule, cuBLAS's column-major strided-batched product against direct sums in double, the bf16 and
 // fp16 conversions against hand-computed bit patterns, wmma's tiles (cuda_emu_wmma.cuh) against
 // double sums of their rounded inputs, and warps: wmma's and __syncwarp's warp barriers, the
-// shuffles against their definition, and a warp whose lanes do not all arrive.
+// shuffles against their definition, and a warp whose lanes do not all arrive; the tensor-core
+// primitives of attn/mma_ptx.cuh (cuda_emu_ptx.cuh's kernels): each lane's mma.sync and ldmatrix
+// registers against the PTX ISA's tables, a product chain against double sums, cp.async's groups,
+// and shuffles with partial and wrong masks.
 #include "attn/cuda_emu/cuda_emu.h"
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
@@ -210,6 +214,40 @@ static void test_launch_limits(void **s) {
     assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
     assert_int_equal(cudaFuncSetAttribute(k_touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024), cudaSuccess);
     LAUNCH(k_touch, 1, 1, 100 * 1024)(out);  // after the opt-in
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    cudaFree(out);
+}
+
+// The device's opt-in limit (cudaDevAttrMaxSharedMemoryPerBlockOptin): an H100's 227 KB unless a
+// test sets another (an A100's 163 KB here); opt-ins and launches past it are refused, a launch
+// past it too when the kernel opted in while the limit was higher.
+__global__ void k_touch_big(float *out) { out[0] = 2.0f; }
+static void test_shared_optin_limit(void **s) {
+    (void)s;
+    int v = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    assert_int_equal(v, 227 * 1024);
+    assert_int_equal(cudaFuncSetAttribute(k_touch_big, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024), cudaSuccess);
+    mta_cuda_emu_set_shared_optin(163 * 1024);
+    assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    assert_int_equal(v, 163 * 1024);
+    cudaDeviceProp prop;
+    assert_int_equal(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    assert_int_equal(prop.sharedMemPerBlockOptin, 163 * 1024);
+    assert_int_equal(cudaFuncSetAttribute(k_touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 163 * 1024 + 1),
+                     cudaErrorInvalidValue);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    float *out = dev_floats(1), host = 0;
+    LAUNCH(k_touch_big, 1, 1, 163 * 1024 + 1)(out);  // opted in to 200 KB, on a device of 163
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    assert_int_equal(cudaMemcpy(&host, out, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_true(isnan(host));  // the kernel did not run
+    LAUNCH(k_touch_big, 1, 1, 163 * 1024)(out);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    mta_cuda_emu_set_shared_optin(0);  // the default again
+    assert_int_equal(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    assert_int_equal(v, 227 * 1024);
+    LAUNCH(k_touch_big, 1, 1, 200 * 1024)(out);
     assert_int_equal(cudaGetLastError(), cudaSuccess);
     cudaFree(out);
 }
@@ -705,7 +743,7 @@ __global__ void k_warp_split(const __nv_bfloat16 *a, int how) {
         else (void)__shfl_sync(0xffffffffu, 1, 0);
     }
     if (how == 4 && low) wmma::load_matrix_sync(fa, a, 16);  // a tile load in half the warp
-    if (how == 5) __syncwarp(0xffffu);                        // a mask that is not the full one
+    if (how == 5) __syncwarp(0xffffu);                        // a mask that does not name lanes 16..31
     if (how <= 1) wmma::load_matrix_sync(fa, a, 16);
 }
 
@@ -715,8 +753,8 @@ static void warp_split(int how, unsigned threads) {
     LAUNCH(k_warp_split, 1, threads, 0)(a, how);
 }
 
-// A warp whose lanes do not all reach the same warp operation is fatal, as are a partial mask and
-// a warp operation in a block that is not a whole number of warps.
+// A warp whose lanes do not all reach the same warp operation is fatal, as are a mask that does
+// not name the lane executing it and a warp operation in a block that is not a whole number of warps.
 static void test_warp_divergence_aborts(void **s) {
     (void)s;
     assert_false(aborts([] { warp_split(0, 64); }));
@@ -808,12 +846,13 @@ static void test_mma_layout(void **s) {
 // matrix j's row i is the row lane 8 j + i addressed, and lane l's register j holds matrix j's row
 // l / 4, columns 2 (l % 4) + h in half h; with .trans, the transposed matrix's: row 2 (l % 4) + h,
 // column l / 4.
-static void check_ldmatrix(int n, int trans) {
+static void check_ldmatrix(int n, int trans, int bad_lane = -1, int bad = 0) {
     uint16_t tab[32 * 16];
     int rowof[32];
     for (int R = 0; R < 32; R++)
         for (int c = 0; c < 16; c++) tab[16 * R + c] = (uint16_t)(c < 8 ? 256 * R + c : 0xdead);
     for (int l = 0; l < 32; l++) rowof[l] = l < 8 * n ? (5 * l + 3) % 32 : -1;
+    if (bad_lane >= 0) rowof[bad_lane] = bad;
     uint16_t *dtab = NULL;
     int *drow = NULL;
     uint32_t *dr = NULL, got[32 * 4];
@@ -842,6 +881,11 @@ static void test_ldmatrix_layout(void **s) {
     (void)s;
     check_ldmatrix(1, 0), check_ldmatrix(2, 0), check_ldmatrix(4, 0);
     check_ldmatrix(2, 1), check_ldmatrix(4, 1);
+    check_ldmatrix(1, 0, 8, -2);  // lanes past 8 n give no address: anything goes
+    // a lane's row misaligned or outside shared memory is fatal (a GPU faults or misreads)
+    assert_true(aborts([] { check_ldmatrix(4, 0, 31, -2); }));
+    assert_true(aborts([] { check_ldmatrix(2, 1, 9, -3); }));
+    assert_true(aborts([] { check_ldmatrix(1, 0, 0, -2); }));
 }
 
 // A 64 x 64 x 128 product as 64 m16n8k16 products per warp from ldmatrix on cp.async tiles
@@ -957,6 +1001,7 @@ int main(void) {
         cmocka_unit_test(test_barrier_divergence_aborts),
         cmocka_unit_test(test_orders),
         cmocka_unit_test(test_launch_limits),
+        cmocka_unit_test(test_shared_optin_limit),
         cmocka_unit_test(test_runtime_memory),
         cmocka_unit_test(test_cublas_sgemm_strided_batched),
         cmocka_unit_test(test_bf16_fp16_conversions),

@@ -33,7 +33,10 @@ ln -sfn "$src/python" "$work/python"
 ln -sfn python-readme/.venv "$build/python-venv"
 echo "test_python: running README.md's commands:"
 printf '%s\n' "$block" | sed 's/^/  /'
-(cd "$work" && MTAC_CMAKE_BUILD_DIR=$build/python-lib \
+# The package's libmtac gets the cuda-emu backend, on which python/tests/test_torch_device.py runs
+# the path of CUDA tensors with CPU tensors; not the CUDA module (-DMTAC_CUDA=OFF: no test here
+# needs it, and nvcc would add minutes; the GPU check, scripts/gpu_check.sh, carries one).
+(cd "$work" && MTAC_CMAKE_BUILD_DIR=$build/python-lib MTAC_CMAKE_ARGS="-DMTAC_CUDA_EMU=ON -DMTAC_CUDA=OFF ${MTAC_CMAKE_ARGS:-}" \
     CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} bash -euo pipefail -c "$block") ||
     { echo "test_python: FAIL: README.md's commands failed (above)" >&2; exit 1; }
 # Outside the source tree, so that `import mtac` is the installed package.

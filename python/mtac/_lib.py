@@ -179,17 +179,17 @@ def host_backends():
 
 
 def backend_of(name):
-    """The mta_backend of a name ('fused', 'reference'); None gives the library's default. A backend of
-    device memory (cuda, cuda-emu) is refused: the op passes host tensors."""
+    """The mta_backend of a name ('fused', 'reference') for CPU tensors; None gives the library's
+    default. A backend of device memory (cuda, cuda-emu) is refused: the tensors are host memory."""
     if name is None:
         return lib.mta_config_default(1, 1, 1, 1).backend
     b = _c_int()
     if not isinstance(name, str) or lib.mta_backend_from_name(name.encode(), ctypes.byref(b)) != 0:
         raise Error('mtac: unknown backend %r (%s)' % (name, ', '.join(host_backends())))
     if lib.mta_backend_device_memory(b.value):
-        raise Error('mtac: the Python package runs the backends of host memory (%s); '
-                    'the %s backend takes device pointers through the C API (include/mta.h)'
-                    % (', '.join(host_backends()), name))
+        raise Error('mtac: the %s backend takes device pointers: its calls are made for tensors on a CUDA device '
+                    '(backend=None there); CPU tensors run on the host backends (%s)'
+                    % (name, ', '.join(host_backends())))
     if not lib.mta_backend_available(b.value):
         raise Error('mtac: backend %r cannot run on this machine' % name)
     return b.value

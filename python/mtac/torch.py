@@ -4,11 +4,14 @@ mta_attention(q, k, v, ...)   the MTA core as an autograd op (mta_forward / mta_
 MultiTokenAttention(...)      the core as an nn.Module, named like the authors' attention
 
 Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the output has that
-shape too (heads not concatenated, no output projection). The op passes the tensors' own memory
-to the library: no copies. Threads: torch.get_num_threads() unless threads= is given; run python
-with OMP_WAIT_POLICY=passive (docs/python.md, "Threads").
+shape too (heads not concatenated, no output projection). CUDA tensors (float32, bfloat16) run on
+the CUDA backend on torch's current stream (mtac._device; docs/python.md, "CUDA tensors"). The op
+passes the tensors' own memory to the library: no copies (bfloat16 is widened to float32 first).
+Threads: torch.get_num_threads() unless threads= is given; run python with OMP_WAIT_POLICY=passive
+(docs/python.md, "Threads").
 """
 import collections.abc
+import contextlib
 import ctypes
 import dataclasses
 import inspect
@@ -18,6 +21,7 @@ import numbers
 import torch
 from torch import nn
 
+from mtac import _device
 from mtac._lib import (PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, config_from_shapes, lib,
                        param_shape)
 
@@ -32,16 +36,38 @@ def _ptr(t):
     return None if t is None else ctypes.c_void_p(t.data_ptr())
 
 
-def _check_tensor(name, t):
+def _check_tensor(name, t, device, dtypes, rule):
+    """t a contiguous torch.Tensor on device (q's) of one of dtypes; rule says which dtypes."""
     if not isinstance(t, torch.Tensor):
         raise Error('mtac: %s must be a torch.Tensor, not %s' % (name, type(t).__name__))
-    if t.device.type != 'cpu':
-        raise Error('mtac: %s is on device %s; the op takes CPU tensors (the CUDA backend takes device memory '
-                    'through the C API, include/mta.h)' % (name, t.device))
-    if t.dtype != torch.float32:
-        raise Error('mtac: %s has dtype %s; mtac computes in float32 (convert with .float())' % (name, t.dtype))
+    if t.device != device:
+        raise Error('mtac: %s is on device %s but q is on %s: the tensors of a call must be on one device'
+                    % (name, t.device, device))
+    if t.dtype not in dtypes:
+        raise Error('mtac: %s has dtype %s; %s' % (name, t.dtype, rule))
     if not t.is_contiguous():
         raise Error('mtac: %s is not contiguous (strides %s); pass .contiguous()' % (name, tuple(t.stride())))
+
+
+def _check_tensors(q, k, v, prm, place):
+    """The tensors' devices, dtypes and layouts: on the host float32; on a device (place) q, k, v
+    float32 or bfloat16, all of q's dtype, the parameters float32 or q's dtype."""
+    if not isinstance(q, torch.Tensor):
+        raise Error('mtac: q must be a torch.Tensor, not %s' % type(q).__name__)
+    if place is None and q.device.type != 'cpu':
+        raise Error('mtac: q is on device %s; the op takes CPU and CUDA tensors' % q.device)
+    if place is None:
+        qd, pd, rule = (torch.float32,), (torch.float32,), 'mtac computes in float32 (convert with .float())'
+    else:
+        both = (torch.float32, torch.bfloat16)
+        qd = (q.dtype,) if q.dtype in both else both
+        pd, rule = (torch.float32, q.dtype), 'on a device mtac takes float32 or bfloat16 (q\'s dtype for k and v)'
+    for name, t in (('q', q), ('k', k), ('v', v)):
+        _check_tensor(name, t, q.device, qd, rule)
+    for name in PARAM_NAMES:
+        if prm[name] is not None:
+            _check_tensor(name, prm[name], q.device, pd, rule if place is None else
+                          'the parameters are float32 or q\'s dtype')
 
 
 def _dropout32(p):
@@ -60,10 +86,10 @@ def _size(name, v, minimum=1):
     return int(v)
 
 
-def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
-    """The mta_config of the call, from the tensors' shapes; raises Error for anything refused."""
-    for name, t in (('q', q), ('k', k), ('v', v)):
-        _check_tensor(name, t)
+def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads, place=None):
+    """The mta_config of the call, from the tensors' shapes, for the host backends or for a device's
+    (place, a mtac._device.Place); raises Error for anything refused."""
+    _check_tensors(q, k, v, prm, place)
     if q.dim() != 4:
         raise Error('mtac: q must have 4 dimensions (B, H, T, d), got shape %s' % (tuple(q.shape),))
     # k, v: (B, H_kv, T, d), H_kv dividing H (grouped-query attention when below H)
@@ -74,9 +100,6 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     B, H, T, d = q.shape
     if max(B, H, T, d) > _INT_MAX:
         raise Error('mtac: shape %s has a size above 2^31-1' % (tuple(q.shape),))
-    for name in PARAM_NAMES:
-        if prm[name] is not None:
-            _check_tensor(name, prm[name])
     if depth_scale and prm['gn_weight'] is None:
         raise Error('mtac: depth_scale applies to the group norm output: give gn_weight')
     cfg = lib.mta_config_default(B, H, T, d)
@@ -87,7 +110,9 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     cfg.depth_scale = int(bool(depth_scale))
     cfg.layer_id = _size('layer_id', layer_id, 0)
     cfg.dropout = _dropout32(dropout)
-    cfg.backend = backend_of(backend)
+    cfg.backend = backend_of(backend) if place is None else _device_backend(backend, place)
+    # bfloat16 tensors: the library's bf16 arithmetic (tensor cores), on q, k, v given in bf16
+    cfg.precision = int(q.dtype == torch.bfloat16)
     threads = torch.get_num_threads() if threads is None else threads
     cfg.threads = _size('threads', threads)
     check_config(cfg)  # the library's own checks and messages (kernel sizes, c_h | H, ...)
@@ -99,26 +124,48 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads):
     return cfg
 
 
+def _device_backend(name, place):
+    """The backend of a call on device tensors: the device's (None or its name); raises Error."""
+    if name is not None and name != place.name:
+        raise Error('mtac: backend=%r, but q is on %s, which the %s backend runs: pass backend=None (%r and the '
+                    'other host backends take CPU tensors)' % (name, place.device, place.name, name))
+    return place.backend
+
+
+def _setup(mctx, place):
+    """A host call needs nothing; a device call runs on torch's current stream (the backward's is the
+    one autograd gives it: its forward's)."""
+    if place is not None:
+        _device.set_stream(mctx.h, place.stream())
+
+
 class _MTAFunction(torch.autograd.Function):
-    """forward: mta_forward on a new context, kept for the backward; backward: mta_backward into
-    zeroed gradient buffers (the library adds to them), only for the inputs that need one."""
+    """forward: mta_forward on a context kept for the backward (a new one on the host; one of the
+    device's cache on a device, mtac._device.Lease); backward: mta_backward into zeroed gradient
+    buffers (the library adds to them), only for the inputs that need one."""
 
     @staticmethod
-    def forward(ctx, cfg, doc, q, k, v, *params):
-        mctx = Context(cfg)
-        # The forward reads the ids (host backends keep the document starts for the backward).
-        mctx.check(lib.mta_set_documents(mctx.h, _ptr(doc)), 'set_documents')
-        if cfg.dropout > 0:
-            # The mask is a function of the seed (include/mta.h): draw it from torch's generator
-            # so that torch.manual_seed makes runs repeatable.
-            mctx_seed = int(torch.randint(0, 2 ** 62, (1,)).item())
-            lib.mta_set_dropout(mctx.h, 1, mctx_seed)
-        p = Params(*[_ptr(t) for t in params])
-        out = torch.empty_like(q)
-        mctx.check(lib.mta_forward(mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(out)), 'forward')
+    def forward(ctx, run, doc, q, k, v, *params):
+        cfg, place = run
+        lease = None if place is None else _device.Lease(place, cfg)
+        mctx = Context(cfg) if place is None else lease.mctx
+        with contextlib.nullcontext() if place is None else place.guard():
+            _setup(mctx, place)
+            # The forward reads the ids (host backends keep the document starts for the backward).
+            mctx.check(lib.mta_set_documents(mctx.h, _ptr(doc)), 'set_documents')
+            if cfg.dropout > 0:
+                # The mask is a function of the seed (include/mta.h): draw it from torch's generator
+                # so that torch.manual_seed makes runs repeatable.
+                mctx_seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+                lib.mta_set_dropout(mctx.h, 1, mctx_seed)
+            p = Params(*[_ptr(t) for t in params])
+            out = torch.empty_like(q)
+            mctx.check(lib.mta_forward(mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(out)), 'forward')
         if any(ctx.needs_input_grad):
-            ctx.mctx = mctx
+            ctx.mctx, ctx.lease, ctx.place = mctx, lease, place
             ctx.save_for_backward(q, k, v, *params)
+        elif lease is not None:
+            lease.release()
         return out
 
     @staticmethod
@@ -130,6 +177,10 @@ class _MTAFunction(torch.autograd.Function):
             raise NotImplementedError('mtac: double backward is not supported: mta_attention\'s gradients are '
                                       'computed by mta_backward, which is not differentiable itself; call backward '
                                       'or torch.autograd.grad without create_graph=True')
+        if ctx.mctx is None:
+            raise Error('mtac: a second backward through mta_attention on device tensors (retain_graph=True) is not '
+                        'supported: the first returned its context, which held the forward\'s statistics, to the '
+                        'cache; run the forward again')
         q, k, v, *params = ctx.saved_tensors
         need = ctx.needs_input_grad[1:]  # (doc, q, k, v, params...): q, k, v at 1..3, the params from 4
         dout = dout.contiguous()
@@ -139,24 +190,32 @@ class _MTAFunction(torch.autograd.Function):
         dparams = [torch.zeros_like(t) if (t is not None and need[4 + i]) else None for i, t in enumerate(params)]
         p = Params(*[_ptr(t) for t in params])
         g = Grads(*[_ptr(t) for t in dparams])
-        ctx.mctx.check(lib.mta_backward(ctx.mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(dout),
-                                        _ptr(dq), _ptr(dk), _ptr(dv), ctypes.byref(g)), 'backward')
+        with contextlib.nullcontext() if ctx.place is None else ctx.place.guard():
+            _setup(ctx.mctx, ctx.place)
+            ctx.mctx.check(lib.mta_backward(ctx.mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(dout),
+                                            _ptr(dq), _ptr(dk), _ptr(dv), ctypes.byref(g)), 'backward')
+        if ctx.lease is not None:
+            # Back to the cache at once (not when autograd frees the graph, after the next step's
+            # forward): a training loop then holds one context per layer, not two.
+            ctx.lease.release()
+            ctx.mctx = None
         return (None, None, dq if need[1] else None, dk if need[2] else None, dv if need[3] else None, *dparams)
 
 
 def _doc_ids(doc, q):
-    """doc as the library takes it: (B, T) int32, CPU, contiguous; None stays None."""
+    """doc as the library takes it: (B, T) int32 on q's device, contiguous; None stays None."""
     if doc is None:
         return None
     if not isinstance(doc, torch.Tensor) or doc.dtype.is_floating_point or doc.dtype.is_complex or doc.dtype == torch.bool:
         raise Error('mtac: doc must be an integer torch.Tensor of document ids, not %s'
                     % (doc.dtype if isinstance(doc, torch.Tensor) else type(doc).__name__))
-    if doc.device.type != 'cpu':
-        raise Error('mtac: doc is on device %s; the op takes CPU tensors' % doc.device)
+    if doc.device != q.device:
+        raise Error('mtac: doc is on device %s but q is on %s: the tensors of a call must be on one device'
+                    % (doc.device, q.device))
     if tuple(doc.shape) != (q.shape[0], q.shape[2]):
         raise Error('mtac: doc has shape %s; for q of shape %s it must be (B, T) = %s'
                     % (tuple(doc.shape), tuple(q.shape), (q.shape[0], q.shape[2])))
-    if doc.numel() and (int(doc.min()) < -2 ** 31 or int(doc.max()) >= 2 ** 31):
+    if doc.dtype != torch.int32 and doc.numel() and (int(doc.min()) < -2 ** 31 or int(doc.max()) >= 2 ** 31):
         raise Error('mtac: doc holds ids outside int32')
     return doc.to(torch.int32).contiguous()
 
@@ -164,7 +223,8 @@ def _doc_ids(doc, q):
 def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, doc=None,
                   **params):
     """The MTA attention core (docs/spec.md section 2) of q (B, H, T, d), k, v (B, H_kv, T, d), float32,
-    CPU, contiguous; returns (B, H, T, d). Differentiable in q, k, v and every parameter given.
+    CPU, contiguous, or CUDA tensors (float32 or bfloat16: docs/python.md, "CUDA tensors"); returns
+    (B, H, T, d) in q's dtype, on q's device. Differentiable in q, k, v and every parameter given.
     Grouped-query attention: H_kv (dividing H) key/value heads, query head h reading kv head
     h // (H // H_kv), without repeating k and v; dk, dv sum their query heads' gradients.
 
@@ -182,7 +242,8 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
     doc: packed documents, (B, T) integer document ids; a run of equal ids is one document, which
     attends and convolves within itself alone, so its rows equal those of the document run as a
     sequence of its own (docs/spec.md section 2.3). None: each sequence is one document.
-    backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps).
+    backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps); CUDA tensors
+    run on 'cuda' (None or 'cuda').
     threads: OpenMP threads of the call; default torch.get_num_threads().
     dropout: a number in [0, 1); the library holds it as a float32, the nearest one to the value
     given (0.1 becomes 0.100000001490116...; below 1 for a value that would round to 1).
@@ -194,7 +255,8 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
             raise TypeError('mta_attention() got an unexpected keyword argument %r (its parameters: %s)'
                             % (name, ', '.join(PARAM_NAMES)))
     prm = {n: params.get(n) for n in PARAM_NAMES}
-    if torch.is_autocast_cpu_enabled():
+    place = _device.place_of(q)
+    if place is None and torch.is_autocast_cpu_enabled():
         # A float32 op under autocast, as torch.cuda.amp.custom_fwd(cast_inputs=torch.float32) makes
         # one (on CUDA only in torch 1.13): float16 and bfloat16 inputs are cast to float32 (their
         # gradients come back in their dtype), the op runs with autocast off and returns float32.
@@ -203,8 +265,15 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
         with torch.autocast('cpu', enabled=False):
             return mta_attention(q, k, v, layer_id=layer_id, depth_scale=depth_scale, dropout=dropout,
                                  backend=backend, threads=threads, doc=doc, **prm)
-    cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads)
-    return _MTAFunction.apply(cfg, _doc_ids(doc, q), q, k, v, *[prm[n] for n in PARAM_NAMES])
+    cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads, place)
+    doc = _doc_ids(doc, q)
+    if q.dtype != torch.bfloat16:
+        return _MTAFunction.apply((cfg, place), doc, q, k, v, *[prm[n] for n in PARAM_NAMES])
+    # bfloat16: the library's operator takes float32 pointers (include/mta.h) and rounds q, k, v to
+    # bfloat16 itself (cfg.precision), so the tensors are widened on the device (exactly: a copy of
+    # each, differentiable, so the gradients come back in bfloat16) and the output narrowed.
+    x = [None if t is None else t.float() for t in [q, k, v] + [prm[n] for n in PARAM_NAMES]]
+    return _MTAFunction.apply((cfg, place), doc, *x).to(torch.bfloat16)
 
 
 def _to_float32(t):

@@ -9,6 +9,8 @@
 #   test.log     test_attn_backends cuda: the whole matrix against the reference backend;
 #   sanitizer.log  compute-sanitizer memcheck, racecheck, synccheck, initcheck on
 #                MTAC_SWEEP=quick test_attn_backends cuda;
+#   torch.log    python/tests/test_torch_device.py's CUDA tests (mtac.torch on CUDA tensors, with the
+#                bundle's python/mtac), then the PyTorch benchmark below;
 #   bench_cuda.log bench_cuda: the 830M layer's MTA and plain attention, B=1, (H,d) = (8,64) and
 #                (16,96), T = 2048, 4096, 16384; then group norm and gate alone (what the bf16
 #                tensor-core path covers) in fp32 and bf16 at (8,64);
@@ -159,6 +161,7 @@ done
 debdirs=$(find "$prefix" -name '*.so*' -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
 libpath=$bin:${debdirs%:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 objs=("$bin/test_attn_backends" "$bin/bench_cuda")
+[ -f "$here/python/mtac/libmtac.so" ] && objs+=("$here/python/mtac/libmtac.so")
 for f in "$bin"/libmtac_cuda.so*; do [ -f "$f" ] && [ ! -L "$f" ] && objs+=("$f"); done
 missing() {  # the libraries ldd finds for none of the objects
     for o in "${objs[@]}"; do LD_LIBRARY_PATH=$libpath ldd "$o" 2>&1 | sed -n 's/^[[:space:]]*\([^ ]*\) => not found/\1/p'; done | sort -u
@@ -219,7 +222,7 @@ note libs ok $((SECONDS - t0)) "every library found; ${cublas:-no cuBLAS needed}
 # ---- 2. the whole matrix against the reference backend ----
 log=$out/test.log
 : >"$log"
-run 150 "$log" "$bin/test_attn_backends" cuda
+run 125 "$log" "$bin/test_attn_backends" cuda
 if [ "$rc" = 77 ]; then
     note test SKIPPED "$secs" "test_attn_backends cuda exit 77: the CUDA backend is not available (see test.log)"
     echo "no GPU: nothing was checked (the CUDA backend says it cannot run here though gpu_probe found a device)" | tee -a "$summary" >&2
@@ -252,13 +255,51 @@ for tool in memcheck racecheck synccheck initcheck; do
     note "$tool" "$s" "$secs" "${figs:-no summary line}"
 done
 
+# ---- 4. the PyTorch op on CUDA tensors ----
+# python/tests/test_torch_device.py's CUDA tests (TestCuda: against the CPU backend, pointers and
+# streams, the context cache, the errors, the module) with the bundle's package; torch loads its
+# own CUDA runtime and cuBLAS, which libmtac_cuda.so then shares (same sonames), so only the
+# Debian packages' directories (OpenBLAS for libmtac.so) go on the library path.
+log=$out/torch.log
+: >"$log"
+tests=$(cd "$here/.." && pwd)/python/tests
+torch_tests() {
+    if ! command -v python3 >/dev/null; then
+        note torch:op SKIPPED 0 "python3 not found"
+        return
+    fi
+    if [ ! -f "$tests/test_torch_device.py" ]; then
+        note torch:op SKIPPED 0 "no $tests/test_torch_device.py: run from the repository root"
+        return
+    fi
+    local keep=$libpath
+    libpath=${debdirs%:}${orig_ld:+:$orig_ld}
+    # pytest where there is one, else unittest (the tests are unittest classes)
+    if timeout 20 python3 -c 'import pytest' 2>/dev/null; then
+        run 40 "$log" env -C "$tests" PYTHONPATH="$here/python" python3 -m pytest -q -rs -p no:cacheprovider -k TestCuda test_torch_device.py
+    else
+        run 40 "$log" env -C "$tests" PYTHONPATH="$here/python" python3 -m unittest -v test_torch_device.TestCuda
+    fi
+    libpath=$keep
+    local s figs
+    s=$(status $rc)
+    figs=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped)|^(OK|FAILED)|^Ran ' "$log" | tail -2 | tr '\n' ' ' | tr -s '= ')
+    if [ "$rc" = 0 ] && grep -qiE 'skipped|skip=' <<<"$figs"; then
+        # A GPU test that did not run is no pass: the reason is in torch.log (-rs).
+        s=SKIPPED incomplete=1
+    fi
+    tally "$rc"
+    note torch:op "$s" "$secs" "${figs:-no summary line (see torch.log)}"
+}
+torch_tests
+
 # A backend that computes wrong results has no speed worth measuring: the time goes to the logs.
 if [ $failed = 1 ]; then
     note bench NOTRUN 0 "not run: a check failed"
     finish 1 "a check failed: see the FAIL and ERRORS lines and their logs; the benchmarks were not run"
 fi
 
-# ---- 4. bench_cuda ----
+# ---- 5. bench_cuda ----
 log=$out/bench_cuda.log
 : >"$log"
 # rows LOG IMPL H [PRECISION]: "T=2048 0.0123s 312MB, ..." from the JSON rows of one configuration.
@@ -287,9 +328,8 @@ for prec in fp32 bf16; do
     note "cuda:normgate:$prec" "$(status $rc)" "$secs" "H=8 d=64: ${r:-no rows}"
 done
 
-# ---- 5. PyTorch on the same GPU ----
+# ---- 6. PyTorch on the same GPU (after the op's tests in torch.log) ----
 log=$out/torch.log
-: >"$log"
 libpath=$orig_ld  # PyTorch loads its own CUDA libraries: none of the bundle's
 if ! command -v python3 >/dev/null; then
     note torch SKIPPED 0 "python3 not found"
@@ -302,12 +342,12 @@ else
     else
         for shape in "8 64" "16 96"; do
             set -- $shape
-            run 13 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --T 2048,4096,16384 --B 1 --H "$1" --d "$2" --reps 5
+            run 10 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --T 2048,4096,16384 --B 1 --H "$1" --d "$2" --reps 5
             s=$(status $rc)
             [ "$rc" = 77 ] && s=SKIPPED
             note torch:sdpa "$s" "$secs" "H=$1 d=$2 bf16, fp32: $(grep '^{' "$log" | grep '"torch_sdpa"' | grep "\"H\": $1," |
                 sed -n 's/.*"dtype": "\([a-z0-9]*\)".*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/\1 T=\2 \3s \4MB/p' | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
-            run 13 "$log" python3 "$bin/bench_torch_cuda.py" --impl naive --T 2048,4096 --B 1 --H "$1" --d "$2" --reps 3
+            run 10 "$log" python3 "$bin/bench_torch_cuda.py" --impl naive --T 2048,4096 --B 1 --H "$1" --d "$2" --reps 3
             s=$(status $rc)
             [ "$rc" = 77 ] && s=SKIPPED
             note torch:naive "$s" "$secs" "H=$1 d=$2: $(rows "$log" torch_naive "$1")"

@@ -26,12 +26,22 @@
 //   MTA_LAUNCH(kernel, grid, block, shmem, stream)(args...)   is   kernel<<<grid, block, shmem, stream>>>(args...)
 //   MTA_SHARED(T, name, n);                                    is   __shared__ T name[n];
 //   MTA_DYNAMIC_SHARED(T, name);                               is   the launch's shmem bytes, as T *name
+// Each launch is also noted by name in the launch record of the call in progress on this host
+// thread (mta_ctx_record_launches; the backend's calls set it, mta_cuda.cu's launch_scope): when
+// no record is on, that is a thread-local load and a test.
+inline mta_launch_log *&mta_launch_record() {
+    static thread_local mta_launch_log *log = nullptr;
+    return log;
+}
+inline void mta_launch_note(const char *name) {
+    if (mta_launch_log *log = mta_launch_record()) mta_launch_log_note(log, name);
+}
 #ifdef MTAC_CUDA_EMU
-#define MTA_LAUNCH(k, grid, block, shmem, stream) ::cuemu::launch(#k, k, grid, block, shmem, stream)
+#define MTA_LAUNCH(k, grid, block, shmem, stream) mta_launch_note(#k), ::cuemu::launch(#k, k, grid, block, shmem, stream)
 #define MTA_SHARED(T, name, n) T *const name = (T *)::cuemu::shared_array((n) * sizeof(T), alignof(T))
 #define MTA_DYNAMIC_SHARED(T, name) T *const name = (T *)::cuemu::dynamic_shared()
 #else
-#define MTA_LAUNCH(k, grid, block, shmem, stream) k<<<grid, block, shmem, stream>>>
+#define MTA_LAUNCH(k, grid, block, shmem, stream) mta_launch_note(#k), k<<<grid, block, shmem, stream>>>
 #define MTA_SHARED(T, name, n) __shared__ T name[n]
 #define MTA_DYNAMIC_SHARED(T, name)                        \
     extern __shared__ __align__(16) unsigned char mta_dynamic_shared_[]; \
@@ -271,15 +281,17 @@ __global__ void k_normgate(float *o, size_t hs, normgate ng) {
     }
 }
 
-// The norm and gate backward of n rows (grid: y heads; one block walks the rows in order, so the
-// parameter gradients are summed in a fixed order): dO from dout (go) and the recomputed o, and
-// acc[bh*(2d+1) + ...] += dgamma (d), dgate_w (d), dgate_b (1).
-__global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, normgate ng,
-                             double *acc) {
+// The norm and gate backward of rows [0, n) of each head (grid: x chunks of `rows` rows, y heads):
+// dO from dout (go) and the recomputed o. Chunk x of head bh adds its rows' parameter gradients,
+// in row order, to its own slot, acc[(bh*slots + x)*(2d+1) + ...] += dgamma (d), dgate_w (d),
+// dgate_b (1): no two blocks share a slot, so the sums do not depend on the blocks' order, and
+// k_sum_grad adds the slots up in order.
+__global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, int rows,
+                             int slots, normgate ng, double *acc) {
     MTA_SHARED(float, sh, 256);
-    const int d = ng.d, bh = blockIdx.y;
-    double *a = acc + (size_t)bh * (2 * d + 1);
-    for (int i = 0; i < n; i++) {
+    const int d = ng.d, bh = blockIdx.y, i0 = blockIdx.x * rows, i1 = i0 + rows < n ? i0 + rows : n;
+    double *a = acc + ((size_t)bh * slots + blockIdx.x) * (2 * d + 1);
+    for (int i = i0; i < i1; i++) {
         const float *x = o + (size_t)bh * hs + (size_t)i * d, *g = go + (size_t)bh * ghs + (size_t)i * d;
         float *dx = dO + (size_t)bh * hs + (size_t)i * d;
         float rs = 1.0f;

@@ -545,7 +545,58 @@ void mta_destroy(mta_ctx *ctx) {
     if (!ctx) return;
     ctx->impl->release(ctx);
     free(ctx->doc_start);
+    free(ctx->launches);
     free(ctx);
+}
+
+mta_status mta_ctx_record_launches(mta_ctx *ctx, int on) {
+    if (!ctx) return MTA_ERR_NULL;
+    if (!on) {
+        free(ctx->launches);
+        ctx->launches = NULL;
+        return MTA_OK;
+    }
+    if (!ctx->launches && !(ctx->launches = malloc(sizeof *ctx->launches)))
+        return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the launch record");
+    memset(ctx->launches, 0, sizeof *ctx->launches);
+    return MTA_OK;
+}
+
+const char *mta_ctx_launch(const mta_ctx *ctx, int i, int *times) {
+    const mta_launch_log *log = ctx ? ctx->launches : NULL;
+    if (!log || i < 0 || i >= log->n) return NULL;
+    if (times) *times = log->times[i];
+    return log->name[i];
+}
+
+int mta_ctx_launches_lost(const mta_ctx *ctx) { return ctx && ctx->launches ? ctx->launches->lost : 0; }
+
+int mta_tensor_core_path(const mta_config *c, char *why, size_t n) {
+    if (!c) {
+        say(why, n, MTA_OK, "config is NULL");
+        return -1;
+    }
+    const mta_backend_impl *impl = is_backend(c->backend) ? backend_of(c->backend) : NULL;
+    if (!impl || !impl->tc_covers) {
+        say(why, n, MTA_OK, "the %s backend has no tensor-core path", mta_backend_name(c->backend));
+        return -1;
+    }
+    if (impl->tc_covers(c)) {
+        say(why, n, MTA_OK, "%s", "");
+        return 1;
+    }
+    if (c->precision != MTA_BF16) {
+        say(why, n, MTA_OK, "precision MTA_FP32 asks for the float32 path");
+        return 0;
+    }
+    char refused[512] = "";
+    for (int u = 0; u < MTA_N_USES; u++)
+        if (mta_config_uses(c, (mta_use)u) && !impl->tc_computes(c, (mta_use)u))
+            snprintf(refused + strlen(refused), sizeof refused - strlen(refused), "%s%s", refused[0] ? ", " : "",
+                     mta_use_table[u].name);
+    if (refused[0]) say(why, n, MTA_OK, "its allow-list refuses %s", refused);
+    else say(why, n, MTA_OK, "its sizes exclude the config (d = %d) or its tiles exceed the device's shared memory", c->d);
+    return 0;
 }
 
 mta_status mta_set_documents(mta_ctx *ctx, const int32_t *doc) {

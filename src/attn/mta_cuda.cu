@@ -19,8 +19,9 @@
 //
 // With precision MTA_BF16, the configs that the tensor-core path covers (tc_covers in
 // mta_cuda_tc.cuh: an allow-list of the uses it computes; no post-softmax convolution, and the
-// pre-softmax convolution or the head steps, not both, where their tiles fit) run its fused
-// kernels instead; the others run this path, in float32.
+// pre-softmax convolution or the head steps, not both, where their tiles fit in the device's
+// opt-in shared memory per block) run its fused kernels instead; the others run this path, in
+// float32.
 #include "attn/cuda_kernels.cuh"
 #include "attn/lag.h"
 #include "attn/mma_ptx.cuh"
@@ -39,6 +40,7 @@ struct cuda_state {
     cudaStream_t stream;  // the stream of the last call (cuda_setup)
     void *mem;        // one allocation: everything below
     size_t mem_bytes;
+    size_t smem_max;  // the device's opt-in limit of shared memory per block (bytes)
     int R, cap;       // strip rows, ring rows
     size_t ld;        // map row stride (floats)
     float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
@@ -55,13 +57,22 @@ struct grad_layout {
 };
 
 // The tensor-core path (mta_cuda_tc.cuh, included below): the configs it runs (those of precision
-// MTA_BF16 whose every use its allow-list names), and its workspace.
-int tc_covers(const mta_config *c);
-size_t tc_bytes(const mta_config *c);
+// MTA_BF16 whose every use its allow-list names, on a device with smem_max bytes of shared memory
+// per block), and its workspace.
+int tc_covers(const mta_config *c, size_t smem_max);
+size_t tc_bytes(const mta_config *c, size_t smem_max);
 
 int imin(int a, int b) { return a < b ? a : b; }
 
-grad_layout grads_of(const mta_config *c) {
+// The norm/gate backward's chunks over spans of n rows (a strip, or the tensor-core path's T):
+// rows per chunk, at least 8 and at most 64 chunks per head, so that the blocks of a long span
+// run in parallel while their partials (a slot of 2d+1 doubles per chunk and head) stay small;
+// and the slots per head.
+int ng_rows(int n) { return n > 8 * 64 ? (n + 63) / 64 : 8; }
+int ng_slots(int n) { return (n + ng_rows(n) - 1) / ng_rows(n); }
+
+// The accumulators' layout, with the norm/gate's slots for spans of `span` rows (ng_slots).
+grad_layout grads_of(const mta_config *c, int span) {
     grad_layout g;
     const size_t BH = (size_t)c->B * c->H;
     g.pre = 0;
@@ -69,7 +80,7 @@ grad_layout grads_of(const mta_config *c) {
     g.mix = g.post + BH * c->post_cq * c->post_ck;
     g.hc = g.mix + BH * c->H;
     g.ng = g.hc + BH * c->H;
-    g.total = g.ng + BH * (2 * (size_t)c->d + 1);
+    g.total = g.ng + BH * ng_slots(span) * (2 * (size_t)c->d + 1);
     return g;
 }
 
@@ -106,7 +117,7 @@ size_t bytes_of(const mta_config *c, int R, int *cap_out) {
     size_t floats = k.rows * BH * ld_of(c->T) + 2 * BH * c->T + 4 * (size_t)c->H * c->H + 2 * BH * R * c->d +
                     (size_t)c->B * c->T;  // the document starts, ints of a float's size
     floats = (floats + 1) / 2 * 2;  // the doubles after it are 8-byte aligned
-    return floats * sizeof(float) + grads_of(c).total * sizeof(double);
+    return floats * sizeof(float) + grads_of(c, R).total * sizeof(double);
 }
 
 // Strip rows: the config's, else the largest of 64, 32, 16, 8 whose workspace stays within the
@@ -158,6 +169,15 @@ mta_status cuda_setup(mta_ctx *ctx) {
             cuda_release(ctx);
             return mta_fail(ctx, MTA_ERR_DEVICE, "cuBLAS could not be initialised (no usable GPU?)");
         }
+        // asked once: what the tensor-core path's tiles may use (tc_covers)
+        int dev = 0, optin = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (e != cudaSuccess) {
+            cuda_release(ctx);
+            return cuda_fail(ctx, e, "the query of the device's shared memory per block");
+        }
+        st->smem_max = (size_t)optin;
     }
     cuda_state *st = (cuda_state *)ctx->state;
     // The workspace is shared by every call on the context: work still queued on the previous
@@ -170,9 +190,9 @@ mta_status cuda_setup(mta_ctx *ctx) {
     if (cublasSetStream(st->blas, st->stream) != CUBLAS_STATUS_SUCCESS)
         return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
-    const int tc = tc_covers(c);
+    const int tc = tc_covers(c, st->smem_max);
     st->R = tc ? 0 : strip_rows_of(c);
-    st->mem_bytes = tc ? tc_bytes(c) : bytes_of(c, st->R, &st->cap);
+    st->mem_bytes = tc ? tc_bytes(c, st->smem_max) : bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;
@@ -204,7 +224,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
     st->o = at, at += BH * R * c->d;
     st->dO = at, at += BH * R * c->d;
     st->start = (int *)at, at += (size_t)c->B * c->T;
-    st->acc = (double *)((char *)st->mem + st->mem_bytes - grads_of(c).total * sizeof(double));
+    st->acc = (double *)((char *)st->mem + st->mem_bytes - grads_of(c, st->R).total * sizeof(double));
     return MTA_OK;
 }
 
@@ -278,6 +298,7 @@ cublasStatus_t gemm(cublasHandle_t h, mm_kind mode, int m, int n, int k, float a
                     mats_out C, int batch) {
     const cublasOperation_t ta = mode == MM_TN ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = mode == MM_NT ? CUBLAS_OP_T : CUBLAS_OP_N;
+    mta_launch_note("cublasSgemmStridedBatched");
     return cublasSgemmStridedBatched(h, tb, ta, n, m, k, &alpha, B.p, (int)B.ld, (long long)B.stride, A.p, (int)A.ld,
                                      (long long)A.stride, &beta, C.p, (int)C.ld, (long long)C.stride, batch);
 }
@@ -367,6 +388,18 @@ normgate normgate_of(const mta_config *c, const mta_params *p) {
     return ng;
 }
 
+// The norm and gate backward of rows [0, n) of each head (o, dO: head strides hs; go: ghs),
+// chunk by chunk in parallel (k_normgate_t), into acc's slots for spans of `span` >= n rows.
+void normgate_backward(const call *cl, const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n,
+                       int span, const normgate &ng, double *acc) {
+    const int rows = ng_rows(span), BH = cl->c->B * cl->c->H;
+    MTA_LAUNCH(k_normgate_t, dim3((unsigned)((n + rows - 1) / rows), (unsigned)BH), red_threads(ng.d, 128), 0, cl->s)(
+        o, go, dO, hs, ghs, n, rows, ng_slots(span), ng, acc);
+}
+
+// 1 when the context's config runs on the tensor-core path on its device (after cuda_setup).
+int tc_on(const mta_ctx *ctx) { return tc_covers(&ctx->cfg, ((const cuda_state *)ctx->state)->smem_max); }
+
 mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const float *v, const mta_params *p) {
     memset(cl, 0, sizeof *cl);
     mta_status s = cuda_setup(ctx);
@@ -380,7 +413,7 @@ mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const f
     cl->drop_scale = 1.0f / (1.0f - ctx->cfg.dropout);
     cl->ds = cl->st->docs ? cl->st->start : NULL;  // the last forward's (a forward sets its own)
     const int H = ctx->cfg.H;
-    if ((ctx->cfg.pre_head_mix || ctx->cfg.post_ch) && !tc_covers(&ctx->cfg))  // tc reads the weights itself
+    if ((ctx->cfg.pre_head_mix || ctx->cfg.post_ch) && !tc_on(ctx))  // tc reads the weights itself
         MTA_LAUNCH(k_mats, (H * H + 255) / 256, 256, 0, cl->s)(p->w_pre_head, p->w_post_head, H, ctx->cfg.post_ch ? ctx->cfg.post_ch : 1,
                                                       cl->st->mats);
     return MTA_OK;
@@ -395,11 +428,24 @@ mta_status finish(call *cl, const char *what) {
 
 #include "attn/mta_cuda_tc.cuh"
 
+// The launch record of ctx (mta_ctx_record_launches, NULL: none) for the length of one call: the
+// kernels MTA_LAUNCH launches are noted there.
+struct launch_scope {
+    mta_launch_log *prev;
+    explicit launch_scope(const mta_ctx *ctx) : prev(mta_launch_record()) { mta_launch_record() = ctx->launches; }
+    ~launch_scope() { mta_launch_record() = prev; }
+    launch_scope(const launch_scope &) = delete;
+    launch_scope &operator=(const launch_scope &) = delete;
+};
+
 mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
+    const launch_scope record(ctx);
     ctx->dropout_on = ctx->cfg.dropout > 0 && ctx->training;
-    if (tc_covers(&ctx->cfg)) return tc_forward(ctx, q, k, v, p, out);
+    mta_status s = cuda_setup(ctx);
+    if (s) return s;
+    if (tc_on(ctx)) return tc_forward(ctx, q, k, v, p, out);
     call cl;
-    mta_status s = begin(ctx, &cl, q, k, v, p);
+    s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     cuda_state *st = cl.st;
@@ -465,8 +511,8 @@ void stage_a(const backward_call &bw, mta_rows A) {
     if (c->group_norm || c->gate) {
         gemm_kv(cl, MM_NN, n, d, a1, 1.0f, map_in(st->pd, a0), kv_in(cl->v, d, Td), 0.0f,
                 q_out(st->o, d, (size_t)R * d));  // O again
-        MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl->s)(
-            st->o, bw.dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td, n, bw.ng, st->acc + bw.gl.ng);
+        normgate_backward(cl, st->o, bw.dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td, n, R, bw.ng,
+                          st->acc + bw.gl.ng);
         dO = q_in(st->dO, d, (size_t)R * d);
     }
     gemm_kv(cl, MM_TN, a1, d, n, 1.0f, map_in(st->pd, a0), dO, 1.0f, kv_out(bw.dv, d, Td));      // dV += PD^T dO
@@ -516,7 +562,7 @@ void sum_grads(const backward_call &bw, const mta_grads *g) {
     const call *cl = bw.cl;
     const mta_config *c = cl->c;
     const grad_layout &gl = bw.gl;
-    const int B = c->B, H = c->H, d = c->d, BH = B * H, np = 2 * d + 1;
+    const int B = c->B, H = c->H, d = c->d, BH = B * H, np = 2 * d + 1, ns = ng_slots(cl->st->R);
     const size_t HH = (size_t)H * H, K1 = (size_t)c->pre_cq * c->pre_ck, K2 = (size_t)c->post_cq * c->post_ck;
     // Where parameter `param`'s partials are: n slabs of `stride` doubles from acc, its entry e at
     // off0 + e of each (or, with ch, at the head conv's matrix entry: k_sum_grad). A row per
@@ -531,9 +577,9 @@ void sum_grads(const backward_call &bw, const mta_grads *g) {
         {MTA_W_PRE_HEAD, gl.mix, HH, B, 0, 0},
         {MTA_W_POST, gl.post, H * K2, B, 0, 0},
         {MTA_W_POST_HEAD, gl.hc, HH, B, 0, c->post_ch},
-        {MTA_GN_WEIGHT, gl.ng, (size_t)np, BH, 0, 0},
-        {MTA_GATE_W, gl.ng, (size_t)np, BH, d, 0},
-        {MTA_GATE_B, gl.ng, (size_t)np, BH, 2 * d, 0},
+        {MTA_GN_WEIGHT, gl.ng, (size_t)np, BH * ns, 0, 0},
+        {MTA_GATE_W, gl.ng, (size_t)np, BH * ns, d, 0},
+        {MTA_GATE_B, gl.ng, (size_t)np, BH * ns, 2 * d, 0},
     };
     static_assert(sizeof sums / sizeof sums[0] == MTA_N_PARAMS, "sum_grads: a row for each parameter of mta.h");
     const mta_param_sizes ps = cl->ctx->sizes;
@@ -547,11 +593,14 @@ void sum_grads(const backward_call &bw, const mta_grads *g) {
 
 mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                          const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
-    if (tc_covers(&ctx->cfg)) return tc_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
-    call cl;
-    mta_status s = begin(ctx, &cl, q, k, v, p);
+    const launch_scope record(ctx);
+    mta_status s = cuda_setup(ctx);
     if (s) return s;
-    const backward_call bw = {&cl, dout, dq, dk, dv, grads_of(&ctx->cfg), normgate_of(&ctx->cfg, p)};
+    if (tc_on(ctx)) return tc_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+    call cl;
+    s = begin(ctx, &cl, q, k, v, p);
+    if (s) return s;
+    const backward_call bw = {&cl, dout, dq, dk, dv, grads_of(&ctx->cfg, cl.st->R), normgate_of(&ctx->cfg, p)};
     const cudaError_t e = cudaMemsetAsync(cl.st->acc, 0, bw.gl.total * sizeof(double), cl.s);
     if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
     const mta_lag lag = mta_lag_of(&ctx->cfg, cl.st->R);
@@ -606,7 +655,8 @@ mta_status dev_download(void *dst, const void *src, size_t bytes) {
 mta_status dev_synchronize(void) { return dev_status(cudaDeviceSynchronize()); }
 
 // What the backend computes (mta_internal.h): every step on the float32 path, and precision
-// MTA_BF16 on the tensor-core path where it covers the config (tc_covers), else in float32.
+// MTA_BF16 on the tensor-core path where it covers the config on the device (tc_covers), else in
+// float32.
 int cuda_computes(const mta_config *c, mta_use u) {
     (void)c;
     switch (u) {
@@ -615,6 +665,17 @@ int cuda_computes(const mta_config *c, mta_use u) {
     case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
     default: return 0;
     }
+}
+
+// tc_covers on the current device, for a config without a context (mta_tensor_core_path).
+int tc_covers_here(const mta_config *c) {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError();  // no device: the call's error is not left for the next check
+        return 0;
+    }
+    return tc_covers(c, (size_t)optin);
 }
 
 }  // namespace
@@ -628,5 +689,5 @@ extern "C" __attribute__((visibility("default"))) const mta_module_abi mtac_back
 extern "C" __attribute__((visibility("default"))) const mta_backend_impl mta_cuda_backend = {
 #endif
     cuda_forward, cuda_backward, cuda_release, NULL, cuda_available,
-    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, cuda_computes,
+    1, dev_alloc, dev_free, dev_upload, dev_download, dev_synchronize, cuda_computes, tc_covers_here, tc_computes,
 };

@@ -1,6 +1,6 @@
 // mta_cuda_fa2.cuh: the tensor-core path's attention without convolution or head steps, as
 // FlashAttention-2 computes it (docs/cuda.md, "Tensor-core path"): k_fa_forward, k_fa_dq and
-// k_fa_dkdv on mma_ptx.cuh's primitives (mma.sync m16n8k16, ldmatrix, cp.async). Included by
+// k_fa_dkdv (templates k_fa_*_t<DP>) on mma_ptx.cuh's primitives (mma.sync m16n8k16, ldmatrix, cp.async). Included by
 // mta_cuda_tc.cuh, inside mta_cuda.cu's namespace, after tc_args, tc_last, tc_kv_slab, tc_drop and
 // tc_smem_optin; mta_cuda.cu includes mma_ptx.cuh at file scope.
 //
@@ -203,7 +203,7 @@ __device__ __forceinline__ void fa_lane_rows(const tc_args &a, int b, int i0, in
 // Forward, one block per (query tile, head) (grid: x tiles, the last first, y B*H): the key tiles
 // from the first document start of the tile's rows to the diagonal, with an online softmax; writes
 // O (before norm and gate) to out and a.o, and each row's log-sum-exp.
-template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_forward(tc_args a, float *out) {
+template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_forward_t(tc_args a, float *out) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32;
     const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
@@ -270,7 +270,7 @@ __device__ __forceinline__ void fa_grad(const tc_args &a, int bh, int i, int st,
 
 // dQ of one query tile of one head (grid: x query tiles, the last first, y B*H): the key tiles from
 // its first document start to the diagonal. dq += scale dS k.
-template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dq(tc_args a, float *dq) {
+template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dq_t(tc_args a, float *dq) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, w = threadIdx.x / 32, t = threadIdx.x % 4;
     const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
@@ -356,7 +356,7 @@ __device__ __forceinline__ void fa_dkdv_tile(const tc_args &a, int bh, int i0, i
 // dK and dV of one key tile of one kv head (grid: x key tiles, the first (longest) first, y
 // B*H_kv): its query heads in order, each over the query tiles from the diagonal on while their
 // rows' documents can reach the tile's keys. dk += scale dS^T q, dv += P2^T dO.
-template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv(tc_args a, float *dk, float *dv) {
+template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv_t(tc_args a, float *dk, float *dv) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, g = threadIdx.x % 32 / 4;
     const int kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N, jlast = tc_last(a, j0);
@@ -391,19 +391,23 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv(tc_arg
     });
 }
 
-// The forward's and the backward's launches, at the accumulators' width DP for a.dp.
+// The forward's and the backward's launches, at the accumulators' width DP for a.dp. The kernels
+// are launched through pointers named as the launch record and --plan know them (without <DP>).
 template <int DP> void fa_forward_at(const call *cl, const tc_args &a, int BH, float *out) {
+    void (*const k_fa_forward)(tc_args, float *) = k_fa_forward_t<DP>;
     const size_t sm = fa_smem_bytes(TC_FWD, a.dp);
-    tc_smem_optin(k_fa_forward<DP>, sm);
-    MTA_LAUNCH(k_fa_forward<DP>, dim3((unsigned)(a.Tp / TC_M), (unsigned)BH), TC_THREADS, sm, cl->s)(a, out);
+    tc_smem_optin(k_fa_forward, sm);
+    MTA_LAUNCH(k_fa_forward, dim3((unsigned)(a.Tp / TC_M), (unsigned)BH), TC_THREADS, sm, cl->s)(a, out);
 }
 template <int DP> void fa_backward_at(const call *cl, const tc_args &a, int B, float *dq, float *dk, float *dv) {
+    void (*const k_fa_dkdv)(tc_args, float *, float *) = k_fa_dkdv_t<DP>;
+    void (*const k_fa_dq)(tc_args, float *) = k_fa_dq_t<DP>;
     const size_t sm_kv = fa_smem_bytes(TC_DKDV, a.dp), sm_q = fa_smem_bytes(TC_DQ, a.dp);
-    tc_smem_optin(k_fa_dkdv<DP>, sm_kv);
-    tc_smem_optin(k_fa_dq<DP>, sm_q);
+    tc_smem_optin(k_fa_dkdv, sm_kv);
+    tc_smem_optin(k_fa_dq, sm_q);
     const unsigned tiles = (unsigned)(a.Tp / TC_M);
-    MTA_LAUNCH(k_fa_dkdv<DP>, dim3(tiles, (unsigned)(B * a.Hkv)), TC_THREADS, sm_kv, cl->s)(a, dk, dv);
-    MTA_LAUNCH(k_fa_dq<DP>, dim3(tiles, (unsigned)(B * a.H)), TC_THREADS, sm_q, cl->s)(a, dq);
+    MTA_LAUNCH(k_fa_dkdv, dim3(tiles, (unsigned)(B * a.Hkv)), TC_THREADS, sm_kv, cl->s)(a, dk, dv);
+    MTA_LAUNCH(k_fa_dq, dim3(tiles, (unsigned)(B * a.H)), TC_THREADS, sm_q, cl->s)(a, dq);
 }
 void fa_forward(const call *cl, const tc_args &a, int BH, float *out) {
     if (a.dp <= 64) fa_forward_at<64>(cl, a, BH, out);

@@ -1,6 +1,6 @@
 // mta_cuda_tc.cuh: the CUDA backend's tensor-core path (precision MTA_BF16; docs/cuda.md,
 // "Tensor-core path"). Included by mta_cuda.cu, inside its namespace, after the helpers it uses
-// (call, begin, finish, normgate_of, k_sum_grad, k_doc_starts).
+// (call, begin, finish, normgate_of, normgate_backward, k_sum_grad, k_doc_starts).
 //
 // It covers the configs without post-softmax convolution (post_cq = 0) and d <= 128: causal
 // softmax attention with dropout, group norm, depth scale, gate, grouped-query attention and
@@ -893,10 +893,17 @@ __global__ void k_tc_head_wgrad(const float *hwp, int B, int groups, int tiles, 
     if (e >= n1 && dw2) dw2[(size_t)grp * hd.G * hd.ch + e - n1] += (float)x;
 }
 
-// A block's heads for a config, with the largest tile whose kernels fit in shared memory (tm 0:
-// none does, as for many heads of a mixing group at large d; the float32 path runs those).
-const size_t TC_SMEM_MAX = 227 * 1024;
-tc_heads tc_heads_of(const mta_config *c, const mta_params *p) {
+// Dynamic shared memory past 48 KB needs the kernel's opt-in.
+template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+#include "attn/mta_cuda_fa2.cuh"
+
+// A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
+// memory (the device's opt-in limit per block; tm 0: none does, as for many heads of a mixing group
+// at large d; the float32 path runs those).
+tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max) {
     tc_heads hd;
     hd.mix = c->pre_head_mix != 0, hd.ch = c->post_ch;
     hd.G = hd.mix ? c->H : c->post_ch;
@@ -906,7 +913,7 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p) {
         tc_hsmem sm;
         int fits = 1;
         for (int kind = TC_FWD; kind <= TC_DQ; kind++)
-            fits &= tc_hsmem_carve(kind, hd, tc_dp(c->d), NULL, &sm) <= TC_SMEM_MAX;
+            fits &= tc_hsmem_carve(kind, hd, tc_dp(c->d), NULL, &sm) <= smem_max;
         if (fits) return hd;
     }
     hd.tm = 0;
@@ -914,27 +921,36 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p) {
 }
 
 // The uses the path computes (mta_internal.h; an allow-list): the pre-softmax convolution without
-// a head step, when its kernels' halos fit in an H100's shared memory per block (227 KB with the
-// opt-in); head steps (mixing, head convolution) without the pre-softmax convolution, when a tile
-// of their group's heads fits (tc_heads_of); no post-softmax convolution.
+// a head step; head steps (mixing, head convolution) without the pre-softmax convolution; no
+// post-softmax convolution. Whether their tiles fit on the device is tc_fits'.
 int tc_computes(const mta_config *c, mta_use u) {
     switch (u) {
-    case MTA_USE_PRE_CONV:
-        if (c->pre_head_mix || c->post_ch) return 0;
-        for (int kind = TC_FWD; kind <= TC_DQ; kind++)
-            if (tc_csmem_bytes(kind, tc_dp(c->d), c->pre_cq, c->pre_ck) > TC_SMEM_MAX) return 0;
-        return 1;
-    case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq && tc_heads_of(c, NULL).tm > 0;
+    case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch;
+    case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq;
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
     case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
     default: return 0;
     }
 }
 
-// The configs the path runs: precision MTA_BF16, d <= 128, and every use computed (tc_computes).
-// Others run the float32 path.
-int tc_covers(const mta_config *c) {
-    return c->precision == MTA_BF16 && c->d <= TC_MAX_D && mta_first_refused(c, tc_computes) < 0;
+// 1 when the kernels a config launches fit in smem_max bytes of shared memory per block (the
+// device's opt-in limit: 227 KB on an H100, 163 KB on an A100): the convolution's with their halos,
+// the head steps' with a tile of their group's heads (tc_heads_of), or the plain ones.
+int tc_fits(const mta_config *c, size_t smem_max) {
+    if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).tm > 0;
+    for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
+        const int dp = tc_dp(c->d);
+        if ((c->pre_cq ? tc_csmem_bytes(kind, dp, c->pre_cq, c->pre_ck) : fa_smem_bytes(kind, dp)) > smem_max) return 0;
+    }
+    return 1;
+}
+
+// The configs the path runs on a device with smem_max bytes of shared memory per block: precision
+// MTA_BF16, d <= 128, every use computed (tc_computes) and the tiles fitting (tc_fits). Others run
+// the float32 path.
+int tc_covers(const mta_config *c, size_t smem_max) {
+    return c->precision == MTA_BF16 && c->d <= TC_MAX_D && mta_first_refused(c, tc_computes) < 0 &&
+           tc_fits(c, smem_max);
 }
 
 // The path's workspace, in the backend's one allocation (cuda_state.mem).
@@ -943,19 +959,20 @@ struct tc_ws {
     float *o, *go;         // O before norm and gate; dO before it (with a norm or gate)
     float *lse, *D;
     int *start;            // document starts (B, T)
-    double *acc;           // norm and gate gradients per (batch, head): 2d+1 each
+    double *acc;           // norm and gate gradients per (batch, head, chunk of rows): 2d+1 each
     float *dwp;            // the conv kernel gradient's partial sums per (batch, head, query tile)
     float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d)
     float *hwp;            // head steps: the head kernels' partial sums per (batch, group, query tile)
 };
 
-// Carves w from mem (NULL: counts) and returns the bytes.
-size_t tc_carve(const mta_config *c, void *mem, tc_ws *w) {
+// Carves w from mem (NULL: counts) and returns the bytes, for a device with smem_max bytes of
+// shared memory per block (the head steps' tiles: tc_heads_of).
+size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     const size_t BH = (size_t)c->B * c->H, BHkv = (size_t)c->B * mta_kv_heads(c), T = c->T, d = c->d;
     const size_t padded = (size_t)tc_tp(c->T) * tc_dp(c->d);
     carver cv = {(unsigned char *)mem, 0};
     tc_ws x;
-    x.acc = cv.take<double>(BH * (2 * d + 1));
+    x.acc = cv.take<double>(BH * ng_slots(c->T) * (2 * d + 1));
     x.q = cv.take<bf16>(BH * padded), x.k = cv.take<bf16>(BHkv * padded), x.v = cv.take<bf16>(BHkv * padded);
     x.dO = cv.take<bf16>(BH * padded);
     x.o = cv.take<float>(BH * T * d);
@@ -965,14 +982,14 @@ size_t tc_carve(const mta_config *c, void *mem, tc_ws *w) {
     x.dwp = c->pre_cq ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * c->pre_cq * c->pre_ck) : NULL;
     x.dkp = x.dvp = x.hwp = NULL;
     if (c->pre_head_mix || c->post_ch) {
-        const tc_heads hd = tc_heads_of(c, NULL);
+        const tc_heads hd = tc_heads_of(c, NULL, smem_max);
         x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
         x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + hd.tm - 1) / hd.tm) * hd.nw);
     }
     if (w) *w = x;
     return cv.at;
 }
-size_t tc_bytes(const mta_config *c) { return tc_carve(c, NULL, NULL); }
+size_t tc_bytes(const mta_config *c, size_t smem_max) { return tc_carve(c, smem_max, NULL, NULL); }
 
 // The kernels' common arguments for a call.
 tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
@@ -998,13 +1015,6 @@ void tc_round_inputs(const call *cl, const tc_ws *w) {
     MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BHkv), 128, 0, cl->s)(cl->v, w->v, c->T, Tp, c->d, dp);
 }
 
-// Dynamic shared memory past 48 KB needs the kernel's opt-in.
-template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-}
-
-#include "attn/mta_cuda_fa2.cuh"
-
 mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
@@ -1012,14 +1022,14 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     const mta_config *c = cl.c;
     cuda_state *st = cl.st;
     tc_ws w;
-    tc_carve(c, st->mem, &w);
+    tc_carve(c, st->smem_max, st->mem, &w);
     st->docs = ctx->doc != NULL;
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
     tc_round_inputs(&cl, &w);
     const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
     const dim3 grid((unsigned)(a.Tp / TC_M), (unsigned)(c->B * c->H));
     if (c->pre_head_mix || c->post_ch) {
-        const tc_heads hd = tc_heads_of(c, p);
+        const tc_heads hd = tc_heads_of(c, p, st->smem_max);
         tc_hsmem hs;
         const size_t sm = tc_hsmem_carve(TC_FWD, hd, a.dp, NULL, &hs);
         tc_smem_optin(k_tc_head_forward, sm);
@@ -1042,7 +1052,7 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
-    const tc_heads hd = tc_heads_of(c, p);
+    const tc_heads hd = tc_heads_of(c, p, cl->st->smem_max);
     const int groups = c->H / hd.G, tiles = (c->T + hd.tm - 1) / hd.tm;
     tc_hsmem sm;
     const size_t sm_q = tc_hsmem_carve(TC_DQ, hd, a.dp, NULL, &sm);
@@ -1068,16 +1078,16 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const mta_config *c = cl.c;
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
-    tc_carve(c, cl.st->mem, &w);
+    tc_carve(c, cl.st->smem_max, cl.st->mem, &w);
     tc_round_inputs(&cl, &w);
     const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL);
-    // dO through the gate and norm (their parameter gradients summed per head, rows in order)
+    // dO through the gate and norm (their parameter gradients summed per head and chunk of rows)
     const float *go = dout;
+    const int slots = ng_slots(T);
     if (c->group_norm || c->gate) {
-        const cudaError_t e = cudaMemsetAsync(w.acc, 0, (size_t)BH * (2 * d + 1) * sizeof(double), cl.s);
+        const cudaError_t e = cudaMemsetAsync(w.acc, 0, (size_t)BH * slots * (2 * d + 1) * sizeof(double), cl.s);
         if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
-        MTA_LAUNCH(k_normgate_t, dim3(1, (unsigned)BH), red_threads(d, 128), 0, cl.s)(
-            w.o, dout, w.go, (size_t)T * d, (size_t)T * d, T, normgate_of(c, p), w.acc);
+        normgate_backward(&cl, w.o, dout, w.go, (size_t)T * d, (size_t)T * d, T, T, normgate_of(c, p), w.acc);
         go = w.go;
     }
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, w.dO);
@@ -1097,13 +1107,13 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     } else {
         fa_backward(&cl, a, B, dq, dk, dv);
     }
-    // the norm's and gate's gradients: per-head partials at offsets 0, d, 2d of each 2d+1
+    // the norm's and gate's gradients: partials per head and chunk at offsets 0, d, 2d of each 2d+1
     const mta_param_sizes ps = ctx->sizes;
     const int which[3] = {MTA_GN_WEIGHT, MTA_GATE_W, MTA_GATE_B}, off[3] = {0, d, 2 * d};
     for (int n = 0; n < 3; n++) {
         const int i = which[n], count = (int)ps.w[i];
         if (g->w[i] && count)
-            MTA_LAUNCH(k_sum_grad, (count + 127) / 128, 128, 0, cl.s)(g->w[i], count, w.acc, (size_t)(2 * d + 1), BH, off[n],
+            MTA_LAUNCH(k_sum_grad, (count + 127) / 128, 128, 0, cl.s)(g->w[i], count, w.acc, (size_t)(2 * d + 1), BH * slots, off[n],
                                                                      H, 0);
     }
     return finish(&cl, "tensor-core backward");

@@ -117,6 +117,11 @@ typedef struct {
     // 1 when the backend computes use u of config c: an allow-list, a switch on u whose default
     // returns 0 (c for the uses that a backend computes only at some sizes).
     int (*computes)(const mta_config *c, mta_use u);
+    // A backend with a tensor-core path beside its float32 one (precision MTA_BF16): the configs
+    // that path runs (the others run the float32 path), and its allow-list of uses (as computes).
+    // NULL: no such path. mta_tensor_core_path reads them.
+    int (*tc_covers)(const mta_config *c);
+    int (*tc_computes)(const mta_config *c, mta_use u);
 } mta_backend_impl;
 
 // What the host backends (reference, fused) compute: every step, in float32 (shared.c). A step
@@ -132,7 +137,7 @@ extern const mta_backend_impl mta_cuda_emu_backend;   // mta_cuda.cu on the CUDA
 // mta_config, mta_backend_impl and the uses (mta_use). Bump MTA_BACKEND_ABI when one of them
 // changes; a module exports its build's as `mtac_backend_abi` (MTA_MODULE_ABI), which libmtac
 // checks before it uses the module: the sizes catch a change made without the bump.
-#define MTA_BACKEND_ABI 2
+#define MTA_BACKEND_ABI 3
 typedef struct {
     int version;  // first, so that a module of any other version is read right
     size_t ctx_bytes, config_bytes, impl_bytes, uses;
@@ -143,6 +148,30 @@ typedef struct {
 // opened or is from another mtac, why (n bytes) saying which.
 const mta_backend_impl *mta_module_open(const char *path, const char *fallback, const char *symbol, char *why,
                                         size_t n);
+
+// The kernels a context's calls launched (mta_ctx_record_launches): each name once, in the order
+// of its first launch, with its count; names past the last slot are counted in lost. The names
+// are the backend's string constants (a module stays loaded once opened).
+#define MTA_LAUNCH_LOG_MAX 64
+typedef struct {
+    int n, lost;
+    const char *name[MTA_LAUNCH_LOG_MAX];
+    int times[MTA_LAUNCH_LOG_MAX];
+} mta_launch_log;
+
+static inline void mta_launch_log_note(mta_launch_log *log, const char *name) {
+    for (int i = 0; i < log->n; i++)
+        if (!strcmp(log->name[i], name)) {
+            log->times[i]++;
+            return;
+        }
+    if (log->n == MTA_LAUNCH_LOG_MAX) {
+        log->lost++;
+        return;
+    }
+    log->name[log->n] = name;
+    log->times[log->n++] = 1;
+}
 
 struct mta_ctx {
     mta_config cfg;
@@ -160,6 +189,7 @@ struct mta_ctx {
     int *doc_start;                // host backends: each position's document start (B*T), from the
                                    // ids of the last forward that had them (mta_doc_starts)
     int docs_on;                   // the last forward had documents (doc_start holds its starts)
+    mta_launch_log *launches;      // mta_ctx_record_launches: where the calls note their kernels; NULL: off
 };
 
 // Group norm's epsilon (spec section 2, step 8).

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Deliberate bugs in the CUDA backend's source, each of which test_attn_backends cuda-emu must catch.
+"""Deliberate bugs in the CUDA backend's source and its emulator, each of which their tests must catch.
 
     python3 tests/tools/mutate_cuda.py [--build DIR] [--list] [--check] [--only TESTS] [N ...]
 
-Each mutation is applied to the source, the build directory's test_attn_backends is rebuilt (a build
-made with -DMTAC_CUDA_EMU=ON), `test_attn_backends cuda-emu` runs, and the source is restored, also
+Each mutation is applied to the source, the build directory's test program is rebuilt (a build
+made with -DMTAC_CUDA_EMU=ON), it runs (`test_attn_backends cuda-emu`; for the emulator's own
+primitives and test_cuda_emu's kernels on them, `test_cuda_emu`), and the source is restored, also
 on an error or Ctrl-C. A mutation the tests do not catch (the run passes) is reported as MISSED and
 makes the exit status 1. Without N, every mutation runs (about half a minute each on 2 cores). Do not
 edit or build the tree meanwhile: the source files are changed in place. See docs/cuda.md.
@@ -22,8 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
+EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
+BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
 
-# (what, file, the text, what it becomes)
+# (what, file, the text, what it becomes[, the test program that must catch it: default BACKENDS])
 MUTATIONS = [
     ('ring one row short (off by one in the ring capacity)', CU,
      'const int cap = (R + L + R - 1) / R * R;', 'const int cap = L ? (R + L - 1 + R - 1) / R * R : R;'),
@@ -63,6 +66,37 @@ MUTATIONS = [
      'mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j + 1, a.drop_thr)'),
     ('tensor cores: the head mixing\'s matrix transposed', TC,
      'tr ? wg[at * c + k] : wg[k * c + at]', 'tr ? wg[k * c + at] : wg[at * c + k]'),
+    # the emulator's primitives (mma.sync, ldmatrix, cp.async, shuffles), each lane's registers
+    ('emulator: mma.sync\'s A fragment registers 1 and 2 swapped', EMU,
+     'm->vals[4 * (r % 8) + k % 8 / 2][r / 8 + 2 * (k / 8)]', 'm->vals[4 * (r % 8) + k % 8 / 2][2 * (r / 8) + k / 8]', EMU_TEST),
+    ('emulator: mma.sync\'s B fragment from the wrong lane', EMU,
+     'm->vals[4 * n + k % 8 / 2][4 + k / 8]', 'm->vals[4 * (k % 8 / 2) + n % 4][4 + k / 8]', EMU_TEST),
+    ('emulator: ldmatrix .trans gives the untransposed matrix', EMU,
+     'r[j] = trans ? row_elem', 'r[j] = 0 ? row_elem', EMU_TEST),
+    ('emulator: ldmatrix\'s halves swapped', EMU,
+     ': row_elem(rows[g], 2 * t) | row_elem(rows[g], 2 * t + 1) << 16;',
+     ': row_elem(rows[g], 2 * t + 1) | row_elem(rows[g], 2 * t) << 16;', EMU_TEST),
+    ('emulator: cp.async\'s destination not poisoned at the issue', EMU,
+     '    memset(dst, 0xff, bytes);  // NaN until', '    // memset(dst, 0xff, bytes);  // NaN until', EMU_TEST),
+    ('emulator: cp.async.wait_group completes every group', EMU,
+     'if (f->copies[i].group < below) complete_copy', 'if (1) complete_copy', EMU_TEST),
+    ('emulator: a thread may exit with cp.async copies pending', EMU,
+     '    if (f->ncopies)\n        fatal(', '    if (0)\n        fatal(', EMU_TEST),
+    ('emulator: a shuffle may read a lane outside its mask', EMU,
+     'if (!(mask >> src & 1)) lane_fatal', 'if (0) lane_fatal', EMU_TEST),
+    # the four kernel-level bugs of issue 46, in test_cuda_emu's product chain on the primitives
+    ('primitives: wrong ldmatrix row address', PTXK,
+     'ldsm_x4(fa.x, as + (16 * w + l % 16) * PC_LDA', 'ldsm_x4(fa.x, as + (16 * w + l % 8) * PC_LDA', EMU_TEST),
+    ('primitives: missing wait group', PTXK,
+     '    cp_async_commit();\n    cp_async_wait<0>();\n    __syncthreads();', '    cp_async_commit();\n    __syncthreads();',
+     EMU_TEST),
+    ('primitives: swizzle off by one (the reader\'s)', PTXK,
+     'ldsm_x2(fb.x, bs + n * PC_K + 8 * (c8 / 8 * 8 + pc_swizzle(n, c8 % 8)))',
+     'ldsm_x2(fb.x, bs + n * PC_K + 8 * (c8 / 8 * 8 + pc_swizzle(n + 1, c8 % 8)))', EMU_TEST),
+    ('primitives: wrong MMA fragment order (A\'s matrices 1 and 2 swapped)', PTXK,
+     '(16 * w + l % 16) * PC_LDA + k0 + 8 * (l / 16));', '(16 * w + l % 8 + 8 * (l / 16)) * PC_LDA + k0 + 8 * (l / 8 % 2));',
+     EMU_TEST),
+    # the tensor-core path's FlashAttention-2 kernels (k_fa_*, mta_cuda_fa2.cuh): run with --only test_bf16_tensor_cores
     ('tensor cores: barrier removed after the cp.async wait (other threads\' copies read early)', FA,
      '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n    __syncthreads();     // and every thread\'s\n',
      '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n'),
@@ -80,8 +114,8 @@ MUTATIONS = [
 ]
 
 
-def build(build_dir):
-    r = subprocess.run(['cmake', '--build', build_dir, '-j2', '--target', 'test_attn_backends'],
+def build(build_dir, target='test_attn_backends'):
+    r = subprocess.run(['cmake', '--build', build_dir, '-j2', '--target', target],
                        capture_output=True, text=True)
     return r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
@@ -117,21 +151,22 @@ def main():
     env = dict(os.environ, OMP_WAIT_POLICY='passive')
     missed = 0
     for k in chosen:
-        what, path, old, new = MUTATIONS[k]
+        what, path, old, new = MUTATIONS[k][:4]
+        test = MUTATIONS[k][4] if len(MUTATIONS[k]) > 4 else BACKENDS
         src = open(path).read()
         if src.count(old) != 1:
             sys.exit(f'mutate_cuda: mutation {k} ({what}): its text is not in {path} once; update this script')
         try:
             open(path, 'w').write(src.replace(old, new))
-            ok, log = build(args.build)
+            ok, log = build(args.build, test[0])
             if not ok:
                 print(f'{k} {what}: the build failed\n{log}', flush=True)
                 missed += 1
                 continue
             t0 = time.time()
             try:
-                cmd = [os.path.join(args.build, 'test_attn_backends'), 'cuda-emu'] + (['--only', args.only] if args.only else [])
-                r = subprocess.run(cmd, capture_output=True,
+                only = ['--only', args.only] if args.only and test == BACKENDS else []
+                r = subprocess.run([os.path.join(args.build, test[0]), *test[1:], *only], capture_output=True,
                                    text=True, env=env, timeout=args.timeout)
                 failed = [l.split('] ')[1] for l in r.stdout.splitlines() if l.startswith('[  FAILED  ] test_')]
                 verdict = 'MISSED' if r.returncode == 0 else 'caught by ' + ', '.join(failed or [f'exit {r.returncode}'])
@@ -141,7 +176,8 @@ def main():
             missed += verdict == 'MISSED'
         finally:
             open(path, 'w').write(src)
-    build(args.build)
+    for target in sorted({(MUTATIONS[k][4] if len(MUTATIONS[k]) > 4 else BACKENDS)[0] for k in chosen}):
+        build(args.build, target)
     print(f'mutate_cuda: {len(chosen) - missed} of {len(chosen)} mutations caught')
     return 1 if missed else 0
 

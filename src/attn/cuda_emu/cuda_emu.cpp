@@ -41,6 +41,7 @@ const unsigned MAX_THREADS = 1024, MAX_BLOCK_XY = 1024, MAX_BLOCK_Z = 64, MAX_GR
 const unsigned long long MAX_GRID_X = 2147483647ULL;
 const size_t SHARED_DEFAULT = 48 * 1024, SHARED_OPTIN = 227 * 1024;
 const size_t DEVICE_MEMORY = (size_t)4 << 30;  // the emulated device's memory
+size_t shared_optin = SHARED_OPTIN;  // the opt-in limit per block (mta_cuda_emu_set_shared_optin)
 
 void fatal(const char *fmt, const char *kernel, const char *what) {
     fprintf(stderr, "cuda-emu: kernel %s: ", kernel);
@@ -451,7 +452,7 @@ meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, un
         if (!free_m) fatal("%s", S->kernel, "more warp operations of one warp in progress than the emulator holds (8)");
         m = free_m, m->op = op, m->mask = mask, m->arrived = 0, m->gathering = 1;
     }
-    memcpy(m->vals[lane], words, nwords * sizeof *words);
+    if (nwords) memcpy(m->vals[lane], words, nwords * sizeof *words);
     m->arrived |= 1u << lane;
     f->state = F_WARP;
     if (m->arrived == mask) {
@@ -650,7 +651,7 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
         return;
     }
     const size_t limit = shared_limit_of(kernel);
-    if (shmem > limit) {
+    if (shmem > limit || shmem > shared_optin) {
         fail(cudaErrorInvalidValue);
         return;
     }
@@ -787,7 +788,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev) {
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "mtac CUDA emulator (CPU)");
     prop->totalGlobalMem = DEVICE_MEMORY;
-    prop->sharedMemPerBlock = SHARED_DEFAULT, prop->sharedMemPerBlockOptin = SHARED_OPTIN;
+    prop->sharedMemPerBlock = SHARED_DEFAULT, prop->sharedMemPerBlockOptin = shared_optin;
     prop->major = MTAC_CUDA_EMU_ARCH / 10, prop->minor = MTAC_CUDA_EMU_ARCH % 10;
     prop->multiProcessorCount = 1, prop->maxThreadsPerBlock = (int)MAX_THREADS, prop->warpSize = 32;
     prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = (int)MAX_BLOCK_XY, prop->maxThreadsDim[2] = (int)MAX_BLOCK_Z;
@@ -800,6 +801,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     if (dev != 0) return fail(cudaErrorInvalidDevice);
     if (attr == cudaDevAttrComputeCapabilityMajor) *value = MTAC_CUDA_EMU_ARCH / 10;
     else if (attr == cudaDevAttrComputeCapabilityMinor) *value = MTAC_CUDA_EMU_ARCH % 10;
+    else if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = (int)shared_optin;
     else return fail(cudaErrorInvalidValue);
     return cudaSuccess;
 }
@@ -821,7 +823,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attr, int value) {
-    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || (size_t)value > SHARED_OPTIN || !kernel)
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || (size_t)value > shared_optin || !kernel)
         return fail(cudaErrorInvalidValue);
     for (int i = 0; i < noptins; i++)
         if (optins[i].kernel == kernel) {
@@ -889,4 +891,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 // ---- settings for the tests ----
 
 extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
+extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
+    shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
+}
 extern "C" uint64_t mta_cuda_emu_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }

@@ -12,19 +12,30 @@
 //     allocation (cudaMalloc): a read of memory no thread wrote shows;
 //   - launches are checked as a GPU checks them: threads per block <= 1024 (x, y <= 1024,
 //     z <= 64), grid y, z <= 65535, x < 2^31, dynamic shared memory over 48 KB only after
-//     cudaFuncSetAttribute's opt-in (and at most 227 KB); a refused launch sets the error that
+//     cudaFuncSetAttribute's opt-in, and at most the device's opt-in limit (an H100's 227 KB, or
+//     what a test sets: cuda_emu_ctl.h); a refused launch sets the error that
 //     cudaGetLastError returns, as the runtime does;
 //   - device memory is host heap memory (ASan sees kernels' out-of-bounds reads and writes), 4 GiB
 //     of it in all; a refused cudaMalloc sets the last error too. Streams, events and async copies
 //     run synchronously, in the order they are called.
 // Shared arrays start 128-byte aligned.
-// Warps: threads 32w..32w+31 of a block (by linear index). Warp-collective operations (wmma's
-// load_matrix_sync, mma_sync, store_matrix_sync; __syncwarp(); __shfl_sync and __shfl_xor_sync on
-// 32-bit values; full mask only) are warp barriers at their entry: no lane proceeds before all 32
-// have arrived at the same operation, so every lane's load of a tile precedes any lane's store, as
-// on a GPU. A warp whose lanes do not all arrive (some exit, wait at __syncthreads() or at another
-// operation) is an error. A pass ends at either kind of barrier: released warps run on in the next
-// pass, in its order. Nothing else is warp-synchronous: between barriers lanes do not run in lockstep.
+// Warps: threads 32w..32w+31 of a block (by linear index), each lane holding only its own
+// registers. A warp-collective operation is an exchange: the lanes its mask names each deposit
+// their own registers (or row address), wait until all of them have arrived at the same
+// operation, then each computes only its own results from what the others deposited; the slots
+// are reused only after every lane has read them. So a wrong lane layout gives wrong numbers, as
+// on a GPU. The operations: attn/mma_ptx.cuh's mma.sync and ldmatrix (full mask), __syncwarp(mask),
+// __shfl_sync and __shfl_xor_sync on 32-bit values with PTX's mask rules (the calling lane must be
+// named; a read from a lane not named is fatal; lanes of disjoint masks meet apart), and wmma's
+// load_matrix_sync, mma_sync, store_matrix_sync (full mask). A lane named in a mask that never
+// arrives (it exits, waits at __syncthreads() or at another operation) is an error. A pass ends
+// at either kind of barrier: released lanes run on in the next pass, in its order. Nothing else is
+// warp-synchronous: between barriers lanes do not run in lockstep.
+// cp.async (per thread): a copy poisons its 16 destination bytes (NaN) at the issue and is made
+// when a cp.async.wait_group completes its commit group (reading the source then); copies not yet
+// committed are in no group; __syncthreads() completes nothing; a thread that exits with copies
+// pending is an error, as are a misaligned address or a destination outside the block's shared
+// memory.
 // Tensor cores: include/cuda_bf16.h and cuda_fp16.h give __nv_bfloat16 and __half with CUDA's
 // conversions (round to nearest even, NaN to 0x7fff, overflow to inf, denormals kept), and
 // include/mma.h gives nvcuda::wmma's 16x16x16 bf16/fp16 tiles with float accumulation. Every lane
@@ -82,7 +93,11 @@ enum cudaMemcpyKind {
     cudaMemcpyDefault = 4
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+enum cudaDeviceAttr {
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 
 struct cudaDeviceProp {
     char name[256];
@@ -132,23 +147,30 @@ void *dynamic_shared(void);
 // dimension of ldm elements of elem bytes not a multiple of 16 bytes, as CUDA requires.
 void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem);
 // Warp-collective points (a warp: threads 32w..32w+31 of the block's linear index). The calling
-// thread waits until all 32 lanes of its warp have called the same op; fatal outside a kernel, in
-// a block that is not a whole number of warps, with a mask other than the full one, or when lanes
-// of the warp exit, wait at __syncthreads() or reach another operation instead.
+// thread waits until all the lanes of the mask (warp_sync: all 32) have called the same op; fatal
+// outside a kernel, in a block that is not a whole number of warps, from a lane the mask does not
+// name, or when lanes of the mask exit, wait at __syncthreads() or reach another operation instead.
 void warp_sync(const char *op);
 void syncwarp(unsigned mask);
 // A shuffle of the 32-bit value v: from lane arg modulo width of the lane's segment of width
-// lanes, or (butterfly) from lane ^ arg (the lane's own v when that is past its segment).
+// lanes, or (butterfly) from lane ^ arg (the lane's own v when that is past its segment); the
+// source must be a lane of the mask.
 uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int width, int butterfly);
 
 // The tensor-core primitives of attn/mma_ptx.cuh (its header gives the PTX ISA's lane layouts),
 // warp-collective like warp_sync: each lane passes and gets only its own registers.
-// mma.sync m16n8k16 bf16 x bf16 + f32: d = a b + d, the lane's fragments.
+// mma.sync m16n8k16 bf16 x bf16 + f32: d = a b + d, the lane's fragments. Each d[i] is the
+// accumulator plus its 16 products added in k order in float32: products of bf16 are exact in
+// float32, so only the additions round (to nearest). A GPU adds in another order and internal
+// precision; both are within about 16 2^-24 of the sum of the terms' magnitudes per mma.
 void mma_16816_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]);
-// ldmatrix of n = 1, 2 or 4 8x8 b16 matrices from shared memory (trans: .trans), p the lane's row.
+// ldmatrix of n = 1, 2 or 4 8x8 b16 matrices from shared memory (trans: .trans), p the lane's row
+// (lanes 0..8n-1; each row 16-byte aligned within the block's shared memory, else fatal). The
+// rows are read when the whole warp has arrived.
 void ldmatrix(uint32_t *r, const void *p, int n, int trans);
-// cp.async of bytes (16) from global to shared memory (full = 0: zeros, nothing read), and the
-// calling thread's commit_group and wait_group n.
+// cp.async of bytes (4, 8 or 16; aligned to it on both sides) from device to shared memory
+// (full = 0: zeros, nothing read), and the calling thread's commit_group and wait_group n (all
+// but the n most recent committed groups complete).
 void cp_async(void *dst, const void *src, size_t bytes, bool full);
 void cp_async_commit(void);
 void cp_async_wait(int n);

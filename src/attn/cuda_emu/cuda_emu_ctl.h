@@ -2,6 +2,7 @@
 #ifndef MTAC_CUDA_EMU_CTL_H
 #define MTAC_CUDA_EMU_CTL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -13,6 +14,11 @@ extern "C" {
 // when 2; blocks likewise with p = 0. Schedules 0, 1 and 2 start each launch with a different one
 // of the three orders. Default 0.
 void mta_cuda_emu_set_schedule(uint64_t schedule);
+// The emulated device's opt-in limit of dynamic shared memory per block, in bytes (what
+// cudaDevAttrMaxSharedMemoryPerBlockOptin reports, and cudaFuncSetAttribute and launches are
+// checked against): 0 restores the default, an H100's 227 KB; an A100's is 163 KB; at least the
+// 48 KB every block has. A CUDA backend's context asks for it on its first call.
+void mta_cuda_emu_set_shared_optin(size_t bytes);
 // Kernel launches so far, in this process.
 uint64_t mta_cuda_emu_launches(void);
 

@@ -2,6 +2,8 @@
 // with float32 accumulation, for the tensor-core kernels.
 //
 // Emulation choice: CUDA leaves unspecified which elements of a tile each lane of the warp holds.
+// (The PTX primitives of attn/mma_ptx.cuh, whose layouts are specified, are emulated per lane:
+// cuda_emu.h.)
 // Here every lane holds the whole tile (num_elements = 256, x[r * 16 + c] is row r, column c of
 // the m x k, k x n or m x n tile), so element-wise loops over x[] work as on a GPU, while code
 // that assumes a lane-to-element mapping is not supported. mma_sync accumulates in float32 in k

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# test_attn_plan.sh MTAC SOURCE_DIR: `mtac attn --plan` on the cuda-emu backend (docs/cuda.md,
+# "Which kernels run: --plan"). It checks the mechanism, not today's kernel list (the tensor-core
+# path's kernels change): a config the tensor-core path covers prints its kernels and `fallback:
+# none`; one it cannot cover names its steps as the fallback; a backend without the path is
+# refused; every kernel a call launches, and every MTA_LAUNCH of the sources, has a row in
+# src/attn/cuda_kernel_steps.h and every row a launch (so the table cannot go stale).
+set -u
+MTAC=$1
+SRC=$2
+. "$(dirname "$0")/expect.sh"
+export OMP_NUM_THREADS=1
+plan() { "$MTAC" attn --plan --backend cuda-emu "$@"; }
+
+expect 0 "--plan" -- "$MTAC" attn --help
+expect 0 "--precision P" -- "$MTAC" attn --help
+
+# Plain attention is on the tensor-core path whatever its kernels become.
+out=$(plan --precision bf16 --model lm10m-baseline --layer 0 2>&1)
+ok_if '[ $? = 0 ]' "plain attention's plan failed: $out"
+case $out in *"path: tensor cores"*"forward:"*"  k_tc_"*"backward:"*"  k_tc_"*"fallback: none"*) ok ;;
+*) bad "plain attention at bf16: no tensor-core kernels or fallback: none in: $out" ;; esac
+
+# A head size no tensor-core tile takes (d = 512) falls back: the fallback names the config's steps.
+out=$(plan --precision bf16 --model 830m --layer 2 --d 512 2>&1)
+ok_if '[ $? = 0 ]' "the 830m conv layer's plan at d = 512 failed: $out"
+on=$(echo "$out" | sed -n 's/^steps: //p' | grep -o '[0-9]\+' | sed 's/^/ /' | tr -d '\n')
+fb=$(echo "$out" | sed -n 's/^fallback://p')
+ok_if '[ -n "$on" ] && [ "$fb" = "$on" ]' "fallback '$fb' is not the config's steps '$on' in: $out"
+case $out in *"path: float32 (not the tensor-core path: "*) ok ;; *) bad "no reason for the float32 path in: $out" ;; esac
+case $out in *"  k_tc_"*) bad "a tensor-core kernel on the float32 path: $out" ;; *) ok ;; esac
+
+# The 830M model's two layer patterns at its head sizes: a plan whatever the path, and a fallback
+# line that is either none (the tensor-core path ran) or the steps of a float32 run.
+for layer in 2 3; do
+    for d in 64 96 128; do
+        out=$(plan --precision bf16 --model 830m --layer $layer --d $d 2>&1)
+        ok_if '[ $? = 0 ]' "830m layer $layer d $d: $out"
+        case $out in *"path: tensor cores"*"fallback: none") ok ;; *"path: float32"*"fallback: 1 "*) ok ;;
+        *) bad "830m layer $layer d $d: path and fallback disagree: $out" ;; esac
+    done
+done
+
+expect 0 "fallback: n/a (precision fp32" -- plan --model 830m --layer 2
+expect 2 "no tensor-core path" -- "$MTAC" attn --plan --backend fused --model 830m --layer 2
+expect 2 "needs --layer" -- plan --model 830m
+expect 2 "has layers 0-23" -- plan --model 830m --layer 24
+expect 2 "unknown preset" -- plan --model nope --layer 0
+expect 2 "writes nothing" -- plan --model 830m --layer 2 --out x.safetensors
+expect 2 "one of them" -- plan
+expect 2 "goes with --plan" -- "$MTAC" attn --in a --out b --layer 2
+
+# Every fixture's config (documents, GQA, each step alone and together) on both paths: --plan
+# fails when a launched kernel has no row, or is of the path that did not run.
+for f in "$SRC"/tests/fixtures/*.safetensors; do
+    out=$(plan --precision bf16 --in "$f" 2>&1)
+    ok_if '[ $? = 0 ]' "--plan --in $(basename "$f"): $out"
+done
+
+# The table against the sources: each kernel launched has a row, each row a launch.
+launched=$(grep -ho 'MTA_LAUNCH(k_[A-Za-z0-9_]*' "$SRC"/src/attn/*.cu "$SRC"/src/attn/*.cuh | sed 's/MTA_LAUNCH(//' | sort -u)
+rows=$(grep -o '^    {"[A-Za-z0-9_]*"' "$SRC"/src/attn/cuda_kernel_steps.h | tr -d ' {"' | grep -v '^cublas' | sort -u)
+ok_if '[ -n "$launched" ] && [ "$launched" = "$rows" ]' "kernels launched vs rows of cuda_kernel_steps.h: $(diff <(echo "$launched") <(echo "$rows"))"
+
+finish test_attn_plan

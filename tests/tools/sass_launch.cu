@@ -1,0 +1,60 @@
+// sass_launch.cu: the CUDA backend's source (mta_cuda.cu, included whole) with a main that prints,
+// per kernel, the threads and dynamic shared memory its launches ask, from the host code's own
+// sizing functions (the ones mta_cuda_tc.cuh's launches call), for the 830M layer's steps at
+// d = 64, 96 and 128: one line "kernel threads bytes case" per case. tests/tools/check_sass.py compiles
+// this file, reads ptxas's report and the SASS of its kernels (the same as libmtac_cuda.so's) and
+// runs it (no GPU needed: it calls no CUDA function). A kernel launched with dynamic shared memory
+// must have a line here; a kernel without one is launched with none (MTA_LAUNCH(..., 0, ...)).
+#include "attn/mta_cuda.cu"
+
+#include <stdio.h>
+
+namespace {
+
+int d_now;  // the case being printed
+// An H100's opt-in shared memory per block (227 KB): the limit the launches are sized for there.
+const size_t H100_SMEM_OPTIN = 232448;
+
+void print_launch(const char *kernel, int threads, size_t bytes) { printf("%s %d %zu d=%d\n", kernel, threads, bytes, d_now); }
+
+// The head kernels' block for a layer of H heads with mixing and the head convolution over all of
+// them (the 830M layer's head steps), as the launches size it (tc_heads_of).
+void print_head_kernels(int d) {
+    mta_config c;
+    memset(&c, 0, sizeof c);
+    c.H = 16, c.d = d, c.pre_head_mix = 1, c.post_ch = 16;
+    const tc_heads hd = tc_heads_of(&c, NULL, H100_SMEM_OPTIN);
+    if (hd.tm == 0) return;  // the float32 path runs this config: no head kernel is launched
+    tc_hsmem sm;
+    print_launch("k_tc_head_forward", TC_THREADS, tc_hsmem_carve(TC_FWD, hd, tc_dp(d), NULL, &sm));
+    print_launch("k_tc_head_dq", TC_THREADS, tc_hsmem_carve(TC_DQ, hd, tc_dp(d), NULL, &sm));
+    print_launch("k_tc_head_dkdv", TC_THREADS, tc_hsmem_carve(TC_DKDV, hd, tc_dp(d), NULL, &sm));
+}
+
+// The attention kernels at padded width dp, named as c++filt names their instance (<64> serves
+// dp <= 64, <128> the rest: fa_forward, fa_backward).
+void print_fa_kernels(int dp) {
+    const char *w = dp <= 64 ? "64" : "128";
+    char name[64];
+    snprintf(name, sizeof name, "k_fa_forward_t<%s>", w);
+    print_launch(name, TC_THREADS, fa_smem_bytes(TC_FWD, dp));
+    snprintf(name, sizeof name, "k_fa_dkdv_t<%s>", w);
+    print_launch(name, TC_THREADS, fa_smem_bytes(TC_DKDV, dp));
+    snprintf(name, sizeof name, "k_fa_dq_t<%s>", w);
+    print_launch(name, TC_THREADS, fa_smem_bytes(TC_DQ, dp));
+}
+
+}  // namespace
+
+int main(void) {
+    for (int d = 64; d <= 128; d += 32) {
+        d_now = d;
+        const int dp = tc_dp(d), cq = 6, ck = 11;  // the 830M layer's pre-softmax convolution
+        print_fa_kernels(dp);
+        print_launch("k_tc_conv_forward", TC_THREADS, tc_csmem_bytes(TC_FWD, dp, cq, ck));
+        print_launch("k_tc_conv_dkdv", TC_THREADS, tc_csmem_bytes(TC_DKDV, dp, cq, ck));
+        print_launch("k_tc_conv_dq", TC_THREADS, tc_csmem_bytes(TC_DQ, dp, cq, ck));
+        print_head_kernels(d);
+    }
+    return 0;
+}
