@@ -46,6 +46,12 @@ MUTATIONS = [
     ('a generic shared-memory pointer reintroduced (tc_shared()\'s uintptr_t rounding)', PROBE,
      '    probe_mma(sh, x, out);', '    probe_mma((bf16 *)(((uintptr_t)sh + 31) & ~(uintptr_t)31), x, out);',
      'k_fa_probe_good'),
+    # (the forward's and dQ's tiles are reached only by ldmatrix and cp.async, whose addresses are
+    # converted to the shared window explicitly, so the pointer's space does not matter there)
+    ('the FlashAttention-2 dK/dV\'s shared memory through tc_shared()\'s generic pointer', 'src/attn/mta_cuda_fa2.cuh',
+     '    MTA_DYNAMIC_SHARED(bf16, sh);\n    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, g = threadIdx.x % 32 / 4;\n',
+     '    bf16 *const sh = (bf16 *)tc_shared();\n    const int dp = a.dp, ld = fa_ld(dp), tile = TC_M * ld, g = threadIdx.x % 32 / 4;\n',
+     'k_fa_dkdv_t<128>'),
 ]
 
 # What an SM offers (CUDA C Programming Guide, "Compute capabilities", 8.0 and 9.0): registers,
