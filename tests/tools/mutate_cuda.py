@@ -22,6 +22,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
+FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -111,6 +112,17 @@ MUTATIONS = [
      'a.x[2] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[1] = pack_bf16x2(c[1].x[0], c[1].x[1]);'),
     ('tensor cores: the k_fa_ kernels keep a key before its document start', FA,
      'return i < T && j <= i && j >= st;', 'return i < T && j <= i;'),
+    # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
+    ('tensor cores: the convolution\'s band shifted by one key', FC,
+     'c = e % g.bw - 8 - e / g.bw % 8;', 'c = e % g.bw - 7 - e / g.bw % 8;'),
+    ('tensor cores: the convolution\'s halo rows one row off', FC,
+     'const int zl = (16 * w + g.rh - back + l % 16) * g.zld', 'const int zl = (16 * w + g.rh - back + 1 + l % 16) * g.zld'),
+    ('tensor cores: the convolution\'s key halo not loaded (k from the tile\'s first key)', FC,
+     'fa_load_rows(ks, a.k + slab, jt * TC_N - g.p, g.kz, a.T, a.dp);', 'fa_load_rows(ks, a.k + slab, jt * TC_N, g.kz, a.T, a.dp);'),
+    ('tensor cores: the convolution reads Z rows of an earlier document', FC,
+     '            fc_keep(hi, k0, k1);\n            fc_keep(lo, k0, k1);\n', ''),
+    ('tensor cores: the convolution\'s Z without its lo part (one bf16 rounding)', FC,
+     '                mma_16816(s[nt], lo, bb);\n', ''),
 ]
 
 

@@ -44,6 +44,14 @@ void print_fa_kernels(int dp) {
     print_launch(name, TC_THREADS, fa_smem_bytes(TC_DQ, dp));
 }
 
+// The pre-softmax convolution's mma.sync kernels at padded width dp for a c_q x c_k kernel (as
+// fa_conv_forward launches them).
+void print_fa_conv_kernels(int dp, int cq, int ck) {
+    char name[64];
+    snprintf(name, sizeof name, "k_fa_conv_forward_t<%s>", dp <= 64 ? "64" : "128");
+    print_launch(name, TC_THREADS, fa_conv_smem_bytes(dp, cq, ck));
+}
+
 }  // namespace
 
 int main(void) {
@@ -51,7 +59,7 @@ int main(void) {
         d_now = d;
         const int dp = tc_dp(d), cq = 6, ck = 11;  // the 830M layer's pre-softmax convolution
         print_fa_kernels(dp);
-        print_launch("k_tc_conv_forward", TC_THREADS, tc_csmem_bytes(TC_FWD, dp, cq, ck));
+        print_fa_conv_kernels(dp, cq, ck);
         print_launch("k_tc_conv_dkdv", TC_THREADS, tc_csmem_bytes(TC_DKDV, dp, cq, ck));
         print_launch("k_tc_conv_dq", TC_THREADS, tc_csmem_bytes(TC_DQ, dp, cq, ck));
         print_head_kernels(d);
