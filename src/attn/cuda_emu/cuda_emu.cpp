@@ -465,7 +465,7 @@ void release_ahead(unsigned w0, unsigned mask) {
 
 // f deposits its nwords words at op's meeting of the lanes in mask and waits until all of them
 // have arrived; the last to arrive runs at_release (if any) on the gathered words, then releases
-// them for the next pass. The caller reads what it needs from the meeting, then leave()s it.
+// them for the next pass (at once, when warps run ahead). The caller reads what it needs from the meeting, then leave()s it.
 meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, unsigned nwords,
               void (*at_release)(meeting *)) {
     const unsigned i = (unsigned)(f - S->fibers), lane = i % 32, w0 = i / 32 * 32;
