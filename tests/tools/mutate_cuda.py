@@ -137,6 +137,8 @@ MUTATIONS = [
      '            fc_keep(hi, k0, k1);\n            fc_keep(lo, k0, k1);\n', ''),
     ('tensor cores: the convolution\'s Z without its lo part (one bf16 rounding)', FC,
      '                mma_16816(s[nt], lo, bb);\n', ''),
+    ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
+     '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
 ]
 
 
