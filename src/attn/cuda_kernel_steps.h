@@ -72,6 +72,7 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_tc_conv_dq", S1 | S2 | S4 | S7, MTA_PATH_TC, "fused dQ and the convolution's kernel partials"},
     {"k_tc_conv_wgrad", S2, MTA_PATH_TC, "the convolution's kernel gradient from its partials"},
     {"k_tc_head_forward", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "fused forward of a group's heads (head steps)"},
+    {"k_fa_head_forward", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync forward of a group of <= 16 heads (head steps)"},
     {"k_tc_head_dq", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "fused dQ with the head steps, their kernel partials"},
     {"k_tc_head_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "fused per-query-head dK, dV with the head steps"},
     {"k_tc_head_kv", S1 | S7, MTA_PATH_TC, "dK, dV summed over each kv head's query heads"},

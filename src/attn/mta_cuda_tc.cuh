@@ -899,6 +899,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 }
 
 #include "attn/mta_cuda_fa2.cuh"
+#include "attn/mta_cuda_fa_heads.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
 // memory (the device's opt-in limit per block; tm 0: none does, as for many heads of a mixing group
@@ -1030,11 +1031,15 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     const dim3 grid((unsigned)(a.Tp / TC_M), (unsigned)(c->B * c->H));
     if (c->pre_head_mix || c->post_ch) {
         const tc_heads hd = tc_heads_of(c, p, st->smem_max);
-        tc_hsmem hs;
-        const size_t sm = tc_hsmem_carve(TC_FWD, hd, a.dp, NULL, &hs);
-        tc_smem_optin(k_tc_head_forward, sm);
-        const dim3 hgrid((unsigned)((c->T + hd.tm - 1) / hd.tm), (unsigned)(c->B * c->H / hd.G));
-        MTA_LAUNCH(k_tc_head_forward, hgrid, TC_THREADS, sm, cl.s)(a, hd, out);
+        if (hd.G <= FH_MAXG && fh_smem_bytes(hd.G, a.dp) <= st->smem_max) {
+            fh_forward(&cl, a, hd, c->B, out);
+        } else {
+            tc_hsmem hs;
+            const size_t sm = tc_hsmem_carve(TC_FWD, hd, a.dp, NULL, &hs);
+            tc_smem_optin(k_tc_head_forward, sm);
+            const dim3 hgrid((unsigned)((c->T + hd.tm - 1) / hd.tm), (unsigned)(c->B * c->H / hd.G));
+            MTA_LAUNCH(k_tc_head_forward, hgrid, TC_THREADS, sm, cl.s)(a, hd, out);
+        }
     } else if (c->pre_cq) {
         const size_t sm = tc_csmem_bytes(TC_FWD, a.dp, a.cq, a.ck);
         tc_smem_optin(k_tc_conv_forward, sm);

@@ -22,6 +22,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
+FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_fa_head_forward)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -111,6 +112,17 @@ MUTATIONS = [
      'a.x[2] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[1] = pack_bf16x2(c[1].x[0], c[1].x[1]);'),
     ('tensor cores: the k_fa_ kernels keep a key before its document start', FA,
      'return i < T && j <= i && j >= st;', 'return i < T && j <= i;'),
+    # k_fa_head_forward (mta_cuda_fa_heads.cuh): run with --only test_bf16_tensor_cores
+    ('tensor cores: the head mixing\'s matrix transposed in its B fragment', FH,
+     'return hd.mix ? hd.w1[out * a.H + in]', 'return hd.mix ? hd.w1[in * a.H + out]'),
+    ('tensor cores: a wrong head in the mixing\'s fragment (k 2t+1 reads head 2t)', FH,
+     'x1 = f(2 * t + 8 * k + 1, 8 * n + g);', 'x1 = f(2 * t + 8 * k, 8 * n + g);'),
+    ('tensor cores: the mixings\' hi x hi product dropped', FH,
+     '        mma_16816(c[n], ah, bh[n]);\n', ''),
+    ('tensor cores: S1\'s swizzle off (ldmatrix reads the unswizzled half)', FH,
+     'at = fh_s1_at(e, 8 * (l / 16));', 'at = e * FH_MAXG + 8 * (l / 16);'),
+    ('tensor cores: the head forward\'s O not rescaled by alpha', FH,
+     '*y = (hd.ch ? *y : *y * k.al[h * FH_M + row])', '*y = (hd.ch ? *y : *y)'),
 ]
 
 
