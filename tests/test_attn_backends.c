@@ -399,7 +399,11 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
 // D = rowsum(dO O) with O made from P rounded (with head steps D = rowsum(P dP), summed exactly);
 // out and the norm's and gate's gradients have one (P), dv and the kernel gradients of the
 // convolution (dS1 Z, Z from the rounded q, k exactly), of the mixing (dS2 S1) and of the head
-// convolution (P dP2) two. So
+// convolution (P dP2) two. The head steps' k_fa_head_* kernels do their mixings as MMAs on bf16
+// inputs: S1, W1, P, W2 and dS2 are split into hi + lo bf16 (x - hi - lo about 2^-17 |x|, three
+// MMAs a product), which adds about 2^-16 of the terms, nothing next to u; their dQ rounds
+// dP2 = dropout(dO v^T) once, so dq's chain is dO, dP2, dS1 (three, as above) and the kernel
+// gradients' dO, dP2 (two). So
 // each result is within 3u times the sum of its terms' magnitudes. That sum is a multiple kappa of
 // the tensor's largest entry (the test's scale): the terms cancel, most in dq and dk, whose dS rows
 // sum to zero. kappa is not bounded a priori for random data; on these cases it stays below 6

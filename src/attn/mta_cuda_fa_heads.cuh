@@ -102,15 +102,28 @@ __device__ __forceinline__ void fh_split(const mma_c c[2], mma_a &hi, mma_a &lo)
     }
 }
 
-// Where the block's stages are: pass (0: statistics, with step 6), key tile j0, stage s (s < P:
-// q, k of heads 2s, 2s+1; P <= s < 2P: v of heads 2(s-P), 2(s-P)+1; P = (G+1)/2 pairs).
+// y = x B per 16-entry chunk of a query row (two), x in C fragments split into hi and lo (fh_mma3).
+__device__ __forceinline__ void fh_mix_regs(const mma_c x[2][2], const mma_b bh[2], const mma_b bl[2], mma_c y[2][2]) {
+    FA_UNROLL
+    for (int kc = 0; kc < 2; kc++) {
+        mma_a hi, lo;
+        fh_split(x[kc], hi, lo);
+        y[kc][0] = y[kc][1] = mma_c{};
+        fh_mma3(y[kc], hi, lo, bh, bl);
+    }
+}
+
+// Where the block's stages are: pass (0: statistics, with step 6; backward: D), key tile j0,
+// stage s of kind s / P (P = (G+1)/2 head pairs, s % P the pair): 0 q, k; 1 v (backward: dO, v);
+// 2 k (backward's second pass).
 struct fh_pos {
     int pass, j0, s;
 };
 struct fh_walk {
-    int npass, js, last, P;  // passes; the first key tile; the tile's last row; head pairs
+    int npass, js, last, P, bwd;  // passes; the first key tile; the tile's last row; head pairs; dQ
 };
 __device__ __forceinline__ int fh_stages(const fh_walk &wk, int pass) {
+    if (wk.bwd) return (pass ? 3 : 2) * wk.P;
     return pass + 1 < wk.npass ? wk.P : 2 * wk.P;
 }
 __device__ __forceinline__ fh_pos fh_next(const fh_walk &wk, fh_pos p) {
@@ -124,16 +137,17 @@ __device__ __forceinline__ fh_pos fh_next(const fh_walk &wk, fh_pos p) {
 __device__ __forceinline__ void fh_stage_load(const tc_args &a, int bh0, int G, int i0, const fh_walk &wk, fh_pos p,
                                               bf16 *buf) {
     const int dp = a.dp, ld = fa_ld(dp);
+    const int kind = p.s / wk.P;
     for (int u = 0; u < 2; u++) {
-        const int qk = p.s < wk.P, h = 2 * (qk ? p.s : p.s - wk.P) + u;
+        const int h = 2 * (p.s % wk.P) + u;
         if (h >= G) break;
         const size_t kv = tc_kv_slab(a, bh0 + h) * a.Tp * dp;
-        if (qk) {
+        if (kind == 0 || (kind == 1 && wk.bwd)) {  // rows of q (dO) then of k (v)
             bf16 *t = buf + u * (FH_M + FH_N) * ld;
-            fh_load(t, a.q + (size_t)(bh0 + h) * a.Tp * dp, i0, FH_M, a.T, dp);
-            fh_load(t + FH_M * ld, a.k + kv, p.j0, FH_N, a.T, dp);
+            fh_load(t, (kind ? a.dO : a.q) + (size_t)(bh0 + h) * a.Tp * dp, i0, FH_M, a.T, dp);
+            fh_load(t + FH_M * ld, (kind ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
         } else {
-            fh_load(buf + u * FH_N * ld, a.v + kv, p.j0, FH_N, a.T, dp);
+            fh_load(buf + u * FH_N * ld, (kind == 1 ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
         }
     }
 }
@@ -147,10 +161,12 @@ struct fh_block {
     float m[4][4], l[4][4]; // per query row qq and head 8(hh/2) + 2t + hh%2: max (then lse), sum
 };
 
-// S1 of heads 2s (warps 0, 1) and 2s+1 (warps 2, 3), keys 16(w%2).. of the tile: scaled, masked,
-// split into S1's hi and lo.
-__device__ __forceinline__ void fh_scores(const tc_args &a, const fh_block &k, int G, int s, int j0,
-                                          const bf16 *buf) {
+// The products x y^T of heads 2s (warps 0, 1) and 2s+1 (warps 2, 3), keys 16(w%2).. of the tile,
+// x and y a stage's rows (q, k or dO, v), 0 where the row does not see the key, into [entry][head]
+// arrays: S1 = scale q k^T split into hi and lo, or (DP2) dP2 = dropout(dO v^T) in hi.
+template <int DP2>
+__device__ __forceinline__ void fh_scores(const tc_args &a, const fh_block &k, int G, int s, int j0, const bf16 *buf,
+                                          bf16 *hi, bf16 *lo) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, h = 2 * s + w / 2, ld = fa_ld(a.dp);
     if (h >= G) return;
     const bf16 *qs = buf + (w / 2) * (FH_M + FH_N) * ld, *ks = qs + (FH_M + 16 * (w % 2)) * ld;
@@ -160,10 +176,11 @@ __device__ __forceinline__ void fh_scores(const tc_args &a, const fh_block &k, i
     for (int n = 0; n < 2; n++)
         FA_UNROLL
         for (int x = 0; x < 4; x++) {
-            const int r = g + 8 * (x / 2), key = 16 * (w % 2) + 8 * n + 2 * t + x % 2, i = k.i0 + r;
-            const float v = tc_valid(a, k.b, i, j0 + key) ? c[n].x[x] * a.scale : 0.0f, hi = fh_hi(v);
+            const int r = g + 8 * (x / 2), key = 16 * (w % 2) + 8 * n + 2 * t + x % 2, i = k.i0 + r, j = j0 + key;
+            const float f = DP2 ? tc_drop(a, k.bh0 + h, i, j) : a.scale, v = tc_valid(a, k.b, i, j) ? c[n].x[x] * f : 0.0f;
             const int at = fh_s1_at(r * FH_N + key, h);
-            k.s1h[at] = __float2bfloat16_rn(hi), k.s1l[at] = __float2bfloat16_rn(v - hi);
+            hi[at] = __float2bfloat16_rn(v);
+            if (!DP2) lo[at] = __float2bfloat16_rn(v - fh_hi(v));
         }
 }
 
@@ -249,13 +266,7 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
         if (hd.ch && !stats) {
             fh_probs(a, k, qq, j0, s2);
             mma_c p2[2][2];
-            FA_UNROLL
-            for (int kc = 0; kc < 2; kc++) {
-                mma_a ph, pl;
-                fh_split(s2[kc], ph, pl);
-                p2[kc][0] = p2[kc][1] = mma_c{};
-                fh_mma3(p2[kc], ph, pl, k.w2h, k.w2l);
-            }
+            fh_mix_regs(s2, k.w2h, k.w2l, p2);
             fh_store_p2(a, k, hd.G, qq, j0, p2);
             continue;
         }
@@ -268,41 +279,51 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
     }
 }
 
-// O_h = alpha O_h + P2_h v_h for heads 2s' (warps 0, 1) and 2s'+1 (warps 2, 3) of the v stage,
-// warp w taking the 16-column blocks w % 2, w % 2 + 2, ...; O is a.o's rows i0.. of the head.
-__device__ __forceinline__ void fh_pv(const tc_args &a, const tc_heads &hd, const fh_block &k, int sv,
-                                      const bf16 *buf) {
-    const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, h = 2 * sv + w / 2, ld = fa_ld(a.dp);
-    if (h >= hd.G) return;
-    const bf16 *vs = buf + (w / 2) * FH_N * ld, *ps = k.p2 + h * FH_M * FH_PLD;
-    float *o = a.o + (size_t)(k.bh0 + h) * a.T * a.d;
+// dst = alpha dst + f X y for a head's 16 rows from i0 (dst: its (T, d) slab; alpha NULL: 1), X
+// (16 x 32) in shared memory, row q's 8 columns from c at x_at(q, c), y the (32, dp) rows of a
+// stage; warp w takes the 16-column blocks w % 2, w % 2 + 2, ...
+template <typename X>
+__device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
+                                            const float *alpha) {
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, ld = fa_ld(a.dp);
     for (int cb = w % 2; cb < a.dp / 16; cb += 2) {
         mma_c acc[2] = {};
         FA_UNROLL
         for (int kc = 0; kc < FH_N / 16; kc++) {
             mma_a pa;
             uint32_t r[4];
-            ldsm_x4(pa.x, ps + (l % 16) * FH_PLD + 16 * kc + 8 * (l / 16));
-            ldsm_x4_t(r, vs + (16 * kc + l % 16) * ld + 16 * cb + 8 * (l / 16));
+            ldsm_x4(pa.x, x_at(l % 16, 16 * kc + 8 * (l / 16)));
+            ldsm_x4_t(r, ys + (16 * kc + l % 16) * ld + 16 * cb + 8 * (l / 16));
             const mma_b b0 = {{r[0], r[1]}}, b1 = {{r[2], r[3]}};
             mma_16816(acc[0], pa, b0);
             mma_16816(acc[1], pa, b1);
         }
         FA_UNROLL
         for (int x = 0; x < 8; x++) {
-            const int row = g + 8 * (x % 4 / 2), c = 16 * cb + 8 * (x / 4) + 2 * t + x % 2, i = k.i0 + row;
+            const int row = g + 8 * (x % 4 / 2), c = 16 * cb + 8 * (x / 4) + 2 * t + x % 2, i = i0 + row;
             if (i >= a.T || c >= a.d) continue;
-            float *y = o + (size_t)i * a.d + c;
-            *y = (hd.ch ? *y : *y * k.al[h * FH_M + row]) + acc[x / 4].x[x % 4];
+            float *y = dst + (size_t)i * a.d + c;
+            *y = (alpha ? *y * alpha[row] : *y) + f * acc[x / 4].x[x % 4];
         }
     }
 }
+
+// O_h = alpha O_h + P2_h v_h for heads 2s' (warps 0, 1) and 2s'+1 (warps 2, 3) of the v stage;
+// O is a.o's rows i0.. of the head (alpha 1 with step 6).
+__device__ __forceinline__ void fh_pv(const tc_args &a, const tc_heads &hd, const fh_block &k, int sv,
+                                      const bf16 *buf) {
+    const int w = threadIdx.x / 32, h = 2 * sv + w / 2;
+    if (h >= hd.G) return;
+    const bf16 *ps = k.p2 + h * FH_M * FH_PLD;
+    fh_rows_acc(a, k.i0, [&](int q, int c) { return ps + q * FH_PLD + c; }, buf + (w / 2) * FH_N * fa_ld(a.dp),
+                a.o + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, hd.ch ? NULL : k.al + h * FH_M);
+}
 #undef FH_AT
 
-// The block's setup: shared arrays, weights, document starts, statistics; S1's padding heads and
-// a.o's rows zero.
-__device__ __forceinline__ void fh_setup(const tc_args &a, const tc_heads &hd, bf16 *sh, fh_block &k) {
-    const int ld = fa_ld(a.dp), w = threadIdx.x / 32;
+// The block's setup: shared arrays, weights, document starts, statistics (bwd: m the rows'
+// log-sum-exp, l 0); S1's (and the backward's dP2's) padding heads zero, and the forward's a.o rows.
+__device__ __forceinline__ void fh_setup(const tc_args &a, const tc_heads &hd, bf16 *sh, fh_block &k, int bwd) {
+    const int ld = fa_ld(a.dp), w = threadIdx.x / 32, t = threadIdx.x % 4;
     k.s1h = sh + 2 * FH_STAGE * ld, k.s1l = k.s1h + FH_E * FH_MAXG, k.p2 = k.s1l + FH_E * FH_MAXG;
     k.al = (float *)(k.p2 + hd.G * FH_M * FH_PLD), k.ls = k.al + FH_MAXG * FH_M;
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.i0 = (gridDim.x - 1 - blockIdx.x) * FH_M;
@@ -312,10 +333,14 @@ __device__ __forceinline__ void fh_setup(const tc_args &a, const tc_heads &hd, b
         const int i = k.i0 + 4 * w + qq;
         k.st[qq] = i < a.T ? mta_row_start(a.ds, a.T, k.b, i) : 0;
         FA_UNROLL
-        for (int hh = 0; hh < 4; hh++) k.m[qq][hh] = -INFINITY, k.l[qq][hh] = 0.0f;
+        for (int hh = 0; hh < 4; hh++) {
+            const int h = 8 * (hh / 2) + 2 * t + hh % 2;
+            k.m[qq][hh] = !bwd ? -INFINITY : i < a.T && h < hd.G ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
+            k.l[qq][hh] = 0.0f;
+        }
     }
-    for (int e = threadIdx.x; e < 2 * FH_E * FH_MAXG; e += TC_THREADS) k.s1h[e] = __float2bfloat16_rn(0.0f);
-    for (int e = threadIdx.x; e < hd.G * FH_M * a.d; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < (bwd ? 3 : 2) * FH_E * FH_MAXG; e += TC_THREADS) k.s1h[e] = __float2bfloat16_rn(0.0f);
+    for (int e = threadIdx.x; !bwd && e < hd.G * FH_M * a.d; e += TC_THREADS) {
         const int h = e / (FH_M * a.d), i = k.i0 + e % (FH_M * a.d) / a.d;
         if (i < a.T) a.o[((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d] = 0.0f;
     }
@@ -341,45 +366,58 @@ __device__ __forceinline__ void fh_finish(const tc_args &a, const tc_heads &hd, 
     }
 }
 
+// Runs a block's stages (fh_walk), cp.async double-buffered in sh: step(p, buf) computes stage p
+// from its buffer; switched() runs after a pass's last stage when another pass follows.
+template <typename S, typename W>
+__device__ __forceinline__ void fh_drive(const tc_args &a, int G, const fh_block &k, const fh_walk &wk, bf16 *sh,
+                                         S step, W switched) {
+    const int ld = fa_ld(a.dp);
+    fh_pos cur = {0, wk.js, 0};
+    fh_stage_load(a, k.bh0, G, k.i0, wk, cur, sh);
+    cp_async_commit();
+    for (int n = 0; cur.pass < wk.npass; n++) {
+        const fh_pos nx = fh_next(wk, cur);
+        if (nx.pass < wk.npass) fh_stage_load(a, k.bh0, G, k.i0, wk, nx, sh + ((n + 1) & 1) * FH_STAGE * ld);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        step(cur, sh + (n & 1) * FH_STAGE * ld);
+        __syncthreads();  // before the next stage's copies overwrite this buffer
+        if (nx.pass != cur.pass && nx.pass < wk.npass) switched();
+        cur = nx;
+    }
+}
+
 // The forward with head steps for G <= 16 heads, one block per (query tile of FH_M rows, group)
 // (grid: x tiles, the last first, y B*H/G): stages as the header says; O (before norm and gate)
 // to out and a.o, each row's log-sum-exp to a.lse (of S2 with step 6, as k_tc_head_dq reads it).
 __global__ void __launch_bounds__(TC_THREADS) k_fa_head_forward(tc_args a, tc_heads hd, float *out) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     fh_block k;
-    fh_setup(a, hd, sh, k);
-    const int ld = fa_ld(a.dp);
+    fh_setup(a, hd, sh, k, 0);
     fh_walk wk;
     wk.npass = hd.ch ? 2 : 1, wk.P = (hd.G + 1) / 2;
     wk.last = (k.i0 + FH_M < a.T ? k.i0 + FH_M : a.T) - 1;
     wk.js = mta_row_start(a.ds, a.T, k.b, k.i0) / FH_N * FH_N;
-    fh_pos cur = {0, wk.js, 0};
-    fh_stage_load(a, k.bh0, hd.G, k.i0, wk, cur, sh);
-    cp_async_commit();
-    for (int n = 0; cur.pass < wk.npass; n++) {
-        const fh_pos nx = fh_next(wk, cur);
-        if (nx.pass < wk.npass) fh_stage_load(a, k.bh0, hd.G, k.i0, wk, nx, sh + ((n + 1) & 1) * FH_STAGE * ld);
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        const bf16 *buf = sh + (n & 1) * FH_STAGE * ld;
-        if (cur.s < wk.P) {
-            fh_scores(a, k, hd.G, cur.s, cur.j0, buf);
-            if (cur.s == wk.P - 1) {
-                __syncthreads();
-                fh_softmax(a, hd, k, cur.pass + 1 < wk.npass, cur.j0);
-            }
-        } else {
-            fh_pv(a, hd, k, cur.s - wk.P, buf);
-        }
-        __syncthreads();  // before the next stage's copies overwrite this buffer
-        if (nx.pass != cur.pass && nx.pass < wk.npass)  // the statistics are final: m becomes the log-sum-exp
-            FA_UNROLL
-            for (int qq = 0; qq < 4; qq++)
-                FA_UNROLL
-                for (int hh = 0; hh < 4; hh++) k.m[qq][hh] += logf(k.l[qq][hh]);
-        cur = nx;
-    }
+    wk.bwd = 0;
+    fh_drive(a, hd.G, k, wk, sh,
+             [&](fh_pos p, const bf16 *buf) {
+                 if (p.s < wk.P) {
+                     fh_scores<0>(a, k, hd.G, p.s, p.j0, buf, k.s1h, k.s1l);
+                     if (p.s == wk.P - 1) {
+                         __syncthreads();
+                         fh_softmax(a, hd, k, p.pass + 1 < wk.npass, p.j0);
+                     }
+                 } else {
+                     fh_pv(a, hd, k, p.s - wk.P, buf);
+                 }
+             },
+             [&]() {  // the statistics are final: m becomes the log-sum-exp
+                 FA_UNROLL
+                 for (int qq = 0; qq < 4; qq++)
+                     FA_UNROLL
+                     for (int hh = 0; hh < 4; hh++) k.m[qq][hh] += logf(k.l[qq][hh]);
+             });
     fh_finish(a, hd, k, out);
 }
 

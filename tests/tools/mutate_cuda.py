@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
 FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_fa_head_forward)
+FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -122,7 +123,14 @@ MUTATIONS = [
     ('tensor cores: S1\'s swizzle off (ldmatrix reads the unswizzled half)', FH,
      'at = fh_s1_at(e, 8 * (l / 16));', 'at = e * FH_MAXG + 8 * (l / 16);'),
     ('tensor cores: the head forward\'s O not rescaled by alpha', FH,
-     '*y = (hd.ch ? *y : *y * k.al[h * FH_M + row])', '*y = (hd.ch ? *y : *y)'),
+     '*y = (alpha ? *y * alpha[row] : *y)', '*y = *y'),
+    ('tensor cores: dQ\'s transposed mixing reads W1 untransposed', FHQ,
+     'return hd.mix ? hd.w1[in + out * a.H]', 'return hd.mix ? hd.w1[out + in * a.H]'),
+    ('tensor cores: dQ\'s D summed over 4 of a row\'s 8 lanes', FHQ,
+     'for (int m = 4; m <= 16; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);',
+     'for (int m = 4; m <= 8; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);'),
+    ('tensor cores: the kernel gradient\'s transposed A fragment with its matrices 1 and 2 swapped', FHQ,
+     'ea = 16 * kc + l % 8 + 8 * (l / 16)', 'ea = 16 * kc + l % 16'),
 ]
 
 
