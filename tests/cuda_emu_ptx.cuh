@@ -165,4 +165,33 @@ __global__ void k_shfl_masks(int *out, int how) {
     out[l] = x, out[32 + l] = y;
 }
 
+// A double-buffered loop as the k_fa_* kernels run theirs, two warps: tile jt + 1 (256 floats of
+// src, a 16-byte cp.async per thread) is copied into one buffer while tile jt, waited for and
+// behind a barrier, is read from the other; each lane sums 8 of its floats (lane l: l, l + 32,
+// ...: both warps' copies) and the warp's shuffles sum the tile; out[w] is warp w's sum of the
+// NB_TILES tiles. Without the barrier at the end of a tile (end_barrier 0), a warp that gets a
+// whole tile ahead issues tile jt + 2's copies into the buffer the other warp has yet to read,
+// which the issue poisons.
+const int NB_TILES = 4, NB_TILE = 256;
+__global__ void k_double_buffer(const float *src, float *out, int end_barrier) {
+    PTX_SHARED(float, buf, 2 * NB_TILE);
+    const int t = threadIdx.x, l = t % 32;
+    cp_async16(buf + 4 * t, src + 4 * t, true);
+    cp_async_commit();
+    float acc = 0.0f;
+    for (int jt = 0; jt < NB_TILES; jt++) {
+        if (jt + 1 < NB_TILES) cp_async16(buf + (jt + 1) % 2 * NB_TILE + 4 * t, src + (jt + 1) * NB_TILE + 4 * t, true);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const float *tile = buf + jt % 2 * NB_TILE;
+        float x = 0.0f;
+        for (int e = 0; e < NB_TILE / 32; e++) x += tile[l + 32 * e];
+        for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+        acc += x;
+        if (end_barrier) __syncthreads();  // before the next tile's copies overwrite this one
+    }
+    if (l == 0) out[t / 32] = acc;
+}
+
 #endif

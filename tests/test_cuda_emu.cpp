@@ -993,6 +993,35 @@ static void test_shuffle_masks(void **s) {
     assert_true(aborts([] { shfl_masks(3, NULL); }));
 }
 
+// Schedules 0, 1 and 2 advance warps in step, one warp operation a pass, so no warp gets a whole
+// tile ahead: k_double_buffer without its end-of-tile barrier gives the right sums on every launch.
+// From 3 up a released warp runs on to its next block barrier first, and the warp that leads
+// poisons, with the copies of the tile after next, a buffer the other warp has yet to read (at
+// least one of its lanes has not run when the leader gathers): every launch gives a NaN. With the
+// barrier, every schedule gives the right sums. The tiles' values are small integers: every sum
+// is exact in any order.
+static void test_warps_run_ahead(void **s) {
+    (void)s;
+    static float src[NB_TILES * NB_TILE];
+    float sum = 0.0f, got[2];
+    for (int i = 0; i < NB_TILES * NB_TILE; i++) src[i] = (float)(i % 7), sum += src[i];
+    float *dsrc = dev_floats(NB_TILES * NB_TILE), *dout = dev_floats(2);
+    cudaMemcpy(dsrc, src, sizeof src, cudaMemcpyHostToDevice);
+    for (uint64_t sched = 0; sched < 6; sched++) {
+        mta_cuda_emu_set_schedule(sched);
+        for (int rep = 0; rep < 3; rep++)
+            for (int end_barrier = 1; end_barrier >= 0; end_barrier--) {
+                LAUNCH(k_double_buffer, 1, 64, 0)(dsrc, dout, end_barrier);
+                assert_int_equal(cudaGetLastError(), cudaSuccess);
+                cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost);
+                const int right = got[0] == sum && got[1] == sum, poisoned = isnan(got[0]) || isnan(got[1]);
+                assert_true(end_barrier || sched < 3 ? right : poisoned);
+            }
+    }
+    mta_cuda_emu_set_schedule(0);
+    cudaFree(dsrc), cudaFree(dout);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_barrier_holds_the_block),
@@ -1017,6 +1046,7 @@ int main(void) {
         cmocka_unit_test(test_mma_product_chain),
         cmocka_unit_test(test_cp_async),
         cmocka_unit_test(test_shuffle_masks),
+        cmocka_unit_test(test_warps_run_ahead),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
 
 Each mutation is applied to the source, the build directory's test program is rebuilt (a build
 made with -DMTAC_CUDA_EMU=ON), it runs (`test_attn_backends cuda-emu`; for the emulator's own
-primitives and test_cuda_emu's kernels on them, `test_cuda_emu`), and the source is restored, also
+primitives and test_cuda_emu's kernels on them, `test_cuda_emu`; for the end-of-tile barriers, with the
+emulator's warps running ahead, `test_attn_backends cuda-emu --schedule 3`), and the source is restored, also
 on an error or Ctrl-C. A mutation the tests do not catch (the run passes) is reported as MISSED and
 makes the exit status 1. Without N, every mutation runs (about half a minute each on 2 cores). Do not
 edit or build the tree meanwhile: the source files are changed in place. See docs/cuda.md.
@@ -27,6 +28,10 @@ FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
+# The emulator's schedule 3, in which a warp released by a warp operation runs on to its next block
+# barrier before the other warps run (cuda_emu_ctl.h): a warp gets whole tiles ahead of the others.
+RUN_AHEAD = ('test_attn_backends', 'cuda-emu', '--schedule', '3')
+END_OF_TILE = '        __syncthreads();  // before the next tile\'s copies overwrite this one\n'
 
 # (what, file, the text, what it becomes[, the test program that must catch it: default BACKENDS])
 MUTATIONS = [
@@ -113,6 +118,16 @@ MUTATIONS = [
      'a.x[2] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[1] = pack_bf16x2(c[1].x[0], c[1].x[1]);'),
     ('tensor cores: the k_fa_ kernels keep a key before its document start', FA,
      'return i < T && j <= i && j >= st;', 'return i < T && j <= i;'),
+    # the end-of-tile barrier removed: a warp's copies of the tile after next overwrite the buffer
+    # another warp still reads; only warps running ahead (RUN_AHEAD) show it
+    ('tensor cores: the end-of-tile barrier removed (k_fa_forward)', FA,
+     'fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);\n' + END_OF_TILE,
+     'fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);\n', RUN_AHEAD),
+    ('tensor cores: the end-of-tile barrier removed (k_fa_dq)', FA,
+     'fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);\n        }\n' + END_OF_TILE,
+     'fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);\n        }\n', RUN_AHEAD),
+    ('tensor cores: the end-of-tile barrier removed (k_fa_dkdv)', FA,
+     'rows[buf], dks, dvs);\n' + END_OF_TILE, 'rows[buf], dks, dvs);\n', RUN_AHEAD),
     # k_fa_head_forward (mta_cuda_fa_heads.cuh): run with --only test_bf16_tensor_cores
     ('tensor cores: the head mixing\'s matrix transposed in its B fragment', FH,
      'return hd.mix ? hd.w1[out * a.H + in]', 'return hd.mix ? hd.w1[in * a.H + out]'),
@@ -131,6 +146,9 @@ MUTATIONS = [
      'for (int m = 4; m <= 8; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);'),
     ('tensor cores: the kernel gradient\'s transposed A fragment with its matrices 1 and 2 swapped', FHQ,
      'ea = 16 * kc + l % 8 + 8 * (l / 16)', 'ea = 16 * kc + l % 16'),
+    ('tensor cores: the head kernels\' end-of-stage barrier removed (k_fa_head_*)', FH,
+     '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n        __syncthreads();  // before the next stage\'s copies overwrite this buffer\n',
+     '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n', RUN_AHEAD),
 ]
 
 
@@ -185,7 +203,7 @@ def main():
                 continue
             t0 = time.time()
             try:
-                only = ['--only', args.only] if args.only and test == BACKENDS else []
+                only = ['--only', args.only] if args.only and test[0] == BACKENDS[0] else []
                 r = subprocess.run([os.path.join(args.build, test[0]), *test[1:], *only], capture_output=True,
                                    text=True, env=env, timeout=args.timeout)
                 failed = [l.split('] ')[1] for l in r.stdout.splitlines() if l.startswith('[  FAILED  ] test_')]

@@ -73,7 +73,8 @@ __asm__(".text\n"
 #endif
 
 // A thread waits at __syncthreads() (F_BARRIER) or at a warp-collective operation (F_WARP) until
-// its warp has all arrived (F_WOKEN: released, runs in the next pass).
+// its warp has all arrived (F_WOKEN: released, runs in the next pass; when warps run ahead,
+// F_READY at once instead, queued to run before the rest of the pass).
 enum { F_READY, F_BARRIER, F_WARP, F_WOKEN, F_DONE };
 
 // A cp.async copy issued and not yet complete: the group it belongs to is the calling thread's
@@ -100,6 +101,7 @@ struct fiber {
     cp_copy *copies;    // its cp.async copies not yet complete, in issue order (the array is kept)
     unsigned ncopies, copies_cap;
     unsigned groups;    // the cp.async groups it has committed
+    bool queued;        // in the run-ahead queue (sched::ahead)
 };
 
 // A warp-collective operation's meeting point: the lanes named in mask gather at op, each
@@ -129,6 +131,9 @@ struct sched {
     fiber main;  // the scheduler's own context
     fiber *cur;  // the thread running (NULL: the scheduler)
     unsigned order[MAX_THREADS], norder, pos;  // the pass's order, and the next of it to run
+    // Warps running ahead: the lanes a warp-collective operation released, to run before the rest
+    // of the pass (a ring: a thread is in it at most once, so MAX_THREADS entries suffice).
+    unsigned ahead[MAX_THREADS], ahead_head, ahead_n;
     void (*fn)(void *);
     void *arg;
     const char *kernel;
@@ -149,10 +154,18 @@ thread_local sched *S;
 sched *all_scheds[1024];
 unsigned nscheds;
 uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
+bool run_ahead;             // its schedules from 3 up: warps released by a warp operation run on at once
 uint64_t launches;          // counted over all OS threads
 
-// The next thread of the pass to run, or the scheduler when every one has run.
+// The next thread of the pass to run, or the scheduler when every one has run: first the lanes
+// that warps running ahead have queued, then the pass's order.
 fiber *next_of_pass(void) {
+    while (S->ahead_n) {
+        fiber *f = &S->fibers[S->ahead[S->ahead_head]];
+        S->ahead_head = (S->ahead_head + 1) % MAX_THREADS, S->ahead_n--;
+        f->queued = false;
+        if (f->state == F_READY) return f;
+    }
     while (S->pos < S->norder) {
         fiber *f = &S->fibers[S->order[S->pos++]];
         if (f->state == F_READY) return f;
@@ -164,6 +177,7 @@ fiber *next_of_pass(void) {
 // the next one of the pass; the last one hands it back to the scheduler. A thread that is done is
 // never resumed.
 void switch_fibers(fiber *from, fiber *to) {
+    if (from == to) return;  // a lane that released its warp and runs on first
     const int to_main = to == &S->main;
     S->cur = to_main ? NULL : to;
     if (!to_main) thread_idx = to->idx;
@@ -200,7 +214,7 @@ void fiber_entry(unsigned lo, unsigned hi) { fiber_main((void *)((uintptr_t)lo |
 // A fresh fiber on stack i that will run fiber_main(f).
 void fiber_init(fiber *f, unsigned i) {
     f->stack = S->stacks + (size_t)i * (S->stack_size + 4096) + 4096;
-    f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL, f->ncopies = 0, f->groups = 0;
+    f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL, f->ncopies = 0, f->groups = 0, f->queued = false;
     f->idx.x = i % block_dim.x, f->idx.y = i / block_dim.x % block_dim.y, f->idx.z = i / (block_dim.x * block_dim.y);
 #if defined(__x86_64__)
     // Stacks are a power of two apart: their tops are staggered by 3 cache lines a fiber, or the
@@ -309,6 +323,7 @@ void run_block(unsigned nthreads, uint64_t block_no) {
     for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
     for (unsigned w = 0; w < nthreads / 32; w++)
         for (meeting &m : S->warps[w].m) m.op = NULL;
+    S->ahead_head = S->ahead_n = 0;
     for (uint64_t pass = 0;; pass++) {
         make_order(S->order, nthreads, pass, block_no + 1);
         S->norder = nthreads, S->pos = 0;
@@ -431,9 +446,26 @@ fiber *lane_of(const char *op, unsigned mask) {
 
 const unsigned FULL = 0xffffffffu;
 
+// Warps running ahead: the lanes in mask of the warp from thread w0 are ready at once and run
+// next, before the rest of the pass, in the pass's order; so the warp goes on to its next block
+// barrier, its exit or a wait on another warp before the warps after it start, and which warp
+// leads (the first whose lanes all arrive) follows the pass's order: the first warp in order, the
+// last reversed, any shuffled.
+void release_ahead(unsigned w0, unsigned mask) {
+    for (unsigned i = 0; i < S->norder; i++) {
+        const unsigned t = S->order[i];
+        fiber *f = &S->fibers[t];
+        if (t < w0 || t >= w0 + 32 || !(mask >> (t - w0) & 1)) continue;
+        f->state = F_READY;
+        if (f->queued) continue;
+        f->queued = true;
+        S->ahead[(S->ahead_head + S->ahead_n++) % MAX_THREADS] = t;
+    }
+}
+
 // f deposits its nwords words at op's meeting of the lanes in mask and waits until all of them
 // have arrived; the last to arrive runs at_release (if any) on the gathered words, then releases
-// them for the next pass. The caller reads what it needs from the meeting, then leave()s it.
+// them for the next pass (at once, when warps run ahead). The caller reads what it needs from the meeting, then leave()s it.
 meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, unsigned nwords,
               void (*at_release)(meeting *)) {
     const unsigned i = (unsigned)(f - S->fibers), lane = i % 32, w0 = i / 32 * 32;
@@ -458,8 +490,10 @@ meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, un
     if (m->arrived == mask) {
         if (at_release) at_release(m);
         m->gathering = 0, m->to_read = mask;
-        for (unsigned l = 0; l < 32; l++)
-            if (mask >> l & 1) S->fibers[w0 + l].state = F_WOKEN;
+        if (run_ahead) release_ahead(w0, mask);
+        else
+            for (unsigned l = 0; l < 32; l++)
+                if (mask >> l & 1) S->fibers[w0 + l].state = F_WOKEN;
     }
     switch_fibers(f, next_of_pass());
     return m;
@@ -890,7 +924,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 
 // ---- settings for the tests ----
 
-extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
+extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule, run_ahead = schedule >= 3; }
 extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
     shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
 }

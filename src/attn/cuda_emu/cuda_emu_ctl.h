@@ -12,7 +12,12 @@ extern "C" {
 // The thread and block orders (cuda_emu.h): pass p of launch l of a block runs its threads in order
 // when (p + l + schedule) % 3 is 0, reversed when 1, in a shuffle seeded by (schedule, l, block, p)
 // when 2; blocks likewise with p = 0. Schedules 0, 1 and 2 start each launch with a different one
-// of the three orders. Default 0.
+// of the three orders, and a warp released by a warp-collective operation runs on in the next
+// pass, so that warps advance one such operation a pass, in step. From 3 up, warps run ahead:
+// the same orders, but a warp released runs on at once, before the rest of the pass, to its next
+// __syncthreads() or its exit, so between two block barriers the warps run one after another,
+// the first to gather first (the first warp in order, the last reversed, any shuffled); a warp
+// then finishes whole tiles while others have not started them, as on a GPU. Default 0.
 void mta_cuda_emu_set_schedule(uint64_t schedule);
 // The emulated device's opt-in limit of dynamic shared memory per block, in bytes (what
 // cudaDevAttrMaxSharedMemoryPerBlockOptin reports, and cudaFuncSetAttribute and launches are
