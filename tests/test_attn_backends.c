@@ -405,7 +405,11 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
 // convolution (P dP2) two. The convolution's kernel w_pre is rounded to bf16 like q, k, v (the
 // forward's band operand; the test rounds it for both backends), and the forward's MMAs take Z as
 // two bf16 parts hi + lo, within 2^-17 |Z|: one bf16 Z would move S1, P's exponent, by up to
-// u sum |w||Z| (about 13u on these kernels), which no term-wise bound above covers. So
+// u sum |w||Z| (about 13u on these kernels), which no term-wise bound above covers. The head
+// steps' k_fa_head_* kernels do their mixings as MMAs on bf16 inputs: S1, W1, P, W2 and dS2 are
+// split into hi + lo bf16 (x - hi - lo about 2^-17 |x|, three MMAs a product), which adds about
+// 2^-16 of the terms, nothing next to u; their dQ rounds dP2 = dropout(dO v^T) once, so dq's
+// chain is dO, dP2, dS1 (three, as above) and the kernel gradients' dO, dP2 (two). So
 // each result is within 3u times the sum of its terms' magnitudes. That sum is a multiple kappa of
 // the tensor's largest entry (the test's scale): the terms cancel, most in dq and dk, whose dS rows
 // sum to zero. kappa is not bounded a priori for random data; on these cases it stays below 6

@@ -835,6 +835,8 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 }
 
 #include "attn/mta_cuda_fa2.cuh"
+#include "attn/mta_cuda_fa_heads.cuh"
+#include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
@@ -923,7 +925,8 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     if (c->pre_head_mix || c->post_ch) {
         const tc_heads hd = tc_heads_of(c, NULL, smem_max);
         x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
-        x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + hd.tm - 1) / hd.tm) * hd.nw);
+        // query tiles of tm rows (k_tc_head_dq) or of FH_M <= tm (k_fa_head_dq)
+        x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + FH_M - 1) / FH_M) * hd.nw);
     }
     if (w) *w = x;
     return cv.at;
@@ -968,11 +971,15 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
     if (c->pre_head_mix || c->post_ch) {
         const tc_heads hd = tc_heads_of(c, p, st->smem_max);
-        tc_hsmem hs;
-        const size_t sm = tc_hsmem_carve(TC_FWD, hd, a.dp, NULL, &hs);
-        tc_smem_optin(k_tc_head_forward, sm);
-        const dim3 hgrid((unsigned)((c->T + hd.tm - 1) / hd.tm), (unsigned)(c->B * c->H / hd.G));
-        MTA_LAUNCH(k_tc_head_forward, hgrid, TC_THREADS, sm, cl.s)(a, hd, out);
+        if (hd.G <= FH_MAXG && fh_smem_bytes(hd.G, a.dp) <= st->smem_max) {
+            fh_forward(&cl, a, hd, c->B, out);
+        } else {
+            tc_hsmem hs;
+            const size_t sm = tc_hsmem_carve(TC_FWD, hd, a.dp, NULL, &hs);
+            tc_smem_optin(k_tc_head_forward, sm);
+            const dim3 hgrid((unsigned)((c->T + hd.tm - 1) / hd.tm), (unsigned)(c->B * c->H / hd.G));
+            MTA_LAUNCH(k_tc_head_forward, hgrid, TC_THREADS, sm, cl.s)(a, hd, out);
+        }
     } else if (c->pre_cq) {
         fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out);
     } else {
@@ -989,14 +996,19 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
                       float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
     const tc_heads hd = tc_heads_of(c, p, cl->st->smem_max);
-    const int groups = c->H / hd.G, tiles = (c->T + hd.tm - 1) / hd.tm;
+    const int groups = c->H / hd.G, fa = hd.G <= FH_MAXG && fhq_smem_bytes(a.dp) <= cl->st->smem_max;
+    const int tiles_kv = (c->T + hd.tm - 1) / hd.tm, tiles = fa ? (c->T + FH_M - 1) / FH_M : tiles_kv;
     tc_hsmem sm;
     const size_t sm_q = tc_hsmem_carve(TC_DQ, hd, a.dp, NULL, &sm);
     const size_t sm_kv = tc_hsmem_carve(TC_DKDV, hd, a.dp, NULL, &sm);
-    tc_smem_optin(k_tc_head_dq, sm_q);
     tc_smem_optin(k_tc_head_dkdv, sm_kv);
-    const dim3 grid((unsigned)tiles, (unsigned)(c->B * groups));
-    MTA_LAUNCH(k_tc_head_dq, grid, TC_THREADS, sm_q, cl->s)(a, hd, dq, w->hwp);
+    const dim3 grid((unsigned)tiles_kv, (unsigned)(c->B * groups));
+    if (fa) {
+        fhq_launch(cl, a, hd, c->B, dq, w->hwp);
+    } else {
+        tc_smem_optin(k_tc_head_dq, sm_q);
+        MTA_LAUNCH(k_tc_head_dq, grid, TC_THREADS, sm_q, cl->s)(a, hd, dq, w->hwp);
+    }
     MTA_LAUNCH(k_tc_head_dkdv, grid, TC_THREADS, sm_kv, cl->s)(a, hd, w->dkp, w->dvp);
     const size_t n = (size_t)c->T * c->d;
     MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(

@@ -23,6 +23,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta_cuda_tc.cuh'
 FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
+FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_fa_head_forward)
+FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
@@ -126,6 +128,27 @@ MUTATIONS = [
      'fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);\n        }\n', RUN_AHEAD),
     ('tensor cores: the end-of-tile barrier removed (k_fa_dkdv)', FA,
      'rows[buf], dks, dvs);\n' + END_OF_TILE, 'rows[buf], dks, dvs);\n', RUN_AHEAD),
+    # k_fa_head_forward (mta_cuda_fa_heads.cuh): run with --only test_bf16_tensor_cores
+    ('tensor cores: the head mixing\'s matrix transposed in its B fragment', FH,
+     'return hd.mix ? hd.w1[out * a.H + in]', 'return hd.mix ? hd.w1[in * a.H + out]'),
+    ('tensor cores: a wrong head in the mixing\'s fragment (k 2t+1 reads head 2t)', FH,
+     'x1 = f(2 * t + 8 * k + 1, 8 * n + g);', 'x1 = f(2 * t + 8 * k, 8 * n + g);'),
+    ('tensor cores: the mixings\' hi x hi product dropped', FH,
+     '        mma_16816(c[n], ah, bh[n]);\n', ''),
+    ('tensor cores: S1\'s swizzle off (ldmatrix reads the unswizzled half)', FH,
+     'at = fh_s1_at(e, 8 * (l / 16));', 'at = e * FH_MAXG + 8 * (l / 16);'),
+    ('tensor cores: the head forward\'s O not rescaled by alpha', FH,
+     '*y = (alpha ? *y * alpha[row] : *y)', '*y = *y'),
+    ('tensor cores: dQ\'s transposed mixing reads W1 untransposed', FHQ,
+     'return hd.mix ? hd.w1[in + out * a.H]', 'return hd.mix ? hd.w1[out + in * a.H]'),
+    ('tensor cores: dQ\'s D summed over 4 of a row\'s 8 lanes', FHQ,
+     'for (int m = 4; m <= 16; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);',
+     'for (int m = 4; m <= 8; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);'),
+    ('tensor cores: the kernel gradient\'s transposed A fragment with its matrices 1 and 2 swapped', FHQ,
+     'ea = 16 * kc + l % 8 + 8 * (l / 16)', 'ea = 16 * kc + l % 16'),
+    ('tensor cores: the head kernels\' end-of-stage barrier removed (k_fa_head_*)', FH,
+     '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n        __syncthreads();  // before the next stage\'s copies overwrite this buffer\n',
+     '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n', RUN_AHEAD),
     # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the convolution\'s band shifted by one key', FC,
      'c = e % g.bw - 8 - e / g.bw % 8;', 'c = e % g.bw - 7 - e / g.bw % 8;'),

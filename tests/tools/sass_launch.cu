@@ -26,8 +26,8 @@ void print_head_kernels(int d) {
     const tc_heads hd = tc_heads_of(&c, NULL, H100_SMEM_OPTIN);
     if (hd.tm == 0) return;  // the float32 path runs this config: no head kernel is launched
     tc_hsmem sm;
-    print_launch("k_tc_head_forward", TC_THREADS, tc_hsmem_carve(TC_FWD, hd, tc_dp(d), NULL, &sm));
-    print_launch("k_tc_head_dq", TC_THREADS, tc_hsmem_carve(TC_DQ, hd, tc_dp(d), NULL, &sm));
+    print_launch("k_fa_head_forward", TC_THREADS, fh_smem_bytes(hd.G, tc_dp(d)));
+    print_launch("k_fa_head_dq", TC_THREADS, fhq_smem_bytes(tc_dp(d)));
     print_launch("k_tc_head_dkdv", TC_THREADS, tc_hsmem_carve(TC_DKDV, hd, tc_dp(d), NULL, &sm));
 }
 
