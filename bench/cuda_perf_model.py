@@ -30,6 +30,7 @@ import argparse
 import heapq
 import json
 import math
+import os
 
 # ---- H100 SXM5: vendor figures (NVIDIA H100 datasheet and Hopper whitepaper) -----------------
 TC_BF16 = 989e12   # dense bf16 tensor-core FLOP/s
@@ -454,6 +455,32 @@ def head_mma_flops(H):
     return 2 * ceil_to(H, MMA_K)
 
 
+# MMAs per product of each band and head step (x the single-bf16 FLOPs of band_mma_flops and
+# head_mma_flops) and the parts of its A operand read from shared memory. A single bf16 input rounds
+# to 2^-9 relative; a score's error of 2^-9 sum |w||Z| is absolute in the softmax's exponent, many
+# times the path's other roundings (docs/cuda.md, "Tolerance of the test"). So the kernels split a
+# float map x into hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo to about 2^-17 |x|): the
+# convolution multiplies Z's hi and lo by the bf16 band (2 MMAs); the head steps sum hi hi, lo hi
+# and hi lo (fh_mma3: 3 MMAs). Where no MMA kernel exists yet the factor is an assumption, said so.
+MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it or None, where)
+    "pre": (2, 2, "fc_conv", "k_fa_conv_forward: Z hi and lo, each times the bf16 band"),
+    "pre^T": (2, 2, None, "assumed as the forward (dS1 hi and lo times the band); today k_tc_conv_* in float32"),
+    "pre grad": (3, 2, None, "assumed as the head gradients (dS1 and Z split); today k_tc_conv_dq in float32"),
+    "post": (2, 2, None, "assumed as the pre conv; today the float32 path (no tensor-core kernel)"),
+    "post^T": (2, 2, None, "assumed as the pre conv; today the float32 path"),
+    "post grad": (3, 2, None, "assumed as pre grad; today the float32 path"),
+    "mix": (3, 2, "fh_mix", "k_fa_head_forward: S2 = S1 W1^T, S1 and W1 split"),
+    "mix^T": (3, 2, "fh_mix_regs", "k_fa_head_dq: dS1 = dS2 W1, dS2 and W1 split"),
+    "mix grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW1 += dS2^T S1, both split"),
+    "hc": (3, 2, "fh_mix_regs", "k_fa_head_forward: P2 = P W2', P and W2' split"),
+    "hc^T": (2, 1, "fhq_dp", "k_fa_head_dq: dP = dP2 W2'^T, dP2 hi only times W2' hi and lo"),
+    "hc grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW2' += P^T dP2, P split, dP2 hi (3 MMAs, one on zeros)"),
+}
+# The MMAs one call in a kernel's text stands for (check_split counts them in the function above).
+MMA_CALLS = {"mma_16816(": 1, "fh_mma3(": 3, "fh_mix_regs(": 3}
+SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_heads.cuh", "src/attn/mta_cuda_fa_heads_dq.cuh")
+
+
 def mma_steps(m, H, d, g, G, cls):
     """Design (d)'s steps, per causal entry and head: each a function of the factor f (entries
     computed per output entry: halo recomputation) giving (kind, name, amount, f) items. The maps
@@ -464,11 +491,14 @@ def mma_steps(m, H, d, g, G, cls):
     fa2) or per 64-row warpgroup (wgmma, fa3)."""
     xch, opnd = (G - g) / g * 2, 2 * d / (MMA_M if cls == "fa2" else 4 * MMA_M)
 
-    def band(name, cq, ck):
-        return lambda f: [("tc", name, band_mma_flops(cq, ck), f), ("smem", name, 2 * cq + 2, f)]
+    def band(key, name, cq, ck):
+        x, parts = MMA_SPLIT[key][:2]
+        return lambda f: [("tc", name, x * band_mma_flops(cq, ck), f), ("smem", name, 2 * cq * parts + 2, f)]
 
-    def heads(name, n):
-        return lambda f: [("tc", name, head_mma_flops(n), f), ("smem", name, 4, f), ("xch", name, xch, f)]
+    def heads(key, name, n):
+        x, parts = MMA_SPLIT[key][:2]
+        return lambda f: [("tc", name, x * head_mma_flops(n), f), ("smem", name, 2 * parts + 2, f),
+                          ("xch", name, xch, f)]
 
     def prod(name):
         return lambda f: [("tc", name, 2 * d, f), ("smem", name, opnd + 2, f)]
@@ -482,10 +512,10 @@ def mma_steps(m, H, d, g, G, cls):
            "dq": prod("dq = dZ k")}
     for key, name, cq, ck in (("pre", "pre conv", m["cq"], m["ck"]), ("post", "post conv", m["cq2"], m["ck2"])):
         for way in ("", "^T", " grad"):  # forward, input gradient, kernel gradient
-            out[key + way] = band(name + way, cq, ck) if cq else (lambda f: [])
+            out[key + way] = band(key + way, name + way, cq, ck) if cq else (lambda f: [])
     for key, name, n in (("mix", "head mixing", H if m["mix"] else 0), ("hc", "head conv", m["ch"])):
         for way in ("", "^T", " grad"):
-            out[key + way] = heads(name + way, n) if n else (lambda f: [])
+            out[key + way] = heads(key + way, name + way, n) if n else (lambda f: [])
     return out
 
 
@@ -864,7 +894,6 @@ def check(root):
     """The model against the code: launches per strip (kernels and cuBLAS calls, counted in
     src/attn/mta_cuda.cu's strip loops with every step on) and the per-entry FLOP counts of the
     830M layer. Returns the failures."""
-    import os
     src = open(os.path.join(root, "src/attn/mta_cuda.cu")).read()
 
     def own(text):
@@ -970,11 +999,14 @@ def check_mma():
     # by hand, Br = Bc = 64, 6x11 (p = 5, 5 halo rows): forward S on (64+10)/64 entries, pre conv and
     # mixing on (64+5)/64, then post conv, head conv and P v once; dK/dV S on (64+2*5+2*5)/64, pre conv
     # and mixing (and P) on (64+10)/64, dP3 and head conv^T on (64+20)/64, post conv^T, softmax^T and
-    # mixing^T on (64+10)/64, the rest once
+    # mixing^T on (64+10)/64, the rest once. The splits as the kernels' comments state them: a
+    # convolution and its input gradient 2 MMAs per product (Z or dS1 hi and lo), a kernel gradient
+    # 3; a head step 3 (hi hi, lo hi, hi lo), the head convolution's transpose 2 (dP2 hi only).
+    c, c2, c3, h, h2, h3 = 2 * 288, 2 * 288, 3 * 288, 3 * 32, 2 * 32, 3 * 32
     E = B * H * T * T / 2 * (1 + 64 / T)
-    fwd = E * (192 * 74 / 64 + (288 + 32) * 69 / 64 + 288 + 32 + 192)
-    dkdv = E * (192 * 84 / 64 + (288 + 32) * 74 / 64 + 288 + 32 + (192 + 32) * 84 / 64 + 32 + (288 + 32) * 74 / 64
-                + 288 + 32 + 288 + 288 + 3 * 192)
+    fwd = E * (192 * 74 / 64 + (c + h) * 69 / 64 + c + h + 192)
+    dkdv = E * (192 * 84 / 64 + (c + h) * 74 / 64 + c + h + (192 + h2) * 84 / 64 + h3 + (c2 + h) * 74 / 64
+                + c3 + h3 + c2 + c3 + 3 * 192)
     for name, want in (("forward", fwd), ("dK/dV", dkdv)):
         if abs(ks[name]["tc_flops"] - want) > 1e-9 * want:
             fails.append(f"(d) {name} MMA FLOPs at 830M, cluster 8, 64x64: {ks[name]['tc_flops']:.6g}, "
@@ -991,6 +1023,21 @@ def check_mma():
     if not 7.9 < grow < 8.1:
         fails.append(f"(d) memory from T=4096 to 32768 grows {grow:.2f}x, not linearly (8x)")
     fails += check_counts(best, d, T)
+    return fails
+
+
+def check_split(root):
+    """MMA_SPLIT against the kernels that exist: the MMAs of the function named beside a step (each
+    mma_16816 call one, fh_mma3 and fh_mix_regs three) equal the step's split factor."""
+    src = "".join(open(os.path.join(root, f)).read() for f in SPLIT_SOURCES)
+    fails = []
+    for step, (x, _, fn, where) in MMA_SPLIT.items():
+        if fn is None:
+            continue
+        text = body(src, "void " + fn + "(")
+        got = sum(n * text.count(call) for call, n in MMA_CALLS.items())
+        if got != x:
+            fails.append(f"(d) split of {step}: MMA_SPLIT says {x} MMAs per product, {fn} ({where}) does {got}")
     return fails
 
 
@@ -1024,7 +1071,7 @@ def main():
         raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
     MIN_BLOCKS = args.min_blocks
     if args.check:
-        fails = check(args.check) + check_mma()
+        fails = check(args.check) + check_mma() + check_split(args.check)
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
