@@ -72,12 +72,4 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_head_dkdv(tc_args a, tc_heads
              [&]() {});
 }
 
-// The dK, dV kernel's launch (for G <= 16; the caller checks).
-void fhk_launch(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dkp, float *dvp) {
-    const size_t sm = fhk_smem_bytes(a.dp);
-    tc_smem_optin(k_fa_head_dkdv, sm);
-    const dim3 grid((unsigned)((a.T + FH_N - 1) / FH_N), (unsigned)(B * a.H / hd.G));
-    MTA_LAUNCH(k_fa_head_dkdv, grid, TC_THREADS, sm, cl->s)(a, hd, dkp, dvp);
-}
-
 #endif

@@ -268,12 +268,4 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_head_dq(tc_args a, tc_heads h
     fhq_partial(hd, k, hwp);
 }
 
-// The dQ kernel's launch (for G <= 16; the caller checks); tiles: its query tiles (hwp's).
-void fhq_launch(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp) {
-    const size_t sm = fhq_smem_bytes(a.dp);
-    tc_smem_optin(k_fa_head_dq, sm);
-    const dim3 grid((unsigned)((a.T + FH_M - 1) / FH_M), (unsigned)(B * a.H / hd.G));
-    MTA_LAUNCH(k_fa_head_dq, grid, TC_THREADS, sm, cl->s)(a, hd, dq, hwp);
-}
-
 #endif

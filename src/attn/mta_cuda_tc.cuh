@@ -1067,9 +1067,14 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     const size_t sm_q = tc_hsmem_carve(TC_DQ, hd, a.dp, NULL, &sm);
     const size_t sm_kv = tc_hsmem_carve(TC_DKDV, hd, a.dp, NULL, &sm);
     const dim3 grid((unsigned)tiles_kv, (unsigned)(c->B * groups));
-    if (fa) {  // k_fa_head_dkdv's shared memory is k_fa_head_dq's less the scratch
-        fhq_launch(cl, a, hd, c->B, dq, w->hwp);
-        fhk_launch(cl, a, hd, c->B, w->dkp, w->dvp);
+    if (fa) {  // k_fa_head_dkdv's shared memory is k_fa_head_dq's less the scratch: it fits too
+        const size_t smq = fhq_smem_bytes(a.dp), smk = fhk_smem_bytes(a.dp);
+        const unsigned y = (unsigned)(c->B * groups);  // query tiles of FH_M (hwp's), key tiles of FH_N
+        tc_smem_optin(k_fa_head_dq, smq);
+        tc_smem_optin(k_fa_head_dkdv, smk);
+        MTA_LAUNCH(k_fa_head_dq, dim3((unsigned)tiles, y), TC_THREADS, smq, cl->s)(a, hd, dq, w->hwp);
+        MTA_LAUNCH(k_fa_head_dkdv, dim3((unsigned)((c->T + FH_N - 1) / FH_N), y), TC_THREADS, smk, cl->s)(
+            a, hd, w->dkp, w->dvp);
     } else {
         tc_smem_optin(k_tc_head_dq, sm_q);
         tc_smem_optin(k_tc_head_dkdv, sm_kv);
