@@ -55,14 +55,17 @@ size_t fa_smem_bytes(int kind, int dp) {
     return tiles * fa_tile_bytes(dp) + (kind == TC_DKDV ? 2 * sizeof(fa_rows) : 0);
 }
 
-// Issues the copies of rows [r0, r0 + 64) of a padded (Tp, dp) slab into a shared tile; rows past
-// T are zero-filled (not read).
-__device__ __forceinline__ void fa_load(bf16 *tile, const bf16 *slab, int r0, int T, int dp) {
+// Issues the copies of rows [r0, r0 + n) of a padded (Tp, dp) slab into a shared tile; rows
+// outside [0, T) are zero-filled (not read). fa_load: a tile's 64 rows.
+__device__ __forceinline__ void fa_load_rows(bf16 *tile, const bf16 *slab, int r0, int n, int T, int dp) {
     const int per_row = dp / 8, ld = fa_ld(dp);
-    for (int e = threadIdx.x; e < TC_M * per_row; e += TC_THREADS) {
-        const int r = e / per_row, c = e % per_row * 8;
-        cp_async16(tile + r * ld + c, slab + (size_t)(r0 + r) * dp + c, r0 + r < T);
+    for (int e = threadIdx.x; e < n * per_row; e += TC_THREADS) {
+        const int r = e / per_row, c = e % per_row * 8, row = r0 + r, in = row >= 0 && row < T;
+        cp_async16(tile + r * ld + c, slab + (size_t)(in ? row : 0) * dp + c, in);
     }
+}
+__device__ __forceinline__ void fa_load(bf16 *tile, const bf16 *slab, int r0, int T, int dp) {
+    fa_load_rows(tile, slab, r0, TC_M, T, dp);
 }
 
 // c[0], c[1] += the 16 x 16 chunk X Y^T over dp columns: x, y the first of 16 rows of shared tiles
@@ -200,6 +203,48 @@ __device__ __forceinline__ void fa_lane_rows(const tc_args &a, int b, int i0, in
     }
 }
 
+// A forward warp's rows: this lane's rows i (g and g+8 of the warp's 16) and their document
+// starts, the online softmax's max m and sum l (this lane's columns) and factor alpha, and O.
+template <int DP> struct fa_fwd {
+    int i[2], st[2];
+    float m[2], l[2], alpha[2];
+    mma_c o[DP / 8];
+};
+template <int DP> __device__ __forceinline__ void fa_fwd_init(fa_fwd<DP> &f, const tc_args &a, int b, int i0) {
+    fa_lane_rows(a, b, i0, f.i, f.st);
+    f.m[0] = f.m[1] = -INFINITY, f.l[0] = f.l[1] = 0.0f;
+    fa_zero(f.o);
+}
+
+// Key tile jt of a forward warp, from its scores s (8 n-tiles): the online softmax, then
+// O = alpha O + P V, v's rows at vs.
+template <int DP>
+__device__ __forceinline__ void fa_fwd_tile(const tc_args &a, int bh, int jt, fa_fwd<DP> &f, mma_c (&s)[8],
+                                            const bf16 *vs, int ld) {
+    fa_softmax(a, bh, jt * TC_N, f.i, f.st, s, f.m, f.l, f.alpha);
+    FA_UNROLL
+    for (int n = 0; n < DP / 8; n++) {
+        f.o[n].x[0] *= f.alpha[0], f.o[n].x[1] *= f.alpha[0];
+        f.o[n].x[2] *= f.alpha[1], f.o[n].x[3] *= f.alpha[1];
+    }
+    FA_UNROLL
+    for (int kc = 0; kc < 4; kc++) fa_acc<DP>(f.o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, a.dp);
+}
+
+// The forward's end: each row's log-sum-exp m + log l (l summed over its 4 lanes) and O / l to
+// out and a.o.
+template <int DP> __device__ __forceinline__ void fa_fwd_out(const tc_args &a, int bh, fa_fwd<DP> &f, float *out) {
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        f.l[r] = fa_row_reduce(f.l[r], 1);
+        if (f.i[r] < a.T && threadIdx.x % 4 == 0) a.lse[(size_t)bh * a.T + f.i[r]] = f.m[r] + logf(f.l[r]);
+    }
+    fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
+        const size_t at = ((size_t)bh * a.T + f.i[r]) * a.d + c;
+        if (f.i[r] < a.T) out[at] = a.o[at] = f.o[n].x[x] / f.l[r];
+    });
+}
+
 // Forward, one block per (query tile, head) (grid: x tiles, the last first, y B*H): the key tiles
 // from the first document start of the tile's rows to the diagonal, with an online softmax; writes
 // O (before norm and gate) to out and a.o, and each row's log-sum-exp.
@@ -213,36 +258,18 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_forward_t(t
     fa_load(qs, a.q + (size_t)bh * a.Tp * dp, i0, a.T, dp);
     fa_kv_load(a, slab, jt0, kv);
     cp_async_commit();
-    int i[2], st[2];
-    fa_lane_rows(a, b, i0, i, st);
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
-    mma_c o[DP / 8];
-    fa_zero(o);
+    fa_fwd<DP> f;
+    fa_fwd_init(f, a, b, i0);
     for (int jt = jt0; jt <= jt1; jt++) {
         const bf16 *ks = fa_kv_next(a, slab, kv, jt0, jt, jt1), *vs = ks + tile;
         mma_c s[8];
         fa_zero(s);
         FA_UNROLL
         for (int kc = 0; kc < 4; kc++) fa_xyT(s + 2 * kc, qs + 16 * w * ld, ks + 16 * kc * ld, ld, dp);
-        fa_softmax(a, bh, jt * TC_N, i, st, s, m, l, alpha);
-        FA_UNROLL
-        for (int n = 0; n < DP / 8; n++) {
-            o[n].x[0] *= alpha[0], o[n].x[1] *= alpha[0];
-            o[n].x[2] *= alpha[1], o[n].x[3] *= alpha[1];
-        }
-        FA_UNROLL
-        for (int kc = 0; kc < 4; kc++) fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);
+        fa_fwd_tile(a, bh, jt, f, s, vs, ld);
         __syncthreads();  // before the next tile's copies overwrite this one
     }
-    FA_UNROLL
-    for (int r = 0; r < 2; r++) {
-        l[r] = fa_row_reduce(l[r], 1);
-        if (i[r] < a.T && threadIdx.x % 4 == 0) a.lse[(size_t)bh * a.T + i[r]] = m[r] + logf(l[r]);
-    }
-    fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
-        const size_t at = ((size_t)bh * a.T + i[r]) * a.d + c;
-        if (i[r] < a.T) out[at] = a.o[at] = o[n].x[x] / l[r];
-    });
+    fa_fwd_out(a, bh, f, out);
 }
 
 // The backward's two chunks of a 16 x 16 block: s = x y^T (scores) and dp2 = x2 y2^T (dO V^T),

@@ -9,9 +9,11 @@
 // (tc_covers). It is FlashAttention-2's scheme: one block per (head, tile of query rows) walks the
 // key tiles with an online softmax, so no (T,T) map exists; the backward recomputes P from the
 // saved log-sum-exp. Without the convolution and the head steps the kernels are
-// mta_cuda_fa2.cuh's (k_fa_*: mma.sync with S, P and O in registers). The convolution's kernels
-// (k_tc_conv_*) compute each score tile with its halos and convolve it in shared memory; the head
-// steps' (k_tc_head_*) own a tile of every head of a group.
+// mta_cuda_fa2.cuh's (k_fa_*: mma.sync with S, P and O in registers). With the convolution the
+// forward is mta_cuda_fa_conv.cuh's k_fa_conv_forward (the convolution as banded-Toeplitz MMAs on
+// the score tiles with halos); its backward kernels (k_tc_conv_*) compute each score tile with its
+// halos and convolve it in shared memory; the head steps' (k_tc_head_*) own a tile of every head
+// of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
 // the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
@@ -138,10 +140,6 @@ __device__ void tc_add_rows(float *sum, const float *scale, const float *t, int 
     for (int e = threadIdx.x; e < TC_M * dp; e += blockDim.x) sum[e] = (scale ? sum[e] * scale[e / dp] : sum[e]) + t[e];
 }
 
-// n bf16 from global to shared memory (tiles are contiguous in the padded layout).
-__device__ void tc_copy(bf16 *dst, const bf16 *src, int n) {
-    for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = src[e];
-}
 __device__ void tc_zero(float *dst, int n) {
     for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = 0.0f;
 }
@@ -155,30 +153,6 @@ __device__ __forceinline__ int tc_valid(const tc_args &a, int b, int i, int j) {
 __device__ __forceinline__ float tc_drop(const tc_args &a, int bh, int i, int j) {
     if (!a.drop_thr) return 1.0f;
     return mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j, a.drop_thr) ? a.drop_scale : 0.0f;
-}
-
-// The online softmax of a tile's rows, thread r for row r: the new max m, the old terms' factor
-// alpha, the sum l, and P = exp(scale s - m) with dropout to bf16 in ps (s, ps: (TC_M, TC_N)).
-__device__ void tc_online_softmax(const tc_args &a, int bh, int i0, int j0, const float *s, float scale, bf16 *ps,
-                                  float *m, float *l, float *alpha) {
-    const int b = bh / a.H, r = threadIdx.x, i = i0 + r;
-    if (r >= TC_M) return;
-    const float *sr = s + r * TC_N;
-    bf16 *pr = ps + r * TC_N;
-    float mx = m[r];
-    for (int c = 0; c < TC_N; c++)
-        if (tc_valid(a, b, i, j0 + c)) mx = fmaxf(mx, sr[c] * scale);
-    // mx is -inf while the row has seen no key (a document starting after j0): nothing to rescale
-    alpha[r] = mx == -INFINITY ? 1.0f : expf(m[r] - mx);
-    float sum = 0.0f;
-    for (int c = 0; c < TC_N; c++) {
-        const int j = j0 + c;
-        float p = 0.0f, f = 0.0f;
-        if (tc_valid(a, b, i, j)) p = expf(sr[c] * scale - mx), f = tc_drop(a, bh, i, j);
-        sum += p;
-        pr[c] = __float2bfloat16_rn(p * f);
-    }
-    l[r] = l[r] * alpha[r] + sum, m[r] = mx;
 }
 
 // Rows of a (slabs, T, d) float tensor to bf16 (slabs, Tp, dp), zero past T and d (grid: x entries
@@ -210,9 +184,10 @@ __global__ void k_tc_prep(tc_args a, const float *go, bf16 *dO) {
 // ---- The pre-softmax key-query convolution (spec section 2, step 2) ----
 //
 // S1 = qkconv(Z, w_pre) needs Z on a tile grown by halos: row i reads Z rows i-(c_q-1)..i, and
-// column j columns j-p..j+p (p = (c_k-1)/2). The forward computes, per key tile, Z = Q K^T / sqrt(d)
-// on rows [i0-rh, i0+TC_M) and columns [j0-p, j0+TC_N+p) with wmma (rh = c_q-1 rounded up to 16),
-// masks it and convolves it in shared memory (float32). The backward's dZ of rows [i0, i0+TC_M)
+// column j columns j-p..j+p (p = (c_k-1)/2). The forward (k_fa_conv_forward, mta_cuda_fa_conv.cuh)
+// computes Z on rows [i0-rh, i0+TC_M) and columns [j0-p, j0+TC_N+p) (rh = c_q-1 rounded up to 16)
+// and S1 by band MMAs. The backward's kernels here convolve in shared memory (float32, the kernel
+// rounded to bf16 as the forward's bands are). The backward's dZ of rows [i0, i0+TC_M)
 // needs dS1 on rows up to i0+TC_M+c_q-2 and columns [j0-p, j0+TC_N+p), so it computes S1 and dS1 on
 // that grown tile, from Z on rows [i0-rh, i0+TC_M+rh) and columns [j0-2p, j0+TC_N+2p).
 
@@ -234,44 +209,43 @@ __host__ __device__ inline tc_geo tc_geo_of(int bwd, int cq, int ck) {
     return g;
 }
 
-// The shared memory of the convolution's kernels (kind TC_FWD, TC_DKDV, TC_DQ); NULL for what a
+// The shared memory of the convolution's backward kernels (kind TC_DKDV, TC_DQ); NULL for what a
 // kernel does not use. z also holds what is computed after Z is last read: dP (dK/dV) and the
 // products t (all three); the dQ kernel keeps Z until its kernel gradient, so dP has its own.
 struct tc_csmem {
     bf16 *q, *k;       // Z's rows of q (zr, dp) and of k (zc, dp)
-    bf16 *v, *dO;      // v: forward (TC_N, dp) from j0, backward (vr, dp) from j0 - p; dO (sr, dp) from i0
+    bf16 *v, *dO;      // v (vr, dp) from j0 - p; dO (sr, dp) from i0
     float *z, *t, *dp; // Z (zr, zc); t (64, dp) = z; dP (sr, vr): z (dK/dV) or its own (dQ)
-    float *s;          // S1 (sr, sw), then P (forward: to bf16 in p), then dS1 in place
-    bf16 *p;           // (TC_M, TC_N): P with dropout (forward, dK/dV), then dZ (backward)
-    float *acc, *acc2; // O (TC_M, dp); dK, dV (TC_N, dp); dQ (TC_M, dp)
+    float *s;          // S1 (sr, sw), then dS1 in place
+    bf16 *p;           // (TC_M, TC_N): P with dropout (dK/dV), then dZ
+    float *acc, *acc2; // dK, dV (TC_N, dp); dQ (TC_M, dp)
     float *w, *dw;     // the head's kernel (cq, ck); dQ: its gradient's partial sums
-    float *r1, *r2, *r3;  // per S1 row: max, sum, alpha (forward); lse, D (backward)
+    float *r1, *r2;    // per S1 row: lse, D
     int *st;           // the document start of each of Z's rows
 };
 __host__ __device__ size_t tc_csmem_carve(int kind, int dp, const tc_geo &g, unsigned char *base, tc_csmem *sm) {
     carver cv = {base, 0};
-    const int fwd = kind == TC_FWD;
     const size_t taps = (size_t)g.cq * g.ck, zn = (size_t)g.zr * g.zc, tn = (size_t)64 * dp, dpn = (size_t)g.sr * g.vr;
     size_t zmax = zn > tn ? zn : tn;
     if (kind == TC_DKDV && dpn > zmax) zmax = dpn;
     sm->q = cv.take<bf16>((size_t)g.zr * dp), sm->k = cv.take<bf16>((size_t)g.zc * dp);
-    sm->v = cv.take<bf16>((size_t)(fwd ? TC_N : g.vr) * dp);
-    sm->dO = fwd ? NULL : cv.take<bf16>((size_t)g.sr * dp);
+    sm->v = cv.take<bf16>((size_t)g.vr * dp);
+    sm->dO = cv.take<bf16>((size_t)g.sr * dp);
     sm->z = sm->t = cv.take<float>(zmax);
-    sm->dp = fwd ? NULL : kind == TC_DKDV ? sm->z : cv.take<float>(dpn);
+    sm->dp = kind == TC_DKDV ? sm->z : cv.take<float>(dpn);
     sm->s = cv.take<float>((size_t)g.sr * g.sw);
     sm->p = cv.take<bf16>(TC_M * TC_N);
     sm->acc = cv.take<float>(TC_M * dp);
     sm->acc2 = kind == TC_DKDV ? cv.take<float>(TC_N * dp) : NULL;
     sm->w = cv.take<float>(taps);
     sm->dw = kind == TC_DQ ? cv.take<float>(taps) : NULL;
-    sm->r1 = cv.take<float>(g.sr), sm->r2 = cv.take<float>(g.sr), sm->r3 = fwd ? cv.take<float>(g.sr) : NULL;
+    sm->r1 = cv.take<float>(g.sr), sm->r2 = cv.take<float>(g.sr);
     sm->st = cv.take<int>(g.zr);
     return cv.at + 32;
 }
 size_t tc_csmem_bytes(int kind, int dp, int cq, int ck) {
     tc_csmem sm;
-    return tc_csmem_carve(kind, dp, tc_geo_of(kind != TC_FWD, cq, ck), NULL, &sm);
+    return tc_csmem_carve(kind, dp, tc_geo_of(1, cq, ck), NULL, &sm);
 }
 
 // n rows of a padded (Tp, dp) slab from row g0 on into shared memory; rows outside 0..Tp-1 are 0.
@@ -286,7 +260,8 @@ __device__ void tc_copy_rows(bf16 *dst, const bf16 *slab, int g0, int n, int Tp,
 // i0 - rh; 0 outside 0..T-1, where Z is 0 anyway).
 __device__ void tc_conv_setup(const tc_args &a, const tc_geo &g, int b, int h, int i0, const float *w_pre, float *w,
                               int *st) {
-    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x) w[e] = w_pre[(size_t)h * g.cq * g.ck + e];
+    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x)  // rounded as k_fa_conv_forward's bands
+        w[e] = __bfloat162float(__float2bfloat16_rn(w_pre[(size_t)h * g.cq * g.ck + e]));
     for (int r = threadIdx.x; r < g.zr; r += blockDim.x) {
         const int i = i0 - g.rh + r;
         st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, b, i) : 0;
@@ -318,45 +293,6 @@ __device__ void tc_conv(const tc_args &a, const tc_geo &g, int i0, const float *
             }
         s1[e] = x;
     }
-}
-
-// The forward with the convolution, one block per (query tile, head) (grid: x tiles, y B*H): per key
-// tile Z with halos, S1 = qkconv(Z), then the online softmax of S1 (already scaled) and O += P v.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_forward(tc_args a, const float *w_pre, float *out) {
-    const tc_geo g = tc_geo_of(0, a.cq, a.ck);
-    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
-    tc_csmem sm;
-    tc_csmem_carve(TC_FWD, dp, g, tc_shared(), &sm);
-    const size_t kv = tc_kv_slab(a, bh);
-    tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
-    tc_conv_setup(a, g, b, bh % a.H, i0, w_pre, sm.w, sm.st);
-    tc_zero(sm.acc, TC_M * dp);
-    if (threadIdx.x < TC_M) sm.r1[threadIdx.x] = -INFINITY, sm.r2[threadIdx.x] = 0.0f;
-    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
-        tc_copy_rows(sm.k, a.k + kv * a.Tp * dp, j0 - g.p, g.zc, a.Tp, dp);
-        tc_copy(sm.v, a.v + (kv * a.Tp + j0) * dp, TC_N * dp);
-        __syncthreads();
-        tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
-        __syncthreads();
-        tc_mask_z(a, g, i0, j0, sm.z, sm.st);
-        __syncthreads();
-        tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
-        __syncthreads();
-        tc_online_softmax(a, bh, i0, j0, sm.s, 1.0f, sm.p, sm.r1, sm.r2, sm.r3);
-        __syncthreads();
-        tc_product_n<wm::row_major>(sm.t, sm.p, TC_M, sm.v, dp);  // t is z: Z is no longer read
-        __syncthreads();
-        tc_add_rows(sm.acc, sm.r3, sm.t, dp);  // O = alpha O + P v
-        __syncthreads();
-    }
-    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, i = i0 + r;
-        if (i > last) break;
-        const size_t at = ((size_t)bh * a.T + i) * a.d + c;
-        out[at] = a.o[at] = sm.acc[r * dp + c] / sm.r2[r];
-    }
-    if (threadIdx.x < TC_M && i0 + (int)threadIdx.x <= last)
-        a.lse[(size_t)bh * a.T + i0 + threadIdx.x] = sm.r1[threadIdx.x] + logf(sm.r2[threadIdx.x]);
 }
 
 // lse and D of the sr rows from i0 (0 at and past T).
@@ -902,6 +838,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads.cuh"
 #include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
+#include "attn/mta_cuda_fa_conv.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
 // memory (the device's opt-in limit per block; tm 0: none does, as for many heads of a mixing group
@@ -943,7 +880,9 @@ int tc_fits(const mta_config *c, size_t smem_max) {
     if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).tm > 0;
     for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
         const int dp = tc_dp(c->d);
-        if ((c->pre_cq ? tc_csmem_bytes(kind, dp, c->pre_cq, c->pre_ck) : fa_smem_bytes(kind, dp)) > smem_max) return 0;
+        const size_t conv = kind == TC_FWD ? fa_conv_smem_bytes(dp, c->pre_cq, c->pre_ck)
+                                           : tc_csmem_bytes(kind, dp, c->pre_cq, c->pre_ck);
+        if ((c->pre_cq ? conv : fa_smem_bytes(kind, dp)) > smem_max) return 0;
     }
     return 1;
 }
@@ -1031,7 +970,6 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
     tc_round_inputs(&cl, &w);
     const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
-    const dim3 grid((unsigned)(a.Tp / TC_M), (unsigned)(c->B * c->H));
     if (c->pre_head_mix || c->post_ch) {
         const tc_heads hd = tc_heads_of(c, p, st->smem_max);
         if (hd.G <= FH_MAXG && fh_smem_bytes(hd.G, a.dp) <= st->smem_max) {
@@ -1044,9 +982,7 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
             MTA_LAUNCH(k_tc_head_forward, hgrid, TC_THREADS, sm, cl.s)(a, hd, out);
         }
     } else if (c->pre_cq) {
-        const size_t sm = tc_csmem_bytes(TC_FWD, a.dp, a.cq, a.ck);
-        tc_smem_optin(k_tc_conv_forward, sm);
-        MTA_LAUNCH(k_tc_conv_forward, grid, TC_THREADS, sm, cl.s)(a, p->w_pre, out);
+        fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out);
     } else {
         fa_forward(&cl, a, c->B * c->H, out);
     }

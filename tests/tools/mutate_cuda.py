@@ -26,6 +26,7 @@ FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kern
 FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_fa_head_forward)
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
+FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -122,8 +123,7 @@ MUTATIONS = [
     # the end-of-tile barrier removed: a warp's copies of the tile after next overwrite the buffer
     # another warp still reads; only warps running ahead (RUN_AHEAD) show it
     ('tensor cores: the end-of-tile barrier removed (k_fa_forward)', FA,
-     'fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);\n' + END_OF_TILE,
-     'fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);\n', RUN_AHEAD),
+     'fa_fwd_tile(a, bh, jt, f, s, vs, ld);\n' + END_OF_TILE, 'fa_fwd_tile(a, bh, jt, f, s, vs, ld);\n', RUN_AHEAD),
     ('tensor cores: the end-of-tile barrier removed (k_fa_dq)', FA,
      'fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);\n        }\n' + END_OF_TILE,
      'fa_acc<DP>(acc, fa_a_of(s), ks + 16 * kc * ld, ld, dp);\n        }\n', RUN_AHEAD),
@@ -154,6 +154,19 @@ MUTATIONS = [
     ('tensor cores: the head kernels\' end-of-stage barrier removed (k_fa_head_*)', FH,
      '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n        __syncthreads();  // before the next stage\'s copies overwrite this buffer\n',
      '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n', RUN_AHEAD),
+    # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
+    ('tensor cores: the convolution\'s band shifted by one key', FC,
+     'c = e % g.bw - 8 - e / g.bw % 8;', 'c = e % g.bw - 7 - e / g.bw % 8;'),
+    ('tensor cores: the convolution\'s halo rows one row off', FC,
+     'const int zl = (16 * w + g.rh - back + l % 16) * g.zld', 'const int zl = (16 * w + g.rh - back + 1 + l % 16) * g.zld'),
+    ('tensor cores: the convolution\'s key halo not loaded (k from the tile\'s first key)', FC,
+     'fa_load_rows(ks, a.k + slab, jt * TC_N - g.p, g.kz, a.T, a.dp);', 'fa_load_rows(ks, a.k + slab, jt * TC_N, g.kz, a.T, a.dp);'),
+    ('tensor cores: the convolution reads Z rows of an earlier document', FC,
+     '            fc_keep(hi, k0, k1);\n            fc_keep(lo, k0, k1);\n', ''),
+    ('tensor cores: the convolution\'s Z without its lo part (one bf16 rounding)', FC,
+     '                mma_16816(s[nt], lo, bb);\n', ''),
+    ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
+     '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
 ]
 
 

@@ -45,14 +45,48 @@ void print_fa_kernels(int dp) {
     print_launch(name, TC_THREADS, fa_smem_bytes(TC_DQ, dp));
 }
 
+// The pre-softmax convolution's mma.sync kernels at padded width dp for a c_q x c_k kernel (as
+// fa_conv_forward launches them).
+void print_fa_conv_kernels(int dp, int cq, int ck) {
+    char name[64];
+    snprintf(name, sizeof name, "k_fa_conv_forward_t<%s>", dp <= 64 ? "64" : "128");
+    print_launch(name, TC_THREADS, fa_conv_smem_bytes(dp, cq, ck));
+}
+
 }  // namespace
 
-int main(void) {
+// --coverage: what the tensor-core path covers (tc_covers) at H = 16 under an H100's and an A100's
+// opt-in shared memory: plain attention, four convolution kernels, the 830M head steps.
+int print_coverage(void) {
+    const size_t limit[2] = {H100_SMEM_OPTIN, 166912};
+    const int ks[4][2] = {{6, 11}, {17, 17}, {33, 33}, {3, 19}};
+    printf("device d plain 6x11 17x17 33x33 3x19 heads\n");
+    for (int dev = 0; dev < 2; dev++)
+        for (int d = 64; d <= 128; d += 32) {
+            mta_config c;
+            memset(&c, 0, sizeof c);
+            c.B = 1, c.H = 16, c.T = 64, c.d = d;
+            c.precision = MTA_BF16, c.backend = MTA_BACKEND_CUDA;
+            printf("%s %d %d", dev ? "A100" : "H100", d, tc_covers(&c, limit[dev]));
+            for (int i = 0; i < 4; i++) {
+                mta_config e = c;
+                e.pre_cq = ks[i][0], e.pre_ck = ks[i][1];
+                printf(" %d", tc_covers(&e, limit[dev]));
+            }
+            mta_config h = c;
+            h.pre_head_mix = 1, h.post_ch = 16;
+            printf(" %d\n", tc_covers(&h, limit[dev]));
+        }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--coverage")) return print_coverage();
     for (int d = 64; d <= 128; d += 32) {
         d_now = d;
         const int dp = tc_dp(d), cq = 6, ck = 11;  // the 830M layer's pre-softmax convolution
         print_fa_kernels(dp);
-        print_launch("k_tc_conv_forward", TC_THREADS, tc_csmem_bytes(TC_FWD, dp, cq, ck));
+        print_fa_conv_kernels(dp, cq, ck);
         print_launch("k_tc_conv_dkdv", TC_THREADS, tc_csmem_bytes(TC_DKDV, dp, cq, ck));
         print_launch("k_tc_conv_dq", TC_THREADS, tc_csmem_bytes(TC_DQ, dp, cq, ck));
         print_head_kernels(d);
