@@ -75,6 +75,7 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_fa_head_forward", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync forward of a group of <= 16 heads (head steps)"},
     {"k_tc_head_dq", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "fused dQ with the head steps, their kernel partials"},
     {"k_fa_head_dq", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync dQ, D and kernel partials of <= 16 heads"},
+    {"k_fa_head_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync per-query-head dK, dV of <= 16 heads"},
     {"k_tc_head_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "fused per-query-head dK, dV with the head steps"},
     {"k_tc_head_kv", S1 | S7, MTA_PATH_TC, "dK, dV summed over each kv head's query heads"},
     {"k_tc_head_wgrad", S3 | S6, MTA_PATH_TC, "the head kernels' gradients from their partials"},

@@ -113,38 +113,46 @@ __device__ __forceinline__ void fh_mix_regs(const mma_c x[2][2], const mma_b bh[
     }
 }
 
-// Where the block's stages are: pass (0: statistics, with step 6; backward: D), key tile j0,
-// stage s of kind s / P (P = (G+1)/2 head pairs, s % P the pair): 0 q, k; 1 v (backward: dO, v);
-// 2 k (backward's second pass).
+// Where the block's stages are: pass (0: statistics, with step 6; dQ: D), query tile i0, key tile
+// j0, stage s of kind s / P (P = (G+1)/2 head pairs, s % P the pair): 0 q, k; 1 v (backward: dO,
+// v); 2 k (dQ's second pass) or q, dO (dK, dV).
 struct fh_pos {
-    int pass, j0, s;
+    int pass, i0, j0, s;
 };
+// The forward and dQ walk the key tiles (from js while j0 <= last, a row of the query tile); the
+// dK, dV kernel (qw) the query tiles of its key tile (from js while i0 <= last).
 struct fh_walk {
-    int npass, js, last, P, bwd;  // passes; the first key tile; the tile's last row; head pairs; dQ
+    int npass, js, last, P, bwd, qw;  // passes; the first tile; the last; head pairs; 0 fwd, 1 dQ, 2 dK dV; qw
+    int kt;                           // with qw: the key tile
 };
 __device__ __forceinline__ int fh_stages(const fh_walk &wk, int pass) {
-    if (wk.bwd) return (pass ? 3 : 2) * wk.P;
+    if (wk.bwd) return (pass || wk.bwd == 2 ? 3 : 2) * wk.P;
     return pass + 1 < wk.npass ? wk.P : 2 * wk.P;
 }
 __device__ __forceinline__ fh_pos fh_next(const fh_walk &wk, fh_pos p) {
     if (++p.s < fh_stages(wk, p.pass)) return p;
-    p.s = 0, p.j0 += FH_N;
-    if (p.j0 > wk.last) p.j0 = wk.js, p.pass++;
+    int &t = wk.qw ? p.i0 : p.j0;
+    p.s = 0, t += wk.qw ? FH_M : FH_N;
+    if (t > wk.last) t = wk.js, p.pass++;
     return p;
 }
 
 // Issues stage p's copies into buf.
-__device__ __forceinline__ void fh_stage_load(const tc_args &a, int bh0, int G, int i0, const fh_walk &wk, fh_pos p,
-                                              bf16 *buf) {
+__device__ __forceinline__ void fh_stage_load(const tc_args &a, int bh0, int G, const fh_walk &wk, fh_pos p, bf16 *buf) {
     const int dp = a.dp, ld = fa_ld(dp);
     const int kind = p.s / wk.P;
     for (int u = 0; u < 2; u++) {
         const int h = 2 * (p.s % wk.P) + u;
         if (h >= G) break;
         const size_t kv = tc_kv_slab(a, bh0 + h) * a.Tp * dp;
-        if (kind == 0 || (kind == 1 && wk.bwd)) {  // rows of q (dO) then of k (v)
+        const size_t qs = (size_t)(bh0 + h) * a.Tp * dp;
+        if (kind == 2 && wk.bwd == 2) {  // rows of q then of dO
+            bf16 *t = buf + u * 2 * FH_M * ld;
+            fh_load(t, a.q + qs, p.i0, FH_M, a.T, dp);
+            fh_load(t + FH_M * ld, a.dO + qs, p.i0, FH_M, a.T, dp);
+        } else if (kind == 0 || (kind == 1 && wk.bwd)) {  // rows of q (dO) then of k (v)
             bf16 *t = buf + u * (FH_M + FH_N) * ld;
-            fh_load(t, (kind ? a.dO : a.q) + (size_t)(bh0 + h) * a.Tp * dp, i0, FH_M, a.T, dp);
+            fh_load(t, (kind ? a.dO : a.q) + qs, p.i0, FH_M, a.T, dp);
             fh_load(t + FH_M * ld, (kind ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
         } else {
             fh_load(buf + u * FH_N * ld, (kind == 1 ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
@@ -239,9 +247,10 @@ __device__ __forceinline__ void fh_probs(const tc_args &a, const fh_block &k, in
         }
 }
 
-// P2 of query row qq with dropout, to bf16 in p2 (heads < G).
+// P2 of query row qq with dropout, to bf16 at at(h, q, key) (heads < G).
+template <typename At>
 __device__ __forceinline__ void fh_store_p2(const tc_args &a, const fh_block &k, int G, int qq, int j0,
-                                            mma_c p2[2][2]) {
+                                            const mma_c p2[2][2], At at) {
     const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int hh = 0; hh < 4; hh++)
@@ -250,7 +259,7 @@ __device__ __forceinline__ void fh_store_p2(const tc_args &a, const fh_block &k,
             const int h = 8 * (hh / 2) + 2 * t + hh % 2, key = 16 * (x / 2) + g + 8 * (x % 2);
             if (h >= G) continue;
             const float f = k.i0 + q < a.T ? tc_drop(a, k.bh0 + h, k.i0 + q, j0 + key) : 0.0f;
-            k.p2[(h * FH_M + q) * FH_PLD + key] = __float2bfloat16_rn(FH_AT(p2, x / 2, hh, x % 2) * f);
+            *at(h, q, key) = __float2bfloat16_rn(FH_AT(p2, x / 2, hh, x % 2) * f);
         }
 }
 
@@ -258,6 +267,7 @@ __device__ __forceinline__ void fh_store_p2(const tc_args &a, const fh_block &k,
 // in the statistics pass only the statistics; else P2 into p2 and (without step 6) alpha into al.
 __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd, fh_block &k, int stats, int j0) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const auto p2_at = [&](int h, int q, int key) { return k.p2 + (h * FH_M + q) * FH_PLD + key; };
     FA_UNROLL
     for (int qq = 0; qq < 4; qq++) {
         mma_c s2[2][2];
@@ -267,12 +277,12 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
             fh_probs(a, k, qq, j0, s2);
             mma_c p2[2][2];
             fh_mix_regs(s2, k.w2h, k.w2l, p2);
-            fh_store_p2(a, k, hd.G, qq, j0, p2);
+            fh_store_p2(a, k, hd.G, qq, j0, p2, p2_at);
             continue;
         }
         fh_online(a, k, qq, j0, s2, alpha);
         if (stats) continue;
-        fh_store_p2(a, k, hd.G, qq, j0, s2);
+        fh_store_p2(a, k, hd.G, qq, j0, s2, p2_at);
         FA_UNROLL
         for (int hh = 0; hh < 4; hh++)
             if (g == 0) k.al[(8 * (hh / 2) + 2 * t + hh % 2) * FH_M + 4 * w + qq] = alpha[hh];
@@ -281,18 +291,20 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
 
 // dst = alpha dst + f X y for a head's 16 rows from i0 (dst: its (T, d) slab; alpha NULL: 1), X
 // (16 x 32) in shared memory, row q's 8 columns from c at x_at(q, c), y the (32, dp) rows of a
-// stage; warp w takes the 16-column blocks w % 2, w % 2 + 2, ...
-template <typename X>
+// stage; warp w takes the 16-column blocks w % 2, w % 2 + 2, ... With TR, X^T y instead: X
+// (16 x 16) read transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows.
+template <int TR, typename X>
 __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
                                             const float *alpha) {
     const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, ld = fa_ld(a.dp);
     for (int cb = w % 2; cb < a.dp / 16; cb += 2) {
         mma_c acc[2] = {};
         FA_UNROLL
-        for (int kc = 0; kc < FH_N / 16; kc++) {
+        for (int kc = 0; kc < (TR ? 1 : FH_N / 16); kc++) {
             mma_a pa;
             uint32_t r[4];
-            ldsm_x4(pa.x, x_at(l % 16, 16 * kc + 8 * (l / 16)));
+            if (TR) ldsm_x4_t(pa.x, x_at(l % 8 + 8 * (l / 16), 8 * (l / 8 % 2)));
+            else ldsm_x4(pa.x, x_at(l % 16, 16 * kc + 8 * (l / 16)));
             ldsm_x4_t(r, ys + (16 * kc + l % 16) * ld + 16 * cb + 8 * (l / 16));
             const mma_b b0 = {{r[0], r[1]}}, b1 = {{r[2], r[3]}};
             mma_16816(acc[0], pa, b0);
@@ -315,19 +327,15 @@ __device__ __forceinline__ void fh_pv(const tc_args &a, const tc_heads &hd, cons
     const int w = threadIdx.x / 32, h = 2 * sv + w / 2;
     if (h >= hd.G) return;
     const bf16 *ps = k.p2 + h * FH_M * FH_PLD;
-    fh_rows_acc(a, k.i0, [&](int q, int c) { return ps + q * FH_PLD + c; }, buf + (w / 2) * FH_N * fa_ld(a.dp),
+    fh_rows_acc<0>(a, k.i0, [&](int q, int c) { return ps + q * FH_PLD + c; }, buf + (w / 2) * FH_N * fa_ld(a.dp),
                 a.o + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, hd.ch ? NULL : k.al + h * FH_M);
 }
 #undef FH_AT
 
-// The block's setup: shared arrays, weights, document starts, statistics (bwd: m the rows'
-// log-sum-exp, l 0); S1's (and the backward's dP2's) padding heads zero, and the forward's a.o rows.
-__device__ __forceinline__ void fh_setup(const tc_args &a, const tc_heads &hd, bf16 *sh, fh_block &k, int bwd) {
-    const int ld = fa_ld(a.dp), w = threadIdx.x / 32, t = threadIdx.x % 4;
-    k.s1h = sh + 2 * FH_STAGE * ld, k.s1l = k.s1h + FH_E * FH_MAXG, k.p2 = k.s1l + FH_E * FH_MAXG;
-    k.al = (float *)(k.p2 + hd.G * FH_M * FH_PLD), k.ls = k.al + FH_MAXG * FH_M;
-    k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.i0 = (gridDim.x - 1 - blockIdx.x) * FH_M;
-    fh_weights(a, hd, k.bh0 % a.H, k);
+// The state of the query tile k.i0's rows: their document starts, m (bwd: the rows' log-sum-exp,
+// else -inf) and l (bwd 2: D, else 0).
+__device__ __forceinline__ void fh_rows(const tc_args &a, const tc_heads &hd, fh_block &k, int bwd) {
+    const int w = threadIdx.x / 32, t = threadIdx.x % 4;
     FA_UNROLL
     for (int qq = 0; qq < 4; qq++) {
         const int i = k.i0 + 4 * w + qq;
@@ -335,10 +343,23 @@ __device__ __forceinline__ void fh_setup(const tc_args &a, const tc_heads &hd, b
         FA_UNROLL
         for (int hh = 0; hh < 4; hh++) {
             const int h = 8 * (hh / 2) + 2 * t + hh % 2;
-            k.m[qq][hh] = !bwd ? -INFINITY : i < a.T && h < hd.G ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
-            k.l[qq][hh] = 0.0f;
+            const size_t at = (size_t)(k.bh0 + h) * a.T + i;
+            const int in = i < a.T && h < hd.G;
+            k.m[qq][hh] = !bwd ? -INFINITY : in ? a.lse[at] : 0.0f;
+            k.l[qq][hh] = bwd == 2 && in ? a.D[at] : 0.0f;
         }
     }
+}
+
+// The block's setup: shared arrays, weights, the query tile's rows (fh_rows); S1's (and the
+// backward's dP2's) padding heads zero, and the forward's a.o rows.
+__device__ __forceinline__ void fh_setup(const tc_args &a, const tc_heads &hd, bf16 *sh, fh_block &k, int bwd) {
+    const int ld = fa_ld(a.dp);
+    k.s1h = sh + 2 * FH_STAGE * ld, k.s1l = k.s1h + FH_E * FH_MAXG, k.p2 = k.s1l + FH_E * FH_MAXG;
+    k.al = (float *)(k.p2 + hd.G * FH_M * FH_PLD), k.ls = k.al + FH_MAXG * FH_M;
+    k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.i0 = (gridDim.x - 1 - blockIdx.x) * FH_M;
+    fh_weights(a, hd, k.bh0 % a.H, k);
+    fh_rows(a, hd, k, bwd);
     for (int e = threadIdx.x; e < (bwd ? 3 : 2) * FH_E * FH_MAXG; e += TC_THREADS) k.s1h[e] = __float2bfloat16_rn(0.0f);
     for (int e = threadIdx.x; !bwd && e < hd.G * FH_M * a.d; e += TC_THREADS) {
         const int h = e / (FH_M * a.d), i = k.i0 + e % (FH_M * a.d) / a.d;
@@ -372,12 +393,12 @@ template <typename S, typename W>
 __device__ __forceinline__ void fh_drive(const tc_args &a, int G, const fh_block &k, const fh_walk &wk, bf16 *sh,
                                          S step, W switched) {
     const int ld = fa_ld(a.dp);
-    fh_pos cur = {0, wk.js, 0};
-    fh_stage_load(a, k.bh0, G, k.i0, wk, cur, sh);
+    fh_pos cur = {0, wk.qw ? wk.js : k.i0, wk.qw ? wk.kt : wk.js, 0};
+    fh_stage_load(a, k.bh0, G, wk, cur, sh);
     cp_async_commit();
     for (int n = 0; cur.pass < wk.npass; n++) {
         const fh_pos nx = fh_next(wk, cur);
-        if (nx.pass < wk.npass) fh_stage_load(a, k.bh0, G, k.i0, wk, nx, sh + ((n + 1) & 1) * FH_STAGE * ld);
+        if (nx.pass < wk.npass) fh_stage_load(a, k.bh0, G, wk, nx, sh + ((n + 1) & 1) * FH_STAGE * ld);
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
@@ -399,7 +420,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_head_forward(tc_args a, tc_he
     wk.npass = hd.ch ? 2 : 1, wk.P = (hd.G + 1) / 2;
     wk.last = (k.i0 + FH_M < a.T ? k.i0 + FH_M : a.T) - 1;
     wk.js = mta_row_start(a.ds, a.T, k.b, k.i0) / FH_N * FH_N;
-    wk.bwd = 0;
+    wk.bwd = wk.qw = 0;
     fh_drive(a, hd.G, k, wk, sh,
              [&](fh_pos p, const bf16 *buf) {
                  if (p.s < wk.P) {

@@ -133,7 +133,9 @@ __device__ __forceinline__ void fhq_store_ds(const fhq_block &k, int G, int qq, 
 }
 
 // The tile's work after its last dO, v stage, per query row of the warp: P and dP; pass 0 adds
-// P dP to this lane's D terms; pass 1 the kernel gradients' terms and dS1.
+// P dP to this lane's D terms; pass 1 the kernel gradients' terms and dS1, or with KV (the dK, dV
+// kernel) dS1 and P2 with dropout, over the row's S1 hi (read) as dS1 over its lo (fhq_ds_at).
+template <int KV>
 __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, fhq_block &k, int pass, int j0) {
     const int w = threadIdx.x / 32;
     FA_UNROLL
@@ -153,6 +155,18 @@ __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, f
             }
         if (!pass) continue;
         const int e0 = (4 * w + qq) * FH_N;
+        if (KV) {
+            fhq_store_ds(k, hd.G, qq, dp);
+            const auto at = [&](int h, int q, int key) { return k.f.s1h + fhq_ds_at(h, q, key); };
+            mma_c p2[2][2];
+            if (hd.ch) {
+                fh_mix_regs(p, k.f.w2h, k.f.w2l, p2);
+                fh_store_p2(a, k.f, hd.G, qq, j0, p2, at);
+            } else {
+                fh_store_p2(a, k.f, hd.G, qq, j0, p, at);
+            }
+            continue;
+        }
         if (hd.mix) {
             fhq_to_scratch(k, dp);
             fhq_wgrad(k, k.f.s1h, k.f.s1l, e0, k.dw1);
@@ -172,7 +186,7 @@ __device__ __forceinline__ void fhq_dq(const tc_args &a, const tc_heads &hd, con
     const int w = threadIdx.x / 32, h = 2 * sk + w / 2;
     if (h >= hd.G) return;
     const bf16 *ds = k.f.s1l;
-    fh_rows_acc(a, k.f.i0, [&](int q, int c) { return ds + fhq_ds_at(h, q, c); }, buf + (w / 2) * FH_N * fa_ld(a.dp),
+    fh_rows_acc<0>(a, k.f.i0, [&](int q, int c) { return ds + fhq_ds_at(h, q, c); }, buf + (w / 2) * FH_N * fa_ld(a.dp),
                 dq + (size_t)(k.f.bh0 + h) * a.T * a.d, a.scale, (const float *)NULL);
 }
 
@@ -231,7 +245,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_head_dq(tc_args a, tc_heads h
     FA_UNROLL
     for (int n = 0; n < 2; n++) k.dw1[n] = k.dw2[n] = mma_c{};
     fh_walk wk;
-    wk.npass = 2, wk.bwd = 1, wk.P = (hd.G + 1) / 2;
+    wk.npass = 2, wk.bwd = 1, wk.qw = 0, wk.P = (hd.G + 1) / 2;
     wk.last = (k.f.i0 + FH_M < a.T ? k.f.i0 + FH_M : a.T) - 1;
     wk.js = mta_row_start(a.ds, a.T, k.f.b, k.f.i0) / FH_N * FH_N;
     fh_drive(a, hd.G, k.f, wk, sh,
@@ -243,7 +257,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_head_dq(tc_args a, tc_heads h
                      fh_scores<1>(a, k.f, hd.G, p.s % wk.P, p.j0, buf, k.d2, NULL);
                      if (p.s % wk.P == wk.P - 1) {
                          __syncthreads();
-                         fhq_step(a, hd, k, p.pass, p.j0);
+                         fhq_step<0>(a, hd, k, p.pass, p.j0);
                      }
                  } else {
                      fhq_dq(a, hd, k, p.s % wk.P, buf, dq);
@@ -252,14 +266,6 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_head_dq(tc_args a, tc_heads h
              [&]() { fhq_D(a, hd, k); });
     __syncthreads();
     fhq_partial(hd, k, hwp);
-}
-
-// The dQ kernel's launch (for G <= 16; the caller checks); tiles: its query tiles (hwp's).
-void fhq_launch(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp) {
-    const size_t sm = fhq_smem_bytes(a.dp);
-    tc_smem_optin(k_fa_head_dq, sm);
-    const dim3 grid((unsigned)((a.T + FH_M - 1) / FH_M), (unsigned)(B * a.H / hd.G));
-    MTA_LAUNCH(k_fa_head_dq, grid, TC_THREADS, sm, cl->s)(a, hd, dq, hwp);
 }
 
 #endif

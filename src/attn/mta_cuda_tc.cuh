@@ -837,6 +837,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa2.cuh"
 #include "attn/mta_cuda_fa_heads.cuh"
 #include "attn/mta_cuda_fa_heads_dq.cuh"
+#include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
@@ -1001,15 +1002,21 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     tc_hsmem sm;
     const size_t sm_q = tc_hsmem_carve(TC_DQ, hd, a.dp, NULL, &sm);
     const size_t sm_kv = tc_hsmem_carve(TC_DKDV, hd, a.dp, NULL, &sm);
-    tc_smem_optin(k_tc_head_dkdv, sm_kv);
     const dim3 grid((unsigned)tiles_kv, (unsigned)(c->B * groups));
-    if (fa) {
-        fhq_launch(cl, a, hd, c->B, dq, w->hwp);
+    if (fa) {  // k_fa_head_dkdv's shared memory is k_fa_head_dq's less the scratch: it fits too
+        const size_t smq = fhq_smem_bytes(a.dp), smk = fhk_smem_bytes(a.dp);
+        const unsigned y = (unsigned)(c->B * groups);  // query tiles of FH_M (hwp's), key tiles of FH_N
+        tc_smem_optin(k_fa_head_dq, smq);
+        tc_smem_optin(k_fa_head_dkdv, smk);
+        MTA_LAUNCH(k_fa_head_dq, dim3((unsigned)tiles, y), TC_THREADS, smq, cl->s)(a, hd, dq, w->hwp);
+        MTA_LAUNCH(k_fa_head_dkdv, dim3((unsigned)((c->T + FH_N - 1) / FH_N), y), TC_THREADS, smk, cl->s)(
+            a, hd, w->dkp, w->dvp);
     } else {
         tc_smem_optin(k_tc_head_dq, sm_q);
+        tc_smem_optin(k_tc_head_dkdv, sm_kv);
         MTA_LAUNCH(k_tc_head_dq, grid, TC_THREADS, sm_q, cl->s)(a, hd, dq, w->hwp);
+        MTA_LAUNCH(k_tc_head_dkdv, grid, TC_THREADS, sm_kv, cl->s)(a, hd, w->dkp, w->dvp);
     }
-    MTA_LAUNCH(k_tc_head_dkdv, grid, TC_THREADS, sm_kv, cl->s)(a, hd, w->dkp, w->dvp);
     const size_t n = (size_t)c->T * c->d;
     MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
         w->dkp, w->dvp, c->H, a.Hkv, n, dk, dv);

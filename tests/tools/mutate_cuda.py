@@ -25,6 +25,7 @@ CU, CUH, TC = 'src/attn/mta_cuda.cu', 'src/attn/cuda_kernels.cuh', 'src/attn/mta
 FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kernels (mma.sync, ldmatrix, cp.async)
 FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_fa_head_forward)
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
+FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
@@ -146,6 +147,10 @@ MUTATIONS = [
      'for (int m = 4; m <= 8; m *= 2) x += __shfl_xor_sync(0xffffffffu, x, m);'),
     ('tensor cores: the kernel gradient\'s transposed A fragment with its matrices 1 and 2 swapped', FHQ,
      'ea = 16 * kc + l % 8 + 8 * (l / 16)', 'ea = 16 * kc + l % 16'),
+    ('tensor cores: dK, dV\'s transposed A fragment with its matrices 1 and 2 swapped', FH,
+     'ldsm_x4_t(pa.x, x_at(l % 8 + 8 * (l / 16), 8 * (l / 8 % 2)))', 'ldsm_x4_t(pa.x, x_at(l % 16, 8 * (l / 16)))'),
+    ('tensor cores: dK, dV\'s walk stops a query tile short', FHK,
+     'while (wk.last + FH_M < a.T', 'while (wk.last + 2 * FH_M < a.T'),
     ('tensor cores: the head kernels\' end-of-stage barrier removed (k_fa_head_*)', FH,
      '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n        __syncthreads();  // before the next stage\'s copies overwrite this buffer\n',
      '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n', RUN_AHEAD),

@@ -28,6 +28,7 @@ void print_head_kernels(int d) {
     tc_hsmem sm;
     print_launch("k_fa_head_forward", TC_THREADS, fh_smem_bytes(hd.G, tc_dp(d)));
     print_launch("k_fa_head_dq", TC_THREADS, fhq_smem_bytes(tc_dp(d)));
+    print_launch("k_fa_head_dkdv", TC_THREADS, fhk_smem_bytes(tc_dp(d)));
     print_launch("k_tc_head_dkdv", TC_THREADS, tc_hsmem_carve(TC_DKDV, hd, tc_dp(d), NULL, &sm));
 }
 
