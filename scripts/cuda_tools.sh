@@ -5,7 +5,19 @@
 # A newer toolkit's reader reads an older nvcc's code. scripts/setup.sh runs it; without the registry
 # it fails and the SASS tests report skipped (fail under CI=true).
 #   scripts/cuda_tools.sh       fetch and unpack, unless .cuda-tools/bin already has both
+#   scripts/cuda_tools.sh --help
 set -euo pipefail
+case "${1-}" in
+-h | --help)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 0
+    ;;
+"") ;;
+*)
+    echo "cuda_tools.sh: unknown argument '$1' (see --help)" >&2
+    exit 2
+    ;;
+esac
 cd "$(dirname "$0")/.."
 dir=.cuda-tools
 version=13.5.37
