@@ -41,6 +41,7 @@ struct cuda_state {
     void *mem;        // one allocation: everything below
     size_t mem_bytes;
     size_t smem_max;  // the device's opt-in limit of shared memory per block (bytes)
+    int tc;           // the config runs on the tensor-core path on this device (tc_covers, asked once)
     int R, cap;       // strip rows, ring rows
     size_t ld;        // map row stride (floats)
     float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
@@ -159,6 +160,15 @@ mview ring(float **at, const mta_config *c, int rows, size_t ld, int is_ring) {
     return v;
 }
 
+// The current device's opt-in shared memory per block (what a kernel may ask past 48 KB).
+cudaError_t device_smem_optin(size_t *bytes) {
+    int dev = 0, optin = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    *bytes = (size_t)optin;
+    return e;
+}
+
 mta_status cuda_setup(mta_ctx *ctx) {
     const mta_config *c = &ctx->cfg;
     if (!ctx->state) {
@@ -169,15 +179,13 @@ mta_status cuda_setup(mta_ctx *ctx) {
             cuda_release(ctx);
             return mta_fail(ctx, MTA_ERR_DEVICE, "cuBLAS could not be initialised (no usable GPU?)");
         }
-        // asked once: what the tensor-core path's tiles may use (tc_covers)
-        int dev = 0, optin = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        // asked once: what the tensor-core path's tiles may use, and so whether it runs the config
+        const cudaError_t e = device_smem_optin(&st->smem_max);
         if (e != cudaSuccess) {
             cuda_release(ctx);
             return cuda_fail(ctx, e, "the query of the device's shared memory per block");
         }
-        st->smem_max = (size_t)optin;
+        st->tc = tc_covers(c, st->smem_max);
     }
     cuda_state *st = (cuda_state *)ctx->state;
     // The workspace is shared by every call on the context: work still queued on the previous
@@ -190,9 +198,8 @@ mta_status cuda_setup(mta_ctx *ctx) {
     if (cublasSetStream(st->blas, st->stream) != CUBLAS_STATUS_SUCCESS)
         return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
-    const int tc = tc_covers(c, st->smem_max);
-    st->R = tc ? 0 : strip_rows_of(c);
-    st->mem_bytes = tc ? tc_bytes(c, st->smem_max) : bytes_of(c, st->R, &st->cap);
+    st->R = st->tc ? 0 : strip_rows_of(c);
+    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max) : bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;
@@ -201,7 +208,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
                         st->mem_bytes / 1e6, st->R, cudaGetErrorString(e));
     }
     ctx->bytes = st->mem_bytes;
-    if (tc) return MTA_OK;  // the tensor-core path carves its workspace on each call (tc_carve)
+    if (st->tc) return MTA_OK;  // the tensor-core path carves its workspace on each call (tc_carve)
     const size_t BH = (size_t)c->B * c->H, ld = st->ld = ld_of(c->T);
     const int cap = st->cap, R = st->R;
     const plan k = plan_of(c, R, cap);
@@ -398,7 +405,7 @@ void normgate_backward(const call *cl, const float *o, const float *go, float *d
 }
 
 // 1 when the context's config runs on the tensor-core path on its device (after cuda_setup).
-int tc_on(const mta_ctx *ctx) { return tc_covers(&ctx->cfg, ((const cuda_state *)ctx->state)->smem_max); }
+int tc_on(const mta_ctx *ctx) { return ((const cuda_state *)ctx->state)->tc; }
 
 mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const float *v, const mta_params *p) {
     memset(cl, 0, sizeof *cl);
@@ -669,13 +676,12 @@ int cuda_computes(const mta_config *c, mta_use u) {
 
 // tc_covers on the current device, for a config without a context (mta_tensor_core_path).
 int tc_covers_here(const mta_config *c) {
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    size_t optin = 0;
+    if (device_smem_optin(&optin) != cudaSuccess) {
         cudaGetLastError();  // no device: the call's error is not left for the next check
         return 0;
     }
-    return tc_covers(c, (size_t)optin);
+    return tc_covers(c, optin);
 }
 
 }  // namespace
