@@ -37,15 +37,6 @@ size_t fh_smem_bytes(int G, int dp) {
 // 8-15) swapped on rows with bit 2 set, so the 8 rows an ldmatrix reads hit distinct banks.
 __device__ __forceinline__ int fh_s1_at(int e, int h) { return e * FH_MAXG + ((h / 8) ^ ((e >> 2) & 1)) * 8 + h % 8; }
 
-// Issues the copies of n rows from r0 of a padded (Tp, dp) slab into a shared tile (rows past T zero).
-__device__ __forceinline__ void fh_load(bf16 *tile, const bf16 *slab, int r0, int n, int T, int dp) {
-    const int per_row = dp / 8, ld = fa_ld(dp);
-    for (int e = threadIdx.x; e < n * per_row; e += TC_THREADS) {
-        const int r = e / per_row, c = e % per_row * 8;
-        cp_async16(tile + r * ld + c, slab + (size_t)(r0 + r) * dp + c, r0 + r < T);
-    }
-}
-
 // x = hi + lo, each rounded to bf16.
 __device__ __forceinline__ float fh_hi(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
@@ -148,14 +139,14 @@ __device__ __forceinline__ void fh_stage_load(const tc_args &a, int bh0, int G, 
         const size_t qs = (size_t)(bh0 + h) * a.Tp * dp;
         if (kind == 2 && wk.bwd == 2) {  // rows of q then of dO
             bf16 *t = buf + u * 2 * FH_M * ld;
-            fh_load(t, a.q + qs, p.i0, FH_M, a.T, dp);
-            fh_load(t + FH_M * ld, a.dO + qs, p.i0, FH_M, a.T, dp);
+            fa_load_rows(t, a.q + qs, p.i0, FH_M, a.T, dp);
+            fa_load_rows(t + FH_M * ld, a.dO + qs, p.i0, FH_M, a.T, dp);
         } else if (kind == 0 || (kind == 1 && wk.bwd)) {  // rows of q (dO) then of k (v)
             bf16 *t = buf + u * (FH_M + FH_N) * ld;
-            fh_load(t, (kind ? a.dO : a.q) + qs, p.i0, FH_M, a.T, dp);
-            fh_load(t + FH_M * ld, (kind ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
+            fa_load_rows(t, (kind ? a.dO : a.q) + qs, p.i0, FH_M, a.T, dp);
+            fa_load_rows(t + FH_M * ld, (kind ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
         } else {
-            fh_load(buf + u * FH_N * ld, (kind == 1 ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
+            fa_load_rows(buf + u * FH_N * ld, (kind == 1 ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
         }
     }
 }
@@ -206,7 +197,8 @@ __device__ __forceinline__ void fh_mix(const fh_block &k, int qq, mma_c s2[2][2]
     }
 }
 
-// This lane's entry of S2 chunks for head slot hh and row r: s2[kc][hh / 2].x[2 r + hh % 2].
+// This lane's entry of S2 chunks for head slot hh and row r: s2[kc][hh / 2].x[2 r + hh % 2] (the
+// head kernels' headers use it; mta_cuda_fa_heads_dq.cuh, included after, undefines it).
 #define FH_AT(s2, kc, hh, r) (s2)[kc][(hh) / 2].x[2 * (r) + (hh) % 2]
 
 // The online statistics of query row qq: per head slot the new max, alpha and sum (rows of the
@@ -330,7 +322,6 @@ __device__ __forceinline__ void fh_pv(const tc_args &a, const tc_heads &hd, cons
     fh_rows_acc<0>(a, k.i0, [&](int q, int c) { return ps + q * FH_PLD + c; }, buf + (w / 2) * FH_N * fa_ld(a.dp),
                 a.o + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, hd.ch ? NULL : k.al + h * FH_M);
 }
-#undef FH_AT
 
 // The state of the query tile k.i0's rows: their document starts, m (bwd: the rows' log-sum-exp,
 // else -inf) and l (bwd 2: D, else 0).

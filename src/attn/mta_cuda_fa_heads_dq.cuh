@@ -115,8 +115,6 @@ __device__ __forceinline__ void fhq_weights(const tc_args &a, const tc_heads &hd
         k.w2th, k.w2tl);
 }
 
-#define FHQ_AT(s2, kc, hh, r) (s2)[kc][(hh) / 2].x[2 * (r) + (hh) % 2]
-
 // dS1 = dS2 W1 of query row qq into its rows of S1's lo array (fhq_ds_at), heads < G.
 __device__ __forceinline__ void fhq_store_ds(const fhq_block &k, int G, int qq, const mma_c ds2[2][2]) {
     const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
@@ -128,7 +126,7 @@ __device__ __forceinline__ void fhq_store_ds(const fhq_block &k, int G, int qq, 
         FA_UNROLL
         for (int x = 0; x < 4; x++) {
             const int h = 8 * (hh / 2) + 2 * t + hh % 2, key = 16 * (x / 2) + g + 8 * (x % 2);
-            if (h < G) k.f.s1l[fhq_ds_at(h, q, key)] = __float2bfloat16_rn(FHQ_AT(ds1, x / 2, hh, x % 2));
+            if (h < G) k.f.s1l[fhq_ds_at(h, q, key)] = __float2bfloat16_rn(FH_AT(ds1, x / 2, hh, x % 2));
         }
 }
 
@@ -148,8 +146,8 @@ __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, f
         for (int hh = 0; hh < 4; hh++)
             FA_UNROLL
             for (int x = 0; x < 4; x++) {
-                float &v = FHQ_AT(dp, x / 2, hh, x % 2);
-                const float pv = FHQ_AT(p, x / 2, hh, x % 2);
+                float &v = FH_AT(dp, x / 2, hh, x % 2);
+                const float pv = FH_AT(p, x / 2, hh, x % 2);
                 if (!pass) k.f.l[qq][hh] += pv * v;
                 else v = pv * (v - k.f.l[qq][hh]);  // dS2
             }
@@ -178,7 +176,7 @@ __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, f
         fhq_store_ds(k, hd.G, qq, dp);
     }
 }
-#undef FHQ_AT
+#undef FH_AT
 
 // dq_h += scale dS1_h k_h for heads 2s' (warps 0, 1) and 2s'+1 (warps 2, 3) of the k stage.
 __device__ __forceinline__ void fhq_dq(const tc_args &a, const tc_heads &hd, const fhq_block &k, int sk,

@@ -998,11 +998,7 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     const mta_config *c = cl->c;
     const tc_heads hd = tc_heads_of(c, p, cl->st->smem_max);
     const int groups = c->H / hd.G, fa = hd.G <= FH_MAXG && fhq_smem_bytes(a.dp) <= cl->st->smem_max;
-    const int tiles_kv = (c->T + hd.tm - 1) / hd.tm, tiles = fa ? (c->T + FH_M - 1) / FH_M : tiles_kv;
-    tc_hsmem sm;
-    const size_t sm_q = tc_hsmem_carve(TC_DQ, hd, a.dp, NULL, &sm);
-    const size_t sm_kv = tc_hsmem_carve(TC_DKDV, hd, a.dp, NULL, &sm);
-    const dim3 grid((unsigned)tiles_kv, (unsigned)(c->B * groups));
+    const int tiles = (c->T + (fa ? FH_M : hd.tm) - 1) / (fa ? FH_M : hd.tm);  // query tiles (hwp's)
     if (fa) {  // k_fa_head_dkdv's shared memory is k_fa_head_dq's less the scratch: it fits too
         const size_t smq = fhq_smem_bytes(a.dp), smk = fhk_smem_bytes(a.dp);
         const unsigned y = (unsigned)(c->B * groups);  // query tiles of FH_M (hwp's), key tiles of FH_N
@@ -1012,6 +1008,10 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
         MTA_LAUNCH(k_fa_head_dkdv, dim3((unsigned)((c->T + FH_N - 1) / FH_N), y), TC_THREADS, smk, cl->s)(
             a, hd, w->dkp, w->dvp);
     } else {
+        tc_hsmem sm;
+        const size_t sm_q = tc_hsmem_carve(TC_DQ, hd, a.dp, NULL, &sm);
+        const size_t sm_kv = tc_hsmem_carve(TC_DKDV, hd, a.dp, NULL, &sm);
+        const dim3 grid((unsigned)tiles, (unsigned)(c->B * groups));
         tc_smem_optin(k_tc_head_dq, sm_q);
         tc_smem_optin(k_tc_head_dkdv, sm_kv);
         MTA_LAUNCH(k_tc_head_dq, grid, TC_THREADS, sm_q, cl->s)(a, hd, dq, w->hwp);
