@@ -424,15 +424,21 @@ void *dynamic_shared(void) { return S->dyn_shared; }
 
 namespace {
 
-// The calling thread, after the checks every warp-collective operation gets: in a kernel, in a
-// block of whole warps, and named in the operation's mask (PTX: the executing thread must be in
-// membermask).
-fiber *lane_of(const char *op, unsigned mask) {
+// The calling thread of a kernel (fatal outside one).
+fiber *kernel_thread(const char *op) {
     fiber *f = S ? S->cur : NULL;
     if (!f) {
         fprintf(stderr, "cuda-emu: %s called outside a kernel\n", op);
         abort();
     }
+    return f;
+}
+
+// The calling thread, after the checks every warp-collective operation gets: in a kernel, in a
+// block of whole warps, and named in the operation's mask (PTX: the executing thread must be in
+// membermask).
+fiber *lane_of(const char *op, unsigned mask) {
+    fiber *f = kernel_thread(op);
     if ((block_dim.x * block_dim.y * block_dim.z) % 32)
         fatal("%s: warp-collective, and this block is not a whole number of warps", S->kernel, op);
     const unsigned lane = (unsigned)(f - S->fibers) % 32;
@@ -552,15 +558,6 @@ uint32_t row_elem(const uint32_t row[4], unsigned e) { return row[e / 2] >> 16 *
 void complete_copy(const cp_copy &c) {
     if (c.full) memcpy(c.dst, c.src, c.bytes);
     else memset(c.dst, 0, c.bytes);
-}
-
-fiber *kernel_thread(const char *op) {
-    fiber *f = S ? S->cur : NULL;
-    if (!f) {
-        fprintf(stderr, "cuda-emu: %s called outside a kernel\n", op);
-        abort();
-    }
-    return f;
 }
 
 }  // namespace
