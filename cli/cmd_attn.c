@@ -159,23 +159,37 @@ static long first_nonfinite(const float *x, size_t n) {
     return -1;
 }
 
+// Reads the problem of file in into *f and *pr (whose tensors point into f; st_free(f) either way).
+// 0, or 1 after a message.
+static int read_problem(const char *in, st_file *f, attn_problem *pr) {
+    char err[512];
+    if (st_read(in, f, err, sizeof err)) {
+        memset(f, 0, sizeof *f);
+        fprintf(stderr, "mtac attn: %s\n", err);
+        return 1;
+    }
+    if (attn_problem_from_file(f, "expect.", pr, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s: %s\n", in, err);
+        return 1;
+    }
+    return 0;
+}
+
+// The backend (--backend, else MTAC_BACKEND's) and precision asked for, into c: 0, or 2 after a message.
+static int settle_backend(const attn_args *a, mta_config *c) {
+    if (a->backend >= 0) c->backend = (mta_backend)a->backend;
+    else if (cli_default_backend(&c->backend)) return 2;
+    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    return 0;
+}
+
 // Reads a->in into r and settles its configuration (backend, size limit); refuses non-finite
 // inputs. 0, or the exit status after a message.
 static int load(const attn_args *a, attn_run *r) {
     char err[512];
-    if (st_read(a->in, &r->f, err, sizeof err)) {
-        memset(&r->f, 0, sizeof r->f);
-        fprintf(stderr, "mtac attn: %s\n", err);
-        return 1;
-    }
-    if (attn_problem_from_file(&r->f, "expect.", &r->pr, err, sizeof err)) {
-        fprintf(stderr, "mtac attn: %s: %s\n", a->in, err);
-        return 1;
-    }
+    if (read_problem(a->in, &r->f, &r->pr)) return 1;
     mta_config *c = &r->pr.cfg;
-    if (a->backend >= 0) c->backend = (mta_backend)a->backend;
-    else if (cli_default_backend(&c->backend)) return 2;
-    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    if (settle_backend(a, c)) return 2;
     // Before any allocation: the reference backend's maps at T = 200000 would be 160 GB each.
     if (attn_problem_check_size(c, a->max_T, err, sizeof err)) {
         fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", a->in, err);
@@ -340,28 +354,17 @@ static int plan_config(const attn_args *a, mta_config *c, int *docs, char *label
         *c = model_layer_mta_config(&m, a->layer, 1, PLAN_T);
         snprintf(label, n, "%s layer %d", a->model, a->layer);
     } else {
-        char err[512];
         st_file f;
         attn_problem pr;
-        if (st_read(a->in, &f, err, sizeof err)) {
-            fprintf(stderr, "mtac attn: %s\n", err);
-            return 1;
-        }
-        const int bad = attn_problem_from_file(&f, "expect.", &pr, err, sizeof err);
+        const int bad = read_problem(a->in, &f, &pr);
         if (!bad) *c = pr.cfg, *docs = pr.doc != NULL;
         st_free(&f);
-        if (bad) {
-            fprintf(stderr, "mtac attn: %s: %s\n", a->in, err);
-            return 1;
-        }
+        if (bad) return 1;
         snprintf(label, n, "the config of %s", a->in);
     }
     c->B = 1, c->T = PLAN_T;
     if (a->d) c->d = a->d;
-    c->backend = a->backend >= 0 ? (mta_backend)a->backend : c->backend;
-    if (a->backend < 0 && cli_default_backend(&c->backend)) return 2;
-    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
-    return 0;
+    return settle_backend(a, c);
 }
 
 // The inputs of --plan's call, in one buffer on the backend: q, dout, out, dq (n each), k, v, dk,
