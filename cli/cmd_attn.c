@@ -47,7 +47,8 @@ static const char ABOUT[] =
     "  that run on the float32 path instead of the tensor-core one (docs/cuda.md, \"Which kernels run\").\n"
     "  It runs one small forward and backward (B = 1, T = 130: three 64-row tiles) of the config of\n"
     "  IN (its tensors unused), or of layer L of a model preset (830m: layer 2 has the convolutions,\n"
-    "  layer 3 the head steps alone), with --d setting the head size. Nothing is written.\n"
+    "  layer 3 the head steps alone), with --d setting the head size. Nothing is written\n"
+    "  (--out, --tol and --max-T are refused).\n"
     "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
     "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
     "  B*H*T*T floats: 1 GiB each at the default).\n";
@@ -56,6 +57,7 @@ typedef struct {
     const char *in, *out, *model;
     int threads, backend, max_T;  // backend < 0: MTAC_BACKEND's, else fused
     int bf16, plan, layer, d;     // layer, d: -1, 0 when not given
+    int tol_given, max_T_given;   // options of a run on a file's tensors, which --plan refuses
     double tol;
 } attn_args;
 
@@ -67,6 +69,8 @@ static int plan_args_check(const char *cmd, const attn_args *a) {
                       : !a->in == !a->model ? "--plan takes the config of --in or of --model, one of them"
                       : a->model && a->layer < 0 ? "--model needs --layer L"
                       : a->in && a->layer >= 0 ? "--layer goes with --model"
+                      : a->tol_given ? "--plan compares nothing with expect.*: drop --tol"
+                      : a->max_T_given ? "--plan runs its own small T: drop --max-T"
                                                  : NULL;
     if (why) fprintf(stderr, "%s: %s\n", cmd, why);
     return why ? 2 : -1;
@@ -79,8 +83,9 @@ static int parse_args(int argc, char **argv, attn_args *a) {
         {"out", CLI_STR, &a->out, .arg = "OUT.safetensors", .help = "where the results go (required without --plan)"},
         {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else all cores)"},
         {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend that computes"},
-        {"max-T", CLI_INT, &a->max_T, 1, 1e9, .arg = "N", .help = "the largest T run"},
-        {"tol", CLI_NUM, &a->tol, 0, 1, .arg = "X", .help = "the largest difference from expect.*, relative"},
+        {"max-T", CLI_INT, &a->max_T, 1, 1e9, .arg = "N", .help = "the largest T run", .given = &a->max_T_given},
+        {"tol", CLI_NUM, &a->tol, 0, 1, .arg = "X", .help = "the largest difference from expect.*, relative",
+         .given = &a->tol_given},
         {"precision", CLI_CHOICE, &a->bf16, .choices = CLI_PRECISIONS, .arg = "P", .help = "mta_config.precision"},
         {"plan", CLI_FLAG, &a->plan, .help = "print the kernels a forward and backward launch, and the fallback"},
         {"model", CLI_STR, &a->model, .arg = "PRESET", .help = "--plan: the config of a preset's layer (830m, lm10m, ...)"},

@@ -48,6 +48,11 @@ expect 2 "has layers 0-23" -- plan --model 830m --layer 24
 expect 2 "unknown preset" -- plan --model nope --layer 0
 expect 2 "writes nothing" -- plan --model 830m --layer 2 --out x.safetensors
 expect 2 "one of them" -- plan
+# --plan runs its own small problem: the options of a run on the file's tensors are refused, at
+# their defaults too, not ignored.
+expect 2 "drop --tol" -- plan --model 830m --layer 2 --tol 0.01
+expect 2 "drop --tol" -- plan --model 830m --layer 2 --tol 2e-4
+expect 2 "drop --max-T" -- plan --model 830m --layer 2 --max-T 100
 expect 2 "goes with --plan" -- "$MTAC" attn --in a --out b --layer 2
 
 # Every fixture's config (documents, GQA, each step alone and together) on both paths: --plan
