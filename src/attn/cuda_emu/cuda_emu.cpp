@@ -154,7 +154,8 @@ thread_local sched *S;
 sched *all_scheds[1024];
 unsigned nscheds;
 uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
-bool run_ahead;             // its schedules from 3 up: warps released by a warp operation run on at once
+// Schedules from 3 up also run on at once the warps a warp operation releases (release_ahead).
+bool run_ahead() { return schedule_seed >= 3; }
 uint64_t launches;          // counted over all OS threads
 
 // The next thread of the pass to run, or the scheduler when every one has run: first the lanes
@@ -496,7 +497,7 @@ meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, un
     if (m->arrived == mask) {
         if (at_release) at_release(m);
         m->gathering = 0, m->to_read = mask;
-        if (run_ahead) release_ahead(w0, mask);
+        if (run_ahead()) release_ahead(w0, mask);
         else
             for (unsigned l = 0; l < 32; l++)
                 if (mask >> l & 1) S->fibers[w0 + l].state = F_WOKEN;
@@ -921,7 +922,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 
 // ---- settings for the tests ----
 
-extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule, run_ahead = schedule >= 3; }
+extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
 extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
     shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
 }
