@@ -97,6 +97,15 @@ def mta_config(H, conv):
             "mix": True, "ch": H, "drop": False}
 
 
+def halos(m):
+    """The halos of m's key-query convolutions (0 for one that is off): hq, hp the earlier rows of
+    Z (pre conv) and of P (post conv) an output row reads, c_q - 1; p1, p2 the key columns on each
+    side, (c_k - 1) / 2; cols the columns of both together, c_k - 1 each."""
+    hq, hp = max(m["cq"] - 1, 0), max(m["cq2"] - 1, 0)
+    c1, c2 = max(m["ck"] - 1, 0), max(m["ck2"] - 1, 0)
+    return hq, hp, c1 // 2, c2 // 2, c1 + c2
+
+
 def entry_flops(m, H):
     """CUDA-core FLOPs per causal map entry and head, per step of spec section 2 (an FMA is 2),
     forward and backward (the exact gradient, recomputation not included; softmax adds 1 exp
@@ -137,7 +146,8 @@ def sdpa(B, H, d, T):
 # ---- (b) mtac's present CUDA backend ----------------------------------------------------------
 def strip_rows(B, H, d, T, m):
     """mta_cuda.cu's strip_rows_of: the largest of 64, 32, 16 whose rings fit the budget."""
-    L = (m["cq2"] - 1 if m["cq2"] else 0) + (m["cq"] - 1 if m["cq"] else 0)
+    hq, hp = halos(m)[:2]
+    L = hp + hq
     nmaps = 2 + (m["cq"] > 0) + m["mix"] + (m["cq2"] > 0) + (m["ch"] > 0) * 2 + (m["cq2"] > 0) + m["mix"]
     budget = max(256 * 2**20, 8 * B * H * T * d * 4)
     for R in (64, 32, 16):
@@ -152,7 +162,7 @@ def present(B, H, d, T, m):
     entry read or written), L1 gathers, L2 re-reads, CUDA-core FLOPs and SGEMM FLOPs."""
     R, BH = strip_rows(B, H, d, T, m), B * H
     K1, K2, ch = m["cq"] * m["ck"], m["cq2"] * m["ck2"], m["ch"]
-    L1, L2 = (m["cq2"] - 1 if K2 else 0), (m["cq"] - 1 if K1 else 0)
+    L2, L1 = halos(m)[:2]
     terms = {"launches": 0.0, "sgemm": 0.0, "map traffic": 0.0, "conv gathers": 0.0, "kernel grads": 0.0,
              "pair grads": 0.0, "normgate_t": 0.0}
     n_launch = [0]
@@ -261,10 +271,7 @@ def fused_passes(m, H, d, T, g, G, mode, Br, Bc):
     products of bf16 map tiles (k = 16 columns + c_k-1 halo, padded to 32)."""
     fl_f, _ = entry_flops(m, H)
     kq1, kq2, mix, hc = fl_f["2 pre conv"], fl_f["5 post conv"], fl_f["3 head mixing"], fl_f["6 head conv"]
-    hq = m["cq"] - 1 if m["cq"] else 0     # earlier rows of Z for the pre conv
-    hp = m["cq2"] - 1 if m["cq2"] else 0   # earlier rows of P for the post conv
-    p1 = (m["ck"] - 1) // 2 if m["ck"] else 0
-    p2 = (m["ck2"] - 1) // 2 if m["ck2"] else 0
+    hq, hp, p1, p2, _ = halos(m)
     post = bool(m["cq2"] or m["ch"])       # post-softmax steps: normalised P needed first
     xch = (G - g) / g * 4                  # a mixing step's reads from the cluster's other SMs
     opnd = d / 8                           # B-operand bytes per entry: a warp's 16 rows share a tile
@@ -337,9 +344,7 @@ def footprint(m, d, g, Br, Bc, mode):
     largest pass of each direction: two fp32 map tiles with their halos for the g heads here, q
     (bf16) for the tile's rows, K and V (or the expanded K~) double-buffered for one head; in
     the backward four map windows, K and V of the column tile and the fp32 dk, dv accumulators."""
-    hq = m["cq"] - 1 if m["cq"] else 0
-    hp = m["cq2"] - 1 if m["cq2"] else 0
-    halo_c = (m["ck"] - 1 if m["ck"] else 0) + (m["ck2"] - 1 if m["ck2"] else 0)
+    hq, hp, _, _, halo_c = halos(m)
     kv = (m["cq"] + 1 if mode != "cuda" and m["cq"] else 2) * 2 * Bc * d * 2
     fwd = 2 * g * (Br + hp + hq) * (Bc + halo_c) * 4 + g * (Br + hp + hq) * d * 2 + kv
     bwd = 4 * g * (16 + hp + hq) * (Bc + halo_c) * 4 + g * Bc * d * (2 * 2 + 2 * 4) + kv
@@ -528,10 +533,7 @@ def mma_tile_kernels(m, H, d, T, g, G, Br, Bc, cls):
     to an fp32 buffer in L2 in a fixed order (deterministic), the kernel gradients kept per block
     as MMA accumulators."""
     s = mma_steps(m, H, d, g, G, cls)
-    hq = m["cq"] - 1 if m["cq"] else 0
-    hp = m["cq2"] - 1 if m["cq2"] else 0
-    p1 = (m["ck"] - 1) // 2 if m["ck"] else 0
-    p2 = (m["ck2"] - 1) // 2 if m["ck2"] else 0
+    hq, hp, p1, p2, _ = halos(m)
     post = bool(m["cq2"] or m["ch"])
 
     def run(*steps):  # [(step, factor)] -> items
@@ -567,9 +569,7 @@ def mma_smem(m, d, g, Br, Bc):
     halos for the g heads here, q for the tile's rows, K and V double-buffered; column tiles four
     16-row map windows, K and V of the column tile, q and dO double-buffered. The dK/dV (and O)
     accumulators are in registers: their fp32 bytes, the second value."""
-    hq = m["cq"] - 1 if m["cq"] else 0
-    hp = m["cq2"] - 1 if m["cq2"] else 0
-    halo_c = (m["ck"] - 1 if m["ck"] else 0) + (m["ck2"] - 1 if m["ck2"] else 0)
+    hq, hp, _, _, halo_c = halos(m)
     rows = Br + hp + hq
     row = 2 * g * rows * (Bc + halo_c) * 2 + g * rows * d * 2 + g * 2 * 2 * Bc * d * 2
     col = 4 * g * (MMA_M + hp + hq) * (Bc + halo_c) * 2 + g * 2 * Bc * d * 2 + g * 2 * 2 * MMA_M * d * 2
