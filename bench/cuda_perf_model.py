@@ -677,6 +677,19 @@ def mma_best(B, H, d, T, m, cls):
     return best
 
 
+def check_fields(where, fields, known, whole):
+    """One kernel's counts in a --kernel-counts file: an object of counts named in known, each a
+    finite number >= 0 (whole: an integer); else ValueError, its message starting with where."""
+    if not isinstance(fields, dict):
+        raise ValueError(f"{where}: an object of counts expected")
+    for f, v in fields.items():
+        if f not in known:
+            raise ValueError(f"{where}: unknown count '{f}' (known: {', '.join(known)})")
+        kind = isinstance(v, int) if whole else isinstance(v, (int, float)) and v != float("inf")
+        if isinstance(v, bool) or not kind or not v >= 0:
+            raise ValueError(f"{where}: {f} must be a {'whole' if whole else 'finite'} number >= 0, not {v!r}")
+
+
 def apply_counts(best, d, T, counts):
     """best with the kernels' counts replaced by counts ({kernel name: {field: value}}), the times
     predicted again. Unknown kernels or fields are errors."""
@@ -685,14 +698,7 @@ def apply_counts(best, d, T, counts):
     for name, fields in counts.items():
         if name not in names:
             raise ValueError(f"--kernel-counts: no kernel '{name}' (kernels: {', '.join(sorted(names))})")
-        if not isinstance(fields, dict):
-            raise ValueError(f"--kernel-counts: kernel '{name}': an object of counts expected")
-        for f, v in fields.items():
-            if f not in COUNT_FIELDS:
-                raise ValueError(f"--kernel-counts: kernel '{name}': unknown count '{f}' "
-                                 f"(known: {', '.join(COUNT_FIELDS)})")
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
-                raise ValueError(f"--kernel-counts: kernel '{name}': {f} must be a finite number >= 0, not {v!r}")
+        check_fields(f"--kernel-counts: kernel '{name}'", fields, COUNT_FIELDS, False)
         for k in kernels:
             if k["name"] == name:
                 k.update(fields)
@@ -701,16 +707,75 @@ def apply_counts(best, d, T, counts):
 
 
 def load_counts(path):
-    """--kernel-counts FILE: {"shapes": {shape name: {kernel name: {count: value}}}}."""
+    """--kernel-counts FILE: {"shapes": {shape name: {kernel name: {count: value}}}}, and/or the
+    emulator's counts that `mtac attn --plan --counts` writes, {"emulated": ...} (check_emulated).
+    Returns (shapes, emulated), either empty."""
     try:
         with open(path) as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"--kernel-counts {path}: {e}")
-    if not isinstance(doc, dict) or not isinstance(doc.get("shapes"), dict):
+    if (not isinstance(doc, dict) or not ("shapes" in doc or "emulated" in doc)
+            or not isinstance(doc.get("shapes", {}), dict)):
         raise ValueError(f"--kernel-counts {path}: expected an object with \"shapes\": "
-                         "{shape: {kernel: {count: value}}}")
-    return doc["shapes"]
+                         "{shape: {kernel: {count: value}}} or \"emulated\" (mtac attn --plan --counts)")
+    return doc.get("shapes", {}), check_emulated(doc.get("emulated", {}))
+
+
+# The emulator's counts of a kernel (mta_kernel_ops, include/mta.h), as mtac attn --plan --counts
+# writes them: whole warp instructions, and cp.async copies; and the FLOPs of one MMA of each shape.
+EMU_FIELDS = ("launches", "mma", "ldmatrix", "ldmatrix_bytes", "cp_async", "cp_async_bytes", "shfl", "wmma")
+MMA_FLOPS, WMMA_FLOPS = 2 * MMA_M * MMA_N * MMA_K, 2 * 16 * 16 * 16
+
+
+def check_emulated(e):
+    """The "emulated" object of --kernel-counts: {"config": {"B", "H", "T", "d": ints > 0, ...},
+    "forward": {kernel: {count: value}}, "backward": {...}}, the counts EMU_FIELDS, whole numbers
+    >= 0. Returns it, or raises ValueError."""
+    if e == {}:
+        return e
+    where = "--kernel-counts: \"emulated\""
+    cfg = e.get("config") if isinstance(e, dict) else None
+    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(k), int) or cfg[k] < 1 for k in "BHTd"):
+        raise ValueError(f"{where}: expected {{\"config\": {{\"B\", \"H\", \"T\", \"d\": counts}}, "
+                         "\"forward\": {kernel: {count: n}}, \"backward\": ...}")
+    for phase in ("forward", "backward"):
+        if not isinstance(e.get(phase), dict):
+            raise ValueError(f"{where}: no \"{phase}\" object of kernels")
+        for name, fields in e[phase].items():
+            check_fields(f"{where}: {phase} kernel '{name}'", fields, EMU_FIELDS, True)
+    return e
+
+
+def emulated_kernels(e):
+    """Each emulated kernel as (d)'s kernels are described: tensor-core FLOPs from its MMAs, shared
+    memory from its ldmatrix bytes, L2 from its cp.async bytes, nothing else (a lower bound: the
+    CUDA-core work and other loads are not counted), and its time at FA2-class rates for the
+    emulated config, one launch per launch counted."""
+    cfg, out = e["config"], []
+    rates = mma_rates(cfg["d"], cfg["T"], "fa2")
+    for phase, direction in (("forward", "fwd"), ("backward", "bwd")):
+        for name, c in e[phase].items():
+            n = {f: c.get(f, 0) for f in EMU_FIELDS}
+            k = {"name": name, "dir": direction, "tc_flops": MMA_FLOPS * n["mma"] + WMMA_FLOPS * n["wmma"],
+                 "cuda_flops": 0, "exp": 0, "smem_bytes": n["ldmatrix_bytes"], "l2_bytes": n["cp_async_bytes"],
+                 "hbm_bytes": 0, "wave_eff": 1.0}
+            t, s, bound = kernel_time(k, rates, False)
+            out.append(dict(k, counts=n, us=(s + (max(n["launches"], 1) - 1) * LAUNCH) * 1e6,
+                            bound=bound if max(t.values()) >= LAUNCH else "launch"))
+    return out
+
+
+def print_emulated(e, markdown):
+    cfg = e["config"]
+    print(f"Emulated counts (mtac attn --plan --counts): {cfg.get('label', 'a config')}, B={cfg['B']} H={cfg['H']} "
+          f"T={cfg['T']} d={cfg['d']}; PREDICTED per kernel from its MMAs, ldmatrix and cp.async alone (a lower "
+          "bound), FA2-class rates")
+    rows = [(k["dir"], k["name"], *(str(k["counts"][f]) for f in ("launches", "mma", "wmma", "ldmatrix", "cp_async",
+                                                                     "shfl")),
+             f"{k['tc_flops']:.3g}", f"{k['us']:.1f}", k["bound"]) for k in emulated_kernels(e)]
+    table(("dir", "kernel", "launches", "mma", "wmma", "ldmatrix", "cp.async", "shfl", "TC FLOPs", "us", "bound"),
+          rows, markdown)
 
 
 def attn_memory(B, H, d, T, kernels=None):
@@ -1061,6 +1126,27 @@ def check_counts(best, d, T):
             fails.append(f"--kernel-counts {bad}: accepted")
         except ValueError:
             pass
+    return fails + check_emulated_counts()
+
+
+def check_emulated_counts():
+    """The emulator's counts: a kernel's MMAs set its tensor-core FLOPs (4096 each), more MMAs a
+    longer time for it alone; an unknown count, a fraction or a missing config are errors."""
+    fails = []
+    k = {"launches": 1, "mma": 10 ** 7, "ldmatrix_bytes": 0, "cp_async_bytes": 0}
+    e = {"config": {"B": 1, "H": 1, "T": 4096, "d": 64}, "forward": {"a": k, "b": dict(k)}, "backward": {}}
+    base = emulated_kernels(check_emulated(e))
+    e["forward"]["a"] = dict(k, mma=2 * k["mma"])
+    more = emulated_kernels(check_emulated(e))
+    if base[0]["tc_flops"] != 4096 * k["mma"] or not (more[0]["us"] > base[0]["us"] and more[1]["us"] == base[1]["us"]):
+        fails.append(f"emulated counts: {k['mma']} MMAs give {base[0]['tc_flops']} FLOPs; doubling a's: "
+                     f"{base[0]['us']} -> {more[0]['us']} us, b's {base[1]['us']} -> {more[1]['us']}")
+    for bad in ({"forward": {"a": {"flops": 1}}}, {"forward": {"a": {"mma": 1.5}}}, {"config": {}}):
+        try:
+            check_emulated(dict(e, **bad))
+            fails.append(f"emulated counts {bad}: accepted")
+        except ValueError:
+            pass
     return fails
 
 
@@ -1077,7 +1163,11 @@ def main():
         print("check:", "FAILED" if fails else "ok")
         raise SystemExit(1 if fails else 0)
     try:
-        counts = load_counts(args.kernel_counts) if args.kernel_counts else None
+        counts, emulated = load_counts(args.kernel_counts) if args.kernel_counts else (None, None)
+        if emulated:
+            print_emulated(emulated, args.markdown)
+            if not counts:
+                return
         if counts:
             unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
             if unknown:

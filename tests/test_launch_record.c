@@ -38,12 +38,19 @@ static int forward_records(mta_ctx *ctx, const mta_config *c) {
     return k;
 }
 
+// A context of plain attention at (B, H, T, d) on cuda-emu, precision bf16, its config in *c.
+static mta_ctx *emu_ctx(mta_config *c, int B, int H, int T, int d) {
+    *c = mta_config_default(B, H, T, d);
+    c->backend = MTA_BACKEND_CUDA_EMU, c->precision = MTA_BF16;
+    mta_ctx *ctx = NULL;
+    assert_int_equal(mta_create(&ctx, c, NULL, 0), MTA_OK);
+    return ctx;
+}
+
 static void test_record(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 2, 70, 16);
-    c.backend = MTA_BACKEND_CUDA_EMU, c.precision = MTA_BF16;
-    mta_ctx *ctx = NULL;
-    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    mta_config c;
+    mta_ctx *ctx = emu_ctx(&c, 1, 2, 70, 16);
     assert_int_equal(forward_records(ctx, &c), 0);  // off
     assert_int_equal(mta_ctx_record_launches(ctx, 1), MTA_OK);
     assert_true(forward_records(ctx, &c) > 0);
@@ -77,10 +84,8 @@ static void test_record(void **s) {
 // q and of k) + 4 x 4 (fa_acc's x4.trans of v) = 48, 576 in all, 512 bytes each.
 static void test_ops_fa_forward(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 1, 128, 64);
-    c.backend = MTA_BACKEND_CUDA_EMU, c.precision = MTA_BF16;
-    mta_ctx *ctx = NULL;
-    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    mta_config c;
+    mta_ctx *ctx = emu_ctx(&c, 1, 1, 128, 64);
     assert_int_equal(mta_ctx_record_launches(ctx, 1), MTA_OK);
     forward_records(ctx, &c);
     mta_kernel_ops ops, sum = {0};
