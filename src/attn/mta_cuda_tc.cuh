@@ -337,23 +337,6 @@ __device__ void tc_conv_dz(const tc_args &a, const tc_geo &g, int b, int i0, int
     }
 }
 
-// The kernel gradient's terms of the central tile, added to dw in a fixed order (thread e owns
-// taps e, e + blockDim.x, ...): dw[t,u] += sum dS1[i,j] Z[i-(c_q-1)+t, j-p+u], Z's rows from row
-// i's document only.
-__device__ void tc_conv_dw(const tc_geo &g, const float *ds1, const float *z, const int *st, float *dw) {
-    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x) {
-        const int t = e / g.ck, u = e % g.ck;
-        float x = dw[e];
-        for (int r = 0; r < TC_M; r++) {
-            const int zi = r + g.rh, src = zi - (g.cq - 1) + t;
-            if (st[src] != st[zi]) continue;  // an earlier document's row (or before 0: Z is 0)
-            const float *dr = ds1 + (size_t)r * g.sw + g.p, *zr = z + (size_t)src * g.zc + g.p + u;
-            for (int c = 0; c < TC_N; c++) x = fmaf(dr[c], zr[c], x);
-        }
-        dw[e] = x;
-    }
-}
-
 // dK and dV of one key tile of one kv head with the convolution (grid as k_fa_dkdv, the same
 // query tiles): per query tile it recomputes Z on the backward's grown tile, S1, P and dS1 there,
 // then dv += P2^T dO and dk += scale dZ^T q, dZ of the central tile from dS1.
@@ -404,52 +387,6 @@ __global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dkdv(tc_args a, const fl
         dk[at] += a.scale * dks[r * dp + c];
         dv[at] += dvs[r * dp + c];
     }
-}
-
-// dQ of one query tile of one head with the convolution (grid as k_fa_dq, the same key tiles),
-// and the tile's partial sums of the kernel gradient into dwp (B*H, tiles, c_q*c_k): per key tile
-// Z, S1 and dS1 on the grown tile, dw += the central tile's terms, dq += scale dZ k.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dq(tc_args a, const float *w_pre, float *dq, float *dwp) {
-    const tc_geo g = tc_geo_of(1, a.cq, a.ck);
-    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
-    const int taps = g.cq * g.ck;
-    tc_csmem sm;
-    tc_csmem_carve(TC_DQ, dp, g, tc_shared(), &sm);
-    const size_t kv = tc_kv_slab(a, bh);
-    tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
-    tc_copy_rows(sm.dO, a.dO + (size_t)bh * a.Tp * dp, i0, g.sr, a.Tp, dp);
-    tc_conv_setup(a, g, b, bh % a.H, i0, w_pre, sm.w, sm.st);
-    tc_conv_row_stats(a, g, bh, i0, sm.r1, sm.r2);
-    tc_zero(sm.acc, TC_M * dp);
-    tc_zero(sm.dw, taps);
-    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
-        tc_copy_rows(sm.k, a.k + kv * a.Tp * dp, j0 - 2 * g.p, g.zc, a.Tp, dp);
-        tc_copy_rows(sm.v, a.v + kv * a.Tp * dp, j0 - g.p, g.vr, a.Tp, dp);
-        __syncthreads();
-        tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
-        tc_products_xyT_n(sm.dO, g.sr, sm.v, g.vr, sm.dp, dp);
-        __syncthreads();
-        tc_mask_z(a, g, i0, j0, sm.z, sm.st);
-        __syncthreads();
-        tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
-        __syncthreads();
-        tc_conv_grad_entries(a, g, bh, i0, j0, sm.s, sm.dp, sm.r1, sm.r2, NULL);
-        __syncthreads();
-        tc_conv_dw(g, sm.s, sm.z, sm.st, sm.dw);
-        tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);
-        __syncthreads();
-        tc_product_n<wm::row_major>(sm.t, sm.p, TC_M, sm.k + (size_t)2 * g.p * dp, dp);  // t is z: Z is no longer read
-        __syncthreads();
-        tc_add_rows(sm.acc, NULL, sm.t, dp);
-        __syncthreads();
-    }
-    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, i = i0 + r;
-        if (i > last) break;
-        dq[((size_t)bh * a.T + i) * a.d + c] += a.scale * sm.acc[r * dp + c];
-    }
-    float *out = dwp + ((size_t)bh * gridDim.x + blockIdx.x) * taps;
-    for (int e = threadIdx.x; e < taps; e += blockDim.x) out[e] = sm.dw[e];
 }
 
 // The kernel gradient from the query tiles' partial sums, one thread per tap of one head (grid: x
@@ -839,6 +776,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
+#include "attn/mta_cuda_fa_conv_bwd.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
 // memory (the device's opt-in limit per block; tm 0: none does, as for many heads of a mixing group
@@ -881,7 +819,8 @@ int tc_fits(const mta_config *c, size_t smem_max) {
     for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
         const int dp = tc_dp(c->d);
         const size_t conv = kind == TC_FWD ? fa_conv_smem_bytes(dp, c->pre_cq, c->pre_ck)
-                                           : tc_csmem_bytes(kind, dp, c->pre_cq, c->pre_ck);
+                            : kind == TC_DQ ? fa_conv_dq_smem_bytes(c->pre_cq, c->pre_ck)
+                                            : tc_csmem_bytes(kind, dp, c->pre_cq, c->pre_ck);
         if ((c->pre_cq ? conv : fa_smem_bytes(kind, dp)) > smem_max) return 0;
     }
     return 1;
@@ -1046,15 +985,14 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
         go = w.go;
     }
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, w.dO);
-    const dim3 grid_kv((unsigned)(a.Tp / TC_N), (unsigned)(B * a.Hkv)), grid_q((unsigned)(a.Tp / TC_M), (unsigned)BH);
+    const dim3 grid_kv((unsigned)(a.Tp / TC_N), (unsigned)(B * a.Hkv));
     if (c->pre_head_mix || c->post_ch) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (c->pre_cq) {
-        const size_t sm_kv = tc_csmem_bytes(TC_DKDV, a.dp, a.cq, a.ck), sm_q = tc_csmem_bytes(TC_DQ, a.dp, a.cq, a.ck);
+        const size_t sm_kv = tc_csmem_bytes(TC_DKDV, a.dp, a.cq, a.ck);
         tc_smem_optin(k_tc_conv_dkdv, sm_kv);
-        tc_smem_optin(k_tc_conv_dq, sm_q);
         MTA_LAUNCH(k_tc_conv_dkdv, grid_kv, TC_THREADS, sm_kv, cl.s)(a, p->w_pre, dk, dv);
-        MTA_LAUNCH(k_tc_conv_dq, grid_q, TC_THREADS, sm_q, cl.s)(a, p->w_pre, dq, w.dwp);
+        fa_conv_dq(&cl, a, BH, p->w_pre, dq, w.dwp);
         const int taps = a.cq * a.ck;
         if (g->w_pre)
             MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
