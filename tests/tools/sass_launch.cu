@@ -51,6 +51,8 @@ void print_fa_conv_kernels(int dp, int cq, int ck) {
     char name[64];
     snprintf(name, sizeof name, "k_fa_conv_forward_t<%s>", dp <= 64 ? "64" : "128");
     print_launch(name, TC_THREADS, fa_conv_smem_bytes(dp, cq, ck));
+    snprintf(name, sizeof name, "k_fa_conv_dq_t<%s>", dp <= 64 ? "64" : "128");
+    print_launch(name, TC_THREADS, fa_conv_dq_smem_bytes(cq, ck));
 }
 
 }  // namespace
@@ -88,7 +90,6 @@ int main(int argc, char **argv) {
         print_fa_kernels(dp);
         print_fa_conv_kernels(dp, cq, ck);
         print_launch("k_tc_conv_dkdv", TC_THREADS, tc_csmem_bytes(TC_DKDV, dp, cq, ck));
-        print_launch("k_tc_conv_dq", TC_THREADS, tc_csmem_bytes(TC_DQ, dp, cq, ck));
         print_head_kernels(d);
     }
     return 0;
