@@ -464,7 +464,7 @@ def head_mma_flops(H):
 # and hi lo (fh_mma3: 3 MMAs). Where no MMA kernel exists yet the factor is an assumption, said so.
 MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it or None, where)
     "pre": (2, 2, "fc_conv", "k_fa_conv_forward: Z hi and lo, each times the bf16 band"),
-    "pre^T": (2, 2, "fc_conv", "k_fa_conv_dq: dS1 hi and lo, each times the flipped bf16 band (k_tc_conv_dkdv: float32)"),
+    "pre^T": (2, 2, "fc_conv", "k_fa_conv_dkdv, k_fa_conv_dq: dS1 hi and lo, each times the flipped bf16 band"),
     "pre grad": (3, 2, "fcb_dw", "k_fa_conv_dq: dw from dS1^T Z_a, dS1 and Z split (3 MMAs)"),
     "post": (2, 2, None, "assumed as the pre conv; today the float32 path (no tensor-core kernel)"),
     "post^T": (2, 2, None, "assumed as the pre conv; today the float32 path"),

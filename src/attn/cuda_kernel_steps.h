@@ -68,7 +68,7 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_fa_dkdv", S1 | S4 | S7, MTA_PATH_TC, "fused attention dK, dV (mma.sync)"},
     {"k_fa_dq", S1 | S4 | S7, MTA_PATH_TC, "fused attention dQ (mma.sync)"},
     {"k_fa_conv_forward", S1 | S2 | S4 | S7, MTA_PATH_TC, "fused forward, the pre-softmax convolution as band MMAs"},
-    {"k_tc_conv_dkdv", S1 | S2 | S4 | S7, MTA_PATH_TC, "fused dK, dV with the pre-softmax convolution"},
+    {"k_fa_conv_dkdv", S1 | S2 | S4 | S7, MTA_PATH_TC, "mma.sync dK, dV with the pre-softmax convolution (band MMAs)"},
     {"k_fa_conv_dq", S1 | S2 | S4 | S7, MTA_PATH_TC, "mma.sync dQ and the convolution's kernel partials (band MMAs)"},
     {"k_tc_conv_wgrad", S2, MTA_PATH_TC, "the convolution's kernel gradient from its partials"},
     {"k_tc_head_forward", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "fused forward of a group's heads (head steps)"},

@@ -27,7 +27,7 @@ FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
-FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dq)
+FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -169,8 +169,11 @@ MUTATIONS = [
     ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
      '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
     ('tensor cores: the convolution\'s transposed band (dZ) shifted by one key', FCB,
-     'fc_band(g, w_pre + (size_t)(bh % a.H) * taps, 1, g.sh, sh + at.bandT);',
-     'fc_band(g, w_pre + (size_t)(bh % a.H) * taps, 1, g.sh + 1, sh + at.bandT);'),
+     'fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.bandT);',
+     'fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 1, g.sh + 1, sh + at.bandT);'),
+    ('tensor cores: dK/dV\'s transposed dZ and P2 fragments with their matrices 1 and 2 swapped', FCB,
+     'const int at = (16 * ks + l % 8 + 8 * (l / 16)) * FCB_P2LD + 16 * w + 8 * (l / 8 % 2);',
+     'const int at = (16 * ks + l % 16) * FCB_P2LD + 16 * w + 8 * (l / 16);'),
     ('tensor cores: the convolution\'s dS1 halo rows (below the tile) not computed', FCB,
      '    const int nf = g.sr / 16 * cc;\n', '    const int nf = TC_M / 16 * cc;\n'),
     ('tensor cores: the convolution\'s kernel gradient one diagonal off', FCB,
