@@ -21,7 +21,7 @@
 //   per (batch, head, query tile) for k_tc_conv_wgrad (deterministic: no atomics).
 // dK/dV: dZ and P2's central tiles through shared memory as bf16, their transposes' A fragments
 //   by ldmatrix.trans: dk += dZ^T Q, dv += P2^T dO. dK's and dV's accumulators stay in
-//   registers, so Z and dP are computed in two passes of chunks.
+//   registers, so Z is computed in three passes of chunks and dP in two.
 //
 // Shared memory: Z's and dS1's hi and lo (40 + 28 KB for 6x11) leave too little of an H100 SM's
 // half (113 KB, for 2 blocks) for q, k, dO, v tiles of d' = 128 columns (91 KB), so the operands
@@ -368,13 +368,12 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dq_t(tc_args a, const
 
 // dK/dV's last items of a pair: dZ (this lane's rows i, starts st) into the tile dzs (Z's buffer:
 // no longer read), then per slice dk += dZ^T q and dv += P2^T dO (P2's tile p2), the transposed
-// A fragments by ldmatrix.trans of the tiles.
+// A fragments by ldmatrix.trans of the tiles (read again per slice: registers are dK's and dV's).
 template <int DP>
 __device__ __forceinline__ void fcb_dkdv_last(const tc_args &a, const fc_geo &g, fcb_pipe &p, const fc_src &ds,
                                               const int i[2], const int st[2], bf16 *dzs, const bf16 *p2,
                                               mma_c (&dk)[DP / 8], mma_c (&dv)[DP / 8]) {
     const int l = threadIdx.x % 32, gq = l / 4, t = l % 4, w = threadIdx.x / 32;
-    mma_a az[4], ap[4];
     for (int s = 0; s < p.ns; s++) {
         const bf16 *x = fcb_next(a, g, p);  // (its barrier: every warp's dS1 and P2 are stored)
         if (s == 0) {
@@ -387,18 +386,16 @@ __device__ __forceinline__ void fcb_dkdv_last(const tc_args &a, const fc_geo &g,
                     *(uint32_t *)(dzs + (16 * w + gq + 8 * r) * FCB_P2LD + 8 * n + 2 * t) =
                         pack_bf16x2(c[n].x[2 * r], c[n].x[2 * r + 1]);
             __syncthreads();  // every warp's dZ rows
-            FA_UNROLL
-            for (int ks = 0; ks < 4; ks++) {
-                const int at = (16 * ks + l % 8 + 8 * (l / 16)) * FCB_P2LD + 16 * w + 8 * (l / 8 % 2);
-                ldsm_x4_t(az[ks].x, dzs + at);
-                ldsm_x4_t(ap[ks].x, p2 + at);
-            }
         }
         FA_UNROLL
         for (int ks = 0; ks < 4; ks++) {
+            const int at = (16 * ks + l % 8 + 8 * (l / 16)) * FCB_P2LD + 16 * w + 8 * (l / 8 % 2);
             const int c1 = s * p.sl + fcb_width(a, p, s);
-            fa_acc<DP>(dk, az[ks], x + 16 * ks * p.sld, p.sld, c1, s * p.sl);
-            fa_acc<DP>(dv, ap[ks], x + (TC_M + 16 * ks) * p.sld, p.sld, c1, s * p.sl);
+            mma_a az, ap;
+            ldsm_x4_t(az.x, dzs + at);
+            ldsm_x4_t(ap.x, p2 + at);
+            fa_acc<DP>(dk, az, x + 16 * ks * p.sld, p.sld, c1, s * p.sl);
+            fa_acc<DP>(dv, ap, x + (TC_M + 16 * ks) * p.sld, p.sld, c1, s * p.sl);
         }
         __syncthreads();  // before the stage buffer is refilled, and Z, dS1, P2 rewritten
     }
@@ -406,8 +403,8 @@ __device__ __forceinline__ void fcb_dkdv_last(const tc_args &a, const fc_geo &g,
 
 // dK and dV of one key tile of one kv head with the convolution (grid as k_fa_dkdv: x key tiles,
 // y B*H_kv; the same query heads and tiles): per pair Z, dS1 and P2 on the grown tile, dZ, then
-// dk += scale dZ^T q and dv += P2^T dO. Z and dP in two passes of chunks (registers: dK's and
-// dV's accumulators stay).
+// dk += scale dZ^T q and dv += P2^T dO. Z in three passes of chunks and dP in two (registers:
+// dK's and dV's accumulators stay).
 template <int DP>
 __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dkdv_t(tc_args a, const float *w_pre, float *dk, float *dv) {
     MTA_DYNAMIC_SHARED(bf16, sh);
@@ -416,7 +413,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dkdv_t(tc_args a, con
     const int gq = threadIdx.x % 32 / 4, kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv;
     const int j0 = blockIdx.x * TC_N, jlast = tc_last(a, j0), h1 = (kvs % a.Hkv + 1) * rep;
     fcb_pipe p;
-    fcb_pipe_init(p, a, g, TC_DKDV, fcb_sl(TC_DKDV), 2, 2, sh + at.stage);
+    fcb_pipe_init(p, a, g, TC_DKDV, fcb_sl(TC_DKDV), 3, 2, sh + at.stage);
     int h = h1 - rep;
     p.bh = b * a.H + h, p.i0 = j0, p.j0 = j0;
     fcb_issue(a, g, p, 0);
@@ -432,7 +429,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dkdv_t(tc_args a, con
         if (in >= a.T || mta_row_start(a.ds, a.T, b, in) > jlast) hn = h + 1, in = j0;
         p.nbh = b * a.H + hn, p.ni0 = in, p.nj0 = j0, p.more = hn < h1;
         fcb_setup(a, g, b, h, p.i0, w_pre, sh, at);  // (the last pair's reads ended at its barrier)
-        fcb_z<(FCB_ZC + 1) / 2>(a, g, p, sh + at.zhi, sh + at.zlo, zs.st);
+        fcb_z<FCB_ZC / 3>(a, g, p, sh + at.zhi, sh + at.zlo, zs.st);
         fcb_ds1<FCB_PC / 2>(a, g, p, zs, sh + at.dhi, sh + at.dlo, sh + at.p2);
         int i[2], st[2];
         fa_lane_rows(a, b, p.i0, i, st);
