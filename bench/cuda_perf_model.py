@@ -469,8 +469,8 @@ def head_mma_flops(H):
 # and hi lo (fh_mma3: 3 MMAs). Where no MMA kernel exists yet the factor is an assumption, said so.
 MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it or None, where)
     "pre": (2, 2, "fc_conv", "k_fa_conv_forward: Z hi and lo, each times the bf16 band"),
-    "pre^T": (2, 2, None, "assumed as the forward (dS1 hi and lo times the band); today k_tc_conv_* in float32"),
-    "pre grad": (3, 2, None, "assumed as the head gradients (dS1 and Z split); today k_tc_conv_dq in float32"),
+    "pre^T": (2, 2, "fc_conv", "k_fa_conv_dkdv, k_fa_conv_dq: dS1 hi and lo, each times the flipped bf16 band"),
+    "pre grad": (3, 2, "fcb_dw", "k_fa_conv_dq: dw from dS1^T Z_a, dS1 and Z split (3 MMAs)"),
     "post": (2, 2, None, "assumed as the pre conv; today the float32 path (no tensor-core kernel)"),
     "post^T": (2, 2, None, "assumed as the pre conv; today the float32 path"),
     "post grad": (3, 2, None, "assumed as pre grad; today the float32 path"),
@@ -483,7 +483,8 @@ MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it
 }
 # The MMAs one call in a kernel's text stands for (check_split counts them in the function above).
 MMA_CALLS = {"mma_16816(": 1, "fh_mma3(": 3, "fh_mix_regs(": 3}
-SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_heads.cuh", "src/attn/mta_cuda_fa_heads_dq.cuh")
+SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_conv_bwd.cuh", "src/attn/mta_cuda_fa_heads.cuh",
+                 "src/attn/mta_cuda_fa_heads_dq.cuh")
 
 
 def mma_steps(m, H, d, g, G, cls):
