@@ -968,7 +968,7 @@ def check(root):
 
     def launches(text):  # its own, and those of the helpers it calls
         return own(text) + sum(text.count(f + "(") * n for f, n in helpers.items())
-    code_fwd = launches(body(body(src, "mta_status cuda_forward("), "for (int i0"))
+    code_fwd = launches(body(body(src, "mta_status f32_forward("), "for (int i0"))
     code_bwd = sum(launches(body(src, f"void stage_{s}(")) for s in "abc")
     m = mta_config(16, True)
     T = 4096
