@@ -28,22 +28,31 @@
 #define FC_ROLLED _Pragma("unroll 1")
 #endif
 
-// A tile's halos and the band's shape for a c_q x c_k kernel.
+// A tile's halos and the band's shape for a c_q x c_k kernel; with bwd the backward's grown tile
+// (mta_cuda_fa_conv_bwd.cuh): S1 and dS1 on sr rows from i0 and kd columns from j0 - E, Z on
+// rows from i0 - rh and columns from j0 - E - p.
 struct fc_geo {
     int cq, ck, p;
     int rh;    // halo rows above the tile: c_q-1 rounded up to 16
+    int sr;    // S1's rows from i0: TC_M (forward), TC_M + c_q-1 rounded up to 16 (backward)
     int zr;    // Z's rows, from i0 - rh
-    int kz;    // Z's columns (k's rows), from j0 - p: TC_N + 2p rounded up to 16
+    int kz;    // Z's columns (k's rows)
     int zld;   // Z's leading dimension (kz + FA_PAD: rows an odd multiple of 16 bytes apart)
     int dmax;  // the largest delta whose band block is not zero
     int bw;    // a band row's width: dmax + 24, made an odd multiple of 8
+    int E, kd, dld;  // backward: dS1's left halo (c_k-1-p rounded up to 8), columns, leading dimension
+    int sh, dmaxT;   // backward: the transposed band's shift (E - (c_k-1-p)) and largest delta
 };
-__host__ __device__ inline fc_geo fc_geo_of(int cq, int ck) {
+__host__ __device__ inline int fc_band_width(int dmax) { return dmax + 24 + (dmax / 8 % 2 ? 8 : 0); }
+__host__ __device__ inline fc_geo fc_geo_of(int cq, int ck, int bwd = 0) {
     fc_geo g;
-    g.cq = cq, g.ck = ck, g.p = (ck - 1) / 2, g.rh = tc_up16(cq - 1), g.zr = TC_M + g.rh;
-    g.kz = tc_up16(TC_N + 2 * g.p), g.zld = g.kz + FA_PAD;
-    g.dmax = (ck + 6) / 8 * 8;
-    g.bw = g.dmax + 24 + (g.dmax / 8 % 2 ? 8 : 0);
+    g.cq = cq, g.ck = ck, g.p = (ck - 1) / 2, g.rh = tc_up16(cq - 1);
+    g.sr = bwd ? tc_up16(TC_M + cq - 1) : TC_M, g.zr = g.rh + g.sr;
+    const int e = ck - 1 - g.p;
+    g.E = (e + 7) / 8 * 8, g.sh = g.E - e, g.kd = tc_up16(g.E + TC_N + g.p), g.dld = g.kd + FA_PAD;
+    g.kz = bwd ? tc_up16(g.kd + ck - 1) : tc_up16(TC_N + 2 * g.p), g.zld = g.kz + FA_PAD;
+    g.dmax = (ck + 6) / 8 * 8, g.dmaxT = (ck + g.sh + 6) / 8 * 8;
+    g.bw = fc_band_width(bwd && g.dmaxT > g.dmax ? g.dmaxT : g.dmax);
     return g;
 }
 
@@ -69,14 +78,21 @@ __device__ __forceinline__ void fc_kv_load(const tc_args &a, const fc_geo &g, si
     fa_load_rows(vs, a.v + slab, jt * TC_N, TC_N, a.T, a.dp);
 }
 
-// The bands of head h's kernel (w rounded to bf16, as q and k are) and the document start of
-// each of Z's rows from i0 - rh (0 outside [0, T), where Z is 0).
+// The c_q bands of head h's kernel w (w rounded to bf16, as q and k are): band[a][jj][u] =
+// w[a, u-8-jj-sh], or with flip the transposed convolution's w[c_q-1-a, c_k-1-(u-8-jj-sh)].
+__device__ __forceinline__ void fc_band(const fc_geo &g, const float *w, int flip, int sh, bf16 *band) {
+    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
+        const int row = e / (8 * g.bw), c = e % g.bw - 8 - e / g.bw % 8 - sh;
+        const int at = flip ? (g.cq - 1 - row) * g.ck + g.ck - 1 - c : row * g.ck + c;
+        band[e] = __float2bfloat16_rn(c >= 0 && c < g.ck ? w[at] : 0.0f);
+    }
+}
+
+// The bands of head h's kernel and the document start of each of Z's rows from i0 - rh (0
+// outside [0, T), where Z is 0).
 __device__ __forceinline__ void fc_setup(const tc_args &a, const fc_geo &g, int b, int h, int i0, const float *w_pre,
                                          bf16 *band, int *st) {
-    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
-        const int row = e / (8 * g.bw), c = e % g.bw - 8 - e / g.bw % 8;
-        band[e] = __float2bfloat16_rn(c >= 0 && c < g.ck ? w_pre[((size_t)h * g.cq + row) * g.ck + c] : 0.0f);
-    }
+    fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 0, 0, band);
     for (int r = threadIdx.x; r < g.zr; r += TC_THREADS) {
         const int i = i0 - g.rh + r;
         st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, b, i) : 0;
@@ -90,29 +106,37 @@ __device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint3
                      x1 - __bfloat162float(__ushort_as_bfloat16((unsigned short)(hi >> 16))));
 }
 
+// A 16 x 16 chunk z of Z (rows r0.. from i0 - rh, columns c0.. from key jz) masked (Z = 0 unless
+// s_r <= j <= r < T) into zhi and zlo.
+__device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, int i0, int jz, int r0, int c0,
+                                           const mma_c z[2], const int *st, bf16 *zhi, bf16 *zlo) {
+    const int gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    FA_UNROLL
+    for (int n = 0; n < 2; n++)
+        FA_UNROLL
+        for (int r = 0; r < 2; r++) {
+            const int zr = r0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = i0 - g.rh + zr, j = jz + c;
+            const bool row = i >= 0 && i < a.T;
+            float x[2];
+            FA_UNROLL
+            for (int e = 0; e < 2; e++) x[e] = row && j + e >= st[zr] && j + e <= i ? z[n].x[2 * r + e] : 0.0f;
+            uint32_t hi, lo;
+            fc_split(x[0], x[1], hi, lo);
+            *(uint32_t *)(zhi + zr * g.zld + c) = hi;
+            *(uint32_t *)(zlo + zr * g.zld + c) = lo;
+        }
+}
+
 // Z = Q K^T on the grown tile of key tile j0, masked, into zhi and zlo: its 16 x 16 chunks go to
 // the warps in turn.
 __device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int i0, int j0, const bf16 *qs, const bf16 *ks,
                                      const int *st, bf16 *zhi, bf16 *zlo) {
-    const int ld = fa_ld(a.dp), cc = g.kz / 16, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int ld = fa_ld(a.dp), cc = g.kz / 16;
     for (int f = threadIdx.x / 32; f < g.zr / 16 * cc; f += TC_THREADS / 32) {
         const int r0 = f / cc * 16, c0 = f % cc * 16;
         mma_c z[2] = {};
         fa_xyT(z, qs + r0 * ld, ks + c0 * ld, ld, a.dp);
-        FA_UNROLL
-        for (int n = 0; n < 2; n++)
-            FA_UNROLL
-            for (int r = 0; r < 2; r++) {
-                const int zr = r0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = i0 - g.rh + zr, j = j0 - g.p + c;
-                const bool row = i >= 0 && i < a.T;
-                float x[2];
-                FA_UNROLL
-                for (int e = 0; e < 2; e++) x[e] = row && j + e >= st[zr] && j + e <= i ? z[n].x[2 * r + e] : 0.0f;
-                uint32_t hi, lo;
-                fc_split(x[0], x[1], hi, lo);
-                *(uint32_t *)(zhi + zr * g.zld + c) = hi;
-                *(uint32_t *)(zlo + zr * g.zld + c) = lo;
-            }
+        fc_z_store(a, g, i0, j0 - g.p, r0, c0, z, st, zhi, zlo);
     }
 }
 
@@ -122,29 +146,43 @@ __device__ __forceinline__ void fc_keep(mma_a &x, bool k0, bool k1) {
     if (!k1) x.x[1] = x.x[3] = 0u;
 }
 
-// s += S1 (unscaled) of warp w's 16 rows (this lane's rows i, document starts st): per kernel row a
-// and k step of Z's columns, Z's rows shifted by a (hi and lo) times the band blocks of the n-tiles
-// it reaches.
-__device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const int st[2], const bf16 *zhi,
-                                        const bf16 *zlo, const bf16 *band, mma_c (&s)[8]) {
-    const int l = threadIdx.x % 32, w = threadIdx.x / 32;
+// The source of a band product: the A tile's hi and lo parts at leading dimension ld with ncols
+// columns, the document start of each of its rows (st), and the c_q bands (width bw, largest delta
+// dmax).
+struct fc_src {
+    const bf16 *hi, *lo;
+    int ld, ncols;
+    const int *st;
+    const bf16 *band;
+    int bw, dmax;
+};
+
+// s += the band products of 16 rows for n-tiles nt0..nt0+NT-1: per kernel row a, the A tile's rows
+// from r0 + a (this lane's: r0 + a + g, + 8; kept when their document start is st_own[0], [1], the
+// output rows') times the band blocks of the n-tiles each k step reaches (hi and lo). The forward's
+// S1: A = Z, r0 = 16w + rh - (c_q-1); the backward's dZ: A = dS1 shifted down, flipped bands.
+template <int NT>
+__device__ __forceinline__ void fc_conv(const fc_geo &g, const fc_src &x, int r0, int nt0, const int st_own[2],
+                                        mma_c (&s)[NT]) {
+    const int l = threadIdx.x % 32, gq = l / 4;
+    const int ks0 = (8 * nt0 - 8 + 15) / 16 > 0 ? (8 * nt0 - 8 + 15) / 16 : 0;
+    const int ks_end = (8 * (nt0 + NT - 1) + x.dmax) / 16, ks1 = ks_end < x.ncols / 16 ? ks_end : x.ncols / 16 - 1;
     FC_ROLLED
     for (int a = 0; a < g.cq; a++) {
-        const int back = g.cq - 1 - a;  // output row i reads Z's row i - back
-        const bool k0 = i[0] - back >= st[0], k1 = i[1] - back >= st[1];
-        const int zl = (16 * w + g.rh - back + l % 16) * g.zld + 8 * (l / 16);
-        const bf16 *bl = band + (a * 8 + l % 8) * g.bw + 8 + 8 * (l / 8 % 2);
+        const bool k0 = x.st[r0 + a + gq] == st_own[0], k1 = x.st[r0 + a + gq + 8] == st_own[1];
+        const int zl = (r0 + a + l % 16) * x.ld + 8 * (l / 16);
+        const bf16 *bl = x.band + (a * 8 + l % 8) * x.bw + 8 + 8 * (l / 8 % 2);
         FC_ROLLED
-        for (int ks = 0; ks < g.kz / 16; ks++) {
+        for (int ks = ks0; ks <= ks1; ks++) {
             mma_a hi, lo;
-            ldsm_x4(hi.x, zhi + zl + 16 * ks);
-            ldsm_x4(lo.x, zlo + zl + 16 * ks);
+            ldsm_x4(hi.x, x.hi + zl + 16 * ks);
+            ldsm_x4(lo.x, x.lo + zl + 16 * ks);
             fc_keep(hi, k0, k1);
             fc_keep(lo, k0, k1);
             FA_UNROLL
-            for (int nt = 0; nt < 8; nt++) {
-                const int delta = 16 * ks - 8 * nt;
-                if (delta < -8 || delta > g.dmax) continue;
+            for (int nt = 0; nt < NT; nt++) {
+                const int delta = 16 * ks - 8 * (nt0 + nt);
+                if (delta < -8 || delta > x.dmax) continue;
                 mma_b bb;
                 ldsm_x2(bb.x, bl + delta);
                 mma_16816(s[nt], hi, bb);
@@ -185,7 +223,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, 
         cp_async_commit();
         mma_c s[8];
         fa_zero(s);
-        fc_conv(g, f.i, f.st, zhi, zlo, band, s);
+        const fc_src src = {zhi, zlo, g.zld, g.kz, stz, band, g.bw, g.dmax};
+        fc_conv<8>(g, src, 16 * (threadIdx.x / 32) + g.rh - (g.cq - 1), 0, f.st, s);
         fa_fwd_tile(a, bh, jt, f, s, vs, ld);
     }
     fa_fwd_out(a, bh, f, out);

@@ -27,6 +27,7 @@ FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
+FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -68,8 +69,6 @@ MUTATIONS = [
      '        if (0) gemm_kv(&cl, MM_NN, n, d, i1, 1.0f, map_in(st->pd, i0), kv_in(v, d, Td), 0.0f,'),
     ('the parameter gradients never summed', CU, '        if (g->w[x.param] && count)', '        if (0 && g->w[x.param] && count)'),
     # the tensor-core path (precision MTA_BF16)
-    ('tensor cores: a key before its document start kept', TC,
-     'return i < a.T && j <= i && j >= mta_row_start(a.ds, a.T, b, i);', 'return i < a.T && j <= i;'),
     ('tensor cores: the dropout mask of another entry', TC,
      'mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j, a.drop_thr)',
      'mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j + 1, a.drop_thr)'),
@@ -112,7 +111,7 @@ MUTATIONS = [
     ('tensor cores: the cp.async wait group missing (forward, dQ)', FA,
      '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n', ''),
     ('tensor cores: the tiles\' padding off by one 16-byte segment in the loader', FA,
-     'const int per_row = dp / 8, ld = fa_ld(dp);', 'const int per_row = dp / 8, ld = fa_ld(dp) - FA_PAD;'),
+     'fa_load_cols(tile, fa_ld(dp), slab, r0, n, T, dp, 0, dp);', 'fa_load_cols(tile, fa_ld(dp) - FA_PAD, slab, r0, n, T, dp, 0, dp);'),
     ('tensor cores: the A fragment\'s a[1] and a[2] swapped (C to A)', FA,
      'a.x[1] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[2] = pack_bf16x2(c[1].x[0], c[1].x[1]);',
      'a.x[2] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[1] = pack_bf16x2(c[1].x[0], c[1].x[1]);'),
@@ -155,9 +154,9 @@ MUTATIONS = [
      '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n', RUN_AHEAD),
     # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the convolution\'s band shifted by one key', FC,
-     'c = e % g.bw - 8 - e / g.bw % 8;', 'c = e % g.bw - 7 - e / g.bw % 8;'),
+     'c = e % g.bw - 8 - e / g.bw % 8 - sh;', 'c = e % g.bw - 7 - e / g.bw % 8 - sh;'),
     ('tensor cores: the convolution\'s halo rows one row off', FC,
-     'const int zl = (16 * w + g.rh - back + l % 16) * g.zld', 'const int zl = (16 * w + g.rh - back + 1 + l % 16) * g.zld'),
+     'const int zl = (r0 + a + l % 16) * x.ld', 'const int zl = (r0 + a + 1 + l % 16) * x.ld'),
     ('tensor cores: the convolution\'s key halo not loaded (k from the tile\'s first key)', FC,
      'fa_load_rows(ks, a.k + slab, jt * TC_N - g.p, g.kz, a.T, a.dp);', 'fa_load_rows(ks, a.k + slab, jt * TC_N, g.kz, a.T, a.dp);'),
     ('tensor cores: the convolution reads Z rows of an earlier document', FC,
@@ -166,6 +165,16 @@ MUTATIONS = [
      '                mma_16816(s[nt], lo, bb);\n', ''),
     ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
      '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
+    ('tensor cores: the convolution\'s transposed band (dZ) shifted by one key', FCB,
+     'fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.bandT);',
+     'fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 1, g.sh + 1, sh + at.bandT);'),
+    ('tensor cores: dK/dV\'s transposed dZ and P2 fragments with their matrices 1 and 2 swapped', FCB,
+     'const int at = (16 * ks + l % 8 + 8 * (l / 16)) * FCB_P2LD + 16 * w + 8 * (l / 8 % 2);',
+     'const int at = (16 * ks + l % 16) * FCB_P2LD + 16 * w + 8 * (l / 16);'),
+    ('tensor cores: the convolution\'s dS1 halo rows (below the tile) not computed', FCB,
+     '    const int nf = g.sr / 16 * cc;\n', '    const int nf = TC_M / 16 * cc;\n'),
+    ('tensor cores: the convolution\'s kernel gradient one diagonal off', FCB,
+     'const int c = jj + l - 16 * hf;', 'const int c = jj + l + 1 - 16 * hf;'),
 ]
 
 
