@@ -475,14 +475,14 @@ MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it
     "post^T": (2, 2, None, "assumed as the pre conv; today the float32 path"),
     "post grad": (3, 2, None, "assumed as pre grad; today the float32 path"),
     "mix": (3, 2, "fh_mix", "k_fa_head_forward: S2 = S1 W1^T, S1 and W1 split"),
-    "mix^T": (3, 2, "fh_mix_regs", "k_fa_head_dq: dS1 = dS2 W1, dS2 and W1 split"),
+    "mix^T": (3, 2, "fhq_store_ds", "k_fa_head_dq: dS1 = dS2 W1, dS2 and W1 split"),
     "mix grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW1 += dS2^T S1, both split"),
     "hc": (3, 2, "fh_mix_regs", "k_fa_head_forward: P2 = P W2', P and W2' split"),
     "hc^T": (2, 1, "fhq_dp", "k_fa_head_dq: dP = dP2 W2'^T, dP2 hi only times W2' hi and lo"),
     "hc grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW2' += P^T dP2, P split, dP2 hi (3 MMAs, one on zeros)"),
 }
 # The MMAs one call in a kernel's text stands for (check_split counts them in the function above).
-MMA_CALLS = {"mma_16816(": 1, "fh_mma3(": 3, "fh_mix_regs(": 3}
+MMA_CALLS = {"mma_16816(": 1, "fh_mma3(": 3, "fh_mix_regs<NQ>(": 3, "fh_mixmat<NQ, 1>(": 3, "fh_mixmat<NQ, 0>(": 2}
 SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_conv_bwd.cuh", "src/attn/mta_cuda_fa_heads.cuh",
                  "src/attn/mta_cuda_fa_heads_dq.cuh")
 
@@ -1094,7 +1094,8 @@ def check_mma():
 
 def check_split(root):
     """MMA_SPLIT against the kernels that exist: the MMAs of the function named beside a step (each
-    mma_16816 call one, fh_mma3 and fh_mix_regs three) equal the step's split factor."""
+    mma_16816 call one, fh_mma3, fh_mix_regs and fh_mixmat<NQ, 1> three, fh_mixmat<NQ, 0> two: per
+    k step and n-tile) equal the step's split factor."""
     src = "".join(open(os.path.join(root, f)).read() for f in SPLIT_SOURCES)
     fails = []
     for step, (x, _, fn, where) in MMA_SPLIT.items():

@@ -173,13 +173,24 @@ const tc_case TC_CASES[] = {
      .gn = 1, .gate = 1, .docs = {62, 4, 61, 3, 70}, .seed = 5004, .sweeps = TC_QUICK},
     {"bf16_tile_end_17x17_dropout", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 128, .pre_cq = 17,
      .pre_ck = 17, .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5005, .sweeps = TC_QUICK},
-    // head steps on smaller tiles (tc_heads_of): 12 heads mixed at d = 128 (tiles of 16 rows), 8 at
-    // d = 100 (32 rows; documents, norm and gate)
+    // head steps of other group sizes: 12 heads mixed at d = 128, 8 at d = 100 (documents, norm and
+    // gate)
     {"bf16_heads_H12_d128", TC_BF16, .B = 1, .H = 12, .H_kv = 4, .T = 70, .d = 128, .mix = 1, .ch = 4,
      .dropout = 0.1f, .seed = 6000},
     {"bf16_heads_H8_d100_docs", TC_BF16, .B = 2, .H = 8, .H_kv = 2, .T = 150, .d = 100, .mix = 1, .ch = 2, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {1, 300, 5, 27, 2}, .docs_first = 1, .seed = 6001,
      .sweeps = TC_QUICK | TC_SANITIZED},
+    // groups of 17 to 32 heads (the head kernels' <2> instances: the mixings' K in two k steps): 32
+    // heads mixed at d = 64 (grouped-query attention) and d = 100 (documents, norm and gate), 32 in
+    // one head-conv group without mixing, and 24 mixed (the padded group's heads 24-31 zero)
+    {"bf16_heads_H32_d64", TC_BF16, .B = 1, .H = 32, .H_kv = 8, .T = 70, .d = 64, .mix = 1, .ch = 4, .dropout = 0.1f,
+     .seed = 6002, .sweeps = TC_QUICK},
+    {"bf16_heads_H32_d100_docs", TC_BF16, .B = 2, .H = 32, .H_kv = 4, .T = 90, .d = 100, .mix = 1, .ch = 8, .gn = 1,
+     .gate = 1, .dropout = 0.1f, .docs = {1, 300, 5, 27, 2}, .docs_first = 1, .seed = 6003, .sweeps = TC_QUICK},
+    {"bf16_heads_ch32_d64", TC_BF16, .B = 1, .H = 32, .H_kv = 16, .T = 70, .d = 64, .ch = 32, .dropout = 0.1f,
+     .seed = 6004},
+    {"bf16_heads_H24_d128", TC_BF16, .B = 1, .H = 24, .H_kv = 6, .T = 70, .d = 128, .mix = 1, .ch = 3,
+     .dropout = 0.1f, .seed = 6005, .sweeps = TC_QUICK},
 
     // ---- what bench_cuda times by default: the 830M layer at B = 1, H = 8, d = 64 ----
     {"perf_830m_T2048", TC_PERF, .B = 1, .H = 8, .T = 2048, .d = 64, L830M},

@@ -568,14 +568,14 @@ static void test_normgate_chunks(void **s) {
 }
 
 #ifdef MTAC_HAVE_CUDA_EMU
-// The tensor-core path's tiles sized from the device's opt-in shared memory per block: a
-// pre-softmax kernel of 3 x 19 at d = 64, whose dQ tiles need 171 KB, runs the float32 path (the
-// same bits as MTA_FP32) on an A100's 163 KB, and the tensor-core path (other bits) on an H100's 227.
+// The tensor-core path's kernels sized from the device's opt-in shared memory per block: 32 heads
+// mixed and convolved at d = 64, whose head dQ kernel needs 185 KB, run the float32 path (the same
+// bits as MTA_FP32) on an A100's 163 KB, and the tensor-core path (other bits) on an H100's 227.
 static void test_bf16_smem_optin(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA_EMU) skip();
-    mta_config c = tu_combo(5, TU_PRE | TU_GN | TU_GATE, 0.0f);
-    c.d = 64, c.pre_cq = 3, c.pre_ck = 19, c.backend = backend;
+    mta_config c = tu_config_default(1, 32, 19, 64);
+    c.pre_head_mix = 1, c.post_ch = 32, c.backend = backend;
     tu_case *f = tu_case_new(&c, 90, 1.0f, 0.3f);
     run(f);
     c.precision = MTA_BF16;

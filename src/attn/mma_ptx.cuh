@@ -43,6 +43,22 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
            (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16;
 }
 
+// x split into hi = bf16(x) and lo = bf16(x - hi): x = hi + lo to about 2^-17 |x|, so that a product
+// of bf16 MMAs on (hi, lo) keeps a float map's precision (docs/cuda.md, "Splits for accuracy").
+__device__ __forceinline__ void bf16_split(float x, __nv_bfloat16 &hi, __nv_bfloat16 &lo) {
+    hi = __float2bfloat16_rn(x);
+    lo = __float2bfloat16_rn(x - __bfloat162float(hi));
+}
+
+// The same for two floats into b16x2 registers (x0 in the low halves).
+__device__ __forceinline__ void bf16x2_split(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    __nv_bfloat16 h0, l0, h1, l1;
+    bf16_split(x0, h0, l0);
+    bf16_split(x1, h1, l1);
+    hi = (uint32_t)__bfloat16_as_ushort(h0) | (uint32_t)__bfloat16_as_ushort(h1) << 16;
+    lo = (uint32_t)__bfloat16_as_ushort(l0) | (uint32_t)__bfloat16_as_ushort(l1) << 16;
+}
+
 #ifdef MTAC_CUDA_EMU
 
 __device__ __forceinline__ void mma_16816(mma_c &d, const mma_a &a, const mma_b &b) {

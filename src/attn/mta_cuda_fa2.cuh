@@ -130,10 +130,11 @@ template <int N> __device__ __forceinline__ void fa_zero(mma_c (&c)[N]) {
 // 1 when row i (< T) may see key j: st <= j <= i, st its document start.
 __device__ __forceinline__ int fa_ok(int T, int i, int st, int j) { return i < T && j <= i && j >= st; }
 
-// The max (op 0) or sum (op 1) of v over the 4 lanes of a row group.
-__device__ __forceinline__ float fa_row_reduce(float v, int op) {
+// The max (op 0) or sum (op 1) of v over the 4 lanes of a row group (lanes xor 1, 2); with FIRST = 4,
+// LAST = 16 over the 8 lanes of equal t instead (a column of C fragments: the head kernels' rows).
+template <int FIRST = 1, int LAST = 2> __device__ __forceinline__ float fa_row_reduce(float v, int op) {
     FA_UNROLL
-    for (int m = 1; m <= 2; m *= 2) {
+    for (int m = FIRST; m <= LAST; m *= 2) {
         const float o = __shfl_xor_sync(0xffffffffu, v, m);
         v = op ? v + o : fmaxf(v, o);
     }

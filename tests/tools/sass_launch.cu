@@ -17,19 +17,22 @@ const size_t H100_SMEM_OPTIN = 232448;
 
 void print_launch(const char *kernel, int threads, size_t bytes) { printf("%s %d %zu d=%d\n", kernel, threads, bytes, d_now); }
 
-// The head kernels' block for a layer of H heads with mixing and the head convolution over all of
-// them (the 830M layer's head steps), as the launches size it (tc_heads_of).
-void print_head_kernels(int d) {
+// The head kernels for a layer of H heads with mixing and the head convolution over all of them
+// (G = H: the 830M layer's head steps at H = 16, their <1> instances; H = 32, the <2> ones), as the
+// launches size them (fh_smem_bytes), named as c++filt names their instance.
+void print_head_kernels(int d, int H) {
     mta_config c;
     memset(&c, 0, sizeof c);
-    c.H = 16, c.d = d, c.pre_head_mix = 1, c.post_ch = 16;
+    c.H = H, c.d = d, c.pre_head_mix = 1, c.post_ch = H;
     const tc_heads hd = tc_heads_of(&c, NULL, H100_SMEM_OPTIN);
-    if (hd.tm == 0) return;  // the float32 path runs this config: no head kernel is launched
-    tc_hsmem sm;
-    print_launch("k_fa_head_forward", TC_THREADS, fh_smem_bytes(hd.G, tc_dp(d)));
-    print_launch("k_fa_head_dq", TC_THREADS, fhq_smem_bytes(tc_dp(d)));
-    print_launch("k_fa_head_dkdv", TC_THREADS, fhk_smem_bytes(tc_dp(d)));
-    print_launch("k_tc_head_dkdv", TC_THREADS, tc_hsmem_carve(TC_DKDV, hd, tc_dp(d), NULL, &sm));
+    if (hd.nq == 0) return;  // the float32 path runs this config: no head kernel is launched
+    const char *kind[3] = {"forward", "dq", "dkdv"};
+    const int kinds[3] = {TC_FWD, TC_DQ, TC_DKDV};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "k_fa_head_%s_t<%d>", kind[i], hd.nq);
+        print_launch(name, TC_THREADS, fh_smem_bytes(kinds[i], hd.G, tc_dp(d)));
+    }
 }
 
 // The attention kernels at padded width dp, named as c++filt names their instance (<64> serves
@@ -60,11 +63,12 @@ void print_fa_conv_kernels(int dp, int cq, int ck) {
 }  // namespace
 
 // --coverage: what the tensor-core path covers (tc_covers) at H = 16 under an H100's and an A100's
-// opt-in shared memory: plain attention, four convolution kernels, the 830M head steps.
+// opt-in shared memory: plain attention, four convolution kernels, the 830M head steps (16 heads
+// mixed and convolved), and 32 heads mixed and convolved (H = 32).
 int print_coverage(void) {
     const size_t limit[2] = {H100_SMEM_OPTIN, 166912};
     const int ks[4][2] = {{6, 11}, {17, 17}, {33, 33}, {3, 19}};
-    printf("device d plain 6x11 17x17 33x33 3x19 heads\n");
+    printf("device d plain 6x11 17x17 33x33 3x19 heads heads32\n");
     for (int dev = 0; dev < 2; dev++)
         for (int d = 64; d <= 128; d += 32) {
             mta_config c;
@@ -79,6 +83,8 @@ int print_coverage(void) {
             }
             mta_config h = c;
             h.pre_head_mix = 1, h.post_ch = 16;
+            printf(" %d", tc_covers(&h, limit[dev]));
+            h.H = h.post_ch = 32;
             printf(" %d\n", tc_covers(&h, limit[dev]));
         }
     return 0;
@@ -91,7 +97,8 @@ int main(int argc, char **argv) {
         const int dp = tc_dp(d), cq = 6, ck = 11;  // the 830M layer's pre-softmax convolution
         print_fa_kernels(dp);
         print_fa_conv_kernels(dp, cq, ck);
-        print_head_kernels(d);
+        print_head_kernels(d, 16);
+        print_head_kernels(d, 32);
     }
     return 0;
 }
