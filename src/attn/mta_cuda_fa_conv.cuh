@@ -91,9 +91,10 @@ __device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint3
 }
 
 // Z = Q K^T on the grown tile of key tile j0, masked, into zhi and zlo: its 16 x 16 chunks go to
-// the warps in turn.
+// the warps in turn. With lse (the log-sum-exp of each of Z's rows) the entries kept are instead
+// P = exp(scale Z - lse), the softmax that the post-softmax convolution reads (mta_cuda_fa_post.cuh).
 __device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int i0, int j0, const bf16 *qs, const bf16 *ks,
-                                     const int *st, bf16 *zhi, bf16 *zlo) {
+                                     const int *st, const float *lse, bf16 *zhi, bf16 *zlo) {
     const int ld = fa_ld(a.dp), cc = g.kz / 16, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     for (int f = threadIdx.x / 32; f < g.zr / 16 * cc; f += TC_THREADS / 32) {
         const int r0 = f / cc * 16, c0 = f % cc * 16;
@@ -107,7 +108,10 @@ __device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int i0, 
                 const bool row = i >= 0 && i < a.T;
                 float x[2];
                 FA_UNROLL
-                for (int e = 0; e < 2; e++) x[e] = row && j + e >= st[zr] && j + e <= i ? z[n].x[2 * r + e] : 0.0f;
+                for (int e = 0; e < 2; e++) {
+                    const float v = z[n].x[2 * r + e];
+                    x[e] = !(row && j + e >= st[zr] && j + e <= i) ? 0.0f : lse ? expf(v * a.scale - lse[zr]) : v;
+                }
                 uint32_t hi, lo;
                 fc_split(x[0], x[1], hi, lo);
                 *(uint32_t *)(zhi + zr * g.zld + c) = hi;
@@ -179,7 +183,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, 
         const bf16 *vs = vb + ((jt - jt0) & 1) * TC_N * ld;
         cp_async_wait<0>();  // this thread's copies of tile jt are done,
         __syncthreads();     // and every thread's; and the last tile's Z and v are no longer read
-        fc_z(a, g, i0, jt * TC_N, qs, ks, stz, zhi, zlo);
+        fc_z(a, g, i0, jt * TC_N, qs, ks, stz, NULL, zhi, zlo);
         __syncthreads();  // Z's halo rows come from other warps; k is no longer read
         if (jt < jt1) fc_kv_load(a, g, slab, jt + 1, ks, vb + ((jt - jt0 + 1) & 1) * TC_N * ld);
         cp_async_commit();

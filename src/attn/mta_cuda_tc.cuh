@@ -55,6 +55,7 @@ struct tc_args {
     const int *ds;          // document starts (B, T), or NULL
     int H, Hkv, T, Tp, d, dp;
     int cq, ck;             // the pre-softmax convolution's kernel (0, 0: none)
+    int pcq, pck;           // the post-softmax convolution's kernel (0, 0: none)
     float scale;            // 1/sqrt(d)
     uint64_t seed;          // dropout (drop_thr = 0: none)
     uint32_t drop_thr;
@@ -839,6 +840,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
+#include "attn/mta_cuda_fa_post.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
 // memory (the device's opt-in limit per block; tm 0: none does, as for many heads of a mixing group
@@ -865,7 +867,8 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max) 
 // post-softmax convolution. Whether their tiles fit on the device is tc_fits'.
 int tc_computes(const mta_config *c, mta_use u) {
     switch (u) {
-    case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch;
+    case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch && !c->post_cq;
+    case MTA_USE_POST_CONV: return 0;  // k_fa_post_forward is there; its backward is not yet
     case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq;
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
     case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
@@ -878,6 +881,7 @@ int tc_computes(const mta_config *c, mta_use u) {
 // the head steps' with a tile of their group's heads (tc_heads_of), or the plain ones.
 int tc_fits(const mta_config *c, size_t smem_max) {
     if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).tm > 0;
+    if (c->post_cq) return fa_post_smem_bytes(tc_dp(c->d), c->post_cq, c->post_ck) <= smem_max;
     for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
         const int dp = tc_dp(c->d);
         const size_t conv = kind == TC_FWD ? fa_conv_smem_bytes(dp, c->pre_cq, c->pre_ck)
@@ -942,7 +946,7 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
     a.o = w->o, a.lse = w->lse, a.D = w->D;
     a.ds = ds;
     a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
-    a.cq = c->pre_cq, a.ck = c->pre_ck;
+    a.cq = c->pre_cq, a.ck = c->pre_ck, a.pcq = c->post_cq, a.pck = c->post_ck;
     a.scale = cl->scale;
     a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
     return a;
@@ -983,6 +987,8 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
         }
     } else if (c->pre_cq) {
         fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out);
+    } else if (c->post_cq) {
+        fa_post_forward(&cl, a, c->B * c->H, p->w_post, out);
     } else {
         fa_forward(&cl, a, c->B * c->H, out);
     }
