@@ -90,28 +90,29 @@ __device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint3
                      x1 - __bfloat162float(__ushort_as_bfloat16((unsigned short)(hi >> 16))));
 }
 
-// Z = Q K^T on the grown tile of key tile j0, masked, into zhi and zlo: its 16 x 16 chunks go to
-// the warps in turn. With lse (the log-sum-exp of each of Z's rows) the entries kept are instead
-// P = exp(scale Z - lse), the softmax that the post-softmax convolution reads (mta_cuda_fa_post.cuh).
-__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int i0, int j0, const bf16 *qs, const bf16 *ks,
-                                     const int *st, const float *lse, bf16 *zhi, bf16 *zlo) {
+// Z = Q K^T on the grown tile of key tile j0 (its rows from r0 = i0 - rh), masked, into zhi and
+// zlo: its 16 x 16 chunks go to the warps in turn. The post-softmax convolution
+// (mta_cuda_fa_post.cuh) makes other grown tiles the same way: qs, ks are then other operands
+// (dO, v), the rows may start elsewhere (r0), and entry(row, i, j, x) maps a kept entry x of stored
+// row `row`, query i, key j to what is stored (Z: x itself).
+template <typename F>
+__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int r0, int j0, const bf16 *qs, const bf16 *ks,
+                                     const int *st, F entry, bf16 *zhi, bf16 *zlo) {
     const int ld = fa_ld(a.dp), cc = g.kz / 16, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     for (int f = threadIdx.x / 32; f < g.zr / 16 * cc; f += TC_THREADS / 32) {
-        const int r0 = f / cc * 16, c0 = f % cc * 16;
+        const int f0 = f / cc * 16, c0 = f % cc * 16;
         mma_c z[2] = {};
-        fa_xyT(z, qs + r0 * ld, ks + c0 * ld, ld, a.dp);
+        fa_xyT(z, qs + f0 * ld, ks + c0 * ld, ld, a.dp);
         FA_UNROLL
         for (int n = 0; n < 2; n++)
             FA_UNROLL
             for (int r = 0; r < 2; r++) {
-                const int zr = r0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = i0 - g.rh + zr, j = j0 - g.p + c;
+                const int zr = f0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = r0 + zr, j = j0 - g.p + c;
                 const bool row = i >= 0 && i < a.T;
                 float x[2];
                 FA_UNROLL
-                for (int e = 0; e < 2; e++) {
-                    const float v = z[n].x[2 * r + e];
-                    x[e] = !(row && j + e >= st[zr] && j + e <= i) ? 0.0f : lse ? expf(v * a.scale - lse[zr]) : v;
-                }
+                for (int e = 0; e < 2; e++)
+                    x[e] = row && j + e >= st[zr] && j + e <= i ? entry(zr, i, j + e, z[n].x[2 * r + e]) : 0.0f;
                 uint32_t hi, lo;
                 fc_split(x[0], x[1], hi, lo);
                 *(uint32_t *)(zhi + zr * g.zld + c) = hi;
@@ -128,15 +129,19 @@ __device__ __forceinline__ void fc_keep(mma_a &x, bool k0, bool k1) {
 
 // s += S1 (unscaled) of warp w's 16 rows (this lane's rows i, document starts st): per kernel row a
 // and k step of Z's columns, Z's rows shifted by a (hi and lo) times the band blocks of the n-tiles
-// it reaches.
+// it reaches. With down (the document start of each stored row) the tile's rows start at i0, and
+// kernel row a reads row i + a, when it is in row i's document: the transposed convolution of the
+// post-softmax one's backward (mta_cuda_fa_post.cuh), with its band of the kernel flipped.
 __device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const int st[2], const bf16 *zhi,
-                                        const bf16 *zlo, const bf16 *band, mma_c (&s)[8]) {
-    const int l = threadIdx.x % 32, w = threadIdx.x / 32;
+                                        const bf16 *zlo, const bf16 *band, mma_c (&s)[8], const int *down = NULL) {
+    const int l = threadIdx.x % 32, w = threadIdx.x / 32, gq = l / 4;
     FC_ROLLED
     for (int a = 0; a < g.cq; a++) {
-        const int back = g.cq - 1 - a;  // output row i reads Z's row i - back
-        const bool k0 = i[0] - back >= st[0], k1 = i[1] - back >= st[1];
-        const int zl = (16 * w + g.rh - back + l % 16) * g.zld + 8 * (l / 16);
+        const int back = g.cq - 1 - a;  // output row i reads Z's row i - back (down: i + a)
+        const int row0 = down ? 16 * w + a : 16 * w + g.rh - back;  // the stored row of the warp's row 0
+        const bool k0 = down ? down[row0 + gq] == st[0] : i[0] - back >= st[0];
+        const bool k1 = down ? down[row0 + gq + 8] == st[1] : i[1] - back >= st[1];
+        const int zl = (row0 + l % 16) * g.zld + 8 * (l / 16);
         const bf16 *bl = band + (a * 8 + l % 8) * g.bw + 8 + 8 * (l / 8 % 2);
         FC_ROLLED
         for (int ks = 0; ks < g.kz / 16; ks++) {
@@ -183,7 +188,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, 
         const bf16 *vs = vb + ((jt - jt0) & 1) * TC_N * ld;
         cp_async_wait<0>();  // this thread's copies of tile jt are done,
         __syncthreads();     // and every thread's; and the last tile's Z and v are no longer read
-        fc_z(a, g, i0, jt * TC_N, qs, ks, stz, NULL, zhi, zlo);
+        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, [](int, int, int, float x) { return x; }, zhi, zlo);
         __syncthreads();  // Z's halo rows come from other warps; k is no longer read
         if (jt < jt1) fc_kv_load(a, g, slab, jt + 1, ks, vb + ((jt - jt0 + 1) & 1) * TC_N * ld);
         cp_async_commit();

@@ -868,7 +868,7 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max) 
 int tc_computes(const mta_config *c, mta_use u) {
     switch (u) {
     case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch && !c->post_cq;
-    case MTA_USE_POST_CONV: return 0;  // k_fa_post_forward is there; its backward is not yet
+    case MTA_USE_POST_CONV: return !c->pre_cq && !c->pre_head_mix && !c->post_ch;
     case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq;
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
     case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
@@ -881,7 +881,11 @@ int tc_computes(const mta_config *c, mta_use u) {
 // the head steps' with a tile of their group's heads (tc_heads_of), or the plain ones.
 int tc_fits(const mta_config *c, size_t smem_max) {
     if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).tm > 0;
-    if (c->post_cq) return fa_post_smem_bytes(tc_dp(c->d), c->post_cq, c->post_ck) <= smem_max;
+    if (c->post_cq) {
+        const int dp = tc_dp(c->d), cq = c->post_cq, ck = c->post_ck;
+        return fa_post_smem_bytes(dp, cq, ck) <= smem_max && fa_post_bwd_smem_bytes(TC_DQ, dp, cq, ck) <= smem_max &&
+               fa_post_bwd_smem_bytes(TC_DKDV, dp, cq, ck) <= smem_max;
+    }
     for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
         const int dp = tc_dp(c->d);
         const size_t conv = kind == TC_FWD ? fa_conv_smem_bytes(dp, c->pre_cq, c->pre_ck)
@@ -925,7 +929,8 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
     x.start = cv.take<int>((size_t)c->B * T);
-    x.dwp = c->pre_cq ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * c->pre_cq * c->pre_ck) : NULL;
+    const size_t taps = (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck;  // one of them is on
+    x.dwp = taps ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * taps) : NULL;
     x.dkp = x.dvp = x.hwp = NULL;
     if (c->pre_head_mix || c->post_ch) {
         const tc_heads hd = tc_heads_of(c, NULL, smem_max);
@@ -1065,6 +1070,12 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
         if (g->w_pre)
             MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
                 w.dwp, B, H, a.Tp / TC_M, taps, g->w_pre);
+    } else if (c->post_cq) {
+        fa_post_backward(&cl, a, B, p->w_post, dq, dk, dv, w.dwp);
+        const int taps = a.pcq * a.pck;
+        if (g->w_post)
+            MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
+                w.dwp, B, H, a.Tp / TC_M, taps, g->w_post);
     } else {
         fa_backward(&cl, a, B, dq, dk, dv);
     }
