@@ -94,8 +94,8 @@ __device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint3
 // zlo: its 16 x 16 chunks go to the warps in turn. The post-softmax convolution
 // (mta_cuda_fa_post.cuh) makes other grown tiles the same way: qs, ks are then other operands
 // (dO, v), the rows may start elsewhere (r0), and entry(row, i, j, x) maps a kept entry x of stored
-// row `row`, query i, key j to what is stored (Z: x itself).
-template <typename F>
+// row `row`, query i, key j to what is stored (Z: x itself); LO false keeps the hi part only.
+template <bool LO = true, typename F>
 __device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int r0, int j0, const bf16 *qs, const bf16 *ks,
                                      const int *st, F entry, bf16 *zhi, bf16 *zlo) {
     const int ld = fa_ld(a.dp), cc = g.kz / 16, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
@@ -116,7 +116,7 @@ __device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int r0, 
                 uint32_t hi, lo;
                 fc_split(x[0], x[1], hi, lo);
                 *(uint32_t *)(zhi + zr * g.zld + c) = hi;
-                *(uint32_t *)(zlo + zr * g.zld + c) = lo;
+                if (LO) *(uint32_t *)(zlo + zr * g.zld + c) = lo;
             }
     }
 }
@@ -131,7 +131,9 @@ __device__ __forceinline__ void fc_keep(mma_a &x, bool k0, bool k1) {
 // and k step of Z's columns, Z's rows shifted by a (hi and lo) times the band blocks of the n-tiles
 // it reaches. With down (the document start of each stored row) the tile's rows start at i0, and
 // kernel row a reads row i + a, when it is in row i's document: the transposed convolution of the
-// post-softmax one's backward (mta_cuda_fa_post.cuh), with its band of the kernel flipped.
+// post-softmax one's backward (mta_cuda_fa_post.cuh), with its band of the kernel flipped; LO
+// false: Z is one bf16 part (zlo not read).
+template <bool LO = true>
 __device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const int st[2], const bf16 *zhi,
                                         const bf16 *zlo, const bf16 *band, mma_c (&s)[8], const int *down = NULL) {
     const int l = threadIdx.x % 32, w = threadIdx.x / 32, gq = l / 4;
@@ -145,9 +147,9 @@ __device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const i
         const bf16 *bl = band + (a * 8 + l % 8) * g.bw + 8 + 8 * (l / 8 % 2);
         FC_ROLLED
         for (int ks = 0; ks < g.kz / 16; ks++) {
-            mma_a hi, lo;
+            mma_a hi, lo = {};
             ldsm_x4(hi.x, zhi + zl + 16 * ks);
-            ldsm_x4(lo.x, zlo + zl + 16 * ks);
+            if (LO) ldsm_x4(lo.x, zlo + zl + 16 * ks);
             fc_keep(hi, k0, k1);
             fc_keep(lo, k0, k1);
             FA_UNROLL
@@ -157,7 +159,7 @@ __device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const i
                 mma_b bb;
                 ldsm_x2(bb.x, bl + delta);
                 mma_16816(s[nt], hi, bb);
-                mma_16816(s[nt], lo, bb);
+                if (LO) mma_16816(s[nt], lo, bb);
             }
         }
     }

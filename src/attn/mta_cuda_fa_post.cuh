@@ -120,30 +120,32 @@ void fa_post_forward(const call *cl, const tc_args &a, int BH, const float *w_po
 // ---- The backward ----
 //
 // dP1 = mask(dropout(dO V^T)) on rows [i0, i0+64+rh) (the rows that read P's rows of the tile:
-// row i reads rows i-(c_q-1)..i) and columns [j0-p, j0-p+kz), made as P is (fc_z), hi + lo; the
-// transposed convolution dP = qkconv^T(dP1) of the tile is fc_conv with the kernel flipped in both
-// directions (fp_tband) reading rows i..i+c_q-1 of i's document; dS = P (dP - D) with
-// D_i = sum_j P_ij dP_ij (not rowsum(dO O): O is made from P1). k_fa_post_dq walks a query tile's
-// key tiles twice, for D (written to a.D) and then dq += scale dS K and the kernel gradient's
-// partial sums dw[a,c] += dP1[i,j] P[i-(c_q-1)+a, j-p+c]; k_fa_post_dkdv walks a key tile's
-// query tiles: dv += dropout(P1)^T dO, dk += scale dS^T q, P1 and dS through shared memory.
+// row i reads rows i-(c_q-1)..i) and columns [j0-p, j0-p+kz), made as P is (fc_z), rounded to
+// bf16 once; the transposed convolution dP = qkconv^T(dP1) of the tile is fc_conv with the kernel
+// flipped in both directions (fp_tband) reading rows i..i+c_q-1 of i's document; dS = P (dP - D)
+// with D_i = sum_j P_ij dP_ij (not rowsum(dO O): O is made from P1). k_fa_post_dq walks a query
+// tile's key tiles twice, for D (written to a.D) and then dq += scale dS K and the kernel
+// gradient's partial sums dw[a,c] += dP1[i,j] P[i-(c_q-1)+a, j-p+c]; k_fa_post_dkdv walks a key
+// tile's query tiles: dv += dropout(P1)^T dO, dk += scale dS^T q, P1 and dS through shared memory.
+//
+// Shared memory, so that two blocks fit on an H100 SM at d' = 128 with the 6 x 11 kernel: one
+// buffer for k and v in turn (v for dP1, then k for P and dq's products), dP1 in one part, and
+// dK/dV's dS and P1 tiles in the dP1 and P areas once those are read, its bands in one area (the
+// flipped one for dP, then the forward's for P1).
 
 // The backward's shared memory, offsets in bf16: q's zr rows from i0 - rh, dO's zr rows from i0,
-// k's and v's kz rows from j0 - p, P's and dP1's hi and lo parts (zr x zld each), the forward band
-// (dK/dV) and the flipped one, the document start of P's and of dP1's rows, P's rows' lse, the
-// central rows' D, and dK/dV's P1 and dS tiles (bf16, 64 x 72) or dQ's kernel gradient sums.
+// k's or v's kz rows from j0 - p, P's hi and lo parts and dP1 (zr x zld each), a band, the document
+// start of P's and of dP1's rows, P's rows' lse, and dQ's kernel gradient sums.
 struct fpb_smem {
-    size_t q, dO, k, v, phi, plo, dhi, dlo, band, tband, stp, std_, lse, D, p1, ds, dw, total;
+    size_t q, dO, kv, phi, plo, dp1, band, stp, std_, lse, dw, total;
 };
 __host__ __device__ inline fpb_smem fpb_smem_of(int kind, int dp, const fc_geo &g) {
-    const size_t ld = fa_ld(dp), z = (size_t)g.zr * g.zld, bands = (size_t)g.cq * 8 * g.bw, t = TC_M * (TC_N + FA_PAD);
-    const int kv = kind == TC_DKDV;
+    const size_t ld = fa_ld(dp), z = (size_t)g.zr * g.zld, rows = tc_up16(2 * g.zr);
     fpb_smem s;
-    s.q = 0, s.dO = s.q + g.zr * ld, s.k = s.dO + g.zr * ld, s.v = s.k + g.kz * ld, s.phi = s.v + g.kz * ld;
-    s.plo = s.phi + z, s.dhi = s.plo + z, s.dlo = s.dhi + z, s.band = s.dlo + z, s.tband = s.band + (kv ? bands : 0);
-    s.stp = s.tband + bands, s.std_ = s.stp + tc_up16(2 * g.zr), s.lse = s.std_ + tc_up16(2 * g.zr);
-    s.D = s.lse + tc_up16(2 * g.zr), s.p1 = s.D + 2 * TC_M, s.ds = s.p1 + (kv ? t : 0), s.dw = s.ds + (kv ? t : 0);
-    s.total = s.dw + (kv ? 0 : tc_up16(2 * g.cq * g.ck));
+    s.q = 0, s.dO = s.q + g.zr * ld, s.kv = s.dO + g.zr * ld, s.phi = s.kv + g.kz * ld;
+    s.plo = s.phi + z, s.dp1 = s.plo + z, s.band = s.dp1 + z, s.stp = s.band + (size_t)g.cq * 8 * g.bw;
+    s.std_ = s.stp + rows, s.lse = s.std_ + rows, s.dw = s.lse + rows;
+    s.total = s.dw + (kind == TC_DQ ? tc_up16(2 * g.cq * g.ck) : 0);
     return s;
 }
 size_t fa_post_bwd_smem_bytes(int kind, int dp, int cq, int ck) {
@@ -152,10 +154,10 @@ size_t fa_post_bwd_smem_bytes(int kind, int dp, int cq, int ck) {
 
 // The transposed band: band row b holds the kernel flipped in both directions, w'[b, c] =
 // w[c_q-1-b, c_k-1-c], as fc_setup lays out a kernel's bands (the lead may merge it with the
-// pre-softmax backward's builder).
+// pre-softmax backward's builder). Each thread writes the entries fc_setup's loop gives it.
 __device__ __forceinline__ void fp_tband(const fc_geo &g, int h, const float *w, bf16 *band) {
     for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
-        const int row = e / (8 * g.bw), c = e % g.bw - 8 - e / g.bw % 8;
+        const int row = e / (8 * g.bw), jj = e / g.bw % 8, c = e % g.bw - 8 - jj;  // band[row][jj][c + 8 + jj]
         const float x = c >= 0 && c < g.ck ? w[((size_t)h * g.cq + g.cq - 1 - row) * g.ck + g.ck - 1 - c] : 0.0f;
         band[e] = __float2bfloat16_rn(x);
     }
@@ -168,21 +170,18 @@ struct fp_dropout {
     __device__ float operator()(int, int i, int j, float x) const { return x * tc_drop(*a, bh, i, j); }
 };
 
-// Per query tile i0 of head bh: the bands (the forward's when band is not NULL), P's rows' document
-// starts and lse (from i0 - rh), dP1's rows' document starts (from i0; -1 outside [0, T)) and the
-// central rows' D (when D is not NULL: dK/dV's, after k_fa_post_dq wrote it).
+// Per query tile i0 of head bh: the flipped band, P's rows' document starts and lse (from i0 - rh)
+// and dP1's rows' document starts (from i0; -1 outside [0, T)).
 __device__ __forceinline__ void fp_bwd_setup(const tc_args &a, const fc_geo &g, int bh, int i0, const float *w,
-                                             bf16 *band, bf16 *tband, int *stp, int *std_, float *lse, float *D) {
+                                             bf16 *sh, const fpb_smem &at) {
     const int b = bh / a.H, h = bh % a.H;
-    if (band) fc_setup(a, g, b, h, i0, w, band, stp);
-    else fc_setup(a, g, b, h, i0, w, tband, stp);  // its band is overwritten below
-    __syncthreads();
-    fp_tband(g, h, w, tband);
-    fp_lse(a, g, bh, i0, lse);
+    int *std_ = (int *)(sh + at.std_);
+    fc_setup(a, g, b, h, i0, w, sh + at.band, (int *)(sh + at.stp));
+    fp_tband(g, h, w, sh + at.band);  // over fc_setup's band, entry by entry in the same thread
+    fp_lse(a, g, bh, i0, (float *)(sh + at.lse));
     for (int r = threadIdx.x; r < g.zr; r += TC_THREADS) {
         const int i = i0 + r;
         std_[r] = i < a.T ? mta_row_start(a.ds, a.T, b, i) : -1;
-        if (D && r < TC_M) D[r] = i < a.T ? a.D[(size_t)bh * a.T + i] : 0.0f;
     }
 }
 
@@ -192,24 +191,29 @@ __device__ __forceinline__ float fp_p(const fc_geo &g, const bf16 *phi, const bf
     return __bfloat162float(phi[at]) + __bfloat162float(plo[at]);
 }
 
-// The grown tiles of query tile i0 (q at qs, dO at dos) and key tile j0 (k, v at ks, vs): P into
-// phi, plo and dP1 into dhi, dlo; then, after a barrier, this warp's dP of the central tile.
-__device__ __forceinline__ void fp_tiles(const tc_args &a, const fc_geo &g, int bh, int i0, int j0, const bf16 *sh,
-                                         const fpb_smem &at, const int i[2], const int st[2], mma_c (&dp)[8]) {
-    bf16 *m = (bf16 *)sh;
-    const int *stp = (const int *)(sh + at.stp), *std_ = (const int *)(sh + at.std_);
-    fc_z(a, g, i0 - g.rh, j0, sh + at.q, sh + at.k, stp, fp_softmax(a, (const float *)(sh + at.lse)), m + at.phi,
-         m + at.plo);
-    fc_z(a, g, i0, j0, sh + at.dO, sh + at.v, std_, fp_dropout{&a, bh}, m + at.dhi, m + at.dlo);
-    __syncthreads();  // the halo rows come from other warps
-    fa_zero(dp);
-    fc_conv(g, i, st, sh + at.dhi, sh + at.dlo, sh + at.tband, dp, std_);
+// Copies rows [r0, r0 + n) of a slab into a shared tile and waits for them (every thread's).
+__device__ __forceinline__ void fp_load_now(bf16 *tile, const bf16 *slab, int r0, int n, const tc_args &a) {
+    fa_load_rows(tile, slab, r0, n, a.T, a.dp);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
 }
 
-// Issues the copies of key tile j0's k and v rows from j0 - p (kz of each).
-__device__ __forceinline__ void fp_kv_load(const tc_args &a, const fc_geo &g, size_t slab, int j0, bf16 *ks, bf16 *vs) {
-    fa_load_rows(ks, a.k + slab, j0 - g.p, g.kz, a.T, a.dp);
-    fa_load_rows(vs, a.v + slab, j0 - g.p, g.kz, a.T, a.dp);
+// The grown tiles of query tile i0 (q, dO in shared memory) and key tile j0 (slab the kv head's):
+// v into the k/v buffer and dP1, then k there and P; then, after a barrier, this warp's dP of the
+// central tile (rows i, document starts st). The buffer keeps k.
+__device__ __forceinline__ void fp_tiles(const tc_args &a, const fc_geo &g, int bh, int i0, int j0, size_t slab,
+                                         bf16 *sh, const fpb_smem &at, const int i[2], const int st[2], mma_c (&dp)[8]) {
+    const int *stp = (const int *)(sh + at.stp), *std_ = (const int *)(sh + at.std_);
+    fp_load_now(sh + at.kv, a.v + slab, j0 - g.p, g.kz, a);
+    fc_z<false>(a, g, i0, j0, sh + at.dO, sh + at.kv, std_, fp_dropout{&a, bh}, sh + at.dp1, NULL);
+    __syncthreads();  // v is no longer read
+    fp_load_now(sh + at.kv, a.k + slab, j0 - g.p, g.kz, a);
+    fc_z(a, g, i0 - g.rh, j0, sh + at.q, sh + at.kv, stp, fp_softmax(a, (const float *)(sh + at.lse)), sh + at.phi,
+         sh + at.plo);
+    __syncthreads();  // the halo rows come from other warps
+    fa_zero(dp);
+    fc_conv<false>(g, i, st, sh + at.dp1, NULL, sh + at.band, dp, std_);
 }
 
 // Issues the copies of query tile i0's q rows from i0 - rh and dO rows from i0 (zr of each).
@@ -221,7 +225,7 @@ __device__ __forceinline__ void fp_q_load(const tc_args &a, const fc_geo &g, int
 // The kernel gradient's terms of the central tile added to dw in a fixed order (thread e owns taps
 // e, e + 128, ...): dw[a,c] += sum dP1[i,j] P[i-(c_q-1)+a, j-p+c] over P's rows of i's document.
 __device__ __forceinline__ void fp_dw(const fc_geo &g, const bf16 *sh, const fpb_smem &at, float *dw) {
-    const bf16 *phi = sh + at.phi, *plo = sh + at.plo, *dhi = sh + at.dhi, *dlo = sh + at.dlo;
+    const bf16 *phi = sh + at.phi, *plo = sh + at.plo, *dp1 = sh + at.dp1;
     const int *stp = (const int *)(sh + at.stp), *std_ = (const int *)(sh + at.std_);
     for (int e = threadIdx.x; e < g.cq * g.ck; e += TC_THREADS) {
         const int ka = e / g.ck, kc = e % g.ck;
@@ -230,9 +234,9 @@ __device__ __forceinline__ void fp_dw(const fc_geo &g, const bf16 *sh, const fpb
             const int src = r + g.rh - (g.cq - 1) + ka;  // P's stored row
             if (stp[src] != std_[r]) continue;           // an earlier document's row (or before 0: P is 0)
             for (int c = 0; c < TC_N; c++) {
-                const int pd = r * g.zld + g.p + c, pp = src * g.zld + c + kc;
-                const float d1 = __bfloat162float(dhi[pd]) + __bfloat162float(dlo[pd]);
-                x = fmaf(d1, __bfloat162float(phi[pp]) + __bfloat162float(plo[pp]), x);
+                const int pp = src * g.zld + c + kc;
+                x = fmaf(__bfloat162float(dp1[r * g.zld + g.p + c]),
+                         __bfloat162float(phi[pp]) + __bfloat162float(plo[pp]), x);
             }
         }
         dw[e] = x;
@@ -250,22 +254,32 @@ __device__ __forceinline__ void fp_ds(const fc_geo &g, const bf16 *phi, const bf
             dp[n].x[x] = fp_p(g, phi, plo, 16 * w + gq + 8 * (x / 2), 8 * n + 2 * t + x % 2) * (dp[n].x[x] - D[x / 2]);
 }
 
+// This lane's D[r] (rows g, g+8 of warp w) += sum_j P dP over the central tile's keys.
+__device__ __forceinline__ void fp_rowdot(const fc_geo &g, const bf16 *sh, const fpb_smem &at, const mma_c (&dp)[8],
+                                          float D[2]) {
+    const int w = threadIdx.x / 32, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    FA_UNROLL
+    for (int n = 0; n < 8; n++)
+        FA_UNROLL
+        for (int x = 0; x < 4; x++)
+            D[x / 2] += fp_p(g, sh + at.phi, sh + at.plo, 16 * w + gq + 8 * (x / 2), 8 * n + 2 * t + x % 2) * dp[n].x[x];
+}
+
 // dQ of one query tile of one head with the post-softmax convolution (grid as k_fa_dq) and the
 // tile's partial sums of the kernel gradient into dwp (B*H, tiles, c_q*c_k): the key tiles once for
 // D (to a.D), then again for dq += scale dS k and dw.
 template <int DP>
-__global__ void __launch_bounds__(TC_THREADS) k_fa_post_dq_t(tc_args a, const float *w_post, float *dq, float *dwp) {
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dq_t(tc_args a, const float *w_post, float *dq, float *dwp) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     const fc_geo g = fc_geo_of(a.pcq, a.pck);
     const fpb_smem at = fpb_smem_of(TC_DQ, a.dp, g);
-    const int ld = fa_ld(a.dp), taps = g.cq * g.ck, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int ld = fa_ld(a.dp), taps = g.cq * g.ck;
     const int bh = blockIdx.y, b = bh / a.H, tile = gridDim.x - 1 - blockIdx.x, i0 = tile * TC_M;
     const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
     const size_t slab = tc_kv_slab(a, bh) * a.Tp * a.dp;
     float *dw = (float *)(sh + at.dw);
     fp_q_load(a, g, bh, i0, sh + at.q, sh + at.dO);
-    fp_bwd_setup(a, g, bh, i0, w_post, NULL, sh + at.tband, (int *)(sh + at.stp), (int *)(sh + at.std_),
-                 (float *)(sh + at.lse), NULL);
+    fp_bwd_setup(a, g, bh, i0, w_post, sh, at);
     for (int e = threadIdx.x; e < taps; e += TC_THREADS) dw[e] = 0.0f;
     int i[2], st[2];
     fa_lane_rows(a, b, i0, i, st);
@@ -274,33 +288,24 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_post_dq_t(tc_args a, const fl
     fa_zero(acc);
     for (int pass = 0; pass < 2; pass++) {
         for (int jt = jt0; jt <= jt1; jt++) {
-            __syncthreads();  // the last tile's k, v, P and dP1 are no longer read
-            fp_kv_load(a, g, slab, jt * TC_N, sh + at.k, sh + at.v);
-            cp_async_commit();
-            cp_async_wait<0>();
-            __syncthreads();
+            __syncthreads();  // the last tile's k, P and dP1 are no longer read
             mma_c dp[8];
-            fp_tiles(a, g, bh, i0, jt * TC_N, sh, at, i, st, dp);
+            fp_tiles(a, g, bh, i0, jt * TC_N, slab, sh, at, i, st, dp);
             if (pass == 0) {
-                FA_UNROLL
-                for (int n = 0; n < 8; n++)
-                    FA_UNROLL
-                    for (int x = 0; x < 4; x++)
-                        D[x / 2] += fp_p(g, sh + at.phi, sh + at.plo, 16 * (threadIdx.x / 32) + gq + 8 * (x / 2),
-                                         8 * n + 2 * t + x % 2) * dp[n].x[x];
+                fp_rowdot(g, sh, at, dp, D);
                 continue;
             }
             fp_ds(g, sh + at.phi, sh + at.plo, D, dp);
             FA_UNROLL
-            for (int kc = 0; kc < 4; kc++) fa_acc<DP>(acc, fa_a_of(dp + 2 * kc), sh + at.k + (g.p + 16 * kc) * ld, ld, a.dp);
+            for (int kc = 0; kc < 4; kc++)
+                fa_acc<DP>(acc, fa_a_of(dp + 2 * kc), sh + at.kv + (g.p + 16 * kc) * ld, ld, a.dp);
             fp_dw(g, sh, at, dw);
         }
-        if (pass == 0)
-            FA_UNROLL
-            for (int r = 0; r < 2; r++) {
-                D[r] = fa_row_reduce(D[r], 1);
-                if (i[r] < a.T && t == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];
-            }
+        FA_UNROLL
+        for (int r = 0; r < 2 && pass == 0; r++) {
+            D[r] = fa_row_reduce(D[r], 1);
+            if (i[r] < a.T && threadIdx.x % 4 == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];
+        }
     }
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         if (i[r] < a.T) dq[((size_t)bh * a.T + i[r]) * a.d + c] += a.scale * acc[n].x[x];
@@ -329,29 +334,37 @@ __device__ __forceinline__ void fp_store(const mma_c (&s)[8], bf16 *x) {
                 pack_bf16x2(s[n].x[2 * r], s[n].x[2 * r + 1]);
 }
 
-// dK/dV's terms of query tile i0 of head bh (its q, dO, setup loaded): P, dP1, then per warp its
-// 16 query rows' dropout(P1) and dS into the shared tiles, then per warp its 16 keys' dv, dk.
+// dK/dV's terms of query tile i0 of head bh (its q, dO and setup loaded; kv slab the kv head's):
+// P, dP1, then per warp its 16 query rows' dS and dropout(P1) into the shared tiles (over dP1 and
+// P, once read), then per warp its 16 keys' dv, dk.
 template <int DP>
 __device__ __forceinline__ void fp_dkdv_tile(const tc_args &a, const fc_geo &g, const fpb_smem &at, bf16 *sh, int bh,
-                                             int i0, int j0, mma_c (&dk)[DP / 8], mma_c (&dv)[DP / 8]) {
+                                             size_t slab, int i0, int j0, const float *w_post, mma_c (&dk)[DP / 8],
+                                             mma_c (&dv)[DP / 8]) {
     const int ld = fa_ld(a.dp), w = threadIdx.x / 32;
+    bf16 *dst = sh + at.dp1, *p1 = sh + at.phi;  // dS and P1, TC_M x (TC_N + FA_PAD) each
     int i[2], st[2];
     fa_lane_rows(a, bh / a.H, i0, i, st);
-    const float *Dc = (const float *)(sh + at.D);
-    const float D[2] = {Dc[16 * w + threadIdx.x % 32 / 4], Dc[16 * w + threadIdx.x % 32 / 4 + 8]};
+    float D[2];
+    FA_UNROLL
+    for (int r = 0; r < 2; r++) D[r] = i[r] < a.T ? a.D[(size_t)bh * a.T + i[r]] : 0.0f;
     mma_c s[8];
-    fp_tiles(a, g, bh, i0, j0, sh, at, i, st, s);
+    fp_tiles(a, g, bh, i0, j0, slab, sh, at, i, st, s);
     fp_ds(g, sh + at.phi, sh + at.plo, D, s);
-    fp_store(s, sh + at.ds);
+    __syncthreads();  // dP1 and the flipped band are no longer read
+    fp_store(s, dst);
+    fc_setup(a, g, bh / a.H, bh % a.H, i0, w_post, sh + at.band, (int *)(sh + at.stp));  // the forward's band
+    __syncthreads();
     fa_zero(s);
     fc_conv(g, i, st, sh + at.phi, sh + at.plo, sh + at.band, s);
     fp_mask_drop(a, bh, j0, i, st, s);
-    fp_store(s, sh + at.p1);
+    __syncthreads();  // P is no longer read
+    fp_store(s, p1);
     __syncthreads();
     FA_UNROLL
     for (int qc = 0; qc < 4; qc++) {
-        fa_acc<DP>(dv, fp_aT(sh + at.p1, 16 * w, 16 * qc), sh + at.dO + 16 * qc * ld, ld, a.dp);
-        fa_acc<DP>(dk, fp_aT(sh + at.ds, 16 * w, 16 * qc), sh + at.q + (g.rh + 16 * qc) * ld, ld, a.dp);
+        fa_acc<DP>(dv, fp_aT(p1, 16 * w, 16 * qc), sh + at.dO + 16 * qc * ld, ld, a.dp);
+        fa_acc<DP>(dk, fp_aT(dst, 16 * w, 16 * qc), sh + at.q + (g.rh + 16 * qc) * ld, ld, a.dp);
     }
 }
 
@@ -359,12 +372,12 @@ __device__ __forceinline__ void fp_dkdv_tile(const tc_args &a, const fc_geo &g, 
 // its query heads in order, each over the query tiles from the diagonal on while their rows'
 // documents can reach the tile's keys. After k_fa_post_dq (D).
 template <int DP>
-__global__ void __launch_bounds__(TC_THREADS) k_fa_post_dkdv_t(tc_args a, const float *w_post, float *dk, float *dv) {
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dkdv_t(tc_args a, const float *w_post, float *dk, float *dv) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     const fc_geo g = fc_geo_of(a.pcq, a.pck);
     const fpb_smem at = fpb_smem_of(TC_DKDV, a.dp, g);
     const int kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N, jlast = tc_last(a, j0);
-    fp_kv_load(a, g, (size_t)kvs * a.Tp * a.dp, j0, sh + at.k, sh + at.v);
+    const size_t slab = (size_t)kvs * a.Tp * a.dp;
     mma_c dks[DP / 8], dvs[DP / 8];
     fa_zero(dks);
     fa_zero(dvs);
@@ -373,12 +386,8 @@ __global__ void __launch_bounds__(TC_THREADS) k_fa_post_dkdv_t(tc_args a, const 
         for (int i0 = j0; i0 < a.T && mta_row_start(a.ds, a.T, b, i0) <= jlast; i0 += TC_M) {
             __syncthreads();  // the last query tile's rows and tiles are no longer read
             fp_q_load(a, g, bh, i0, sh + at.q, sh + at.dO);
-            cp_async_commit();
-            fp_bwd_setup(a, g, bh, i0, w_post, sh + at.band, sh + at.tband, (int *)(sh + at.stp), (int *)(sh + at.std_),
-                         (float *)(sh + at.lse), (float *)(sh + at.D));
-            cp_async_wait<0>();
-            __syncthreads();
-            fp_dkdv_tile<DP>(a, g, at, sh, bh, i0, j0, dks, dvs);
+            fp_bwd_setup(a, g, bh, i0, w_post, sh, at);
+            fp_dkdv_tile<DP>(a, g, at, sh, bh, slab, i0, j0, w_post, dks, dvs);
         }
     }
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {

@@ -27,6 +27,7 @@ FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
+FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -158,15 +159,22 @@ MUTATIONS = [
     ('tensor cores: the convolution\'s band shifted by one key', FC,
      'c = e % g.bw - 8 - e / g.bw % 8;', 'c = e % g.bw - 7 - e / g.bw % 8;'),
     ('tensor cores: the convolution\'s halo rows one row off', FC,
-     'const int zl = (16 * w + g.rh - back + l % 16) * g.zld', 'const int zl = (16 * w + g.rh - back + 1 + l % 16) * g.zld'),
+     ': 16 * w + g.rh - back;  // the stored row', ': 16 * w + g.rh - back + 1;  // the stored row'),
     ('tensor cores: the convolution\'s key halo not loaded (k from the tile\'s first key)', FC,
      'fa_load_rows(ks, a.k + slab, jt * TC_N - g.p, g.kz, a.T, a.dp);', 'fa_load_rows(ks, a.k + slab, jt * TC_N, g.kz, a.T, a.dp);'),
     ('tensor cores: the convolution reads Z rows of an earlier document', FC,
      '            fc_keep(hi, k0, k1);\n            fc_keep(lo, k0, k1);\n', ''),
     ('tensor cores: the convolution\'s Z without its lo part (one bf16 rounding)', FC,
-     '                mma_16816(s[nt], lo, bb);\n', ''),
+     '                if (LO) mma_16816(s[nt], lo, bb);\n', ''),
     ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
      '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
+    # the post-softmax convolution (k_fa_post_*, mta_cuda_fa_post.cuh): --only test_bf16_tensor_cores
+    ('tensor cores: the post-softmax convolution\'s dP by the kernel unflipped (not the transposed band)', FP,
+     'w[((size_t)h * g.cq + g.cq - 1 - row) * g.ck + g.ck - 1 - c]', 'w[((size_t)h * g.cq + row) * g.ck + c]'),
+    ('tensor cores: the post-softmax convolution\'s D left as rowsum(dO O) for dK, dV', FP,
+     '            if (i[r] < a.T && threadIdx.x % 4 == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];\n', ''),
+    ('tensor cores: the post-softmax convolution\'s dP reads dP1 rows of a later document', FP,
+     'std_[r] = i < a.T ? mta_row_start(a.ds, a.T, b, i) : -1;', 'std_[r] = i < a.T ? 0 : -1;'),
 ]
 
 
