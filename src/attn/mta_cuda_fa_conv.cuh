@@ -165,40 +165,50 @@ __device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const i
     }
 }
 
-// Forward with the convolution, one block per (query tile, head) (grid: x tiles, the last first, y
-// B*H): per key tile Z with halos, S1 = qkconv(Z) by the bands, then the online softmax and O += P V as
-// k_fa_forward's.
-template <int DP>
-__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, const float *w_pre, float *out) {
-    MTA_DYNAMIC_SHARED(bf16, sh);
-    const fc_geo g = fc_geo_of(a.cq, a.ck);
-    const fc_smem at = fc_smem_of(a.dp, g);
-    const int dp = a.dp, ld = fa_ld(dp);
-    const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
+// The forward's walk of query tile i0 of head bh (this lane's rows i, document starts st) over its
+// key tiles, with the block's shared memory at: q's rows with halos, then per key tile the grown
+// product mapped by entry (Z; the post-softmax forward's P) as hi and lo, and each warp's band
+// products of w's kernel in s, handed to tile(jt, s, v's rows) while the next tile's k and v are
+// copied in.
+template <typename E, typename F>
+__device__ __forceinline__ void fc_walk(const tc_args &a, const fc_geo &g, const fc_smem &at, bf16 *sh, int bh, int i0,
+                                        const float *w, const int i[2], const int st[2], E entry, F tile) {
+    const int dp = a.dp, ld = fa_ld(dp), b = bh / a.H;
     bf16 *qs = sh + at.q, *ks = sh + at.k, *vb = sh + at.v, *zhi = sh + at.zhi, *zlo = sh + at.zlo;
-    const bf16 *band = sh + at.band;
     int *stz = (int *)(sh + at.st);
     const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
     const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
     fa_load_rows(qs, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.T, dp);
     fc_kv_load(a, g, slab, jt0, ks, vb);
     cp_async_commit();
-    fc_setup(a, g, b, bh % a.H, i0, w_pre, sh + at.band, stz);
-    fa_fwd<DP> f;
-    fa_fwd_init(f, a, b, i0);
+    fc_setup(a, g, b, bh % a.H, i0, w, sh + at.band, stz);
     for (int jt = jt0; jt <= jt1; jt++) {
         const bf16 *vs = vb + ((jt - jt0) & 1) * TC_N * ld;
         cp_async_wait<0>();  // this thread's copies of tile jt are done,
         __syncthreads();     // and every thread's; and the last tile's Z and v are no longer read
-        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, [](int, int, int, float x) { return x; }, zhi, zlo);
+        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, entry, zhi, zlo);
         __syncthreads();  // Z's halo rows come from other warps; k is no longer read
         if (jt < jt1) fc_kv_load(a, g, slab, jt + 1, ks, vb + ((jt - jt0 + 1) & 1) * TC_N * ld);
         cp_async_commit();
         mma_c s[8];
         fa_zero(s);
-        fc_conv(g, f.i, f.st, zhi, zlo, band, s);
-        fa_fwd_tile(a, bh, jt, f, s, vs, ld);
+        fc_conv(g, i, st, zhi, zlo, sh + at.band, s);
+        tile(jt, s, vs);
     }
+}
+
+// Forward with the convolution, one block per (query tile, head) (grid: x tiles, the last first, y
+// B*H): per key tile Z with halos, S1 = qkconv(Z) by the bands (fc_walk), then the online softmax and
+// O += P V as k_fa_forward's.
+template <int DP>
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, const float *w_pre, float *out) {
+    MTA_DYNAMIC_SHARED(bf16, sh);
+    const int bh = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M, ld = fa_ld(a.dp);
+    fa_fwd<DP> f;
+    fa_fwd_init(f, a, bh / a.H, i0);
+    const fc_geo g = fc_geo_of(a.cq, a.ck);
+    fc_walk(a, g, fc_smem_of(a.dp, g), sh, bh, i0, w_pre, f.i, f.st, [](int, int, int, float x) { return x; },
+            [&](int jt, mma_c (&s)[8], const bf16 *vs) { fa_fwd_tile(a, bh, jt, f, s, vs, ld); });
     fa_fwd_out(a, bh, f, out);
 }
 

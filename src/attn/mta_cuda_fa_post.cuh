@@ -57,45 +57,25 @@ __device__ __forceinline__ void fp_mask_drop(const tc_args &a, int bh, int j0, c
 }
 
 // Forward's second pass, one block per (query tile, head) (grid: x tiles, the last first, y B*H),
-// after k_fa_forward wrote each row's log-sum-exp: per key tile P with halos, P1 by the bands,
-// O += dropout(P1) V; writes O (before norm and gate) to out and a.o.
+// after k_fa_forward wrote each row's log-sum-exp: per key tile P with halos, P1 by the bands
+// (fc_walk), O += dropout(P1) V; writes O (before norm and gate) to out and a.o.
 template <int DP>
 __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_forward_t(tc_args a, const float *w_post, float *out) {
     MTA_DYNAMIC_SHARED(bf16, sh);
     const fc_geo g = fc_geo_of(a.pcq, a.pck);
     const fp_smem at = fp_smem_of(a.dp, g);
-    const int dp = a.dp, ld = fa_ld(dp);
-    const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
-    bf16 *qs = sh + at.c.q, *ks = sh + at.c.k, *vb = sh + at.c.v, *phi = sh + at.c.zhi, *plo = sh + at.c.zlo;
-    const bf16 *band = sh + at.c.band;
-    int *stz = (int *)(sh + at.c.st);
+    const int ld = fa_ld(a.dp), bh = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
     float *lse = (float *)(sh + at.lse);
-    const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
-    const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
-    fa_load_rows(qs, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.T, dp);
-    fc_kv_load(a, g, slab, jt0, ks, vb);
-    cp_async_commit();
-    fc_setup(a, g, b, bh % a.H, i0, w_post, sh + at.c.band, stz);
-    fp_lse(a, g, bh, i0, lse);
+    fp_lse(a, g, bh, i0, lse);  // read after fc_walk's first barrier
     int i[2], st[2];
-    fa_lane_rows(a, b, i0, i, st);
+    fa_lane_rows(a, bh / a.H, i0, i, st);
     mma_c o[DP / 8];
     fa_zero(o);
-    for (int jt = jt0; jt <= jt1; jt++) {
-        const bf16 *vs = vb + ((jt - jt0) & 1) * TC_N * ld;
-        cp_async_wait<0>();  // this thread's copies of tile jt are done,
-        __syncthreads();     // and every thread's; and the last tile's P and v are no longer read
-        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, fp_softmax(a, lse), phi, plo);
-        __syncthreads();  // P's halo rows come from other warps; k is no longer read
-        if (jt < jt1) fc_kv_load(a, g, slab, jt + 1, ks, vb + ((jt - jt0 + 1) & 1) * TC_N * ld);
-        cp_async_commit();
-        mma_c s[8];
-        fa_zero(s);
-        fc_conv(g, i, st, phi, plo, band, s);
+    fc_walk(a, g, at.c, sh, bh, i0, w_post, i, st, fp_softmax(a, lse), [&](int jt, mma_c (&s)[8], const bf16 *vs) {
         fp_mask_drop(a, bh, jt * TC_N, i, st, s);
         FA_UNROLL
-        for (int kc = 0; kc < 4; kc++) fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, dp);
-    }
+        for (int kc = 0; kc < 4; kc++) fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, a.dp);
+    });
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         const size_t at_o = ((size_t)bh * a.T + i[r]) * a.d + c;
         if (i[r] < a.T) out[at_o] = a.o[at_o] = o[n].x[x];
