@@ -608,13 +608,13 @@ static void test_bf16_smem_optin(void **s) {
 }
 #endif
 
-// A config the tensor-core path does not cover (the post-softmax convolution, head steps with the
-// pre-softmax one, d > 128, a pre-softmax kernel whose halos do not fit in shared memory, a head
+// A config the tensor-core path does not cover (the post-softmax convolution with the head steps or
+// the pre-softmax one, head steps with the pre-softmax one, d > 128, a pre-softmax kernel whose halos do not fit in shared memory, a head
 // group whose tiles do not) runs the float32 path with precision MTA_BF16: the same bits as MTA_FP32.
 static void test_bf16_fallback_same_bits(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
-    const int others[5] = {TU_PRE | TU_MIX, TU_PRE | TU_HCONV, TU_POST, TU_MIX | TU_POST,
+    const int others[5] = {TU_PRE | TU_MIX, TU_PRE | TU_HCONV, TU_POST | TU_HCONV, TU_MIX | TU_POST,
                            TU_PRE | TU_POST | TU_GN | TU_GATE};
     for (int k = 0; k < 8; k++) {
         mta_config c = k < 5 ? tu_combo(5, others[k], 0.25f)

@@ -2,18 +2,18 @@
 // "Tensor-core path"). Included by mta_cuda.cu, inside its namespace, after the helpers it uses
 // (call, begin, finish, normgate_of, normgate_backward, k_sum_grad, k_doc_starts).
 //
-// It covers the configs without post-softmax convolution (post_cq = 0) and d <= 128: causal
-// softmax attention with dropout, group norm, depth scale, gate, grouped-query attention and
-// packed documents, and either the pre-softmax key-query convolution where its halos fit in shared
-// memory or the head steps (mixing, head convolution) where a tile of a group's heads fits
-// (tc_covers). It is FlashAttention-2's scheme: one block per (head, tile of query rows) walks the
+// It covers the configs with d <= 128: causal softmax attention with dropout, group norm, depth
+// scale, gate, grouped-query attention and packed documents, and one of the pre-softmax key-query
+// convolution or the post-softmax one where their halos fit in shared memory, or the head steps
+// (mixing, head convolution) where a tile of a group's heads fits (tc_covers). It is FlashAttention-2's scheme: one block per (head, tile of query rows) walks the
 // key tiles with an online softmax, so no (T,T) map exists; the backward recomputes P from the
 // saved log-sum-exp. Without the convolution and the head steps the kernels are
 // mta_cuda_fa2.cuh's (k_fa_*: mma.sync with S, P and O in registers). With the convolution the
 // forward is mta_cuda_fa_conv.cuh's k_fa_conv_forward (the convolution as banded-Toeplitz MMAs on
 // the score tiles with halos); its backward kernels (k_tc_conv_*) compute each score tile with its
-// halos and convolve it in shared memory; the head steps' (k_tc_head_*) own a tile of every head
-// of a group.
+// halos and convolve it in shared memory; the post-softmax convolution's kernels are
+// mta_cuda_fa_post.cuh's (k_fa_post_*: band MMAs on P's tiles with halos, after k_fa_forward's
+// log-sum-exp); the head steps' (k_tc_head_*) own a tile of every head of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
 // the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
@@ -862,9 +862,9 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max) 
     return hd;
 }
 
-// The uses the path computes (mta_internal.h; an allow-list): the pre-softmax convolution without
-// a head step; head steps (mixing, head convolution) without the pre-softmax convolution; no
-// post-softmax convolution. Whether their tiles fit on the device is tc_fits'.
+// The uses the path computes (mta_internal.h; an allow-list): one of the pre-softmax convolution,
+// the post-softmax convolution, and the head steps (mixing, head convolution). Whether their tiles
+// fit on the device is tc_fits'.
 int tc_computes(const mta_config *c, mta_use u) {
     switch (u) {
     case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch && !c->post_cq;
