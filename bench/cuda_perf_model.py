@@ -97,6 +97,15 @@ def mta_config(H, conv):
             "mix": True, "ch": H, "drop": False}
 
 
+def halos(m):
+    """The halos of m's key-query convolutions (0 for one that is off): hq, hp the earlier rows of
+    Z (pre conv) and of P (post conv) an output row reads, c_q - 1; p1, p2 the key columns on each
+    side, (c_k - 1) / 2; cols the columns of both together, c_k - 1 each."""
+    hq, hp = max(m["cq"] - 1, 0), max(m["cq2"] - 1, 0)
+    c1, c2 = max(m["ck"] - 1, 0), max(m["ck2"] - 1, 0)
+    return hq, hp, c1 // 2, c2 // 2, c1 + c2
+
+
 def entry_flops(m, H):
     """CUDA-core FLOPs per causal map entry and head, per step of spec section 2 (an FMA is 2),
     forward and backward (the exact gradient, recomputation not included; softmax adds 1 exp
@@ -137,7 +146,8 @@ def sdpa(B, H, d, T):
 # ---- (b) mtac's present CUDA backend ----------------------------------------------------------
 def strip_rows(B, H, d, T, m):
     """mta_cuda.cu's strip_rows_of: the largest of 64, 32, 16 whose rings fit the budget."""
-    L = (m["cq2"] - 1 if m["cq2"] else 0) + (m["cq"] - 1 if m["cq"] else 0)
+    hq, hp = halos(m)[:2]
+    L = hp + hq
     nmaps = 2 + (m["cq"] > 0) + m["mix"] + (m["cq2"] > 0) + (m["ch"] > 0) * 2 + (m["cq2"] > 0) + m["mix"]
     budget = max(256 * 2**20, 8 * B * H * T * d * 4)
     for R in (64, 32, 16):
@@ -152,7 +162,7 @@ def present(B, H, d, T, m):
     entry read or written), L1 gathers, L2 re-reads, CUDA-core FLOPs and SGEMM FLOPs."""
     R, BH = strip_rows(B, H, d, T, m), B * H
     K1, K2, ch = m["cq"] * m["ck"], m["cq2"] * m["ck2"], m["ch"]
-    L1, L2 = (m["cq2"] - 1 if K2 else 0), (m["cq"] - 1 if K1 else 0)
+    L2, L1 = halos(m)[:2]
     terms = {"launches": 0.0, "sgemm": 0.0, "map traffic": 0.0, "conv gathers": 0.0, "kernel grads": 0.0,
              "pair grads": 0.0, "normgate_t": 0.0}
     n_launch = [0]
@@ -261,10 +271,7 @@ def fused_passes(m, H, d, T, g, G, mode, Br, Bc):
     products of bf16 map tiles (k = 16 columns + c_k-1 halo, padded to 32)."""
     fl_f, _ = entry_flops(m, H)
     kq1, kq2, mix, hc = fl_f["2 pre conv"], fl_f["5 post conv"], fl_f["3 head mixing"], fl_f["6 head conv"]
-    hq = m["cq"] - 1 if m["cq"] else 0     # earlier rows of Z for the pre conv
-    hp = m["cq2"] - 1 if m["cq2"] else 0   # earlier rows of P for the post conv
-    p1 = (m["ck"] - 1) // 2 if m["ck"] else 0
-    p2 = (m["ck2"] - 1) // 2 if m["ck2"] else 0
+    hq, hp, p1, p2, _ = halos(m)
     post = bool(m["cq2"] or m["ch"])       # post-softmax steps: normalised P needed first
     xch = (G - g) / g * 4                  # a mixing step's reads from the cluster's other SMs
     opnd = d / 8                           # B-operand bytes per entry: a warp's 16 rows share a tile
@@ -337,9 +344,7 @@ def footprint(m, d, g, Br, Bc, mode):
     largest pass of each direction: two fp32 map tiles with their halos for the g heads here, q
     (bf16) for the tile's rows, K and V (or the expanded K~) double-buffered for one head; in
     the backward four map windows, K and V of the column tile and the fp32 dk, dv accumulators."""
-    hq = m["cq"] - 1 if m["cq"] else 0
-    hp = m["cq2"] - 1 if m["cq2"] else 0
-    halo_c = (m["ck"] - 1 if m["ck"] else 0) + (m["ck2"] - 1 if m["ck2"] else 0)
+    hq, hp, _, _, halo_c = halos(m)
     kv = (m["cq"] + 1 if mode != "cuda" and m["cq"] else 2) * 2 * Bc * d * 2
     fwd = 2 * g * (Br + hp + hq) * (Bc + halo_c) * 4 + g * (Br + hp + hq) * d * 2 + kv
     bwd = 4 * g * (16 + hp + hq) * (Bc + halo_c) * 4 + g * Bc * d * (2 * 2 + 2 * 4) + kv
@@ -464,8 +469,8 @@ def head_mma_flops(H):
 # and hi lo (fh_mma3: 3 MMAs). Where no MMA kernel exists yet the factor is an assumption, said so.
 MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it or None, where)
     "pre": (2, 2, "fc_conv", "k_fa_conv_forward: Z hi and lo, each times the bf16 band"),
-    "pre^T": (2, 2, None, "assumed as the forward (dS1 hi and lo times the band); today k_tc_conv_* in float32"),
-    "pre grad": (3, 2, None, "assumed as the head gradients (dS1 and Z split); today k_tc_conv_dq in float32"),
+    "pre^T": (2, 2, "fc_conv", "k_fa_conv_dkdv, k_fa_conv_dq: dS1 hi and lo, each times the flipped bf16 band"),
+    "pre grad": (3, 2, "fcb_dw", "k_fa_conv_dq: dw from dS1^T Z_a, dS1 and Z split (3 MMAs)"),
     "post": (2, 2, "fc_conv", "k_fa_post_forward, k_fa_post_dkdv's P1: P hi and lo, each times the bf16 band"),
     "post^T": (1, 1, None, "k_fa_post_dq, _dkdv: dP1 (one bf16 part) times the flipped band (fc_conv<false>)"),
     "post grad": (3, 2, None, "assumed as pre grad; today k_fa_post_dq's fp_dw on CUDA cores in float32"),
@@ -478,7 +483,8 @@ MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it
 }
 # The MMAs one call in a kernel's text stands for (check_split counts them in the function above).
 MMA_CALLS = {"mma_16816(": 1, "fh_mma3(": 3, "fh_mix_regs(": 3}
-SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_post.cuh", "src/attn/mta_cuda_fa_heads.cuh",
+SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_conv_bwd.cuh", "src/attn/mta_cuda_fa_post.cuh",
+                 "src/attn/mta_cuda_fa_heads.cuh",
                  "src/attn/mta_cuda_fa_heads_dq.cuh")
 
 
@@ -529,10 +535,7 @@ def mma_tile_kernels(m, H, d, T, g, G, Br, Bc, cls):
     to an fp32 buffer in L2 in a fixed order (deterministic), the kernel gradients kept per block
     as MMA accumulators."""
     s = mma_steps(m, H, d, g, G, cls)
-    hq = m["cq"] - 1 if m["cq"] else 0
-    hp = m["cq2"] - 1 if m["cq2"] else 0
-    p1 = (m["ck"] - 1) // 2 if m["ck"] else 0
-    p2 = (m["ck2"] - 1) // 2 if m["ck2"] else 0
+    hq, hp, p1, p2, _ = halos(m)
     post = bool(m["cq2"] or m["ch"])
 
     def run(*steps):  # [(step, factor)] -> items
@@ -568,9 +571,7 @@ def mma_smem(m, d, g, Br, Bc):
     halos for the g heads here, q for the tile's rows, K and V double-buffered; column tiles four
     16-row map windows, K and V of the column tile, q and dO double-buffered. The dK/dV (and O)
     accumulators are in registers: their fp32 bytes, the second value."""
-    hq = m["cq"] - 1 if m["cq"] else 0
-    hp = m["cq2"] - 1 if m["cq2"] else 0
-    halo_c = (m["ck"] - 1 if m["ck"] else 0) + (m["ck2"] - 1 if m["ck2"] else 0)
+    hq, hp, _, _, halo_c = halos(m)
     rows = Br + hp + hq
     row = 2 * g * rows * (Bc + halo_c) * 2 + g * rows * d * 2 + g * 2 * 2 * Bc * d * 2
     col = 4 * g * (MMA_M + hp + hq) * (Bc + halo_c) * 2 + g * 2 * Bc * d * 2 + g * 2 * 2 * MMA_M * d * 2
@@ -678,6 +679,19 @@ def mma_best(B, H, d, T, m, cls):
     return best
 
 
+def check_fields(where, fields, known, whole):
+    """One kernel's counts in a --kernel-counts file: an object of counts named in known, each a
+    finite number >= 0 (whole: an integer); else ValueError, its message starting with where."""
+    if not isinstance(fields, dict):
+        raise ValueError(f"{where}: an object of counts expected")
+    for f, v in fields.items():
+        if f not in known:
+            raise ValueError(f"{where}: unknown count '{f}' (known: {', '.join(known)})")
+        kind = isinstance(v, int) if whole else isinstance(v, (int, float)) and v != float("inf")
+        if isinstance(v, bool) or not kind or not v >= 0:
+            raise ValueError(f"{where}: {f} must be a {'whole' if whole else 'finite'} number >= 0, not {v!r}")
+
+
 def apply_counts(best, d, T, counts):
     """best with the kernels' counts replaced by counts ({kernel name: {field: value}}), the times
     predicted again. Unknown kernels or fields are errors."""
@@ -686,14 +700,7 @@ def apply_counts(best, d, T, counts):
     for name, fields in counts.items():
         if name not in names:
             raise ValueError(f"--kernel-counts: no kernel '{name}' (kernels: {', '.join(sorted(names))})")
-        if not isinstance(fields, dict):
-            raise ValueError(f"--kernel-counts: kernel '{name}': an object of counts expected")
-        for f, v in fields.items():
-            if f not in COUNT_FIELDS:
-                raise ValueError(f"--kernel-counts: kernel '{name}': unknown count '{f}' "
-                                 f"(known: {', '.join(COUNT_FIELDS)})")
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
-                raise ValueError(f"--kernel-counts: kernel '{name}': {f} must be a finite number >= 0, not {v!r}")
+        check_fields(f"--kernel-counts: kernel '{name}'", fields, COUNT_FIELDS, False)
         for k in kernels:
             if k["name"] == name:
                 k.update(fields)
@@ -702,16 +709,75 @@ def apply_counts(best, d, T, counts):
 
 
 def load_counts(path):
-    """--kernel-counts FILE: {"shapes": {shape name: {kernel name: {count: value}}}}."""
+    """--kernel-counts FILE: {"shapes": {shape name: {kernel name: {count: value}}}}, and/or the
+    emulator's counts that `mtac attn --plan --counts` writes, {"emulated": ...} (check_emulated).
+    Returns (shapes, emulated), either empty."""
     try:
         with open(path) as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"--kernel-counts {path}: {e}")
-    if not isinstance(doc, dict) or not isinstance(doc.get("shapes"), dict):
+    if (not isinstance(doc, dict) or not ("shapes" in doc or "emulated" in doc)
+            or not isinstance(doc.get("shapes", {}), dict)):
         raise ValueError(f"--kernel-counts {path}: expected an object with \"shapes\": "
-                         "{shape: {kernel: {count: value}}}")
-    return doc["shapes"]
+                         "{shape: {kernel: {count: value}}} or \"emulated\" (mtac attn --plan --counts)")
+    return doc.get("shapes", {}), check_emulated(doc.get("emulated", {}))
+
+
+# The emulator's counts of a kernel (mta_kernel_ops, include/mta.h), as mtac attn --plan --counts
+# writes them: whole warp instructions, and cp.async copies; and the FLOPs of one MMA of each shape.
+EMU_FIELDS = ("launches", "mma", "ldmatrix", "ldmatrix_bytes", "cp_async", "cp_async_bytes", "shfl", "wmma")
+MMA_FLOPS, WMMA_FLOPS = 2 * MMA_M * MMA_N * MMA_K, 2 * 16 * 16 * 16
+
+
+def check_emulated(e):
+    """The "emulated" object of --kernel-counts: {"config": {"B", "H", "T", "d": ints > 0, ...},
+    "forward": {kernel: {count: value}}, "backward": {...}}, the counts EMU_FIELDS, whole numbers
+    >= 0. Returns it, or raises ValueError."""
+    if e == {}:
+        return e
+    where = "--kernel-counts: \"emulated\""
+    cfg = e.get("config") if isinstance(e, dict) else None
+    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(k), int) or cfg[k] < 1 for k in "BHTd"):
+        raise ValueError(f"{where}: expected {{\"config\": {{\"B\", \"H\", \"T\", \"d\": counts}}, "
+                         "\"forward\": {kernel: {count: n}}, \"backward\": ...}")
+    for phase in ("forward", "backward"):
+        if not isinstance(e.get(phase), dict):
+            raise ValueError(f"{where}: no \"{phase}\" object of kernels")
+        for name, fields in e[phase].items():
+            check_fields(f"{where}: {phase} kernel '{name}'", fields, EMU_FIELDS, True)
+    return e
+
+
+def emulated_kernels(e):
+    """Each emulated kernel as (d)'s kernels are described: tensor-core FLOPs from its MMAs, shared
+    memory from its ldmatrix bytes, L2 from its cp.async bytes, nothing else (a lower bound: the
+    CUDA-core work and other loads are not counted), and its time at FA2-class rates for the
+    emulated config, one launch per launch counted."""
+    cfg, out = e["config"], []
+    rates = mma_rates(cfg["d"], cfg["T"], "fa2")
+    for phase, direction in (("forward", "fwd"), ("backward", "bwd")):
+        for name, c in e[phase].items():
+            n = {f: c.get(f, 0) for f in EMU_FIELDS}
+            k = {"name": name, "dir": direction, "tc_flops": MMA_FLOPS * n["mma"] + WMMA_FLOPS * n["wmma"],
+                 "cuda_flops": 0, "exp": 0, "smem_bytes": n["ldmatrix_bytes"], "l2_bytes": n["cp_async_bytes"],
+                 "hbm_bytes": 0, "wave_eff": 1.0}
+            t, s, bound = kernel_time(k, rates, False)
+            out.append(dict(k, counts=n, us=(s + (max(n["launches"], 1) - 1) * LAUNCH) * 1e6,
+                            bound=bound if max(t.values()) >= LAUNCH else "launch"))
+    return out
+
+
+def print_emulated(e, markdown):
+    cfg = e["config"]
+    print(f"Emulated counts (mtac attn --plan --counts): {cfg.get('label', 'a config')}, B={cfg['B']} H={cfg['H']} "
+          f"T={cfg['T']} d={cfg['d']}; PREDICTED per kernel from its MMAs, ldmatrix and cp.async alone (a lower "
+          "bound), FA2-class rates")
+    rows = [(k["dir"], k["name"], *(str(k["counts"][f]) for f in ("launches", "mma", "wmma", "ldmatrix", "cp_async",
+                                                                     "shfl")),
+             f"{k['tc_flops']:.3g}", f"{k['us']:.1f}", k["bound"]) for k in emulated_kernels(e)]
+    table(("dir", "kernel", "launches", "mma", "wmma", "ldmatrix", "cp.async", "shfl", "TC FLOPs", "us", "bound"),
+          rows, markdown)
 
 
 def attn_memory(B, H, d, T, kernels=None):
@@ -1063,6 +1129,27 @@ def check_counts(best, d, T):
             fails.append(f"--kernel-counts {bad}: accepted")
         except ValueError:
             pass
+    return fails + check_emulated_counts()
+
+
+def check_emulated_counts():
+    """The emulator's counts: a kernel's MMAs set its tensor-core FLOPs (4096 each), more MMAs a
+    longer time for it alone; an unknown count, a fraction or a missing config are errors."""
+    fails = []
+    k = {"launches": 1, "mma": 10 ** 7, "ldmatrix_bytes": 0, "cp_async_bytes": 0}
+    e = {"config": {"B": 1, "H": 1, "T": 4096, "d": 64}, "forward": {"a": k, "b": dict(k)}, "backward": {}}
+    base = emulated_kernels(check_emulated(e))
+    e["forward"]["a"] = dict(k, mma=2 * k["mma"])
+    more = emulated_kernels(check_emulated(e))
+    if base[0]["tc_flops"] != 4096 * k["mma"] or not (more[0]["us"] > base[0]["us"] and more[1]["us"] == base[1]["us"]):
+        fails.append(f"emulated counts: {k['mma']} MMAs give {base[0]['tc_flops']} FLOPs; doubling a's: "
+                     f"{base[0]['us']} -> {more[0]['us']} us, b's {base[1]['us']} -> {more[1]['us']}")
+    for bad in ({"forward": {"a": {"flops": 1}}}, {"forward": {"a": {"mma": 1.5}}}, {"config": {}}):
+        try:
+            check_emulated(dict(e, **bad))
+            fails.append(f"emulated counts {bad}: accepted")
+        except ValueError:
+            pass
     return fails
 
 
@@ -1079,7 +1166,11 @@ def main():
         print("check:", "FAILED" if fails else "ok")
         raise SystemExit(1 if fails else 0)
     try:
-        counts = load_counts(args.kernel_counts) if args.kernel_counts else None
+        counts, emulated = load_counts(args.kernel_counts) if args.kernel_counts else (None, None)
+        if emulated:
+            print_emulated(emulated, args.markdown)
+            if not counts:
+                return
         if counts:
             unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
             if unknown:

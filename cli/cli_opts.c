@@ -200,6 +200,7 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *first) {
             return 2;
         }
         seen[c] = 1;
+        if (s->opts[c].given) *s->opts[c].given = 1;
         rc = set_value(s, &s->opts[c], optarg);
     }
     if (rc >= 0) return rc;

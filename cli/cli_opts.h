@@ -29,6 +29,7 @@ typedef struct {
     int required;                  // missing: "--NAME ARG is required"
     const char *arg;               // the value's name in --help (N, DIR, LIST, ...)
     const char *help;              // its line in --help (NULL: not listed)
+    int *given;                    // when set: 1 there once the option appears (even at its default)
 } cli_opt;
 
 // A command as data: its messages start with name ("mtac data"); --help prints usage, about,
@@ -42,6 +43,7 @@ typedef struct {
 } cli_spec;
 
 // The values of a --precision option (CLI_CHOICE): its index is the mta_precision (MTA_FP32, MTA_BF16).
+// Here, not in cli.c, because bench_cuda (which links this file alone) takes --precision too.
 extern const char *const CLI_PRECISIONS[];
 
 // Parses argv[1..] (argv[0] is the command's name) against spec: -1 to go on, the operands in

@@ -2,11 +2,13 @@
 #include "cli.h"
 #include "io/attn_io.h"
 #include "attn/cuda_kernel_steps.h"
+#include "io/fsutil.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "mta.h"
 #include "util/rng.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 static const char USAGE[] =
     "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
     "                 [--precision fp32|bf16] [--max-T N] [--tol X]\n"
-    "       mtac attn --plan --backend cuda|cuda-emu [--precision fp32|bf16]\n"
+    "       mtac attn --plan --backend cuda|cuda-emu [--precision fp32|bf16] [--counts FILE]\n"
     "                 (--in IN.safetensors | --model PRESET --layer L [--d N])\n";
 static const char ABOUT[] =
     "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
@@ -47,15 +49,20 @@ static const char ABOUT[] =
     "  that run on the float32 path instead of the tensor-core one (docs/cuda.md, \"Which kernels run\").\n"
     "  It runs one small forward and backward (B = 1, T = 130: three 64-row tiles) of the config of\n"
     "  IN (its tensors unused), or of layer L of a model preset (830m: layer 2 has the convolutions,\n"
-    "  layer 3 the head steps alone), with --d setting the head size. Nothing is written.\n"
+    "  layer 3 the head steps alone), with --d setting the head size. Nothing is written\n"
+    "  (--out, --tol and --max-T are refused).\n"
+    "  --counts FILE (--plan on cuda-emu): writes the emulator's counts of each kernel's warp\n"
+    "  operations (mma.sync, ldmatrix, cp.async, shuffles, wmma; mta_ctx_launch_ops) as JSON, the\n"
+    "  \"emulated\" object that bench/cuda_perf_model.py --kernel-counts reads (docs/cuda.md).\n"
     "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
     "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
     "  B*H*T*T floats: 1 GiB each at the default).\n";
 
 typedef struct {
-    const char *in, *out, *model;
+    const char *in, *out, *model, *counts;
     int threads, backend, max_T;  // backend < 0: MTAC_BACKEND's, else fused
     int bf16, plan, layer, d;     // layer, d: -1, 0 when not given
+    int tol_given, max_T_given;   // options of a run on a file's tensors, which --plan refuses
     double tol;
 } attn_args;
 
@@ -67,6 +74,8 @@ static int plan_args_check(const char *cmd, const attn_args *a) {
                       : !a->in == !a->model ? "--plan takes the config of --in or of --model, one of them"
                       : a->model && a->layer < 0 ? "--model needs --layer L"
                       : a->in && a->layer >= 0 ? "--layer goes with --model"
+                      : a->tol_given ? "--plan compares nothing with expect.*: drop --tol"
+                      : a->max_T_given ? "--plan runs its own small T: drop --max-T"
                                                  : NULL;
     if (why) fprintf(stderr, "%s: %s\n", cmd, why);
     return why ? 2 : -1;
@@ -79,13 +88,15 @@ static int parse_args(int argc, char **argv, attn_args *a) {
         {"out", CLI_STR, &a->out, .arg = "OUT.safetensors", .help = "where the results go (required without --plan)"},
         {"threads", CLI_INT, &a->threads, 1, 1e9, .arg = "N", .help = "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else all cores)"},
         {"backend", CLI_CHOICE, &a->backend, .choices = cli_backend_names(), .arg = "NAME", .help = "the backend that computes"},
-        {"max-T", CLI_INT, &a->max_T, 1, 1e9, .arg = "N", .help = "the largest T run"},
-        {"tol", CLI_NUM, &a->tol, 0, 1, .arg = "X", .help = "the largest difference from expect.*, relative"},
+        {"max-T", CLI_INT, &a->max_T, 1, 1e9, .arg = "N", .help = "the largest T run", .given = &a->max_T_given},
+        {"tol", CLI_NUM, &a->tol, 0, 1, .arg = "X", .help = "the largest difference from expect.*, relative",
+         .given = &a->tol_given},
         {"precision", CLI_CHOICE, &a->bf16, .choices = CLI_PRECISIONS, .arg = "P", .help = "mta_config.precision"},
         {"plan", CLI_FLAG, &a->plan, .help = "print the kernels a forward and backward launch, and the fallback"},
         {"model", CLI_STR, &a->model, .arg = "PRESET", .help = "--plan: the config of a preset's layer (830m, lm10m, ...)"},
         {"layer", CLI_INT, &a->layer, 0, MODEL_MAX_LAYERS - 1, .arg = "L", .help = "--plan: the preset's layer"},
         {"d", CLI_INT, &a->d, 1, 4096, .arg = "N", .help = "--plan: the head size (default: the config's)"},
+        {"counts", CLI_STR, &a->counts, .arg = "FILE", .help = "--plan on cuda-emu: each kernel's warp operations, as JSON"},
     };
     const cli_spec spec = {"mtac attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first;
@@ -94,7 +105,7 @@ static int parse_args(int argc, char **argv, attn_args *a) {
     if (a->backend >= 0 && !cli_backend_usable(spec.name, (mta_backend)a->backend)) return 2;
     if (a->plan) return plan_args_check(spec.name, a);
     const char *missing = !a->in ? "--in IN.safetensors" : !a->out ? "--out OUT.safetensors" : NULL;
-    const char *plan_only = a->model ? "--model" : a->layer >= 0 ? "--layer" : a->d ? "--d" : NULL;
+    const char *plan_only = a->model ? "--model" : a->layer >= 0 ? "--layer" : a->d ? "--d" : a->counts ? "--counts" : NULL;
     if (missing) fprintf(stderr, "%s: %s is required (see --help)\n", spec.name, missing);
     else if (plan_only) fprintf(stderr, "%s: %s goes with --plan\n", spec.name, plan_only);
     if (missing || plan_only) return 2;
@@ -159,23 +170,37 @@ static long first_nonfinite(const float *x, size_t n) {
     return -1;
 }
 
+// Reads the problem of file in into *f and *pr (whose tensors point into f; st_free(f) either way).
+// 0, or 1 after a message.
+static int read_problem(const char *in, st_file *f, attn_problem *pr) {
+    char err[512];
+    if (st_read(in, f, err, sizeof err)) {
+        memset(f, 0, sizeof *f);
+        fprintf(stderr, "mtac attn: %s\n", err);
+        return 1;
+    }
+    if (attn_problem_from_file(f, "expect.", pr, err, sizeof err)) {
+        fprintf(stderr, "mtac attn: %s: %s\n", in, err);
+        return 1;
+    }
+    return 0;
+}
+
+// The backend (--backend, else MTAC_BACKEND's) and precision asked for, into c: 0, or 2 after a message.
+static int settle_backend(const attn_args *a, mta_config *c) {
+    if (a->backend >= 0) c->backend = (mta_backend)a->backend;
+    else if (cli_default_backend(&c->backend)) return 2;
+    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    return 0;
+}
+
 // Reads a->in into r and settles its configuration (backend, size limit); refuses non-finite
 // inputs. 0, or the exit status after a message.
 static int load(const attn_args *a, attn_run *r) {
     char err[512];
-    if (st_read(a->in, &r->f, err, sizeof err)) {
-        memset(&r->f, 0, sizeof r->f);
-        fprintf(stderr, "mtac attn: %s\n", err);
-        return 1;
-    }
-    if (attn_problem_from_file(&r->f, "expect.", &r->pr, err, sizeof err)) {
-        fprintf(stderr, "mtac attn: %s: %s\n", a->in, err);
-        return 1;
-    }
+    if (read_problem(a->in, &r->f, &r->pr)) return 1;
     mta_config *c = &r->pr.cfg;
-    if (a->backend >= 0) c->backend = (mta_backend)a->backend;
-    else if (cli_default_backend(&c->backend)) return 2;
-    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    if (settle_backend(a, c)) return 2;
     // Before any allocation: the reference backend's maps at T = 200000 would be 160 GB each.
     if (attn_problem_check_size(c, a->max_T, err, sizeof err)) {
         fprintf(stderr, "mtac attn: %s: %s; raise --max-T to run it anyway\n", a->in, err);
@@ -340,28 +365,17 @@ static int plan_config(const attn_args *a, mta_config *c, int *docs, char *label
         *c = model_layer_mta_config(&m, a->layer, 1, PLAN_T);
         snprintf(label, n, "%s layer %d", a->model, a->layer);
     } else {
-        char err[512];
         st_file f;
         attn_problem pr;
-        if (st_read(a->in, &f, err, sizeof err)) {
-            fprintf(stderr, "mtac attn: %s\n", err);
-            return 1;
-        }
-        const int bad = attn_problem_from_file(&f, "expect.", &pr, err, sizeof err);
+        const int bad = read_problem(a->in, &f, &pr);
         if (!bad) *c = pr.cfg, *docs = pr.doc != NULL;
         st_free(&f);
-        if (bad) {
-            fprintf(stderr, "mtac attn: %s: %s\n", a->in, err);
-            return 1;
-        }
+        if (bad) return 1;
         snprintf(label, n, "the config of %s", a->in);
     }
     c->B = 1, c->T = PLAN_T;
     if (a->d) c->d = a->d;
-    c->backend = a->backend >= 0 ? (mta_backend)a->backend : c->backend;
-    if (a->backend < 0 && cli_default_backend(&c->backend)) return 2;
-    c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
-    return 0;
+    return settle_backend(a, c);
 }
 
 // The inputs of --plan's call, in one buffer on the backend: q, dout, out, dq (n each), k, v, dk,
@@ -403,15 +417,29 @@ static int plan_inputs(const mta_config *c, plan_buffers *b) {
     return 0;
 }
 
+// --counts: kernel i of ctx's record added to ops as {"launches": n, "mma": n, ...}, the
+// emulator's counts (mta_ctx_launch_ops), as bench/cuda_perf_model.py's EMU_FIELDS names them.
+static void plan_add_ops(cJSON *ops, const mta_ctx *ctx, int i, int times) {
+    static const char *const names[] = {"launches", "mma", "ldmatrix", "ldmatrix_bytes", "cp_async", "cp_async_bytes",
+                                        "shfl", "wmma"};
+    mta_kernel_ops k;
+    cJSON *o = cJSON_AddObjectToObject(ops, mta_ctx_launch_ops(ctx, i, &k));
+    const double v[] = {times, k.mma, k.ldmatrix, k.ldmatrix_bytes, k.cp_async, k.cp_async_bytes, k.shfl, k.wmma};
+    for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) cJSON_AddNumberToObject(o, names[j], v[j]);
+}
+
 // Prints the kernels recorded on ctx, each with its launches and the steps of on it computes
 // (cuda_kernel_steps.h), and adds to *fallback the steps of those of the float32 path (and of
-// both paths when tc is 0). Returns how many kernels contradict the table: no row, or a kernel of
-// the path that did not run (tc: 1 the tensor-core path ran, 0 the float32 one).
-static int plan_print_phase(const mta_ctx *ctx, const char *phase, unsigned on, int tc, unsigned *fallback) {
+// both paths when tc is 0), and to ops (when not NULL) their counts. Returns how many kernels
+// contradict the table: no row, or a kernel of the path that did not run (tc: 1 the tensor-core
+// path ran, 0 the float32 one).
+static int plan_print_phase(const mta_ctx *ctx, const char *phase, unsigned on, int tc, unsigned *fallback,
+                            cJSON *ops) {
     int bad = 0, times;
     const char *name;
     printf("%s:\n", phase);
     for (int i = 0; (name = mta_ctx_launch(ctx, i, &times)); i++) {
+        if (ops) plan_add_ops(ops, ctx, i, times);
         const mta_kernel_steps *k = mta_kernel_steps_of(name);
         char steps[64] = "";
         for (int s = 1; k && s <= 9; s++)
@@ -439,8 +467,35 @@ static void plan_header(const mta_config *c, const char *label, int docs, int tc
     else printf("\npath: float32 (not the tensor-core path: %s)\n", why);
 }
 
-// The forward and backward of c on its backend, recorded and printed: 0, or 1 after a message.
-static int plan_run(const mta_config *c, int docs, const char *label) {
+// --counts: the JSON of the emulator's counts of c's call, its kernels to be added to the
+// "forward" and "backward" objects of ["emulated"]; NULL when out of memory.
+static cJSON *plan_counts_new(const mta_config *c, const char *label) {
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "emulated");
+    cJSON *cfg = cJSON_AddObjectToObject(e, "config");
+    cJSON_AddStringToObject(cfg, "label", label);
+    cJSON_AddStringToObject(cfg, "precision", CLI_PRECISIONS[c->precision]);
+    const int v[] = {c->B, c->H, c->H_kv ? c->H_kv : c->H, c->T, c->d};
+    static const char *const names[] = {"B", "H", "H_kv", "T", "d"};
+    for (int j = 0; j < 5; j++) cJSON_AddNumberToObject(cfg, names[j], v[j]);
+    if (!cJSON_AddObjectToObject(e, "forward") || !cJSON_AddObjectToObject(e, "backward")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+// --counts: js written to path. 0, or 1 after a message.
+static int plan_counts_write(cJSON *js, const char *path) {
+    char err[512], *text = cJSON_Print(js);
+    const int bad = !text || write_text_atomic(path, text, err, sizeof err);
+    if (bad) fprintf(stderr, "mtac attn: --counts: %s\n", text ? err : "out of memory");
+    cJSON_free(text);
+    return bad;
+}
+
+// The forward and backward of c on its backend, recorded and printed, and with counts (a path) the
+// emulator's counts written there: 0, or 1 after a message.
+static int plan_run(const mta_config *c, int docs, const char *label, const char *counts) {
     char why[1024];
     const int tc = mta_tensor_core_path(c, why, sizeof why);
     if (tc < 0) {
@@ -455,7 +510,9 @@ static int plan_run(const mta_config *c, int docs, const char *label) {
         fprintf(stderr, "mtac attn: %s\n", err);
         return 1;
     }
-    if (plan_inputs(c, &b)) goto done;
+    cJSON *js = counts ? plan_counts_new(c, label) : NULL, *e = cJSON_GetObjectItem(js, "emulated");
+    if (counts && !js) fprintf(stderr, "mtac attn: out of memory\n");
+    if ((counts && !js) || plan_inputs(c, &b)) goto done;
     float *x = b.placed;
     const size_t n = b.n, nkv = b.nkv;
     mta_set_dropout(ctx, 1, 46);
@@ -465,11 +522,11 @@ static int plan_run(const mta_config *c, int docs, const char *label) {
     unsigned fallback = 0;
     int bad = 0;
     if (mta_ctx_record_launches(ctx, 1) || mta_forward(ctx, x, x + 4 * n, x + 4 * n + nkv, &b.p, x + 2 * n)) goto failed;
-    bad += plan_print_phase(ctx, "forward", on, tc, &fallback);
+    bad += plan_print_phase(ctx, "forward", on, tc, &fallback, cJSON_GetObjectItem(e, "forward"));
     if (mta_ctx_record_launches(ctx, 1) || mta_backward(ctx, x, x + 4 * n, x + 4 * n + nkv, &b.p, x + n, x + 3 * n,
                                                        x + 4 * n + 2 * nkv, x + 4 * n + 3 * nkv, &b.g))
         goto failed;
-    bad += plan_print_phase(ctx, "backward", on, tc, &fallback);
+    bad += plan_print_phase(ctx, "backward", on, tc, &fallback, cJSON_GetObjectItem(e, "backward"));
     if (c->precision != MTA_BF16) {
         printf("fallback: n/a (precision fp32 asks for the float32 path)\n");
     } else {
@@ -479,13 +536,14 @@ static int plan_run(const mta_config *c, int docs, const char *label) {
         printf("\n");
     }
     if (bad) fprintf(stderr, "mtac attn: --plan: %d kernel%s above contradict src/attn/cuda_kernel_steps.h\n", bad, bad == 1 ? "" : "s");
-    rc = bad != 0;
+    rc = bad != 0 || (js && plan_counts_write(js, counts));
     goto done;
 failed:
     fprintf(stderr, "mtac attn: --plan: %s\n", mta_ctx_error(ctx));
 done:
     if (b.placed) cli_off_backend(c->backend, b.host, b.placed);
     free(b.host);
+    cJSON_Delete(js);
     mta_destroy(ctx);
     return rc;
 }
@@ -495,7 +553,14 @@ static int plan(const attn_args *a) {
     int docs;
     char label[300];
     const int rc = plan_config(a, &c, &docs, label, sizeof label);
-    return rc ? rc : plan_run(&c, docs, label);
+    if (rc) return rc;
+    // Only the emulator executes the kernels' source, and so counts what they do.
+    if (a->counts && c.backend != MTA_BACKEND_CUDA_EMU) {
+        fprintf(stderr, "mtac attn: --counts: only the cuda-emu backend counts its kernels' operations, not %s\n",
+                mta_backend_name(c.backend));
+        return 2;
+    }
+    return plan_run(&c, docs, label, a->counts);
 }
 
 int cmd_attn(int argc, char **argv) {

@@ -366,6 +366,22 @@ mta_status mta_ctx_record_launches(mta_ctx *ctx, int on);
 const char *mta_ctx_launch(const mta_ctx *ctx, int i, int *times);
 // The kernels noted beyond the record's room (their names are lost; 0 in practice).
 int mta_ctx_launches_lost(const mta_ctx *ctx);
+// The warp-level operations a kernel executed, summed over its launches (docs/cuda.md, "Counts of
+// the emulator"): each mma.sync m16n8k16, ldmatrix, shuffle and wmma::mma_sync once per warp
+// instruction (not per lane); each cp.async copy once, with its bytes.
+typedef struct {
+    uint64_t mma;             // mma.sync.m16n8k16 (bf16 in, float32 accumulate)
+    uint64_t ldmatrix;        // ldmatrix .x1, .x2 or .x4
+    uint64_t ldmatrix_bytes;  // what they read from shared memory: 128 bytes per 8x8 matrix
+    uint64_t cp_async;        // cp.async copies (one per thread and call)
+    uint64_t cp_async_bytes;  // their bytes (4, 8 or 16 each; zero-fills included)
+    uint64_t shfl;            // __shfl_sync, __shfl_xor_sync
+    uint64_t wmma;            // nvcuda::wmma::mma_sync (m16n16k16)
+} mta_kernel_ops;
+// The i-th kernel noted (NULL past the last, as mta_ctx_launch) and its operations into *ops
+// (when ops is not NULL): counted by the cuda-emu backend, whose emulator executes the kernels'
+// source; zeros where nothing counts them (a GPU's launches, cuBLAS products).
+const char *mta_ctx_launch_ops(const mta_ctx *ctx, int i, mta_kernel_ops *ops);
 // Which path cfg's backend runs cfg on: 1 its tensor-core path; 0 its float32 path, why (n bytes,
 // when not NULL) saying what excludes the tensor-core one (precision MTA_FP32, or the uses of cfg
 // that path's allow-list refuses); -1 the backend has no tensor-core path (why says so).

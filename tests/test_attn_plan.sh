@@ -48,7 +48,29 @@ expect 2 "has layers 0-23" -- plan --model 830m --layer 24
 expect 2 "unknown preset" -- plan --model nope --layer 0
 expect 2 "writes nothing" -- plan --model 830m --layer 2 --out x.safetensors
 expect 2 "one of them" -- plan
+# --plan runs its own small problem: the options of a run on the file's tensors are refused, at
+# their defaults too, not ignored.
+expect 2 "drop --tol" -- plan --model 830m --layer 2 --tol 0.01
+expect 2 "drop --tol" -- plan --model 830m --layer 2 --tol 2e-4
+expect 2 "drop --max-T" -- plan --model 830m --layer 2 --max-T 100
 expect 2 "goes with --plan" -- "$MTAC" attn --in a --out b --layer 2
+
+# --counts: the emulator's counts of each kernel's warp operations, as JSON that the performance
+# model reads (its checks of the format are bench/cuda_perf_model.py --check's; the counts' own,
+# test_launch_record's).
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$(plan --precision bf16 --model lm10m-baseline --layer 0 --counts "$tmp/c.json" 2>&1)
+ok_if '[ $? = 0 ] && [ -s "$tmp/c.json" ]' "--counts wrote no file: $out"
+case $(tr -d ' \t\n' < "$tmp/c.json") in *'"forward":{'*'"k_fa_forward":{"launches":1,"mma":'[1-9]*'"backward":{'*) ok ;;
+*) bad "--counts: no forward k_fa_forward with its MMAs in: $(head -c 600 "$tmp/c.json")" ;; esac
+if command -v python3 >/dev/null; then
+    out=$(python3 "$SRC"/bench/cuda_perf_model.py --kernel-counts "$tmp/c.json" 2>&1)
+    case $out in *"k_fa_forward"*) ok ;; *) bad "the perf model on --counts' file: $out" ;; esac
+fi
+expect 2 "only the cuda-emu backend counts" -- "$MTAC" attn --plan --backend fused --model 830m --layer 2 --counts "$tmp/x"
+expect 2 "--counts goes with --plan" -- "$MTAC" attn --in a --out b --counts "$tmp/x"
+expect 1 "--counts" -- plan --model 830m --layer 3 --counts "$tmp/no/such/dir/x.json"
 
 # Every fixture's config (documents, GQA, each step alone and together) on both paths: --plan
 # fails when a launched kernel has no row, or is of the path that did not run.

@@ -1,7 +1,8 @@
 // test_launch_record.c: the launch record (mta_ctx_record_launches, mta_ctx_launch) and the
 // tensor-core path's verdict (mta_tensor_core_path) that `mtac attn --plan` prints, on cuda-emu:
 // off records nothing, on records the kernels of the calls after it (cleared by each call that
-// turns it on), a host backend records nothing; the verdict follows the allow-list.
+// turns it on), a host backend records nothing; the emulator's counts of a kernel's warp
+// operations (mta_ctx_launch_ops) are those of its loops; the verdict follows the allow-list.
 #include "mta.h"
 
 #include <setjmp.h>
@@ -37,12 +38,19 @@ static int forward_records(mta_ctx *ctx, const mta_config *c) {
     return k;
 }
 
+// A context of plain attention at (B, H, T, d) on cuda-emu, precision bf16, its config in *c.
+static mta_ctx *emu_ctx(mta_config *c, int B, int H, int T, int d) {
+    *c = mta_config_default(B, H, T, d);
+    c->backend = MTA_BACKEND_CUDA_EMU, c->precision = MTA_BF16;
+    mta_ctx *ctx = NULL;
+    assert_int_equal(mta_create(&ctx, c, NULL, 0), MTA_OK);
+    return ctx;
+}
+
 static void test_record(void **s) {
     (void)s;
-    mta_config c = mta_config_default(1, 2, 70, 16);
-    c.backend = MTA_BACKEND_CUDA_EMU, c.precision = MTA_BF16;
-    mta_ctx *ctx = NULL;
-    assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
+    mta_config c;
+    mta_ctx *ctx = emu_ctx(&c, 1, 2, 70, 16);
     assert_int_equal(forward_records(ctx, &c), 0);  // off
     assert_int_equal(mta_ctx_record_launches(ctx, 1), MTA_OK);
     assert_true(forward_records(ctx, &c) > 0);
@@ -62,6 +70,40 @@ static void test_record(void **s) {
     assert_int_equal(mta_create(&ctx, &c, NULL, 0), MTA_OK);
     assert_int_equal(mta_ctx_record_launches(ctx, 1), MTA_OK);
     assert_int_equal(forward_records(ctx, &c), 0);  // a host backend launches nothing
+    mta_destroy(ctx);
+}
+
+// The emulator's count of k_fa_forward's mma.sync instructions (mta_ctx_launch_ops), against the
+// kernel's loops (src/attn/mta_cuda_fa2.cuh) at plain attention, B = 1, H = 1, T = 128, d = 64:
+//   blocks: one per 64-row query tile: Tp / 64 = 2 (rows 0..63 and 64..127), 4 warps each;
+//   key tiles a block walks: jt0 = 0 to its diagonal jt1 = i0 / 64: 1 and 2, so 3 in all;
+//   per warp and key tile: S = q k^T in 4 chunks (fa_xyT), each dp / 16 = 4 k-steps of 2 mma: 32;
+//     O += P V in 4 chunks (fa_acc), each DP / 16 = 4 n-pairs of 2 mma: 32; so 64;
+//   total: 3 key tiles x 4 warps x 64 = 768, once per warp instruction (per lane it would be 32x).
+// The ldmatrix count follows from the same loops: per warp and key tile 4 x 4 x 2 (fa_xyT's x4 of
+// q and of k) + 4 x 4 (fa_acc's x4.trans of v) = 48, 576 in all, 512 bytes each.
+static void test_ops_fa_forward(void **s) {
+    (void)s;
+    mta_config c;
+    mta_ctx *ctx = emu_ctx(&c, 1, 1, 128, 64);
+    assert_int_equal(mta_ctx_record_launches(ctx, 1), MTA_OK);
+    forward_records(ctx, &c);
+    mta_kernel_ops ops, sum = {0};
+    int fa = -1;
+    const char *name;
+    for (int i = 0; (name = mta_ctx_launch_ops(ctx, i, &ops)); i++) {
+        if (!strcmp(name, "k_fa_forward")) fa = i;
+        else sum.mma += ops.mma;  // the rest of the call (rounding q, k, v) has no MMA
+    }
+    assert_true(fa >= 0);
+    mta_ctx_launch_ops(ctx, fa, &ops);
+    assert_int_equal(ops.mma, 3 * 4 * 64);
+    assert_int_equal(ops.ldmatrix, 3 * 4 * 48);
+    assert_int_equal(ops.ldmatrix_bytes, 3 * 4 * 48 * 512);
+    assert_int_equal(ops.wmma, 0);
+    assert_true(ops.cp_async > 0 && ops.cp_async_bytes == 16 * ops.cp_async && ops.shfl > 0);
+    assert_int_equal(sum.mma, 0);
+    assert_null(mta_ctx_launch_ops(ctx, 99, &ops));
     mta_destroy(ctx);
 }
 
@@ -89,6 +131,7 @@ static void test_verdict(void **s) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_record), cmocka_unit_test(test_verdict)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_record), cmocka_unit_test(test_ops_fa_forward),
+                                       cmocka_unit_test(test_verdict)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

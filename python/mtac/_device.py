@@ -11,9 +11,6 @@ import torch
 
 from mtac._lib import Context, lib
 
-_p = ctypes.c_void_p
-lib.mta_set_stream.restype, lib.mta_set_stream.argtypes = None, [_p, _p]
-
 # None: CPU tensors take the host backends; an int: they take the device path on cuda-emu, with
 # that number as torch's "current stream" (the emulator runs every stream in call order and never
 # reads the handle, so a test can tell which stream each call was given).

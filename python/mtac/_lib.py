@@ -87,6 +87,7 @@ def _bind(lib):
         'mta_destroy': (None, [_p]),
         'mta_set_dropout': (None, [_p, _c_int, ctypes.c_uint64]),
         'mta_set_documents': (_c_int, [_p, _p]),
+        'mta_set_stream': (None, [_p, _p]),
         'mta_ctx_error': (ctypes.c_char_p, [_p]),
         'mta_ctx_workspace_bytes': (ctypes.c_size_t, [_p]),
         'mta_backend_from_name': (_c_int, [ctypes.c_char_p, ctypes.POINTER(_c_int)]),

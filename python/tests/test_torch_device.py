@@ -7,8 +7,8 @@
 Each is checked against the fused CPU backend on the same inputs. unittest classes, so that pytest
 runs them here and `python3 -m unittest` on the GPU machine of scripts/gpu_check.sh, which may
 have no pytest."""
+import contextlib
 import copy
-import ctypes
 import math
 import os
 import sys
@@ -37,8 +37,10 @@ PLAIN = dict(B=1, H=2, T=33, d=16)
 
 
 def _available(name):
-    b = ctypes.c_int()
-    return _lib.lib.mta_backend_from_name(name.encode(), ctypes.byref(b)) == 0 and _lib.lib.mta_backend_available(b)
+    try:
+        return bool(_lib.lib.mta_backend_available(_device._backend_id(name)))
+    except ImportError:  # a library without the backend's name
+        return False
 
 
 class _Mode:
@@ -59,7 +61,7 @@ class _Mode:
 
     def on(self, stream=0):
         """The block in which the mode's tensors take the device path."""
-        return _device.emulate(stream) if self.mode == 'emu' else _nothing()
+        return _device.emulate(stream) if self.mode == 'emu' else contextlib.nullcontext()
 
     def run_op(self, tensors, meta, dtype=torch.float32, device=True):
         """Forward and backward of sum(out * dout) on the device (device=False: the fused CPU
@@ -70,7 +72,7 @@ class _Mode:
             n not in ('dout', 'doc')) for n, t in tensors.items() if n != 'doc'}
         doc = tensors['doc'].to(dev, torch.int64) if 'doc' in tensors else None
         params = {n: x[n] for n in PARAM_NAMES if n in x}
-        with self.on() if device else _nothing():
+        with self.on() if device else contextlib.nullcontext():
             out = mta_attention(x['q'], x['k'], x['v'], **params, doc=doc, layer_id=int(meta.get('layer_id', '0')),
                                 depth_scale=meta.get('depth_scale') == '1')
             out.backward(x['dout'])
@@ -91,14 +93,6 @@ class _Mode:
             # max_abs is inf on a NaN or inf: a non-finite reference would let any result pass
             self.assertTrue(math.isfinite(s), n + ': the reference is not finite')
             self.assertLessEqual(max_abs_diff(got[n], exp[n]), bound * s, n)
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _Recorder:

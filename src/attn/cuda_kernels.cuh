@@ -37,7 +37,13 @@ inline void mta_launch_note(const char *name) {
     if (mta_launch_log *log = mta_launch_record()) mta_launch_log_note(log, name);
 }
 #ifdef MTAC_CUDA_EMU
-#define MTA_LAUNCH(k, grid, block, shmem, stream) mta_launch_note(#k), ::cuemu::launch(#k, k, grid, block, shmem, stream)
+// The emulator adds the launch's warp-level operations to its kernel's row of the record.
+inline mta_kernel_ops *mta_launch_note_ops(const char *name) {
+    mta_launch_log *log = mta_launch_record();
+    const int i = log ? mta_launch_log_note(log, name) : -1;
+    return i >= 0 ? &log->ops[i] : nullptr;
+}
+#define MTA_LAUNCH(k, grid, block, shmem, stream) ::cuemu::launch(#k, k, grid, block, shmem, stream, mta_launch_note_ops(#k))
 #define MTA_SHARED(T, name, n) T *const name = (T *)::cuemu::shared_array((n) * sizeof(T), alignof(T))
 #define MTA_DYNAMIC_SHARED(T, name) T *const name = (T *)::cuemu::dynamic_shared()
 #else

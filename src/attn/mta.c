@@ -569,6 +569,12 @@ const char *mta_ctx_launch(const mta_ctx *ctx, int i, int *times) {
     return log->name[i];
 }
 
+const char *mta_ctx_launch_ops(const mta_ctx *ctx, int i, mta_kernel_ops *ops) {
+    const char *name = mta_ctx_launch(ctx, i, NULL);
+    if (name && ops) *ops = ctx->launches->ops[i];
+    return name;
+}
+
 int mta_ctx_launches_lost(const mta_ctx *ctx) { return ctx && ctx->launches ? ctx->launches->lost : 0; }
 
 int mta_tensor_core_path(const mta_config *c, char *why, size_t n) {

@@ -407,10 +407,9 @@ void normgate_backward(const call *cl, const float *o, const float *go, float *d
 // 1 when the context's config runs on the tensor-core path on its device (after cuda_setup).
 int tc_on(const mta_ctx *ctx) { return ((const cuda_state *)ctx->state)->tc; }
 
+// The call's settings; ctx has been set up (cuda_setup) by the forward or backward that calls it.
 mta_status begin(mta_ctx *ctx, call *cl, const float *q, const float *k, const float *v, const mta_params *p) {
     memset(cl, 0, sizeof *cl);
-    mta_status s = cuda_setup(ctx);
-    if (s) return s;
     cl->ctx = ctx, cl->st = (cuda_state *)ctx->state, cl->c = &ctx->cfg;
     cl->q = q, cl->k = k, cl->v = v, cl->p = p;
     cl->s = (cudaStream_t)ctx->stream;

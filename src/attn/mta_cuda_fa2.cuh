@@ -55,14 +55,19 @@ size_t fa_smem_bytes(int kind, int dp) {
     return tiles * fa_tile_bytes(dp) + (kind == TC_DKDV ? 2 * sizeof(fa_rows) : 0);
 }
 
-// Issues the copies of rows [r0, r0 + n) of a padded (Tp, dp) slab into a shared tile; rows
-// outside [0, T) are zero-filled (not read). fa_load: a tile's 64 rows.
-__device__ __forceinline__ void fa_load_rows(bf16 *tile, const bf16 *slab, int r0, int n, int T, int dp) {
-    const int per_row = dp / 8, ld = fa_ld(dp);
+// Issues the copies of rows [r0, r0 + n), columns [c0, c0 + w) of a padded (Tp, dp) slab into a
+// shared tile at leading dimension ld (c0, w multiples of 8); rows outside [0, T) are zero-filled
+// (not read). fa_load_rows: every column, at fa_ld(dp); fa_load: a tile's 64 rows.
+__device__ __forceinline__ void fa_load_cols(bf16 *tile, int ld, const bf16 *slab, int r0, int n, int T, int dp, int c0,
+                                             int w) {
+    const int per_row = w / 8;
     for (int e = threadIdx.x; e < n * per_row; e += TC_THREADS) {
         const int r = e / per_row, c = e % per_row * 8, row = r0 + r, in = row >= 0 && row < T;
-        cp_async16(tile + r * ld + c, slab + (size_t)(in ? row : 0) * dp + c, in);
+        cp_async16(tile + r * ld + c, slab + (size_t)(in ? row : 0) * dp + c0 + c, in);
     }
+}
+__device__ __forceinline__ void fa_load_rows(bf16 *tile, const bf16 *slab, int r0, int n, int T, int dp) {
+    fa_load_cols(tile, fa_ld(dp), slab, r0, n, T, dp, 0, dp);
 }
 __device__ __forceinline__ void fa_load(bf16 *tile, const bf16 *slab, int r0, int T, int dp) {
     fa_load_rows(tile, slab, r0, TC_M, T, dp);
@@ -87,17 +92,20 @@ __device__ __forceinline__ void fa_xyT(mma_c c[2], const bf16 *x, const bf16 *y,
 }
 
 // acc += A Y for A a 16 x 16 chunk and y the first of its 16 rows of a shared tile (k-major: its
-// rows are A's columns), over the n-tiles of dp columns. ldmatrix x4 .trans from lane l's row
-// l % 16, column n + 8 (l / 16) gives n-tiles n and n + 8's b[0..1].
+// rows are A's columns), over the n-tiles of acc's columns [c0, dp) (y's column 0 is acc's column
+// c0: a slice of d). ldmatrix x4 .trans from lane l's row l % 16, column n + 8 (l / 16) gives
+// n-tiles n and n + 8's b[0..1].
 template <int DP>
-__device__ __forceinline__ void fa_acc(mma_c (&acc)[DP / 8], const mma_a &a, const bf16 *y, int ld, int dp) {
+__device__ __forceinline__ void fa_acc(mma_c (&acc)[DP / 8], const mma_a &a, const bf16 *y, int ld, int dp,
+                                       int c0 = 0) {
     const int l = threadIdx.x % 32;
     const bf16 *yl = y + (l % 16) * ld + 8 * (l / 16);
     FA_UNROLL
     for (int n = 0; n < DP / 16; n++) {
         if (n * 16 >= dp) break;
+        if (n * 16 < c0) continue;
         uint32_t r[4];
-        ldsm_x4_t(r, yl + n * 16);
+        ldsm_x4_t(r, yl + (n * 16 - c0));
         const mma_b b0 = {{r[0], r[1]}}, b1 = {{r[2], r[3]}};
         mma_16816(acc[2 * n], a, b0);
         mma_16816(acc[2 * n + 1], a, b1);

@@ -28,22 +28,31 @@
 #define FC_ROLLED _Pragma("unroll 1")
 #endif
 
-// A tile's halos and the band's shape for a c_q x c_k kernel.
+// A tile's halos and the band's shape for a c_q x c_k kernel; with bwd the backward's grown tile
+// (mta_cuda_fa_conv_bwd.cuh): S1 and dS1 on sr rows from i0 and kd columns from j0 - E, Z on
+// rows from i0 - rh and columns from j0 - E - p.
 struct fc_geo {
     int cq, ck, p;
     int rh;    // halo rows above the tile: c_q-1 rounded up to 16
+    int sr;    // S1's rows from i0: TC_M (forward), TC_M + c_q-1 rounded up to 16 (backward)
     int zr;    // Z's rows, from i0 - rh
-    int kz;    // Z's columns (k's rows), from j0 - p: TC_N + 2p rounded up to 16
+    int kz;    // Z's columns (k's rows)
     int zld;   // Z's leading dimension (kz + FA_PAD: rows an odd multiple of 16 bytes apart)
     int dmax;  // the largest delta whose band block is not zero
     int bw;    // a band row's width: dmax + 24, made an odd multiple of 8
+    int E, kd, dld;  // backward: dS1's left halo (c_k-1-p rounded up to 8), columns, leading dimension
+    int sh, dmaxT;   // backward: the transposed band's shift (E - (c_k-1-p)) and largest delta
 };
-__host__ __device__ inline fc_geo fc_geo_of(int cq, int ck) {
+__host__ __device__ inline int fc_band_width(int dmax) { return dmax + 24 + (dmax / 8 % 2 ? 8 : 0); }
+__host__ __device__ inline fc_geo fc_geo_of(int cq, int ck, int bwd = 0) {
     fc_geo g;
-    g.cq = cq, g.ck = ck, g.p = (ck - 1) / 2, g.rh = tc_up16(cq - 1), g.zr = TC_M + g.rh;
-    g.kz = tc_up16(TC_N + 2 * g.p), g.zld = g.kz + FA_PAD;
-    g.dmax = (ck + 6) / 8 * 8;
-    g.bw = g.dmax + 24 + (g.dmax / 8 % 2 ? 8 : 0);
+    g.cq = cq, g.ck = ck, g.p = (ck - 1) / 2, g.rh = tc_up16(cq - 1);
+    g.sr = bwd ? tc_up16(TC_M + cq - 1) : TC_M, g.zr = g.rh + g.sr;
+    const int e = ck - 1 - g.p;
+    g.E = (e + 7) / 8 * 8, g.sh = g.E - e, g.kd = tc_up16(g.E + TC_N + g.p), g.dld = g.kd + FA_PAD;
+    g.kz = bwd ? tc_up16(g.kd + ck - 1) : tc_up16(TC_N + 2 * g.p), g.zld = g.kz + FA_PAD;
+    g.dmax = (ck + 6) / 8 * 8, g.dmaxT = (ck + g.sh + 6) / 8 * 8;
+    g.bw = fc_band_width(bwd && g.dmaxT > g.dmax ? g.dmaxT : g.dmax);
     return g;
 }
 
@@ -69,14 +78,21 @@ __device__ __forceinline__ void fc_kv_load(const tc_args &a, const fc_geo &g, si
     fa_load_rows(vs, a.v + slab, jt * TC_N, TC_N, a.T, a.dp);
 }
 
-// The bands of head h's kernel (w rounded to bf16, as q and k are) and the document start of
-// each of Z's rows from i0 - rh (0 outside [0, T), where Z is 0).
+// The c_q bands of head h's kernel w (w rounded to bf16, as q and k are): band[a][jj][u] =
+// w[a, u-8-jj-sh], or with flip the transposed convolution's w[c_q-1-a, c_k-1-(u-8-jj-sh)].
+__device__ __forceinline__ void fc_band(const fc_geo &g, const float *w, int flip, int sh, bf16 *band) {
+    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
+        const int row = e / (8 * g.bw), c = e % g.bw - 8 - e / g.bw % 8 - sh;
+        const int at = flip ? (g.cq - 1 - row) * g.ck + g.ck - 1 - c : row * g.ck + c;
+        band[e] = __float2bfloat16_rn(c >= 0 && c < g.ck ? w[at] : 0.0f);
+    }
+}
+
+// The bands of head h's kernel and the document start of each of Z's rows from i0 - rh (0
+// outside [0, T), where Z is 0).
 __device__ __forceinline__ void fc_setup(const tc_args &a, const fc_geo &g, int b, int h, int i0, const float *w_pre,
                                          bf16 *band, int *st) {
-    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
-        const int row = e / (8 * g.bw), c = e % g.bw - 8 - e / g.bw % 8;
-        band[e] = __float2bfloat16_rn(c >= 0 && c < g.ck ? w_pre[((size_t)h * g.cq + row) * g.ck + c] : 0.0f);
-    }
+    fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 0, 0, band);
     for (int r = threadIdx.x; r < g.zr; r += TC_THREADS) {
         const int i = i0 - g.rh + r;
         st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, b, i) : 0;
@@ -90,34 +106,49 @@ __device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint3
                      x1 - __bfloat162float(__ushort_as_bfloat16((unsigned short)(hi >> 16))));
 }
 
-// Z = Q K^T on the grown tile of key tile j0 (its rows from r0 = i0 - rh), masked, into zhi and
-// zlo: its 16 x 16 chunks go to the warps in turn. The post-softmax convolution
-// (mta_cuda_fa_post.cuh) makes other grown tiles the same way: qs, ks are then other operands
-// (dO, v), the rows may start elsewhere (r0), and entry(row, i, j, x) maps a kept entry x of stored
-// row `row`, query i, key j to what is stored (Z: x itself); LO false keeps the hi part only.
+// fc_z's entry map for Z itself (the post-softmax convolution's maps P and dP1:
+// mta_cuda_fa_post.cuh).
+struct fc_same {
+    __device__ float operator()(int, int, int, float x) const { return x; }
+};
+
+// A 16 x 16 chunk z of a grown tile (stored rows f0.., query rz + row; columns c0.. from key jz)
+// masked (0 unless s_r <= j <= r < T) and mapped by entry(row, i, j, x) (Z: x itself) into zhi
+// and zlo (LO false: the hi part only).
 template <bool LO = true, typename F>
-__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int r0, int j0, const bf16 *qs, const bf16 *ks,
-                                     const int *st, F entry, bf16 *zhi, bf16 *zlo) {
-    const int ld = fa_ld(a.dp), cc = g.kz / 16, gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+__device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, int rz, int jz, int f0, int c0,
+                                           const mma_c z[2], const int *st, F entry, bf16 *zhi, bf16 *zlo) {
+    const int gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    FA_UNROLL
+    for (int n = 0; n < 2; n++)
+        FA_UNROLL
+        for (int r = 0; r < 2; r++) {
+            const int zr = f0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = rz + zr, j = jz + c;
+            const bool row = i >= 0 && i < a.T;
+            float x[2];
+            FA_UNROLL
+            for (int e = 0; e < 2; e++)
+                x[e] = row && j + e >= st[zr] && j + e <= i ? entry(zr, i, j + e, z[n].x[2 * r + e]) : 0.0f;
+            uint32_t hi, lo;
+            fc_split(x[0], x[1], hi, lo);
+            *(uint32_t *)(zhi + zr * g.zld + c) = hi;
+            if (LO) *(uint32_t *)(zlo + zr * g.zld + c) = lo;
+        }
+}
+
+// Z = Q K^T on the grown tile of key tile j0 (its rows from query rz = i0 - rh), masked, into zhi
+// and zlo: its 16 x 16 chunks go to the warps in turn. The post-softmax convolution
+// (mta_cuda_fa_post.cuh) makes other grown tiles the same way: qs, ks are then other operands
+// (dO, v), the rows may start elsewhere (rz), entry maps each kept entry (fc_z_store).
+template <bool LO = true, typename F = fc_same>
+__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int rz, int j0, const bf16 *qs, const bf16 *ks,
+                                     const int *st, bf16 *zhi, bf16 *zlo, F entry = F()) {
+    const int ld = fa_ld(a.dp), cc = g.kz / 16;
     for (int f = threadIdx.x / 32; f < g.zr / 16 * cc; f += TC_THREADS / 32) {
         const int f0 = f / cc * 16, c0 = f % cc * 16;
         mma_c z[2] = {};
         fa_xyT(z, qs + f0 * ld, ks + c0 * ld, ld, a.dp);
-        FA_UNROLL
-        for (int n = 0; n < 2; n++)
-            FA_UNROLL
-            for (int r = 0; r < 2; r++) {
-                const int zr = f0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = r0 + zr, j = j0 - g.p + c;
-                const bool row = i >= 0 && i < a.T;
-                float x[2];
-                FA_UNROLL
-                for (int e = 0; e < 2; e++)
-                    x[e] = row && j + e >= st[zr] && j + e <= i ? entry(zr, i, j + e, z[n].x[2 * r + e]) : 0.0f;
-                uint32_t hi, lo;
-                fc_split(x[0], x[1], hi, lo);
-                *(uint32_t *)(zhi + zr * g.zld + c) = hi;
-                if (LO) *(uint32_t *)(zlo + zr * g.zld + c) = lo;
-            }
+        fc_z_store<LO>(a, g, rz, j0 - g.p, f0, c0, z, st, entry, zhi, zlo);
     }
 }
 
@@ -127,35 +158,45 @@ __device__ __forceinline__ void fc_keep(mma_a &x, bool k0, bool k1) {
     if (!k1) x.x[1] = x.x[3] = 0u;
 }
 
-// s += S1 (unscaled) of warp w's 16 rows (this lane's rows i, document starts st): per kernel row a
-// and k step of Z's columns, Z's rows shifted by a (hi and lo) times the band blocks of the n-tiles
-// it reaches. With down (the document start of each stored row) the tile's rows start at i0, and
-// kernel row a reads row i + a, when it is in row i's document: the transposed convolution of the
-// post-softmax one's backward (mta_cuda_fa_post.cuh), with its band of the kernel flipped; LO
-// false: Z is one bf16 part (zlo not read).
-template <bool LO = true>
-__device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const int st[2], const bf16 *zhi,
-                                        const bf16 *zlo, const bf16 *band, mma_c (&s)[8], const int *down = NULL) {
-    const int l = threadIdx.x % 32, w = threadIdx.x / 32, gq = l / 4;
+// The source of a band product: the A tile's hi and lo parts at leading dimension ld with ncols
+// columns, the document start of each of its rows (st), and the c_q bands (width bw, largest delta
+// dmax).
+struct fc_src {
+    const bf16 *hi, *lo;
+    int ld, ncols;
+    const int *st;
+    const bf16 *band;
+    int bw, dmax;
+};
+
+// s += the band products of 16 rows for n-tiles nt0..nt0+NT-1: per kernel row a, the A tile's rows
+// from r0 + a (this lane's: r0 + a + g, + 8; kept when their document start is st_own[0], [1], the
+// output rows') times the band blocks of the n-tiles each k step reaches (hi and lo). The forward's
+// S1: A = Z, r0 = 16w + rh - (c_q-1); the backward's dZ: A = dS1 shifted down, flipped bands (and
+// so the post-softmax convolution's P1 from P, and dP from dP1: mta_cuda_fa_post.cuh). LO false:
+// the A tile is one bf16 part (x.lo not read).
+template <int NT, bool LO = true>
+__device__ __forceinline__ void fc_conv(const fc_geo &g, const fc_src &x, int r0, int nt0, const int st_own[2],
+                                        mma_c (&s)[NT]) {
+    const int l = threadIdx.x % 32, gq = l / 4;
+    const int ks0 = (8 * nt0 - 8 + 15) / 16 > 0 ? (8 * nt0 - 8 + 15) / 16 : 0;
+    const int ks_end = (8 * (nt0 + NT - 1) + x.dmax) / 16, ks1 = ks_end < x.ncols / 16 ? ks_end : x.ncols / 16 - 1;
     FC_ROLLED
     for (int a = 0; a < g.cq; a++) {
-        const int back = g.cq - 1 - a;  // output row i reads Z's row i - back (down: i + a)
-        const int row0 = down ? 16 * w + a : 16 * w + g.rh - back;  // the stored row of the warp's row 0
-        const bool k0 = down ? down[row0 + gq] == st[0] : i[0] - back >= st[0];
-        const bool k1 = down ? down[row0 + gq + 8] == st[1] : i[1] - back >= st[1];
-        const int zl = (row0 + l % 16) * g.zld + 8 * (l / 16);
-        const bf16 *bl = band + (a * 8 + l % 8) * g.bw + 8 + 8 * (l / 8 % 2);
+        const bool k0 = x.st[r0 + a + gq] == st_own[0], k1 = x.st[r0 + a + gq + 8] == st_own[1];
+        const int zl = (r0 + a + l % 16) * x.ld + 8 * (l / 16);
+        const bf16 *bl = x.band + (a * 8 + l % 8) * x.bw + 8 + 8 * (l / 8 % 2);
         FC_ROLLED
-        for (int ks = 0; ks < g.kz / 16; ks++) {
+        for (int ks = ks0; ks <= ks1; ks++) {
             mma_a hi, lo = {};
-            ldsm_x4(hi.x, zhi + zl + 16 * ks);
-            if (LO) ldsm_x4(lo.x, zlo + zl + 16 * ks);
+            ldsm_x4(hi.x, x.hi + zl + 16 * ks);
+            if (LO) ldsm_x4(lo.x, x.lo + zl + 16 * ks);
             fc_keep(hi, k0, k1);
             fc_keep(lo, k0, k1);
             FA_UNROLL
-            for (int nt = 0; nt < 8; nt++) {
-                const int delta = 16 * ks - 8 * nt;
-                if (delta < -8 || delta > g.dmax) continue;
+            for (int nt = 0; nt < NT; nt++) {
+                const int delta = 16 * ks - 8 * (nt0 + nt);
+                if (delta < -8 || delta > x.dmax) continue;
                 mma_b bb;
                 ldsm_x2(bb.x, bl + delta);
                 mma_16816(s[nt], hi, bb);
@@ -165,14 +206,14 @@ __device__ __forceinline__ void fc_conv(const fc_geo &g, const int i[2], const i
     }
 }
 
-// The forward's walk of query tile i0 of head bh (this lane's rows i, document starts st) over its
+// The forward's walk of query tile i0 of head bh (this lane's rows' document starts st) over its
 // key tiles, with the block's shared memory at: q's rows with halos, then per key tile the grown
 // product mapped by entry (Z; the post-softmax forward's P) as hi and lo, and each warp's band
 // products of w's kernel in s, handed to tile(jt, s, v's rows) while the next tile's k and v are
 // copied in.
 template <typename E, typename F>
 __device__ __forceinline__ void fc_walk(const tc_args &a, const fc_geo &g, const fc_smem &at, bf16 *sh, int bh, int i0,
-                                        const float *w, const int i[2], const int st[2], E entry, F tile) {
+                                        const float *w, const int st[2], E entry, F tile) {
     const int dp = a.dp, ld = fa_ld(dp), b = bh / a.H;
     bf16 *qs = sh + at.q, *ks = sh + at.k, *vb = sh + at.v, *zhi = sh + at.zhi, *zlo = sh + at.zlo;
     int *stz = (int *)(sh + at.st);
@@ -182,17 +223,18 @@ __device__ __forceinline__ void fc_walk(const tc_args &a, const fc_geo &g, const
     fc_kv_load(a, g, slab, jt0, ks, vb);
     cp_async_commit();
     fc_setup(a, g, b, bh % a.H, i0, w, sh + at.band, stz);
+    const fc_src src = {zhi, zlo, g.zld, g.kz, stz, sh + at.band, g.bw, g.dmax};
     for (int jt = jt0; jt <= jt1; jt++) {
         const bf16 *vs = vb + ((jt - jt0) & 1) * TC_N * ld;
         cp_async_wait<0>();  // this thread's copies of tile jt are done,
         __syncthreads();     // and every thread's; and the last tile's Z and v are no longer read
-        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, entry, zhi, zlo);
+        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, zhi, zlo, entry);
         __syncthreads();  // Z's halo rows come from other warps; k is no longer read
         if (jt < jt1) fc_kv_load(a, g, slab, jt + 1, ks, vb + ((jt - jt0 + 1) & 1) * TC_N * ld);
         cp_async_commit();
         mma_c s[8];
         fa_zero(s);
-        fc_conv(g, i, st, zhi, zlo, sh + at.band, s);
+        fc_conv<8>(g, src, 16 * (threadIdx.x / 32) + g.rh - (g.cq - 1), 0, st, s);
         tile(jt, s, vs);
     }
 }
@@ -207,7 +249,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, 
     fa_fwd<DP> f;
     fa_fwd_init(f, a, bh / a.H, i0);
     const fc_geo g = fc_geo_of(a.cq, a.ck);
-    fc_walk(a, g, fc_smem_of(a.dp, g), sh, bh, i0, w_pre, f.i, f.st, [](int, int, int, float x) { return x; },
+    fc_walk(a, g, fc_smem_of(a.dp, g), sh, bh, i0, w_pre, f.st, fc_same(),
             [&](int jt, mma_c (&s)[8], const bf16 *vs) { fa_fwd_tile(a, bh, jt, f, s, vs, ld); });
     fa_fwd_out(a, bh, f, out);
 }

@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_forward_t(tc_args a, 
     fa_lane_rows(a, bh / a.H, i0, i, st);
     mma_c o[DP / 8];
     fa_zero(o);
-    fc_walk(a, g, at.c, sh, bh, i0, w_post, i, st, fp_softmax(a, lse), [&](int jt, mma_c (&s)[8], const bf16 *vs) {
+    fc_walk(a, g, at.c, sh, bh, i0, w_post, st, fp_softmax(a, lse), [&](int jt, mma_c (&s)[8], const bf16 *vs) {
         fp_mask_drop(a, bh, jt * TC_N, i, st, s);
         FA_UNROLL
         for (int kc = 0; kc < 4; kc++) fa_acc<DP>(o, fa_a_of(s + 2 * kc), vs + 16 * kc * ld, ld, a.dp);
@@ -102,7 +102,7 @@ void fa_post_forward(const call *cl, const tc_args &a, int BH, const float *w_po
 // dP1 = mask(dropout(dO V^T)) on rows [i0, i0+64+rh) (the rows that read P's rows of the tile:
 // row i reads rows i-(c_q-1)..i) and columns [j0-p, j0-p+kz), made as P is (fc_z), rounded to
 // bf16 once; the transposed convolution dP = qkconv^T(dP1) of the tile is fc_conv with the kernel
-// flipped in both directions (fp_tband) reading rows i..i+c_q-1 of i's document; dS = P (dP - D)
+// flipped in both directions (fc_band) reading rows i..i+c_q-1 of i's document; dS = P (dP - D)
 // with D_i = sum_j P_ij dP_ij (not rowsum(dO O): O is made from P1). k_fa_post_dq walks a query
 // tile's key tiles twice, for D (written to a.D) and then dq += scale dS K and the kernel
 // gradient's partial sums dw[a,c] += dP1[i,j] P[i-(c_q-1)+a, j-p+c]; k_fa_post_dkdv walks a key
@@ -132,17 +132,6 @@ size_t fa_post_bwd_smem_bytes(int kind, int dp, int cq, int ck) {
     return fpb_smem_of(kind, dp, fc_geo_of(cq, ck)).total * sizeof(bf16);
 }
 
-// The transposed band: band row b holds the kernel flipped in both directions, w'[b, c] =
-// w[c_q-1-b, c_k-1-c], as fc_setup lays out a kernel's bands (the lead may merge it with the
-// pre-softmax backward's builder). Each thread writes the entries fc_setup's loop gives it.
-__device__ __forceinline__ void fp_tband(const fc_geo &g, int h, const float *w, bf16 *band) {
-    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
-        const int row = e / (8 * g.bw), jj = e / g.bw % 8, c = e % g.bw - 8 - jj;  // band[row][jj][c + 8 + jj]
-        const float x = c >= 0 && c < g.ck ? w[((size_t)h * g.cq + g.cq - 1 - row) * g.ck + g.ck - 1 - c] : 0.0f;
-        band[e] = __float2bfloat16_rn(x);
-    }
-}
-
 // fc_z's entry map for dP1: dO v^T through dropout.
 struct fp_dropout {
     const tc_args *a;
@@ -157,7 +146,7 @@ __device__ __forceinline__ void fp_bwd_setup(const tc_args &a, const fc_geo &g, 
     const int b = bh / a.H, h = bh % a.H;
     int *std_ = (int *)(sh + at.std_);
     fc_setup(a, g, b, h, i0, w, sh + at.band, (int *)(sh + at.stp));
-    fp_tband(g, h, w, sh + at.band);  // over fc_setup's band, entry by entry in the same thread
+    fc_band(g, w + (size_t)h * g.cq * g.ck, 1, 0, sh + at.band);  // over fc_setup's, entry by entry in one thread
     fp_lse(a, g, bh, i0, (float *)(sh + at.lse));
     for (int r = threadIdx.x; r < g.zr; r += TC_THREADS) {
         const int i = i0 + r;
@@ -181,19 +170,20 @@ __device__ __forceinline__ void fp_load_now(bf16 *tile, const bf16 *slab, int r0
 
 // The grown tiles of query tile i0 (q, dO in shared memory) and key tile j0 (slab the kv head's):
 // v into the k/v buffer and dP1, then k there and P; then, after a barrier, this warp's dP of the
-// central tile (rows i, document starts st). The buffer keeps k.
+// central tile (its rows' document starts st). The buffer keeps k.
 __device__ __forceinline__ void fp_tiles(const tc_args &a, const fc_geo &g, int bh, int i0, int j0, size_t slab,
-                                         bf16 *sh, const fpb_smem &at, const int i[2], const int st[2], mma_c (&dp)[8]) {
+                                         bf16 *sh, const fpb_smem &at, const int st[2], mma_c (&dp)[8]) {
     const int *stp = (const int *)(sh + at.stp), *std_ = (const int *)(sh + at.std_);
     fp_load_now(sh + at.kv, a.v + slab, j0 - g.p, g.kz, a);
-    fc_z<false>(a, g, i0, j0, sh + at.dO, sh + at.kv, std_, fp_dropout{&a, bh}, sh + at.dp1, NULL);
+    fc_z<false>(a, g, i0, j0, sh + at.dO, sh + at.kv, std_, sh + at.dp1, NULL, fp_dropout{&a, bh});
     __syncthreads();  // v is no longer read
     fp_load_now(sh + at.kv, a.k + slab, j0 - g.p, g.kz, a);
-    fc_z(a, g, i0 - g.rh, j0, sh + at.q, sh + at.kv, stp, fp_softmax(a, (const float *)(sh + at.lse)), sh + at.phi,
-         sh + at.plo);
+    fc_z(a, g, i0 - g.rh, j0, sh + at.q, sh + at.kv, stp, sh + at.phi, sh + at.plo,
+         fp_softmax(a, (const float *)(sh + at.lse)));
     __syncthreads();  // the halo rows come from other warps
     fa_zero(dp);
-    fc_conv<false>(g, i, st, sh + at.dp1, NULL, sh + at.band, dp, std_);
+    const fc_src d1 = {sh + at.dp1, NULL, g.zld, g.kz, std_, sh + at.band, g.bw, g.dmax};
+    fc_conv<8, false>(g, d1, 16 * (threadIdx.x / 32), 0, st, dp);
 }
 
 // Issues the copies of query tile i0's q rows from i0 - rh and dO rows from i0 (zr of each).
@@ -270,7 +260,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dq_t(tc_args a, const
         for (int jt = jt0; jt <= jt1; jt++) {
             __syncthreads();  // the last tile's k, P and dP1 are no longer read
             mma_c dp[8];
-            fp_tiles(a, g, bh, i0, jt * TC_N, slab, sh, at, i, st, dp);
+            fp_tiles(a, g, bh, i0, jt * TC_N, slab, sh, at, st, dp);
             if (pass == 0) {
                 fp_rowdot(g, sh, at, dp, D);
                 continue;
@@ -329,14 +319,15 @@ __device__ __forceinline__ void fp_dkdv_tile(const tc_args &a, const fc_geo &g, 
     FA_UNROLL
     for (int r = 0; r < 2; r++) D[r] = i[r] < a.T ? a.D[(size_t)bh * a.T + i[r]] : 0.0f;
     mma_c s[8];
-    fp_tiles(a, g, bh, i0, j0, slab, sh, at, i, st, s);
+    fp_tiles(a, g, bh, i0, j0, slab, sh, at, st, s);
     fp_ds(g, sh + at.phi, sh + at.plo, D, s);
     __syncthreads();  // dP1 and the flipped band are no longer read
     fp_store(s, dst);
     fc_setup(a, g, bh / a.H, bh % a.H, i0, w_post, sh + at.band, (int *)(sh + at.stp));  // the forward's band
     __syncthreads();
     fa_zero(s);
-    fc_conv(g, i, st, sh + at.phi, sh + at.plo, sh + at.band, s);
+    const fc_src p = {sh + at.phi, sh + at.plo, g.zld, g.kz, (const int *)(sh + at.stp), sh + at.band, g.bw, g.dmax};
+    fc_conv<8>(g, p, 16 * w + g.rh - (g.cq - 1), 0, st, s);
     fp_mask_drop(a, bh, j0, i, st, s);
     __syncthreads();  // P is no longer read
     fp_store(s, p1);

@@ -10,8 +10,8 @@
 // saved log-sum-exp. Without the convolution and the head steps the kernels are
 // mta_cuda_fa2.cuh's (k_fa_*: mma.sync with S, P and O in registers). With the convolution the
 // forward is mta_cuda_fa_conv.cuh's k_fa_conv_forward (the convolution as banded-Toeplitz MMAs on
-// the score tiles with halos); its backward kernels (k_tc_conv_*) compute each score tile with its
-// halos and convolve it in shared memory; the post-softmax convolution's kernels are
+// the score tiles with halos), its backward mta_cuda_fa_conv_bwd.cuh's k_fa_conv_dkdv and
+// k_fa_conv_dq (the same on the backward's grown tile); the post-softmax convolution's kernels are
 // mta_cuda_fa_post.cuh's (k_fa_post_*: band MMAs on P's tiles with halos, after k_fa_forward's
 // log-sum-exp); the head steps' (k_tc_head_*) own a tile of every head of a group.
 //
@@ -21,7 +21,7 @@
 // m16n16k16) accumulate in float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
 // every gradient are float32.
 //
-// The convolution's and head steps' kernels use nvcuda::wmma, whose fragment layout is
+// The head steps' k_tc_head_* kernels use nvcuda::wmma, whose fragment layout is
 // unspecified, so their products go through shared memory: a warp stores its
 // 16x16 tiles there and per-row work (the softmax, O's rescaling) is done by threads on the stored
 // values. A tile of TC_M query rows and TC_N keys has 4 warps; warp w owns rows 16w..16w+15 of
@@ -87,7 +87,7 @@ __device__ __forceinline__ unsigned char *tc_shared(void) {
     return (unsigned char *)(((uintptr_t)raw + 31) & ~(uintptr_t)31);
 }
 
-// The kernels' kinds, for their shared memory's size (fa_smem_bytes, tc_csmem_carve, tc_hsmem_carve).
+// The kernels' kinds, for their shared memory's size (fa_smem_bytes, fa_conv_bwd_smem_bytes, tc_hsmem_carve).
 enum { TC_FWD, TC_DKDV, TC_DQ };
 
 typedef wm::fragment<wm::accumulator, 16, 16, 16, float> acc_frag;
@@ -121,9 +121,9 @@ __device__ void tc_products_xyT_n(const bf16 *x, int nx, const bf16 *y, int ny, 
 
 // t = A y for a tile of tm rows, in fresh accumulators: A = p (tm, tm) as is (LA row-major) or
 // transposed (column-major), y the (tm, dp) rows; t is (tm, dp) float, its 16x16 tiles going to
-// the warps in turn (read it after a barrier). The callers add t to their sums entry by entry
-// (tc_add_rows), which also applies the online softmax's per-row rescaling (a fragment's layout
-// is unspecified, so rows cannot be rescaled inside one).
+// the warps in turn (read it after a barrier). The callers add t to their sums entry by entry,
+// with the online softmax's per-row rescaling (a fragment's layout is unspecified, so rows
+// cannot be rescaled inside one).
 template <typename LA> __device__ void tc_product_n(float *t, const bf16 *p, int tm, const bf16 *y, int dp) {
     const bool rows = std::is_same<LA, wm::row_major>::value;
     const int tn = dp / 16, nt = tm / 16 * tn;
@@ -134,11 +134,6 @@ template <typename LA> __device__ void tc_product_n(float *t, const bf16 *p, int
         mma_acc<LA, wm::row_major>(acc, p + (rows ? (size_t)m * tm : (size_t)m), tm, y + n, dp, tm);
         wm::store_matrix_sync(t + (size_t)m * dp + n, acc, dp, wm::mem_row_major);
     }
-}
-
-// sum = sum * scale[row] + t over a (64, dp) tile (scale NULL: 1).
-__device__ void tc_add_rows(float *sum, const float *scale, const float *t, int dp) {
-    for (int e = threadIdx.x; e < TC_M * dp; e += blockDim.x) sum[e] = (scale ? sum[e] * scale[e / dp] : sum[e]) + t[e];
 }
 
 __device__ void tc_zero(float *dst, int n) {
@@ -185,69 +180,11 @@ __global__ void k_tc_prep(tc_args a, const float *go, bf16 *dO) {
 // ---- The pre-softmax key-query convolution (spec section 2, step 2) ----
 //
 // S1 = qkconv(Z, w_pre) needs Z on a tile grown by halos: row i reads Z rows i-(c_q-1)..i, and
-// column j columns j-p..j+p (p = (c_k-1)/2). The forward (k_fa_conv_forward, mta_cuda_fa_conv.cuh)
-// computes Z on rows [i0-rh, i0+TC_M) and columns [j0-p, j0+TC_N+p) (rh = c_q-1 rounded up to 16)
-// and S1 by band MMAs. The backward's kernels here convolve in shared memory (float32, the kernel
-// rounded to bf16 as the forward's bands are). The backward's dZ of rows [i0, i0+TC_M)
-// needs dS1 on rows up to i0+TC_M+c_q-2 and columns [j0-p, j0+TC_N+p), so it computes S1 and dS1 on
-// that grown tile, from Z on rows [i0-rh, i0+TC_M+rh) and columns [j0-2p, j0+TC_N+2p).
+// column j columns j-p..j+p (p = (c_k-1)/2). Its forward and backward kernels are
+// mta_cuda_fa_conv.cuh's and mta_cuda_fa_conv_bwd.cuh's (band MMAs, included below); the kernel
+// gradient's partials per query tile are summed here.
 
-// A tile's halos (bwd: the backward's larger ones).
-struct tc_geo {
-    int cq, ck, p;  // the kernel; p = (c_k-1)/2
-    int rh;         // halo rows: c_q-1 rounded up to 16
-    int hp;         // S1's columns start at j0 - hp: 0 forward, p backward
-    int sr, sw;     // S1's rows (from i0) and columns (from j0 - hp)
-    int zr, zc;     // Z's rows (from i0 - rh) and columns (from j0 - hp - p), multiples of 16
-    int vr;         // backward: v's and dP's columns (from j0 - p), sw rounded up to 16
-};
 __host__ __device__ inline int tc_up16(int n) { return (n + 15) / 16 * 16; }
-__host__ __device__ inline tc_geo tc_geo_of(int bwd, int cq, int ck) {
-    tc_geo g;
-    g.cq = cq, g.ck = ck, g.p = (ck - 1) / 2, g.rh = tc_up16(cq - 1), g.hp = bwd ? g.p : 0;
-    g.sr = TC_M + (bwd ? g.rh : 0), g.sw = TC_N + 2 * g.hp;
-    g.zr = g.sr + g.rh, g.zc = tc_up16(g.sw + 2 * g.p), g.vr = tc_up16(g.sw);
-    return g;
-}
-
-// The shared memory of the convolution's backward kernels (kind TC_DKDV, TC_DQ); NULL for what a
-// kernel does not use. z also holds what is computed after Z is last read: dP (dK/dV) and the
-// products t (all three); the dQ kernel keeps Z until its kernel gradient, so dP has its own.
-struct tc_csmem {
-    bf16 *q, *k;       // Z's rows of q (zr, dp) and of k (zc, dp)
-    bf16 *v, *dO;      // v (vr, dp) from j0 - p; dO (sr, dp) from i0
-    float *z, *t, *dp; // Z (zr, zc); t (64, dp) = z; dP (sr, vr): z (dK/dV) or its own (dQ)
-    float *s;          // S1 (sr, sw), then dS1 in place
-    bf16 *p;           // (TC_M, TC_N): P with dropout (dK/dV), then dZ
-    float *acc, *acc2; // dK, dV (TC_N, dp); dQ (TC_M, dp)
-    float *w, *dw;     // the head's kernel (cq, ck); dQ: its gradient's partial sums
-    float *r1, *r2;    // per S1 row: lse, D
-    int *st;           // the document start of each of Z's rows
-};
-__host__ __device__ size_t tc_csmem_carve(int kind, int dp, const tc_geo &g, unsigned char *base, tc_csmem *sm) {
-    carver cv = {base, 0};
-    const size_t taps = (size_t)g.cq * g.ck, zn = (size_t)g.zr * g.zc, tn = (size_t)64 * dp, dpn = (size_t)g.sr * g.vr;
-    size_t zmax = zn > tn ? zn : tn;
-    if (kind == TC_DKDV && dpn > zmax) zmax = dpn;
-    sm->q = cv.take<bf16>((size_t)g.zr * dp), sm->k = cv.take<bf16>((size_t)g.zc * dp);
-    sm->v = cv.take<bf16>((size_t)g.vr * dp);
-    sm->dO = cv.take<bf16>((size_t)g.sr * dp);
-    sm->z = sm->t = cv.take<float>(zmax);
-    sm->dp = kind == TC_DKDV ? sm->z : cv.take<float>(dpn);
-    sm->s = cv.take<float>((size_t)g.sr * g.sw);
-    sm->p = cv.take<bf16>(TC_M * TC_N);
-    sm->acc = cv.take<float>(TC_M * dp);
-    sm->acc2 = kind == TC_DKDV ? cv.take<float>(TC_N * dp) : NULL;
-    sm->w = cv.take<float>(taps);
-    sm->dw = kind == TC_DQ ? cv.take<float>(taps) : NULL;
-    sm->r1 = cv.take<float>(g.sr), sm->r2 = cv.take<float>(g.sr);
-    sm->st = cv.take<int>(g.zr);
-    return cv.at + 32;
-}
-size_t tc_csmem_bytes(int kind, int dp, int cq, int ck) {
-    tc_csmem sm;
-    return tc_csmem_carve(kind, dp, tc_geo_of(1, cq, ck), NULL, &sm);
-}
 
 // n rows of a padded (Tp, dp) slab from row g0 on into shared memory; rows outside 0..Tp-1 are 0.
 __device__ void tc_copy_rows(bf16 *dst, const bf16 *slab, int g0, int n, int Tp, int dp) {
@@ -255,202 +192,6 @@ __device__ void tc_copy_rows(bf16 *dst, const bf16 *slab, int g0, int n, int Tp,
         const int g = g0 + e / dp;
         dst[e] = g >= 0 && g < Tp ? slab[(size_t)g * dp + e % dp] : __float2bfloat16_rn(0.0f);
     }
-}
-
-// A block's kernel of head h into w, and the document start of each of Z's rows (rows from
-// i0 - rh; 0 outside 0..T-1, where Z is 0 anyway).
-__device__ void tc_conv_setup(const tc_args &a, const tc_geo &g, int b, int h, int i0, const float *w_pre, float *w,
-                              int *st) {
-    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x)  // rounded as k_fa_conv_forward's bands
-        w[e] = __bfloat162float(__float2bfloat16_rn(w_pre[(size_t)h * g.cq * g.ck + e]));
-    for (int r = threadIdx.x; r < g.zr; r += blockDim.x) {
-        const int i = i0 - g.rh + r;
-        st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, b, i) : 0;
-    }
-}
-
-// Z in place: the scores Q K^T / sqrt(d) where their own row may see them (s_r <= j <= r < T),
-// else 0 (spec section 2.3). z's columns start at j0 - hp - p.
-__device__ void tc_mask_z(const tc_args &a, const tc_geo &g, int i0, int j0, float *z, const int *st) {
-    for (int e = threadIdx.x; e < g.zr * g.zc; e += blockDim.x) {
-        const int r = e / g.zc, i = i0 - g.rh + r, j = j0 - g.hp - g.p + e % g.zc;
-        z[e] = i >= 0 && i < a.T && j >= st[r] && j <= i ? z[e] * a.scale : 0.0f;
-    }
-}
-
-// S1 = qkconv(Z) on the (sr, sw) tile from (i0, j0 - hp): row i reads Z's rows from its own
-// document only (rows before s_i count as zero); rows at or past T are 0.
-__device__ void tc_conv(const tc_args &a, const tc_geo &g, int i0, const float *z, const float *w, const int *st,
-                        float *s1) {
-    for (int e = threadIdx.x; e < g.sr * g.sw; e += blockDim.x) {
-        const int r = e / g.sw, c = e % g.sw, i = i0 + r, zi = r + g.rh;  // zi: row i in z
-        float x = 0.0f;
-        if (i < a.T)
-            for (int t = 0; t < g.cq; t++) {
-                const int src = zi - (g.cq - 1) + t;  // row i - (c_q-1) + t of Z
-                if (i - (g.cq - 1) + t < st[zi]) continue;
-                const float *zr = z + (size_t)src * g.zc + c, *wr = w + t * g.ck;
-                for (int u = 0; u < g.ck; u++) x = fmaf(wr[u], zr[u], x);
-            }
-        s1[e] = x;
-    }
-}
-
-// lse and D of the sr rows from i0 (0 at and past T).
-__device__ void tc_conv_row_stats(const tc_args &a, const tc_geo &g, int bh, int i0, float *lse, float *D) {
-    for (int r = threadIdx.x; r < g.sr; r += blockDim.x) {
-        const int i = i0 + r;
-        lse[r] = i < a.T ? a.lse[(size_t)bh * a.T + i] : 0.0f;
-        D[r] = i < a.T ? a.D[(size_t)bh * a.T + i] : 0.0f;
-    }
-}
-
-// The backward's entries of the grown tile, in place in s: S1 -> dS1 = P (dP - D), P from the
-// saved log-sum-exp and dP = dropout(dO v^T) (dp: (sr, vr)); P2 = P with dropout to bf16 in p2 for
-// the central (TC_M, TC_N) tile when p2 is not NULL.
-__device__ void tc_conv_grad_entries(const tc_args &a, const tc_geo &g, int bh, int i0, int j0, float *s,
-                                     const float *dp, const float *lse, const float *D, bf16 *p2) {
-    const int b = bh / a.H;
-    for (int e = threadIdx.x; e < g.sr * g.sw; e += blockDim.x) {
-        const int r = e / g.sw, c = e % g.sw, i = i0 + r, j = j0 - g.hp + c;
-        float p = 0.0f, f = 0.0f;
-        if (tc_valid(a, b, i, j)) p = expf(s[e] - lse[r]), f = tc_drop(a, bh, i, j);
-        if (p2 && r < TC_M && c >= g.hp && c < g.hp + TC_N) p2[r * TC_N + c - g.hp] = __float2bfloat16_rn(p * f);
-        s[e] = p * (dp[r * g.vr + c] * f - D[r]);
-    }
-}
-
-// dZ of the central tile, rounded to bf16, from dS1 (the transposed convolution): dZ[r, j] =
-// sum_{t,u} w[t,u] dS1[r + c_q-1 - t, j + p - u] over the rows of r's document, where r may see j.
-__device__ void tc_conv_dz(const tc_args &a, const tc_geo &g, int b, int i0, int j0, const float *ds1, const float *w,
-                           const int *st, bf16 *dz) {
-    for (int e = threadIdx.x; e < TC_M * TC_N; e += blockDim.x) {
-        const int r = e / TC_N, c = e % TC_N, i = i0 + r, j = j0 + c, zi = r + g.rh;
-        float x = 0.0f;
-        if (tc_valid(a, b, i, j))
-            for (int t = 0; t < g.cq; t++) {
-                const int o = r + g.cq - 1 - t;  // the output row i + c_q-1 - t, in ds1
-                if (i + g.cq - 1 - t >= a.T || st[o + g.rh] != st[zi]) continue;
-                const float *dr = ds1 + (size_t)o * g.sw + c + 2 * g.p, *wr = w + t * g.ck;
-                for (int u = 0; u < g.ck; u++) x = fmaf(wr[u], dr[-u], x);
-            }
-        dz[e] = __float2bfloat16_rn(x);
-    }
-}
-
-// The kernel gradient's terms of the central tile, added to dw in a fixed order (thread e owns
-// taps e, e + blockDim.x, ...): dw[t,u] += sum dS1[i,j] Z[i-(c_q-1)+t, j-p+u], Z's rows from row
-// i's document only.
-__device__ void tc_conv_dw(const tc_geo &g, const float *ds1, const float *z, const int *st, float *dw) {
-    for (int e = threadIdx.x; e < g.cq * g.ck; e += blockDim.x) {
-        const int t = e / g.ck, u = e % g.ck;
-        float x = dw[e];
-        for (int r = 0; r < TC_M; r++) {
-            const int zi = r + g.rh, src = zi - (g.cq - 1) + t;
-            if (st[src] != st[zi]) continue;  // an earlier document's row (or before 0: Z is 0)
-            const float *dr = ds1 + (size_t)r * g.sw + g.p, *zr = z + (size_t)src * g.zc + g.p + u;
-            for (int c = 0; c < TC_N; c++) x = fmaf(dr[c], zr[c], x);
-        }
-        dw[e] = x;
-    }
-}
-
-// dK and dV of one key tile of one kv head with the convolution (grid as k_fa_dkdv, the same
-// query tiles): per query tile it recomputes Z on the backward's grown tile, S1, P and dS1 there,
-// then dv += P2^T dO and dk += scale dZ^T q, dZ of the central tile from dS1.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dkdv(tc_args a, const float *w_pre, float *dk, float *dv) {
-    const tc_geo g = tc_geo_of(1, a.cq, a.ck);
-    const int dp = a.dp, kvs = blockIdx.y, b = kvs / a.Hkv, rep = a.H / a.Hkv, j0 = blockIdx.x * TC_N;
-    const int jlast = tc_last(a, j0);
-    tc_csmem sm;
-    tc_csmem_carve(TC_DKDV, dp, g, tc_shared(), &sm);
-    float *dks = sm.acc, *dvs = sm.acc2;
-    tc_copy_rows(sm.k, a.k + (size_t)kvs * a.Tp * dp, j0 - 2 * g.p, g.zc, a.Tp, dp);
-    tc_copy_rows(sm.v, a.v + (size_t)kvs * a.Tp * dp, j0 - g.p, g.vr, a.Tp, dp);
-    tc_zero(dks, TC_N * dp);
-    tc_zero(dvs, TC_N * dp);
-    for (int h = (kvs % a.Hkv) * rep; h < (kvs % a.Hkv + 1) * rep; h++) {
-        const int bh = b * a.H + h;
-        for (int i0 = j0; i0 < a.T && mta_row_start(a.ds, a.T, b, i0) <= jlast; i0 += TC_M) {
-            tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
-            tc_copy_rows(sm.dO, a.dO + (size_t)bh * a.Tp * dp, i0, g.sr, a.Tp, dp);
-            tc_conv_setup(a, g, b, h, i0, w_pre, sm.w, sm.st);
-            tc_conv_row_stats(a, g, bh, i0, sm.r1, sm.r2);
-            __syncthreads();
-            tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
-            __syncthreads();
-            tc_mask_z(a, g, i0, j0, sm.z, sm.st);
-            __syncthreads();
-            tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
-            __syncthreads();
-            tc_products_xyT_n(sm.dO, g.sr, sm.v, g.vr, sm.dp, dp);  // dP into z: Z is no longer read
-            __syncthreads();
-            tc_conv_grad_entries(a, g, bh, i0, j0, sm.s, sm.dp, sm.r1, sm.r2, sm.p);
-            __syncthreads();
-            tc_product_n<wm::col_major>(sm.t, sm.p, TC_M, sm.dO, dp);
-            __syncthreads();
-            tc_add_rows(dvs, NULL, sm.t, dp);
-            tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);  // P2 read: p now holds dZ
-            __syncthreads();
-            tc_product_n<wm::col_major>(sm.t, sm.p, TC_M, sm.q + (size_t)g.rh * dp, dp);
-            __syncthreads();
-            tc_add_rows(dks, NULL, sm.t, dp);
-            __syncthreads();
-        }
-    }
-    for (int e = threadIdx.x; e < TC_N * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, j = j0 + r;
-        if (j > jlast) break;
-        const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
-        dk[at] += a.scale * dks[r * dp + c];
-        dv[at] += dvs[r * dp + c];
-    }
-}
-
-// dQ of one query tile of one head with the convolution (grid as k_fa_dq, the same key tiles),
-// and the tile's partial sums of the kernel gradient into dwp (B*H, tiles, c_q*c_k): per key tile
-// Z, S1 and dS1 on the grown tile, dw += the central tile's terms, dq += scale dZ k.
-__global__ void __launch_bounds__(TC_THREADS) k_tc_conv_dq(tc_args a, const float *w_pre, float *dq, float *dwp) {
-    const tc_geo g = tc_geo_of(1, a.cq, a.ck);
-    const int dp = a.dp, bh = blockIdx.y, b = bh / a.H, i0 = blockIdx.x * TC_M, last = tc_last(a, i0);
-    const int taps = g.cq * g.ck;
-    tc_csmem sm;
-    tc_csmem_carve(TC_DQ, dp, g, tc_shared(), &sm);
-    const size_t kv = tc_kv_slab(a, bh);
-    tc_copy_rows(sm.q, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.Tp, dp);
-    tc_copy_rows(sm.dO, a.dO + (size_t)bh * a.Tp * dp, i0, g.sr, a.Tp, dp);
-    tc_conv_setup(a, g, b, bh % a.H, i0, w_pre, sm.w, sm.st);
-    tc_conv_row_stats(a, g, bh, i0, sm.r1, sm.r2);
-    tc_zero(sm.acc, TC_M * dp);
-    tc_zero(sm.dw, taps);
-    for (int j0 = mta_row_start(a.ds, a.T, b, i0) / TC_N * TC_N; j0 <= last; j0 += TC_N) {
-        tc_copy_rows(sm.k, a.k + kv * a.Tp * dp, j0 - 2 * g.p, g.zc, a.Tp, dp);
-        tc_copy_rows(sm.v, a.v + kv * a.Tp * dp, j0 - g.p, g.vr, a.Tp, dp);
-        __syncthreads();
-        tc_products_xyT_n(sm.q, g.zr, sm.k, g.zc, sm.z, dp);
-        tc_products_xyT_n(sm.dO, g.sr, sm.v, g.vr, sm.dp, dp);
-        __syncthreads();
-        tc_mask_z(a, g, i0, j0, sm.z, sm.st);
-        __syncthreads();
-        tc_conv(a, g, i0, sm.z, sm.w, sm.st, sm.s);
-        __syncthreads();
-        tc_conv_grad_entries(a, g, bh, i0, j0, sm.s, sm.dp, sm.r1, sm.r2, NULL);
-        __syncthreads();
-        tc_conv_dw(g, sm.s, sm.z, sm.st, sm.dw);
-        tc_conv_dz(a, g, b, i0, j0, sm.s, sm.w, sm.st, sm.p);
-        __syncthreads();
-        tc_product_n<wm::row_major>(sm.t, sm.p, TC_M, sm.k + (size_t)2 * g.p * dp, dp);  // t is z: Z is no longer read
-        __syncthreads();
-        tc_add_rows(sm.acc, NULL, sm.t, dp);
-        __syncthreads();
-    }
-    for (int e = threadIdx.x; e < TC_M * a.d; e += blockDim.x) {
-        const int r = e / a.d, c = e % a.d, i = i0 + r;
-        if (i > last) break;
-        dq[((size_t)bh * a.T + i) * a.d + c] += a.scale * sm.acc[r * dp + c];
-    }
-    float *out = dwp + ((size_t)bh * gridDim.x + blockIdx.x) * taps;
-    for (int e = threadIdx.x; e < taps; e += blockDim.x) out[e] = sm.dw[e];
 }
 
 // The kernel gradient from the query tiles' partial sums, one thread per tap of one head (grid: x
@@ -840,6 +581,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
+#include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
 
 // A block's heads for a config, with the largest tile whose kernels fit in smem_max bytes of shared
@@ -889,7 +631,7 @@ int tc_fits(const mta_config *c, size_t smem_max) {
     for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
         const int dp = tc_dp(c->d);
         const size_t conv = kind == TC_FWD ? fa_conv_smem_bytes(dp, c->pre_cq, c->pre_ck)
-                                           : tc_csmem_bytes(kind, dp, c->pre_cq, c->pre_ck);
+                                           : fa_conv_bwd_smem_bytes(kind, c->pre_cq, c->pre_ck);
         if ((c->pre_cq ? conv : fa_smem_bytes(kind, dp)) > smem_max) return 0;
     }
     return 1;
@@ -1057,25 +799,16 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
         go = w.go;
     }
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, w.dO);
-    const dim3 grid_kv((unsigned)(a.Tp / TC_N), (unsigned)(B * a.Hkv)), grid_q((unsigned)(a.Tp / TC_M), (unsigned)BH);
     if (c->pre_head_mix || c->post_ch) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
-    } else if (c->pre_cq) {
-        const size_t sm_kv = tc_csmem_bytes(TC_DKDV, a.dp, a.cq, a.ck), sm_q = tc_csmem_bytes(TC_DQ, a.dp, a.cq, a.ck);
-        tc_smem_optin(k_tc_conv_dkdv, sm_kv);
-        tc_smem_optin(k_tc_conv_dq, sm_q);
-        MTA_LAUNCH(k_tc_conv_dkdv, grid_kv, TC_THREADS, sm_kv, cl.s)(a, p->w_pre, dk, dv);
-        MTA_LAUNCH(k_tc_conv_dq, grid_q, TC_THREADS, sm_q, cl.s)(a, p->w_pre, dq, w.dwp);
-        const int taps = a.cq * a.ck;
-        if (g->w_pre)
+    } else if (c->pre_cq || c->post_cq) {  // one convolution: its kernel gradient from the partials
+        if (c->pre_cq) fa_conv_backward(&cl, a, B, p->w_pre, dq, dk, dv, w.dwp);
+        else fa_post_backward(&cl, a, B, p->w_post, dq, dk, dv, w.dwp);
+        const int taps = c->pre_cq ? a.cq * a.ck : a.pcq * a.pck;
+        float *gw = c->pre_cq ? g->w_pre : g->w_post;
+        if (gw)
             MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
-                w.dwp, B, H, a.Tp / TC_M, taps, g->w_pre);
-    } else if (c->post_cq) {
-        fa_post_backward(&cl, a, B, p->w_post, dq, dk, dv, w.dwp);
-        const int taps = a.pcq * a.pck;
-        if (g->w_post)
-            MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
-                w.dwp, B, H, a.Tp / TC_M, taps, g->w_post);
+                w.dwp, B, H, a.Tp / TC_M, taps, gw);
     } else {
         fa_backward(&cl, a, B, dq, dk, dv);
     }

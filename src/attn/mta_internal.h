@@ -152,25 +152,29 @@ const mta_backend_impl *mta_module_open(const char *path, const char *fallback, 
 // The kernels a context's calls launched (mta_ctx_record_launches): each name once, in the order
 // of its first launch, with its count; names past the last slot are counted in lost. The names
 // are the backend's string constants (a module stays loaded once opened).
+// The cuda-emu backend adds each launch's warp-level operations to ops (mta_ctx_launch_ops).
 #define MTA_LAUNCH_LOG_MAX 64
 typedef struct {
     int n, lost;
     const char *name[MTA_LAUNCH_LOG_MAX];
     int times[MTA_LAUNCH_LOG_MAX];
+    mta_kernel_ops ops[MTA_LAUNCH_LOG_MAX];
 } mta_launch_log;
 
-static inline void mta_launch_log_note(mta_launch_log *log, const char *name) {
+// Notes a launch of name: its row, or -1 when the record has no room for a new name.
+static inline int mta_launch_log_note(mta_launch_log *log, const char *name) {
     for (int i = 0; i < log->n; i++)
         if (!strcmp(log->name[i], name)) {
             log->times[i]++;
-            return;
+            return i;
         }
     if (log->n == MTA_LAUNCH_LOG_MAX) {
         log->lost++;
-        return;
+        return -1;
     }
     log->name[log->n] = name;
-    log->times[log->n++] = 1;
+    log->times[log->n] = 1;
+    return log->n++;
 }
 
 struct mta_ctx {

@@ -27,6 +27,7 @@ FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
+FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
@@ -115,7 +116,7 @@ MUTATIONS = [
     ('tensor cores: the cp.async wait group missing (forward, dQ)', FA,
      '    cp_async_wait<1>();  // this thread\'s copies of tile jt are done,\n', ''),
     ('tensor cores: the tiles\' padding off by one 16-byte segment in the loader', FA,
-     'const int per_row = dp / 8, ld = fa_ld(dp);', 'const int per_row = dp / 8, ld = fa_ld(dp) - FA_PAD;'),
+     'fa_load_cols(tile, fa_ld(dp), slab, r0, n, T, dp, 0, dp);', 'fa_load_cols(tile, fa_ld(dp) - FA_PAD, slab, r0, n, T, dp, 0, dp);'),
     ('tensor cores: the A fragment\'s a[1] and a[2] swapped (C to A)', FA,
      'a.x[1] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[2] = pack_bf16x2(c[1].x[0], c[1].x[1]);',
      'a.x[2] = pack_bf16x2(c[0].x[2], c[0].x[3]);  // row g+8\n    a.x[1] = pack_bf16x2(c[1].x[0], c[1].x[1]);'),
@@ -157,9 +158,9 @@ MUTATIONS = [
      '        step(cur, sh + (n & 1) * FH_STAGE * ld);\n', RUN_AHEAD),
     # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the convolution\'s band shifted by one key', FC,
-     'c = e % g.bw - 8 - e / g.bw % 8;', 'c = e % g.bw - 7 - e / g.bw % 8;'),
+     'c = e % g.bw - 8 - e / g.bw % 8 - sh;', 'c = e % g.bw - 7 - e / g.bw % 8 - sh;'),
     ('tensor cores: the convolution\'s halo rows one row off', FC,
-     ': 16 * w + g.rh - back;  // the stored row', ': 16 * w + g.rh - back + 1;  // the stored row'),
+     'const int zl = (r0 + a + l % 16) * x.ld', 'const int zl = (r0 + a + 1 + l % 16) * x.ld'),
     ('tensor cores: the convolution\'s key halo not loaded (k from the tile\'s first key)', FC,
      'fa_load_rows(ks, a.k + slab, jt * TC_N - g.p, g.kz, a.T, a.dp);', 'fa_load_rows(ks, a.k + slab, jt * TC_N, g.kz, a.T, a.dp);'),
     ('tensor cores: the convolution reads Z rows of an earlier document', FC,
@@ -168,9 +169,19 @@ MUTATIONS = [
      '                if (LO) mma_16816(s[nt], lo, bb);\n', ''),
     ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
      '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
+    ('tensor cores: the convolution\'s transposed band (dZ) shifted by one key', FCB,
+     'fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.bandT);',
+     'fc_band(g, w_pre + (size_t)h * g.cq * g.ck, 1, g.sh + 1, sh + at.bandT);'),
+    ('tensor cores: dK/dV\'s transposed dZ and P2 fragments with their matrices 1 and 2 swapped', FCB,
+     'const int at = (16 * ks + l % 8 + 8 * (l / 16)) * FCB_P2LD + 16 * w + 8 * (l / 8 % 2);',
+     'const int at = (16 * ks + l % 16) * FCB_P2LD + 16 * w + 8 * (l / 16);'),
+    ('tensor cores: the convolution\'s dS1 halo rows (below the tile) not computed', FCB,
+     '    const int nf = g.sr / 16 * cc;\n', '    const int nf = TC_M / 16 * cc;\n'),
+    ('tensor cores: the convolution\'s kernel gradient one diagonal off', FCB,
+     'const int c = jj + l - 16 * hf;', 'const int c = jj + l + 1 - 16 * hf;'),
     # the post-softmax convolution (k_fa_post_*, mta_cuda_fa_post.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the post-softmax convolution\'s dP by the kernel unflipped (not the transposed band)', FP,
-     'w[((size_t)h * g.cq + g.cq - 1 - row) * g.ck + g.ck - 1 - c]', 'w[((size_t)h * g.cq + row) * g.ck + c]'),
+     'fc_band(g, w + (size_t)h * g.cq * g.ck, 1, 0, sh + at.band);', 'fc_band(g, w + (size_t)h * g.cq * g.ck, 0, 0, sh + at.band);'),
     ('tensor cores: the post-softmax convolution\'s D left as rowsum(dO O) for dK, dV', FP,
      '            if (i[r] < a.T && threadIdx.x % 4 == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];\n', ''),
     ('tensor cores: the post-softmax convolution\'s dP reads dP1 rows of a later document', FP,

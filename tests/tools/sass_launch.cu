@@ -51,6 +51,10 @@ void print_fa_conv_kernels(int dp, int cq, int ck) {
     char name[64];
     snprintf(name, sizeof name, "k_fa_conv_forward_t<%s>", dp <= 64 ? "64" : "128");
     print_launch(name, TC_THREADS, fa_conv_smem_bytes(dp, cq, ck));
+    snprintf(name, sizeof name, "k_fa_conv_dkdv_t<%s>", dp <= 64 ? "64" : "128");
+    print_launch(name, TC_THREADS, fa_conv_bwd_smem_bytes(TC_DKDV, cq, ck));
+    snprintf(name, sizeof name, "k_fa_conv_dq_t<%s>", dp <= 64 ? "64" : "128");
+    print_launch(name, TC_THREADS, fa_conv_bwd_smem_bytes(TC_DQ, cq, ck));
 }
 
 // The post-softmax convolution's kernels at padded width dp for a c_q x c_k kernel (as
@@ -101,8 +105,6 @@ int main(int argc, char **argv) {
         print_fa_kernels(dp);
         print_fa_conv_kernels(dp, cq, ck);
         print_fa_post_kernels(dp, cq, ck);  // the 830M layer's post-softmax convolution, 6 x 11 too
-        print_launch("k_tc_conv_dkdv", TC_THREADS, tc_csmem_bytes(TC_DKDV, dp, cq, ck));
-        print_launch("k_tc_conv_dq", TC_THREADS, tc_csmem_bytes(TC_DQ, dp, cq, ck));
         print_head_kernels(d);
     }
     return 0;

@@ -145,6 +145,7 @@ struct sched {
     void *dyn_shared;
     size_t dyn_bytes, shared_limit;
     uint64_t launch;  // the number of the launch being run
+    mta_kernel_ops *ops;  // its warp-level operations (tally)
     warp_state warps[MAX_THREADS / 32];
 };
 
@@ -154,7 +155,8 @@ thread_local sched *S;
 sched *all_scheds[1024];
 unsigned nscheds;
 uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
-bool run_ahead;             // its schedules from 3 up: warps released by a warp operation run on at once
+// Schedules from 3 up also run on at once the warps a warp operation releases (release_ahead).
+bool run_ahead() { return schedule_seed >= 3; }
 uint64_t launches;          // counted over all OS threads
 
 // The next thread of the pass to run, or the scheduler when every one has run: first the lanes
@@ -452,6 +454,11 @@ fiber *lane_of(const char *op, unsigned mask) {
 
 const unsigned FULL = 0xffffffffu;
 
+// Adds n to count c of the running launch (its blocks run on several OS threads at once).
+void tally(uint64_t mta_kernel_ops::*c, uint64_t n) { __atomic_fetch_add(&(S->ops->*c), n, __ATOMIC_RELAXED); }
+// 1 when f is the first lane of mask: a warp instruction is counted once, by that lane.
+bool counts_for_warp(const fiber *f, unsigned mask) { return (unsigned)(f - S->fibers) % 32 == (unsigned)__builtin_ctz(mask); }
+
 // Warps running ahead: the lanes in mask of the warp from thread w0 are ready at once and run
 // next, before the rest of the pass, in the pass's order; so the warp goes on to its next block
 // barrier, its exit or a wait on another warp before the warps after it start, and which warp
@@ -496,7 +503,7 @@ meeting *meet(fiber *f, const char *op, unsigned mask, const uint32_t *words, un
     if (m->arrived == mask) {
         if (at_release) at_release(m);
         m->gathering = 0, m->to_read = mask;
-        if (run_ahead) release_ahead(w0, mask);
+        if (run_ahead()) release_ahead(w0, mask);
         else
             for (unsigned l = 0; l < 32; l++)
                 if (mask >> l & 1) S->fibers[w0 + l].state = F_WOKEN;
@@ -588,6 +595,7 @@ uint32_t warp_shuffle(const char *op, unsigned mask, uint32_t v, int arg, int wi
     }
     // A lane outside the mask takes no part: what it would give is undefined.
     if (!(mask >> src & 1)) lane_fatal(op, lane, "it reads a lane that its mask does not name");
+    if (counts_for_warp(f, mask)) tally(&mta_kernel_ops::shfl, 1);
     meeting *m = meet(f, op, mask, &v, 1, NULL);
     const uint32_t r = m->vals[src][0];
     leave(m, f);
@@ -598,6 +606,7 @@ void mma_16816_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     static const char op[] = "mma.sync.m16n8k16";
     fiber *f = lane_of(op, FULL);
     const uint32_t regs[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    if (counts_for_warp(f, FULL)) tally(&mta_kernel_ops::mma, 1);
     meeting *m = meet(f, op, FULL, regs, 6, NULL);
     const unsigned lane = (unsigned)(f - S->fibers) % 32, g = lane / 4, t = lane % 4;
     // d[i] = D[g + 8 (i / 2)][2 t + i % 2]: the accumulator plus the 16 products in k order, in
@@ -617,6 +626,7 @@ void ldmatrix(uint32_t *r, const void *p, int n, int trans) {
     fiber *f = lane_of(op, FULL);
     if (n != 1 && n != 2 && n != 4) fatal("%s: .x1, .x2 or .x4 only", S->kernel, op);
     const uint32_t words[4] = {(uint32_t)(uintptr_t)p, (uint32_t)((uintptr_t)p >> 32), (uint32_t)n, (uint32_t)!!trans};
+    if (counts_for_warp(f, FULL)) tally(&mta_kernel_ops::ldmatrix, 1), tally(&mta_kernel_ops::ldmatrix_bytes, 128 * (unsigned)n);
     meeting *m = meet(f, op, FULL, words, 4, ldmatrix_rows);
     const unsigned lane = (unsigned)(f - S->fibers) % 32, g = lane / 4, t = lane % 4;
     // r[j]: matrix j's row g, elements 2t and 2t + 1; .trans: its rows 2t and 2t + 1, element g.
@@ -641,6 +651,7 @@ void cp_async(void *dst, const void *src, size_t bytes, bool full) {
         if (!f->copies) fatal("%s", S->kernel, "out of memory");
     }
     f->copies[f->ncopies++] = cp_copy{dst, src, bytes, f->groups, full};
+    tally(&mta_kernel_ops::cp_async, 1), tally(&mta_kernel_ops::cp_async_bytes, bytes);
     memset(dst, 0xff, bytes);  // NaN until a wait completes the copy: a read before it shows
 }
 
@@ -669,10 +680,11 @@ void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem) {
         fatal("%s: wmma operations are warp-collective, and this block is not a whole number of warps", S->kernel, op);
     if (p && ((uintptr_t)p % 32 || ldm * elem % 16))
         fatal("%s: a tile's pointer must be 256-bit aligned and its ldm a multiple of 16 bytes", S->kernel, op);
+    if (!strcmp(op, "mma_sync") && counts_for_warp(S->cur, FULL)) tally(&mta_kernel_ops::wmma, 1);
 }
 
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                 void (*fn)(void *), void *arg) {
+                 void (*fn)(void *), void *arg, mta_kernel_ops *ops) {
     sched_get();
     const unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (!block.x || !block.y || !block.z || block.x > MAX_BLOCK_XY || block.y > MAX_BLOCK_XY || block.z > MAX_BLOCK_Z ||
@@ -696,12 +708,14 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
     uint64_t a = nblocks > 1 ? r % nblocks : 1;
     while (gcd(a, nblocks) != 1) a = (a + 1) % nblocks;
     const uint64_t c = nblocks ? (r >> 32) % nblocks : 0;
+    mta_kernel_ops counted = {};
     // Blocks are independent on a GPU: the CPU's threads share out those of a large launch (each
     // with its own fibers), one after another in the order above on each.
 #pragma omp parallel for schedule(static, 1) if (nblocks * nthreads >= 16384)
     for (uint64_t i = 0; i < nblocks; i++) {
         sched_get();
         S->fn = fn, S->arg = arg, S->kernel = name, S->dyn_bytes = shmem, S->shared_limit = limit, S->launch = launch;
+        S->ops = &counted;
         block_dim = block, grid_dim = grid;
         const uint64_t b = mode == 0 ? i : mode == 1 ? nblocks - 1 - i : affine(a, i, c, nblocks);
         block_idx.x = (unsigned)(b % grid.x), block_idx.y = (unsigned)(b / grid.x % grid.y);
@@ -709,6 +723,10 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
         run_block((unsigned)nthreads, b);
         S->fn = NULL, S->cur = NULL;
     }
+    if (!ops) return;
+    ops->mma += counted.mma, ops->ldmatrix += counted.ldmatrix, ops->ldmatrix_bytes += counted.ldmatrix_bytes;
+    ops->cp_async += counted.cp_async, ops->cp_async_bytes += counted.cp_async_bytes;
+    ops->shfl += counted.shfl, ops->wmma += counted.wmma;
 }
 
 }  // namespace cuemu
@@ -921,7 +939,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 
 // ---- settings for the tests ----
 
-extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule, run_ahead = schedule >= 3; }
+extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
 extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
     shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
 }

@@ -48,6 +48,8 @@
 #ifndef MTAC_CUDA_EMU_H
 #define MTAC_CUDA_EMU_H
 
+#include "mta.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -175,9 +177,11 @@ void cp_async(void *dst, const void *src, size_t bytes, bool full);
 void cp_async_commit(void);
 void cp_async_wait(int n);
 
-// Runs fn(arg) as every thread of every block of the launch (the launch's checks first).
+// Runs fn(arg) as every thread of every block of the launch (the launch's checks first), and adds
+// the warp-level operations it executed to *ops (when not NULL; mta.h's mta_kernel_ops says how
+// each is counted).
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                 void (*fn)(void *), void *arg);
+                 void (*fn)(void *), void *arg, mta_kernel_ops *ops);
 
 // MTA_LAUNCH(k, grid, block, shmem, stream)(args...): the kernel's parameters are converted once
 // from the arguments, as a call converts them, and each thread gets its own copy.
@@ -188,6 +192,7 @@ struct launcher {
     dim3 grid, block;
     size_t shmem;
     cudaStream_t stream;
+    mta_kernel_ops *ops;
     template <typename... A>
     void operator()(A &&...a) const {
         struct call {
@@ -195,12 +200,13 @@ struct launcher {
             std::tuple<P...> args;
         } c{kernel, std::tuple<P...>(std::forward<A>(a)...)};
         launch_grid(name, (const void *)kernel, grid, block, shmem, stream,
-                    [](void *p) { std::apply(((call *)p)->kernel, ((call *)p)->args); }, &c);
+                    [](void *p) { std::apply(((call *)p)->kernel, ((call *)p)->args); }, &c, ops);
     }
 };
 template <typename... P>
-launcher<P...> launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t s) {
-    return launcher<P...>{name, kernel, grid, block, shmem, s};
+launcher<P...> launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
+                      mta_kernel_ops *ops = nullptr) {
+    return launcher<P...>{name, kernel, grid, block, shmem, s, ops};
 }
 
 }  // namespace cuemu
