@@ -473,7 +473,7 @@ MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it
     "pre grad": (3, 2, "fcb_dw", "k_fa_conv_dq: dw from dS1^T Z_a, dS1 and Z split (3 MMAs)"),
     "post": (2, 2, "fc_conv", "k_fa_post_forward, k_fa_post_dkdv's P1: P hi and lo, each times the bf16 band"),
     "post^T": (1, 1, None, "k_fa_post_dq, _dkdv: dP1 (one bf16 part) times the flipped band (fc_conv<false>)"),
-    "post grad": (3, 2, None, "assumed as pre grad; today k_fa_post_dq's fp_dw on CUDA cores in float32"),
+    "post grad": (3, 2, None, "modelled as pre grad; k_fa_post_dq's fcb_dw<false> does 2 (dP1 one bf16 part times P hi and lo)"),
     "mix": (3, 2, "fh_mix", "k_fa_head_forward: S2 = S1 W1^T, S1 and W1 split"),
     "mix^T": (3, 2, "fh_mix_regs", "k_fa_head_dq: dS1 = dS2 W1, dS2 and W1 split"),
     "mix grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW1 += dS2^T S1, both split"),

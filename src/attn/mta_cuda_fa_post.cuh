@@ -1,7 +1,8 @@
 // mta_cuda_fa_post.cuh: the post-softmax key-query convolution (spec section 2, step 5) on mma.sync
 // (docs/cuda.md, "The post-softmax convolution"): k_fa_post_forward and the backward's k_fa_post_*
 // kernels. Included by mta_cuda_tc.cuh after mta_cuda_fa_conv.cuh, whose halo geometry (fc_geo),
-// grown-tile products (fc_z) and band MMAs (fc_setup, fc_conv) it shares.
+// grown-tile products (fc_z) and band MMAs (fc_setup, fc_band, fc_conv) it shares, and after
+// mta_cuda_fa_conv_bwd.cuh, whose kernel gradient's diagonal sums (fcb_dw) it shares.
 //
 // P1 = mask0(qkconv(P, w_post)) needs the normalised P on a tile grown by its halos, so the forward
 // takes two passes, as the head steps' kernels do: k_fa_forward gives each row's log-sum-exp, then
@@ -100,12 +101,14 @@ void fa_post_forward(const call *cl, const tc_args &a, int BH, const float *w_po
 // ---- The backward ----
 //
 // dP1 = mask(dropout(dO V^T)) on rows [i0, i0+64+rh) (the rows that read P's rows of the tile:
-// row i reads rows i-(c_q-1)..i) and columns [j0-p, j0-p+kz), made as P is (fc_z), rounded to
+// row i reads rows i-(c_q-1)..i) and columns [j0-E, j0-E+kz) (E: p rounded up to 8, so that the
+// central columns are 16-byte aligned for fcb_dw's ldmatrix), made as P is (fc_z), rounded to
 // bf16 once; the transposed convolution dP = qkconv^T(dP1) of the tile is fc_conv with the kernel
 // flipped in both directions (fc_band) reading rows i..i+c_q-1 of i's document; dS = P (dP - D)
 // with D_i = sum_j P_ij dP_ij (not rowsum(dO O): O is made from P1). k_fa_post_dq walks a query
 // tile's key tiles twice, for D (written to a.D) and then dq += scale dS K and the kernel
-// gradient's partial sums dw[a,c] += dP1[i,j] P[i-(c_q-1)+a, j-p+c]; k_fa_post_dkdv walks a key
+// gradient's partial sums dw[a,c] += dP1[i,j] P[i-(c_q-1)+a, j-p+c] (fcb_dw: the diagonals of
+// dP1^T P_a, as the pre-softmax dQ's); k_fa_post_dkdv walks a key
 // tile's query tiles: dv += dropout(P1)^T dO, dk += scale dS^T q, P1 and dS through shared memory.
 //
 // Shared memory, so that two blocks fit on an H100 SM at d' = 128 with the 6 x 11 kernel: one
@@ -115,7 +118,7 @@ void fa_post_forward(const call *cl, const tc_args &a, int BH, const float *w_po
 
 // The backward's shared memory, offsets in bf16: q's zr rows from i0 - rh, dO's zr rows from i0,
 // k's or v's kz rows from j0 - p, P's hi and lo parts and dP1 (zr x zld each), a band, the document
-// start of P's and of dP1's rows, P's rows' lse, and dQ's kernel gradient sums.
+// start of P's and of dP1's rows, P's rows' lse, and dQ's warps' kernel-gradient sums (fcb_dw).
 struct fpb_smem {
     size_t q, dO, kv, phi, plo, dp1, band, stp, std_, lse, dw, total;
 };
@@ -125,11 +128,21 @@ __host__ __device__ inline fpb_smem fpb_smem_of(int kind, int dp, const fc_geo &
     s.q = 0, s.dO = s.q + g.zr * ld, s.kv = s.dO + g.zr * ld, s.phi = s.kv + g.kz * ld;
     s.plo = s.phi + z, s.dp1 = s.plo + z, s.band = s.dp1 + z, s.stp = s.band + (size_t)g.cq * 8 * g.bw;
     s.std_ = s.stp + rows, s.lse = s.std_ + rows, s.dw = s.lse + rows;
-    s.total = s.dw + (kind == TC_DQ ? tc_up16(2 * g.cq * g.ck) : 0);
+    s.total = s.dw + (kind == TC_DQ ? tc_up16(2 * (TC_THREADS / 32) * g.cq * g.ck) : 0);
     return s;
 }
+// (-1: c_k past what fcb_dw reaches, as the pre-softmax backward's fcb_ok)
 size_t fa_post_bwd_smem_bytes(int kind, int dp, int cq, int ck) {
-    return fpb_smem_of(kind, dp, fc_geo_of(cq, ck)).total * sizeof(bf16);
+    return ck <= FCB_DW_CK ? fpb_smem_of(kind, dp, fc_geo_of(cq, ck)).total * sizeof(bf16) : (size_t)-1;
+}
+
+// The band products' sources: P (rows from i0 - rh, hi and lo) and dP1 (rows from i0, one part),
+// with the band area's bands.
+__device__ __forceinline__ fc_src fp_src_p(const fc_geo &g, bf16 *sh, const fpb_smem &at) {
+    return {sh + at.phi, sh + at.plo, g.zld, g.kz, (const int *)(sh + at.stp), sh + at.band, g.bw, g.dmax};
+}
+__device__ __forceinline__ fc_src fp_src_dp1(const fc_geo &g, bf16 *sh, const fpb_smem &at) {
+    return {sh + at.dp1, NULL, g.zld, g.kz, (const int *)(sh + at.std_), sh + at.band, g.bw, g.dmaxT};
 }
 
 // fc_z's entry map for dP1: dO v^T through dropout.
@@ -146,7 +159,7 @@ __device__ __forceinline__ void fp_bwd_setup(const tc_args &a, const fc_geo &g, 
     const int b = bh / a.H, h = bh % a.H;
     int *std_ = (int *)(sh + at.std_);
     fc_setup(a, g, b, h, i0, w, sh + at.band, (int *)(sh + at.stp));
-    fc_band(g, w + (size_t)h * g.cq * g.ck, 1, 0, sh + at.band);  // over fc_setup's, entry by entry in one thread
+    fc_band(g, w + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.band);  // over fc_setup's, entry by entry in one thread
     fp_lse(a, g, bh, i0, (float *)(sh + at.lse));
     for (int r = threadIdx.x; r < g.zr; r += TC_THREADS) {
         const int i = i0 + r;
@@ -174,43 +187,21 @@ __device__ __forceinline__ void fp_load_now(bf16 *tile, const bf16 *slab, int r0
 __device__ __forceinline__ void fp_tiles(const tc_args &a, const fc_geo &g, int bh, int i0, int j0, size_t slab,
                                          bf16 *sh, const fpb_smem &at, const int st[2], mma_c (&dp)[8]) {
     const int *stp = (const int *)(sh + at.stp), *std_ = (const int *)(sh + at.std_);
-    fp_load_now(sh + at.kv, a.v + slab, j0 - g.p, g.kz, a);
-    fc_z<false>(a, g, i0, j0, sh + at.dO, sh + at.kv, std_, sh + at.dp1, NULL, fp_dropout{&a, bh});
+    fp_load_now(sh + at.kv, a.v + slab, j0 - g.E, g.kz, a);  // (E + 64 + p <= kz for c_k <= 17)
+    fc_z<false>(a, g, i0, j0 - g.sh, sh + at.dO, sh + at.kv, std_, sh + at.dp1, NULL, fp_dropout{&a, bh});
     __syncthreads();  // v is no longer read
     fp_load_now(sh + at.kv, a.k + slab, j0 - g.p, g.kz, a);
     fc_z(a, g, i0 - g.rh, j0, sh + at.q, sh + at.kv, stp, sh + at.phi, sh + at.plo,
          fp_softmax(a, (const float *)(sh + at.lse)));
     __syncthreads();  // the halo rows come from other warps
     fa_zero(dp);
-    const fc_src d1 = {sh + at.dp1, NULL, g.zld, g.kz, std_, sh + at.band, g.bw, g.dmax};
-    fc_conv<8, false>(g, d1, 16 * (threadIdx.x / 32), 0, st, dp);
+    fc_conv<8, false>(g, fp_src_dp1(g, sh, at), 16 * (threadIdx.x / 32), 0, st, dp);
 }
 
 // Issues the copies of query tile i0's q rows from i0 - rh and dO rows from i0 (zr of each).
 __device__ __forceinline__ void fp_q_load(const tc_args &a, const fc_geo &g, int bh, int i0, bf16 *qs, bf16 *dos) {
     fa_load_rows(qs, a.q + (size_t)bh * a.Tp * a.dp, i0 - g.rh, g.zr, a.T, a.dp);
     fa_load_rows(dos, a.dO + (size_t)bh * a.Tp * a.dp, i0, g.zr, a.T, a.dp);
-}
-
-// The kernel gradient's terms of the central tile added to dw in a fixed order (thread e owns taps
-// e, e + 128, ...): dw[a,c] += sum dP1[i,j] P[i-(c_q-1)+a, j-p+c] over P's rows of i's document.
-__device__ __forceinline__ void fp_dw(const fc_geo &g, const bf16 *sh, const fpb_smem &at, float *dw) {
-    const bf16 *phi = sh + at.phi, *plo = sh + at.plo, *dp1 = sh + at.dp1;
-    const int *stp = (const int *)(sh + at.stp), *std_ = (const int *)(sh + at.std_);
-    for (int e = threadIdx.x; e < g.cq * g.ck; e += TC_THREADS) {
-        const int ka = e / g.ck, kc = e % g.ck;
-        float x = dw[e];
-        for (int r = 0; r < TC_M; r++) {
-            const int src = r + g.rh - (g.cq - 1) + ka;  // P's stored row
-            if (stp[src] != std_[r]) continue;           // an earlier document's row (or before 0: P is 0)
-            for (int c = 0; c < TC_N; c++) {
-                const int pp = src * g.zld + c + kc;
-                x = fmaf(__bfloat162float(dp1[r * g.zld + g.p + c]),
-                         __bfloat162float(phi[pp]) + __bfloat162float(plo[pp]), x);
-            }
-        }
-        dw[e] = x;
-    }
 }
 
 // dS = P (dP - D) of this lane's entries of the central tile (rows i: D[2]), in place in dp.
@@ -243,14 +234,14 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dq_t(tc_args a, const
     MTA_DYNAMIC_SHARED(bf16, sh);
     const fc_geo g = fc_geo_of(a.pcq, a.pck);
     const fpb_smem at = fpb_smem_of(TC_DQ, a.dp, g);
-    const int ld = fa_ld(a.dp), taps = g.cq * g.ck;
+    const int ld = fa_ld(a.dp), taps = g.cq * g.ck, w = threadIdx.x / 32;
     const int bh = blockIdx.y, b = bh / a.H, tile = gridDim.x - 1 - blockIdx.x, i0 = tile * TC_M;
     const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
     const size_t slab = tc_kv_slab(a, bh) * a.Tp * a.dp;
     float *dw = (float *)(sh + at.dw);
     fp_q_load(a, g, bh, i0, sh + at.q, sh + at.dO);
     fp_bwd_setup(a, g, bh, i0, w_post, sh, at);
-    for (int e = threadIdx.x; e < taps; e += TC_THREADS) dw[e] = 0.0f;
+    for (int e = threadIdx.x; e < (TC_THREADS / 32) * taps; e += TC_THREADS) dw[e] = 0.0f;
     int i[2], st[2];
     fa_lane_rows(a, b, i0, i, st);
     float D[2] = {0.0f, 0.0f};
@@ -269,7 +260,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dq_t(tc_args a, const
             FA_UNROLL
             for (int kc = 0; kc < 4; kc++)
                 fa_acc<DP>(acc, fa_a_of(dp + 2 * kc), sh + at.kv + (g.p + 16 * kc) * ld, ld, a.dp);
-            fp_dw(g, sh, at, dw);
+            __syncthreads();  // every warp's reads of k: its buffer is the warps' scratch now
+            float *scr = (float *)(sh + at.kv) + w * 16 * FCB_SCR;
+            fcb_dw<false>(g, fp_src_dp1(g, sh, at), fp_src_p(g, sh, at), g.E, 0, scr, dw);
         }
         FA_UNROLL
         for (int r = 0; r < 2 && pass == 0; r++) {
@@ -280,8 +273,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dq_t(tc_args a, const
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         if (i[r] < a.T) dq[((size_t)bh * a.T + i[r]) * a.d + c] += a.scale * acc[n].x[x];
     });
-    __syncthreads();
-    for (int e = threadIdx.x; e < taps; e += TC_THREADS) dwp[((size_t)bh * gridDim.x + tile) * taps + e] = dw[e];
+    fcb_dw_out(dw, taps, 1.0f, dwp + ((size_t)bh * gridDim.x + tile) * taps);
 }
 
 // x (a 64 x 64 tile at leading dimension TC_N + FA_PAD, rows the queries) transposed: the A
@@ -326,8 +318,7 @@ __device__ __forceinline__ void fp_dkdv_tile(const tc_args &a, const fc_geo &g, 
     fc_setup(a, g, bh / a.H, bh % a.H, i0, w_post, sh + at.band, (int *)(sh + at.stp));  // the forward's band
     __syncthreads();
     fa_zero(s);
-    const fc_src p = {sh + at.phi, sh + at.plo, g.zld, g.kz, (const int *)(sh + at.stp), sh + at.band, g.bw, g.dmax};
-    fc_conv<8>(g, p, 16 * w + g.rh - (g.cq - 1), 0, st, s);
+    fc_conv<8>(g, fp_src_p(g, sh, at), 16 * w + g.rh - (g.cq - 1), 0, st, s);
     fp_mask_drop(a, bh, j0, i, st, s);
     __syncthreads();  // P is no longer read
     fp_store(s, p1);

@@ -181,7 +181,8 @@ MUTATIONS = [
      'const int c = jj + l - 16 * hf;', 'const int c = jj + l + 1 - 16 * hf;'),
     # the post-softmax convolution (k_fa_post_*, mta_cuda_fa_post.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the post-softmax convolution\'s dP by the kernel unflipped (not the transposed band)', FP,
-     'fc_band(g, w + (size_t)h * g.cq * g.ck, 1, 0, sh + at.band);', 'fc_band(g, w + (size_t)h * g.cq * g.ck, 0, 0, sh + at.band);'),
+     'fc_band(g, w + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.band);',
+     'fc_band(g, w + (size_t)h * g.cq * g.ck, 0, g.sh, sh + at.band);'),
     ('tensor cores: the post-softmax convolution\'s D left as rowsum(dO O) for dK, dV', FP,
      '            if (i[r] < a.T && threadIdx.x % 4 == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];\n', ''),
     ('tensor cores: the post-softmax convolution\'s dP reads dP1 rows of a later document', FP,
