@@ -102,6 +102,18 @@ mta_status mta_backend_synchronize(mta_backend b);
 //     to the float32 kernels for the others. A backend that has no bf16 path refuses it.
 typedef enum { MTA_FP32 = 0, MTA_BF16 = 1 } mta_precision;
 
+// The storage type of the tensors q, k, v, out, dout, dq, dk, dv (mta_config.dtype), apart from the
+// arithmetic (precision); the parameters and their gradients are float32 whatever it says:
+//   MTA_DTYPE_F32 (the default): float32;
+//   MTA_DTYPE_BF16: bfloat16 (2 bytes, a float32's upper half), passed through the same float
+//     pointers (cast a uint16_t / __nv_bfloat16 / torch.bfloat16 buffer's address to float *).
+//     Only the cuda and cuda-emu backends take it (the host backends refuse it). out is rounded
+//     once to bfloat16 from its float32 value (after the norm and gate); dq, dk, dv are added to
+//     as on every backend: read, added to in float32, rounded once. On the tensor-core path
+//     (precision MTA_BF16) q, k, v and dout are read as they are; on the float32 path the backend
+//     widens them into a float32 workspace of its own (a copy inside the backend, docs/cuda.md).
+typedef enum { MTA_DTYPE_F32 = 0, MTA_DTYPE_BF16 = 1 } mta_dtype;
+
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
 typedef struct {
     int B, H, T, d;
@@ -127,6 +139,7 @@ typedef struct {
                           // recomputes it (one (T,T)-by-(T,d) product per head); same results either
                           // way. Other backends ignore it. 0 = off
     int precision;        // mta_precision: MTA_FP32 (default) or MTA_BF16 (tensor cores; above)
+    int dtype;            // mta_dtype: the tensors' storage, MTA_DTYPE_F32 (default) or MTA_DTYPE_BF16 (above)
 #ifdef MTAC_TEST_DUMMY_STEP
     int dummy_step;       // only in the test build of tests/test_backend_support.c: a step no backend computes
 #endif

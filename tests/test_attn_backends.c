@@ -358,15 +358,6 @@ static void test_strip_size_budget(void **s) {
     omp_set_num_threads(omp_get_num_procs());
 }
 
-// x rounded to bfloat16, to nearest even (as __float2bfloat16_rn; finite x).
-static float bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 // Runs config c with precision MTA_BF16 on the backend under test and in float32 on the reference
 // backend, both on the same q, k, v rounded to bf16 first; returns tu_rel_diff's difference.
 static double bf16_against_reference(const mta_config *c, const int32_t *doc, uint64_t seed, const char **which) {
@@ -377,14 +368,14 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
     assert_non_null(ref);
     assert_non_null(f);
     for (size_t i = 0; i < ref->n; i++) {
-        ref->q[i] = f->q[i] = bf16_round(ref->q[i]);
-        ref->k[i] = f->k[i] = bf16_round(ref->k[i]);
-        ref->v[i] = f->v[i] = bf16_round(ref->v[i]);
+        ref->q[i] = f->q[i] = tu_bf16_round(ref->q[i]);
+        ref->k[i] = f->k[i] = tu_bf16_round(ref->k[i]);
+        ref->v[i] = f->v[i] = tu_bf16_round(ref->v[i]);
     }
     // the path rounds the convolutions' kernels to bf16 as it rounds q, k, v (its bands' B operand)
     for (int n = 0; n < 2; n++) {
         const int kw = n ? MTA_W_POST : MTA_W_PRE;
-        for (size_t i = 0; i < ref->wn[kw]; i++) ref->w[kw][i] = f->w[kw][i] = bf16_round(ref->w[kw][i]);
+        for (size_t i = 0; i < ref->wn[kw]; i++) ref->w[kw][i] = f->w[kw][i] = tu_bf16_round(ref->w[kw][i]);
     }
     tu_case_set_docs(ref, doc);
     tu_case_set_docs(f, doc);

@@ -59,6 +59,14 @@ mta_backend tu_backend(void) {
     return b;
 }
 
+float tu_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 mta_config tu_config_default(int B, int H, int T, int d) {
     mta_config c = mta_config_default(B, H, T, d);
     c.backend = tu_backend();

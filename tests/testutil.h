@@ -48,6 +48,8 @@ int tu_same_bits(const tu_case *a, const tu_case *b);
 
 // A standard normal draw as a float (xorshift64* uniforms through rng_box_muller, util/rng.h).
 float tu_randn(uint64_t *s);
+// x rounded to bfloat16, to nearest even (as __float2bfloat16_rn; finite x), as a float32.
+float tu_bf16_round(float x);
 // Largest |a| and largest |a - b|; +INFINITY when a (or b) holds a NaN or an infinity, so that
 // both `e > tol` and `e <= tol` checks fail on it (fmax would drop a NaN and pass a backend that
 // never wrote its output). No reference tensor of these tests is legitimately non-finite.

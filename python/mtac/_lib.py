@@ -111,6 +111,8 @@ lib = _open()
 Config = _config_class(lib)
 _bind(lib)
 PARAM_NAMES = _param_names(lib)
+# mta_dtype (include/mta.h): the storage of q, k, v, out and their gradients (mta_config.dtype).
+MTA_DTYPE_F32, MTA_DTYPE_BF16 = 0, 1
 
 
 class Params(ctypes.Structure):

@@ -6,7 +6,8 @@ MultiTokenAttention(...)      the core as an nn.Module, named like the authors' 
 Tensors are float32 on the CPU, contiguous, q, k, v of shape (B, H, T, d); the output has that
 shape too (heads not concatenated, no output projection). CUDA tensors (float32, bfloat16) run on
 the CUDA backend on torch's current stream (mtac._device; docs/python.md, "CUDA tensors"). The op
-passes the tensors' own memory to the library: no copies (bfloat16 is widened to float32 first).
+passes the tensors' own memory to the library: no copies (bfloat16 q, k, v, their gradients and the
+output as the library's bfloat16 storage, mta_config.dtype; bfloat16 parameters, small, are widened).
 Threads: torch.get_num_threads() unless threads= is given; run python with OMP_WAIT_POLICY=passive
 (docs/python.md, "Threads").
 """
@@ -22,8 +23,8 @@ import torch
 from torch import nn
 
 from mtac import _device
-from mtac._lib import (PARAM_NAMES, Context, Error, Grads, Params, backend_of, check_config, config_from_shapes, lib,
-                       param_shape)
+from mtac._lib import (MTA_DTYPE_BF16, MTA_DTYPE_F32, PARAM_NAMES, Context, Error, Grads, Params, backend_of,
+                       check_config, config_from_shapes, lib, param_shape)
 
 __all__ = ['mta_attention', 'MultiTokenAttention', 'Error']
 
@@ -111,8 +112,10 @@ def _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads, plac
     cfg.layer_id = _size('layer_id', layer_id, 0)
     cfg.dropout = _dropout32(dropout)
     cfg.backend = backend_of(backend) if place is None else _device_backend(backend, place)
-    # bfloat16 tensors: the library's bf16 arithmetic (tensor cores), on q, k, v given in bf16
+    # bfloat16 tensors: the library's bf16 arithmetic (tensor cores), and its bf16 storage of q, k,
+    # v, out and their gradients (mta_config.dtype), so that the tensors' own memory is passed
     cfg.precision = int(q.dtype == torch.bfloat16)
+    cfg.dtype = MTA_DTYPE_BF16 if q.dtype == torch.bfloat16 else MTA_DTYPE_F32
     threads = torch.get_num_threads() if threads is None else threads
     cfg.threads = _size('threads', threads)
     check_config(cfg)  # the library's own checks and messages (kernel sizes, c_h | H, ...)
@@ -184,8 +187,8 @@ class _MTAFunction(torch.autograd.Function):
         q, k, v, *params = ctx.saved_tensors
         need = ctx.needs_input_grad[1:]  # (doc, q, k, v, params...): q, k, v at 1..3, the params from 4
         dout = dout.contiguous()
-        if dout.dtype != torch.float32:
-            dout = dout.float()
+        if dout.dtype != q.dtype:  # the library reads dout in the tensors' storage (mta_config.dtype)
+            dout = dout.to(q.dtype)
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
         dparams = [torch.zeros_like(t) if (t is not None and need[4 + i]) else None for i, t in enumerate(params)]
         p = Params(*[_ptr(t) for t in params])
@@ -267,13 +270,10 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
                                  backend=backend, threads=threads, doc=doc, **prm)
     cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads, place)
     doc = _doc_ids(doc, q)
-    if q.dtype != torch.bfloat16:
-        return _MTAFunction.apply((cfg, place), doc, q, k, v, *[prm[n] for n in PARAM_NAMES])
-    # bfloat16: the library's operator takes float32 pointers (include/mta.h) and rounds q, k, v to
-    # bfloat16 itself (cfg.precision), so the tensors are widened on the device (exactly: a copy of
-    # each, differentiable, so the gradients come back in bfloat16) and the output narrowed.
-    x = [None if t is None else t.float() for t in [q, k, v] + [prm[n] for n in PARAM_NAMES]]
-    return _MTAFunction.apply((cfg, place), doc, *x).to(torch.bfloat16)
+    # bfloat16 q, k, v go as they are (cfg.dtype); the parameters are float32 in the library, so
+    # bfloat16 ones (a few numbers per head) are widened, differentiably (their gradients in bf16).
+    w = [_to_float32(prm[n]) for n in PARAM_NAMES]
+    return _MTAFunction.apply((cfg, place), doc, q, k, v, *w)
 
 
 def _to_float32(t):

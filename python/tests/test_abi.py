@@ -43,7 +43,7 @@ def test_config_and_shapes_from_the_library():
     """Config is built from the library's list of mta_config's fields, and the settings that the
     parameters' shapes give come from the library's table (mta_config_from_shapes)."""
     names = [f[0] for f in _lib.Config._fields_]
-    assert names[:4] == ['B', 'H', 'T', 'd'] and names[-1] == 'precision' and len(set(names)) == len(names)
+    assert names[:4] == ['B', 'H', 'T', 'd'] and names[-1] == 'dtype' and len(set(names)) == len(names)
     assert dict(_lib.Config._fields_)['dropout'] is ctypes.c_float
     cfg = _lib.lib.mta_config_default(2, 4, 8, 6)
     _lib.config_from_shapes(cfg, [(4, 3, 5), None, None, (2, 2, 2), None, (6,), (1,)])

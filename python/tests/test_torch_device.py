@@ -137,8 +137,8 @@ class _Tests(_Mode):
                               2 * chain_bound(mta_sums(**spec)))
 
     def test_bfloat16(self):
-        """bfloat16 q, k, v (float32 parameters) run with the library's bf16 precision; the result
-        and the gradients come back in bfloat16."""
+        """bfloat16 q, k, v (float32 parameters) run with the library's bf16 precision and storage;
+        the result and the gradients come back in bfloat16."""
         for spec in (PLAIN, dict(B=1, H=2, T=24, d=16, pre=(3, 5), gn=True, gate=True)):
             tensors, meta = make_case(spec, torch.Generator().manual_seed(47))
             for n in ('q', 'k', 'v', 'dout'):
@@ -157,6 +157,20 @@ class _Tests(_Mode):
         f32 = self.run_op(tensors, meta)
         bound = 2 * chain_bound(mta_sums(**spec)) * max_abs(f32['grad.w_pre'])
         self.assertGreater(max_abs_diff(got['grad.w_pre'], f32['grad.w_pre']), bound)
+
+    def test_bfloat16_storage(self):
+        """bfloat16 tensors go to the library as they are (mta_config.dtype; the library writes the
+        bfloat16 output and gradients), and the result is the float32 tensors' within a derived
+        bound."""
+        for spec in (PLAIN, dict(B=1, H=2, T=24, d=16, pre=(3, 5))):
+            tensors, meta = make_case(spec, torch.Generator().manual_seed(49))  # float32, not bf16 values
+            got = self.run_op(tensors, meta, torch.bfloat16)
+            # bf16 storage adds one rounding (u = 2^-9 relative) of each input and output. The
+            # inputs' (q, k, v, dout) are roundings the bf16 arithmetic of precision MTA_BF16 makes
+            # anyway (its tensor-core path rounds q, k, v and dO to bf16, no norm or gate here), so
+            # they are within its bound, 3u kappa of each result's scale (kappa = 10:
+            # test_attn_backends.c's bf16_tolerance); the outputs' adds u: (3 kappa + 1) u.
+            self.assert_close(got, self.run_op(tensors, meta), (3 * 10 + 1) * 2.0 ** -9, per_tensor=True)
 
     def test_pointers_and_stream(self):
         """The tensors' own memory goes to the library (a q at an offset in its storage

@@ -61,6 +61,8 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_normgate", S8 | S9, MTA_PATH_BOTH, "group norm and gate"},
     {"k_normgate_t", S8 | S9, MTA_PATH_BOTH, "group norm and gate backward"},
     {"k_sum_grad", S2 | S3 | S5 | S6 | S8 | S9, MTA_PATH_BOTH, "the parameters' gradients from per-head partials"},
+    {"k_bf16_widen", 0, MTA_PATH_BOTH, "bfloat16 tensors (mta_config.dtype) widened to float32"},
+    {"k_bf16_narrow", 0, MTA_PATH_BOTH, "out, dq, dk, dv rounded once to bfloat16 (mta_config.dtype)"},
     // the tensor-core path (mta_cuda_tc.cuh)
     {"k_tc_round", S1 | S7, MTA_PATH_TC, "q, k, v rounded to bf16"},
     {"k_tc_prep", S4 | S7, MTA_PATH_TC, "dO rounded to bf16, D = rowsum(dO O)"},

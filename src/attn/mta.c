@@ -283,6 +283,8 @@ mta_status mta_config_check(const mta_config *c, char *msg, size_t n) {
     if (c->keep_o != 0 && c->keep_o != 1) return say(msg, n, MTA_ERR_INVALID, "keep_o=%d must be 0 or 1", c->keep_o);
     if (c->precision != MTA_FP32 && c->precision != MTA_BF16)
         return say(msg, n, MTA_ERR_INVALID, "precision=%d must be MTA_FP32 (0) or MTA_BF16 (1)", c->precision);
+    if (c->dtype != MTA_DTYPE_F32 && c->dtype != MTA_DTYPE_BF16)
+        return say(msg, n, MTA_ERR_INVALID, "dtype=%d must be MTA_DTYPE_F32 (0) or MTA_DTYPE_BF16 (1)", c->dtype);
     const int refused = mta_first_refused(c, impl->computes);
     if (refused >= 0) return refusal(msg, n, c->backend, (mta_use)refused);
     // Every buffer the reference path may hold: (B,H,T,T) maps and (B,H,T,d) tensors, in bytes,
@@ -375,7 +377,7 @@ static const mta_config_field_desc config_fields[] = {
     FIELD(group_norm, MTA_FIELD_INT), FIELD(depth_scale, MTA_FIELD_INT), FIELD(layer_id, MTA_FIELD_INT),
     FIELD(gate, MTA_FIELD_INT), FIELD(dropout, MTA_FIELD_FLOAT), FIELD(backend, MTA_FIELD_INT),
     FIELD(strip_rows, MTA_FIELD_INT), FIELD(threads, MTA_FIELD_INT), FIELD(keep_o, MTA_FIELD_INT),
-    FIELD(precision, MTA_FIELD_INT),
+    FIELD(precision, MTA_FIELD_INT), FIELD(dtype, MTA_FIELD_INT),
 #ifdef MTAC_TEST_DUMMY_STEP
     FIELD(dummy_step, MTA_FIELD_INT),
 #endif

@@ -50,6 +50,8 @@ struct cuda_state {
     int *start;       // (B, T) document starts of the last forward, read when docs is set
     int docs;         // the last forward had documents
     double *acc;      // kernel-gradient accumulators (see grad_layout)
+    void *io;         // bfloat16 storage (mta_config.dtype): the float32 buffers of io_bufs, or NULL
+    size_t io_bytes;
     mview z, s1, p, p1, p2, pd, dp2, dp1, dp, ds1, dz;  // windows (p == unused ones when a step is off)
 };
 
@@ -141,6 +143,7 @@ void cuda_release(mta_ctx *ctx) {
     cuda_state *st = (cuda_state *)ctx->state;
     if (st) {
         if (st->mem) cudaFree(st->mem);
+        if (st->io) cudaFree(st->io);
         if (st->blas) cublasDestroy(st->blas);
         free(st);
     }
@@ -444,14 +447,10 @@ struct launch_scope {
     launch_scope &operator=(const launch_scope &) = delete;
 };
 
-mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
-    const launch_scope record(ctx);
-    ctx->dropout_on = ctx->cfg.dropout > 0 && ctx->training;
-    mta_status s = cuda_setup(ctx);
-    if (s) return s;
-    if (tc_on(ctx)) return tc_forward(ctx, q, k, v, p, out);
+// The float32 path's forward (cuda_setup done), on float32 tensors.
+mta_status f32_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     call cl;
-    s = begin(ctx, &cl, q, k, v, p);
+    mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
     const mta_config *c = &ctx->cfg;
     cuda_state *st = cl.st;
@@ -597,14 +596,11 @@ void sum_grads(const backward_call &bw, const mta_grads *g) {
     }
 }
 
-mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
-                         const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
-    const launch_scope record(ctx);
-    mta_status s = cuda_setup(ctx);
-    if (s) return s;
-    if (tc_on(ctx)) return tc_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+// The float32 path's backward (cuda_setup done), on float32 tensors.
+mta_status f32_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                        const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
     call cl;
-    s = begin(ctx, &cl, q, k, v, p);
+    mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
     const backward_call bw = {&cl, dout, dq, dk, dv, grads_of(&ctx->cfg, cl.st->R), normgate_of(&ctx->cfg, p)};
     const cudaError_t e = cudaMemsetAsync(cl.st->acc, 0, bw.gl.total * sizeof(double), cl.s);
@@ -618,6 +614,135 @@ mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     }
     sum_grads(bw, g);
     return finish(&cl, "backward");
+}
+
+// ---- bfloat16 storage (mta_config.dtype = MTA_DTYPE_BF16) -----------------------------------------
+//
+// The kernels compute in float32 and write float32: out, and the gradients dq, dk, dv they add to
+// over key tiles. With bfloat16 tensors the backend keeps float32 buffers for those (io_bufs): out
+// is narrowed once after the norm and gate; dq, dk, dv are widened, added to, and narrowed once.
+// The tensor-core path reads q, k, v and dout as they are (k_tc_round, k_tc_prep); the float32
+// path, and the norm's backward, read float32, so the backend widens those into io_bufs too.
+
+// n float32 values widened from bfloat16 (exact) and narrowed to it (rounded to nearest even).
+__global__ void k_bf16_widen(const __nv_bfloat16 *src, float *dst, size_t n) {
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) dst[e] = __bfloat162float(src[e]);
+}
+__global__ void k_bf16_narrow(const float *src, __nv_bfloat16 *dst, size_t n) {
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) dst[e] = __float2bfloat16_rn(src[e]);
+}
+
+// The float32 buffers of a call on bfloat16 tensors: q, k, v and dout (the float32 path, and dout
+// for the norm's or gate's backward on the tensor-core path; NULL where not needed), out, dq, dk, dv.
+struct io_bufs {
+    float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
+};
+
+// Carves the buffers from mem (NULL: counts) and returns the bytes.
+size_t io_carve(const mta_config *c, int tc, void *mem, io_bufs *b) {
+    const size_t nq = (size_t)c->B * c->H * c->T * c->d, nkv = (size_t)c->B * mta_kv_heads(c) * c->T * c->d;
+    carver cv = {(unsigned char *)mem, 0};
+    io_bufs x;
+    const int f32 = !tc, go = f32 || c->group_norm || c->gate;
+    x.q = f32 ? cv.take<float>(nq) : NULL, x.k = f32 ? cv.take<float>(nkv) : NULL, x.v = f32 ? cv.take<float>(nkv) : NULL;
+    x.dout = go ? cv.take<float>(nq) : NULL;
+    x.out = cv.take<float>(nq), x.dq = cv.take<float>(nq), x.dk = cv.take<float>(nkv), x.dv = cv.take<float>(nkv);
+    if (b) *b = x;
+    return cv.at;
+}
+
+// The buffers of ctx's config (cuda_setup done), allocated on first use.
+mta_status io_setup(mta_ctx *ctx, io_bufs *b) {
+    cuda_state *st = (cuda_state *)ctx->state;
+    if (!st->io) {
+        st->io_bytes = io_carve(&ctx->cfg, st->tc, NULL, NULL);
+        const cudaError_t e = cudaMalloc(&st->io, st->io_bytes);
+        if (e != cudaSuccess) {
+            st->io = NULL;
+            cudaGetLastError();
+            return mta_fail(ctx, MTA_ERR_NOMEM, "could not allocate %.1f MB of GPU memory for the bfloat16 tensors' "
+                            "float32 buffers: %s", st->io_bytes / 1e6, cudaGetErrorString(e));
+        }
+        ctx->bytes += st->io_bytes;
+    }
+    io_carve(&ctx->cfg, st->tc, st->io, b);
+    return MTA_OK;
+}
+
+// n values of x, bfloat16 storage to float32 (widen) or back (narrow), on the context's stream.
+void io_widen(const mta_ctx *ctx, const float *x16, float *x, size_t n) {
+    MTA_LAUNCH(k_bf16_widen, (unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)ctx->stream)(
+        (const __nv_bfloat16 *)(const void *)x16, x, n);
+}
+void io_narrow(const mta_ctx *ctx, const float *x, float *x16, size_t n) {
+    MTA_LAUNCH(k_bf16_narrow, (unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)ctx->stream)(
+        x, (__nv_bfloat16 *)(void *)x16, n);
+}
+
+// The element counts of q-shaped and kv-shaped tensors.
+size_t q_count(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
+size_t kv_count(const mta_config *c) { return (size_t)c->B * mta_kv_heads(c) * c->T * c->d; }
+
+mta_status io_done(mta_ctx *ctx, mta_status s, const char *what) {
+    if (s) return s;
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? MTA_OK : cuda_fail(ctx, e, what);
+}
+
+mta_status bf16_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                        float *out) {
+    const mta_config *c = &ctx->cfg;
+    io_bufs b;
+    mta_status s = io_setup(ctx, &b);
+    if (s) return s;
+    if (tc_on(ctx)) {
+        s = tc_forward(ctx, q, k, v, p, b.out);  // reads q, k, v as bfloat16 (tc_round_inputs)
+    } else {
+        io_widen(ctx, q, b.q, q_count(c)), io_widen(ctx, k, b.k, kv_count(c)), io_widen(ctx, v, b.v, kv_count(c));
+        s = f32_forward(ctx, b.q, b.k, b.v, p, b.out);
+    }
+    if (!s) io_narrow(ctx, b.out, out, q_count(c));
+    return io_done(ctx, s, "the bfloat16 output's rounding");
+}
+
+mta_status bf16_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                         const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    const mta_config *c = &ctx->cfg;
+    const size_t nq = q_count(c), nkv = kv_count(c);
+    io_bufs b;
+    mta_status s = io_setup(ctx, &b);
+    if (s) return s;
+    io_widen(ctx, dq, b.dq, nq), io_widen(ctx, dk, b.dk, nkv), io_widen(ctx, dv, b.dv, nkv);
+    if (b.dout) io_widen(ctx, dout, b.dout, nq);
+    if (tc_on(ctx)) {
+        // q, k, v as bfloat16; dout too unless the norm's or gate's backward reads it (b.dout)
+        s = tc_backward(ctx, q, k, v, p, b.dout ? b.dout : dout, b.dq, b.dk, b.dv, g);
+    } else {
+        io_widen(ctx, q, b.q, nq), io_widen(ctx, k, b.k, nkv), io_widen(ctx, v, b.v, nkv);
+        s = f32_backward(ctx, b.q, b.k, b.v, p, b.dout, b.dq, b.dk, b.dv, g);
+    }
+    if (!s) io_narrow(ctx, b.dq, dq, nq), io_narrow(ctx, b.dk, dk, nkv), io_narrow(ctx, b.dv, dv, nkv);
+    return io_done(ctx, s, "the bfloat16 gradients' rounding");
+}
+
+mta_status cuda_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
+    const launch_scope record(ctx);
+    ctx->dropout_on = ctx->cfg.dropout > 0 && ctx->training;
+    const mta_status s = cuda_setup(ctx);
+    if (s) return s;
+    if (ctx->cfg.dtype == MTA_DTYPE_BF16) return bf16_forward(ctx, q, k, v, p, out);
+    return tc_on(ctx) ? tc_forward(ctx, q, k, v, p, out) : f32_forward(ctx, q, k, v, p, out);
+}
+
+mta_status cuda_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
+                         const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
+    const launch_scope record(ctx);
+    const mta_status s = cuda_setup(ctx);
+    if (s) return s;
+    if (ctx->cfg.dtype == MTA_DTYPE_BF16) return bf16_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
+    return tc_on(ctx) ? tc_backward(ctx, q, k, v, p, dout, dq, dk, dv, g) : f32_backward(ctx, q, k, v, p, dout, dq, dk, dv, g);
 }
 
 // The compute capability the build's code runs on: sm_90 machine code and compute_90 PTX run on
@@ -668,7 +793,7 @@ int cuda_computes(const mta_config *c, mta_use u) {
     switch (u) {
     case MTA_USE_PRE_CONV: case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_CONV: case MTA_USE_POST_HEAD_CONV:
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
-    case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
+    case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: case MTA_USE_BF16_STORAGE: return 1;
     default: return 0;
     }
 }

@@ -151,28 +151,31 @@ __device__ __forceinline__ float tc_drop(const tc_args &a, int bh, int i, int j)
     return mta_dropout_keep(a.seed, ((size_t)bh * a.T + i) * (size_t)a.T + j, a.drop_thr) ? a.drop_scale : 0.0f;
 }
 
-// Rows of a (slabs, T, d) float tensor to bf16 (slabs, Tp, dp), zero past T and d (grid: x entries
-// of 128, y slabs).
-__global__ void k_tc_round(const float *src, bf16 *dst, int T, int Tp, int d, int dp) {
+// Rows of a (slabs, T, d) tensor to bf16 (slabs, Tp, dp), zero past T and d (grid: x entries of
+// 128, y slabs): src float32, rounded, or with bfloat16 storage (mta_config.dtype) src16, copied.
+__global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T, int Tp, int d, int dp) {
     const int e = blockIdx.x * blockDim.x + threadIdx.x, i = e / dp, c = e % dp;
     if (i >= Tp) return;
-    const size_t slab = blockIdx.y;
-    const float x = i < T && c < d ? src[(slab * T + i) * d + c] : 0.0f;
-    dst[(slab * Tp + i) * dp + c] = __float2bfloat16_rn(x);
+    const size_t slab = blockIdx.y, at = (slab * T + i) * d + c;
+    const bool in = i < T && c < d;
+    dst[(slab * Tp + i) * dp + c] = in && src16 ? src16[at] : __float2bfloat16_rn(in ? src[at] : 0.0f);
 }
 
 // Backward, per row: D = rowsum(dO * O) and dO rounded to bf16 (zero past T and d) (grid: x rows
-// of 128, y B*H). go is dO in (B*H, T, d).
-__global__ void k_tc_prep(tc_args a, const float *go, bf16 *dO) {
+// of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as it is).
+__global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
-    const float *g = go + ((size_t)bh * a.T + i) * a.d, *o = a.o + ((size_t)bh * a.T + i) * a.d;
+    const size_t row = ((size_t)bh * a.T + i) * a.d;
+    const float *o = a.o + row;
     bf16 *dst = dO + ((size_t)bh * a.Tp + i) * a.dp;
     float D = 0.0f;
     for (int e = 0; e < a.dp; e++) {
-        const float x = i < a.T && e < a.d ? g[e] : 0.0f;
-        if (e < a.d && i < a.T) D = fmaf(x, o[e], D);
-        dst[e] = __float2bfloat16_rn(x);
+        const bool in = i < a.T && e < a.d;
+        const bf16 r = in && go16 ? go16[row + e] : __float2bfloat16_rn(in ? go[row + e] : 0.0f);
+        const float x = in && go16 ? __bfloat162float(r) : in ? go[row + e] : 0.0f;
+        if (in) D = fmaf(x, o[e], D);
+        dst[e] = r;
     }
     if (i < a.T) a.D[(size_t)bh * a.T + i] = D;
 }
@@ -613,7 +616,7 @@ int tc_computes(const mta_config *c, mta_use u) {
     case MTA_USE_POST_CONV: return !c->pre_cq && !c->pre_head_mix && !c->post_ch;
     case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq;
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
-    case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: return 1;
+    case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: case MTA_USE_BF16_STORAGE: return 1;
     default: return 0;
     }
 }
@@ -699,14 +702,21 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
     return a;
 }
 
-// q, k, v rounded into the workspace.
+// The caller's tensor x as bfloat16 when the config stores its tensors so (mta_config.dtype), else NULL.
+const bf16 *tc_stored16(const mta_config *c, const float *x) {
+    return c->dtype == MTA_DTYPE_BF16 ? (const bf16 *)(const void *)x : NULL;
+}
+
+// q, k, v rounded (copied, with bfloat16 storage) into the workspace.
 void tc_round_inputs(const call *cl, const tc_ws *w) {
     const mta_config *c = cl->c;
     const int Tp = tc_tp(c->T), dp = tc_dp(c->d), BH = c->B * c->H, BHkv = c->B * mta_kv_heads(c);
     const unsigned x = (unsigned)((Tp * dp + 127) / 128);
-    MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BH), 128, 0, cl->s)(cl->q, w->q, c->T, Tp, c->d, dp);
-    MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BHkv), 128, 0, cl->s)(cl->k, w->k, c->T, Tp, c->d, dp);
-    MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)BHkv), 128, 0, cl->s)(cl->v, w->v, c->T, Tp, c->d, dp);
+    const float *src[3] = {cl->q, cl->k, cl->v};
+    bf16 *dst[3] = {w->q, w->k, w->v};
+    for (int t = 0; t < 3; t++)
+        MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)(t ? BHkv : BH)), 128, 0, cl->s)(
+            src[t], tc_stored16(c, src[t]), dst[t], c->T, Tp, c->d, dp);
 }
 
 mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
@@ -798,7 +808,9 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
         normgate_backward(&cl, w.o, dout, w.go, (size_t)T * d, (size_t)T * d, T, T, normgate_of(c, p), w.acc);
         go = w.go;
     }
-    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, w.dO);
+    // bfloat16 storage: dout as it is, unless the norm's backward made go (its caller widened dout for it)
+    const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
+    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO);
     if (c->pre_head_mix || c->post_ch) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (c->pre_cq || c->post_cq) {  // one convolution: its kernel gradient from the partials

@@ -14,8 +14,8 @@ extern "C" {
 #endif
 
 // What a config asks of a backend, its "uses": each MTA step it switches on, and each other thing
-// a backend may not compute (grouped-query attention, precision MTA_BF16, packed documents). The
-// table mta_use_table says how each is read from a config; each backend's `computes` is an
+// a backend may not compute (grouped-query attention, precision MTA_BF16, packed documents, bfloat16
+// storage). The table mta_use_table says how each is read from a config; each backend's `computes` is an
 // allow-list of them (a switch whose default refuses), which mta_config_check asks: a use added
 // here is refused by every backend until its switch names it, never skipped. The settings that
 // only tune (strip_rows, threads, keep_o) are not uses: a backend with no such choice ignores them.
@@ -31,6 +31,7 @@ typedef enum {
     MTA_USE_GQA,
     MTA_USE_BF16,
     MTA_USE_DOCUMENTS,
+    MTA_USE_BF16_STORAGE,
 #ifdef MTAC_TEST_DUMMY_STEP
     MTA_USE_DUMMY,  // tests/test_backend_support.c: a step that no backend computes
 #endif
@@ -62,6 +63,8 @@ static const mta_use_rule mta_use_table[MTA_N_USES] = {
     {"precision MTA_BF16", "it computes in float32 only (MTA_BF16 needs a tensor-core backend: docs/cuda.md)",
      MTA_ON_EQUAL, MTA_USE_OF(precision), MTA_BF16},
     {"packed documents (mta_set_documents)", NULL, MTA_ON_CALL, 0, 0},
+    {"bfloat16 tensors (dtype MTA_DTYPE_BF16)", "it takes float32 tensors only (bfloat16 storage needs the cuda backend: include/mta.h)",
+     MTA_ON_EQUAL, MTA_USE_OF(dtype), MTA_DTYPE_BF16},
 #ifdef MTAC_TEST_DUMMY_STEP
     {"the dummy step", NULL, MTA_ON_INT, MTA_USE_OF(dummy_step), 0},
 #endif
@@ -137,7 +140,7 @@ extern const mta_backend_impl mta_cuda_emu_backend;   // mta_cuda.cu on the CUDA
 // mta_config, mta_backend_impl and the uses (mta_use). Bump MTA_BACKEND_ABI when one of them
 // changes; a module exports its build's as `mtac_backend_abi` (MTA_MODULE_ABI), which libmtac
 // checks before it uses the module: the sizes catch a change made without the bump.
-#define MTA_BACKEND_ABI 3
+#define MTA_BACKEND_ABI 4
 typedef struct {
     int version;  // first, so that a module of any other version is read right
     size_t ctx_bytes, config_bytes, impl_bytes, uses;
