@@ -471,9 +471,9 @@ MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it
     "pre": (2, 2, "fc_conv", "k_fa_conv_forward: Z hi and lo, each times the bf16 band"),
     "pre^T": (2, 2, "fc_conv", "k_fa_conv_dkdv, k_fa_conv_dq: dS1 hi and lo, each times the flipped bf16 band"),
     "pre grad": (3, 2, "fcb_dw", "k_fa_conv_dq: dw from dS1^T Z_a, dS1 and Z split (3 MMAs)"),
-    "post": (2, 2, None, "assumed as the pre conv; today the float32 path (no tensor-core kernel)"),
-    "post^T": (2, 2, None, "assumed as the pre conv; today the float32 path"),
-    "post grad": (3, 2, None, "assumed as pre grad; today the float32 path"),
+    "post": (2, 2, "fc_conv", "k_fa_post_forward, k_fa_post_dkdv's P1: P hi and lo, each times the bf16 band"),
+    "post^T": (1, 1, None, "k_fa_post_dq, _dkdv: dP1 (one bf16 part) times the flipped band (fc_conv<false>)"),
+    "post grad": (3, 2, None, "modelled as pre grad; k_fa_post_dq's fcb_dw<false> does 2 (dP1 one bf16 part times P hi and lo)"),
     "mix": (3, 2, "fh_mix", "k_fa_head_forward: S2 = S1 W1^T, S1 and W1 split"),
     "mix^T": (3, 2, "fhq_store_ds", "k_fa_head_dq: dS1 = dS2 W1, dS2 and W1 split"),
     "mix grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW1 += dS2^T S1, both split"),
@@ -483,7 +483,8 @@ MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it
 }
 # The MMAs one call in a kernel's text stands for (check_split counts them in the function above).
 MMA_CALLS = {"mma_16816(": 1, "fh_mma3(": 3, "fh_mix_regs<NQ>(": 3, "fh_mixmat<NQ, 1>(": 3, "fh_mixmat<NQ, 0>(": 2}
-SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_conv_bwd.cuh", "src/attn/mta_cuda_fa_heads.cuh",
+SPLIT_SOURCES = ("src/attn/mta_cuda_fa_conv.cuh", "src/attn/mta_cuda_fa_conv_bwd.cuh", "src/attn/mta_cuda_fa_post.cuh",
+                 "src/attn/mta_cuda_fa_heads.cuh",
                  "src/attn/mta_cuda_fa_heads_dq.cuh")
 
 
@@ -1066,12 +1067,13 @@ def check_mma():
     # mixing on (64+5)/64, then post conv, head conv and P v once; dK/dV S on (64+2*5+2*5)/64, pre conv
     # and mixing (and P) on (64+10)/64, dP3 and head conv^T on (64+20)/64, post conv^T, softmax^T and
     # mixing^T on (64+10)/64, the rest once. The splits as the kernels' comments state them: a
-    # convolution and its input gradient 2 MMAs per product (Z or dS1 hi and lo), a kernel gradient
-    # 3; a head step 3 (hi hi, lo hi, hi lo), the head convolution's transpose 2 (dP2 hi only).
-    c, c2, c3, h, h2, h3 = 2 * 288, 2 * 288, 3 * 288, 3 * 32, 2 * 32, 3 * 32
+    # convolution and its input gradient 2 MMAs per product (Z or dS1 hi and lo), the post-softmax
+    # one's input gradient 1 (dP1 hi only), a kernel gradient 3; a head step 3 (hi hi, lo hi, hi lo),
+    # the head convolution's transpose 2 (dP2 hi only).
+    c, c2, cp2, c3, h, h2, h3 = 2 * 288, 2 * 288, 288, 3 * 288, 3 * 32, 2 * 32, 3 * 32
     E = B * H * T * T / 2 * (1 + 64 / T)
     fwd = E * (192 * 74 / 64 + (c + h) * 69 / 64 + c + h + 192)
-    dkdv = E * (192 * 84 / 64 + (c + h) * 74 / 64 + c + h + (192 + h2) * 84 / 64 + h3 + (c2 + h) * 74 / 64
+    dkdv = E * (192 * 84 / 64 + (c + h) * 74 / 64 + c + h + (192 + h2) * 84 / 64 + h3 + (cp2 + h) * 74 / 64
                 + c3 + h3 + c2 + c3 + 3 * 192)
     for name, want in (("forward", fwd), ("dK/dV", dkdv)):
         if abs(ks[name]["tc_flops"] - want) > 1e-9 * want:

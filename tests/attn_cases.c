@@ -173,6 +173,16 @@ const tc_case TC_CASES[] = {
      .gn = 1, .gate = 1, .docs = {62, 4, 61, 3, 70}, .seed = 5004, .sweeps = TC_QUICK},
     {"bf16_tile_end_17x17_dropout", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 128, .pre_cq = 17,
      .pre_ck = 17, .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5005, .sweeps = TC_QUICK},
+    // the post-softmax convolution across the same document starts (P's halo rows above a tile and
+    // dP1's below it cross them), with norm, gate and dropout
+    {"bf16_post_6x11", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 64, .post_cq = 6, .post_ck = 11, .gn = 1,
+     .gate = 1, .docs = {62, 4, 61, 3, 70}, .seed = 5100},
+    {"bf16_post_6x11_dropout", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 64, .post_cq = 6, .post_ck = 11,
+     .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5101, .sweeps = TC_SANITIZED},
+    {"bf16_post_2x9_dropout", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 100, .post_cq = 2, .post_ck = 9,
+     .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5102},
+    {"bf16_post_17x17", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 128, .post_cq = 17, .post_ck = 17,
+     .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5103, .sweeps = TC_QUICK},
     // head steps of other group sizes: 12 heads mixed at d = 128, 8 at d = 100 (documents, norm and
     // gate)
     {"bf16_heads_H12_d128", TC_BF16, .B = 1, .H = 12, .H_kv = 4, .T = 70, .d = 128, .mix = 1, .ch = 4,

@@ -372,9 +372,11 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
         ref->k[i] = f->k[i] = tu_bf16_round(ref->k[i]);
         ref->v[i] = f->v[i] = tu_bf16_round(ref->v[i]);
     }
-    // the path rounds the convolution's kernel to bf16 as it rounds q, k, v (its bands' B operand)
-    for (size_t i = 0; i < ref->wn[MTA_W_PRE]; i++)
-        ref->w[MTA_W_PRE][i] = f->w[MTA_W_PRE][i] = tu_bf16_round(ref->w[MTA_W_PRE][i]);
+    // the path rounds the convolutions' kernels to bf16 as it rounds q, k, v (its bands' B operand)
+    for (int n = 0; n < 2; n++) {
+        const int kw = n ? MTA_W_POST : MTA_W_PRE;
+        for (size_t i = 0; i < ref->wn[kw]; i++) ref->w[kw][i] = f->w[kw][i] = tu_bf16_round(ref->w[kw][i]);
+    }
     tu_case_set_docs(ref, doc);
     tu_case_set_docs(f, doc);
     run(ref);
@@ -400,7 +402,12 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
 // steps' k_fa_head_* kernels do their mixings as MMAs on bf16 inputs: S1, W1, P, W2 and dS2 are
 // split into hi + lo bf16 (x - hi - lo about 2^-17 |x|, three MMAs a product), which adds about
 // 2^-16 of the terms, nothing next to u; their dQ rounds dP2 = dropout(dO v^T) once, so dq's
-// chain is dO, dP2, dS1 (three, as above) and the kernel gradients' dO, dP2 (two). So
+// chain is dO, dP2, dS1 (three, as above) and the kernel gradients' dO, dP2 (two). The post-softmax
+// convolution's kernels (k_fa_post_*) recompute P as hi + lo bf16 (within 2^-17 |P|) and its kernel
+// w_post is rounded like w_pre (the test rounds it for both backends), so P1 = the band MMAs is
+// float32-exact; P1 is rounded once, for P1 v (out: one rounding; dv: P1 and dO, two). The backward
+// rounds dP1 = dropout(dO v^T) once, convolves it back in float32 (dP), sums D = rowsum(P dP) in
+// float32 and rounds dS: dq and dk have dO, dP1, dS (three), w_post's dP1 P has dO, dP1 (two). So
 // each result is within 3u times the sum of its terms' magnitudes. That sum is a multiple kappa of
 // the tensor's largest entry (the test's scale): the terms cancel, most in dq and dk, whose dS rows
 // sum to zero. kappa is not bounded a priori for random data; on these cases it stays below 6
@@ -409,7 +416,8 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
 // P v can make several times smaller than its terms (a row of a short document with keys dropped
 // by dropout: rms 0.15 where the v entries are about 1), so an error of O relative to its terms is
 // multiplied there: with the norm the tolerance allows kappa = 20 (the worst seen is 36u, dq of
-// such a row with the convolution; 69u, past it, with Z as one bf16). With one head the mixing's kernel gradient is one number, the
+// such a row with the convolution; 69u, past it, with Z as one bf16; the post-softmax convolution's
+// cases reach 15u without the norm and 10u with it). With one head the mixing's kernel gradient is one number, the
 // sum of all of dS2 S1, whose terms cancel almost entirely (each row of dS2 sums to zero): there
 // kappa reaches 31 with the norm, and the tolerance allows twice the others'.
 static double bf16_tolerance(const mta_config *c) {
@@ -457,21 +465,21 @@ static int bf16_asan(void) { return SANITIZED && sweep != SWEEP_FULL; }
 static int bf16_quick(void) { return sweep == SWEEP_QUICK || bf16_asan(); }
 
 // tu_combo's shapes at T past one and two tiles of 64 rows besides their own, with the steps the
-// path covers: without and with the pre-softmax convolution, head mixing, head convolution and
-// both; group norm (depth scale off and on) and gate; dropout 0 and 0.25. Quick: packed documents
+// path covers: without and with the pre-softmax convolution, head mixing, head convolution, both,
+// and the post-softmax convolution; group norm (depth scale off and on) and gate; dropout 0 and 0.25. Quick: packed documents
 // with grouped-query attention over three tiles; sanitized: there, norm and gate with dropout.
 static void bf16_combos(bf16_tally *tl) {
     static const int extra_T[TU_NSHAPES] = {64, 70, 0, 131, 0, 97, 70, 150, 129};
     const int masks[6] = {0, TU_GN, TU_GN, TU_GATE, TU_GN | TU_GATE, TU_GN | TU_GATE};
-    const int steps[5] = {0, TU_PRE, TU_MIX, TU_HCONV, TU_MIX | TU_HCONV};
+    const int steps[6] = {0, TU_PRE, TU_MIX, TU_HCONV, TU_MIX | TU_HCONV, TU_POST};
     const float drops[] = {0.0f, 0.25f};
     const int asan = bf16_asan(), quick = bf16_quick();
     for (int shape = quick ? 8 : 0; shape < TU_NSHAPES; shape++)
         for (int t = quick; t < 2; t++)
-            for (int st = 0; st < 5; st++)
+            for (int st = 0; st < 6; st++)
                 for (int m = 0; m < 6; m++)
                     for (int di = 0; di < 2; di++) {
-                        if (st >= 2 && (m == 1 || m == 5)) continue;  // head steps: depth scale on gn, off gn+gate
+                        if (st >= 2 && (m == 1 || m == 5)) continue;  // head steps, post conv: depth scale on gn, off gn+gate
                         if (asan && (m != 4 || di != 1)) continue;       // norm and gate, dropout
                         const int mask = masks[m] | steps[st];
                         mta_config c = tu_combo(shape, mask, drops[di]);
@@ -591,13 +599,13 @@ static void test_bf16_smem_optin(void **s) {
 }
 #endif
 
-// A config the tensor-core path does not cover (the post-softmax convolution, head steps with the
-// pre-softmax one, d > 128, a pre-softmax kernel whose halos do not fit in shared memory, a head
+// A config the tensor-core path does not cover (the post-softmax convolution with the head steps or
+// the pre-softmax one, head steps with the pre-softmax one, d > 128, a pre-softmax kernel whose halos do not fit in shared memory, a head
 // group whose tiles do not) runs the float32 path with precision MTA_BF16: the same bits as MTA_FP32.
 static void test_bf16_fallback_same_bits(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
-    const int others[5] = {TU_PRE | TU_MIX, TU_PRE | TU_HCONV, TU_POST, TU_MIX | TU_POST,
+    const int others[5] = {TU_PRE | TU_MIX, TU_PRE | TU_HCONV, TU_POST | TU_HCONV, TU_MIX | TU_POST,
                            TU_PRE | TU_POST | TU_GN | TU_GATE};
     for (int k = 0; k < 8; k++) {
         mta_config c = k < 5 ? tu_combo(5, others[k], 0.25f)

@@ -117,10 +117,11 @@ static void test_verdict(void **s) {
     c.precision = MTA_FP32;
     assert_int_equal(mta_tensor_core_path(&c, why, sizeof why), 0);
     assert_non_null(strstr(why, "MTA_FP32"));
-    c.precision = MTA_BF16, c.post_cq = 2, c.post_ck = 3;  // not computed by the path today
-    const int post = mta_tensor_core_path(&c, why, sizeof why);
-    assert_true(post == 0 || post == 1);
-    if (post == 0) assert_non_null(strstr(why, "post-softmax key-query convolution"));
+    c.precision = MTA_BF16, c.post_cq = 2, c.post_ck = 3, c.post_ch = 2;  // with the head steps: not computed
+    assert_int_equal(mta_tensor_core_path(&c, why, sizeof why), 0);
+    assert_non_null(strstr(why, "post-softmax key-query convolution"));
+    c.post_ch = 0;  // alone it is
+    assert_int_equal(mta_tensor_core_path(&c, why, sizeof why), 1);
     c.post_cq = c.post_ck = 0, c.d = 4096;  // no tile of the path takes it
     assert_int_equal(mta_tensor_core_path(&c, why, sizeof why), 0);
     c.d = 32, c.backend = MTA_BACKEND_FUSED;

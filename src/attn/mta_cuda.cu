@@ -18,8 +18,8 @@
 // to the documents' causal blocks (cuda_kernels.cuh).
 //
 // With precision MTA_BF16, the configs that the tensor-core path covers (tc_covers in
-// mta_cuda_tc.cuh: an allow-list of the uses it computes; no post-softmax convolution, and the
-// pre-softmax convolution or the head steps, not both, where their tiles fit in the device's
+// mta_cuda_tc.cuh: an allow-list of the uses it computes; one of the pre-softmax convolution, the
+// post-softmax convolution and the head steps, where their tiles fit in the device's
 // opt-in shared memory per block) run its fused kernels instead; the others run this path, in
 // float32.
 #include "attn/cuda_kernels.cuh"

@@ -106,37 +106,49 @@ __device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint3
                      x1 - __bfloat162float(__ushort_as_bfloat16((unsigned short)(hi >> 16))));
 }
 
-// A 16 x 16 chunk z of Z (rows r0.. from i0 - rh, columns c0.. from key jz) masked (Z = 0 unless
-// s_r <= j <= r < T) into zhi and zlo.
-__device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, int i0, int jz, int r0, int c0,
-                                           const mma_c z[2], const int *st, bf16 *zhi, bf16 *zlo) {
+// fc_z's entry map for Z itself (the post-softmax convolution's maps P and dP1:
+// mta_cuda_fa_post.cuh).
+struct fc_same {
+    __device__ float operator()(int, int, int, float x) const { return x; }
+};
+
+// A 16 x 16 chunk z of a grown tile (stored rows f0.., query rz + row; columns c0.. from key jz)
+// masked (0 unless s_r <= j <= r < T) and mapped by entry(row, i, j, x) (Z: x itself) into zhi
+// and zlo (LO false: the hi part only).
+template <bool LO = true, typename F>
+__device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, int rz, int jz, int f0, int c0,
+                                           const mma_c z[2], const int *st, F entry, bf16 *zhi, bf16 *zlo) {
     const int gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int n = 0; n < 2; n++)
         FA_UNROLL
         for (int r = 0; r < 2; r++) {
-            const int zr = r0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = i0 - g.rh + zr, j = jz + c;
+            const int zr = f0 + gq + 8 * r, c = c0 + 8 * n + 2 * t, i = rz + zr, j = jz + c;
             const bool row = i >= 0 && i < a.T;
             float x[2];
             FA_UNROLL
-            for (int e = 0; e < 2; e++) x[e] = row && j + e >= st[zr] && j + e <= i ? z[n].x[2 * r + e] : 0.0f;
+            for (int e = 0; e < 2; e++)
+                x[e] = row && j + e >= st[zr] && j + e <= i ? entry(zr, i, j + e, z[n].x[2 * r + e]) : 0.0f;
             uint32_t hi, lo;
             fc_split(x[0], x[1], hi, lo);
             *(uint32_t *)(zhi + zr * g.zld + c) = hi;
-            *(uint32_t *)(zlo + zr * g.zld + c) = lo;
+            if (LO) *(uint32_t *)(zlo + zr * g.zld + c) = lo;
         }
 }
 
-// Z = Q K^T on the grown tile of key tile j0, masked, into zhi and zlo: its 16 x 16 chunks go to
-// the warps in turn.
-__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int i0, int j0, const bf16 *qs, const bf16 *ks,
-                                     const int *st, bf16 *zhi, bf16 *zlo) {
+// Z = Q K^T on the grown tile of key tile j0 (its rows from query rz = i0 - rh), masked, into zhi
+// and zlo: its 16 x 16 chunks go to the warps in turn. The post-softmax convolution
+// (mta_cuda_fa_post.cuh) makes other grown tiles the same way: qs, ks are then other operands
+// (dO, v), the rows may start elsewhere (rz), entry maps each kept entry (fc_z_store).
+template <bool LO = true, typename F = fc_same>
+__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int rz, int j0, const bf16 *qs, const bf16 *ks,
+                                     const int *st, bf16 *zhi, bf16 *zlo, F entry = F()) {
     const int ld = fa_ld(a.dp), cc = g.kz / 16;
     for (int f = threadIdx.x / 32; f < g.zr / 16 * cc; f += TC_THREADS / 32) {
-        const int r0 = f / cc * 16, c0 = f % cc * 16;
+        const int f0 = f / cc * 16, c0 = f % cc * 16;
         mma_c z[2] = {};
-        fa_xyT(z, qs + r0 * ld, ks + c0 * ld, ld, a.dp);
-        fc_z_store(a, g, i0, j0 - g.p, r0, c0, z, st, zhi, zlo);
+        fa_xyT(z, qs + f0 * ld, ks + c0 * ld, ld, a.dp);
+        fc_z_store<LO>(a, g, rz, j0 - g.p, f0, c0, z, st, entry, zhi, zlo);
     }
 }
 
@@ -160,8 +172,10 @@ struct fc_src {
 // s += the band products of 16 rows for n-tiles nt0..nt0+NT-1: per kernel row a, the A tile's rows
 // from r0 + a (this lane's: r0 + a + g, + 8; kept when their document start is st_own[0], [1], the
 // output rows') times the band blocks of the n-tiles each k step reaches (hi and lo). The forward's
-// S1: A = Z, r0 = 16w + rh - (c_q-1); the backward's dZ: A = dS1 shifted down, flipped bands.
-template <int NT>
+// S1: A = Z, r0 = 16w + rh - (c_q-1); the backward's dZ: A = dS1 shifted down, flipped bands (and
+// so the post-softmax convolution's P1 from P, and dP from dP1: mta_cuda_fa_post.cuh). LO false:
+// the A tile is one bf16 part (x.lo not read).
+template <int NT, bool LO = true>
 __device__ __forceinline__ void fc_conv(const fc_geo &g, const fc_src &x, int r0, int nt0, const int st_own[2],
                                         mma_c (&s)[NT]) {
     const int l = threadIdx.x % 32, gq = l / 4;
@@ -174,9 +188,9 @@ __device__ __forceinline__ void fc_conv(const fc_geo &g, const fc_src &x, int r0
         const bf16 *bl = x.band + (a * 8 + l % 8) * x.bw + 8 + 8 * (l / 8 % 2);
         FC_ROLLED
         for (int ks = ks0; ks <= ks1; ks++) {
-            mma_a hi, lo;
+            mma_a hi, lo = {};
             ldsm_x4(hi.x, x.hi + zl + 16 * ks);
-            ldsm_x4(lo.x, x.lo + zl + 16 * ks);
+            if (LO) ldsm_x4(lo.x, x.lo + zl + 16 * ks);
             fc_keep(hi, k0, k1);
             fc_keep(lo, k0, k1);
             FA_UNROLL
@@ -186,47 +200,57 @@ __device__ __forceinline__ void fc_conv(const fc_geo &g, const fc_src &x, int r0
                 mma_b bb;
                 ldsm_x2(bb.x, bl + delta);
                 mma_16816(s[nt], hi, bb);
-                mma_16816(s[nt], lo, bb);
+                if (LO) mma_16816(s[nt], lo, bb);
             }
         }
     }
 }
 
-// Forward with the convolution, one block per (query tile, head) (grid: x tiles, the last first, y
-// B*H): per key tile Z with halos, S1 = qkconv(Z) by the bands, then the online softmax and O += P V as
-// k_fa_forward's.
-template <int DP>
-__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, const float *w_pre, float *out) {
-    MTA_DYNAMIC_SHARED(bf16, sh);
-    const fc_geo g = fc_geo_of(a.cq, a.ck);
-    const fc_smem at = fc_smem_of(a.dp, g);
-    const int dp = a.dp, ld = fa_ld(dp);
-    const int bh = blockIdx.y, b = bh / a.H, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M;
+// The forward's walk of query tile i0 of head bh (this lane's rows' document starts st) over its
+// key tiles, with the block's shared memory at: q's rows with halos, then per key tile the grown
+// product mapped by entry (Z; the post-softmax forward's P) as hi and lo, and each warp's band
+// products of w's kernel in s, handed to tile(jt, s, v's rows) while the next tile's k and v are
+// copied in.
+template <typename E, typename F>
+__device__ __forceinline__ void fc_walk(const tc_args &a, const fc_geo &g, const fc_smem &at, bf16 *sh, int bh, int i0,
+                                        const float *w, const int st[2], E entry, F tile) {
+    const int dp = a.dp, ld = fa_ld(dp), b = bh / a.H;
     bf16 *qs = sh + at.q, *ks = sh + at.k, *vb = sh + at.v, *zhi = sh + at.zhi, *zlo = sh + at.zlo;
-    const bf16 *band = sh + at.band;
     int *stz = (int *)(sh + at.st);
     const size_t slab = tc_kv_slab(a, bh) * a.Tp * dp;
     const int jt0 = mta_row_start(a.ds, a.T, b, i0) / TC_N, jt1 = i0 / TC_N;
     fa_load_rows(qs, a.q + (size_t)bh * a.Tp * dp, i0 - g.rh, g.zr, a.T, dp);
     fc_kv_load(a, g, slab, jt0, ks, vb);
     cp_async_commit();
-    fc_setup(a, g, b, bh % a.H, i0, w_pre, sh + at.band, stz);
-    fa_fwd<DP> f;
-    fa_fwd_init(f, a, b, i0);
+    fc_setup(a, g, b, bh % a.H, i0, w, sh + at.band, stz);
+    const fc_src src = {zhi, zlo, g.zld, g.kz, stz, sh + at.band, g.bw, g.dmax};
     for (int jt = jt0; jt <= jt1; jt++) {
         const bf16 *vs = vb + ((jt - jt0) & 1) * TC_N * ld;
         cp_async_wait<0>();  // this thread's copies of tile jt are done,
         __syncthreads();     // and every thread's; and the last tile's Z and v are no longer read
-        fc_z(a, g, i0, jt * TC_N, qs, ks, stz, zhi, zlo);
+        fc_z(a, g, i0 - g.rh, jt * TC_N, qs, ks, stz, zhi, zlo, entry);
         __syncthreads();  // Z's halo rows come from other warps; k is no longer read
         if (jt < jt1) fc_kv_load(a, g, slab, jt + 1, ks, vb + ((jt - jt0 + 1) & 1) * TC_N * ld);
         cp_async_commit();
         mma_c s[8];
         fa_zero(s);
-        const fc_src src = {zhi, zlo, g.zld, g.kz, stz, band, g.bw, g.dmax};
-        fc_conv<8>(g, src, 16 * (threadIdx.x / 32) + g.rh - (g.cq - 1), 0, f.st, s);
-        fa_fwd_tile(a, bh, jt, f, s, vs, ld);
+        fc_conv<8>(g, src, 16 * (threadIdx.x / 32) + g.rh - (g.cq - 1), 0, st, s);
+        tile(jt, s, vs);
     }
+}
+
+// Forward with the convolution, one block per (query tile, head) (grid: x tiles, the last first, y
+// B*H): per key tile Z with halos, S1 = qkconv(Z) by the bands (fc_walk), then the online softmax and
+// O += P V as k_fa_forward's.
+template <int DP>
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_forward_t(tc_args a, const float *w_pre, float *out) {
+    MTA_DYNAMIC_SHARED(bf16, sh);
+    const int bh = blockIdx.y, i0 = (gridDim.x - 1 - blockIdx.x) * TC_M, ld = fa_ld(a.dp);
+    fa_fwd<DP> f;
+    fa_fwd_init(f, a, bh / a.H, i0);
+    const fc_geo g = fc_geo_of(a.cq, a.ck);
+    fc_walk(a, g, fc_smem_of(a.dp, g), sh, bh, i0, w_pre, f.st, fc_same(),
+            [&](int jt, mma_c (&s)[8], const bf16 *vs) { fa_fwd_tile(a, bh, jt, f, s, vs, ld); });
     fa_fwd_out(a, bh, f, out);
 }
 

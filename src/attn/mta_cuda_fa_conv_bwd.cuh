@@ -38,6 +38,7 @@ const int FCB_ZC = 9;    // Z's 16 x 16 chunks per warp, at most (96 x 96)
 const int FCB_PC = 8;    // dP's chunks per warp, at most (80 x 96)
 const int FCB_SCR = 20;  // a warp's scratch row (floats) for the diagonal sums
 const int FCB_P2LD = TC_N + FA_PAD;  // dK/dV's P2 and dZ tiles (64 queries x 64 keys)
+const int FCB_DW_CK = 17;  // the widest kernel fcb_dw's two 16-column halves reach every tap of
 
 // The columns of d a kernel stages at a time: 32 for dQ, 16 for dK/dV (whose P2 tile takes the
 // difference; a staged row is then 80 or 48 bytes, an odd multiple of 16).
@@ -69,7 +70,7 @@ __host__ __device__ inline fcb_smem fcb_smem_of(const fc_geo &g, int kind) {
 // every tap (c_k <= 17, c_q <= 17: rh = 16, sr = 80).
 __host__ __device__ inline int fcb_ok(const fc_geo &g) {
     const int warps = TC_THREADS / 32;
-    return g.ck <= 17 && g.cq <= 17 && g.zr / 16 * (g.kz / 16) <= warps * FCB_ZC &&
+    return g.ck <= FCB_DW_CK && g.cq <= 17 && g.zr / 16 * (g.kz / 16) <= warps * FCB_ZC &&
            g.sr / 16 * (g.kd / 16) <= warps * FCB_PC;
 }
 size_t fa_conv_bwd_smem_bytes(int kind, int cq, int ck) {
@@ -163,7 +164,9 @@ template <int NC> __device__ __forceinline__ void fcb_z(const tc_args &a, const 
         FA_UNROLL
         for (int m = 0; m < NC; m++) {
             const int f = w + 4 * (m0 + m);
-            if (f < nf) fc_z_store(a, g, p.i0, p.j0 - g.E - g.p, f / cc * 16, f % cc * 16, z[m], stz, zhi, zlo);
+            if (f < nf)
+                fc_z_store(a, g, p.i0 - g.rh, p.j0 - g.E - g.p, f / cc * 16, f % cc * 16, z[m], stz, fc_same(), zhi,
+                           zlo);
         }
     }
 }
@@ -244,11 +247,15 @@ __device__ __forceinline__ void fcb_keep_k(mma_a &x, const fc_geo &g, const int 
 }
 
 // dw[w][a][c] += the central tile's terms for warp w's keys 16w..16w+15: per a, M = dS1^T Z_a on
-// those keys and Z's 32 columns from theirs (two halves of 16), dS1 and Z hi + lo (three
-// products); diagonal c of M (column = key + c) is dw[a, c]: a half goes through the warp's
-// scratch, lane c < c_k adds its diagonal, in order.
-__device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const fc_src &z, float *scr, float *dw) {
-    const int l = threadIdx.x % 32, w = threadIdx.x / 32, t = l % 4, gq = l / 4, col = g.E + 16 * w;
+// those keys (ds's columns from dc + 16w, its rows from i0) and Z's 32 columns from theirs (z's
+// from zc + 16w, the column of key j0 - p; its rows from i0 - rh), dS1 and Z hi + lo (three
+// products; LO false: dS1 is one bf16 part, two); diagonal c of M (column = key + c) is dw[a, c]:
+// a half goes through the warp's scratch, lane c < c_k adds its diagonal, in order. The
+// post-softmax convolution's is the same with dS1 = dP1 and Z = P (mta_cuda_fa_post.cuh).
+template <bool LO = true>
+__device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const fc_src &z, int dc, int zc, float *scr,
+                                       float *dw) {
+    const int l = threadIdx.x % 32, w = threadIdx.x / 32, t = l % 4, gq = l / 4;
     FC_ROLLED
     for (int a = 0; a < g.cq; a++) {
         const int zrow = g.rh - (g.cq - 1) + a;  // Z's row of dS1's row 0 for kernel row a
@@ -259,14 +266,14 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
             fa_zero(m);
             FC_ROLLED
             for (int ks = 0; ks < TC_M / 16; ks++) {
-                mma_a ah, al;
-                const int at = (16 * ks + l % 8 + 8 * (l / 16)) * ds.ld + col + 8 * (l / 8 % 2);
+                mma_a ah, al = {};
+                const int at = (16 * ks + l % 8 + 8 * (l / 16)) * ds.ld + dc + 16 * w + 8 * (l / 8 % 2);
                 ldsm_x4_t(ah.x, ds.hi + at);
-                ldsm_x4_t(al.x, ds.lo + at);
+                if (LO) ldsm_x4_t(al.x, ds.lo + at);
                 fcb_keep_k(ah, g, z.st, ks, zrow);
                 fcb_keep_k(al, g, z.st, ks, zrow);
                 uint32_t bh[4], bl[4];
-                const int zb = (16 * ks + zrow + l % 16) * z.ld + col + 16 * hf + 8 * (l / 16);
+                const int zb = (16 * ks + zrow + l % 16) * z.ld + zc + 16 * w + 16 * hf + 8 * (l / 16);
                 ldsm_x4_t(bh, z.hi + zb);
                 ldsm_x4_t(bl, z.lo + zb);
                 FA_UNROLL
@@ -274,7 +281,7 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
                     const mma_b h = {{bh[2 * n], bh[2 * n + 1]}}, o = {{bl[2 * n], bl[2 * n + 1]}};
                     mma_16816(m[n], ah, h);
                     mma_16816(m[n], ah, o);
-                    mma_16816(m[n], al, h);
+                    if (LO) mma_16816(m[n], al, h);
                 }
             }
             FA_UNROLL
@@ -290,6 +297,17 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
             __syncwarp();
         }
         if (l < g.ck) dw[(w * g.cq + a) * g.ck + l] += x;
+    }
+}
+
+// The block's kernel-gradient partials (every warp's fcb_dw sums, dw) times scale added in warp
+// order into out (c_q c_k floats: one (batch, head, query tile)'s, for k_tc_conv_wgrad).
+__device__ __forceinline__ void fcb_dw_out(const float *dw, int taps, float scale, float *out) {
+    __syncthreads();  // every warp's partials
+    for (int e = threadIdx.x; e < taps; e += TC_THREADS) {
+        float x = 0.0f;
+        for (int v = 0; v < TC_THREADS / 32; v++) x += dw[v * taps + e];
+        out[e] = scale * x;
     }
 }
 
@@ -344,7 +362,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dq_t(tc_args a, const
                 fcb_dz(a, p.j0, g, ds, i, st, c);
                 FA_UNROLL
                 for (int kc = 0; kc < 4; kc++) dz[kc] = fa_a_of(c + 2 * kc);
-                fcb_dw(g, ds, zs, scr, dw);
+                fcb_dw(g, ds, zs, g.E, g.E, scr, dw);
             }
             FA_UNROLL
             for (int kc = 0; kc < 4; kc++)
@@ -357,13 +375,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dq_t(tc_args a, const
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         if (i[r] < a.T) dq[((size_t)bh * a.T + i[r]) * a.d + c] += a.scale * acc[n].x[x];
     });
-    __syncthreads();  // every warp's kernel-gradient partials
-    float *out = dwp + ((size_t)bh * gridDim.x + tile) * taps;
-    for (int e = threadIdx.x; e < taps; e += TC_THREADS) {
-        float x = 0.0f;
-        for (int v = 0; v < warps; v++) x += dw[v * taps + e];
-        out[e] = a.scale * x;  // Z here is unscaled
-    }
+    fcb_dw_out(dw, taps, a.scale, dwp + ((size_t)bh * gridDim.x + tile) * taps);  // (Z here is unscaled)
 }
 
 // dK/dV's last items of a pair: dZ (this lane's rows i, starts st) into the tile dzs (Z's buffer:

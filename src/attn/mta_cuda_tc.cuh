@@ -2,18 +2,19 @@
 // "Tensor-core path"). Included by mta_cuda.cu, inside its namespace, after the helpers it uses
 // (call, begin, finish, normgate_of, normgate_backward, k_sum_grad, k_doc_starts).
 //
-// It covers the configs without post-softmax convolution (post_cq = 0) and d <= 128: causal
-// softmax attention with dropout, group norm, depth scale, gate, grouped-query attention and
-// packed documents, and either the pre-softmax key-query convolution where its halos fit in shared
-// memory or the head steps (mixing, head convolution) where a tile of a group's heads fits
-// (tc_covers). It is FlashAttention-2's scheme: one block per (head, tile of query rows) walks the
+// It covers the configs with d <= 128: causal softmax attention with dropout, group norm, depth
+// scale, gate, grouped-query attention and packed documents, and one of the pre-softmax key-query
+// convolution or the post-softmax one where their halos fit in shared memory, or the head steps
+// (mixing, head convolution) where a tile of a group's heads fits (tc_covers). It is FlashAttention-2's scheme: one block per (head, tile of query rows) walks the
 // key tiles with an online softmax, so no (T,T) map exists; the backward recomputes P from the
 // saved log-sum-exp. Without the convolution and the head steps the kernels are
 // mta_cuda_fa2.cuh's (k_fa_*: mma.sync with S, P and O in registers). With the convolution the
 // forward is mta_cuda_fa_conv.cuh's k_fa_conv_forward (the convolution as banded-Toeplitz MMAs on
 // the score tiles with halos), its backward mta_cuda_fa_conv_bwd.cuh's k_fa_conv_dkdv and
-// k_fa_conv_dq (the same on the backward's grown tile); the head steps' (mta_cuda_fa_heads*.cuh,
-// k_fa_head_*: mma.sync) own a tile of every head of a group.
+// k_fa_conv_dq (the same on the backward's grown tile); the post-softmax convolution's kernels are
+// mta_cuda_fa_post.cuh's (k_fa_post_*: band MMAs on P's tiles with halos, after k_fa_forward's
+// log-sum-exp); the head steps' (mta_cuda_fa_heads*.cuh, k_fa_head_*: mma.sync) own a tile of
+// every head of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
 // the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
@@ -48,6 +49,7 @@ struct tc_args {
     const int *ds;          // document starts (B, T), or NULL
     int H, Hkv, T, Tp, d, dp;
     int cq, ck;             // the pre-softmax convolution's kernel (0, 0: none)
+    int pcq, pck;           // the post-softmax convolution's kernel (0, 0: none)
     float scale;            // 1/sqrt(d)
     uint64_t seed;          // dropout (drop_thr = 0: none)
     uint32_t drop_thr;
@@ -189,6 +191,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
+#include "attn/mta_cuda_fa_post.cuh"
 
 // A block's heads for a config, and whether the head kernels fit in smem_max bytes of shared memory
 // (the device's opt-in limit per block; nq 0: they do not, as for more than 32 heads in a group, or
@@ -205,12 +208,13 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max) 
     return hd;
 }
 
-// The uses the path computes (mta_internal.h; an allow-list): the pre-softmax convolution without
-// a head step; head steps (mixing, head convolution) without the pre-softmax convolution; no
-// post-softmax convolution. Whether their tiles fit on the device is tc_fits'.
+// The uses the path computes (mta_internal.h; an allow-list): one of the pre-softmax convolution,
+// the post-softmax convolution, and the head steps (mixing, head convolution). Whether their tiles
+// fit on the device is tc_fits'.
 int tc_computes(const mta_config *c, mta_use u) {
     switch (u) {
-    case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch;
+    case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch && !c->post_cq;
+    case MTA_USE_POST_CONV: return !c->pre_cq && !c->pre_head_mix && !c->post_ch;
     case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq;
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
     case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: case MTA_USE_BF16_STORAGE: return 1;
@@ -223,6 +227,11 @@ int tc_computes(const mta_config *c, mta_use u) {
 // the head steps' with a tile of their group's heads (tc_heads_of), or the plain ones.
 int tc_fits(const mta_config *c, size_t smem_max) {
     if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).nq > 0;
+    if (c->post_cq) {
+        const int dp = tc_dp(c->d), cq = c->post_cq, ck = c->post_ck;
+        return fa_post_smem_bytes(dp, cq, ck) <= smem_max && fa_post_bwd_smem_bytes(TC_DQ, dp, cq, ck) <= smem_max &&
+               fa_post_bwd_smem_bytes(TC_DKDV, dp, cq, ck) <= smem_max;
+    }
     for (int kind = TC_FWD; kind <= TC_DQ; kind++) {
         const int dp = tc_dp(c->d);
         const size_t conv = kind == TC_FWD ? fa_conv_smem_bytes(dp, c->pre_cq, c->pre_ck)
@@ -266,7 +275,8 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
     x.start = cv.take<int>((size_t)c->B * T);
-    x.dwp = c->pre_cq ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * c->pre_cq * c->pre_ck) : NULL;
+    const size_t taps = (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck;  // one of them is on
+    x.dwp = taps ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * taps) : NULL;
     x.dkp = x.dvp = x.hwp = NULL;
     if (c->pre_head_mix || c->post_ch) {
         const tc_heads hd = tc_heads_of(c, NULL, smem_max);
@@ -287,7 +297,7 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
     a.o = w->o, a.lse = w->lse, a.D = w->D;
     a.ds = ds;
     a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
-    a.cq = c->pre_cq, a.ck = c->pre_ck;
+    a.cq = c->pre_cq, a.ck = c->pre_ck, a.pcq = c->post_cq, a.pck = c->post_ck;
     a.scale = cl->scale;
     a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
     return a;
@@ -326,6 +336,8 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
         fh_forward(&cl, a, tc_heads_of(c, p, st->smem_max), c->B, out);
     } else if (c->pre_cq) {
         fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out);
+    } else if (c->post_cq) {
+        fa_post_forward(&cl, a, c->B * c->H, p->w_post, out);
     } else {
         fa_forward(&cl, a, c->B * c->H, out);
     }
@@ -375,12 +387,14 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO);
     if (c->pre_head_mix || c->post_ch) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
-    } else if (c->pre_cq) {
-        fa_conv_backward(&cl, a, B, p->w_pre, dq, dk, dv, w.dwp);
-        const int taps = a.cq * a.ck;
-        if (g->w_pre)
+    } else if (c->pre_cq || c->post_cq) {  // one convolution: its kernel gradient from the partials
+        if (c->pre_cq) fa_conv_backward(&cl, a, B, p->w_pre, dq, dk, dv, w.dwp);
+        else fa_post_backward(&cl, a, B, p->w_post, dq, dk, dv, w.dwp);
+        const int taps = c->pre_cq ? a.cq * a.ck : a.pcq * a.pck;
+        float *gw = c->pre_cq ? g->w_pre : g->w_post;
+        if (gw)
             MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps + 127) / 128), (unsigned)H), 128, 0, cl.s)(
-                w.dwp, B, H, a.Tp / TC_M, taps, g->w_pre);
+                w.dwp, B, H, a.Tp / TC_M, taps, gw);
     } else {
         fa_backward(&cl, a, B, dq, dk, dv);
     }

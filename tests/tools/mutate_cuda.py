@@ -28,6 +28,7 @@ FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
+FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -162,7 +163,7 @@ MUTATIONS = [
     ('tensor cores: the convolution reads Z rows of an earlier document', FC,
      '            fc_keep(hi, k0, k1);\n            fc_keep(lo, k0, k1);\n', ''),
     ('tensor cores: the convolution\'s Z without its lo part (one bf16 rounding)', FC,
-     '                mma_16816(s[nt], lo, bb);\n', ''),
+     '                if (LO) mma_16816(s[nt], lo, bb);\n', ''),
     ('tensor cores: the barrier after Z removed (k_fa_conv_forward reads other warps\' halo rows early)', FC,
      '        __syncthreads();  // Z\'s halo rows come from other warps; k is no longer read\n', '', RUN_AHEAD),
     ('tensor cores: the convolution\'s transposed band (dZ) shifted by one key', FCB,
@@ -175,6 +176,14 @@ MUTATIONS = [
      '    const int nf = g.sr / 16 * cc;\n', '    const int nf = TC_M / 16 * cc;\n'),
     ('tensor cores: the convolution\'s kernel gradient one diagonal off', FCB,
      'const int c = jj + l - 16 * hf;', 'const int c = jj + l + 1 - 16 * hf;'),
+    # the post-softmax convolution (k_fa_post_*, mta_cuda_fa_post.cuh): --only test_bf16_tensor_cores
+    ('tensor cores: the post-softmax convolution\'s dP by the kernel unflipped (not the transposed band)', FP,
+     'fc_band(g, w + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.band);',
+     'fc_band(g, w + (size_t)h * g.cq * g.ck, 0, g.sh, sh + at.band);'),
+    ('tensor cores: the post-softmax convolution\'s D left as rowsum(dO O) for dK, dV', FP,
+     '            if (i[r] < a.T && threadIdx.x % 4 == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];\n', ''),
+    ('tensor cores: the post-softmax convolution\'s dP reads dP1 rows of a later document', FP,
+     'std_[r] = i < a.T ? mta_row_start(a.ds, a.T, b, i) : -1;', 'std_[r] = i < a.T ? 0 : -1;'),
 ]
 
 

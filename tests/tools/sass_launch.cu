@@ -60,6 +60,19 @@ void print_fa_conv_kernels(int dp, int cq, int ck) {
     print_launch(name, TC_THREADS, fa_conv_bwd_smem_bytes(TC_DQ, cq, ck));
 }
 
+// The post-softmax convolution's kernels at padded width dp for a c_q x c_k kernel (as
+// fa_post_forward and fa_post_backward launch them).
+void print_fa_post_kernels(int dp, int cq, int ck) {
+    const char *w = dp <= 64 ? "64" : "128";
+    char name[64];
+    snprintf(name, sizeof name, "k_fa_post_forward_t<%s>", w);
+    print_launch(name, TC_THREADS, fa_post_smem_bytes(dp, cq, ck));
+    snprintf(name, sizeof name, "k_fa_post_dq_t<%s>", w);
+    print_launch(name, TC_THREADS, fa_post_bwd_smem_bytes(TC_DQ, dp, cq, ck));
+    snprintf(name, sizeof name, "k_fa_post_dkdv_t<%s>", w);
+    print_launch(name, TC_THREADS, fa_post_bwd_smem_bytes(TC_DKDV, dp, cq, ck));
+}
+
 }  // namespace
 
 // --coverage: what the tensor-core path covers (tc_covers) at H = 16 under an H100's and an A100's
@@ -97,6 +110,7 @@ int main(int argc, char **argv) {
         const int dp = tc_dp(d), cq = 6, ck = 11;  // the 830M layer's pre-softmax convolution
         print_fa_kernels(dp);
         print_fa_conv_kernels(dp, cq, ck);
+        print_fa_post_kernels(dp, cq, ck);  // the 830M layer's post-softmax convolution, 6 x 11 too
         print_head_kernels(d, 16);
         print_head_kernels(d, 32);
     }
