@@ -99,13 +99,6 @@ __device__ __forceinline__ void fc_setup(const tc_args &a, const fc_geo &g, int 
     }
 }
 
-// x0, x1 as bf16 pairs hi = bf16(x) and lo = bf16(x - hi).
-__device__ __forceinline__ void fc_split(float x0, float x1, uint32_t &hi, uint32_t &lo) {
-    hi = pack_bf16x2(x0, x1);
-    lo = pack_bf16x2(x0 - __bfloat162float(__ushort_as_bfloat16((unsigned short)(hi & 0xffffu))),
-                     x1 - __bfloat162float(__ushort_as_bfloat16((unsigned short)(hi >> 16))));
-}
-
 // fc_z's entry map for Z itself (the post-softmax convolution's maps P and dP1:
 // mta_cuda_fa_post.cuh).
 struct fc_same {
@@ -130,7 +123,7 @@ __device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, in
             for (int e = 0; e < 2; e++)
                 x[e] = row && j + e >= st[zr] && j + e <= i ? entry(zr, i, j + e, z[n].x[2 * r + e]) : 0.0f;
             uint32_t hi, lo;
-            fc_split(x[0], x[1], hi, lo);
+            bf16x2_split(x[0], x[1], hi, lo);
             *(uint32_t *)(zhi + zr * g.zld + c) = hi;
             if (LO) *(uint32_t *)(zlo + zr * g.zld + c) = lo;
         }

@@ -207,7 +207,7 @@ __device__ __forceinline__ void fcb_ds1(const tc_args &a, const fc_geo &g, fcb_p
                 for (int r = 0; r < 2; r++) {
                     uint32_t hi, lo;
                     const int row = 16 * R + gq + 8 * r, col = 16 * C + 8 * n + 2 * t, at = row * g.dld + col;
-                    fc_split(s1[n].x[2 * r], s1[n].x[2 * r + 1], hi, lo);
+                    bf16x2_split(s1[n].x[2 * r], s1[n].x[2 * r + 1], hi, lo);
                     *(uint32_t *)(dhi + at) = hi;
                     *(uint32_t *)(dlo + at) = lo;
                     if (p2 && row < TC_M && col >= g.E && col - g.E < TC_N)
