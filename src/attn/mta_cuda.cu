@@ -640,9 +640,13 @@ struct io_bufs {
     float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
 };
 
+// The element counts of q-shaped and kv-shaped tensors.
+size_t q_count(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
+size_t kv_count(const mta_config *c) { return (size_t)c->B * mta_kv_heads(c) * c->T * c->d; }
+
 // Carves the buffers from mem (NULL: counts) and returns the bytes.
 size_t io_carve(const mta_config *c, int tc, void *mem, io_bufs *b) {
-    const size_t nq = (size_t)c->B * c->H * c->T * c->d, nkv = (size_t)c->B * mta_kv_heads(c) * c->T * c->d;
+    const size_t nq = q_count(c), nkv = kv_count(c);
     carver cv = {(unsigned char *)mem, 0};
     io_bufs x;
     const int f32 = !tc, go = f32 || c->group_norm || c->gate;
@@ -680,10 +684,6 @@ void io_narrow(const mta_ctx *ctx, const float *x, float *x16, size_t n) {
     MTA_LAUNCH(k_bf16_narrow, (unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)ctx->stream)(
         x, (__nv_bfloat16 *)(void *)x16, n);
 }
-
-// The element counts of q-shaped and kv-shaped tensors.
-size_t q_count(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
-size_t kv_count(const mta_config *c) { return (size_t)c->B * mta_kv_heads(c) * c->T * c->d; }
 
 mta_status io_done(mta_ctx *ctx, mta_status s, const char *what) {
     if (s) return s;
