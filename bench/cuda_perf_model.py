@@ -726,8 +726,8 @@ def load_counts(path):
 
 # The emulator's counts of a kernel (mta_kernel_ops, include/mta.h), as mtac attn --plan --counts
 # writes them: whole warp instructions, and cp.async copies; and the FLOPs of one MMA of each shape.
-EMU_FIELDS = ("launches", "mma", "ldmatrix", "ldmatrix_bytes", "cp_async", "cp_async_bytes", "shfl", "wmma")
-MMA_FLOPS, WMMA_FLOPS = 2 * MMA_M * MMA_N * MMA_K, 2 * 16 * 16 * 16
+EMU_FIELDS = ("launches", "mma", "ldmatrix", "ldmatrix_bytes", "cp_async", "cp_async_bytes", "shfl")
+MMA_FLOPS = 2 * MMA_M * MMA_N * MMA_K
 
 
 def check_emulated(e):
@@ -759,7 +759,7 @@ def emulated_kernels(e):
     for phase, direction in (("forward", "fwd"), ("backward", "bwd")):
         for name, c in e[phase].items():
             n = {f: c.get(f, 0) for f in EMU_FIELDS}
-            k = {"name": name, "dir": direction, "tc_flops": MMA_FLOPS * n["mma"] + WMMA_FLOPS * n["wmma"],
+            k = {"name": name, "dir": direction, "tc_flops": MMA_FLOPS * n["mma"],
                  "cuda_flops": 0, "exp": 0, "smem_bytes": n["ldmatrix_bytes"], "l2_bytes": n["cp_async_bytes"],
                  "hbm_bytes": 0, "wave_eff": 1.0}
             t, s, bound = kernel_time(k, rates, False)
@@ -773,10 +773,9 @@ def print_emulated(e, markdown):
     print(f"Emulated counts (mtac attn --plan --counts): {cfg.get('label', 'a config')}, B={cfg['B']} H={cfg['H']} "
           f"T={cfg['T']} d={cfg['d']}; PREDICTED per kernel from its MMAs, ldmatrix and cp.async alone (a lower "
           "bound), FA2-class rates")
-    rows = [(k["dir"], k["name"], *(str(k["counts"][f]) for f in ("launches", "mma", "wmma", "ldmatrix", "cp_async",
-                                                                     "shfl")),
+    rows = [(k["dir"], k["name"], *(str(k["counts"][f]) for f in ("launches", "mma", "ldmatrix", "cp_async", "shfl")),
              f"{k['tc_flops']:.3g}", f"{k['us']:.1f}", k["bound"]) for k in emulated_kernels(e)]
-    table(("dir", "kernel", "launches", "mma", "wmma", "ldmatrix", "cp.async", "shfl", "TC FLOPs", "us", "bound"),
+    table(("dir", "kernel", "launches", "mma", "ldmatrix", "cp.async", "shfl", "TC FLOPs", "us", "bound"),
           rows, markdown)
 
 

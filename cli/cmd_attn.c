@@ -52,7 +52,7 @@ static const char ABOUT[] =
     "  layer 3 the head steps alone), with --d setting the head size. Nothing is written\n"
     "  (--out, --tol and --max-T are refused).\n"
     "  --counts FILE (--plan on cuda-emu): writes the emulator's counts of each kernel's warp\n"
-    "  operations (mma.sync, ldmatrix, cp.async, shuffles, wmma; mta_ctx_launch_ops) as JSON, the\n"
+    "  operations (mma.sync, ldmatrix, cp.async, shuffles; mta_ctx_launch_ops) as JSON, the\n"
     "  \"emulated\" object that bench/cuda_perf_model.py --kernel-counts reads (docs/cuda.md).\n"
     "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
     "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
@@ -421,10 +421,10 @@ static int plan_inputs(const mta_config *c, plan_buffers *b) {
 // emulator's counts (mta_ctx_launch_ops), as bench/cuda_perf_model.py's EMU_FIELDS names them.
 static void plan_add_ops(cJSON *ops, const mta_ctx *ctx, int i, int times) {
     static const char *const names[] = {"launches", "mma", "ldmatrix", "ldmatrix_bytes", "cp_async", "cp_async_bytes",
-                                        "shfl", "wmma"};
+                                        "shfl"};
     mta_kernel_ops k;
     cJSON *o = cJSON_AddObjectToObject(ops, mta_ctx_launch_ops(ctx, i, &k));
-    const double v[] = {times, k.mma, k.ldmatrix, k.ldmatrix_bytes, k.cp_async, k.cp_async_bytes, k.shfl, k.wmma};
+    const double v[] = {times, k.mma, k.ldmatrix, k.ldmatrix_bytes, k.cp_async, k.cp_async_bytes, k.shfl};
     for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) cJSON_AddNumberToObject(o, names[j], v[j]);
 }
 

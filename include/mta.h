@@ -380,7 +380,7 @@ const char *mta_ctx_launch(const mta_ctx *ctx, int i, int *times);
 // The kernels noted beyond the record's room (their names are lost; 0 in practice).
 int mta_ctx_launches_lost(const mta_ctx *ctx);
 // The warp-level operations a kernel executed, summed over its launches (docs/cuda.md, "Counts of
-// the emulator"): each mma.sync m16n8k16, ldmatrix, shuffle and wmma::mma_sync once per warp
+// the emulator"): each mma.sync m16n8k16, ldmatrix and shuffle once per warp
 // instruction (not per lane); each cp.async copy once, with its bytes.
 typedef struct {
     uint64_t mma;             // mma.sync.m16n8k16 (bf16 in, float32 accumulate)
@@ -389,7 +389,6 @@ typedef struct {
     uint64_t cp_async;        // cp.async copies (one per thread and call)
     uint64_t cp_async_bytes;  // their bytes (4, 8 or 16 each; zero-fills included)
     uint64_t shfl;            // __shfl_sync, __shfl_xor_sync
-    uint64_t wmma;            // nvcuda::wmma::mma_sync (m16n16k16)
 } mta_kernel_ops;
 // The i-th kernel noted (NULL past the last, as mta_ctx_launch) and its operations into *ops
 // (when ops is not NULL): counted by the cuda-emu backend, whose emulator executes the kernels'

@@ -3,16 +3,15 @@
 // orders of its schedules, the launch limits an H100 checks (and a device's opt-in shared memory
 // limit that a test sets), the runtime's errors and last-error
 // rule, cuBLAS's column-major strided-batched product against direct sums in double, the bf16 and
-// fp16 conversions against hand-computed bit patterns, wmma's tiles (cuda_emu_wmma.cuh) against
-// double sums of their rounded inputs, and warps: wmma's and __syncwarp's warp barriers, the
-// shuffles against their definition, and a warp whose lanes do not all arrive; the tensor-core
+// fp16 conversions against hand-computed bit patterns, and warps: __syncwarp's and ldmatrix's warp
+// barriers, the shuffles against their definition, and a warp whose lanes do not all arrive; the tensor-core
 // primitives of attn/mma_ptx.cuh (cuda_emu_ptx.cuh's kernels): each lane's mma.sync and ldmatrix
 // registers against the PTX ISA's tables, a product chain against double sums, cp.async's groups,
 // and shuffles with partial and wrong masks.
 #include "attn/cuda_emu/cuda_emu.h"
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
-#include "cuda_emu_wmma.cuh"
+#include "attn/cuda_emu/include/cuda_fp16.h"
 #define MTAC_CUDA_EMU 1
 #include "cuda_emu_ptx.cuh"
 #include "testutil.h"
@@ -465,32 +464,11 @@ static void test_bf16_fp16_conversions(void **s) {
     }
 }
 
-// ---- wmma ----
+// ---- helpers ----
 
 static float uniform(uint64_t *r) {  // in [-1, 1), with every bit of a float's mantissa used
     *r = *r * 6364136223846793005ULL + 1442695040888963407ULL;
     return (float)((double)(*r >> 11) * 0x1p-52 - 1.0);
-}
-
-template <typename L> static size_t at_of(int r, int c, int ld_row, int ld_col) {
-    return is_row_major<L>::value ? (size_t)r * ld_row + c : (size_t)c * ld_col + r;
-}
-
-// An m x n matrix of uniform values rounded to T: the rounded values (row-major, as floats, for
-// the reference) and their T storage in layout L (row-major with ld n, column-major with ld m),
-// copied to a fresh device array.
-template <typename T, typename L> static T *dev_matrix(int m, int n, float *vals, uint64_t *r) {
-    T *host = (T *)malloc(m * n * sizeof(T)), *dev = NULL;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            const T x = uniform(r);
-            vals[i * n + j] = (float)x;
-            host[at_of<L>(i, j, n, m)] = x;
-        }
-    assert_int_equal(cudaMalloc(&dev, m * n * sizeof(T)), cudaSuccess);
-    assert_int_equal(cudaMemcpy(dev, host, m * n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    free(host);
-    return dev;
 }
 
 // got (m x n, row-major or not) against times * A B + C summed in double: summing K products
@@ -514,76 +492,6 @@ static void check_product(const float *got, int row_major, int m, int n, int K, 
         }
 }
 
-template <typename T, typename LA, typename LB> static void tile_case(uint64_t *r) {
-    float A[256], B[256], C[256], D[256];
-    for (int c_row = 0; c_row < 2; c_row++)
-        for (int twice = 0; twice < 2; twice++) {
-            T *a = dev_matrix<T, LA>(16, 16, A, r), *b = dev_matrix<T, LB>(16, 16, B, r);
-            float *c = dev_floats(256), *d = dev_floats(256);
-            for (float &x : C) x = uniform(r);
-            cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
-            ::cuemu::launch("k_wmma_tile", k_wmma_tile<T, LA, LB>, 1, 64, 0, 0)(a, b, c, d, c_row, twice);
-            assert_int_equal(cudaGetLastError(), cudaSuccess);
-            cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
-            check_product(D, c_row, 16, 16, 16, A, B, C, twice ? 2 : 1);
-            cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
-        }
-}
-
-template <typename T, typename LA, typename LB> static void tiled_case(uint64_t *r) {
-    const int M = 32, N = 48, K = 64;
-    static float A[M * K], B[K * N], C[M * N], D[M * N];
-    for (int c_row = 0; c_row < 2; c_row++) {
-        T *a = dev_matrix<T, LA>(M, K, A, r), *b = dev_matrix<T, LB>(K, N, B, r);
-        float *c = dev_floats(M * N), *d = dev_floats(M * N);
-        for (float &x : C) x = uniform(r);
-        cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
-        for (uint64_t sched = 0; sched < 3; sched++) {  // a missing barrier would show in some order
-            mta_cuda_emu_set_schedule(sched);
-            ::cuemu::launch("k_wmma_tiled", k_wmma_tiled<T, LA, LB>, 1, 6 * 32, 0, 0)(a, b, c, d, c_row);
-            assert_int_equal(cudaGetLastError(), cudaSuccess);
-            cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
-            check_product(D, c_row, M, N, K, A, B, C, 1);
-        }
-        mta_cuda_emu_set_schedule(0);
-        cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
-    }
-}
-
-template <typename T> static void every_layout(uint64_t *r) {
-    using wmma::col_major;
-    using wmma::row_major;
-    tile_case<T, row_major, row_major>(r), tile_case<T, row_major, col_major>(r);
-    tile_case<T, col_major, row_major>(r), tile_case<T, col_major, col_major>(r);
-    tiled_case<T, row_major, row_major>(r), tiled_case<T, row_major, col_major>(r);
-    tiled_case<T, col_major, row_major>(r), tiled_case<T, col_major, col_major>(r);
-}
-
-// d = a b + c on one tile and D = A B + C through shared memory, bf16 and fp16, every layout of
-// a, b and the accumulator.
-static void test_wmma_products(void **s) {
-    (void)s;
-    uint64_t r = 7;
-    every_layout<__nv_bfloat16>(&r);
-    every_layout<__half>(&r);
-}
-
-// A tile loaded from memory that no thread wrote is NaN, and so is every product it enters.
-static void test_wmma_unwritten_is_nan(void **s) {
-    (void)s;
-    uint64_t r = 3;
-    float B[256], C[256], D[256];
-    __nv_bfloat16 *a = NULL, *b = dev_matrix<__nv_bfloat16, wmma::row_major>(16, 16, B, &r);
-    assert_int_equal(cudaMalloc(&a, 256 * sizeof *a), cudaSuccess);
-    float *c = dev_floats(256), *d = dev_floats(256);
-    for (float &x : C) x = 1.0f;
-    cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
-    ::cuemu::launch("k_wmma_tile", k_wmma_tile<__nv_bfloat16, wmma::row_major, wmma::row_major>, 1, 32, 0, 0)(a, b, c, d, 1, 0);
-    cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
-    for (float x : D) assert_true(isnan(x));
-    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
-}
-
 // fn() in a child process: 1 when it aborts (the emulator's fatal errors).
 static int aborts(void (*fn)(void)) {
     const pid_t pid = fork();
@@ -598,54 +506,7 @@ static int aborts(void (*fn)(void)) {
     return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
 }
 
-static void wmma_launch(unsigned threads, size_t offset) {
-    __nv_bfloat16 *a = NULL;
-    float *c = dev_floats(256 + 8);
-    assert_int_equal(cudaMalloc(&a, 2 * 256 * sizeof *a), cudaSuccess);
-    ::cuemu::launch("k_wmma_tile", k_wmma_tile<__nv_bfloat16, wmma::row_major, wmma::col_major>, 1, threads, 0, 0)(
-        a + offset, a, c, c, 1, 0);
-}
-
-// The checks CUDA's rules get: a block of whole warps, tiles 256-bit aligned, calls in a kernel.
-static void test_wmma_checks(void **s) {
-    (void)s;
-    assert_false(aborts([] { wmma_launch(96, 16); }));  // whole warps, 32-byte offsets: runs
-    assert_true(aborts([] { wmma_launch(48, 0); }));    // a warp and a half
-    assert_true(aborts([] { wmma_launch(32, 8); }));    // a tile 16 bytes from alignment
-    assert_true(aborts([] {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::fill_fragment(acc, 0.0f);  // on the host, outside any kernel
-    }));
-}
-
 // ---- warps ----
-
-// A sum accumulated in place in shared memory (load, mma, store, over 4 slices of k): each
-// product is added once, not once per lane.
-template <typename T> static void accumulate_case(uint64_t *r) {
-    const int W = 2, M = 16 * W, N = 16, K = 64;
-    float A[M * K], B[K * N], C[M * N], D[M * N];
-    T *a = dev_matrix<T, wmma::row_major>(M, K, A, r), *b = dev_matrix<T, wmma::row_major>(K, N, B, r);
-    float *c = dev_floats(M * N), *d = dev_floats(M * N);
-    for (float &x : C) x = uniform(r);
-    cudaMemcpy(c, C, sizeof C, cudaMemcpyHostToDevice);
-    for (uint64_t sched = 0; sched < 3; sched++) {
-        mta_cuda_emu_set_schedule(sched);
-        ::cuemu::launch("k_wmma_accumulate", k_wmma_accumulate<T>, 1, 32 * W, 0, 0)(a, b, c, d, K);
-        assert_int_equal(cudaGetLastError(), cudaSuccess);
-        cudaMemcpy(D, d, sizeof D, cudaMemcpyDeviceToHost);
-        check_product(D, 1, M, N, K, A, B, C, 1);
-    }
-    mta_cuda_emu_set_schedule(0);
-    cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d);
-}
-
-static void test_wmma_accumulate_in_place(void **s) {
-    (void)s;
-    uint64_t r = 11;
-    accumulate_case<__nv_bfloat16>(&r);
-    accumulate_case<__half>(&r);
-}
 
 // out[t] = what the next lane of t's warp wrote to shared memory: right only when __syncwarp
 // holds the warp (two warps).
@@ -729,9 +590,10 @@ static void test_shuffles(void **s) {
 }
 
 // Lanes 16..31 of each warp do something else than lanes 0..15 (how), or all do the same (0).
-__global__ void k_warp_split(const __nv_bfloat16 *a, int how) {
+__global__ void k_warp_split(int how) {
+    __nv_bfloat16 *sh = (__nv_bfloat16 *)::cuemu::shared_array(32 * 8 * sizeof(__nv_bfloat16), 16);
     const bool low = threadIdx.x % 32 < 16;
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    uint32_t r[4];
     if (how == 0) __syncwarp();
     if (how == 1 && !low) return;  // exit while the others wait
     if (how == 2) {                // wait at the block's barrier instead
@@ -742,16 +604,12 @@ __global__ void k_warp_split(const __nv_bfloat16 *a, int how) {
         if (low) __syncwarp();
         else (void)__shfl_sync(0xffffffffu, 1, 0);
     }
-    if (how == 4 && low) wmma::load_matrix_sync(fa, a, 16);  // a tile load in half the warp
-    if (how == 5) __syncwarp(0xffffu);                        // a mask that does not name lanes 16..31
-    if (how <= 1) wmma::load_matrix_sync(fa, a, 16);
+    if (how == 4 && low) ldsm_x4(r, sh + 8 * (threadIdx.x % 32));  // an ldmatrix in half the warp
+    if (how == 5) __syncwarp(0xffffu);                              // a mask that does not name lanes 16..31
+    if (how <= 1) ldsm_x4(r, sh + 8 * (threadIdx.x % 32));
 }
 
-static void warp_split(int how, unsigned threads) {
-    __nv_bfloat16 *a = NULL;
-    assert_int_equal(cudaMalloc(&a, 256 * sizeof *a), cudaSuccess);
-    LAUNCH(k_warp_split, 1, threads, 0)(a, how);
-}
+static void warp_split(int how, unsigned threads) { LAUNCH(k_warp_split, 1, threads, 0)(how); }
 
 // A warp whose lanes do not all reach the same warp operation is fatal, as are a mask that does
 // not name the lane executing it and a warp operation in a block that is not a whole number of warps.
@@ -1034,10 +892,6 @@ int main(void) {
         cmocka_unit_test(test_runtime_memory),
         cmocka_unit_test(test_cublas_sgemm_strided_batched),
         cmocka_unit_test(test_bf16_fp16_conversions),
-        cmocka_unit_test(test_wmma_products),
-        cmocka_unit_test(test_wmma_unwritten_is_nan),
-        cmocka_unit_test(test_wmma_checks),
-        cmocka_unit_test(test_wmma_accumulate_in_place),
         cmocka_unit_test(test_syncwarp),
         cmocka_unit_test(test_shuffles),
         cmocka_unit_test(test_warp_divergence_aborts),

@@ -100,7 +100,6 @@ static void test_ops_fa_forward(void **s) {
     assert_int_equal(ops.mma, 3 * 4 * 64);
     assert_int_equal(ops.ldmatrix, 3 * 4 * 48);
     assert_int_equal(ops.ldmatrix_bytes, 3 * 4 * 48 * 512);
-    assert_int_equal(ops.wmma, 0);
     assert_true(ops.cp_async > 0 && ops.cp_async_bytes == 16 * ops.cp_async && ops.shfl > 0);
     assert_int_equal(sum.mma, 0);
     assert_null(mta_ctx_launch_ops(ctx, 99, &ops));

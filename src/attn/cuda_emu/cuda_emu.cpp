@@ -309,8 +309,8 @@ void shared_free(void) {
     S->shared_n = 0, S->shared_total = 0, S->dyn_shared = NULL;
 }
 
-// Shared memory: 128-byte aligned, so that a wmma tile at a 32-byte multiple of an array's start
-// meets CUDA's 256-bit alignment (on a GPU, declare such arrays __align__(32) or more).
+// Shared memory: 128-byte aligned, as a GPU's dynamic shared memory is at least (ldmatrix and
+// cp.async need 16 bytes).
 void *poisoned(size_t bytes) {
     void *p = NULL;
     if (posix_memalign(&p, 128, bytes ? bytes : 1)) return NULL;
@@ -671,18 +671,6 @@ void cp_async_wait(int n) {
     f->ncopies = kept;
 }
 
-void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem) {
-    if (!S || !S->cur) {
-        fprintf(stderr, "cuda-emu: nvcuda::wmma::%s called outside a kernel\n", op);
-        abort();
-    }
-    if ((block_dim.x * block_dim.y * block_dim.z) % 32)
-        fatal("%s: wmma operations are warp-collective, and this block is not a whole number of warps", S->kernel, op);
-    if (p && ((uintptr_t)p % 32 || ldm * elem % 16))
-        fatal("%s: a tile's pointer must be 256-bit aligned and its ldm a multiple of 16 bytes", S->kernel, op);
-    if (!strcmp(op, "mma_sync") && counts_for_warp(S->cur, FULL)) tally(&mta_kernel_ops::wmma, 1);
-}
-
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
                  void (*fn)(void *), void *arg, mta_kernel_ops *ops) {
     sched_get();
@@ -726,7 +714,7 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
     if (!ops) return;
     ops->mma += counted.mma, ops->ldmatrix += counted.ldmatrix, ops->ldmatrix_bytes += counted.ldmatrix_bytes;
     ops->cp_async += counted.cp_async, ops->cp_async_bytes += counted.cp_async_bytes;
-    ops->shfl += counted.shfl, ops->wmma += counted.wmma;
+    ops->shfl += counted.shfl;
 }
 
 }  // namespace cuemu

@@ -26,8 +26,7 @@
 // are reused only after every lane has read them. So a wrong lane layout gives wrong numbers, as
 // on a GPU. The operations: attn/mma_ptx.cuh's mma.sync and ldmatrix (full mask), __syncwarp(mask),
 // __shfl_sync and __shfl_xor_sync on 32-bit values with PTX's mask rules (the calling lane must be
-// named; a read from a lane not named is fatal; lanes of disjoint masks meet apart), and wmma's
-// load_matrix_sync, mma_sync, store_matrix_sync (full mask). A lane named in a mask that never
+// named; a read from a lane not named is fatal; lanes of disjoint masks meet apart). A lane named in a mask that never
 // arrives (it exits, waits at __syncthreads() or at another operation) is an error. A pass ends
 // at either kind of barrier: released lanes run on in the next pass, in its order. Nothing else is
 // warp-synchronous: between barriers lanes do not run in lockstep.
@@ -37,14 +36,10 @@
 // pending is an error, as are a misaligned address or a destination outside the block's shared
 // memory.
 // Tensor cores: include/cuda_bf16.h and cuda_fp16.h give __nv_bfloat16 and __half with CUDA's
-// conversions (round to nearest even, NaN to 0x7fff, overflow to inf, denormals kept), and
-// include/mma.h gives nvcuda::wmma's 16x16x16 bf16/fp16 tiles with float accumulation. Every lane
-// holds the whole tile (num_elements = 256): loops over a fragment's x[] work as on a GPU, code
-// that assumes CUDA's unspecified lane-to-element mapping does not. mma_sync sums in float32 in
-// k order (a GPU's order and internal precision differ; the products are exact either way). The
-// operations check that the block is a whole number of warps and the tiles' alignment, and all
-// but fill_fragment are warp barriers (above); a tile read from memory no thread wrote is NaN, as
-// other reads are.
+// conversions (round to nearest even, NaN to 0x7fff, overflow to inf, denormals kept). There is
+// no nvcuda::wmma: its fragments' lane layout is unspecified, so the emulator could not hold each
+// lane to its own registers; the kernels use mma.sync and ldmatrix (attn/mma_ptx.cuh), whose
+// layouts the PTX ISA fixes.
 #ifndef MTAC_CUDA_EMU_H
 #define MTAC_CUDA_EMU_H
 
@@ -144,10 +139,6 @@ void syncthreads(void);
 // in the same order, as a kernel's __shared__ declarations) and its dynamic shared memory.
 void *shared_array(size_t bytes, size_t align);
 void *dynamic_shared(void);
-// Called by every wmma operation (include/mma.h): fatal outside a kernel, in a block that is not
-// a whole number of warps, or with a tile pointer p (NULL: none) not 256-bit aligned or a leading
-// dimension of ldm elements of elem bytes not a multiple of 16 bytes, as CUDA requires.
-void wmma_check(const char *op, const void *p, unsigned ldm, size_t elem);
 // Warp-collective points (a warp: threads 32w..32w+31 of the block's linear index). The calling
 // thread waits until all the lanes of the mask (warp_sync: all 32) have called the same op; fatal
 // outside a kernel, in a block that is not a whole number of warps, from a lane the mask does not
