@@ -181,6 +181,10 @@ const tc_case TC_CASES[] = {
      .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5101, .sweeps = TC_SANITIZED},
     {"bf16_post_2x9_dropout", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 100, .post_cq = 2, .post_ck = 9,
      .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5102},
+    // d <= 16 with a one-row kernel (c_q' = 1 reads P's first rows): dQ's kernel-gradient scratch
+    // must not reach them
+    {"bf16_post_1x3_d16", TC_BF16, .B = 1, .H = 2, .T = 100, .d = 16, .post_cq = 1, .post_ck = 3, .seed = 5104,
+     .sweeps = TC_QUICK},
     {"bf16_post_17x17", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 128, .post_cq = 17, .post_ck = 17,
      .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5103, .sweeps = TC_QUICK},
     // head steps of other group sizes: 12 heads mixed at d = 128, 8 at d = 100 (documents, norm and

@@ -117,15 +117,17 @@ void fa_post_forward(const call *cl, const tc_args &a, int BH, const float *w_po
 // flipped one for dP, then the forward's for P1).
 
 // The backward's shared memory, offsets in bf16: q's zr rows from i0 - rh, dO's zr rows from i0,
-// k's or v's kz rows from j0 - p, P's hi and lo parts and dP1 (zr x zld each), a band, the document
+// k's or v's kz rows from j0 - p (in dQ also the warps' fcb_dw scratch, once k is read: at small d
+// the scratch is the larger), P's hi and lo parts and dP1 (zr x zld each), a band, the document
 // start of P's and of dP1's rows, P's rows' lse, and dQ's warps' kernel-gradient sums (fcb_dw).
 struct fpb_smem {
     size_t q, dO, kv, phi, plo, dp1, band, stp, std_, lse, dw, total;
 };
 __host__ __device__ inline fpb_smem fpb_smem_of(int kind, int dp, const fc_geo &g) {
     const size_t ld = fa_ld(dp), z = (size_t)g.zr * g.zld, rows = tc_up16(2 * g.zr);
+    const size_t scr = kind == TC_DQ ? 2 * (TC_THREADS / 32) * 16 * FCB_SCR : 0, kv = g.kz * ld;
     fpb_smem s;
-    s.q = 0, s.dO = s.q + g.zr * ld, s.kv = s.dO + g.zr * ld, s.phi = s.kv + g.kz * ld;
+    s.q = 0, s.dO = s.q + g.zr * ld, s.kv = s.dO + g.zr * ld, s.phi = s.kv + (kv > scr ? kv : scr);
     s.plo = s.phi + z, s.dp1 = s.plo + z, s.band = s.dp1 + z, s.stp = s.band + (size_t)g.cq * 8 * g.bw;
     s.std_ = s.stp + rows, s.lse = s.std_ + rows, s.dw = s.lse + rows;
     s.total = s.dw + (kind == TC_DQ ? tc_up16(2 * (TC_THREADS / 32) * g.cq * g.ck) : 0);
