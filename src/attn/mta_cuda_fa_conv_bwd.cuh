@@ -246,6 +246,25 @@ __device__ __forceinline__ void fcb_keep_k(mma_a &x, const fc_geo &g, const int 
     }
 }
 
+// x += (lanes l < n) the entries of diagonal l - off of the 16 x 16 block m (C fragments): M[jj][jj + l - off]
+// over the rows jj where that column is in the block, in order, through the warp's scratch scr (16 rows of
+// FCB_SCR floats). A block of columns 16 hf.. of a product whose column jj + c + s holds tap c of row jj
+// is off = 16 hf - s.
+__device__ __forceinline__ void fcb_diag(const mma_c m[2], float *scr, int n, int off, float &x) {
+    const int l = threadIdx.x % 32, t = l % 4, gq = l / 4;
+    FA_UNROLL
+    for (int k = 0; k < 2; k++)
+        FA_UNROLL
+        for (int e = 0; e < 4; e++) scr[(gq + 8 * (e / 2)) * FCB_SCR + 8 * k + 2 * t + e % 2] = m[k].x[e];
+    __syncwarp();
+    if (l < n)
+        for (int jj = 0; jj < 16; jj++) {
+            const int c = jj + l - off;
+            if (c >= 0 && c < 16) x += scr[jj * FCB_SCR + c];
+        }
+    __syncwarp();
+}
+
 // dw[w][a][c] += the central tile's terms for warp w's keys 16w..16w+15: per a, M = dS1^T Z_a on
 // those keys (ds's columns from dc + 16w, its rows from i0) and Z's 32 columns from theirs (z's
 // from zc + 16w, the column of key j0 - p; its rows from i0 - rh), dS1 and Z hi + lo (three
@@ -255,7 +274,7 @@ __device__ __forceinline__ void fcb_keep_k(mma_a &x, const fc_geo &g, const int 
 template <bool LO = true>
 __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const fc_src &z, int dc, int zc, float *scr,
                                        float *dw) {
-    const int l = threadIdx.x % 32, w = threadIdx.x / 32, t = l % 4, gq = l / 4;
+    const int l = threadIdx.x % 32, w = threadIdx.x / 32;
     FC_ROLLED
     for (int a = 0; a < g.cq; a++) {
         const int zrow = g.rh - (g.cq - 1) + a;  // Z's row of dS1's row 0 for kernel row a
@@ -284,17 +303,7 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
                     if (LO) mma_16816(m[n], al, h);
                 }
             }
-            FA_UNROLL
-            for (int n = 0; n < 2; n++)
-                FA_UNROLL
-                for (int e = 0; e < 4; e++) scr[(gq + 8 * (e / 2)) * FCB_SCR + 8 * n + 2 * t + e % 2] = m[n].x[e];
-            __syncwarp();
-            if (l < g.ck)
-                for (int jj = 0; jj < 16; jj++) {
-                    const int c = jj + l - 16 * hf;
-                    if (c >= 0 && c < 16) x += scr[jj * FCB_SCR + c];
-                }
-            __syncwarp();
+            fcb_diag(m, scr, g.ck, 16 * hf, x);
         }
         if (l < g.ck) dw[(w * g.cq + a) * g.ck + l] += x;
     }
