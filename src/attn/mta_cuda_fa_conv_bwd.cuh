@@ -165,7 +165,7 @@ template <int NC> __device__ __forceinline__ void fcb_z(const tc_args &a, const 
         for (int m = 0; m < NC; m++) {
             const int f = w + 4 * (m0 + m);
             if (f < nf)
-                fc_z_store(a, g, p.i0 - g.rh, p.j0 - g.E - g.p, f / cc * 16, f % cc * 16, z[m], stz, fc_same(), zhi,
+                fc_z_store(a, g.zld, p.i0 - g.rh, p.j0 - g.E - g.p, f / cc * 16, f % cc * 16, z[m], stz, fc_same(), zhi,
                            zlo);
         }
     }

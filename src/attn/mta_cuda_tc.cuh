@@ -192,6 +192,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_conv.cuh"
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
+#include "attn/mta_cuda_fa_every.cuh"
 
 // A block's heads for a config, and whether the head kernels fit in smem_max bytes of shared memory
 // (the device's opt-in limit per block; nq 0: they do not, as for more than 32 heads in a group, or
