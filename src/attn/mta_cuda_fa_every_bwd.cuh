@@ -18,7 +18,7 @@ struct feb_win {
 // acc (16 x 16: x's heads as rows, y's as columns, two n-tiles) += sum over the window's entries e of
 // x[h][e] y[h'][e]: per window row a k step of 16 entries (warp w: rows w, w + 4, ...), A = x's 16 heads
 // by ldmatrix (rows the heads, k the row's 16 columns), B = y's the same way (n-major, as k in Q K^T);
-// x and y hi + lo (fh_mma3: three MMAs; x.lo NULL: two).
+// x and y hi + lo (fh_mma3: three MMAs; a lo NULL: that part 0).
 __device__ __forceinline__ void feb_hh(const feb_win &x, const feb_win &y, mma_c acc[2]) {
     const int l = threadIdx.x % 32;
     FC_ROLLED
@@ -30,7 +30,8 @@ __device__ __forceinline__ void feb_hh(const feb_win &x, const feb_win &y, mma_c
         ldsm_x4(ah.x, x.hi + ax);
         if (x.lo) ldsm_x4(al.x, x.lo + ax);
         ldsm_x4(rh, y.hi + by);
-        ldsm_x4(rl, y.lo + by);
+        if (y.lo) ldsm_x4(rl, y.lo + by);
+        if (!y.lo) rl[0] = rl[1] = rl[2] = rl[3] = 0u;
         const mma_b bh[2] = {{{rh[0], rh[1]}}, {{rh[2], rh[3]}}}, bl[2] = {{{rl[0], rl[1]}}, {{rl[2], rl[3]}}};
         fh_mma3(acc, ah, al, bh, bl);
     }
@@ -90,6 +91,323 @@ __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s
         }
         if (l < ck) dw[(h * cq + a) * ck + l] += acc;
     }
+}
+
+// ---- The chain's geometry ----
+//
+// Per tile pair (i0, j0) (q = c_q - 1 rows above, p = (c_k-1)/2 columns each side; 1 = pre, 2 = post;
+// an absent convolution is the 1 x 1 kernel [1], q = p = 0), the planes:
+//   pa: rows [i0-q2, i0+16+q1), columns [j0-LP, j0+16+m) (m = max(p1, p2), LP = m rounded up to 8, so
+//       that C's columns are 16-byte aligned): S1, then P, then on rows [i0, i0+16+q1) (R1) dS2, dS1;
+//   pb: rows [i0, i0+16+q1+q2), columns [j0-L2, j0+16+m+p2) (L2 = LP + p2 rounded up to 8): dP2, then
+//       dP1 (hi only: a second set of 16 planes of this size would not fit 227 KB at d = 128);
+//   z:  one head's Z on the rows and columns pa's convolution reads; zq: one head's Z on rows
+//       [i0-q1, i0+16), columns [j0-L1, j0+16+p1) (L1 = p1 rounded up to 8), what dZ's kernel
+//       gradient reads (in z's buffer);
+//   c:  the central tile: S1 saved before the mixing (dQ, for dW1), P1 (then, in dK/dV, P2).
+// The band convolutions between them: Z -> pa (pre), pa -> c (post, P1), pb -> pa (post
+// transposed, dP), pb -> c (the same, D's kernel), pa -> c (pre transposed, dZ); each band is
+// shifted by the columns its source starts left of where the kernel's first tap reads (sh).
+struct feb_geo {
+    int q1, p1, q2, p2, m, LP, L2, L1;
+    fc_geo g1, g2;  // the pre and post kernels' geometry (1 x 1 when absent)
+    fe_region pa, pb, z, zq, c;
+    int stage_rows;  // the stage buffer's rows (q and k, or dO and v, of one head)
+    int nst;         // document starts kept, of rows from i0 - q1 - q2
+};
+__host__ __device__ inline feb_geo feb_geo_of(int cq1, int ck1, int cq2, int ck2) {
+    feb_geo g;
+    g.g1 = fc_geo_of(cq1 ? cq1 : 1, cq1 ? ck1 : 1), g.g2 = fc_geo_of(cq2 ? cq2 : 1, cq2 ? ck2 : 1);
+    g.q1 = g.g1.cq - 1, g.p1 = g.g1.p, g.q2 = g.g2.cq - 1, g.p2 = g.g2.p;
+    g.m = g.p1 > g.p2 ? g.p1 : g.p2, g.LP = (g.m + 7) / 8 * 8, g.L2 = (g.LP + g.p2 + 7) / 8 * 8;
+    g.L1 = (g.p1 + 7) / 8 * 8;
+    const int r1 = FE_M + g.q1, rp = g.q2 + r1;
+    g.pa = fe_region_of(g.q2, g.LP, rp, g.LP + FE_N + g.m, 0);
+    const int pbr = r1 + g.q2, pbt = tc_up16(r1) + g.q2;  // (the transposed convolution's m-tiles read)
+    g.pb = fe_region_of(0, g.L2, pbr, g.L2 + FE_N + g.m + g.p2, pbt > tc_up16(pbr) ? pbt : tc_up16(pbr));
+    const int zr = rp + g.q1, zt = tc_up16(rp) + g.q1;
+    g.z = fe_region_of(g.q2 + g.q1, g.LP + g.p1, zr, g.pa.cols + 2 * g.p1, zt > tc_up16(zr) ? zt : tc_up16(zr));
+    g.zq = fe_region_of(g.q1, g.L1, r1, g.L1 + FE_N + g.p1, tc_up16(r1));
+    g.c = fe_region_of(0, 0, FE_M, FE_N, 0);
+    const int s1 = tc_up16(g.z.rows) + tc_up16(g.z.cols), s2 = tc_up16(g.pb.rows) + tc_up16(g.pb.cols);
+    g.stage_rows = s1 > s2 ? s1 : s2;  // (zq's are fewer than z's)
+    g.nst = tc_up16(g.q1 + g.q2 + g.pb.arows + 16);
+    return g;
+}
+
+// A band's geometry: kernel g's, the band wide enough for shift sh.
+__host__ __device__ inline fc_geo feb_band_geo(fc_geo g, int sh) {
+    g.dmax = (g.ck + sh + 6) / 8 * 8, g.bw = fc_band_width(g.dmax);
+    return g;
+}
+__host__ __device__ inline int feb_band_size(const feb_geo &g) {
+    const int w1 = feb_band_geo(g.g1, g.LP).bw, w2 = feb_band_geo(g.g2, g.L2 > g.LP ? g.L2 : g.LP).bw;
+    const int a = g.g1.cq * w1, b = g.g2.cq * w2;
+    return 8 * (a > b ? a : b);
+}
+
+// The kernels' kinds (TC_DQ, TC_DKDV, and D's).
+enum { FEB_D = TC_DQ + 1 };
+
+// The shared arrays of a backward kernel of kind (FEB_D, TC_DQ, TC_DKDV) for G heads at padded width
+// dp (base NULL: only counts).
+struct feb_smem {
+    bf16 *pa_hi, *pa_lo, *pb, *s1_hi, *s1_lo, *c_hi, *c_lo, *stage, *z_hi, *z_lo, *band, *w, *dz;
+    float *lse, *D, *dw1, *dw2, *scr;
+    int *st;
+};
+__host__ __device__ inline size_t feb_carve(const feb_geo &g, int kind, int dp, unsigned char *base, feb_smem *s) {
+    carver cv = {base, 0};
+    const size_t pa = fe_plane_size(g.pa), c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
+    const int dq = kind == TC_DQ, kv = kind == TC_DKDV;
+    s->pa_hi = cv.take<bf16>(pa), s->pa_lo = cv.take<bf16>(pa), s->pb = cv.take<bf16>(fe_plane_size(g.pb));
+    s->s1_hi = cv.take<bf16>(dq ? c : 0), s->s1_lo = cv.take<bf16>(dq ? c : 0);
+    // dQ's P1 is made after the last stage of dP2 and read before the next of Z: in the stage's place
+    s->stage = cv.take<bf16>(dq && 2 * c > stage ? 2 * c : stage);
+    s->c_hi = dq ? s->stage : cv.take<bf16>(kv ? c : 0);
+    s->c_lo = dq ? (s->stage ? s->stage + c : NULL) : cv.take<bf16>(kv ? c : 0);
+    const size_t z = (size_t)g.z.arows * g.z.ld;
+    s->z_hi = cv.take<bf16>(z), s->z_lo = cv.take<bf16>(z);
+    s->band = cv.take<bf16>(feb_band_size(g)), s->w = cv.take<bf16>(4 * (size_t)fh_wsize(1));
+    s->dz = cv.take<bf16>(FE_M * 24);
+    s->lse = cv.take<float>((size_t)FE_G * g.pa.rows), s->D = cv.take<float>((size_t)FE_G * (FE_M + g.q1));
+    s->dw1 = cv.take<float>(dq ? (size_t)FE_G * g.g1.cq * g.g1.ck : 0);
+    s->dw2 = cv.take<float>(dq ? (size_t)FE_G * g.g2.cq * g.g2.ck : 0);
+    s->scr = cv.take<float>(dq ? (size_t)(TC_THREADS / 32) * 16 * FCB_SCR : 0);
+    s->st = cv.take<int>(g.nst);
+    cv.take<bf16>(8 * 64);  // slack: the kernel gradients' ldmatrix may read past the last plane's end
+    return cv.at;
+}
+size_t fe_bwd_smem_bytes(int kind, int dp, int cq1, int ck1, int cq2, int ck2) {
+    feb_smem s;
+    return feb_carve(feb_geo_of(cq1, ck1, cq2, ck2), kind, dp, NULL, &s);
+}
+
+// ---- The chain of a tile pair (fe_bwd_tile) ----
+
+// A block's state: its arrays, geometry, heads (bh0.., G of them: tc_heads), kernels and tiles.
+struct feb_blk {
+    feb_smem s;
+    feb_geo g;
+    tc_heads hd;
+    const float *w_pre, *w_post;
+    int b, bh0, i0, j0, kind;
+};
+
+// The document start of the row `row` of a region (st holds the rows from i0 - q1 - q2).
+__device__ __forceinline__ const int *feb_st(const feb_blk &k, const fe_region &r) {
+    return k.s.st + k.g.q1 + k.g.q2 - r.top;
+}
+
+// Per query tile i0: the document starts, and each head's log-sum-exp of pa's rows and (with D) D
+// of R1's rows (0 outside [0, T)).
+__device__ __forceinline__ void feb_rows(const tc_args &a, feb_blk &k, int withD) {
+    const feb_geo &g = k.g;
+    for (int r = threadIdx.x; r < g.nst; r += TC_THREADS) {
+        const int i = k.i0 - g.q1 - g.q2 + r;
+        k.s.st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, k.b, i) : 0;
+    }
+    for (int e = threadIdx.x; e < k.hd.G * g.pa.rows; e += TC_THREADS) {
+        const int h = e / g.pa.rows, i = k.i0 - g.q2 + e % g.pa.rows;
+        k.s.lse[e] = i >= 0 && i < a.T ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
+    }
+    const int r1 = FE_M + g.q1;
+    for (int e = threadIdx.x; e < k.hd.G * r1; e += TC_THREADS) {
+        const int h = e / r1, i = k.i0 + e % r1;
+        k.s.D[e] = withD && i < a.T ? a.D[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
+    }
+}
+
+// Head h's band of kernel w (g: its geometry; 1 x 1 when w is NULL) for a source sh columns further
+// left than its first tap reads (flip: the transposed convolution's), and the source's fc_src.
+__device__ __forceinline__ fc_src feb_src(const feb_blk &k, const fc_geo &g, const float *w, int h, int flip, int sh,
+                                          const fe_region &r, const bf16 *hi, const bf16 *lo, int row0) {
+    const fc_geo b = feb_band_geo(g, sh);
+    __syncthreads();  // the last band's readers are done
+    fe_band(b, w, h, flip, sh, k.s.band);
+    __syncthreads();
+    return {hi + h * r.hs + row0 * r.ld, lo ? lo + h * r.hs + row0 * r.ld : NULL, r.ld, tc_up16(r.cols),
+            feb_st(k, r) + row0, k.s.band, b.bw, b.dmax};
+}
+
+// Copies x's rows from xr (nx of them, the head's slab xs) and y's from yr (ny, ys) into the stage
+// and waits for them (every thread's).
+__device__ __forceinline__ void feb_load(const tc_args &a, const feb_blk &k, const bf16 *xs, int xr, int nx,
+                                         const bf16 *ys, int yr, int ny) {
+    __syncthreads();  // the stage's last readers are done
+    fa_load_rows(k.s.stage, xs, xr, nx, a.T, a.dp);
+    fp_load_now(k.s.stage + nx * fa_ld(a.dp), ys, yr, ny, a);
+}
+
+// The slabs of head bh0 + h: its q (or dO) and its kv head's k (or v).
+__device__ __forceinline__ const bf16 *feb_qs(const tc_args &a, const feb_blk &k, const bf16 *x, int h) {
+    return x + (size_t)(k.bh0 + h) * a.Tp * a.dp;
+}
+__device__ __forceinline__ const bf16 *feb_ks(const tc_args &a, const feb_blk &k, const bf16 *x, int h) {
+    return x + tc_kv_slab(a, k.bh0 + h) * a.Tp * a.dp;
+}
+
+// S1 on pa, every head: Z (the z region) by the product, then the pre-softmax band convolution,
+// masked (S1 is 0 where the row does not see the key).
+__device__ __forceinline__ void feb_s1(const tc_args &a, const feb_blk &k) {
+    const feb_geo &g = k.g;
+    const int *stp = feb_st(k, g.pa);
+    for (int h = 0; h < k.hd.G; h++) {
+        feb_load(a, k, feb_qs(a, k, a.q, h), k.i0 - g.z.top, tc_up16(g.z.rows), feb_ks(a, k, a.k, h),
+                 k.j0 - g.z.left, tc_up16(g.z.cols));
+        fe_product(a, g.z, k.i0, k.j0, k.s.stage, k.s.stage + tc_up16(g.z.rows) * fa_ld(a.dp), feb_st(k, g.z),
+                   k.s.z_hi, k.s.z_lo);
+        const fc_src src = feb_src(k, g.g1, k.w_pre, h, 0, 0, g.z, k.s.z_hi, k.s.z_lo, 0);
+        bf16 *hi = k.s.pa_hi + h * g.pa.hs, *lo = k.s.pa_lo + h * g.pa.hs;
+        fe_conv<2>(g.g1, src, tc_up16(g.pa.rows) / 16, tc_up16(g.pa.cols) / 16, 0, stp, [&](int mt, int ng, mma_c(&c)[2]) {
+            fe_store<2>(g.pa, hi, lo, 16 * mt, 16 * ng, c, [&](int row, int col, float x) {
+                return fa_ok(a.T, fe_i(g.pa, k.i0, row), stp[row], fe_j(g.pa, k.j0, col)) ? x : 0.0f;
+            });
+        });
+    }
+    __syncthreads();
+}
+
+// P on pa from S1 (dQ: S1's central tile saved first): the mixing by W1, P = exp(scale S2 - lse)
+// where the row sees the key, else 0.
+__device__ __forceinline__ void feb_probs(const tc_args &a, const feb_blk &k) {
+    const feb_geo &g = k.g;
+    const int *stp = feb_st(k, g.pa);
+    for (int e = threadIdx.x; k.s.s1_hi && e < k.hd.G * FE_M * FE_N; e += TC_THREADS) {
+        const int h = e / (FE_M * FE_N), r = e / FE_N % FE_M, c = e % FE_N;
+        const int from = fe_at(g.pa, h, g.q2 + r, g.LP + c), to = fe_at(g.c, h, r, c);
+        k.s.s1_hi[to] = k.s.pa_hi[from], k.s.s1_lo[to] = k.s.pa_lo[from];
+    }
+    __syncthreads();  // S1 is read before it is mixed
+    fe_mix(g.pa, k.hd.G, k.s.pa_hi, k.s.pa_lo, k.s.w, 0, [&](int h, int row, int col, float x) {
+        const int i = fe_i(g.pa, k.i0, row);
+        return fa_ok(a.T, i, stp[row], fe_j(g.pa, k.j0, col)) ? expf(x * a.scale - k.s.lse[h * g.pa.rows + row]) : 0.0f;
+    });
+    __syncthreads();
+}
+
+// dP2 = dropout(dO v^T) on pb, every head, masked, one bf16 part; dK/dV: each head's dv += P2^T dO
+// (P2 from the c planes, dO's rows from i0 in the stage) while its dO is there.
+__device__ __forceinline__ void feb_dp2(const tc_args &a, const feb_blk &k, float *dvp) {
+    const feb_geo &g = k.g;
+    for (int h = 0; h < k.hd.G; h++) {
+        feb_load(a, k, feb_qs(a, k, a.dO, h), k.i0, tc_up16(g.pb.rows), feb_ks(a, k, a.v, h), k.j0 - g.L2,
+                 tc_up16(g.pb.cols));
+        fe_product<false>(a, g.pb, k.i0, k.j0, k.s.stage, k.s.stage + tc_up16(g.pb.rows) * fa_ld(a.dp), feb_st(k, g.pb),
+                          k.s.pb + h * g.pb.hs, (bf16 *)NULL, fp_dropout{&a, k.bh0 + h});
+        if (dvp && threadIdx.x / 32 < 2)  // (fh_rows_acc's two warps of a head)
+            fh_rows_acc<1>(a, k.j0, [&](int q, int c) { return k.s.c_hi + fe_at(g.c, h, q, c); }, k.s.stage,
+                           dvp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, (const float *)NULL);
+    }
+    __syncthreads();
+}
+
+// P1 on the central tile, every head: the post-softmax band convolution of P, masked.
+__device__ __forceinline__ void feb_p1(const tc_args &a, const feb_blk &k) {
+    const feb_geo &g = k.g;
+    const int *stc = feb_st(k, g.c);
+    for (int h = 0; h < k.hd.G; h++) {
+        const fc_src src = feb_src(k, g.g2, k.w_post, h, 0, g.LP - g.p2, g.pa, k.s.pa_hi, k.s.pa_lo, 0);
+        bf16 *hi = k.s.c_hi + h * g.c.hs, *lo = k.s.c_lo + h * g.c.hs;
+        fe_conv<2>(g.g2, src, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
+            fe_store<2>(g.c, hi, lo, 0, 0, c, [&](int row, int col, float x) {
+                return fa_ok(a.T, k.i0 + row, stc[row], k.j0 + col) ? x : 0.0f;
+            });
+        });
+    }
+    __syncthreads();
+}
+
+// R1's rows of pa (rows from i0): the region the gradients dS2 and dS1 are stored on.
+__device__ __forceinline__ fe_region feb_r1(const feb_geo &g) {
+    fe_region r = g.pa;
+    r.rows = FE_M + g.q1;
+    return r;
+}
+
+// dP on R1 by the transposed post-softmax convolution of dP1, every head, into dS2 = P (dP - D) over
+// P's entries (each read by the lane that overwrites it). D's kernel (D non-NULL): dP on the
+// central tile only, D[h][r] += sum_j P dP (the 4 lanes of a row reduced, in order).
+__device__ __forceinline__ void feb_ds2(const feb_blk &k, float *D) {
+    const feb_geo &g = k.g;
+    const fe_region r1 = feb_r1(g);
+    const int *stc = feb_st(k, g.c), l = threadIdx.x % 32, g8 = l / 4, t = l % 4, q = g.q2 * g.pa.ld;
+    for (int h = 0; h < k.hd.G; h++) {
+        bf16 *hi = k.s.pa_hi + h * g.pa.hs + q, *lo = k.s.pa_lo + h * g.pa.hs + q;
+        const auto p = [&](int row, int col) {
+            return __bfloat162float(hi[row * g.pa.ld + col]) + __bfloat162float(lo[row * g.pa.ld + col]);
+        };
+        const float *Dh = k.s.D + h * r1.rows;
+        if (D) {
+            const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.p2, g.pb, k.s.pb, NULL, 0);
+            fe_conv<2, false>(g.g2, src, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
+                FA_UNROLL
+                for (int rr = 0; rr < 2; rr++) {
+                    float x = 0.0f;
+                    FA_UNROLL
+                    for (int e = 0; e < 4; e++) x += p(g8 + 8 * rr, g.LP + 8 * (e / 2) + 2 * t + e % 2) * c[e / 2].x[2 * rr + e % 2];
+                    x = fa_row_reduce(x, 1);
+                    if (t == 0) D[h * r1.rows + g8 + 8 * rr] += x;
+                }
+            });
+            continue;
+        }
+        const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.LP - g.p2, g.pb, k.s.pb, NULL, 0);
+        fe_conv<2, false>(g.g2, src, tc_up16(r1.rows) / 16, tc_up16(r1.cols) / 16, 0, stc, [&](int mt, int ng, mma_c(&c)[2]) {
+            fe_store<2>(r1, hi, lo, 16 * mt, 16 * ng, c, [&](int row, int col, float x) { return p(row, col) * (x - Dh[row]); });
+        });
+    }
+    __syncthreads();
+}
+
+// dS1 = scale dS2 W1 on R1 (the gradient of the unscaled S1, which the stored Z and S1 are), in place.
+__device__ __forceinline__ void feb_ds1(const tc_args &a, const feb_blk &k) {
+    const feb_geo &g = k.g;
+    const int q = g.q2 * g.pa.ld;
+    fe_mix(feb_r1(g), k.hd.G, k.s.pa_hi + q, k.s.pa_lo + q, k.s.w, 1, [&](int, int, int, float x) { return x * a.scale; });
+    __syncthreads();
+}
+
+// The central tile's window of a plane set (rows from row, columns from col).
+__device__ __forceinline__ feb_win feb_win_of(const fe_region &r, const bf16 *hi, const bf16 *lo, int row, int col) {
+    return {hi + row * r.ld + col, lo ? lo + row * r.ld + col : NULL, r.hs, r.ld};
+}
+
+// Per head: Z on zq (q and k of the head in the stage), dZ on the central tile by the transposed
+// pre-softmax convolution of dS1, masked, rounded into the dz tile (dQ: transposed, [key][query]);
+// dQ: the kernel gradient's terms dS1 Z (dw1) and dq += dZ k; dK/dV (dkp): dk += dZ^T q.
+__device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float *dq, float *dkp) {
+    const feb_geo &g = k.g;
+    const int *stc = feb_st(k, g.c), ld = fa_ld(a.dp), zr = tc_up16(g.zq.rows), taps = g.g1.cq * g.g1.ck;
+    for (int h = 0; h < k.hd.G; h++) {
+        feb_load(a, k, feb_qs(a, k, a.q, h), k.i0 - g.zq.top, zr, feb_ks(a, k, a.k, h), k.j0 - g.zq.left,
+                 tc_up16(g.zq.cols));
+        fe_product(a, g.zq, k.i0, k.j0, k.s.stage, k.s.stage + zr * ld, feb_st(k, g.zq), k.s.z_hi, k.s.z_lo);
+        const fc_src ds = feb_src(k, g.g1, k.w_pre, h, 1, g.LP - g.p1, g.pa, k.s.pa_hi, k.s.pa_lo, g.q2);
+        if (dq && k.w_pre) {
+            const feb_win y = feb_win_of(g.pa, ds.hi, ds.lo, 0, g.LP), x = {k.s.z_hi, k.s.z_lo, 0, g.zq.ld};
+            feb_dw<true>(y, x, g.L1 - g.p1, g.g1.cq, g.g1.ck, 0, 1, stc, feb_st(k, g.zq), k.s.scr, k.s.dw1 + h * taps);
+        }
+        fe_conv<2>(g.g1, ds, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
+            const int g8 = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+            FA_UNROLL
+            for (int x = 0; x < 8; x++) {
+                const int row = g8 + 8 * (x % 4 / 2), col = 8 * (x / 4) + 2 * t + x % 2;
+                const float v = fa_ok(a.T, k.i0 + row, stc[row], k.j0 + col) ? c[x / 4].x[x % 4] : 0.0f;
+                k.s.dz[dq ? col * 24 + row : row * 24 + col] = __float2bfloat16_rn(v);
+            }
+        });
+        __syncthreads();  // the dz tile
+        const auto at = [&](int q, int c) { return k.s.dz + q * 24 + c; };
+        if (threadIdx.x / 32 >= 2) continue;  // (fh_rows_acc's two warps of a head)
+        if (dq)
+            fh_rows_acc<1>(a, k.i0, at, k.s.stage + (zr + g.L1) * ld, dq + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
+                           (const float *)NULL);
+        else
+            fh_rows_acc<1>(a, k.j0, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
+                           (const float *)NULL);
+    }
+    __syncthreads();
 }
 
 #endif
