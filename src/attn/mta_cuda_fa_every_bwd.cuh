@@ -161,19 +161,19 @@ __host__ __device__ inline size_t feb_carve(const feb_geo &g, int kind, int dp, 
     const size_t pa = fe_plane_size(g.pa), c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
     const int dq = kind == TC_DQ, kv = kind == TC_DKDV;
     s->pa_hi = cv.take<bf16>(pa), s->pa_lo = cv.take<bf16>(pa), s->pb = cv.take<bf16>(fe_plane_size(g.pb));
-    s->s1_hi = cv.take<bf16>(dq ? c : 0), s->s1_lo = cv.take<bf16>(dq ? c : 0);
+    s->s1_hi = dq ? cv.take<bf16>(c) : NULL, s->s1_lo = dq ? cv.take<bf16>(c) : NULL;
     // dQ's P1 is made after the last stage of dP2 and read before the next of Z: in the stage's place
     s->stage = cv.take<bf16>(dq && 2 * c > stage ? 2 * c : stage);
-    s->c_hi = dq ? s->stage : cv.take<bf16>(kv ? c : 0);
-    s->c_lo = dq ? (s->stage ? s->stage + c : NULL) : cv.take<bf16>(kv ? c : 0);
+    s->c_hi = dq ? s->stage : kv ? cv.take<bf16>(c) : NULL;
+    s->c_lo = dq ? (s->stage ? s->stage + c : NULL) : kv ? cv.take<bf16>(c) : NULL;
     const size_t z = (size_t)g.z.arows * g.z.ld;
     s->z_hi = cv.take<bf16>(z), s->z_lo = cv.take<bf16>(z);
     s->band = cv.take<bf16>(feb_band_size(g)), s->w = cv.take<bf16>(4 * (size_t)fh_wsize(1));
     s->dz = cv.take<bf16>(FE_M * 24);
     s->lse = cv.take<float>((size_t)FE_G * g.pa.rows), s->D = cv.take<float>((size_t)FE_G * (FE_M + g.q1));
-    s->dw1 = cv.take<float>(dq ? (size_t)FE_G * g.g1.cq * g.g1.ck : 0);
-    s->dw2 = cv.take<float>(dq ? (size_t)FE_G * g.g2.cq * g.g2.ck : 0);
-    s->scr = cv.take<float>(dq ? (size_t)(TC_THREADS / 32) * 16 * FCB_SCR : 0);
+    s->dw1 = dq ? cv.take<float>((size_t)FE_G * g.g1.cq * g.g1.ck) : NULL;
+    s->dw2 = dq ? cv.take<float>((size_t)FE_G * g.g2.cq * g.g2.ck) : NULL;
+    s->scr = dq ? cv.take<float>((size_t)(TC_THREADS / 32) * 16 * FCB_SCR) : NULL;
     s->st = cv.take<int>(g.nst);
     cv.take<bf16>(8 * 64);  // slack: the kernel gradients' ldmatrix may read past the last plane's end
     return cv.at;
@@ -191,7 +191,7 @@ struct feb_blk {
     feb_geo g;
     tc_heads hd;
     const float *w_pre, *w_post;
-    int b, bh0, i0, j0, kind;
+    int b, bh0, h0, i0, j0, kind;  // h0: bh0's head in its batch
 };
 
 // The document start of the row `row` of a region (st holds the rows from i0 - q1 - q2).
@@ -219,15 +219,16 @@ __device__ __forceinline__ void feb_rows(const tc_args &a, feb_blk &k, int withD
 }
 
 // Head h's band of kernel w (g: its geometry; 1 x 1 when w is NULL) for a source sh columns further
-// left than its first tap reads (flip: the transposed convolution's), and the source's fc_src.
+// left than its first tap reads (flip: the transposed convolution's), and the source's fc_src (hi,
+// lo: the head's planes of region r; from row row0).
 __device__ __forceinline__ fc_src feb_src(const feb_blk &k, const fc_geo &g, const float *w, int h, int flip, int sh,
                                           const fe_region &r, const bf16 *hi, const bf16 *lo, int row0) {
     const fc_geo b = feb_band_geo(g, sh);
     __syncthreads();  // the last band's readers are done
-    fe_band(b, w, h, flip, sh, k.s.band);
+    fe_band(b, w, k.h0 + h, flip, sh, k.s.band);
     __syncthreads();
-    return {hi + h * r.hs + row0 * r.ld, lo ? lo + h * r.hs + row0 * r.ld : NULL, r.ld, tc_up16(r.cols),
-            feb_st(k, r) + row0, k.s.band, b.bw, b.dmax};
+    return {hi + row0 * r.ld, lo ? lo + row0 * r.ld : NULL, r.ld, tc_up16(r.cols), feb_st(k, r) + row0, k.s.band, b.bw,
+            b.dmax};
 }
 
 // Copies x's rows from xr (nx of them, the head's slab xs) and y's from yr (ny, ys) into the stage
@@ -307,7 +308,8 @@ __device__ __forceinline__ void feb_p1(const tc_args &a, const feb_blk &k) {
     const feb_geo &g = k.g;
     const int *stc = feb_st(k, g.c);
     for (int h = 0; h < k.hd.G; h++) {
-        const fc_src src = feb_src(k, g.g2, k.w_post, h, 0, g.LP - g.p2, g.pa, k.s.pa_hi, k.s.pa_lo, 0);
+        const fc_src src =
+            feb_src(k, g.g2, k.w_post, h, 0, g.LP - g.p2, g.pa, k.s.pa_hi + h * g.pa.hs, k.s.pa_lo + h * g.pa.hs, 0);
         bf16 *hi = k.s.c_hi + h * g.c.hs, *lo = k.s.c_lo + h * g.c.hs;
         fe_conv<2>(g.g2, src, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
             fe_store<2>(g.c, hi, lo, 0, 0, c, [&](int row, int col, float x) {
@@ -339,7 +341,7 @@ __device__ __forceinline__ void feb_ds2(const feb_blk &k, float *D) {
         };
         const float *Dh = k.s.D + h * r1.rows;
         if (D) {
-            const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.p2, g.pb, k.s.pb, NULL, 0);
+            const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.p2, g.pb, k.s.pb + h * g.pb.hs, NULL, 0);
             fe_conv<2, false>(g.g2, src, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
                 FA_UNROLL
                 for (int rr = 0; rr < 2; rr++) {
@@ -352,7 +354,7 @@ __device__ __forceinline__ void feb_ds2(const feb_blk &k, float *D) {
             });
             continue;
         }
-        const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.LP - g.p2, g.pb, k.s.pb, NULL, 0);
+        const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.LP - g.p2, g.pb, k.s.pb + h * g.pb.hs, NULL, 0);
         fe_conv<2, false>(g.g2, src, tc_up16(r1.rows) / 16, tc_up16(r1.cols) / 16, 0, stc, [&](int mt, int ng, mma_c(&c)[2]) {
             fe_store<2>(r1, hi, lo, 16 * mt, 16 * ng, c, [&](int row, int col, float x) { return p(row, col) * (x - Dh[row]); });
         });
@@ -374,7 +376,7 @@ __device__ __forceinline__ feb_win feb_win_of(const fe_region &r, const bf16 *hi
 }
 
 // Per head: Z on zq (q and k of the head in the stage), dZ on the central tile by the transposed
-// pre-softmax convolution of dS1, masked, rounded into the dz tile (dQ: transposed, [key][query]);
+// pre-softmax convolution of dS1, masked, rounded into the dz tile ([query][key]);
 // dQ: the kernel gradient's terms dS1 Z (dw1) and dq += dZ k; dK/dV (dkp): dk += dZ^T q.
 __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float *dq, float *dkp) {
     const feb_geo &g = k.g;
@@ -383,7 +385,8 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
         feb_load(a, k, feb_qs(a, k, a.q, h), k.i0 - g.zq.top, zr, feb_ks(a, k, a.k, h), k.j0 - g.zq.left,
                  tc_up16(g.zq.cols));
         fe_product(a, g.zq, k.i0, k.j0, k.s.stage, k.s.stage + zr * ld, feb_st(k, g.zq), k.s.z_hi, k.s.z_lo);
-        const fc_src ds = feb_src(k, g.g1, k.w_pre, h, 1, g.LP - g.p1, g.pa, k.s.pa_hi, k.s.pa_lo, g.q2);
+        const fc_src ds =
+            feb_src(k, g.g1, k.w_pre, h, 1, g.LP - g.p1, g.pa, k.s.pa_hi + h * g.pa.hs, k.s.pa_lo + h * g.pa.hs, g.q2);
         if (dq && k.w_pre) {
             const feb_win y = feb_win_of(g.pa, ds.hi, ds.lo, 0, g.LP), x = {k.s.z_hi, k.s.z_lo, 0, g.zq.ld};
             feb_dw<true>(y, x, g.L1 - g.p1, g.g1.cq, g.g1.ck, 0, 1, stc, feb_st(k, g.zq), k.s.scr, k.s.dw1 + h * taps);
@@ -394,20 +397,203 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
             for (int x = 0; x < 8; x++) {
                 const int row = g8 + 8 * (x % 4 / 2), col = 8 * (x / 4) + 2 * t + x % 2;
                 const float v = fa_ok(a.T, k.i0 + row, stc[row], k.j0 + col) ? c[x / 4].x[x % 4] : 0.0f;
-                k.s.dz[dq ? col * 24 + row : row * 24 + col] = __float2bfloat16_rn(v);
+                k.s.dz[row * 24 + col] = __float2bfloat16_rn(v);
             }
         });
         __syncthreads();  // the dz tile
         const auto at = [&](int q, int c) { return k.s.dz + q * 24 + c; };
         if (threadIdx.x / 32 >= 2) continue;  // (fh_rows_acc's two warps of a head)
         if (dq)
-            fh_rows_acc<1>(a, k.i0, at, k.s.stage + (zr + g.L1) * ld, dq + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
+            fh_rows_acc<0, 1>(a, k.i0, at, k.s.stage + (zr + g.L1) * ld, dq + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
                            (const float *)NULL);
         else
             fh_rows_acc<1>(a, k.j0, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
                            (const float *)NULL);
     }
     __syncthreads();
+}
+
+// The chain of tile pair (k.i0, k.j0) for kernel k.kind (EVERY.md, "Backward"; the stores' order
+// keeps each plane's readers before its writers, barriers between):
+//   S1 and P on pa; dK/dV: P1 on c, then P2 = dropout(W2' P1) in place;
+//   dP2 on pb (dK/dV: dv += P2^T dO per head); dQ: P1 on c, dW2' += P1 (x) dP2 on C (acc[1]);
+//   dP1 = W2'^T dP2 in place (hi); dQ: w_post's terms dP1 P (dw2);
+//   D's kernel: D += rowsum(P dP) on C, the end; else dS2 = P (dP - D) on R1 over P;
+//   dQ: dW1 += dS2 (x) S1 on C (acc[0]); dS1 = scale W1^T dS2 in place; per head dZ and dq or dk
+//   (dQ: w_pre's terms dS1 Z, dw1).
+__device__ __forceinline__ void fe_bwd_tile(const tc_args &a, const feb_blk &k, mma_c (&acc)[2][2], float *dq,
+                                            float *dkp, float *dvp) {
+    const feb_geo &g = k.g;
+    const int G = k.hd.G, dqk = k.kind == TC_DQ, kv = k.kind == TC_DKDV;
+    const bf16 *w2 = k.s.w + 2 * fh_wsize(1);
+    feb_s1(a, k);
+    feb_probs(a, k);
+    if (kv) {
+        feb_p1(a, k);
+        const int *stc = feb_st(k, g.c);
+        fe_mix<1, false>(g.c, G, k.s.c_hi, k.s.c_lo, w2, 0, [&](int h, int row, int col, float x) {
+            const int i = k.i0 + row, j = k.j0 + col;
+            return fa_ok(a.T, i, stc[row], j) ? x * tc_drop(a, k.bh0 + h, i, j) : 0.0f;
+        });
+    }
+    feb_dp2(a, k, kv ? dvp : NULL);
+    const feb_win dp2 = feb_win_of(g.pb, k.s.pb, NULL, 0, g.L2);
+    if (dqk) {
+        feb_p1(a, k);
+        if (k.hd.ch) feb_hh(feb_win_of(g.c, k.s.c_hi, k.s.c_lo, 0, 0), dp2, acc[1]);
+        __syncthreads();  // pb is read before the mixing overwrites it
+    }
+    fe_mix<0, false>(g.pb, G, k.s.pb, (bf16 *)NULL, w2, 1, [](int, int, int, float x) { return x; });
+    __syncthreads();
+    if (dqk && k.w_post) {
+        const int x0 = (g.LP - g.p2) / 8 * 8;
+        feb_dw<false>(dp2, feb_win_of(g.pa, k.s.pa_hi, k.s.pa_lo, 0, x0), g.LP - g.p2 - x0, g.g2.cq, g.g2.ck, 0, G,
+                      feb_st(k, g.c), feb_st(k, g.pa), k.s.scr, k.s.dw2);
+    }
+    feb_ds2(k, k.kind == FEB_D ? k.s.D : NULL);  // (its first band waits for every reader of pa)
+    if (k.kind == FEB_D) return;
+    if (dqk && k.hd.mix) feb_hh(feb_win_of(g.pa, k.s.pa_hi, k.s.pa_lo, g.q2, g.LP), feb_win_of(g.c, k.s.s1_hi, k.s.s1_lo, 0, 0), acc[0]);
+    __syncthreads();  // dS2 is read before the mixing overwrites it
+    feb_ds1(a, k);
+    feb_dz(a, k, dqk ? dq : NULL, dkp);
+}
+
+// A block's setup for kernel kind (its place: batch, group; the shared arrays, the mixing
+// matrices, the plane sets' padding heads zero).
+__device__ __forceinline__ void feb_setup(const tc_args &a, const tc_heads &hd, int kind, const float *w_pre,
+                                          const float *w_post, unsigned char *sh, feb_blk &k) {
+    k.g = feb_geo_of(a.cq, a.ck, a.pcq, a.pck);
+    feb_carve(k.g, kind, a.dp, sh, &k.s);
+    k.hd = hd, k.kind = kind, k.w_pre = w_pre, k.w_post = w_post;
+    k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.h0 = k.bh0 % a.H;
+    fh_weights<1>(a, hd, k.h0, k.s.w);
+    fe_zero_pad(fe_planes{k.s.pa_hi, k.s.pa_lo, k.g.pa}, hd.G);
+    fe_zero_pad(fe_planes{k.s.pb, NULL, k.g.pb}, hd.G);
+    if (kind == TC_DKDV) fe_zero_pad(fe_planes{k.s.c_hi, k.s.c_lo, k.g.c}, hd.G);
+    const int taps1 = k.g.g1.cq * k.g.g1.ck, taps2 = k.g.g2.cq * k.g.g2.ck;
+    for (int e = threadIdx.x; kind == TC_DQ && e < FE_G * (taps1 + taps2); e += TC_THREADS)
+        (e < FE_G * taps1 ? k.s.dw1[e] : k.s.dw2[e - FE_G * taps1]) = 0.0f;
+}
+
+// D = rowsum(P dP) of each head's rows of a query tile (grid: x tiles of FE_M rows, the last first,
+// y B*H/G), over its key tiles, into a.D (for dQ and dK/dV: dS2 on rows past the tile needs them).
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    k_fa_every_D(tc_args a, tc_heads hd, const float *w_pre, const float *w_post) {
+    MTA_DYNAMIC_SHARED(unsigned char, sh);
+    feb_blk k;
+    feb_setup(a, hd, FEB_D, w_pre, w_post, sh, k);
+    k.i0 = (gridDim.x - 1 - blockIdx.x) * FE_M;
+    feb_rows(a, k, 0);  // (D 0)
+    mma_c acc[2][2];
+    for (k.j0 = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N * FE_N; k.j0 <= k.i0; k.j0 += FE_N)
+        fe_bwd_tile(a, k, acc, NULL, NULL, NULL);
+    __syncthreads();
+    const int r1 = FE_M + k.g.q1;
+    for (int e = threadIdx.x; e < hd.G * FE_M; e += TC_THREADS) {
+        const int h = e / FE_M, i = k.i0 + e % FE_M;
+        if (i < a.T) a.D[(size_t)(k.bh0 + h) * a.T + i] = k.s.D[h * r1 + e % FE_M];
+    }
+}
+
+// dQ's partials at its end: each head's kernel-gradient sums (dw1, dw2) into dwp's pre part (B*H,
+// tiles, taps1) then post part, and the head kernels' sums (the warps' acc added in warp order,
+// through pa's planes, no longer read) into hwp (B*H/G, tiles, nw) as k_tc_head_wgrad reads them.
+__device__ __forceinline__ void feb_dq_out(const tc_args &a, const feb_blk &k, const mma_c (&acc)[2][2], float *dwp,
+                                           float *hwp) {
+    const feb_geo &g = k.g;
+    const int G = k.hd.G, c = k.hd.ch, tile = gridDim.x - 1 - blockIdx.x, tiles = gridDim.x;
+    const int taps1 = g.g1.cq * g.g1.ck, taps2 = g.g2.cq * g.g2.ck, w = threadIdx.x / 32, l = threadIdx.x % 32;
+    float *sum = (float *)k.s.pa_hi;  // (4 warps, 2 matrices, 16 x 16)
+    __syncthreads();
+    FA_UNROLL
+    for (int m = 0; m < 2; m++)
+        FA_UNROLL
+        for (int n = 0; n < 2; n++)
+            FA_UNROLL
+            for (int x = 0; x < 4; x++)
+                sum[(w * 2 + m) * 256 + (l / 4 + 8 * (x / 2)) * 16 + 8 * n + 2 * (l % 4) + x % 2] = acc[m][n].x[x];
+    __syncthreads();
+    float *pre = dwp, *post = dwp + (size_t)gridDim.y * G * tiles * (k.w_pre ? taps1 : 0);
+    for (int e = threadIdx.x; e < G * (taps1 + taps2); e += TC_THREADS) {
+        const int second = e >= G * taps1, f = second ? e - G * taps1 : e, taps = second ? taps2 : taps1, h = f / taps;
+        if (!(second ? k.w_post : k.w_pre)) continue;
+        (second ? post : pre)[((size_t)(k.bh0 + h) * tiles + tile) * taps + f % taps] = (second ? k.s.dw2 : k.s.dw1)[f];
+    }
+    const int n1 = k.hd.mix ? G * G : 0;
+    for (int e = threadIdx.x; e < k.hd.nw; e += TC_THREADS) {
+        int m = 0, at = e / G * 16 + e % G;  // dW1 (out, in)
+        if (e >= n1) {  // dW2' (in, out) within a head-conv group
+            const int f = e - n1, grp = f / (c * c);
+            m = 1, at = (grp * c + f % (c * c) / c) * 16 + grp * c + f % c;
+        }
+        float x = 0.0f;
+        for (int v = 0; v < TC_THREADS / 32; v++) x += sum[(v * 2 + m) * 256 + at];
+        hwp[((size_t)blockIdx.y * tiles + tile) * k.hd.nw + e] = m ? x : a.scale * x;  // (S1 is unscaled)
+    }
+}
+
+// dQ of a query tile of a group's heads (grid as k_fa_every_D, after it), with the tile's partial
+// sums of the convolutions' kernel gradients (dwp) and of the head kernels' (hwp).
+__global__ void __launch_bounds__(TC_THREADS, 1) k_fa_every_dq(tc_args a, tc_heads hd, const float *w_pre,
+                                                               const float *w_post, float *dq, float *dwp, float *hwp) {
+    MTA_DYNAMIC_SHARED(unsigned char, sh);
+    feb_blk k;
+    feb_setup(a, hd, TC_DQ, w_pre, w_post, sh, k);
+    k.i0 = (gridDim.x - 1 - blockIdx.x) * FE_M;
+    feb_rows(a, k, 1);
+    mma_c acc[2][2] = {};
+    for (k.j0 = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N * FE_N; k.j0 <= k.i0; k.j0 += FE_N)
+        fe_bwd_tile(a, k, acc, dq, NULL, NULL);
+    feb_dq_out(a, k, acc, dwp, hwp);
+}
+
+// Each query head's dK and dV of a key tile of FE_N keys (grid: x key tiles, y B*H/G) into dkp, dvp
+// (B*H, T, d), over the query tiles from the diagonal while their documents reach the keys.
+__global__ void __launch_bounds__(TC_THREADS, 1)
+    k_fa_every_dkdv(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *dkp, float *dvp) {
+    MTA_DYNAMIC_SHARED(unsigned char, sh);
+    feb_blk k;
+    feb_setup(a, hd, TC_DKDV, w_pre, w_post, sh, k);
+    k.j0 = blockIdx.x * FE_N;
+    const int jlast = (k.j0 + FE_N < a.T ? k.j0 + FE_N : a.T) - 1;
+    const size_t n = (size_t)FE_N * a.d;
+    for (size_t e = threadIdx.x; e < hd.G * n; e += TC_THREADS) {
+        const int h = (int)(e / n), j = k.j0 + (int)(e % n / a.d);
+        const size_t at = ((size_t)(k.bh0 + h) * a.T + j) * a.d + e % a.d;
+        if (j <= jlast) dkp[at] = dvp[at] = 0.0f;
+    }
+    mma_c acc[2][2];
+    for (k.i0 = k.j0; k.i0 < a.T && mta_row_start(a.ds, a.T, k.b, k.i0) <= jlast; k.i0 += FE_M) {
+        __syncthreads();  // (the last tile's and the clearing's) 
+        feb_rows(a, k, 1);
+        fe_bwd_tile(a, k, acc, NULL, dkp, dvp);
+    }
+}
+
+// 1 when the backward's kernels fit in smem_max bytes of shared memory per block (fe_fits checks
+// the shapes and the forward's).
+int feb_fits(const mta_config *c, size_t smem_max) {
+    const int kinds[3] = {FEB_D, TC_DQ, TC_DKDV};
+    for (int n = 0; n < 3; n++)
+        if (fe_bwd_smem_bytes(kinds[n], tc_dp(c->d), c->pre_cq, c->pre_ck, c->post_cq, c->post_ck) > smem_max) return 0;
+    return 1;
+}
+
+// The backward's launches: D (into a.D), dQ (with the partials), dK/dV (per query head into dkp,
+// dvp); w_pre, w_post NULL for an absent convolution; dwp: the pre-softmax kernel's partials, then
+// the post-softmax one's. The caller checks the shared memory fits.
+void fe_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre, const float *w_post,
+                 float *dq, float *dwp, float *hwp, float *dkp, float *dvp) {
+    const int kinds[3] = {FEB_D, TC_DQ, TC_DKDV};
+    size_t sm[3];
+    for (int n = 0; n < 3; n++) sm[n] = fe_bwd_smem_bytes(kinds[n], a.dp, a.cq, a.ck, a.pcq, a.pck);
+    tc_smem_optin(k_fa_every_D, sm[0]);
+    tc_smem_optin(k_fa_every_dq, sm[1]);
+    tc_smem_optin(k_fa_every_dkdv, sm[2]);
+    const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
+    MTA_LAUNCH(k_fa_every_D, grid, TC_THREADS, sm[0], cl->s)(a, hd, w_pre, w_post);
+    MTA_LAUNCH(k_fa_every_dq, grid, TC_THREADS, sm[1], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp);
+    MTA_LAUNCH(k_fa_every_dkdv, grid, TC_THREADS, sm[2], cl->s)(a, hd, w_pre, w_post, dkp, dvp);
 }
 
 #endif

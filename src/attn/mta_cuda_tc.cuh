@@ -193,6 +193,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
 #include "attn/mta_cuda_fa_every.cuh"
+#include "attn/mta_cuda_fa_every_bwd.cuh"
 
 // A block's heads for a config, and whether the head kernels fit in smem_max bytes of shared memory
 // (the device's opt-in limit per block; nq 0: they do not, as for more than 32 heads in a group, or
@@ -229,7 +230,7 @@ int tc_computes(const mta_config *c, mta_use u) {
 // the convolution's with their halos, the head steps' with a tile of their group's heads
 // (tc_heads_of), or the plain ones.
 int tc_fits(const mta_config *c, size_t smem_max) {
-    if (fe_takes(c)) return fe_fits(c, smem_max);
+    if (fe_takes(c)) return fe_fits(c, smem_max) && feb_fits(c, smem_max);
     if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).nq > 0;
     if (c->post_cq) {
         const int dp = tc_dp(c->d), cq = c->post_cq, ck = c->post_ck;
@@ -279,13 +280,15 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
     x.start = cv.take<int>((size_t)c->B * T);
-    const size_t taps = (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck;  // one of them is on
-    x.dwp = taps ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * taps) : NULL;
+    // (the every-step kernels': both convolutions' partials, per query tile of FE_M rows)
+    const size_t taps = (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck;
+    const size_t tiles = fe_takes(c) ? (T + FE_M - 1) / FE_M : tc_tp(c->T) / TC_M;
+    x.dwp = taps ? cv.take<float>(BH * tiles * taps) : NULL;
     x.dkp = x.dvp = x.hwp = NULL;
-    if (c->pre_head_mix || c->post_ch) {
-        const tc_heads hd = tc_heads_of(c, NULL, smem_max);
+    if (c->pre_head_mix || c->post_ch || fe_takes(c)) {
+        const tc_heads hd = fe_takes(c) ? fe_heads_of(c, NULL) : tc_heads_of(c, NULL, smem_max);
         x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
-        // k_fa_head_dq's query tiles of FH_M rows
+        // k_fa_head_dq's (k_fa_every_dq's) query tiles of FH_M (FE_M) rows
         x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + FH_M - 1) / FH_M) * hd.nw);
     }
     if (w) *w = x;
@@ -353,27 +356,50 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     return finish(&cl, "tensor-core forward");
 }
 
-// The backward's kernels with head steps (fh_backward), then the sums of their partials.
-void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
-                      float *dv, const mta_grads *g) {
+// dK, dV of each kv head from the per-query-head dkp, dvp, and the head kernels' gradients from
+// their partials per (batch, group, query tile of FH_M rows), in order.
+void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk, float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
-    const tc_heads hd = tc_heads_of(c, p, cl->st->smem_max);
-    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M;  // hwp's query tiles
-    fh_backward(cl, a, hd, c->B, dq, w->hwp, w->dkp, w->dvp);
+    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M, Hkv = mta_kv_heads(c);
     const size_t n = (size_t)c->T * c->d;
-    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
-        w->dkp, w->dvp, c->H, a.Hkv, n, dk, dv);
-    if (g->w_pre_head || g->w_post_head)
+    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * Hkv)), 128, 0, cl->s)(
+        w->dkp, w->dvp, c->H, Hkv, n, dk, dv);
+    if (hd.nw && (g->w_pre_head || g->w_post_head))
         MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
             w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
 }
 
+// The backward's kernels with head steps (fh_backward), then the sums of their partials.
+void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
+                      float *dv, const mta_grads *g) {
+    const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
+    fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp);
+    tc_head_sums(cl, w, hd, dk, dv, g);
+}
+
+// The every-step kernels' backward (fe_backward), then the sums of their partials: dK, dV, the
+// head kernels' gradients (tc_head_sums) and each convolution's kernel gradient (the pre-softmax
+// one's partials first in dwp, per query tile of FE_M rows).
+void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
+                       float *dv, const mta_grads *g) {
+    const mta_config *c = cl->c;
+    const tc_heads hd = fe_heads_of(c, p);
+    const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
+    fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, dq, w->dwp, w->hwp, w->dkp,
+                w->dvp);
+    tc_head_sums(cl, w, hd, dk, dv, g);
+    float *gw[2] = {g->w_pre, g->w_post};
+    const float *dwp = w->dwp;
+    for (int n = 0; n < 2; n++) {
+        if (taps[n] && gw[n])
+            MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps[n] + 127) / 128), (unsigned)c->H), 128, 0, cl->s)(
+                dwp, c->B, c->H, tiles, taps[n], gw[n]);
+        dwp += (size_t)c->B * c->H * tiles * taps[n];
+    }
+}
+
 mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                        const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
-    // the every-step kernels' backward is not written yet: a clear error, not the float32 path's
-    if (fe_takes(&ctx->cfg))
-        return mta_fail(ctx, MTA_ERR_INVALID, "the tensor-core backward of this config (a convolution with "
-                                              "another MTA step) is not implemented yet");
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
     if (s) return s;
@@ -395,7 +421,9 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     // bfloat16 storage: dout as it is, unless the norm's backward made go (its caller widened dout for it)
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO);
-    if (c->pre_head_mix || c->post_ch) {
+    if (fe_takes(c)) {
+        tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
+    } else if (c->pre_head_mix || c->post_ch) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (c->pre_cq || c->post_cq) {  // one convolution: its kernel gradient from the partials
         if (c->pre_cq) fa_conv_backward(&cl, a, B, p->w_pre, dq, dk, dv, w.dwp);
