@@ -265,6 +265,22 @@ __device__ __forceinline__ void fcb_diag(const mma_c m[2], float *scr, int n, in
     __syncwarp();
 }
 
+// m (two n-tiles) += (ah + al) (bh + bl) less al bl (LO false: ah alone, two MMAs a tile), B's hi and lo
+// (16 x 16, k-major) by ldmatrix .trans from this lane's addresses in them.
+template <bool LO>
+__device__ __forceinline__ void fcb_mma_t(mma_c m[2], const mma_a &ah, const mma_a &al, const bf16 *bh, const bf16 *bl) {
+    uint32_t h[4], o[4];
+    ldsm_x4_t(h, bh);
+    ldsm_x4_t(o, bl);
+    FA_UNROLL
+    for (int n = 0; n < 2; n++) {
+        const mma_b x = {{h[2 * n], h[2 * n + 1]}}, y = {{o[2 * n], o[2 * n + 1]}};
+        mma_16816(m[n], ah, x);
+        mma_16816(m[n], ah, y);
+        if (LO) mma_16816(m[n], al, x);
+    }
+}
+
 // dw[w][a][c] += the central tile's terms for warp w's keys 16w..16w+15: per a, M = dS1^T Z_a on
 // those keys (ds's columns from dc + 16w, its rows from i0) and Z's 32 columns from theirs (z's
 // from zc + 16w, the column of key j0 - p; its rows from i0 - rh), dS1 and Z hi + lo (three
@@ -291,17 +307,8 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
                 if (LO) ldsm_x4_t(al.x, ds.lo + at);
                 fcb_keep_k(ah, g, z.st, ks, zrow);
                 fcb_keep_k(al, g, z.st, ks, zrow);
-                uint32_t bh[4], bl[4];
                 const int zb = (16 * ks + zrow + l % 16) * z.ld + zc + 16 * w + 16 * hf + 8 * (l / 16);
-                ldsm_x4_t(bh, z.hi + zb);
-                ldsm_x4_t(bl, z.lo + zb);
-                FA_UNROLL
-                for (int n = 0; n < 2; n++) {
-                    const mma_b h = {{bh[2 * n], bh[2 * n + 1]}}, o = {{bl[2 * n], bl[2 * n + 1]}};
-                    mma_16816(m[n], ah, h);
-                    mma_16816(m[n], ah, o);
-                    if (LO) mma_16816(m[n], al, h);
-                }
+                fcb_mma_t<LO>(m, ah, al, z.hi + zb, z.lo + zb);
             }
             fcb_diag(m, scr, g.ck, 16 * hf, x);
         }

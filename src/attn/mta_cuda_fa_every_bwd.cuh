@@ -76,17 +76,8 @@ __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s
         for (int hf = 0; hf < nb; hf++) {
             mma_c m[2];
             fa_zero(m);
-            uint32_t bh[4], bl[4];
             const int xb = h * x.hs + (a + l % 16) * x.ld + 16 * hf + 8 * (l / 16);
-            ldsm_x4_t(bh, x.hi + xb);
-            ldsm_x4_t(bl, x.lo + xb);
-            FA_UNROLL
-            for (int n = 0; n < 2; n++) {
-                const mma_b bb = {{bh[2 * n], bh[2 * n + 1]}}, bo = {{bl[2 * n], bl[2 * n + 1]}};
-                mma_16816(m[n], ah, bb);
-                mma_16816(m[n], ah, bo);
-                if (LO) mma_16816(m[n], al, bb);
-            }
+            fcb_mma_t<LO>(m, ah, al, x.hi + xb, x.lo + xb);
             fcb_diag(m, scr, ck, 16 * hf - s, acc);
         }
         if (l < ck) dw[(h * cq + a) * ck + l] += acc;
