@@ -1,8 +1,24 @@
 // mta_cuda_fa_every_bwd.cuh: the backward of the every-step kernels (docs/cuda.md, "Every step"):
 // k_fa_every_D, k_fa_every_dq and k_fa_every_dkdv. Included by mta_cuda_tc.cuh after
 // mta_cuda_fa_every.cuh, whose planes, products, band convolutions and head mixings (the engine)
-// it runs, and after mta_cuda_fa_conv_bwd.cuh (fcb_diag) and mta_cuda_fa_heads*.cuh (fh_rows_acc,
-// fh_weights, fh_mma3).
+// it runs, and after mta_cuda_fa_conv_bwd.cuh (fcb_diag, fcb_mma_t) and mta_cuda_fa_heads*.cuh
+// (fh_rows_acc, fh_weights, fh_mma3).
+//
+// The three kernels share one chain per tile pair (fe_bwd_tile: 16 query rows x 16 keys of every
+// head of a group), which recomputes the forward's maps on the tile grown by the halos the
+// gradients need and walks the spec's backward over them (feb_geo's planes):
+//   S1 (band MMAs of Z hi + lo) and P = softmax(scale W1 S1) on pa; P1 on C;
+//   dP2 = dropout(dO v^T) on pb; dP1 = W2'^T dP2 (mixing in place; rounded once, hi only);
+//   dP = qkconv^T(dP1) (flipped bands) on R1; dS2 = P (dP - D) over P; dS1 = scale W1^T dS2;
+//   dZ = qkconv^T(dS1) on C, masked.
+// k_fa_every_D walks a query tile's key tiles for D = rowsum(P dP) (dP on C only), which dS2 on
+// rows below the tile needs; k_fa_every_dq adds dq += dZ k per head (global rows, as the head
+// kernels) and the partials of the four kernels' gradients: w_pre (dS1 x Z, per head and tap, the
+// diagonals of MMAs: feb_dw), w_post (dP1 x P), w_pre_head (dS2 x S1 over C's entries: feb_hh) and
+// w_post_head (P1 x dP2), per (batch, group or head, query tile), summed in a fixed order by
+// k_tc_conv_wgrad and k_tc_head_wgrad; k_fa_every_dkdv walks a key tile's query tiles for each
+// query head's dk += dZ^T q and dv += dropout(P2)^T dO, summed over each kv head by k_tc_head_kv.
+// Deterministic: every sum has one owner (a lane, a warp, a block) and a fixed order.
 #ifndef MTAC_ATTN_MTA_CUDA_FA_EVERY_BWD_CUH
 #define MTAC_ATTN_MTA_CUDA_FA_EVERY_BWD_CUH
 
@@ -106,7 +122,7 @@ struct feb_geo {
     int stage_rows;  // the stage buffer's rows (q and k, or dO and v, of one head)
     int nst;         // document starts kept, of rows from i0 - q1 - q2
 };
-__host__ __device__ inline feb_geo feb_geo_of(int cq1, int ck1, int cq2, int ck2) {
+__host__ __device__ __forceinline__ feb_geo feb_geo_of(int cq1, int ck1, int cq2, int ck2) {
     feb_geo g;
     g.g1 = fc_geo_of(cq1 ? cq1 : 1, cq1 ? ck1 : 1), g.g2 = fc_geo_of(cq2 ? cq2 : 1, cq2 ? ck2 : 1);
     g.q1 = g.g1.cq - 1, g.p1 = g.g1.p, g.q2 = g.g2.cq - 1, g.p2 = g.g2.p;
@@ -127,11 +143,11 @@ __host__ __device__ inline feb_geo feb_geo_of(int cq1, int ck1, int cq2, int ck2
 }
 
 // A band's geometry: kernel g's, the band wide enough for shift sh.
-__host__ __device__ inline fc_geo feb_band_geo(fc_geo g, int sh) {
+__host__ __device__ __forceinline__ fc_geo feb_band_geo(fc_geo g, int sh) {
     g.dmax = (g.ck + sh + 6) / 8 * 8, g.bw = fc_band_width(g.dmax);
     return g;
 }
-__host__ __device__ inline int feb_band_size(const feb_geo &g) {
+__host__ __device__ __forceinline__ int feb_band_size(const feb_geo &g) {
     const int w1 = feb_band_geo(g.g1, g.LP).bw, w2 = feb_band_geo(g.g2, g.L2 > g.LP ? g.L2 : g.LP).bw;
     const int a = g.g1.cq * w1, b = g.g2.cq * w2;
     return 8 * (a > b ? a : b);
@@ -147,7 +163,7 @@ struct feb_smem {
     float *lse, *D, *dw1, *dw2, *scr;
     int *st;
 };
-__host__ __device__ inline size_t feb_carve(const feb_geo &g, int kind, int dp, unsigned char *base, feb_smem *s) {
+__host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind, int dp, unsigned char *base, feb_smem *s) {
     carver cv = {base, 0};
     const size_t pa = fe_plane_size(g.pa), c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
     const int dq = kind == TC_DQ, kv = kind == TC_DKDV;

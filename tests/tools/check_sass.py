@@ -74,6 +74,13 @@ ONE_BLOCK = {
     'k_fa_head_forward_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
     'k_fa_head_dq_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
     'k_fa_head_dkdv_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
+    # The every-step backward (830M layer 2: both 6 x 11 convolutions, 16 heads mixed and
+    # convolved) holds per tile pair the 16 heads' P and dS planes (hi and lo) on the 16 x 16 tile
+    # grown by both convolutions' halos (26 x 29 entries) and their dP2, dP1 planes (26 x 42), 101
+    # KB + 58 KB before the stage and Z: 173-214 KB, one block per SM.
+    'k_fa_every_D': "16 heads' planes on a tile grown by both convolutions' halos",
+    'k_fa_every_dq': "16 heads' planes on a tile grown by both convolutions' halos",
+    'k_fa_every_dkdv': "16 heads' planes on a tile grown by both convolutions' halos",
 }
 
 # SASS opcodes (before the first '.') counted per kernel, by class.
