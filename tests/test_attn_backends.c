@@ -420,7 +420,11 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
 // w_post is rounded like w_pre (the test rounds it for both backends), so P1 = the band MMAs is
 // float32-exact; P1 is rounded once, for P1 v (out: one rounding; dv: P1 and dO, two). The backward
 // rounds dP1 = dropout(dO v^T) once, convolves it back in float32 (dP), sums D = rowsum(P dP) in
-// float32 and rounds dS: dq and dk have dO, dP1, dS (three), w_post's dP1 P has dO, dP1 (two). So
+// float32 and rounds dS: dq and dk have dO, dP1, dS (three), w_post's dP1 P has dO, dP1 (two). The
+// every-step backward (k_fa_every_*) keeps S1, P, dS2 and dS1 as hi + lo and rounds dP2 = dropout(dO
+// v^T) and, for want of shared memory, dP1 = W2'^T dP2 once each, and dZ for dq and dk: four
+// roundings there (4u instead of 3u per unit of kappa; its cases stay below 3u in all), two or
+// three for the kernel gradients. So
 // each result is within 3u times the sum of its terms' magnitudes. That sum is a multiple kappa of
 // the tensor's largest entry (the test's scale): the terms cancel, most in dq and dk, whose dS rows
 // sum to zero. kappa is not bounded a priori for random data; on these cases it stays below 6

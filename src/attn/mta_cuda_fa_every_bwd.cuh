@@ -164,6 +164,10 @@ struct feb_smem {
     int *st;
 };
 __host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind, int dp, unsigned char *base, feb_smem *s) {
+#ifdef __CUDA_ARCH__
+    if (!base) __builtin_unreachable();  // the block's shared memory: carver's NULL case folded away, so
+                                         // that the pointers keep their space (LDS, STS; not LD, ST)
+#endif
     carver cv = {base, 0};
     const size_t pa = fe_plane_size(g.pa), c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
     const int dq = kind == TC_DQ, kv = kind == TC_DKDV;
