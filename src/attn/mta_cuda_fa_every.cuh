@@ -420,10 +420,10 @@ __device__ __forceinline__ void fe_p2(const tc_args &a, const tc_heads &hd, cons
 }
 
 // The forward's output pass (grid as k_fa_every_stats, after it): O (before norm and gate) of the
-// block's rows and heads to a.o and out.
-template <int DP>
+// block's rows and heads to a.o and out. (O accumulates in a.o, not in registers, so one kernel
+// serves every d.)
 __global__ void __launch_bounds__(TC_THREADS, 1)
-    k_fa_every_forward_t(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *out) {
+    k_fa_every_forward(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *out) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     const fe_geo f = fe_geo_of(TC_FWD, a.cq, a.ck, a.pcq, a.pck);
     fe_smem m;
@@ -466,12 +466,10 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     }
 }
 
-// The forward's launches (k_fa_every_stats, then k_fa_every_forward at the accumulators' width DP
-// for a.dp); w_pre, w_post NULL for an absent convolution. The caller checks the shared memory fits.
-template <int DP>
-void fe_forward_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre,
-                   const float *w_post, float *out) {
-    void (*const k_fa_every_forward)(tc_args, tc_heads, const float *, const float *, float *) = k_fa_every_forward_t<DP>;
+// The forward's launches (k_fa_every_stats, then k_fa_every_forward); w_pre, w_post NULL for an
+// absent convolution. The caller checks that their shared memory fits (fe_fits).
+void fe_forward(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre, const float *w_post,
+                float *out) {
     const size_t s0 = fe_smem_bytes(FE_STATS, hd.G, a.dp, a.cq, a.ck, a.pcq, a.pck);
     const size_t s1 = fe_smem_bytes(TC_FWD, hd.G, a.dp, a.cq, a.ck, a.pcq, a.pck);
     tc_smem_optin(k_fa_every_stats, s0);
@@ -479,11 +477,6 @@ void fe_forward_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, 
     const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
     MTA_LAUNCH(k_fa_every_stats, grid, TC_THREADS, s0, cl->s)(a, hd, w_pre);
     MTA_LAUNCH(k_fa_every_forward, grid, TC_THREADS, s1, cl->s)(a, hd, w_pre, w_post, out);
-}
-void fe_forward(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre, const float *w_post,
-                float *out) {
-    if (a.dp <= 64) fe_forward_at<64>(cl, a, hd, B, w_pre, w_post, out);
-    else fe_forward_at<128>(cl, a, hd, B, w_pre, w_post, out);
 }
 
 // 1 when the every-step kernels take config c's shapes (G <= 16 heads a block, each convolution
