@@ -30,6 +30,7 @@ FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
 FE = 'src/attn/mta_cuda_fa_every.cuh'  # the every-step kernels (k_fa_every_*: planes of every head)
+FEB = 'src/attn/mta_cuda_fa_every_bwd.cuh'  # their backward (k_fa_every_D, _dq, _dkdv)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -176,7 +177,7 @@ MUTATIONS = [
     ('tensor cores: the convolution\'s dS1 halo rows (below the tile) not computed', FCB,
      '    const int nf = g.sr / 16 * cc;\n', '    const int nf = TC_M / 16 * cc;\n'),
     ('tensor cores: the convolution\'s kernel gradient one diagonal off', FCB,
-     'const int c = jj + l - 16 * hf;', 'const int c = jj + l + 1 - 16 * hf;'),
+     'const int c = jj + l - off;', 'const int c = jj + l + 1 - off;'),
     # the post-softmax convolution (k_fa_post_*, mta_cuda_fa_post.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the post-softmax convolution\'s dP by the kernel unflipped (not the transposed band)', FP,
      'fc_band(g, w + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.band);',
@@ -192,6 +193,10 @@ MUTATIONS = [
      'f.s.ld, tc_up16(f.s.cols), m.st + f.q1,', 'f.s.ld, tc_up16(f.s.cols), m.st,'),
     ('tensor cores: the barrier after the every-step Z removed (its halo rows read early)', FE,
      "            __syncthreads();  // Z's halo rows come from other warps; the band from every thread\n", ''),
+    ('tensor cores: the every-step backward\'s dS2 without D (P dP)', FEB,
+     'return p(row, col) * (x - Dh[row]); });', 'return p(row, col) * x; });'),
+    ('tensor cores: the every-step kernel gradients read rows of another document', FEB,
+     '        feb_keep_k(ah, so, sx + a);\n        feb_keep_k(al, so, sx + a);\n', ''),
 ]
 
 
