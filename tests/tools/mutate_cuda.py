@@ -192,6 +192,9 @@ MUTATIONS = [
      'f.s.ld, tc_up16(f.s.cols), m.st + f.q1,', 'f.s.ld, tc_up16(f.s.cols), m.st,'),
     ('tensor cores: the barrier after the every-step Z removed (its halo rows read early)', FE,
      "            __syncthreads();  // Z's halo rows come from other warps; the band from every thread\n", ''),
+    ('tensor cores: the every-step kernels\' end-of-step barrier removed (fe_steps)', FE,
+     "        body(n, buf0 + (n & 1) * size);\n        __syncthreads();  // before the next step's copies overwrite this buffer\n",
+     "        body(n, buf0 + (n & 1) * size);\n", RUN_AHEAD),
 ]
 
 
