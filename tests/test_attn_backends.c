@@ -33,8 +33,8 @@ static size_t run(tu_case *c) {
 }
 
 static mta_backend backend;  // the backend under test (argv[1])
-// MTAC_BF16_CASE (a part of a name: the bf16 test runs only the list's cases that contain it,
-// none of its combos) and MTAC_BF16_FORWARD=1 (it compares the forward's out only): for a new
+// MTAC_BF16_CASE (a part of a name: the bf16 test runs only the list's cases and the combos
+// whose name or label contains it) and MTAC_BF16_FORWARD=1 (it compares the forward's out only): for a new
 // kernel's author, before its backward exists. Unset, every case runs forward and backward.
 static const char *bf16_only_case;
 static int bf16_forward_only;
@@ -483,17 +483,17 @@ static int bf16_quick(void) { return sweep == SWEEP_QUICK || bf16_asan(); }
 
 // tu_combo's shapes at T past one and two tiles of 64 rows besides their own, with the steps the
 // path covers: without and with the pre-softmax convolution, head mixing, head convolution, both,
-// and the post-softmax convolution; group norm (depth scale off and on) and gate; dropout 0 and 0.25. Quick: packed documents
+// the post-softmax convolution, and every step at once (the every-step kernels); group norm (depth scale off and on) and gate; dropout 0 and 0.25. Quick: packed documents
 // with grouped-query attention over three tiles; sanitized: there, norm and gate with dropout.
 static void bf16_combos(bf16_tally *tl) {
     static const int extra_T[TU_NSHAPES] = {64, 70, 0, 131, 0, 97, 70, 150, 129};
     const int masks[6] = {0, TU_GN, TU_GN, TU_GATE, TU_GN | TU_GATE, TU_GN | TU_GATE};
-    const int steps[6] = {0, TU_PRE, TU_MIX, TU_HCONV, TU_MIX | TU_HCONV, TU_POST};
+    const int steps[7] = {0, TU_PRE, TU_MIX, TU_HCONV, TU_MIX | TU_HCONV, TU_POST, TU_PRE | TU_MIX | TU_POST | TU_HCONV};
     const float drops[] = {0.0f, 0.25f};
     const int asan = bf16_asan(), quick = bf16_quick();
     for (int shape = quick ? 8 : 0; shape < TU_NSHAPES; shape++)
         for (int t = quick; t < 2; t++)
-            for (int st = 0; st < 6; st++)
+            for (int st = 0; st < 7; st++)
                 for (int m = 0; m < 6; m++)
                     for (int di = 0; di < 2; di++) {
                         if (st >= 2 && (m == 1 || m == 5)) continue;  // head steps, post conv: depth scale on gn, off gn+gate
@@ -508,6 +508,7 @@ static void bf16_combos(bf16_tally *tl) {
                         char name[64], label[128];
                         snprintf(label, sizeof label, "shape %d, %s%s", shape, tu_combo_name(mask, name, sizeof name),
                                  c.depth_scale ? " (depth scale)" : "");
+                        if (bf16_only_case && !strstr(label, bf16_only_case)) continue;
                         bf16_case(&c, docs ? doc : NULL, 3000 + 64 * shape + 8 * m + di, label, tl);
                     }
 }
@@ -521,7 +522,7 @@ static void test_bf16_tensor_cores(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
     bf16_tally tl = {0};
-    if (!bf16_only_case) bf16_combos(&tl);
+    bf16_combos(&tl);
     const int only = bf16_asan() ? TC_SANITIZED : bf16_quick() ? TC_QUICK : 0;
     const tc_case *t;
     for (int k = 0; (t = tc_nth(TC_BF16, k)); k++) {
