@@ -113,32 +113,37 @@ __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s
 //       gradient reads (in z's buffer);
 //   c:  the central tile: S1 saved before the mixing (dQ, for dW1), P1 (then, in dK/dV, P2).
 // The band convolutions between them: Z -> pa (pre), pa -> c (post, P1), pb -> pa (post
-// transposed, dP), pb -> c (the same, D's kernel), pa -> c (pre transposed, dZ); each band is
-// shifted by the columns its source starts left of where the kernel's first tap reads (sh).
+// transposed, dP), pa -> c (pre transposed, dZ); each band is shifted by the columns its source
+// starts left of where the kernel's first tap reads (sh). D's kernel needs P and dP on C only: its
+// pa is C (q1, m taken as 0 for it), pb rows [i0, i0+16+q2), columns [j0-L2, j0+16+p2).
+// The kernels' kinds (TC_DQ, TC_DKDV, and D's).
+enum { FEB_D = TC_DQ + 1 };
+
 struct feb_geo {
     int q1, p1, q2, p2, m, LP, L2, L1;
     fc_geo g1, g2;  // the pre and post kernels' geometry (1 x 1 when absent)
     fe_region pa, pb, z, zq, c;
     int stage_rows;  // the stage buffer's rows (q and k, or dO and v, of one head)
-    int nst;         // document starts kept, of rows from i0 - q1 - q2
+    int nst;         // document starts kept, of rows from z's first (i0 - z.top)
 };
-__host__ __device__ __forceinline__ feb_geo feb_geo_of(int cq1, int ck1, int cq2, int ck2) {
+__host__ __device__ __forceinline__ feb_geo feb_geo_of(int kind, int cq1, int ck1, int cq2, int ck2) {
     feb_geo g;
+    const int full = kind != FEB_D;  // D's kernel: P and dP on C only (pa = C)
     g.g1 = fc_geo_of(cq1 ? cq1 : 1, cq1 ? ck1 : 1), g.g2 = fc_geo_of(cq2 ? cq2 : 1, cq2 ? ck2 : 1);
     g.q1 = g.g1.cq - 1, g.p1 = g.g1.p, g.q2 = g.g2.cq - 1, g.p2 = g.g2.p;
-    g.m = g.p1 > g.p2 ? g.p1 : g.p2, g.LP = (g.m + 7) / 8 * 8, g.L2 = (g.LP + g.p2 + 7) / 8 * 8;
+    g.m = !full ? 0 : g.p1 > g.p2 ? g.p1 : g.p2, g.LP = (g.m + 7) / 8 * 8, g.L2 = (g.LP + g.p2 + 7) / 8 * 8;
     g.L1 = (g.p1 + 7) / 8 * 8;
-    const int r1 = FE_M + g.q1, rp = g.q2 + r1;
-    g.pa = fe_region_of(g.q2, g.LP, rp, g.LP + FE_N + g.m, 0);
+    const int r1 = FE_M + (full ? g.q1 : 0), top = full ? g.q2 : 0, rp = top + r1;
+    g.pa = fe_region_of(top, g.LP, rp, g.LP + FE_N + g.m, 0);
     const int pbr = r1 + g.q2, pbt = tc_up16(r1) + g.q2;  // (the transposed convolution's m-tiles read)
     g.pb = fe_region_of(0, g.L2, pbr, g.L2 + FE_N + g.m + g.p2, pbt > tc_up16(pbr) ? pbt : tc_up16(pbr));
     const int zr = rp + g.q1, zt = tc_up16(rp) + g.q1;
-    g.z = fe_region_of(g.q2 + g.q1, g.LP + g.p1, zr, g.pa.cols + 2 * g.p1, zt > tc_up16(zr) ? zt : tc_up16(zr));
+    g.z = fe_region_of(top + g.q1, g.LP + g.p1, zr, g.pa.cols + 2 * g.p1, zt > tc_up16(zr) ? zt : tc_up16(zr));
     g.zq = fe_region_of(g.q1, g.L1, r1, g.L1 + FE_N + g.p1, tc_up16(r1));
     g.c = fe_region_of(0, 0, FE_M, FE_N, 0);
     const int s1 = tc_up16(g.z.rows) + tc_up16(g.z.cols), s2 = tc_up16(g.pb.rows) + tc_up16(g.pb.cols);
     g.stage_rows = s1 > s2 ? s1 : s2;  // (zq's are fewer than z's)
-    g.nst = tc_up16(g.q1 + g.q2 + g.pb.arows + 16);
+    g.nst = tc_up16(g.z.top + g.pb.arows + 16);
     return g;
 }
 
@@ -152,9 +157,6 @@ __host__ __device__ __forceinline__ int feb_band_size(const feb_geo &g) {
     const int a = g.g1.cq * w1, b = g.g2.cq * w2;
     return 8 * (a > b ? a : b);
 }
-
-// The kernels' kinds (TC_DQ, TC_DKDV, and D's).
-enum { FEB_D = TC_DQ + 1 };
 
 // The shared arrays of a backward kernel of kind (FEB_D, TC_DQ, TC_DKDV) for G heads at padded width
 // dp (base NULL: only counts).
@@ -191,7 +193,7 @@ __host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind,
 }
 size_t fe_bwd_smem_bytes(int kind, int dp, int cq1, int ck1, int cq2, int ck2) {
     feb_smem s;
-    return feb_carve(feb_geo_of(cq1, ck1, cq2, ck2), kind, dp, NULL, &s);
+    return feb_carve(feb_geo_of(kind, cq1, ck1, cq2, ck2), kind, dp, NULL, &s);
 }
 
 // ---- The chain of a tile pair (fe_bwd_tile) ----
@@ -207,7 +209,7 @@ struct feb_blk {
 
 // The document start of the row `row` of a region (st holds the rows from i0 - q1 - q2).
 __device__ __forceinline__ const int *feb_st(const feb_blk &k, const fe_region &r) {
-    return k.s.st + k.g.q1 + k.g.q2 - r.top;
+    return k.s.st + k.g.z.top - r.top;
 }
 
 // Per query tile i0: the document starts, and each head's log-sum-exp of pa's rows and (with D) D
@@ -215,11 +217,11 @@ __device__ __forceinline__ const int *feb_st(const feb_blk &k, const fe_region &
 __device__ __forceinline__ void feb_rows(const tc_args &a, feb_blk &k, int withD) {
     const feb_geo &g = k.g;
     for (int r = threadIdx.x; r < g.nst; r += TC_THREADS) {
-        const int i = k.i0 - g.q1 - g.q2 + r;
+        const int i = k.i0 - g.z.top + r;
         k.s.st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, k.b, i) : 0;
     }
     for (int e = threadIdx.x; e < k.hd.G * g.pa.rows; e += TC_THREADS) {
-        const int h = e / g.pa.rows, i = k.i0 - g.q2 + e % g.pa.rows;
+        const int h = e / g.pa.rows, i = k.i0 - g.pa.top + e % g.pa.rows;
         k.s.lse[e] = i >= 0 && i < a.T ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
     }
     const int r1 = FE_M + g.q1;
@@ -287,7 +289,7 @@ __device__ __forceinline__ void feb_probs(const tc_args &a, const feb_blk &k) {
     const int *stp = feb_st(k, g.pa);
     for (int e = threadIdx.x; k.s.s1_hi && e < k.hd.G * FE_M * FE_N; e += TC_THREADS) {
         const int h = e / (FE_M * FE_N), r = e / FE_N % FE_M, c = e % FE_N;
-        const int from = fe_at(g.pa, h, g.q2 + r, g.LP + c), to = fe_at(g.c, h, r, c);
+        const int from = fe_at(g.pa, h, g.pa.top + r, g.pa.left + c), to = fe_at(g.c, h, r, c);
         k.s.s1_hi[to] = k.s.pa_hi[from], k.s.s1_lo[to] = k.s.pa_lo[from];
     }
     __syncthreads();  // S1 is read before it is mixed
@@ -320,7 +322,7 @@ __device__ __forceinline__ void feb_p1(const tc_args &a, const feb_blk &k) {
     const int *stc = feb_st(k, g.c);
     for (int h = 0; h < k.hd.G; h++) {
         const fc_src src =
-            feb_src(k, g.g2, k.w_post, h, 0, g.LP - g.p2, g.pa, k.s.pa_hi + h * g.pa.hs, k.s.pa_lo + h * g.pa.hs, 0);
+            feb_src(k, g.g2, k.w_post, h, 0, g.pa.left - g.p2, g.pa, k.s.pa_hi + h * g.pa.hs, k.s.pa_lo + h * g.pa.hs, 0);
         bf16 *hi = k.s.c_hi + h * g.c.hs, *lo = k.s.c_lo + h * g.c.hs;
         fe_conv<2>(g.g2, src, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
             fe_store<2>(g.c, hi, lo, 0, 0, c, [&](int row, int col, float x) {
@@ -344,7 +346,7 @@ __device__ __forceinline__ fe_region feb_r1(const feb_geo &g) {
 __device__ __forceinline__ void feb_ds2(const feb_blk &k, float *D) {
     const feb_geo &g = k.g;
     const fe_region r1 = feb_r1(g);
-    const int *stc = feb_st(k, g.c), l = threadIdx.x % 32, g8 = l / 4, t = l % 4, q = g.q2 * g.pa.ld;
+    const int *stc = feb_st(k, g.c), l = threadIdx.x % 32, g8 = l / 4, t = l % 4, q = g.pa.top * g.pa.ld;
     for (int h = 0; h < k.hd.G; h++) {
         bf16 *hi = k.s.pa_hi + h * g.pa.hs + q, *lo = k.s.pa_lo + h * g.pa.hs + q;
         const auto p = [&](int row, int col) {
@@ -352,20 +354,20 @@ __device__ __forceinline__ void feb_ds2(const feb_blk &k, float *D) {
         };
         const float *Dh = k.s.D + h * r1.rows;
         if (D) {
-            const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.p2, g.pb, k.s.pb + h * g.pb.hs, NULL, 0);
+            const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.pb.left - g.p2, g.pb, k.s.pb + h * g.pb.hs, NULL, 0);
             fe_conv<2, false>(g.g2, src, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
                 FA_UNROLL
                 for (int rr = 0; rr < 2; rr++) {
                     float x = 0.0f;
                     FA_UNROLL
-                    for (int e = 0; e < 4; e++) x += p(g8 + 8 * rr, g.LP + 8 * (e / 2) + 2 * t + e % 2) * c[e / 2].x[2 * rr + e % 2];
+                    for (int e = 0; e < 4; e++) x += p(g8 + 8 * rr, g.pa.left + 8 * (e / 2) + 2 * t + e % 2) * c[e / 2].x[2 * rr + e % 2];
                     x = fa_row_reduce(x, 1);
                     if (t == 0) D[h * r1.rows + g8 + 8 * rr] += x;
                 }
             });
             continue;
         }
-        const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.L2 - g.LP - g.p2, g.pb, k.s.pb + h * g.pb.hs, NULL, 0);
+        const fc_src src = feb_src(k, g.g2, k.w_post, h, 1, g.pb.left - g.pa.left - g.p2, g.pb, k.s.pb + h * g.pb.hs, NULL, 0);
         fe_conv<2, false>(g.g2, src, tc_up16(r1.rows) / 16, tc_up16(r1.cols) / 16, 0, stc, [&](int mt, int ng, mma_c(&c)[2]) {
             fe_store<2>(r1, hi, lo, 16 * mt, 16 * ng, c, [&](int row, int col, float x) { return p(row, col) * (x - Dh[row]); });
         });
@@ -376,7 +378,7 @@ __device__ __forceinline__ void feb_ds2(const feb_blk &k, float *D) {
 // dS1 = scale dS2 W1 on R1 (the gradient of the unscaled S1, which the stored Z and S1 are), in place.
 __device__ __forceinline__ void feb_ds1(const tc_args &a, const feb_blk &k) {
     const feb_geo &g = k.g;
-    const int q = g.q2 * g.pa.ld;
+    const int q = g.pa.top * g.pa.ld;
     fe_mix(feb_r1(g), k.hd.G, k.s.pa_hi + q, k.s.pa_lo + q, k.s.w, 1, [&](int, int, int, float x) { return x * a.scale; });
     __syncthreads();
 }
@@ -397,9 +399,9 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
                  tc_up16(g.zq.cols));
         fe_product(a, g.zq, k.i0, k.j0, k.s.stage, k.s.stage + zr * ld, feb_st(k, g.zq), k.s.z_hi, k.s.z_lo);
         const fc_src ds =
-            feb_src(k, g.g1, k.w_pre, h, 1, g.LP - g.p1, g.pa, k.s.pa_hi + h * g.pa.hs, k.s.pa_lo + h * g.pa.hs, g.q2);
+            feb_src(k, g.g1, k.w_pre, h, 1, g.pa.left - g.p1, g.pa, k.s.pa_hi + h * g.pa.hs, k.s.pa_lo + h * g.pa.hs, g.pa.top);
         if (dq && k.w_pre) {
-            const feb_win y = feb_win_of(g.pa, ds.hi, ds.lo, 0, g.LP), x = {k.s.z_hi, k.s.z_lo, 0, g.zq.ld};
+            const feb_win y = feb_win_of(g.pa, ds.hi, ds.lo, 0, g.pa.left), x = {k.s.z_hi, k.s.z_lo, 0, g.zq.ld};
             feb_dw<true>(y, x, g.L1 - g.p1, g.g1.cq, g.g1.ck, 0, 1, stc, feb_st(k, g.zq), k.s.scr, k.s.dw1 + h * taps);
         }
         fe_conv<2>(g.g1, ds, 1, 1, 0, stc, [&](int, int, mma_c(&c)[2]) {
@@ -457,13 +459,13 @@ __device__ __forceinline__ void fe_bwd_tile(const tc_args &a, const feb_blk &k, 
     fe_mix<0, false>(g.pb, G, k.s.pb, (bf16 *)NULL, w2, 1, [](int, int, int, float x) { return x; });
     __syncthreads();
     if (dqk && k.w_post) {
-        const int x0 = (g.LP - g.p2) / 8 * 8;
-        feb_dw<false>(dp2, feb_win_of(g.pa, k.s.pa_hi, k.s.pa_lo, 0, x0), g.LP - g.p2 - x0, g.g2.cq, g.g2.ck, 0, G,
+        const int x0 = (g.pa.left - g.p2) / 8 * 8;
+        feb_dw<false>(dp2, feb_win_of(g.pa, k.s.pa_hi, k.s.pa_lo, 0, x0), g.pa.left - g.p2 - x0, g.g2.cq, g.g2.ck, 0, G,
                       feb_st(k, g.c), feb_st(k, g.pa), k.s.scr, k.s.dw2);
     }
     feb_ds2(k, k.kind == FEB_D ? k.s.D : NULL);  // (its first band waits for every reader of pa)
     if (k.kind == FEB_D) return;
-    if (dqk && k.hd.mix) feb_hh(feb_win_of(g.pa, k.s.pa_hi, k.s.pa_lo, g.q2, g.LP), feb_win_of(g.c, k.s.s1_hi, k.s.s1_lo, 0, 0), acc[0]);
+    if (dqk && k.hd.mix) feb_hh(feb_win_of(g.pa, k.s.pa_hi, k.s.pa_lo, g.pa.top, g.pa.left), feb_win_of(g.c, k.s.s1_hi, k.s.s1_lo, 0, 0), acc[0]);
     __syncthreads();  // dS2 is read before the mixing overwrites it
     feb_ds1(a, k);
     feb_dz(a, k, dqk ? dq : NULL, dkp);
@@ -473,7 +475,7 @@ __device__ __forceinline__ void fe_bwd_tile(const tc_args &a, const feb_blk &k, 
 // matrices, the plane sets' padding heads zero).
 __device__ __forceinline__ void feb_setup(const tc_args &a, const tc_heads &hd, int kind, const float *w_pre,
                                           const float *w_post, unsigned char *sh, feb_blk &k) {
-    k.g = feb_geo_of(a.cq, a.ck, a.pcq, a.pck);
+    k.g = feb_geo_of(kind, a.cq, a.ck, a.pcq, a.pck);
     feb_carve(k.g, kind, a.dp, sh, &k.s);
     k.hd = hd, k.kind = kind, k.w_pre = w_pre, k.w_post = w_post;
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.h0 = k.bh0 % a.H;
