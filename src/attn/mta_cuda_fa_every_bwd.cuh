@@ -490,7 +490,7 @@ __device__ __forceinline__ void feb_setup(const tc_args &a, const tc_heads &hd, 
 
 // D = rowsum(P dP) of each head's rows of a query tile (grid: x tiles of FE_M rows, the last first,
 // y B*H/G), over its key tiles, into a.D (for dQ and dK/dV: dS2 on rows past the tile needs them).
-__global__ void __launch_bounds__(TC_THREADS, 1)
+__global__ void __launch_bounds__(TC_THREADS, 2)
     k_fa_every_D(tc_args a, tc_heads hd, const float *w_pre, const float *w_post) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     feb_blk k;

@@ -78,10 +78,9 @@ ONE_BLOCK = {
     # post-softmax halos and P1 on the tile (79 KB with 6 x 11 kernels), and a head's q and k rows
     # grown by both halos, double-buffered (28 KB at d = 64, 52 KB at d = 128): 123-147 KB.
     'k_fa_every_forward': "16 heads' planes on a tile grown by two convolutions' halos",
-    # The every-step backward holds per tile pair the 16 heads' S1, P, dS planes (hi and lo) on the
-    # tile grown by both convolutions' halos (26 x 29 entries with 6 x 11 kernels, 67 KB) and their
-    # dP2, dP1 planes (26 x 42, one part, 58 KB), with a head's stage and Z: 163-214 KB.
-    'k_fa_every_D': "16 heads' planes on a tile grown by both convolutions' halos",
+    # The every-step backward's dQ and dK/dV hold per tile pair the 16 heads' S1, P, dS planes (hi
+    # and lo) on the tile grown by both convolutions' halos (26 x 29 entries with 6 x 11 kernels, 67
+    # KB) and their dP2, dP1 planes (26 x 42, one part, 58 KB), with a head's stage and Z: 187-214 KB.
     'k_fa_every_dq': "16 heads' planes on a tile grown by both convolutions' halos",
     'k_fa_every_dkdv': "16 heads' planes on a tile grown by both convolutions' halos",
 }
