@@ -620,9 +620,10 @@ static void test_bf16_smem_optin(void **s) {
 }
 #endif
 
-// A config the tensor-core path does not cover (the post-softmax convolution with the head steps or
-// the pre-softmax one, head steps with the pre-softmax one, d > 128, a pre-softmax kernel whose halos do not fit in shared memory, a head
-// group whose tiles do not) runs the float32 path with precision MTA_BF16: the same bits as MTA_FP32.
+// A config the tensor-core path does not cover (a convolution with another step whose kernel the
+// every-step kernels do not take: c_q over 16 or c_k over 17; d > 128, a pre-softmax kernel
+// whose halos do not fit in shared memory, a head group whose tiles do not) runs the float32 path
+// with precision MTA_BF16: the same bits as MTA_FP32.
 static void test_bf16_fallback_same_bits(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
@@ -631,6 +632,9 @@ static void test_bf16_fallback_same_bits(void **s) {
     for (int k = 0; k < 8; k++) {
         mta_config c = k < 5 ? tu_combo(5, others[k], 0.25f)
                              : tu_config_default(1, k == 7 ? 64 : 2, 19, k == 5 ? 129 : 100);
+        if (k == 0 || k == 4) c.pre_cq = 17;  // over 16 rows
+        if (k == 1) c.pre_ck = 19;            // over 17 columns
+        if (k == 2 || k == 3) c.post_ck = 21;
         if (k == 6) c.pre_cq = c.pre_ck = 33;  // 33x33 at d = 100: the backward's tiles need over 227 KB
         if (k == 7) c.pre_head_mix = 1;        // 64 heads mixed: their 16-row tiles need over 227 KB
         c.backend = backend;
