@@ -560,13 +560,14 @@ static int same_bits_twice(const mta_config *c, const int32_t *doc, uint64_t see
 static void test_bf16_repeatable(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
-    for (int k = 0; k < 2; k++) {  // the convolution; the head steps
-        mta_config c = tu_combo(8, (k ? TU_MIX | TU_HCONV : TU_PRE) | TU_GN | TU_GATE, 0.25f);
+    const int steps[3] = {TU_PRE, TU_MIX | TU_HCONV, TU_PRE | TU_MIX | TU_POST | TU_HCONV};
+    const char *what[3] = {"convolution", "head steps", "every step"};
+    for (int k = 0; k < 3; k++) {  // the convolution; the head steps; every step (k_fa_every_*)
+        mta_config c = tu_combo(8, steps[k] | TU_GN | TU_GATE, 0.25f);
         c.T = k ? 70 : 150, c.backend = backend, c.precision = MTA_BF16;
         int32_t doc[2 * 150];
         tu_combo_docs(8, &c, doc);
-        if (!same_bits_twice(&c, doc, 60))
-            fail_msg("two bf16 runs on the same inputs differ (%s)", k ? "head steps" : "convolution");
+        if (!same_bits_twice(&c, doc, 60)) fail_msg("two bf16 runs on the same inputs differ (%s)", what[k]);
     }
 }
 
