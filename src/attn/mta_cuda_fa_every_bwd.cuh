@@ -47,7 +47,7 @@ __device__ __forceinline__ void feb_hh(const feb_win &x, const feb_win &y, mma_c
         if (x.lo) ldsm_x4(al.x, x.lo + ax);
         ldsm_x4(rh, y.hi + by);
         if (y.lo) ldsm_x4(rl, y.lo + by);
-        if (!y.lo) rl[0] = rl[1] = rl[2] = rl[3] = 0u;
+        else rl[0] = rl[1] = rl[2] = rl[3] = 0u;
         const mma_b bh[2] = {{{rh[0], rh[1]}}, {{rh[2], rh[3]}}}, bl[2] = {{{rl[0], rl[1]}}, {{rl[2], rl[3]}}};
         fh_mma3(acc, ah, al, bh, bl);
     }
@@ -207,7 +207,7 @@ struct feb_blk {
     int b, bh0, h0, i0, j0, kind;  // h0: bh0's head in its batch
 };
 
-// The document start of the row `row` of a region (st holds the rows from i0 - q1 - q2).
+// The document starts of a region's rows, from its first (st holds the rows from z's first, i0 - z.top).
 __device__ __forceinline__ const int *feb_st(const feb_blk &k, const fe_region &r) {
     return k.s.st + k.g.z.top - r.top;
 }
