@@ -186,7 +186,6 @@ __device__ __forceinline__ void fe_steps(int count, bf16 *buf0, size_t size, L l
     }
 }
 
-
 // ---- Which configs ----
 
 tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max);  // mta_cuda_tc.cuh
