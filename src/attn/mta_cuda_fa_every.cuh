@@ -186,7 +186,6 @@ __device__ __forceinline__ void fe_steps(int count, bf16 *buf0, size_t size, L l
     }
 }
 
-
 // ---- Which configs ----
 
 tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max);  // mta_cuda_tc.cuh
@@ -249,10 +248,13 @@ __host__ __device__ inline fe_geo fe_geo_of(int kind, int cq1, int ck1, int cq2,
 // The shared arrays of a kernel of kind: two stage buffers (a head's q and k rows for Z, or two
 // heads' v rows), Z's hi and lo (one head), the s and (forward) c plane sets, one band, the
 // mixing matrices (fh_weights), the log-sum-exp of s's rows per head (forward) and the document
-// start of each of Z's rows.
+// start of each of Z's rows. The forward's c planes are used only from P1 to P2 v, when Z and the
+// stage buffers past the v rows are not: they lie there when that space holds them (so that two
+// blocks fit on an H100 SM at d' <= 96 with 6 x 11 kernels).
 struct fe_smem {
     bf16 *stage;
-    size_t stage_size;  // bf16 of one stage buffer
+    size_t stage_size;  // bf16 of one stage buffer (Z's q and k rows)
+    size_t v_size;      // bf16 of one buffer of two heads' v rows, from the stage's start
     bf16 *zhi, *zlo;
     fe_planes s, c;
     bf16 *band, *w;
@@ -262,11 +264,15 @@ struct fe_smem {
 __host__ __device__ inline size_t fe_carve(int kind, const fe_geo &f, int dp, unsigned char *base, fe_smem *m) {
     const int fwd = kind == TC_FWD;
     carver cv = {base, 0};
-    m->stage_size = (size_t)(f.z.rows + tc_up16(f.z.cols)) * fa_ld(dp);
+    m->stage_size = (size_t)(f.z.rows + tc_up16(f.z.cols)) * fa_ld(dp), m->v_size = (size_t)2 * FE_N * fa_ld(dp);
     m->stage = cv.take<bf16>(2 * m->stage_size);
     m->zhi = cv.take<bf16>(f.z.hs), m->zlo = cv.take<bf16>(f.z.hs);
+    const size_t free = cv.at / sizeof(bf16) - 2 * m->v_size, cp = fe_plane_size(f.c);  // past the v rows, in bf16
     m->s.r = f.s, m->s.hi = cv.take<bf16>(fe_plane_size(f.s)), m->s.lo = cv.take<bf16>(fe_plane_size(f.s));
-    m->c.r = f.c, m->c.hi = cv.take<bf16>(fwd ? fe_plane_size(f.c) : 0), m->c.lo = cv.take<bf16>(fwd ? fe_plane_size(f.c) : 0);
+    // (one offset from base either way, so that the compiler keeps the planes' shared space)
+    const size_t c_at = 2 * cp <= free ? 2 * m->v_size * sizeof(bf16) : cv.at;
+    if (fwd && 2 * cp > free) cv.take<bf16>(2 * cp);
+    m->c.r = f.c, m->c.hi = fwd && base ? (bf16 *)(base + c_at) : NULL, m->c.lo = fwd && base ? m->c.hi + cp : NULL;
     const size_t b1 = (size_t)f.g1.cq * 8 * f.g1.bw, b2 = (size_t)f.g2.cq * 8 * f.g2.bw;
     m->band = cv.take<bf16>(b1 > b2 ? b1 : b2);
     m->w = cv.take<bf16>(4 * (size_t)fh_wsize(1));
@@ -286,7 +292,7 @@ struct fe_block {
     int bh0, b, h0, i0;
 };
 // The block's setup: its place, the shared arrays, the mixing matrices, the document start of
-// each of Z's rows (0 outside [0, T)), the s (and c) planes' padding heads zero.
+// each of Z's rows (0 outside [0, T)), the s planes' padding heads zero.
 __device__ __forceinline__ fe_block fe_setup(const tc_args &a, const tc_heads &hd, const fe_geo &f, int kind,
                                              unsigned char *sh, fe_smem &m) {
     fe_block k;
@@ -298,7 +304,6 @@ __device__ __forceinline__ fe_block fe_setup(const tc_args &a, const tc_heads &h
         m.st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, k.b, i) : 0;
     }
     fe_zero_pad(m.s, hd.G);
-    if (kind == TC_FWD) fe_zero_pad(m.c, hd.G);
     return k;
 }
 
@@ -399,6 +404,7 @@ struct fe_probs {
 __device__ __forceinline__ void fe_p2(const tc_args &a, const tc_heads &hd, const fe_geo &f, const fe_block &k,
                                       const fe_smem &m, int j0, const float *w_post) {
     const int *stc = m.st + f.q1 + f.q2;  // C's rows
+    fe_zero_pad(m.c, hd.G);  // (over the last tile's q and k rows when the c planes lie there)
     fe_steps(
         hd.G, m.stage, 0, [](int, bf16 *) {},
         [&](int h, bf16 *) {
@@ -445,7 +451,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
         __syncthreads();
         fe_p2(a, hd, f, k, m, j0, w_post);
         fe_steps(
-            (hd.G + 1) / 2, m.stage, m.stage_size,
+            (hd.G + 1) / 2, m.stage, m.v_size,
             [&](int s, bf16 *buf) {
                 for (int u = 0; u < 2 && 2 * s + u < hd.G; u++)
                     fa_load_rows(buf + u * FE_N * ld, a.v + tc_kv_slab(a, k.bh0 + 2 * s + u) * a.Tp * a.dp, j0, FE_N,
