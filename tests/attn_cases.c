@@ -205,6 +205,22 @@ const tc_case TC_CASES[] = {
      .seed = 6004},
     {"bf16_heads_H24_d128", TC_BF16, .B = 1, .H = 24, .H_kv = 6, .T = 70, .d = 128, .mix = 1, .ch = 3,
      .dropout = 0.1f, .seed = 6005, .sweeps = TC_QUICK},
+    // every step at once (the every-step kernels, k_fa_every_*: a convolution with another step):
+    // the 830M layer's 16 heads at d = 64 and, across document starts, d = 128; 8 heads mixed and
+    // convolved in groups of 4 with both convolutions, grouped-query attention and dropout; the
+    // pre-softmax convolution with mixing only; both convolutions without head steps; the
+    // post-softmax one with the head convolution only
+    {"bf16_every_830m_H16_d64", TC_BF16, .B = 1, .H = 16, .T = 40, .d = 64, L830M, .seed = 7000, .sweeps = TC_QUICK},
+    {"bf16_every_830m_H16_d128_docs", TC_BF16, .B = 1, .H = 16, .T = 50, .d = 128, L830M, .docs = {14, 3, 20, 13},
+     .seed = 7001},
+    {"bf16_every_H8_gqa_dropout", TC_BF16, .B = 1, .H = 8, .H_kv = 2, .T = 60, .d = 100, .pre_cq = 6, .pre_ck = 11,
+     .mix = 1, .post_cq = 6, .post_ck = 11, .ch = 4, .dropout = 0.25f, .seed = 7002, .sweeps = TC_QUICK},
+    {"bf16_every_pre_mix", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 70, .d = 64, .pre_cq = 6, .pre_ck = 11, .mix = 1,
+     .gn = 1, .gate = 1, .docs = {30, 4, 36}, .seed = 7003},
+    {"bf16_every_two_convs", TC_BF16, .B = 2, .H = 2, .T = 70, .d = 64, .pre_cq = 2, .pre_ck = 9, .post_cq = 6,
+     .post_ck = 11, .dropout = 0.1f, .docs = {30, 4, 36}, .seed = 7004},
+    {"bf16_every_post_ch", TC_BF16, .B = 1, .H = 4, .T = 60, .d = 64, .post_cq = 4, .post_ck = 7, .ch = 2, .gn = 1,
+     .seed = 7005},
 
     // ---- what bench_cuda times by default: the 830M layer at B = 1, H = 8, d = 64 ----
     {"perf_830m_T2048", TC_PERF, .B = 1, .H = 8, .T = 2048, .d = 64, L830M},

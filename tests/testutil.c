@@ -249,6 +249,7 @@ mta_status tu_case_run(tu_case *c, int backward) { return case_run(c, backward, 
 mta_status tu_case_forward(tu_case *c, size_t *bytes) { return case_run(c, 0, 0, bytes); }
 
 mta_status tu_case_train(tu_case *c, size_t *bytes) { return case_run(c, 1, c->cfg.dropout > 0, bytes); }
+mta_status tu_case_train_forward(tu_case *c) { return case_run(c, 0, c->cfg.dropout > 0, NULL); }
 
 int tu_same_bits(const tu_case *a, const tu_case *b) {
     // dq, dk and dv are consecutive in a case's memory

@@ -43,6 +43,8 @@ mta_status tu_case_forward(tu_case *c, size_t *bytes);
 // Forward and backward as tu_case_run, training (dropout on, seed 1234) when the config has
 // dropout; *bytes (if not NULL) gets the context's workspace bytes.
 mta_status tu_case_train(tu_case *c, size_t *bytes);
+// The forward alone of tu_case_train (training when the config has dropout).
+mta_status tu_case_train_forward(tu_case *c);
 // 1 when two runs gave the same bits in every output and gradient.
 int tu_same_bits(const tu_case *a, const tu_case *b);
 

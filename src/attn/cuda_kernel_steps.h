@@ -79,6 +79,13 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_fa_head_forward", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync forward of a group of <= 32 heads (head steps)"},
     {"k_fa_head_dq", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync dQ, D and kernel partials of <= 32 heads"},
     {"k_fa_head_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync per-query-head dK, dV of <= 32 heads"},
+    {"k_fa_every_stats", S1 | S2 | S3 | S4 | S7, MTA_PATH_TC, "every-step forward's log-sum-exp (band MMAs, head MMAs)"},
+    {"k_fa_every_forward", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC,
+     "every-step forward: both convolutions and both head steps as MMAs"},
+    {"k_fa_every_D", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC, "every-step backward's D = rowsum(P dP)"},
+    {"k_fa_every_dq", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC,
+     "every-step dQ and the four kernels' gradient partials (band and head MMAs)"},
+    {"k_fa_every_dkdv", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC, "every-step per-query-head dK, dV"},
     {"k_tc_head_kv", S1 | S7, MTA_PATH_TC, "dK, dV summed over each kv head's query heads"},
     {"k_tc_head_wgrad", S3 | S6, MTA_PATH_TC, "the head kernels' gradients from their partials"},
 };

@@ -109,8 +109,8 @@ struct fc_same {
 // masked (0 unless s_r <= j <= r < T) and mapped by entry(row, i, j, x) (Z: x itself) into zhi
 // and zlo (LO false: the hi part only).
 template <bool LO = true, typename F>
-__device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, int rz, int jz, int f0, int c0,
-                                           const mma_c z[2], const int *st, F entry, bf16 *zhi, bf16 *zlo) {
+__device__ __forceinline__ void fc_z_store(const tc_args &a, int zld, int rz, int jz, int f0, int c0, const mma_c z[2],
+                                           const int *st, F entry, bf16 *zhi, bf16 *zlo) {
     const int gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int n = 0; n < 2; n++)
@@ -124,25 +124,34 @@ __device__ __forceinline__ void fc_z_store(const tc_args &a, const fc_geo &g, in
                 x[e] = row && j + e >= st[zr] && j + e <= i ? entry(zr, i, j + e, z[n].x[2 * r + e]) : 0.0f;
             uint32_t hi, lo;
             bf16x2_split(x[0], x[1], hi, lo);
-            *(uint32_t *)(zhi + zr * g.zld + c) = hi;
-            if (LO) *(uint32_t *)(zlo + zr * g.zld + c) = lo;
+            *(uint32_t *)(zhi + zr * zld + c) = hi;
+            if (LO) *(uint32_t *)(zlo + zr * zld + c) = lo;
         }
 }
 
-// Z = Q K^T on the grown tile of key tile j0 (its rows from query rz = i0 - rh), masked, into zhi
-// and zlo: its 16 x 16 chunks go to the warps in turn. The post-softmax convolution
-// (mta_cuda_fa_post.cuh) makes other grown tiles the same way: qs, ks are then other operands
-// (dO, v), the rows may start elsewhere (rz), entry maps each kept entry (fc_z_store).
+// X Y^T on zr x kz entries (multiples of 16; rows from query rz, columns from key jz) at leading
+// dimension zld, masked, mapped by entry and stored into zhi and zlo (fc_z_store): its 16 x 16
+// chunks go to the warps in turn; qs, ks hold X's zr and Y's kz rows (q and k, or dO and v).
 template <bool LO = true, typename F = fc_same>
-__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int rz, int j0, const bf16 *qs, const bf16 *ks,
-                                     const int *st, bf16 *zhi, bf16 *zlo, F entry = F()) {
-    const int ld = fa_ld(a.dp), cc = g.kz / 16;
-    for (int f = threadIdx.x / 32; f < g.zr / 16 * cc; f += TC_THREADS / 32) {
+__device__ __forceinline__ void fc_z_rect(const tc_args &a, int zr, int kz, int zld, int rz, int jz, const bf16 *qs,
+                                          const bf16 *ks, const int *st, bf16 *zhi, bf16 *zlo, F entry = F()) {
+    const int ld = fa_ld(a.dp), cc = kz / 16;
+    for (int f = threadIdx.x / 32; f < zr / 16 * cc; f += TC_THREADS / 32) {
         const int f0 = f / cc * 16, c0 = f % cc * 16;
         mma_c z[2] = {};
         fa_xyT(z, qs + f0 * ld, ks + c0 * ld, ld, a.dp);
-        fc_z_store<LO>(a, g, rz, j0 - g.p, f0, c0, z, st, entry, zhi, zlo);
+        fc_z_store<LO>(a, zld, rz, jz, f0, c0, z, st, entry, zhi, zlo);
     }
+}
+
+// Z = Q K^T on the grown tile of key tile j0 (its rows from query rz = i0 - rh), masked, into zhi
+// and zlo (fc_z_rect). The post-softmax convolution (mta_cuda_fa_post.cuh) makes other grown tiles
+// the same way: qs, ks are then other operands (dO, v), the rows may start elsewhere (rz), entry
+// maps each kept entry (fc_z_store).
+template <bool LO = true, typename F = fc_same>
+__device__ __forceinline__ void fc_z(const tc_args &a, const fc_geo &g, int rz, int j0, const bf16 *qs, const bf16 *ks,
+                                     const int *st, bf16 *zhi, bf16 *zlo, F entry = F()) {
+    fc_z_rect<LO>(a, g.zr, g.kz, g.zld, rz, j0 - g.p, qs, ks, st, zhi, zlo, entry);
 }
 
 // Zeroes the rows of an A fragment that are not kept: row g (a[0], a[2]) unless k0, row g+8 unless k1.

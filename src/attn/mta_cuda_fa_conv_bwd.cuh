@@ -165,7 +165,7 @@ template <int NC> __device__ __forceinline__ void fcb_z(const tc_args &a, const 
         for (int m = 0; m < NC; m++) {
             const int f = w + 4 * (m0 + m);
             if (f < nf)
-                fc_z_store(a, g, p.i0 - g.rh, p.j0 - g.E - g.p, f / cc * 16, f % cc * 16, z[m], stz, fc_same(), zhi,
+                fc_z_store(a, g.zld, p.i0 - g.rh, p.j0 - g.E - g.p, f / cc * 16, f % cc * 16, z[m], stz, fc_same(), zhi,
                            zlo);
         }
     }
@@ -246,6 +246,41 @@ __device__ __forceinline__ void fcb_keep_k(mma_a &x, const fc_geo &g, const int 
     }
 }
 
+// x += (lanes l < n) the entries of diagonal l - off of the 16 x 16 block m (C fragments): M[jj][jj + l - off]
+// over the rows jj where that column is in the block, in order, through the warp's scratch scr (16 rows of
+// FCB_SCR floats). A block of columns 16 hf.. of a product whose column jj + c + s holds tap c of row jj
+// is off = 16 hf - s.
+__device__ __forceinline__ void fcb_diag(const mma_c m[2], float *scr, int n, int off, float &x) {
+    const int l = threadIdx.x % 32, t = l % 4, gq = l / 4;
+    FA_UNROLL
+    for (int k = 0; k < 2; k++)
+        FA_UNROLL
+        for (int e = 0; e < 4; e++) scr[(gq + 8 * (e / 2)) * FCB_SCR + 8 * k + 2 * t + e % 2] = m[k].x[e];
+    __syncwarp();
+    if (l < n)
+        for (int jj = 0; jj < 16; jj++) {
+            const int c = jj + l - off;
+            if (c >= 0 && c < 16) x += scr[jj * FCB_SCR + c];
+        }
+    __syncwarp();
+}
+
+// m (two n-tiles) += (ah + al) (bh + bl) less al bl (LO false: ah alone, two MMAs a tile), B's hi and lo
+// (16 x 16, k-major) by ldmatrix .trans from this lane's addresses in them.
+template <bool LO>
+__device__ __forceinline__ void fcb_mma_t(mma_c m[2], const mma_a &ah, const mma_a &al, const bf16 *bh, const bf16 *bl) {
+    uint32_t h[4], o[4];
+    ldsm_x4_t(h, bh);
+    ldsm_x4_t(o, bl);
+    FA_UNROLL
+    for (int n = 0; n < 2; n++) {
+        const mma_b x = {{h[2 * n], h[2 * n + 1]}}, y = {{o[2 * n], o[2 * n + 1]}};
+        mma_16816(m[n], ah, x);
+        mma_16816(m[n], ah, y);
+        if (LO) mma_16816(m[n], al, x);
+    }
+}
+
 // dw[w][a][c] += the central tile's terms for warp w's keys 16w..16w+15: per a, M = dS1^T Z_a on
 // those keys (ds's columns from dc + 16w, its rows from i0) and Z's 32 columns from theirs (z's
 // from zc + 16w, the column of key j0 - p; its rows from i0 - rh), dS1 and Z hi + lo (three
@@ -255,7 +290,7 @@ __device__ __forceinline__ void fcb_keep_k(mma_a &x, const fc_geo &g, const int 
 template <bool LO = true>
 __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const fc_src &z, int dc, int zc, float *scr,
                                        float *dw) {
-    const int l = threadIdx.x % 32, w = threadIdx.x / 32, t = l % 4, gq = l / 4;
+    const int l = threadIdx.x % 32, w = threadIdx.x / 32;
     FC_ROLLED
     for (int a = 0; a < g.cq; a++) {
         const int zrow = g.rh - (g.cq - 1) + a;  // Z's row of dS1's row 0 for kernel row a
@@ -272,29 +307,10 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
                 if (LO) ldsm_x4_t(al.x, ds.lo + at);
                 fcb_keep_k(ah, g, z.st, ks, zrow);
                 fcb_keep_k(al, g, z.st, ks, zrow);
-                uint32_t bh[4], bl[4];
                 const int zb = (16 * ks + zrow + l % 16) * z.ld + zc + 16 * w + 16 * hf + 8 * (l / 16);
-                ldsm_x4_t(bh, z.hi + zb);
-                ldsm_x4_t(bl, z.lo + zb);
-                FA_UNROLL
-                for (int n = 0; n < 2; n++) {
-                    const mma_b h = {{bh[2 * n], bh[2 * n + 1]}}, o = {{bl[2 * n], bl[2 * n + 1]}};
-                    mma_16816(m[n], ah, h);
-                    mma_16816(m[n], ah, o);
-                    if (LO) mma_16816(m[n], al, h);
-                }
+                fcb_mma_t<LO>(m, ah, al, z.hi + zb, z.lo + zb);
             }
-            FA_UNROLL
-            for (int n = 0; n < 2; n++)
-                FA_UNROLL
-                for (int e = 0; e < 4; e++) scr[(gq + 8 * (e / 2)) * FCB_SCR + 8 * n + 2 * t + e % 2] = m[n].x[e];
-            __syncwarp();
-            if (l < g.ck)
-                for (int jj = 0; jj < 16; jj++) {
-                    const int c = jj + l - 16 * hf;
-                    if (c >= 0 && c < 16) x += scr[jj * FCB_SCR + c];
-                }
-            __syncwarp();
+            fcb_diag(m, scr, g.ck, 16 * hf, x);
         }
         if (l < g.ck) dw[(w * g.cq + a) * g.ck + l] += x;
     }

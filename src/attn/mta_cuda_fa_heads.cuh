@@ -341,15 +341,16 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
 // dst = alpha dst + f X y for a head's 16 rows from i0 (dst: its (T, d) slab; alpha NULL: 1), X
 // (16 x 32) in shared memory, row q's 8 columns from c at x_at(q, c), y the (32, dp) rows of a
 // stage; warp w takes the 16-column blocks w % 2, w % 2 + 2, ... With TR, X^T y instead: X
-// (16 x 16) read transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows.
-template <int TR, typename X>
+// (16 x 16) read transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows. KC: X's
+// 16-column chunks without TR (the every-step kernels' tiles have one).
+template <int TR, int KC = FH_N / 16, typename X>
 __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
                                             const float *alpha) {
     const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, ld = fa_ld(a.dp);
     for (int cb = w % 2; cb < a.dp / 16; cb += 2) {
         mma_c acc[2] = {};
         FA_UNROLL
-        for (int kc = 0; kc < (TR ? 1 : FH_N / 16); kc++) {
+        for (int kc = 0; kc < (TR ? 1 : KC); kc++) {
             mma_a pa;
             uint32_t r[4];
             if (TR) ldsm_x4_t(pa.x, x_at(l % 8 + 8 * (l / 16), 8 * (l / 8 % 2)));

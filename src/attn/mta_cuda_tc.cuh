@@ -192,6 +192,8 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_conv.cuh"
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
+#include "attn/mta_cuda_fa_every.cuh"
+#include "attn/mta_cuda_fa_every_bwd.cuh"
 
 // A block's heads for a config, and whether the head kernels fit in smem_max bytes of shared memory
 // (the device's opt-in limit per block; nq 0: they do not, as for more than 32 heads in a group, or
@@ -209,13 +211,14 @@ tc_heads tc_heads_of(const mta_config *c, const mta_params *p, size_t smem_max) 
 }
 
 // The uses the path computes (mta_internal.h; an allow-list): one of the pre-softmax convolution,
-// the post-softmax convolution, and the head steps (mixing, head convolution). Whether their tiles
-// fit on the device is tc_fits'.
+// the post-softmax convolution, and the head steps (mixing, head convolution), or a convolution
+// with any of the others (the every-step kernels: fe_takes). Whether their tiles fit on the device
+// is tc_fits'.
 int tc_computes(const mta_config *c, mta_use u) {
     switch (u) {
-    case MTA_USE_PRE_CONV: return !c->pre_head_mix && !c->post_ch && !c->post_cq;
-    case MTA_USE_POST_CONV: return !c->pre_cq && !c->pre_head_mix && !c->post_ch;
-    case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return !c->pre_cq;
+    case MTA_USE_PRE_CONV: return fe_takes(c) || (!c->pre_head_mix && !c->post_ch && !c->post_cq);
+    case MTA_USE_POST_CONV: return fe_takes(c) || (!c->pre_cq && !c->pre_head_mix && !c->post_ch);
+    case MTA_USE_PRE_HEAD_MIX: case MTA_USE_POST_HEAD_CONV: return fe_takes(c) || !c->pre_cq;
     case MTA_USE_GROUP_NORM: case MTA_USE_DEPTH_SCALE: case MTA_USE_GATE: case MTA_USE_DROPOUT:
     case MTA_USE_GQA: case MTA_USE_BF16: case MTA_USE_DOCUMENTS: case MTA_USE_BF16_STORAGE: return 1;
     default: return 0;
@@ -223,9 +226,11 @@ int tc_computes(const mta_config *c, mta_use u) {
 }
 
 // 1 when the kernels a config launches fit in smem_max bytes of shared memory per block (the
-// device's opt-in limit: 227 KB on an H100, 163 KB on an A100): the convolution's with their halos,
-// the head steps' with a tile of their group's heads (tc_heads_of), or the plain ones.
+// device's opt-in limit: 227 KB on an H100, 163 KB on an A100): the every-step kernels' (fe_fits),
+// the convolution's with their halos, the head steps' with a tile of their group's heads
+// (tc_heads_of), or the plain ones.
 int tc_fits(const mta_config *c, size_t smem_max) {
+    if (fe_takes(c)) return fe_fits(c, smem_max) && feb_fits(c, smem_max);
     if (c->pre_head_mix || c->post_ch) return tc_heads_of(c, NULL, smem_max).nq > 0;
     if (c->post_cq) {
         const int dp = tc_dp(c->d), cq = c->post_cq, ck = c->post_ck;
@@ -275,13 +280,15 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
     x.start = cv.take<int>((size_t)c->B * T);
-    const size_t taps = (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck;  // one of them is on
-    x.dwp = taps ? cv.take<float>(BH * (tc_tp(c->T) / TC_M) * taps) : NULL;
+    // (the every-step kernels': both convolutions' partials, per query tile of FE_M rows)
+    const size_t taps = (size_t)c->pre_cq * c->pre_ck + (size_t)c->post_cq * c->post_ck;
+    const size_t tiles = fe_takes(c) ? (T + FE_M - 1) / FE_M : tc_tp(c->T) / TC_M;
+    x.dwp = taps ? cv.take<float>(BH * tiles * taps) : NULL;
     x.dkp = x.dvp = x.hwp = NULL;
-    if (c->pre_head_mix || c->post_ch) {
-        const tc_heads hd = tc_heads_of(c, NULL, smem_max);
+    if (c->pre_head_mix || c->post_ch || fe_takes(c)) {
+        const tc_heads hd = fe_takes(c) ? fe_heads_of(c, NULL) : tc_heads_of(c, NULL, smem_max);
         x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
-        // k_fa_head_dq's query tiles of FH_M rows
+        // k_fa_head_dq's (k_fa_every_dq's) query tiles of FH_M (FE_M) rows
         x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + FH_M - 1) / FH_M) * hd.nw);
     }
     if (w) *w = x;
@@ -332,7 +339,9 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
     tc_round_inputs(&cl, &w);
     const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
-    if (c->pre_head_mix || c->post_ch) {
+    if (fe_takes(c)) {
+        fe_forward(&cl, a, fe_heads_of(c, p), c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, out);
+    } else if (c->pre_head_mix || c->post_ch) {
         fh_forward(&cl, a, tc_heads_of(c, p, st->smem_max), c->B, out);
     } else if (c->pre_cq) {
         fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out);
@@ -347,19 +356,46 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     return finish(&cl, "tensor-core forward");
 }
 
+// dK, dV of each kv head from the per-query-head dkp, dvp, and the head kernels' gradients from
+// their partials per (batch, group, query tile of FH_M rows), in order.
+void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk, float *dv, const mta_grads *g) {
+    const mta_config *c = cl->c;
+    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M, Hkv = mta_kv_heads(c);
+    const size_t n = (size_t)c->T * c->d;
+    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * Hkv)), 128, 0, cl->s)(
+        w->dkp, w->dvp, c->H, Hkv, n, dk, dv);
+    if (hd.nw && (g->w_pre_head || g->w_post_head))
+        MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
+            w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
+}
+
 // The backward's kernels with head steps (fh_backward), then the sums of their partials.
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
+    const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
+    fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp);
+    tc_head_sums(cl, w, hd, dk, dv, g);
+}
+
+// The every-step kernels' backward (fe_backward), then the sums of their partials: dK, dV, the
+// head kernels' gradients (tc_head_sums) and each convolution's kernel gradient (the pre-softmax
+// one's partials first in dwp, per query tile of FE_M rows).
+void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
+                       float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
-    const tc_heads hd = tc_heads_of(c, p, cl->st->smem_max);
-    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M;  // hwp's query tiles
-    fh_backward(cl, a, hd, c->B, dq, w->hwp, w->dkp, w->dvp);
-    const size_t n = (size_t)c->T * c->d;
-    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
-        w->dkp, w->dvp, c->H, a.Hkv, n, dk, dv);
-    if (g->w_pre_head || g->w_post_head)
-        MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
-            w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
+    const tc_heads hd = fe_heads_of(c, p);
+    const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
+    fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, dq, w->dwp, w->hwp, w->dkp,
+                w->dvp);
+    tc_head_sums(cl, w, hd, dk, dv, g);
+    float *gw[2] = {g->w_pre, g->w_post};
+    const float *dwp = w->dwp;
+    for (int n = 0; n < 2; n++) {
+        if (taps[n] && gw[n])
+            MTA_LAUNCH(k_tc_conv_wgrad, dim3((unsigned)((taps[n] + 127) / 128), (unsigned)c->H), 128, 0, cl->s)(
+                dwp, c->B, c->H, tiles, taps[n], gw[n]);
+        dwp += (size_t)c->B * c->H * tiles * taps[n];
+    }
 }
 
 mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
@@ -385,7 +421,9 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     // bfloat16 storage: dout as it is, unless the norm's backward made go (its caller widened dout for it)
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
     MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO);
-    if (c->pre_head_mix || c->post_ch) {
+    if (fe_takes(c)) {
+        tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
+    } else if (c->pre_head_mix || c->post_ch) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (c->pre_cq || c->post_cq) {  // one convolution: its kernel gradient from the partials
         if (c->pre_cq) fa_conv_backward(&cl, a, B, p->w_pre, dq, dk, dv, w.dwp);

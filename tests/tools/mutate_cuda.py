@@ -29,6 +29,8 @@ FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
+FE = 'src/attn/mta_cuda_fa_every.cuh'  # the every-step kernels (k_fa_every_*: planes of every head)
+FEB = 'src/attn/mta_cuda_fa_every_bwd.cuh'  # their backward (k_fa_every_D, _dq, _dkdv)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -175,7 +177,7 @@ MUTATIONS = [
     ('tensor cores: the convolution\'s dS1 halo rows (below the tile) not computed', FCB,
      '    const int nf = g.sr / 16 * cc;\n', '    const int nf = TC_M / 16 * cc;\n'),
     ('tensor cores: the convolution\'s kernel gradient one diagonal off', FCB,
-     'const int c = jj + l - 16 * hf;', 'const int c = jj + l + 1 - 16 * hf;'),
+     'const int c = jj + l - off;', 'const int c = jj + l + 1 - off;'),
     # the post-softmax convolution (k_fa_post_*, mta_cuda_fa_post.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the post-softmax convolution\'s dP by the kernel unflipped (not the transposed band)', FP,
      'fc_band(g, w + (size_t)h * g.cq * g.ck, 1, g.sh, sh + at.band);',
@@ -184,6 +186,22 @@ MUTATIONS = [
      '            if (i[r] < a.T && threadIdx.x % 4 == 0) a.D[(size_t)bh * a.T + i[r]] = D[r];\n', ''),
     ('tensor cores: the post-softmax convolution\'s dP reads dP1 rows of a later document', FP,
      'std_[r] = i < a.T ? mta_row_start(a.ds, a.T, b, i) : -1;', 'std_[r] = i < a.T ? 0 : -1;'),
+    # the every-step kernels (k_fa_every_*, mta_cuda_fa_every.cuh): --only test_bf16_tensor_cores
+    ('tensor cores: the every-step head mixing\'s ldmatrix with heads and columns swapped', FE,
+     'at = fe_at(r, 8 * (m / 2) + l % 8, row, c + 8 * (m % 2));', 'at = fe_at(r, 8 * (m % 2) + l % 8, row, c + 8 * (m / 2));'),
+    ('tensor cores: the every-step post-softmax convolution reads P rows of another document', FE,
+     'f.s.ld, tc_up16(f.s.cols), m.st + f.q1,', 'f.s.ld, tc_up16(f.s.cols), m.st,'),
+    ('tensor cores: the barrier after the every-step Z removed (its halo rows read early)', FE,
+     "            __syncthreads();  // Z's halo rows come from other warps; the band from every thread\n", ''),
+    ('tensor cores: the every-step kernels\' end-of-step barrier removed (fe_steps)', FE,
+     "        body(n, buf0 + (n & 1) * size);\n        __syncthreads();  // before the next step's copies overwrite this buffer\n",
+     "        body(n, buf0 + (n & 1) * size);\n", RUN_AHEAD),
+    ('tensor cores: the every-step backward\'s dS2 without D (P dP)', FEB,
+     'return p(row, col) * (x - Dh[row]); });', 'return p(row, col) * x; });'),
+    ('tensor cores: the every-step kernel gradients read rows of another document', FEB,
+     '        feb_keep_k(ah, so, sx + a);\n        feb_keep_k(al, so, sx + a);\n', ''),
+    ('tensor cores: the every-step backward\'s barrier before dS1 overwrites dS2 removed', FEB,
+     '    __syncthreads();  // dS2 is read before the mixing overwrites it\n', '', RUN_AHEAD),
 ]
 
 

@@ -73,6 +73,17 @@ void print_fa_post_kernels(int dp, int cq, int ck) {
     print_launch(name, TC_THREADS, fa_post_bwd_smem_bytes(TC_DKDV, dp, cq, ck));
 }
 
+// The every-step kernels at padded width dp for the 830M layer 2 (both convolutions c_q x c_k, 16
+// heads mixed and convolved: G = 16), as fe_forward and fe_backward launch them (fe_smem_bytes,
+// fe_bwd_smem_bytes).
+void print_fa_every_kernels(int dp, int cq, int ck) {
+    print_launch("k_fa_every_stats", TC_THREADS, fe_smem_bytes(FE_STATS, 16, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_forward", TC_THREADS, fe_smem_bytes(TC_FWD, 16, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_D", TC_THREADS, fe_bwd_smem_bytes(FEB_D, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_dq", TC_THREADS, fe_bwd_smem_bytes(TC_DQ, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_dkdv", TC_THREADS, fe_bwd_smem_bytes(TC_DKDV, dp, cq, ck, cq, ck));
+}
+
 }  // namespace
 
 // --coverage: what the tensor-core path covers (tc_covers) at H = 16 under an H100's and an A100's
@@ -113,6 +124,7 @@ int main(int argc, char **argv) {
         print_fa_post_kernels(dp, cq, ck);  // the 830M layer's post-softmax convolution, 6 x 11 too
         print_head_kernels(d, 16);
         print_head_kernels(d, 32);
+        print_fa_every_kernels(dp, cq, ck);
     }
     return 0;
 }
