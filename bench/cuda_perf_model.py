@@ -470,10 +470,10 @@ def head_mma_flops(H):
 MMA_SPLIT = {  # step: (MMAs per product, A operand parts, the function doing it or None, where)
     "pre": (2, 2, "fc_conv", "k_fa_conv_forward: Z hi and lo, each times the bf16 band"),
     "pre^T": (2, 2, "fc_conv", "k_fa_conv_dkdv, k_fa_conv_dq: dS1 hi and lo, each times the flipped bf16 band"),
-    "pre grad": (3, 2, "fcb_dw", "k_fa_conv_dq: dw from dS1^T Z_a, dS1 and Z split (3 MMAs)"),
+    "pre grad": (3, 2, "fcb_mma_t", "k_fa_conv_dq: dw from dS1^T Z_a (fcb_dw), dS1 and Z split (3 MMAs)"),
     "post": (2, 2, "fc_conv", "k_fa_post_forward, k_fa_post_dkdv's P1: P hi and lo, each times the bf16 band"),
     "post^T": (1, 1, None, "k_fa_post_dq, _dkdv: dP1 (one bf16 part) times the flipped band (fc_conv<false>)"),
-    "post grad": (2, 1, None, "k_fa_post_dq: fcb_dw<false>, dP1 (one bf16 part) times P hi and lo (fcb_dw's text counts 3: pre grad's)"),
+    "post grad": (2, 1, None, "k_fa_post_dq: fcb_dw<false>, dP1 (one bf16 part) times P hi and lo (fcb_mma_t's text counts 3: pre grad's)"),
     "mix": (3, 2, "fh_mix", "k_fa_head_forward: S2 = S1 W1^T, S1 and W1 split"),
     "mix^T": (3, 2, "fhq_store_ds", "k_fa_head_dq: dS1 = dS2 W1, dS2 and W1 split"),
     "mix grad": (3, 2, "fhq_wgrad", "k_fa_head_dq: dW1 += dS2^T S1, both split"),

@@ -446,7 +446,7 @@ static int plan_print_phase(const mta_ctx *ctx, const char *phase, unsigned on, 
             if (k->steps & on & MTA_STEP(s)) snprintf(steps + strlen(steps), sizeof steps - strlen(steps), " %d", s);
         const int wrong_path = k && ((tc && k->path == MTA_PATH_FP32) || (!tc && k->path == MTA_PATH_TC));
         if (k && (k->path == MTA_PATH_FP32 || (!tc && k->path == MTA_PATH_BOTH))) *fallback |= k->steps & on;
-        printf("  %-26s x%-4d steps%-12s %s\n", name, times, steps[0] ? steps : " -",
+        printf("  %-26s x%-4d steps%-18s %s\n", name, times, steps[0] ? steps : " -",
                !k ? "NO ROW in src/attn/cuda_kernel_steps.h" : wrong_path ? "ON THE PATH THAT DID NOT RUN" : k->what);
         bad += !k || wrong_path;
     }
