@@ -621,6 +621,21 @@ static void test_bf16_smem_optin(void **s) {
 }
 #endif
 
+// More (batch, head) pairs than a CUDA grid has blocks along y (65,535), on either path: a clear
+// refusal (MTA_ERR_INVALID) at the first call, not a failed launch.
+static void test_grid_limit(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        mta_config c = tu_config_default(4096, 16, 2, 4);
+        c.backend = backend, c.precision = bf16 ? MTA_BF16 : MTA_FP32;
+        tu_case *f = tu_case_new(&c, 91, 1.0f, 0.3f);
+        assert_non_null(f);
+        assert_int_equal(tu_case_train_forward(f), MTA_ERR_INVALID);
+        tu_case_free(f);
+    }
+}
+
 // A config the tensor-core path does not cover (a convolution with another step whose kernel the
 // every-step kernels do not take: c_q over 16 or c_k over 17; d > 128, a pre-softmax kernel
 // whose halos do not fit in shared memory, a head group whose tiles do not) runs the float32 path
@@ -704,6 +719,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bf16_repeatable),
         cmocka_unit_test(test_bf16_fallback_same_bits),
         cmocka_unit_test(test_normgate_chunks),
+        cmocka_unit_test(test_grid_limit),
 #ifdef MTAC_HAVE_CUDA_EMU
         cmocka_unit_test(test_bf16_smem_optin),
 #endif

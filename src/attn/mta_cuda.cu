@@ -172,8 +172,15 @@ cudaError_t device_smem_optin(size_t *bytes) {
     return e;
 }
 
+// Every path's launches put the (batch, head) pairs on the grid's y, where CUDA allows 65,535 blocks.
+const size_t CUDA_GRID_Y = 65535;
+
 mta_status cuda_setup(mta_ctx *ctx) {
     const mta_config *c = &ctx->cfg;
+    if ((size_t)c->B * c->H > CUDA_GRID_Y)
+        return mta_fail(ctx, MTA_ERR_INVALID,
+                        "B*H = %zu (batch times heads) is past the %zu blocks a CUDA grid has along y: split the batch",
+                        (size_t)c->B * c->H, CUDA_GRID_Y);
     if (!ctx->state) {
         cuda_state *st = (cuda_state *)calloc(1, sizeof(cuda_state));
         if (!st) return mta_fail(ctx, MTA_ERR_NOMEM, "out of memory allocating the CUDA backend's state");
