@@ -233,15 +233,15 @@ __device__ __forceinline__ void fcb_dz(const tc_args &a, int j0, const fc_geo &g
             if (!fa_ok(a.T, i[x / 2], st[x / 2], j0 + 8 * n + 2 * t + x % 2)) s[n].x[x] = 0.0f;
 }
 
-// The A fragment's query rows (k) 16 ks + 2t, +1 (a[0], a[1]) and +8, +9 (a[2], a[3]) kept when
-// row r's source row r + zrow - rh of Z is in its document.
-__device__ __forceinline__ void fcb_keep_k(mma_a &x, const fc_geo &g, const int *stz, int ks, int zrow) {
+// The A fragment's k rows 2t, 2t+1 (a[0], a[1]) and 2t+8, 2t+9 (a[2], a[3]) kept when row r's
+// source row is in its document: sx[r] (the source rows' document starts) equals so[r] (the
+// output rows').
+__device__ __forceinline__ void fcb_keep_k(mma_a &x, const int *so, const int *sx) {
     const int t = threadIdx.x % 4;
     FA_UNROLL
     for (int h = 0; h < 2; h++) {
-        const int r = 16 * ks + 2 * t + 8 * h;
-        const uint32_t m = (stz[zrow + r] == stz[g.rh + r] ? 0xffffu : 0u) |
-                           (stz[zrow + r + 1] == stz[g.rh + r + 1] ? 0xffff0000u : 0u);
+        const int r = 2 * t + 8 * h;
+        const uint32_t m = (sx[r] == so[r] ? 0xffffu : 0u) | (sx[r + 1] == so[r + 1] ? 0xffff0000u : 0u);
         x.x[h * 2] &= m, x.x[h * 2 + 1] &= m;
     }
 }
@@ -305,8 +305,8 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
                 const int at = (16 * ks + l % 8 + 8 * (l / 16)) * ds.ld + dc + 16 * w + 8 * (l / 8 % 2);
                 ldsm_x4_t(ah.x, ds.hi + at);
                 if (LO) ldsm_x4_t(al.x, ds.lo + at);
-                fcb_keep_k(ah, g, z.st, ks, zrow);
-                fcb_keep_k(al, g, z.st, ks, zrow);
+                fcb_keep_k(ah, z.st + g.rh + 16 * ks, z.st + zrow + 16 * ks);
+                fcb_keep_k(al, z.st + g.rh + 16 * ks, z.st + zrow + 16 * ks);
                 const int zb = (16 * ks + zrow + l % 16) * z.ld + zc + 16 * w + 16 * hf + 8 * (l / 16);
                 fcb_mma_t<LO>(m, ah, al, z.hi + zb, z.lo + zb);
             }

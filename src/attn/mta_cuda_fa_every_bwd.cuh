@@ -1,8 +1,8 @@
 // mta_cuda_fa_every_bwd.cuh: the backward of the every-step kernels (docs/cuda.md, "Every step"):
 // k_fa_every_D, k_fa_every_dq and k_fa_every_dkdv. Included by mta_cuda_tc.cuh after
 // mta_cuda_fa_every.cuh, whose planes, products, band convolutions and head mixings (the engine)
-// it runs, and after mta_cuda_fa_conv_bwd.cuh (fcb_diag, fcb_mma_t) and mta_cuda_fa_heads*.cuh
-// (fh_rows_acc, fh_weights, fh_mma3).
+// it runs, and after mta_cuda_fa_conv_bwd.cuh (fcb_keep_k, fcb_diag, fcb_mma_t) and
+// mta_cuda_fa_heads*.cuh (fh_rows_acc, fh_weights, fh_mma3).
 //
 // The three kernels share one chain per tile pair (fe_bwd_tile: 16 query rows x 16 keys of every
 // head of a group), which recomputes the forward's maps on the tile grown by the halos the
@@ -53,18 +53,6 @@ __device__ __forceinline__ void feb_hh(const feb_win &x, const feb_win &y, mma_c
     }
 }
 
-// Zeroes the k rows (the window's rows 2t, 2t+1 and 2t+8, 2t+9) of an A fragment whose source row
-// (sx[r]) is not in the output row's document (so[r]).
-__device__ __forceinline__ void feb_keep_k(mma_a &x, const int *so, const int *sx) {
-    const int t = threadIdx.x % 4;
-    FA_UNROLL
-    for (int h = 0; h < 2; h++) {
-        const int r = 2 * t + 8 * h;
-        const uint32_t m = (sx[r] == so[r] ? 0xffffu : 0u) | (sx[r + 1] == so[r + 1] ? 0xffff0000u : 0u);
-        x.x[2 * h] &= m, x.x[2 * h + 1] &= m;
-    }
-}
-
 // A band convolution's kernel gradient over the central tile of heads [h0, h1):
 //   dw[h][a][c] += sum_{r, jj < 16} y[h][r][jj] x[h][r + a][jj + c + s]
 // (y: the convolution's output gradient on the tile; x: its input, the window at x's row of the
@@ -85,8 +73,8 @@ __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s
         mma_a ah, al = {};
         ldsm_x4_t(ah.x, y.hi + at);
         if (LO) ldsm_x4_t(al.x, y.lo + at);
-        feb_keep_k(ah, so, sx + a);
-        feb_keep_k(al, so, sx + a);
+        fcb_keep_k(ah, so, sx + a);
+        fcb_keep_k(al, so, sx + a);
         float acc = 0.0f;
         FC_ROLLED
         for (int hf = 0; hf < nb; hf++) {

@@ -199,7 +199,7 @@ MUTATIONS = [
     ('tensor cores: the every-step backward\'s dS2 without D (P dP)', FEB,
      'return p(row, col) * (x - Dh[row]); });', 'return p(row, col) * x; });'),
     ('tensor cores: the every-step kernel gradients read rows of another document', FEB,
-     '        feb_keep_k(ah, so, sx + a);\n        feb_keep_k(al, so, sx + a);\n', ''),
+     '        fcb_keep_k(ah, so, sx + a);\n        fcb_keep_k(al, so, sx + a);\n', ''),
     ('tensor cores: the every-step backward\'s barrier before dS1 overwrites dS2 removed', FEB,
      '    __syncthreads();  // dS2 is read before the mixing overwrites it\n', '', RUN_AHEAD),
 ]
