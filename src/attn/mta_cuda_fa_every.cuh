@@ -280,9 +280,9 @@ __host__ __device__ inline size_t fe_carve(int kind, const fe_geo &f, int dp, un
     m->st = cv.take<int>(f.z.arows);
     return cv.at;
 }
-// The dynamic shared memory of kernel kind (FE_STATS, TC_FWD) at padded width dp.
-size_t fe_smem_bytes(int kind, int G, int dp, int cq1, int ck1, int cq2, int ck2) {
-    (void)G;  // the plane sets always hold FE_G heads
+// The dynamic shared memory of kernel kind (FE_STATS, TC_FWD) at padded width dp (the plane sets
+// always hold FE_G heads).
+size_t fe_smem_bytes(int kind, int dp, int cq1, int ck1, int cq2, int ck2) {
     fe_smem m;
     return fe_carve(kind, fe_geo_of(kind, cq1, ck1, cq2, ck2), dp, NULL, &m);
 }
@@ -476,8 +476,8 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 // absent convolution. The caller checks that their shared memory fits (fe_fits).
 void fe_forward(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre, const float *w_post,
                 float *out) {
-    const size_t s0 = fe_smem_bytes(FE_STATS, hd.G, a.dp, a.cq, a.ck, a.pcq, a.pck);
-    const size_t s1 = fe_smem_bytes(TC_FWD, hd.G, a.dp, a.cq, a.ck, a.pcq, a.pck);
+    const size_t s0 = fe_smem_bytes(FE_STATS, a.dp, a.cq, a.ck, a.pcq, a.pck);
+    const size_t s1 = fe_smem_bytes(TC_FWD, a.dp, a.cq, a.ck, a.pcq, a.pck);
     tc_smem_optin(k_fa_every_stats, s0);
     tc_smem_optin(k_fa_every_forward, s1);
     const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
@@ -495,7 +495,7 @@ int fe_fits(const mta_config *c, size_t smem_max) {
     if (hd.G > FE_G) return 0;
     const int dp = tc_dp(c->d), kinds[2] = {FE_STATS, TC_FWD};
     for (int n = 0; n < 2; n++)
-        if (fe_smem_bytes(kinds[n], hd.G, dp, c->pre_cq, c->pre_ck, c->post_cq, c->post_ck) > smem_max) return 0;
+        if (fe_smem_bytes(kinds[n], dp, c->pre_cq, c->pre_ck, c->post_cq, c->post_ck) > smem_max) return 0;
     return 1;
 }
 

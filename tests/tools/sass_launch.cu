@@ -77,8 +77,8 @@ void print_fa_post_kernels(int dp, int cq, int ck) {
 // heads mixed and convolved: G = 16), as fe_forward and fe_backward launch them (fe_smem_bytes,
 // fe_bwd_smem_bytes).
 void print_fa_every_kernels(int dp, int cq, int ck) {
-    print_launch("k_fa_every_stats", TC_THREADS, fe_smem_bytes(FE_STATS, 16, dp, cq, ck, cq, ck));
-    print_launch("k_fa_every_forward", TC_THREADS, fe_smem_bytes(TC_FWD, 16, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_stats", TC_THREADS, fe_smem_bytes(FE_STATS, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_forward", TC_THREADS, fe_smem_bytes(TC_FWD, dp, cq, ck, cq, ck));
     print_launch("k_fa_every_D", TC_THREADS, fe_bwd_smem_bytes(FEB_D, dp, cq, ck, cq, ck));
     print_launch("k_fa_every_dq", TC_THREADS, fe_bwd_smem_bytes(TC_DQ, dp, cq, ck, cq, ck));
     print_launch("k_fa_every_dkdv", TC_THREADS, fe_bwd_smem_bytes(TC_DKDV, dp, cq, ck, cq, ck));
