@@ -282,11 +282,10 @@ double tu_rel_diff(const tu_case *a, const tu_case *r, const char **which) {
             //   order 1 in the 830M variant), at the gate weight's (a bias column of it);
             // - a head-convolution group of one head scales its head's P2 by a constant: its
             //   gradient is one sum over every entry of P1 dP2, which the group norm cancels
-            //   exactly and random signs cancel largely without it (at T = 7, one head, both
-            //   convolutions, a bf16 difference of 71u of the sum, 14u of the post-softmax
-            //   kernel's gradient): at the post-softmax kernel's (sums of dP1 P, the
-            //   same kind of products over fewer entries) or, without it and with the norm, the
-            //   norm weight's (dout times normed O over rows, the same products uncancelled);
+            //   exactly and, without it, random signs cancel largely: at the post-softmax
+            //   kernel's (sums of dP1 P, the same kind of products over fewer entries) or,
+            //   without that kernel (then with the norm), the norm weight's (dout times normed O
+            //   over rows, the same products uncancelled);
             // - a one-head mixing is one scalar on the scores: at the pre-softmax kernel's.
             double scale = tu_max_abs(r->gw[i], r->wn[i]);
             const int like = i == MTA_GATE_B && r->wn[MTA_GATE_W] ? MTA_GATE_W
