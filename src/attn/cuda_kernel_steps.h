@@ -65,7 +65,7 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_bf16_narrow", 0, MTA_PATH_BOTH, "out, dq, dk, dv rounded once to bfloat16 (mta_config.dtype)"},
     // the tensor-core path (mta_cuda_tc.cuh)
     {"k_tc_round", S1 | S7, MTA_PATH_TC, "q, k, v rounded to bf16"},
-    {"k_tc_prep", S4 | S7, MTA_PATH_TC, "dO rounded to bf16, D = rowsum(dO O)"},
+    {"k_tc_prep", S4 | S7, MTA_PATH_TC, "dO rounded to bf16; D = rowsum(dO O) where O is P v"},
     {"k_fa_forward", S1 | S4 | S7, MTA_PATH_TC, "fused attention forward (mma.sync)"},
     {"k_fa_dkdv", S1 | S4 | S7, MTA_PATH_TC, "fused attention dK, dV (mma.sync)"},
     {"k_fa_dq", S1 | S4 | S7, MTA_PATH_TC, "fused attention dQ (mma.sync)"},

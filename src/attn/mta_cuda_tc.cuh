@@ -100,9 +100,10 @@ __global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T
     dst[(slab * Tp + i) * dp + c] = in && src16 ? src16[at] : __float2bfloat16_rn(in ? src[at] : 0.0f);
 }
 
-// Backward, per row: D = rowsum(dO * O) and dO rounded to bf16 (zero past T and d) (grid: x rows
-// of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as it is).
-__global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO) {
+// Backward, per row: dO rounded to bf16 (zero past T and d) and, with withD, D = rowsum(dO * O)
+// (grid: x rows of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as
+// it is). The paths whose P is not O's softmax make their own D (tc_prep_D), so O is not read there.
+__global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO, int withD) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
     const size_t row = ((size_t)bh * a.T + i) * a.d;
@@ -113,10 +114,10 @@ __global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO
         const bool in = i < a.T && e < a.d;
         const bf16 r = in && go16 ? go16[row + e] : __float2bfloat16_rn(in ? go[row + e] : 0.0f);
         const float x = in && go16 ? __bfloat162float(r) : in ? go[row + e] : 0.0f;
-        if (in) D = fmaf(x, o[e], D);
+        if (in && withD) D = fmaf(x, o[e], D);
         dst[e] = r;
     }
-    if (i < a.T) a.D[(size_t)bh * a.T + i] = D;
+    if (i < a.T && withD) a.D[(size_t)bh * a.T + i] = D;
 }
 
 // ---- The pre-softmax key-query convolution (spec section 2, step 2) ----
@@ -398,6 +399,12 @@ void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const m
     }
 }
 
+// 1 when the backward reads D = rowsum(dO O) from k_tc_prep: only where P v is O, the plain and
+// the pre-softmax-convolution paths; the head, post-convolution and every-step kernels make D.
+static int tc_prep_D(const mta_config *c) {
+    return !fe_takes(c) && !c->pre_head_mix && !c->post_ch && !c->post_cq;
+}
+
 mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                        const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
     call cl;
@@ -420,7 +427,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     }
     // bfloat16 storage: dout as it is, unless the norm's backward made go (its caller widened dout for it)
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
-    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO);
+    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO, tc_prep_D(c));
     if (fe_takes(c)) {
         tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (c->pre_head_mix || c->post_ch) {
