@@ -850,6 +850,239 @@ def mma_for(name, B, H, d, T, conv, cls, counts):
     return apply_counts(best, d, T, counts[name]) if counts and name in counts else best
 
 
+# ---- the every-step kernels as built (issue 46 item 5: src/attn/mta_cuda_fa_every*.cuh) ------------
+# Their warp operations per tile pair (16 query rows x 16 keys of every head of a group), derived
+# from the kernels' loops over the regions of fe_geo_of and feb_geo_of (mirrored below), exact
+# counts of what the emulator counts: mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B
+# each). --check compares them with `mtac attn --plan --counts` (EVERY_FIXTURE).
+FE_M = FE_N = FE_G = 16
+EVERY_FIXTURE = "tests/fixtures/every_counts.json"
+
+
+def up16(x):
+    return ceil_to(x, 16)
+
+
+def fe_band(cq, ck, sh=0):
+    """fc_geo_of's band (feb_band_geo's, shifted by sh): c_q, p and the largest delta dmax."""
+    return {"cq": cq, "ck": ck, "p": (ck - 1) // 2, "dmax": (ck + sh + 6) // 8 * 8}
+
+
+def fe_rg(top, left, rows, cols):
+    return {"top": top, "left": left, "rows": rows, "cols": cols}
+
+
+def fe_geo(stats, cq1, ck1, cq2, ck2):
+    """fe_geo_of: the statistics kernel's (stats) or the forward's regions s (S1, P) and z (Z)."""
+    g1, g2 = fe_band(cq1 or 1, ck1 if cq1 else 1), fe_band(cq2 or 1, ck2 if cq2 else 1)
+    q1, q2 = g1["cq"] - 1, g2["cq"] - 1
+    s = fe_rg(0, 0, FE_M, FE_N) if stats else fe_rg(q2, g2["p"], FE_M + q2, FE_N + 2 * g2["p"])
+    z = fe_rg(s["top"] + q1, s["left"] + g1["p"], up16(up16(s["rows"]) + q1), up16(s["cols"]) + 2 * g1["p"])
+    return {"g1": g1, "g2": g2, "s": s, "z": z}
+
+
+def feb_geo(kind, cq1, ck1, cq2, ck2):
+    """feb_geo_of for kind "D", "dq" or "dkdv": the planes pa (S1, P, dS2, dS1), pb (dP2, dP1), z and
+    zq (Z) and their halos."""
+    g1, g2 = fe_band(cq1 or 1, ck1 if cq1 else 1), fe_band(cq2 or 1, ck2 if cq2 else 1)
+    full = kind != "D"
+    q1, p1, q2, p2 = g1["cq"] - 1, g1["p"], g2["cq"] - 1, g2["p"]
+    m = max(p1, p2) if full else 0
+    LP = ceil_to(m, 8)
+    L2, L1 = ceil_to(LP + p2, 8), ceil_to(p1, 8)
+    r1, top = FE_M + (q1 if full else 0), q2 if full else 0
+    pa = fe_rg(top, LP, top + r1, LP + FE_N + m)
+    pb = fe_rg(0, L2, r1 + q2, L2 + FE_N + m + p2)
+    z = fe_rg(top + q1, LP + p1, top + r1 + q1, pa["cols"] + 2 * p1)
+    zq = fe_rg(q1, L1, r1, L1 + FE_N + p1)
+    return {"g1": g1, "g2": g2, "q1": q1, "p1": p1, "p2": p2, "L1": L1, "pa": pa, "pb": pb, "z": z, "zq": zq}
+
+
+class WarpOps:
+    """Warp instructions of the engine's operations, as the emulator counts them (mta_kernel_ops)."""
+
+    def __init__(self, dp):
+        self.dp, self.n = dp, {"mma": 0, "ldmatrix": 0, "ldmatrix_bytes": 0, "cp_async": 0, "cp_async_bytes": 0}
+
+    def ldsm(self, matrices, times=1):
+        self.n["ldmatrix"] += times
+        self.n["ldmatrix_bytes"] += 128 * matrices * times
+
+    def mma(self, times):
+        self.n["mma"] += times
+
+    def load(self, rows):  # fa_load_rows: a 16-byte cp.async per 8 columns of each row
+        self.n["cp_async"] += rows * self.dp // 8
+        self.n["cp_async_bytes"] += 16 * rows * self.dp // 8
+
+    def product(self, r):  # fe_product (fc_z_rect, fa_xyT): per 16 x 16 chunk and k step 2 ldmatrix x4, 2 MMAs
+        n = up16(r["rows"]) // 16 * (up16(r["cols"]) // 16) * self.dp // 16
+        self.ldsm(4, 2 * n)
+        self.mma(2 * n)
+
+    def conv(self, band, ncols, mtiles, ngroups, nt, lo):  # fe_conv (fc_conv's band MMAs)
+        parts = 2 if lo else 1
+        for ng in range(ngroups):
+            nt0 = nt * ng
+            ks0 = max((8 * nt0 - 8 + 15) // 16, 0)
+            ks1 = min((8 * (nt0 + nt - 1) + band["dmax"]) // 16, ncols // 16 - 1)
+            for ks in range(ks0, ks1 + 1):
+                hits = sum(-8 <= 16 * ks - 8 * (nt0 + n) <= band["dmax"] for n in range(nt))
+                self.ldsm(4, parts * mtiles * band["cq"])
+                self.ldsm(2, hits * mtiles * band["cq"])
+                self.mma(parts * hits * mtiles * band["cq"])
+
+    def mix(self, rows, cols, al):  # fe_mix, fe_mix_chunk: per (row, 16 columns) A hi (lo), W hi and lo
+        n = rows * (up16(cols) // 16)
+        self.ldsm(4, (1 + al + 2) * n)
+        self.mma(2 * (2 + al) * n)
+
+    def rows_acc(self, heads):  # fh_rows_acc: per head and 16 columns of d, A and y by ldmatrix x4, 2 MMAs
+        n = heads * self.dp // 16
+        self.ldsm(4, 2 * n)
+        self.mma(2 * n)
+
+    def hh(self, x_lo, y_lo):  # feb_hh: per row of the tile, x (hi, lo), y (hi, lo) by ldmatrix x4, 6 MMAs
+        self.ldsm(4, 16 * (2 + x_lo + y_lo))
+        self.mma(16 * 6)
+
+    def dw(self, band, s, heads, lo):  # feb_dw: per (head, kernel row) A (hi, lo), nb blocks of fcb_mma_t
+        n, nb = heads * band["cq"], (15 + band["ck"] - 1 + s) // 16 + 1
+        self.ldsm(4, n * (1 + lo + 2 * nb))
+        self.mma(n * nb * 2 * (2 + lo))
+
+
+def every_fwd_ops(stats, c):
+    """k_fa_every_stats (stats) or k_fa_every_forward per tile pair of a group of c["G"] heads."""
+    f, o = fe_geo(stats, c["cq1"], c["ck1"], c["cq2"], c["ck2"]), WarpOps(c["dp"])
+    s, z = f["s"], f["z"]
+    for _ in range(c["G"]):  # fe_s1: Z, then S1 by the pre band
+        o.load(z["rows"] + up16(z["cols"]))
+        o.product(z)
+        o.conv(f["g1"], up16(z["cols"]), up16(s["rows"]) // 16, up16(s["cols"]) // 16, 2, True)
+    if stats:  # S2 per row (fe_mix_chunk) for the online statistics
+        o.mix(FE_M, FE_N, 1)
+        return o.n
+    o.mix(s["rows"], s["cols"], 1)  # P on s
+    for _ in range(c["G"]):  # fe_p2: P1 on the tile, then P2 = W2' P1
+        o.conv(f["g2"], up16(s["cols"]), 1, 2, 1, True)
+    o.mix(FE_M, FE_N, 1)
+    o.load(c["G"] * FE_N)  # v rows, two heads a stage
+    o.rows_acc(c["G"])
+    return o.n
+
+
+def every_bwd_ops(kind, c):
+    """k_fa_every_D, _dq or _dkdv (kind "D", "dq", "dkdv") per tile pair: fe_bwd_tile's chain."""
+    g, o, G = feb_geo(kind, c["cq1"], c["ck1"], c["cq2"], c["ck2"]), WarpOps(c["dp"]), c["G"]
+    pa, pb, z, zq, g1, g2 = g["pa"], g["pb"], g["z"], g["zq"], g["g1"], g["g2"]
+    p1, p2, LP, L2 = g["p1"], g["p2"], pa["left"], pb["left"]
+    for _ in range(G):  # feb_s1
+        o.load(up16(z["rows"]) + up16(z["cols"]))
+        o.product(z)
+        o.conv(g1, up16(z["cols"]), up16(pa["rows"]) // 16, up16(pa["cols"]) // 16, 2, True)
+    o.mix(pa["rows"], pa["cols"], 1)  # feb_probs
+    p1_band = fe_band(g2["cq"], g2["ck"], LP - p2)
+    if kind == "dkdv":  # P1, P2
+        for _ in range(G):
+            o.conv(p1_band, up16(pa["cols"]), 1, 1, 2, True)
+        o.mix(FE_M, FE_N, 1)
+    for _ in range(G):  # feb_dp2 (dK/dV: dv += P2^T dO)
+        o.load(up16(pb["rows"]) + up16(pb["cols"]))
+        o.product(pb)
+    if kind == "dkdv":
+        o.rows_acc(G)
+    if kind == "dq":  # P1, dW2' += P1 (x) dP2
+        for _ in range(G):
+            o.conv(p1_band, up16(pa["cols"]), 1, 1, 2, True)
+        if c["ch"]:
+            o.hh(1, 0)
+    o.mix(pb["rows"], pb["cols"], 0)  # dP1 = W2'^T dP2
+    if kind == "dq" and c["cq2"]:  # w_post's terms
+        o.dw(g2, (LP - p2) % 8, G, False)
+    if kind == "D":  # dP on the tile, D
+        for _ in range(G):
+            o.conv(fe_band(g2["cq"], g2["ck"], L2 - p2), up16(pb["cols"]), 1, 1, 2, False)
+        return o.n
+    for _ in range(G):  # feb_ds2: dP on R1, dS2
+        o.conv(fe_band(g2["cq"], g2["ck"], L2 - LP - p2), up16(pb["cols"]), up16(FE_M + g["q1"]) // 16,
+               up16(pa["cols"]) // 16, 2, False)
+    if kind == "dq" and c["mix"]:  # dW1 += dS2 (x) S1
+        o.hh(1, 1)
+    o.mix(FE_M + g["q1"], pa["cols"], 1)  # feb_ds1
+    for _ in range(G):  # feb_dz: Z on zq, (dQ: w_pre's terms), dZ, dq or dk
+        o.load(up16(zq["rows"]) + up16(zq["cols"]))
+        o.product(zq)
+        if kind == "dq" and c["cq1"]:
+            o.dw(g1, g["L1"] - p1, 1, True)
+        o.conv(fe_band(g1["cq"], g1["ck"], LP - p1), up16(pa["cols"]), 1, 1, 2, True)
+    o.rows_acc(G)
+    return o.n
+
+
+def every_ops(c):
+    """Each every-step kernel's warp operations per tile pair of a group, config c: {cq1, ck1, cq2,
+    ck2 (0, 0: absent), G (heads of a group), mix, ch (head mixing, head convolution on), dp (d
+    padded to 16)}."""
+    out = {"k_fa_every_stats": every_fwd_ops(True, c), "k_fa_every_forward": every_fwd_ops(False, c)}
+    for kind in ("D", "dq", "dkdv"):
+        out["k_fa_every_" + kind] = every_bwd_ops(kind, c)
+    return out
+
+
+# The 830M layer 2's every-step config at head dimension d (mta_config: 6x11 both, 16 heads mixed).
+def every_830m(d):
+    return {"cq1": 6, "ck1": 11, "cq2": 6, "ck2": 11, "G": 16, "mix": True, "ch": 16, "dp": up16(d)}
+
+
+FULL_WARPS = 8   # warps per SM an FA2-class rate needs to hide the MMAs' and loads' latency (FA2's
+                 # kernels: 4-warp blocks, 2 per SM); fewer resident warps scale the rate down (assumption)
+
+
+def sass_occupancy(root):
+    """{kernel: (threads, blocks per SM)} of the H100 table of docs/cuda.md's "The compiled code"
+    (tests/tools/check_sass.py --markdown writes it: refresh the docs, and this follows)."""
+    out, on = {}, False
+    for line in open(os.path.join(root, "docs/cuda.md")):
+        if line.startswith("| kernel |"):
+            on = line.rstrip().endswith("blocks/SM (H100) |")
+        elif on and line.startswith("| `k_"):
+            cells = [x.strip() for x in line.strip().strip("|").split("|")]
+            if cells[1].isdigit() and cells[-1].isdigit():
+                out[cells[0].strip("`")] = (int(cells[1]), int(cells[-1]))
+    return out
+
+
+def every_kernels(B, H, d, T, c, occupancy, cls="fa2"):
+    """The every-step kernels as built for one shape: each kernel's counts for the whole launch (the
+    per-tile-pair counts of every_ops times the causal tile pairs of 16 x 16 of B H / G groups),
+    its occupancy (threads, blocks per SM: occupancy[name]) and time (kernel_time: MMAs at the
+    class's tensor-core rate scaled by resident warps / FULL_WARPS, ldmatrix bytes as shared-memory
+    traffic, cp.async bytes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core
+    work, stores to shared memory and global writes not counted: a lower bound)."""
+    nt = -(-T // FE_M)
+    groups = B * H // c["G"]
+    pairs = groups * nt * (nt + 1) // 2
+    rates = mma_rates(d, T, cls)
+    fwd = fe_geo(False, c["cq1"], c["ck1"], c["cq2"], c["ck2"])
+    exps = {"k_fa_every_stats": 2 * FE_M * FE_N, "k_fa_every_forward": fwd["s"]["rows"] * fwd["s"]["cols"]}
+    out = []
+    for name, n in every_ops(c).items():
+        if name not in occupancy:
+            raise ValueError(f"no occupancy for {name}: no row in docs/cuda.md's H100 SASS table, nor --every-blocks")
+        threads, blocks = occupancy[name]
+        scale = min(1.0, blocks * threads / 32 / FULL_WARPS)
+        pa = feb_geo("D" if name.endswith("_D") else "dq", c["cq1"], c["ck1"], c["cq2"], c["ck2"])["pa"]
+        k = {"name": name, "dir": "fwd" if name in exps else "bwd", "mma": n["mma"] * pairs,
+             "tc_flops": MMA_FLOPS * n["mma"] * pairs, "cuda_flops": 0,
+             "exp": c["G"] * pairs * exps.get(name, pa["rows"] * pa["cols"]), "smem_bytes": n["ldmatrix_bytes"] * pairs,
+             "l2_bytes": n["cp_async_bytes"] * pairs, "hbm_bytes": 0, "threads": threads, "blocks_per_sm": blocks,
+             "wave_eff": lpt_efficiency(causal_tiles(groups, T, FE_M), SMS * blocks), "rate_scale": scale}
+        t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
+        out.append(dict(k, ms=s * 1e3, bound=bound, terms_ms={x: v * 1e3 for x, v in t.items()}))
+    return out
+
+
 # ---- the shapes and the table -----------------------------------------------------------------
 def shapes():
     out = [("830M conv", 2, 16, 96, 4096, True), ("830M no-conv", 2, 16, 96, 4096, False)]
@@ -1154,6 +1387,29 @@ def check_emulated_counts():
     return fails
 
 
+def check_every(root):
+    """every_ops against the emulator's counts in EVERY_FIXTURE (each run's kernels over the causal
+    tile pairs of 16 x 16 of its B H / G groups; no documents), and the fixture's last run against
+    the fixture's own config. Returns the failures."""
+    fails = []
+    with open(os.path.join(root, EVERY_FIXTURE)) as f:
+        runs = json.load(f)["runs"]
+    for run in runs:
+        c, e = run["every"], run["emulated"]
+        nt = -(-e["config"]["T"] // FE_M)
+        pairs = e["config"]["B"] * e["config"]["H"] // c["G"] * nt * (nt + 1) // 2
+        ops = every_ops(c)
+        emu = {**e["forward"], **e["backward"]}
+        if sorted(emu) != sorted(ops):
+            fails.append(f"every-step kernels: the emulator ran {sorted(emu)}, the model has {sorted(ops)}")
+            continue
+        for name, n in ops.items():
+            bad = {f: (v * pairs, emu[name][f]) for f, v in n.items() if v * pairs != emu[name][f]}
+            if bad:
+                fails.append(f"{name} at {e['config']['label']} d={e['config']['d']}: (model, emulator) {bad}")
+    print(f"every-step kernels: the model's counts against the emulator's, {len(runs)} configs")
+    return fails
+
 def main():
     global MIN_BLOCKS
     args = parse_args()
@@ -1161,7 +1417,7 @@ def main():
         raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
     MIN_BLOCKS = args.min_blocks
     if args.check:
-        fails = check(args.check) + check_mma() + check_split(args.check)
+        fails = check(args.check) + check_mma() + check_split(args.check) + check_every(args.check)
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
