@@ -815,9 +815,11 @@ def step_830m(B, T, sdpa_ms, conv_ms, head_ms):
     return {"baseline_ms": base, "mta_ms": mta, "ratio": mta / base, "shared_ms": shared}
 
 
-def goals_830m(counts=None):
+def goals_830m(counts=None, occupancy=None):
     """Issue 46's goals for the 830M layer on an H100 (bf16, B=2, H=16, d=96, T=4096, fwd+bwd), each
-    beside (d)'s predictions at FA2- and FA3-class rates: [{goal, limit, fa2, fa3, meets}]."""
+    beside (d)'s predictions at FA2- and FA3-class rates and, for the conv layer and the step, the
+    every-step kernels as built (every_layer_ms; occupancy as every_kernels'): [{goal, limit, fa2,
+    fa3, built (where predicted), meets}]."""
     B, H, d, T = 2, 16, 96, 4096
     a = sdpa(B, H, d, T)["ms"]
     res = {cls: {v: mma_for("830M " + v, B, H, d, T, v == "conv", cls, counts) for v in ("conv", "no-conv")}
@@ -836,11 +838,15 @@ def goals_830m(counts=None):
     out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
                 **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
                 "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
+    built = every_layer_ms(B, H, d, T, res["fa2"]["conv"], occupancy or sass_occupancy(ROOT))
     steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
+    steps["built"] = step_830m(B, T, a, built, res["fa2"]["no-conv"]["ms"])
+    out[0]["built"], out[0]["meets"]["built"] = f"{built / a:.2f}x", built / a <= GOALS["conv"]
     out.append(ratio("830M training step / baseline", GOALS["step"], {c: st["ratio"] for c, st in steps.items()}))
     out[-1]["detail"] = ("step (ms): shared " + ", ".join(f"{k} {v:.1f}" for k, v in steps["fa2"]["shared_ms"].items())
                          + f"; baseline {steps['fa2']['baseline_ms']:.1f} (24 SDPA layers {24 * a:.1f}); MTA "
-                         + ", ".join(f"{c.upper()}-class {st['mta_ms']:.1f}" for c, st in steps.items()))
+                         + ", ".join(f"{c.upper()}-class {st['mta_ms']:.1f}" for c, st in steps.items() if c != "built")
+                         + f", as built {steps['built']['mta_ms']:.1f}")
     return out
 
 
@@ -1035,6 +1041,7 @@ def every_830m(d):
     return {"cq1": 6, "ck1": 11, "cq2": 6, "ck2": 11, "G": 16, "mix": True, "ch": 16, "dp": up16(d)}
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the source tree (docs/cuda.md)
 FULL_WARPS = 8   # warps per SM an FA2-class rate needs to hide the MMAs' and loads' latency (FA2's
                  # kernels: 4-warp blocks, 2 per SM); fewer resident warps scale the rate down (assumption)
 
@@ -1081,6 +1088,55 @@ def every_kernels(B, H, d, T, c, occupancy, cls="fa2"):
         t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
         out.append(dict(k, ms=s * 1e3, bound=bound, terms_ms={x: v * 1e3 for x, v in t.items()}))
     return out
+
+
+EVERY_ASSUMPTIONS = (
+    "as built: the 830M conv layer on the k_fa_every_* kernels of this revision (bench/cuda_perf_model.py --every: "
+    "their MMAs, ldmatrix and cp.async bytes counted as the emulator counts them, blocks per SM from docs/cuda.md's "
+    "H100 SASS table, which lists each kernel at its largest shared memory over d = 64..128), the tensor-core rate "
+    f"FA2-class scaled by resident warps / {FULL_WARPS}, their other CUDA-core work and stores not counted (a lower "
+    "bound), plus (d)'s FA2-class norm/gate backward, dQ conversion and kernel-gradient sums; the step's head-only "
+    "layers at (d) FA2-class. A model, not a measurement.")
+
+
+def every_layer_ms(B, H, d, T, design, occupancy):
+    """The 830M conv layer as built (ms): the every-step kernels (every_kernels) and design's (d's)
+    kernels outside the tiles (norm/gate backward, dQ conversion, kernel-gradient sums)."""
+    ks = every_kernels(B, H, d, T, every_830m(d), occupancy)
+    rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
+    return sum(k["ms"] for k in ks) + sum(rest)
+
+
+def every_occupancy(overrides):
+    """sass_occupancy(ROOT) with --every-blocks' KERNEL=BLOCKS[/THREADS] in place of a kernel's."""
+    occ = sass_occupancy(ROOT)
+    for o in overrides:
+        name, _, val = o.partition("=")
+        blocks, _, threads = val.partition("/")
+        if not (name in occ and blocks.isdigit() and int(blocks) > 0 and (threads or "1").isdigit() and int(threads or 1) > 0):
+            raise ValueError(f"--every-blocks {o}: expected KERNEL=BLOCKS[/THREADS], KERNEL one of the SASS table's")
+        occ[name] = (int(threads) if threads else occ[name][0], int(blocks))
+    return occ
+
+
+def print_every(occupancy, markdown):
+    """The every-step kernels as built at issue 46's shape (the 830M conv layer, B=2, H=16, d=96,
+    T=4096, fwd+bwd, H100): per kernel its counts per head and tile pair, occupancy, terms, time."""
+    B, H, d, T = 2, 16, 96, 4096
+    c, nt = every_830m(d), T // FE_M
+    per = B * H * nt * (nt + 1) // 2   # head-tile pairs
+    ks = every_kernels(B, H, d, T, c, occupancy)
+    rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}", f"{k['l2_bytes'] / per / 1024:.1f}",
+             f"{k['threads']}", f"{k['blocks_per_sm']}", f"{k['rate_scale']:.2f}", f"{k['wave_eff']:.2f}",
+             f"{k['terms_ms']['tensor cores']:.2f}", f"{k['terms_ms']['shared memory']:.2f}", f"{k['terms_ms']['L2']:.2f}",
+             k["bound"], f"{k['ms']:.2f}"] for k in ks]
+    total, a = sum(k["ms"] for k in ks), sdpa(B, H, d, T)["ms"]
+    rows.append(["total", f"{sum(k['mma'] for k in ks) / per:.0f}"] + [""] * 10 + [f"{total:.2f}"])
+    print(f"The every-step kernels as built, 830M conv layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class "
+          "rates: PREDICTED (a model, not measured)")
+    table(["kernel", "MMAs per head and tile pair", "ldmatrix KB per head and pair", "cp.async KB per head and pair",
+           "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
+    print(("\n" if markdown else "") + f"total {total:.1f} ms against SDPA's {a:.2f} ms: {total / a:.0f}x")
 
 
 # ---- the shapes and the table -----------------------------------------------------------------
@@ -1152,10 +1208,12 @@ def print_kernels(r, cls, markdown):
 
 
 def print_goals(goals, markdown):
-    out = [[g["goal"], g["limit"], g["fa2"], "yes" if g["meets"]["fa2"] else "no", g["fa3"],
-            "yes" if g["meets"]["fa3"] else "no"] for g in goals]
-    table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "(d) FA2-class", "meets", "(d) FA3-class",
-           "meets"], out, markdown)
+    out = [[g["goal"], g["limit"], g.get("built", "-"), {True: "yes", False: "no"}.get(g["meets"].get("built"), "-"),
+            g["fa2"], "yes" if g["meets"]["fa2"] else "no", g["fa3"], "yes" if g["meets"]["fa3"] else "no"]
+           for g in goals]
+    table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "as built", "meets", "(d) FA2-class", "meets",
+           "(d) FA3-class", "meets"], out, markdown)
+    print(("\n" if markdown else "") + EVERY_ASSUMPTIONS)
     for g in goals:
         if "detail" in g:
             print(("\n" if markdown else "") + g["detail"])
@@ -1272,6 +1330,11 @@ def parse_args():
     ap.add_argument("--kernels", action="store_true",
                     help="(d)'s kernels per shape (FA2- and FA3-class): counts, occupancy, roofline terms, time")
     ap.add_argument("--goals", action="store_true", help="only issue 46's goals beside (d)'s predictions")
+    ap.add_argument("--every", action="store_true",
+                    help="the every-step kernels as built (k_fa_every_*) at issue 46's shape, per kernel")
+    ap.add_argument("--every-blocks", metavar="KERNEL=BLOCKS[/THREADS]", action="append", default=[],
+                    help="an every-step kernel's blocks per H100 SM (and threads per block) instead of docs/cuda.md's "
+                         "SASS table's (repeatable)")
     ap.add_argument("--kernel-counts", metavar="FILE",
                     help="measured counts replacing (d)'s analytic ones: JSON {\"shapes\": {SHAPE: {KERNEL: "
                          "{COUNT: value}}}}, COUNT one of " + ", ".join(COUNT_FIELDS) + " (whole launch; "
@@ -1432,8 +1495,12 @@ def main():
             unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
             if unknown:
                 raise ValueError(f"--kernel-counts: unknown shape(s) {', '.join(unknown)}")
+        occupancy = every_occupancy(args.every_blocks)
+        if args.every:
+            print_every(occupancy, args.markdown)
+            return
         if args.goals:
-            print_goals(goals_830m(counts), args.markdown)
+            print_goals(goals_830m(counts, occupancy), args.markdown)
             return
         rows = [predict(*s, counts=counts) for s in shapes() if not args.shape or args.shape in s[0]]
     except ValueError as e:
@@ -1458,7 +1525,7 @@ def main():
         print_mma(rows, False)
         if not args.shape:
             print("\nIssue 46's goals for the 830M layer, PREDICTED")
-            print_goals(goals_830m(counts), False)
+            print_goals(goals_830m(counts, occupancy), False)
 
 
 if __name__ == "__main__":
