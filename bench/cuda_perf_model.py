@@ -23,7 +23,8 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --dump-counts] [--counts]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --dump-counts] [--counts]
+       [--every-blocks KERNEL=BLOCKS[/THREADS]]
        [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
 """
 import argparse
