@@ -23,7 +23,8 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --dump-counts] [--counts]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --dump-counts] [--counts]
+       [--every-blocks KERNEL=BLOCKS[/THREADS]]
        [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
 """
 import argparse
@@ -815,9 +816,11 @@ def step_830m(B, T, sdpa_ms, conv_ms, head_ms):
     return {"baseline_ms": base, "mta_ms": mta, "ratio": mta / base, "shared_ms": shared}
 
 
-def goals_830m(counts=None):
+def goals_830m(counts=None, occupancy=None):
     """Issue 46's goals for the 830M layer on an H100 (bf16, B=2, H=16, d=96, T=4096, fwd+bwd), each
-    beside (d)'s predictions at FA2- and FA3-class rates: [{goal, limit, fa2, fa3, meets}]."""
+    beside (d)'s predictions at FA2- and FA3-class rates and, for the conv layer and the step, the
+    every-step kernels as built (every_layer_ms; occupancy as every_kernels'): [{goal, limit, fa2,
+    fa3, built (where predicted), meets}]."""
     B, H, d, T = 2, 16, 96, 4096
     a = sdpa(B, H, d, T)["ms"]
     res = {cls: {v: mma_for("830M " + v, B, H, d, T, v == "conv", cls, counts) for v in ("conv", "no-conv")}
@@ -836,11 +839,15 @@ def goals_830m(counts=None):
     out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
                 **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
                 "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
+    built = every_layer_ms(B, H, d, T, res["fa2"]["conv"], occupancy or sass_occupancy(ROOT))
     steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
+    steps["built"] = step_830m(B, T, a, built, res["fa2"]["no-conv"]["ms"])
+    out[0]["built"], out[0]["meets"]["built"] = f"{built / a:.2f}x", built / a <= GOALS["conv"]
     out.append(ratio("830M training step / baseline", GOALS["step"], {c: st["ratio"] for c, st in steps.items()}))
     out[-1]["detail"] = ("step (ms): shared " + ", ".join(f"{k} {v:.1f}" for k, v in steps["fa2"]["shared_ms"].items())
                          + f"; baseline {steps['fa2']['baseline_ms']:.1f} (24 SDPA layers {24 * a:.1f}); MTA "
-                         + ", ".join(f"{c.upper()}-class {st['mta_ms']:.1f}" for c, st in steps.items()))
+                         + ", ".join(f"{c.upper()}-class {st['mta_ms']:.1f}" for c, st in steps.items() if c != "built")
+                         + f", as built {steps['built']['mta_ms']:.1f}")
     return out
 
 
@@ -848,6 +855,289 @@ def mma_for(name, B, H, d, T, conv, cls, counts):
     """(d)'s best tile for a shape, with the measured counts of --kernel-counts where given."""
     best = mma_best(B, H, d, T, mta_config(H, conv), cls)
     return apply_counts(best, d, T, counts[name]) if counts and name in counts else best
+
+
+# ---- the every-step kernels as built (issue 46 item 5: src/attn/mta_cuda_fa_every*.cuh) ------------
+# Their warp operations per tile pair (16 query rows x 16 keys of every head of a group), derived
+# from the kernels' loops over the regions of fe_geo_of and feb_geo_of (mirrored below), exact
+# counts of what the emulator counts: mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B
+# each). --check compares them with `mtac attn --plan --counts` (EVERY_FIXTURE).
+FE_M = FE_N = FE_G = 16
+EVERY_FIXTURE = "tests/fixtures/every_counts.json"
+
+
+def up16(x):
+    return ceil_to(x, 16)
+
+
+def fe_band(cq, ck, sh=0):
+    """fc_geo_of's band (feb_band_geo's, shifted by sh): c_q, p and the largest delta dmax."""
+    return {"cq": cq, "ck": ck, "p": (ck - 1) // 2, "dmax": (ck + sh + 6) // 8 * 8}
+
+
+def fe_rg(top, left, rows, cols):
+    return {"top": top, "left": left, "rows": rows, "cols": cols}
+
+
+def fe_geo(stats, cq1, ck1, cq2, ck2):
+    """fe_geo_of: the statistics kernel's (stats) or the forward's regions s (S1, P) and z (Z)."""
+    g1, g2 = fe_band(cq1 or 1, ck1 if cq1 else 1), fe_band(cq2 or 1, ck2 if cq2 else 1)
+    q1, q2 = g1["cq"] - 1, g2["cq"] - 1
+    s = fe_rg(0, 0, FE_M, FE_N) if stats else fe_rg(q2, g2["p"], FE_M + q2, FE_N + 2 * g2["p"])
+    z = fe_rg(s["top"] + q1, s["left"] + g1["p"], up16(up16(s["rows"]) + q1), up16(s["cols"]) + 2 * g1["p"])
+    return {"g1": g1, "g2": g2, "s": s, "z": z}
+
+
+def feb_geo(kind, cq1, ck1, cq2, ck2):
+    """feb_geo_of for kind "D", "dq" or "dkdv": the planes pa (S1, P, dS2, dS1), pb (dP2, dP1), z and
+    zq (Z) and their halos."""
+    g1, g2 = fe_band(cq1 or 1, ck1 if cq1 else 1), fe_band(cq2 or 1, ck2 if cq2 else 1)
+    full = kind != "D"
+    q1, p1, q2, p2 = g1["cq"] - 1, g1["p"], g2["cq"] - 1, g2["p"]
+    m = max(p1, p2) if full else 0
+    LP = ceil_to(m, 8)
+    L2, L1 = ceil_to(LP + p2, 8), ceil_to(p1, 8)
+    r1, top = FE_M + (q1 if full else 0), q2 if full else 0
+    pa = fe_rg(top, LP, top + r1, LP + FE_N + m)
+    pb = fe_rg(0, L2, r1 + q2, L2 + FE_N + m + p2)
+    z = fe_rg(top + q1, LP + p1, top + r1 + q1, pa["cols"] + 2 * p1)
+    zq = fe_rg(q1, L1, r1, L1 + FE_N + p1)
+    return {"g1": g1, "g2": g2, "q1": q1, "p1": p1, "p2": p2, "L1": L1, "pa": pa, "pb": pb, "z": z, "zq": zq}
+
+
+class WarpOps:
+    """Warp instructions of the engine's operations, as the emulator counts them (mta_kernel_ops)."""
+
+    def __init__(self, dp):
+        self.dp, self.n = dp, {"mma": 0, "ldmatrix": 0, "ldmatrix_bytes": 0, "cp_async": 0, "cp_async_bytes": 0}
+
+    def ldsm(self, matrices, times=1):
+        self.n["ldmatrix"] += times
+        self.n["ldmatrix_bytes"] += 128 * matrices * times
+
+    def mma(self, times):
+        self.n["mma"] += times
+
+    def load(self, rows):  # fa_load_rows: a 16-byte cp.async per 8 columns of each row
+        self.n["cp_async"] += rows * self.dp // 8
+        self.n["cp_async_bytes"] += 16 * rows * self.dp // 8
+
+    def product(self, r):  # fe_product (fc_z_rect, fa_xyT): per 16 x 16 chunk and k step 2 ldmatrix x4, 2 MMAs
+        n = up16(r["rows"]) // 16 * (up16(r["cols"]) // 16) * self.dp // 16
+        self.ldsm(4, 2 * n)
+        self.mma(2 * n)
+
+    def conv(self, band, ncols, mtiles, ngroups, nt, lo):  # fe_conv (fc_conv's band MMAs)
+        parts = 2 if lo else 1
+        for ng in range(ngroups):
+            nt0 = nt * ng
+            ks0 = max((8 * nt0 - 8 + 15) // 16, 0)
+            ks1 = min((8 * (nt0 + nt - 1) + band["dmax"]) // 16, ncols // 16 - 1)
+            for ks in range(ks0, ks1 + 1):
+                hits = sum(-8 <= 16 * ks - 8 * (nt0 + n) <= band["dmax"] for n in range(nt))
+                self.ldsm(4, parts * mtiles * band["cq"])
+                self.ldsm(2, hits * mtiles * band["cq"])
+                self.mma(parts * hits * mtiles * band["cq"])
+
+    def mix(self, rows, cols, al):  # fe_mix, fe_mix_chunk: per (row, 16 columns) A hi (lo), W hi and lo
+        n = rows * (up16(cols) // 16)
+        self.ldsm(4, (1 + al + 2) * n)
+        self.mma(2 * (2 + al) * n)
+
+    def rows_acc(self, heads):  # fh_rows_acc: per head and 16 columns of d, A and y by ldmatrix x4, 2 MMAs
+        n = heads * self.dp // 16
+        self.ldsm(4, 2 * n)
+        self.mma(2 * n)
+
+    def hh(self, x_lo, y_lo):  # feb_hh: per row of the tile, x (hi, lo), y (hi, lo) by ldmatrix x4, 6 MMAs
+        self.ldsm(4, 16 * (2 + x_lo + y_lo))
+        self.mma(16 * 6)
+
+    def dw(self, band, s, heads, lo):  # feb_dw: per (head, kernel row) A (hi, lo), nb blocks of fcb_mma_t
+        n, nb = heads * band["cq"], (15 + band["ck"] - 1 + s) // 16 + 1
+        self.ldsm(4, n * (1 + lo + 2 * nb))
+        self.mma(n * nb * 2 * (2 + lo))
+
+
+def every_fwd_ops(stats, c):
+    """k_fa_every_stats (stats) or k_fa_every_forward per tile pair of a group of c["G"] heads."""
+    f, o = fe_geo(stats, c["cq1"], c["ck1"], c["cq2"], c["ck2"]), WarpOps(c["dp"])
+    s, z = f["s"], f["z"]
+    for _ in range(c["G"]):  # fe_s1: Z, then S1 by the pre band
+        o.load(z["rows"] + up16(z["cols"]))
+        o.product(z)
+        o.conv(f["g1"], up16(z["cols"]), up16(s["rows"]) // 16, up16(s["cols"]) // 16, 2, True)
+    if stats:  # S2 per row (fe_mix_chunk) for the online statistics
+        o.mix(FE_M, FE_N, 1)
+        return o.n
+    o.mix(s["rows"], s["cols"], 1)  # P on s
+    for _ in range(c["G"]):  # fe_p2: P1 on the tile, then P2 = W2' P1
+        o.conv(f["g2"], up16(s["cols"]), 1, 2, 1, True)
+    o.mix(FE_M, FE_N, 1)
+    o.load(c["G"] * FE_N)  # v rows, two heads a stage
+    o.rows_acc(c["G"])
+    return o.n
+
+
+def every_bwd_ops(kind, c):
+    """k_fa_every_D, _dq or _dkdv (kind "D", "dq", "dkdv") per tile pair: fe_bwd_tile's chain."""
+    g, o, G = feb_geo(kind, c["cq1"], c["ck1"], c["cq2"], c["ck2"]), WarpOps(c["dp"]), c["G"]
+    pa, pb, z, zq, g1, g2 = g["pa"], g["pb"], g["z"], g["zq"], g["g1"], g["g2"]
+    p1, p2, LP, L2 = g["p1"], g["p2"], pa["left"], pb["left"]
+    for _ in range(G):  # feb_s1
+        o.load(up16(z["rows"]) + up16(z["cols"]))
+        o.product(z)
+        o.conv(g1, up16(z["cols"]), up16(pa["rows"]) // 16, up16(pa["cols"]) // 16, 2, True)
+    o.mix(pa["rows"], pa["cols"], 1)  # feb_probs
+    p1_band = fe_band(g2["cq"], g2["ck"], LP - p2)
+    if kind == "dkdv":  # P1, P2
+        for _ in range(G):
+            o.conv(p1_band, up16(pa["cols"]), 1, 1, 2, True)
+        o.mix(FE_M, FE_N, 1)
+    for _ in range(G):  # feb_dp2 (dK/dV: dv += P2^T dO)
+        o.load(up16(pb["rows"]) + up16(pb["cols"]))
+        o.product(pb)
+    if kind == "dkdv":
+        o.rows_acc(G)
+    if kind == "dq":  # P1, dW2' += P1 (x) dP2
+        for _ in range(G):
+            o.conv(p1_band, up16(pa["cols"]), 1, 1, 2, True)
+        if c["ch"]:
+            o.hh(1, 0)
+    o.mix(pb["rows"], pb["cols"], 0)  # dP1 = W2'^T dP2
+    if kind == "dq" and c["cq2"]:  # w_post's terms
+        o.dw(g2, (LP - p2) % 8, G, False)
+    if kind == "D":  # dP on the tile, D
+        for _ in range(G):
+            o.conv(fe_band(g2["cq"], g2["ck"], L2 - p2), up16(pb["cols"]), 1, 1, 2, False)
+        return o.n
+    for _ in range(G):  # feb_ds2: dP on R1, dS2
+        o.conv(fe_band(g2["cq"], g2["ck"], L2 - LP - p2), up16(pb["cols"]), up16(FE_M + g["q1"]) // 16,
+               up16(pa["cols"]) // 16, 2, False)
+    if kind == "dq" and c["mix"]:  # dW1 += dS2 (x) S1
+        o.hh(1, 1)
+    o.mix(FE_M + g["q1"], pa["cols"], 1)  # feb_ds1
+    for _ in range(G):  # feb_dz: Z on zq, (dQ: w_pre's terms), dZ, dq or dk
+        o.load(up16(zq["rows"]) + up16(zq["cols"]))
+        o.product(zq)
+        if kind == "dq" and c["cq1"]:
+            o.dw(g1, g["L1"] - p1, 1, True)
+        o.conv(fe_band(g1["cq"], g1["ck"], LP - p1), up16(pa["cols"]), 1, 1, 2, True)
+    o.rows_acc(G)
+    return o.n
+
+
+def every_ops(c):
+    """Each every-step kernel's warp operations per tile pair of a group, config c: {cq1, ck1, cq2,
+    ck2 (0, 0: absent), G (heads of a group), mix, ch (head mixing, head convolution on), dp (d
+    padded to 16)}."""
+    out = {"k_fa_every_stats": every_fwd_ops(True, c), "k_fa_every_forward": every_fwd_ops(False, c)}
+    for kind in ("D", "dq", "dkdv"):
+        out["k_fa_every_" + kind] = every_bwd_ops(kind, c)
+    return out
+
+
+# The 830M layer 2's every-step config at head dimension d (mta_config: 6x11 both, 16 heads mixed).
+def every_830m(d):
+    return {"cq1": 6, "ck1": 11, "cq2": 6, "ck2": 11, "G": 16, "mix": True, "ch": 16, "dp": up16(d)}
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the source tree (docs/cuda.md)
+FULL_WARPS = 8   # warps per SM an FA2-class rate needs to hide the MMAs' and loads' latency (FA2's
+                 # kernels: 4-warp blocks, 2 per SM); fewer resident warps scale the rate down (assumption)
+
+
+def sass_occupancy(root):
+    """{kernel: (threads, blocks per SM)} of the H100 table of docs/cuda.md's "The compiled code"
+    (tests/tools/check_sass.py --markdown writes it: refresh the docs, and this follows)."""
+    out, on = {}, False
+    for line in open(os.path.join(root, "docs/cuda.md")):
+        if line.startswith("| kernel |"):
+            on = line.rstrip().endswith("blocks/SM (H100) |")
+        elif on and line.startswith("| `k_"):
+            cells = [x.strip() for x in line.strip().strip("|").split("|")]
+            if cells[1].isdigit() and cells[-1].isdigit():
+                out[cells[0].strip("`")] = (int(cells[1]), int(cells[-1]))
+    return out
+
+
+def every_kernels(B, H, d, T, c, occupancy, cls="fa2"):
+    """The every-step kernels as built for one shape: each kernel's counts for the whole launch (the
+    per-tile-pair counts of every_ops times the causal tile pairs of 16 x 16 of B H / G groups),
+    its occupancy (threads, blocks per SM: occupancy[name]) and time (kernel_time: MMAs at the
+    class's tensor-core rate scaled by resident warps / FULL_WARPS, ldmatrix bytes as shared-memory
+    traffic, cp.async bytes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core
+    work, stores to shared memory and global writes not counted: a lower bound)."""
+    nt = -(-T // FE_M)
+    groups = B * H // c["G"]
+    pairs = groups * nt * (nt + 1) // 2
+    rates = mma_rates(d, T, cls)
+    fwd = fe_geo(False, c["cq1"], c["ck1"], c["cq2"], c["ck2"])
+    exps = {"k_fa_every_stats": 2 * FE_M * FE_N, "k_fa_every_forward": fwd["s"]["rows"] * fwd["s"]["cols"]}
+    out = []
+    for name, n in every_ops(c).items():
+        if name not in occupancy:
+            raise ValueError(f"no occupancy for {name}: no row in docs/cuda.md's H100 SASS table, nor --every-blocks")
+        threads, blocks = occupancy[name]
+        scale = min(1.0, blocks * threads / 32 / FULL_WARPS)
+        pa = feb_geo("D" if name.endswith("_D") else "dq", c["cq1"], c["ck1"], c["cq2"], c["ck2"])["pa"]
+        k = {"name": name, "dir": "fwd" if name in exps else "bwd", "mma": n["mma"] * pairs,
+             "tc_flops": MMA_FLOPS * n["mma"] * pairs, "cuda_flops": 0,
+             "exp": c["G"] * pairs * exps.get(name, pa["rows"] * pa["cols"]), "smem_bytes": n["ldmatrix_bytes"] * pairs,
+             "l2_bytes": n["cp_async_bytes"] * pairs, "hbm_bytes": 0, "threads": threads, "blocks_per_sm": blocks,
+             "wave_eff": lpt_efficiency(causal_tiles(groups, T, FE_M), SMS * blocks), "rate_scale": scale}
+        t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
+        out.append(dict(k, ms=s * 1e3, bound=bound, terms_ms={x: v * 1e3 for x, v in t.items()}))
+    return out
+
+
+EVERY_ASSUMPTIONS = (
+    "as built: the 830M conv layer on the k_fa_every_* kernels of this revision (bench/cuda_perf_model.py --every: "
+    "their MMAs, ldmatrix and cp.async bytes counted as the emulator counts them, blocks per SM from docs/cuda.md's "
+    "H100 SASS table, which lists each kernel at its largest shared memory over d = 64..128), the tensor-core rate "
+    f"FA2-class scaled by resident warps / {FULL_WARPS}, their other CUDA-core work and stores not counted (a lower "
+    "bound), plus (d)'s FA2-class norm/gate backward, dQ conversion and kernel-gradient sums; the step's head-only "
+    "layers at (d) FA2-class. A model, not a measurement.")
+
+
+def every_layer_ms(B, H, d, T, design, occupancy):
+    """The 830M conv layer as built (ms): the every-step kernels (every_kernels) and design's (d's)
+    kernels outside the tiles (norm/gate backward, dQ conversion, kernel-gradient sums)."""
+    ks = every_kernels(B, H, d, T, every_830m(d), occupancy)
+    rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
+    return sum(k["ms"] for k in ks) + sum(rest)
+
+
+def every_occupancy(overrides):
+    """sass_occupancy(ROOT) with --every-blocks' KERNEL=BLOCKS[/THREADS] in place of a kernel's."""
+    occ = sass_occupancy(ROOT)
+    for o in overrides:
+        name, _, val = o.partition("=")
+        blocks, _, threads = val.partition("/")
+        if not (name in occ and blocks.isdigit() and int(blocks) > 0 and (threads or "1").isdigit() and int(threads or 1) > 0):
+            raise ValueError(f"--every-blocks {o}: expected KERNEL=BLOCKS[/THREADS], KERNEL one of the SASS table's")
+        occ[name] = (int(threads) if threads else occ[name][0], int(blocks))
+    return occ
+
+
+def print_every(occupancy, markdown):
+    """The every-step kernels as built at issue 46's shape (the 830M conv layer, B=2, H=16, d=96,
+    T=4096, fwd+bwd, H100): per kernel its counts per head and tile pair, occupancy, terms, time."""
+    B, H, d, T = 2, 16, 96, 4096
+    c, nt = every_830m(d), T // FE_M
+    per = B * H * nt * (nt + 1) // 2   # head-tile pairs
+    ks = every_kernels(B, H, d, T, c, occupancy)
+    rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}", f"{k['l2_bytes'] / per / 1024:.1f}",
+             f"{k['threads']}", f"{k['blocks_per_sm']}", f"{k['rate_scale']:.2f}", f"{k['wave_eff']:.2f}",
+             f"{k['terms_ms']['tensor cores']:.2f}", f"{k['terms_ms']['shared memory']:.2f}", f"{k['terms_ms']['L2']:.2f}",
+             k["bound"], f"{k['ms']:.2f}"] for k in ks]
+    total, a = sum(k["ms"] for k in ks), sdpa(B, H, d, T)["ms"]
+    rows.append(["total", f"{sum(k['mma'] for k in ks) / per:.0f}"] + [""] * 10 + [f"{total:.2f}"])
+    print(f"The every-step kernels as built, 830M conv layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class "
+          "rates: PREDICTED (a model, not measured)")
+    table(["kernel", "MMAs per head and tile pair", "ldmatrix KB per head and pair", "cp.async KB per head and pair",
+           "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
+    print(("\n" if markdown else "") + f"total {total:.1f} ms against SDPA's {a:.2f} ms: {total / a:.0f}x")
 
 
 # ---- the shapes and the table -----------------------------------------------------------------
@@ -919,10 +1209,12 @@ def print_kernels(r, cls, markdown):
 
 
 def print_goals(goals, markdown):
-    out = [[g["goal"], g["limit"], g["fa2"], "yes" if g["meets"]["fa2"] else "no", g["fa3"],
-            "yes" if g["meets"]["fa3"] else "no"] for g in goals]
-    table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "(d) FA2-class", "meets", "(d) FA3-class",
-           "meets"], out, markdown)
+    out = [[g["goal"], g["limit"], g.get("built", "-"), {True: "yes", False: "no"}.get(g["meets"].get("built"), "-"),
+            g["fa2"], "yes" if g["meets"]["fa2"] else "no", g["fa3"], "yes" if g["meets"]["fa3"] else "no"]
+           for g in goals]
+    table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "as built", "meets", "(d) FA2-class", "meets",
+           "(d) FA3-class", "meets"], out, markdown)
+    print(("\n" if markdown else "") + EVERY_ASSUMPTIONS)
     for g in goals:
         if "detail" in g:
             print(("\n" if markdown else "") + g["detail"])
@@ -1039,6 +1331,11 @@ def parse_args():
     ap.add_argument("--kernels", action="store_true",
                     help="(d)'s kernels per shape (FA2- and FA3-class): counts, occupancy, roofline terms, time")
     ap.add_argument("--goals", action="store_true", help="only issue 46's goals beside (d)'s predictions")
+    ap.add_argument("--every", action="store_true",
+                    help="the every-step kernels as built (k_fa_every_*) at issue 46's shape, per kernel")
+    ap.add_argument("--every-blocks", metavar="KERNEL=BLOCKS[/THREADS]", action="append", default=[],
+                    help="an every-step kernel's blocks per H100 SM (and threads per block) instead of docs/cuda.md's "
+                         "SASS table's (repeatable)")
     ap.add_argument("--kernel-counts", metavar="FILE",
                     help="measured counts replacing (d)'s analytic ones: JSON {\"shapes\": {SHAPE: {KERNEL: "
                          "{COUNT: value}}}}, COUNT one of " + ", ".join(COUNT_FIELDS) + " (whole launch; "
@@ -1154,6 +1451,29 @@ def check_emulated_counts():
     return fails
 
 
+def check_every(root):
+    """every_ops against the emulator's counts in EVERY_FIXTURE (each run's kernels over the causal
+    tile pairs of 16 x 16 of its B H / G groups; no documents), and the fixture's last run against
+    the fixture's own config. Returns the failures."""
+    fails = []
+    with open(os.path.join(root, EVERY_FIXTURE)) as f:
+        runs = json.load(f)["runs"]
+    for run in runs:
+        c, e = run["every"], run["emulated"]
+        nt = -(-e["config"]["T"] // FE_M)
+        pairs = e["config"]["B"] * e["config"]["H"] // c["G"] * nt * (nt + 1) // 2
+        ops = every_ops(c)
+        emu = {**e["forward"], **e["backward"]}
+        if sorted(emu) != sorted(ops):
+            fails.append(f"every-step kernels: the emulator ran {sorted(emu)}, the model has {sorted(ops)}")
+            continue
+        for name, n in ops.items():
+            bad = {f: (v * pairs, emu[name][f]) for f, v in n.items() if v * pairs != emu[name][f]}
+            if bad:
+                fails.append(f"{name} at {e['config']['label']} d={e['config']['d']}: (model, emulator) {bad}")
+    print(f"every-step kernels: the model's counts against the emulator's, {len(runs)} configs")
+    return fails
+
 def main():
     global MIN_BLOCKS
     args = parse_args()
@@ -1161,7 +1481,7 @@ def main():
         raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
     MIN_BLOCKS = args.min_blocks
     if args.check:
-        fails = check(args.check) + check_mma() + check_split(args.check)
+        fails = check(args.check) + check_mma() + check_split(args.check) + check_every(args.check)
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
@@ -1176,8 +1496,12 @@ def main():
             unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
             if unknown:
                 raise ValueError(f"--kernel-counts: unknown shape(s) {', '.join(unknown)}")
+        occupancy = every_occupancy(args.every_blocks)
+        if args.every:
+            print_every(occupancy, args.markdown)
+            return
         if args.goals:
-            print_goals(goals_830m(counts), args.markdown)
+            print_goals(goals_830m(counts, occupancy), args.markdown)
             return
         rows = [predict(*s, counts=counts) for s in shapes() if not args.shape or args.shape in s[0]]
     except ValueError as e:
@@ -1202,7 +1526,7 @@ def main():
         print_mma(rows, False)
         if not args.shape:
             print("\nIssue 46's goals for the 830M layer, PREDICTED")
-            print_goals(goals_830m(counts), False)
+            print_goals(goals_830m(counts, occupancy), False)
 
 
 if __name__ == "__main__":
