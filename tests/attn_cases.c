@@ -185,6 +185,12 @@ const tc_case TC_CASES[] = {
     // must not reach them
     {"bf16_post_1x3_d16", TC_BF16, .B = 1, .H = 2, .T = 100, .d = 16, .post_cq = 1, .post_ck = 3, .seed = 5104,
      .sweeps = TC_QUICK},
+    // query-only kernels (c_k = 1): the kernel gradient's diagonal sums need only the first half of
+    // fcb_dw's columns
+    {"bf16_pre_4x1", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 100, .d = 32, .pre_cq = 4, .pre_ck = 1,
+     .docs = {62, 4, 61, 3, 70}, .seed = 5006, .sweeps = TC_QUICK},
+    {"bf16_post_3x1", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 100, .d = 32, .post_cq = 3, .post_ck = 1,
+     .docs = {62, 4, 61, 3, 70}, .seed = 5106, .sweeps = TC_QUICK},
     {"bf16_post_17x17", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 128, .post_cq = 17, .post_ck = 17,
      .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5103, .sweeps = TC_QUICK},
     // head steps of other group sizes: 12 heads mixed at d = 128, 8 at d = 100 (documents, norm and

@@ -296,7 +296,7 @@ __device__ __forceinline__ void fcb_dw(const fc_geo &g, const fc_src &ds, const 
         const int zrow = g.rh - (g.cq - 1) + a;  // Z's row of dS1's row 0 for kernel row a
         float x = 0.0f;
         FC_ROLLED
-        for (int hf = 0; hf < 2; hf++) {
+        for (int hf = 0; hf < 1 + (g.ck > 1); hf++) {  // (the second half holds diagonals 1..31 only)
             mma_c m[2];
             fa_zero(m);
             FC_ROLLED
