@@ -227,6 +227,18 @@ const tc_case TC_CASES[] = {
      .post_ck = 11, .dropout = 0.1f, .docs = {30, 4, 36}, .seed = 7004},
     {"bf16_every_post_ch", TC_BF16, .B = 1, .H = 4, .T = 60, .d = 64, .post_cq = 4, .post_ck = 7, .ch = 2, .gn = 1,
      .seed = 7005},
+    // the every-step kernels' edges: T shorter than a tile with one-column kernels; d = 8 with
+    // one-column kernels of 15 and 16 rows over one-row documents at tile starts; one kv head for
+    // 16 heads convolved as one group, documents starting one row before and at tile edges; the
+    // pre-softmax kernel at its limit (16 x 17) with T = 17
+    {"bf16_every_T3", TC_BF16, .B = 4, .H = 2, .T = 3, .d = 16, .pre_cq = 2, .pre_ck = 3, .post_cq = 3, .post_ck = 1,
+     .seed = 7006},
+    {"bf16_every_d8_rows", TC_BF16, .B = 1, .H = 3, .T = 47, .d = 8, .pre_cq = 15, .pre_ck = 1, .post_cq = 16,
+     .post_ck = 1, .gate = 1, .docs = {1, 1, 14, 1, 15, 16}, .seed = 7007},
+    {"bf16_every_kv1_ch16", TC_BF16, .B = 2, .H = 16, .H_kv = 1, .T = 48, .d = 16, .pre_cq = 6, .pre_ck = 11, .mix = 1,
+     .post_cq = 6, .post_ck = 11, .ch = 16, .dropout = 0.2f, .docs = {15, 1, 16, 1, 31, 2}, .seed = 7008},
+    {"bf16_every_pre16x17", TC_BF16, .B = 2, .H = 4, .T = 17, .d = 8, .pre_cq = 16, .pre_ck = 17, .mix = 1, .ch = 2,
+     .docs = {3, 9, 5}, .seed = 7009},
 
     // ---- what bench_cuda times by default: the 830M layer at B = 1, H = 8, d = 64 ----
     {"perf_830m_T2048", TC_PERF, .B = 1, .H = 8, .T = 2048, .d = 64, L830M},
