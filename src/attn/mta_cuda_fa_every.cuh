@@ -3,7 +3,7 @@
 // kernels before this file do not combine with it (fe_takes), for groups of G <= 16 heads.
 // Included by mta_cuda_tc.cuh after mta_cuda_fa_post.cuh: it reuses the grown-tile products
 // (fc_z_rect, fc_z_store), the band MMAs (fc_band, fc_conv), the head mixings (fh_weights,
-// fh_mixmat) and the per-head O accumulation (fh_rows_acc).
+// fh_mixmat) and the per-head O accumulation (fh_rows_acc, fh_o_rows).
 //
 // A block owns a central tile C of FE_M = 16 query rows [i0, i0+16) and FE_N = 16 keys [j0, j0+16)
 // of every head of a group. Its one data structure is a *plane set*: one map of all 16 (padded)
@@ -28,6 +28,7 @@
 
 const int FE_M = 16, FE_N = 16;  // the central tile's query rows and keys
 const int FE_G = 16;             // heads of a plane set (a group's G <= 16, padded)
+static_assert(FE_M == FH_M, "the every-step forward's O rows are the head kernels' (fh_o_rows)");
 
 // ---- The engine ----
 
@@ -487,11 +488,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2)
         const int h = e / f.s.rows, i = fe_i(f.s, k.i0, e % f.s.rows);
         m.lse[e] = h < hd.G && i >= 0 && i < a.T ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
     }
-    const size_t n = (size_t)FE_M * a.d;
-    for (size_t e = threadIdx.x; e < hd.G * n; e += TC_THREADS) {
-        const int h = (int)(e / n), i = k.i0 + (int)(e % n / a.d);
-        if (i < a.T) a.o[((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d] = 0.0f;
-    }
+    fh_o_rows(a, hd.G, k.bh0, k.i0, [&](int, int, size_t at) { a.o[at] = 0.0f; });
     for (int jt = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N; jt <= k.i0 / FE_N; jt++) {
         const int j0 = jt * FE_N;
         fe_s1<true>(a, hd, f, k, m, j0, w_pre);
@@ -513,11 +510,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2)
                                   a.o + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, NULL);
             });
     }
-    for (size_t e = threadIdx.x; e < hd.G * n; e += TC_THREADS) {
-        const int h = (int)(e / n), i = k.i0 + (int)(e % n / a.d);
-        const size_t at = ((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d;
-        if (i < a.T) out[at] = a.o[at];
-    }
+    fh_o_rows(a, hd.G, k.bh0, k.i0, [&](int, int, size_t at) { out[at] = a.o[at]; });
 }
 
 // The forward's launches (k_fa_every_stats, then k_fa_every_forward); w_pre, w_post NULL for an
