@@ -3,7 +3,7 @@
 // kernels before this file do not combine with it (fe_takes), for groups of G <= 16 heads.
 // Included by mta_cuda_tc.cuh after mta_cuda_fa_post.cuh: it reuses the grown-tile products
 // (fc_z_rect, fc_z_store), the band MMAs (fc_band, fc_conv), the head mixings (fh_weights,
-// fh_mixmat) and the per-head O accumulation (fh_rows_acc).
+// fh_mixmat) and the per-head O accumulation (fh_rows_acc, fh_o_rows).
 //
 // A block owns a central tile C of FE_M = 16 query rows [i0, i0+16) and FE_N = 16 keys [j0, j0+16)
 // of every head of a group. Its one data structure is a *plane set*: one map of all 16 (padded)
@@ -28,6 +28,7 @@
 
 const int FE_M = 16, FE_N = 16;  // the central tile's query rows and keys
 const int FE_G = 16;             // heads of a plane set (a group's G <= 16, padded)
+static_assert(FE_M == FH_M, "the every-step forward's O rows are the head kernels' (fh_o_rows)");
 
 // ---- The engine ----
 
@@ -76,6 +77,33 @@ template <bool LO = true, typename F = fc_same>
 __device__ __forceinline__ void fe_product(const tc_args &a, const fe_region &r, int i0, int j0, const bf16 *qs,
                                            const bf16 *ks, const int *st, bf16 *hi, bf16 *lo, F entry = F()) {
     fc_z_rect<LO>(a, tc_up16(r.rows), tc_up16(r.cols), r.ld, fe_i(r, i0, 0), fe_j(r, j0, 0), qs, ks, st, hi, lo, entry);
+}
+
+// fe_product over d-slices (the forward's stage holds a slice of X's and Y's columns per step, so
+// that it fits twice on an SM at d = 128): z[2u], z[2u + 1] += the slice's part of region r's chunk
+// warp + 4u (fc_z_rect's chunks; FE_ZC a warp's at most: fe_fits), X Y^T over w columns at leading
+// dimension sld; fe_product_store then masks, splits and stores them as fc_z_rect does. The MMAs
+// are fc_z_rect's in its order, so the result is its to the bit whatever the slices.
+const int FE_ZC = 3;
+__device__ __forceinline__ void fe_product_acc(const fe_region &r, const bf16 *xs, const bf16 *ys, int sld, int w,
+                                               mma_c (&z)[2 * FE_ZC]) {
+    const int cc = tc_up16(r.cols) / 16, nf = tc_up16(r.rows) / 16 * cc;
+    FA_UNROLL
+    for (int u = 0; u < FE_ZC; u++) {
+        const int f = threadIdx.x / 32 + TC_THREADS / 32 * u;
+        if (f < nf) fa_xyT(z + 2 * u, xs + f / cc * 16 * sld, ys + f % cc * 16 * sld, sld, w);
+    }
+}
+__device__ __forceinline__ void fe_product_store(const tc_args &a, const fe_region &r, int i0, int j0,
+                                                 const mma_c (&z)[2 * FE_ZC], const int *st, bf16 *hi, bf16 *lo) {
+    const int cc = tc_up16(r.cols) / 16, nf = tc_up16(r.rows) / 16 * cc;
+    FA_UNROLL
+    for (int u = 0; u < FE_ZC; u++) {
+        const int f = threadIdx.x / 32 + TC_THREADS / 32 * u;
+        if (f < nf)
+            fc_z_store(a, r.ld, fe_i(r, i0, 0), fe_j(r, j0, 0), f / cc * 16, f % cc * 16, z + 2 * u, st, fc_same(), hi,
+                       lo);
+    }
 }
 
 // Head h's bands of kernel w (H, c_q, c_k) as fc_band builds them (flip, sh: the transposed
@@ -245,16 +273,20 @@ __host__ __device__ inline fe_geo fe_geo_of(int kind, int cq1, int ck1, int cq2,
     return f;
 }
 
-// The shared arrays of a kernel of kind: two stage buffers (a head's q and k rows for Z, or two
-// heads' v rows), Z's hi and lo (one head), the s and (forward) c plane sets, one band, the
-// mixing matrices (fh_weights), the log-sum-exp of s's rows per head (forward) and the document
-// start of each of Z's rows. The forward's c planes are used only from P1 to P2 v, when Z and the
-// stage buffers past the v rows are not: they lie there when that space holds them (so that two
-// blocks fit on an H100 SM at d' <= 96 with 6 x 11 kernels).
+// The shared arrays of a kernel of kind: two stage buffers (a d-slice of a head's q and k rows for
+// Z, or two heads' v rows), Z's hi and lo (one head), the s and (forward) c plane sets, one band,
+// the mixing matrices (fh_weights), the log-sum-exp of s's rows per head (forward) and the document
+// start of each of Z's rows. The forward's v rows and c planes are used only from P1 to P2 v, when
+// the q and k rows and Z are not: they share that space. Past d' = 96 the forward's stage holds
+// slices of 64 of the d' columns (fe_product_acc), which halves it at d' = 128 and brings two
+// blocks per H100 SM (as at d' <= 96 with 6 x 11 kernels) for a few more barriers: single-buffering
+// it instead would save as much but leave each head's copies unhidden, and a narrower slice saves
+// nothing more, the v rows and c planes then setting the shared space's size.
 struct fe_smem {
     bf16 *stage;
-    size_t stage_size;  // bf16 of one stage buffer (Z's q and k rows)
+    size_t stage_size;  // bf16 of one stage buffer (a slice of Z's q and k rows)
     size_t v_size;      // bf16 of one buffer of two heads' v rows, from the stage's start
+    int sw;             // the columns of a slice (d' in one slice)
     bf16 *zhi, *zlo;
     fe_planes s, c;
     bf16 *band, *w;
@@ -264,15 +296,15 @@ struct fe_smem {
 __host__ __device__ inline size_t fe_carve(int kind, const fe_geo &f, int dp, unsigned char *base, fe_smem *m) {
     const int fwd = kind == TC_FWD;
     carver cv = {base, 0};
-    m->stage_size = (size_t)(f.z.rows + tc_up16(f.z.cols)) * fa_ld(dp), m->v_size = (size_t)2 * FE_N * fa_ld(dp);
+    m->sw = fwd && dp > 96 ? 64 : dp;
+    m->stage_size = (size_t)(f.z.rows + tc_up16(f.z.cols)) * fa_ld(m->sw), m->v_size = (size_t)2 * FE_N * fa_ld(dp);
     m->stage = cv.take<bf16>(2 * m->stage_size);
     m->zhi = cv.take<bf16>(f.z.hs), m->zlo = cv.take<bf16>(f.z.hs);
-    const size_t free = cv.at / sizeof(bf16) - 2 * m->v_size, cp = fe_plane_size(f.c);  // past the v rows, in bf16
+    carver vc = {fwd ? base : NULL, 0};  // the v rows and c planes, over the stage and Z
+    vc.take<bf16>(2 * m->v_size);
+    m->c.r = f.c, m->c.hi = vc.take<bf16>(fe_plane_size(f.c)), m->c.lo = vc.take<bf16>(fe_plane_size(f.c));
+    if (fwd && vc.at > cv.at) cv.at = vc.at;
     m->s.r = f.s, m->s.hi = cv.take<bf16>(fe_plane_size(f.s)), m->s.lo = cv.take<bf16>(fe_plane_size(f.s));
-    // (one offset from base either way, so that the compiler keeps the planes' shared space)
-    const size_t c_at = 2 * cp <= free ? 2 * m->v_size * sizeof(bf16) : cv.at;
-    if (fwd && 2 * cp > free) cv.take<bf16>(2 * cp);
-    m->c.r = f.c, m->c.hi = fwd && base ? (bf16 *)(base + c_at) : NULL, m->c.lo = fwd && base ? m->c.hi + cp : NULL;
     const size_t b1 = (size_t)f.g1.cq * 8 * f.g1.bw, b2 = (size_t)f.g2.cq * 8 * f.g2.bw;
     m->band = cv.take<bf16>(b1 > b2 ? b1 : b2);
     m->w = cv.take<bf16>(4 * (size_t)fh_wsize(1));
@@ -308,21 +340,38 @@ __device__ __forceinline__ fe_block fe_setup(const tc_args &a, const tc_heads &h
 }
 
 // The per-head band products of key tile j0 into the s planes: per head (stages double-buffered),
-// its q rows and k rows, the pre band, Z on f.z (fe_product), then S1 on f.s (fe_conv, 16 x 16 units).
+// its q rows and k rows, the pre band, Z on f.z, then S1 on f.s (fe_conv, 16 x 16 units). SLICED
+// (the forward): the rows slice by slice (m.sw columns), Z accumulated over them (fe_product_acc,
+// _store), its chunks' accumulators held across the steps; else in one step (fe_product), which
+// keeps the statistics kernel's registers at 3 blocks per H100 SM.
+template <bool SLICED>
 __device__ __forceinline__ void fe_s1(const tc_args &a, const tc_heads &hd, const fe_geo &f, const fe_block &k,
                                       const fe_smem &m, int j0, const float *w_pre) {
-    const int ld = fa_ld(a.dp), zc = tc_up16(f.z.cols);
+    const int sld = fa_ld(m.sw), ns = (a.dp + m.sw - 1) / m.sw, zc = tc_up16(f.z.cols);
     const fc_src z = {m.zhi, m.zlo, f.z.ld, zc, m.st, m.band, f.g1.bw, f.g1.dmax};
+    const auto cols = [&](int n) { return a.dp - n % ns * m.sw < m.sw ? a.dp - n % ns * m.sw : m.sw; };  // slice n's
+    mma_c acc[2 * FE_ZC];
     fe_steps(
-        hd.G, m.stage, m.stage_size,
-        [&](int h, bf16 *buf) {
-            const int bh = k.bh0 + h;
-            fa_load_rows(buf, a.q + (size_t)bh * a.Tp * a.dp, fe_i(f.z, k.i0, 0), f.z.rows, a.T, a.dp);
-            fa_load_rows(buf + f.z.rows * ld, a.k + tc_kv_slab(a, bh) * a.Tp * a.dp, fe_j(f.z, j0, 0), zc, a.T, a.dp);
+        hd.G * ns, m.stage, m.stage_size,
+        [&](int n, bf16 *buf) {
+            const int bh = k.bh0 + n / ns, c0 = n % ns * m.sw;
+            fa_load_cols(buf, sld, a.q + (size_t)bh * a.Tp * a.dp, fe_i(f.z, k.i0, 0), f.z.rows, a.T, a.dp, c0,
+                         cols(n));
+            fa_load_cols(buf + f.z.rows * sld, sld, a.k + tc_kv_slab(a, bh) * a.Tp * a.dp, fe_j(f.z, j0, 0), zc, a.T,
+                         a.dp, c0, cols(n));
         },
-        [&](int h, bf16 *buf) {
+        [&](int n, bf16 *buf) {
+            const int h = n / ns, c0 = n % ns * m.sw;
+            if (SLICED) {
+                if (c0 == 0) fa_zero(acc);
+                fe_product_acc(f.z, buf, buf + f.z.rows * sld, sld, cols(n), acc);
+                if (c0 + m.sw < a.dp) return;  // the head's next slice
+            }
             fe_band(f.g1, w_pre, k.h0 + h, 0, 0, m.band);
-            fe_product(a, f.z, k.i0, j0, buf, buf + f.z.rows * ld, m.st, m.zhi, m.zlo);
+            if (SLICED)
+                fe_product_store(a, f.z, k.i0, j0, acc, m.st, m.zhi, m.zlo);
+            else
+                fe_product(a, f.z, k.i0, j0, buf, buf + f.z.rows * sld, m.st, m.zhi, m.zlo);
             __syncthreads();  // Z's halo rows come from other warps; the band from every thread
             bf16 *hi = m.s.hi + h * f.s.hs, *lo = m.s.lo + h * f.s.hs;
             fe_conv<2>(f.g1, z, tc_up16(f.s.rows) / 16, tc_up16(f.s.cols) / 16, 0, m.st + f.q1,
@@ -367,7 +416,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2)
         FA_UNROLL
         for (int hh = 0; hh < 4; hh++) mx[qq][hh] = -INFINITY, l[qq][hh] = 0.0f;
     for (int jt = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N; jt <= k.i0 / FE_N; jt++) {
-        fe_s1(a, hd, f, k, m, jt * FE_N, w_pre);  // ends with a barrier
+        fe_s1<false>(a, hd, f, k, m, jt * FE_N, w_pre);  // ends with a barrier
         FA_UNROLL
         for (int qq = 0; qq < 4; qq++) {
             const int row = 4 * w + qq;
@@ -428,7 +477,7 @@ __device__ __forceinline__ void fe_p2(const tc_args &a, const tc_heads &hd, cons
 // The forward's output pass (grid as k_fa_every_stats, after it): O (before norm and gate) of the
 // block's rows and heads to a.o and out. (O accumulates in a.o, not in registers, so one kernel
 // serves every d.)
-__global__ void __launch_bounds__(TC_THREADS, 1)
+__global__ void __launch_bounds__(TC_THREADS, 2)
     k_fa_every_forward(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *out) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     const fe_geo f = fe_geo_of(TC_FWD, a.cq, a.ck, a.pcq, a.pck);
@@ -439,14 +488,10 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
         const int h = e / f.s.rows, i = fe_i(f.s, k.i0, e % f.s.rows);
         m.lse[e] = h < hd.G && i >= 0 && i < a.T ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
     }
-    const size_t n = (size_t)FE_M * a.d;
-    for (size_t e = threadIdx.x; e < hd.G * n; e += TC_THREADS) {
-        const int h = (int)(e / n), i = k.i0 + (int)(e % n / a.d);
-        if (i < a.T) a.o[((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d] = 0.0f;
-    }
+    fh_o_rows(a, hd.G, k.bh0, k.i0, [&](int, int, size_t at) { a.o[at] = 0.0f; });
     for (int jt = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N; jt <= k.i0 / FE_N; jt++) {
         const int j0 = jt * FE_N;
-        fe_s1(a, hd, f, k, m, j0, w_pre);
+        fe_s1<true>(a, hd, f, k, m, j0, w_pre);
         fe_mix(f.s, hd.G, m.s.hi, m.s.lo, m.w, 0, fe_probs{&a, &f, &m, k.i0, j0});
         __syncthreads();
         fe_p2(a, hd, f, k, m, j0, w_post);
@@ -465,11 +510,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
                                   a.o + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, NULL);
             });
     }
-    for (size_t e = threadIdx.x; e < hd.G * n; e += TC_THREADS) {
-        const int h = (int)(e / n), i = k.i0 + (int)(e % n / a.d);
-        const size_t at = ((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d;
-        if (i < a.T) out[at] = a.o[at];
-    }
+    fh_o_rows(a, hd.G, k.bh0, k.i0, [&](int, int, size_t at) { out[at] = a.o[at]; });
 }
 
 // The forward's launches (k_fa_every_stats, then k_fa_every_forward); w_pre, w_post NULL for an
@@ -493,6 +534,8 @@ int fe_fits(const mta_config *c, size_t smem_max) {
     for (int n = 0; n < 2; n++)
         if (cv[n][0] && (cv[n][0] > 16 || cv[n][1] > 17 || cv[n][1] % 2 == 0)) return 0;
     if (hd.G > FE_G) return 0;
+    const fe_geo f = fe_geo_of(TC_FWD, c->pre_cq, c->pre_ck, c->post_cq, c->post_ck);  // Z's chunks: FE_ZC a warp
+    if (tc_up16(f.z.rows) / 16 * (tc_up16(f.z.cols) / 16) > FE_ZC * TC_THREADS / 32) return 0;
     const int dp = tc_dp(c->d), kinds[2] = {FE_STATS, TC_FWD};
     for (int n = 0; n < 2; n++)
         if (fe_smem_bytes(kinds[n], dp, c->pre_cq, c->pre_ck, c->post_cq, c->post_ck) > smem_max) return 0;

@@ -401,6 +401,16 @@ template <int NQ> __device__ __forceinline__ void fh_rows(const tc_args &a, cons
     }
 }
 
+// f(h, r, at) for each entry at of a.o (and out) of the block's rows i0 + r < T (r < FH_M) and
+// heads bh0 + h (h < G): the forward's O zeroed before it accumulates there, and copied out at the
+// end (here and in the every-step forward, FE_M = FH_M).
+template <typename F> __device__ __forceinline__ void fh_o_rows(const tc_args &a, int G, int bh0, int i0, F f) {
+    for (int e = threadIdx.x; e < G * FH_M * a.d; e += TC_THREADS) {
+        const int h = e / (FH_M * a.d), r = e % (FH_M * a.d) / a.d;
+        if (i0 + r < a.T) f(h, r, ((size_t)(bh0 + h) * a.T + i0 + r) * a.d + e % a.d);
+    }
+}
+
 // The block's setup for kernel kind: shared arrays (fh_carve), the mixing matrices, the query
 // tile's rows (fh_rows); S1's (and the backward's dP2's) padding heads zero, and the forward's a.o
 // rows.
@@ -418,10 +428,7 @@ __device__ __forceinline__ fh_smem fh_setup(const tc_args &a, const tc_heads &hd
         k.s1h[e] = k.s1l[e] = zero;
         if (kind != TC_FWD) k.p2[e] = zero;
     }
-    for (int e = threadIdx.x; kind == TC_FWD && e < hd.G * FH_M * a.d; e += TC_THREADS) {
-        const int h = e / (FH_M * a.d), i = k.i0 + e % (FH_M * a.d) / a.d;
-        if (i < a.T) a.o[((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d] = 0.0f;
-    }
+    if (kind == TC_FWD) fh_o_rows(a, hd.G, k.bh0, k.i0, [&](int, int, size_t at) { a.o[at] = 0.0f; });
     return s;
 }
 
@@ -438,11 +445,8 @@ template <int NQ> __device__ __forceinline__ void fh_finish(const tc_args &a, co
             if (i < a.T) a.lse[(size_t)(k.bh0 + h) * a.T + i] = hd.ch ? k.m[qq][hh] : k.m[qq][hh] + logf(k.l[qq][hh]);
         }
     __syncthreads();
-    for (int e = threadIdx.x; e < hd.G * FH_M * a.d; e += TC_THREADS) {
-        const int h = e / (FH_M * a.d), r = e % (FH_M * a.d) / a.d, i = k.i0 + r;
-        const size_t at = ((size_t)(k.bh0 + h) * a.T + i) * a.d + e % a.d;
-        if (i < a.T) out[at] = a.o[at] = a.o[at] / k.ls[h * FH_M + r];
-    }
+    fh_o_rows(a, hd.G, k.bh0, k.i0,
+              [&](int h, int r, size_t at) { out[at] = a.o[at] = a.o[at] / k.ls[h * FH_M + r]; });
 }
 
 // Runs a block's stages (fh_walk), cp.async double-buffered in sh: step(p, buf) computes stage p

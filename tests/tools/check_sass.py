@@ -74,11 +74,6 @@ ONE_BLOCK = {
     'k_fa_head_forward_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
     'k_fa_head_dq_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
     'k_fa_head_dkdv_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
-    # The every-step forward holds every head's S1 and P (hi and lo) on the tile grown by the
-    # post-softmax halos (54 KB with 6 x 11 kernels) and a head's q and k rows grown by both
-    # halos, double-buffered (52 KB at d = 128; P1's planes lie there): 122 KB at d = 128, one
-    # block (two up to d = 96, 110 KB).
-    'k_fa_every_forward': "16 heads' planes on a tile grown by two convolutions' halos",
     # The every-step backward's dQ and dK/dV hold per tile pair the 16 heads' S1, P, dS planes (hi
     # and lo) on the tile grown by both convolutions' halos (26 x 29 entries with 6 x 11 kernels, 67
     # KB) and their dP2, dP1 planes (26 x 42, one part, 58 KB), with a head's stage and Z: 187-214 KB.
