@@ -6,7 +6,7 @@
 // The kernels are instantiated for NQ = 1 (G <= 16) and NQ = 2 (G <= 32): the mixings' K (and N) is
 // the group's heads padded to 16 NQ, so NQ k steps of m16n8k16 and 2 NQ n-tiles of 8 heads. A tile
 // holds per entry every head's S1 (hi and lo) and P2 or dP2, so NQ 2 halves the tile's keys (16,
-// not 32): each kernel then takes at most 113 KB at d <= 128, as 2 blocks per H100 SM need.
+// not 32): each kernel then fits, at d <= 128, the 113 KB a block has with 2 blocks per H100 SM.
 // Per key tile, in stages of two heads (cp.async double-buffered: a stage's q and k, or v, tiles):
 //   S1[h] = scale q_h k_h^T, masked, into shared memory as [entry][head] (entry = query row, key);
 //   step 3 per entry, S2 (entries x heads) = S1 (entries x heads) W1^T: m16n8k16 with K the
@@ -46,8 +46,8 @@ __host__ __device__ inline int fh_wsize(int nq) { return 16 * nq * fh_wld(nq); }
 
 // The shared arrays of a head kernel (kind TC_FWD, TC_DQ or TC_DKDV) for G heads at padded width dp.
 struct fh_smem {
-    bf16 *stage;     // two stage buffers of sbuf bf16 each (fh_sbuf)
-    size_t sbuf;
+    bf16 *stage;     // two stage buffers of sbuf bf16 each
+    size_t sbuf;     // fh_sbuf
     bf16 *s1h, *s1l; // S1 hi, lo: fh_e entries of 16 nq heads (fh_s1_at)
     bf16 *p2;        // forward: P2 (G, FH_M, fh_pld); backward: dP2 as S1
     float *dws;      // dQ with nq 2: the 4 warps' sums of W2's kernel gradient, (16 nq)^2 each
@@ -269,14 +269,16 @@ __device__ __forceinline__ void fh_scores(const tc_args &a, const fh_block<NQ> &
 }
 
 // S2 of the warp's query row 4w + qq at the tile's 16-key chunks: S1 W1^T (fh_mixmat).
-template <int NQ> __device__ __forceinline__ void fh_mix(const fh_block<NQ> &k, int qq, mma_c s2[fh_kc(NQ)][2 * NQ]) {
+template <int NQ>
+__device__ __forceinline__ void fh_mix(const fh_block<NQ> &k, int qq, mma_c s2[fh_kc(NQ)][2 * NQ]) {
     const int l = threadIdx.x % 32, w = threadIdx.x / 32;
     FA_UNROLL
     for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a ah[NQ], al[NQ];
         FA_UNROLL
         for (int ks = 0; ks < NQ; ks++) {
-            const int e = (4 * w + qq) * fh_keys(NQ) + 16 * kc + l % 16, at = fh_s1_at<NQ>(e, 16 * ks + 8 * (l / 16));
+            const int e = (4 * w + qq) * fh_keys(NQ) + 16 * kc + l % 16;
+            const int at = fh_s1_at<NQ>(e, 16 * ks + 8 * (l / 16));
             ldsm_x4(ah[ks].x, k.s1h + at);
             ldsm_x4(al[ks].x, k.s1l + at);
         }
@@ -503,7 +505,8 @@ __device__ __forceinline__ void fh_drive(const tc_args &a, int G, const fh_block
 // The forward with head steps for G <= 16 NQ heads, one block per (query tile of FH_M rows, group)
 // (grid: x tiles, the last first, y B*H/G): stages as the header says; O (before norm and gate)
 // to out and a.o, each row's log-sum-exp to a.lse (of S2 with step 6, as k_fa_head_dq reads it).
-template <int NQ> __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_forward_t(tc_args a, tc_heads hd, float *out) {
+template <int NQ>
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_forward_t(tc_args a, tc_heads hd, float *out) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     fh_block<NQ> k;
     const fh_smem s = fh_setup(a, hd, sh, k, TC_FWD);

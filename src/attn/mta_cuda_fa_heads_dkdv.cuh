@@ -2,8 +2,9 @@
 // "Head mixing and head convolution"), for groups of G <= 32 heads (NQ as the forward's). Included
 // by mta_cuda_tc.cuh after mta_cuda_fa_heads_dq.cuh, whose block, stages and per-row step it runs.
 //
-// A block owns a key tile of fh_keys(NQ) keys (32, or 16 with NQ 2) of the group's G heads and walks the query tiles of 16
-// rows from the diagonal while their documents reach the keys (fh_walk's qw). Per query tile,
+// A block owns a key tile of fh_keys(NQ) keys (32, or 16 with NQ 2) of the group's G heads and
+// walks the query tiles of 16 rows from the diagonal while their documents reach the keys
+// (fh_walk's qw). Per query tile,
 // stages of two heads: q, k (S1 as the forward), dO, v (dP2), and q, dO. After the last dO, v
 // stage each warp takes 4 query rows of every head as k_fa_head_dq does (fhq_step): S2, P, dP,
 // dS2 = P (dP - D) with D from k_fa_head_dq, dS1 = dS2 W1 over the row's S1 lo and P2 = P W2' with
@@ -83,8 +84,8 @@ void fh_backward_t(const call *cl, const tc_args &a, const tc_heads &hd, int B, 
     tc_smem_optin(k_fa_head_dq, smq);
     tc_smem_optin(k_fa_head_dkdv, smk);
     MTA_LAUNCH(k_fa_head_dq, dim3((unsigned)((a.T + FH_M - 1) / FH_M), y), TC_THREADS, smq, cl->s)(a, hd, dq, hwp);
-    MTA_LAUNCH(k_fa_head_dkdv, dim3((unsigned)((a.T + fh_keys(NQ) - 1) / fh_keys(NQ)), y), TC_THREADS, smk, cl->s)(a, hd,
-                                                                                                        dkp, dvp);
+    const unsigned kt = (unsigned)((a.T + fh_keys(NQ) - 1) / fh_keys(NQ));
+    MTA_LAUNCH(k_fa_head_dkdv, dim3(kt, y), TC_THREADS, smk, cl->s)(a, hd, dkp, dvp);
 }
 void fh_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp, float *dkp,
                  float *dvp) {

@@ -37,14 +37,15 @@ template <int NQ> struct fhq_block {
 };
 
 // dP of query row qq's two chunks: dP2 W2'^T (hi of dP2 by W2's hi and lo: fh_mixmat without A lo).
-template <int NQ> __device__ __forceinline__ void fhq_dp(const fhq_block<NQ> &k, int qq, mma_c dp[fh_kc(NQ)][2 * NQ]) {
+template <int NQ>
+__device__ __forceinline__ void fhq_dp(const fhq_block<NQ> &k, int qq, mma_c dp[fh_kc(NQ)][2 * NQ]) {
     const int l = threadIdx.x % 32, w = threadIdx.x / 32;
     FA_UNROLL
     for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a d[NQ];
+        const int e = (4 * w + qq) * fh_keys(NQ) + 16 * kc + l % 16;
         FA_UNROLL
-        for (int ks = 0; ks < NQ; ks++)
-            ldsm_x4(d[ks].x, k.d2 + fh_s1_at<NQ>((4 * w + qq) * fh_keys(NQ) + 16 * kc + l % 16, 16 * ks + 8 * (l / 16)));
+        for (int ks = 0; ks < NQ; ks++) ldsm_x4(d[ks].x, k.d2 + fh_s1_at<NQ>(e, 16 * ks + 8 * (l / 16)));
         fh_mixmat<NQ, 0>(dp[kc], d, d, k.f.w + 2 * fh_wsize(NQ), 1);
     }
 }
@@ -99,8 +100,8 @@ __device__ __forceinline__ void fhq_wgrad(const bf16 *scr, const bf16 *yh, const
 // The terms of query row qq (scratch scr) added to the warp's kernel gradient sum m (0: W1's, in
 // sum; 1: W2's, in sum with NQ 1, in dws with NQ 2).
 template <int NQ>
-__device__ __forceinline__ void fhq_wgrad_sum(const fhq_block<NQ> &k, const bf16 *scr, const bf16 *yh, const bf16 *yl,
-                                              int e0, mma_c sum[][2 * NQ], int m) {
+__device__ __forceinline__ void fhq_wgrad_sum(const fhq_block<NQ> &k, const bf16 *scr, const bf16 *yh,
+                                              const bf16 *yl, int e0, mma_c sum[][2 * NQ], int m) {
     if (NQ == 1 || m == 0) {
         FA_UNROLL
         for (int mt = 0; mt < NQ; mt++) fhq_wgrad<NQ>(scr, yh, yl, e0, mt, sum[mt]);
@@ -122,7 +123,8 @@ __device__ __forceinline__ void fhq_wgrad_sum(const fhq_block<NQ> &k, const bf16
 // dS1 = dS2 W1 of query row qq into its rows of S1's lo array (fhq_ds_at), heads < G: a 16-key chunk
 // at a time (fh_mix_regs' product per chunk; fewer registers).
 template <int NQ>
-__device__ __forceinline__ void fhq_store_ds(const fhq_block<NQ> &k, int G, int qq, const mma_c ds2[fh_kc(NQ)][2 * NQ]) {
+__device__ __forceinline__ void fhq_store_ds(const fhq_block<NQ> &k, int G, int qq,
+                                             const mma_c ds2[fh_kc(NQ)][2 * NQ]) {
     const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
     __syncwarp();  // the warp's lanes have read the row's S1 lo (fh_mix, fhq_wgrad)
     FA_UNROLL
@@ -226,7 +228,9 @@ template <int NQ> __device__ __forceinline__ void fhq_partial(const tc_heads &hd
     static_assert(fh_e(NQ) * 16 * NQ * sizeof(bf16) >= 4 * (NQ == 1 ? 2 : 1) * 16 * NQ * 16 * NQ * sizeof(float),
                   "the registers' sums fit S1's hi array");
     float *const regs = (float *)k.f.s1h, *const dws = k.dws - w * mg * mg;
-    const auto sum = [&](int v, int m) { return NQ == 1 ? regs + (v * 2 + m) * mg * mg : m ? dws + v * mg * mg : regs + v * mg * mg; };
+    const auto sum = [&](int v, int m) {
+        return NQ == 1 ? regs + (v * 2 + m) * mg * mg : m ? dws + v * mg * mg : regs + v * mg * mg;
+    };
     FA_UNROLL
     for (int mt = 0; mt < NQ; mt++)
         FA_UNROLL
@@ -254,7 +258,8 @@ template <int NQ> __device__ __forceinline__ void fhq_partial(const tc_heads &hd
 
 // dQ of 16 query rows of a group's G <= 16 NQ heads (grid: x tiles of 16 rows, the last first, y
 // B*H/G), with D (to a.D, for k_fa_head_dkdv) and the tile's kernel gradient partial (hwp).
-template <int NQ> __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_dq_t(tc_args a, tc_heads hd, float *dq, float *hwp) {
+template <int NQ>
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_dq_t(tc_args a, tc_heads hd, float *dq, float *hwp) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     fhq_block<NQ> k;
     const fh_smem s = fh_setup(a, hd, sh, k.f, TC_DQ);
@@ -280,7 +285,8 @@ template <int NQ> __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_dq_
                      fh_scores<NQ, 1>(a, k.f, hd.G, p.s % wk.P, p.j0, buf, k.d2, (bf16 *)NULL);
                      if (p.s % wk.P == wk.P - 1) {
                          __syncthreads();  // the stage's reads are done: its buffer takes the scratch
-                         fhq_step<NQ, 0>(a, hd, k, p.pass, p.j0, buf + threadIdx.x / 32 * 2 * fh_keys(NQ) * 16 * NQ);
+                         bf16 *const scr = buf + threadIdx.x / 32 * 2 * fh_keys(NQ) * 16 * NQ;
+                         fhq_step<NQ, 0>(a, hd, k, p.pass, p.j0, scr);
                      }
                  } else {
                      fhq_dq(a, hd, k, p.s % wk.P, buf, dq);
