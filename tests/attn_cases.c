@@ -200,9 +200,11 @@ const tc_case TC_CASES[] = {
     {"bf16_heads_H8_d100_docs", TC_BF16, .B = 2, .H = 8, .H_kv = 2, .T = 150, .d = 100, .mix = 1, .ch = 2, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {1, 300, 5, 27, 2}, .docs_first = 1, .seed = 6001,
      .sweeps = TC_QUICK | TC_SANITIZED},
-    // groups of 17 to 32 heads (the head kernels' <2> instances: the mixings' K in two k steps): 32
-    // heads mixed at d = 64 (grouped-query attention) and d = 100 (documents, norm and gate), 32 in
-    // one head-conv group without mixing, and 24 mixed (the padded group's heads 24-31 zero)
+    // groups of 17 to 32 heads (the head kernels' <2> instances: the mixings' K in two k steps, tiles
+    // of 16 keys): 32 heads mixed at d = 64 (grouped-query attention) and d = 100 (documents, norm
+    // and gate), 32 in one head-conv group without mixing, 24 mixed (the padded group's heads 24-31
+    // zero), and 32 mixed alone (O rescaled by the online softmax's alpha per key tile) at d = 128
+    // across document starts inside key tiles, with grouped-query attention
     {"bf16_heads_H32_d64", TC_BF16, .B = 1, .H = 32, .H_kv = 8, .T = 70, .d = 64, .mix = 1, .ch = 4, .dropout = 0.1f,
      .seed = 6002, .sweeps = TC_QUICK},
     {"bf16_heads_H32_d100_docs", TC_BF16, .B = 2, .H = 32, .H_kv = 4, .T = 90, .d = 100, .mix = 1, .ch = 8, .gn = 1,
@@ -211,6 +213,8 @@ const tc_case TC_CASES[] = {
      .seed = 6004},
     {"bf16_heads_H24_d128", TC_BF16, .B = 1, .H = 24, .H_kv = 6, .T = 70, .d = 128, .mix = 1, .ch = 3,
      .dropout = 0.1f, .seed = 6005, .sweeps = TC_QUICK},
+    {"bf16_heads_H32_mix_d128_docs", TC_BF16, .B = 1, .H = 32, .H_kv = 8, .T = 70, .d = 128, .mix = 1,
+     .dropout = 0.1f, .docs = {21, 3, 30, 16}, .seed = 6006, .sweeps = TC_QUICK},
     // every step at once (the every-step kernels, k_fa_every_*: a convolution with another step):
     // the 830M layer's 16 heads at d = 64 and, across document starts, d = 128; 8 heads mixed and
     // convolved in groups of 4 with both convolutions, grouped-query attention and dropout; the

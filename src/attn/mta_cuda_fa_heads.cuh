@@ -2,9 +2,11 @@
 // convolution"): k_fa_head_forward, for groups of G <= 32 heads. Included by mta_cuda_tc.cuh after
 // mta_cuda_fa2.cuh (its helpers: fa_ld, fa_xyT, fa_row_reduce, FA_UNROLL).
 //
-// A block owns FH_M = 16 query rows of the G heads of a group and walks key tiles of FH_N = 32 keys.
+// A block owns FH_M = 16 query rows of the G heads of a group and walks key tiles of fh_keys(NQ) keys.
 // The kernels are instantiated for NQ = 1 (G <= 16) and NQ = 2 (G <= 32): the mixings' K (and N) is
-// the group's heads padded to 16 NQ, so NQ k steps of m16n8k16 and 2 NQ n-tiles of 8 heads.
+// the group's heads padded to 16 NQ, so NQ k steps of m16n8k16 and 2 NQ n-tiles of 8 heads. A tile
+// holds per entry every head's S1 (hi and lo) and P2 or dP2, so NQ 2 halves the tile's keys (16,
+// not 32): each kernel then fits, at d <= 128, the 113 KB a block has with 2 blocks per H100 SM.
 // Per key tile, in stages of two heads (cp.async double-buffered: a stage's q and k, or v, tiles):
 //   S1[h] = scale q_h k_h^T, masked, into shared memory as [entry][head] (entry = query row, key);
 //   step 3 per entry, S2 (entries x heads) = S1 (entries x heads) W1^T: m16n8k16 with K the
@@ -22,14 +24,20 @@
 #ifndef MTAC_ATTN_MTA_CUDA_FA_HEADS_CUH
 #define MTAC_ATTN_MTA_CUDA_FA_HEADS_CUH
 
-const int FH_M = 16, FH_N = 32;       // query rows and keys of a tile
+const int FH_M = 16, FH_N = 32;       // query rows of a tile; keys of a tile with NQ 1
 const int FH_MAXG = 32;               // heads of a group: two k steps of the mixing's K
-const int FH_E = FH_M * FH_N;         // entries of a tile pair
-const int FH_PLD = FH_N + 8;          // P2's leading dimension (bf16): rows 80 bytes apart
-const int FH_STAGE = 2 * (FH_M + FH_N);  // rows of a stage buffer: two heads' q and k (or v)
 
 // The mixings' k steps for a group of G heads: 1 (G <= 16), 2 (G <= 32), 0 (more: no kernel).
 __host__ __device__ inline int fh_nq(int G) { return G <= 16 ? 1 : G <= FH_MAXG ? 2 : 0; }
+
+// With nq k steps: the tile's keys, their 16-key chunks, the tile pair's entries, P2's leading
+// dimension (bf16: rows 80 or 48 bytes apart, so an ldmatrix's 8 rows hit distinct banks) and the
+// rows of a stage buffer (two heads' q and k, or v; or the dK, dV kernel's q and dO).
+__host__ __device__ constexpr int fh_keys(int nq) { return FH_N / nq; }
+__host__ __device__ constexpr int fh_kc(int nq) { return fh_keys(nq) / 16; }
+__host__ __device__ constexpr int fh_e(int nq) { return FH_M * fh_keys(nq); }
+__host__ __device__ constexpr int fh_pld(int nq) { return fh_keys(nq) + 8; }
+__host__ __device__ constexpr int fh_stage(int nq) { return 2 * (FH_M + fh_keys(nq)); }
 
 // A mixing matrix's leading dimension (bf16): 16 nq heads and 8 of padding, so that the 8 rows an
 // ldmatrix reads (48 or 80 bytes apart) hit distinct banks.
@@ -38,25 +46,31 @@ __host__ __device__ inline int fh_wsize(int nq) { return 16 * nq * fh_wld(nq); }
 
 // The shared arrays of a head kernel (kind TC_FWD, TC_DQ or TC_DKDV) for G heads at padded width dp.
 struct fh_smem {
-    bf16 *stage;     // two stage buffers of FH_STAGE rows at fa_ld(dp)
-    bf16 *s1h, *s1l; // S1 hi, lo: FH_E entries of 16 nq heads (fh_s1_at)
-    bf16 *p2;        // forward: P2 (G, FH_M, FH_PLD); backward: dP2 as S1
-    bf16 *scr;       // dQ: the 4 warps' scratch, 2 FH_N entries of 16 nq heads each (hi, then lo)
-    float *dws;      // dQ with nq 2: the 4 warps' kernel gradient sums, 2 matrices of (16 nq)^2 each
+    bf16 *stage;     // two stage buffers of sbuf bf16 each
+    size_t sbuf;     // fh_sbuf
+    bf16 *s1h, *s1l; // S1 hi, lo: fh_e entries of 16 nq heads (fh_s1_at)
+    bf16 *p2;        // forward: P2 (G, FH_M, fh_pld); backward: dP2 as S1
+    float *dws;      // dQ with nq 2: the 4 warps' sums of W2's kernel gradient, (16 nq)^2 each
     bf16 *w;         // the mixing matrices W1 hi, lo and W2'^T hi, lo (fh_weights)
     float *al, *ls;  // (16 nq heads, FH_M rows): forward, the online softmax's alpha and the sums at
                      // the end; backward, each row's log-sum-exp and D
 };
+// The bf16 of a stage buffer: fh_stage rows at fa_ld(dp); dQ's also hold its 4 warps' scratch
+// (fhq_block), used once the buffer's stage is done.
+__host__ __device__ inline size_t fh_sbuf(int kind, int nq, int dp) {
+    const size_t rows = (size_t)fh_stage(nq) * fa_ld(dp), scr = 4 * 2 * (size_t)fh_keys(nq) * 16 * nq;
+    return kind == TC_DQ && scr > rows ? scr : rows;
+}
 __host__ __device__ inline size_t fh_carve(int kind, int G, int dp, unsigned char *base, fh_smem *s) {
     const int nq = fh_nq(G), fwd = kind == TC_FWD;  // the row statistics in shared memory for the
                                                     // backward: registers run out (forward: per lane)
-    const size_t e = (size_t)FH_E * 16 * nq;
+    const size_t e = (size_t)fh_e(nq) * 16 * nq;
     carver cv = {base, 0};
-    s->stage = cv.take<bf16>(2 * (size_t)FH_STAGE * fa_ld(dp));
+    s->sbuf = fh_sbuf(kind, nq, dp);
+    s->stage = cv.take<bf16>(2 * s->sbuf);
     s->s1h = cv.take<bf16>(e), s->s1l = cv.take<bf16>(e);
-    s->p2 = cv.take<bf16>(fwd ? (size_t)G * FH_M * FH_PLD : e);
-    s->scr = cv.take<bf16>(kind == TC_DQ ? 4 * 2 * (size_t)FH_N * 16 * nq : 0);
-    s->dws = cv.take<float>(kind == TC_DQ && nq == 2 ? 4 * 2 * (size_t)32 * 32 : 0);
+    s->p2 = cv.take<bf16>(fwd ? (size_t)G * FH_M * fh_pld(nq) : e);
+    s->dws = cv.take<float>(kind == TC_DQ && nq == 2 ? 4 * (size_t)32 * 32 : 0);
     s->w = cv.take<bf16>(4 * (size_t)fh_wsize(nq));
     s->al = cv.take<float>((size_t)16 * nq * FH_M), s->ls = cv.take<float>((size_t)16 * nq * FH_M);
     return cv.at;
@@ -140,11 +154,12 @@ __device__ __forceinline__ void fh_split(const mma_c c[2], mma_a &hi, mma_a &lo)
     for (int k = 0; k < 4; k++) bf16x2_split(c[k / 2].x[2 * (k % 2)], c[k / 2].x[2 * (k % 2) + 1], hi.x[k], lo.x[k]);
 }
 
-// y = x m per 16-entry chunk of a query row (two), x in C fragments split into hi and lo (fh_mixmat).
+// y = x m per 16-entry chunk of a query row (fh_kc), x in C fragments split into hi and lo (fh_mixmat).
 template <int NQ>
-__device__ __forceinline__ void fh_mix_regs(const mma_c x[2][2 * NQ], const bf16 *m, int tr, mma_c y[2][2 * NQ]) {
+__device__ __forceinline__ void fh_mix_regs(const mma_c x[fh_kc(NQ)][2 * NQ], const bf16 *m, int tr,
+                                            mma_c y[fh_kc(NQ)][2 * NQ]) {
     FA_UNROLL
-    for (int kc = 0; kc < 2; kc++) {
+    for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a hi[NQ], lo[NQ];
         FA_UNROLL
         for (int ks = 0; ks < NQ; ks++) fh_split(x[kc] + 2 * ks, hi[ks], lo[ks]);
@@ -168,17 +183,18 @@ __device__ __forceinline__ int fh_stages(const fh_walk &wk, int pass) {
     if (wk.bwd) return (pass || wk.bwd == 2 ? 3 : 2) * wk.P;
     return pass + 1 < wk.npass ? wk.P : 2 * wk.P;
 }
-__device__ __forceinline__ fh_pos fh_next(const fh_walk &wk, fh_pos p) {
+template <int NQ> __device__ __forceinline__ fh_pos fh_next(const fh_walk &wk, fh_pos p) {
     if (++p.s < fh_stages(wk, p.pass)) return p;
     int &t = wk.qw ? p.i0 : p.j0;
-    p.s = 0, t += wk.qw ? FH_M : FH_N;
+    p.s = 0, t += wk.qw ? FH_M : fh_keys(NQ);
     if (t > wk.last) t = wk.js, p.pass++;
     return p;
 }
 
 // Issues stage p's copies into buf.
+template <int NQ>
 __device__ __forceinline__ void fh_stage_load(const tc_args &a, int bh0, int G, const fh_walk &wk, fh_pos p, bf16 *buf) {
-    const int dp = a.dp, ld = fa_ld(dp);
+    const int dp = a.dp, ld = fa_ld(dp), N = fh_keys(NQ);
     const int kind = p.s / wk.P;
     for (int u = 0; u < 2; u++) {
         const int h = 2 * (p.s % wk.P) + u;
@@ -190,18 +206,18 @@ __device__ __forceinline__ void fh_stage_load(const tc_args &a, int bh0, int G, 
             fa_load_rows(t, a.q + qs, p.i0, FH_M, a.T, dp);
             fa_load_rows(t + FH_M * ld, a.dO + qs, p.i0, FH_M, a.T, dp);
         } else if (kind == 0 || (kind == 1 && wk.bwd)) {  // rows of q (dO) then of k (v)
-            bf16 *t = buf + u * (FH_M + FH_N) * ld;
+            bf16 *t = buf + u * (FH_M + N) * ld;
             fa_load_rows(t, (kind ? a.dO : a.q) + qs, p.i0, FH_M, a.T, dp);
-            fa_load_rows(t + FH_M * ld, (kind ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
+            fa_load_rows(t + FH_M * ld, (kind ? a.v : a.k) + kv, p.j0, N, a.T, dp);
         } else {
-            fa_load_rows(buf + u * FH_N * ld, (kind == 1 ? a.v : a.k) + kv, p.j0, FH_N, a.T, dp);
+            fa_load_rows(buf + u * N * ld, (kind == 1 ? a.v : a.k) + kv, p.j0, N, a.T, dp);
         }
     }
 }
 
 // The shared arrays and the per-lane state of a block (NQ: fh_nq of its G).
 template <int NQ> struct fh_block {
-    bf16 *s1h, *s1l, *p2;  // S1 hi, lo (fh_s1_at); P2 (G, FH_M, FH_PLD), or the backward's dP2
+    bf16 *s1h, *s1l, *p2;  // S1 hi, lo (fh_s1_at); P2 (G, FH_M, fh_pld), or the backward's dP2
     bf16 *w;               // the mixing matrices (fh_weights): W1 at w, W2'^T at w + 2 fh_wsize
     float *al, *ls;        // (16 NQ heads, 16 rows): forward, alpha and the sums at the end; backward,
                            // the rows' log-sum-exp and D (fh_smem)
@@ -209,42 +225,60 @@ template <int NQ> struct fh_block {
     float m[4][4 * NQ], l[4][4 * NQ];  // forward: per query row qq and head slot hh (fh_head): max (then lse), sum
 };
 
-// The products x y^T of heads 2s (warps 0, 1) and 2s+1 (warps 2, 3), keys 16(w%2).. of the tile,
-// x and y a stage's rows (q, k or dO, v), 0 where the row does not see the key, into [entry][head]
-// arrays: S1 = scale q k^T split into hi and lo, or (DP2) dP2 = dropout(dO v^T) in hi.
+// x y^T for 16 rows of x and 8 of y, one n-tile (fa_xyT's first): y's B fragments by ldmatrix x2,
+// whose addresses lanes 0-15 give (fa_xyT's).
+__device__ __forceinline__ void fh_xyT1(mma_c &c, const bf16 *x, const bf16 *y, int ld, int dp) {
+    const int l = threadIdx.x % 32;
+    const bf16 *xl = x + (l % 16) * ld + 8 * (l / 16), *yl = y + (l % 8) * ld + 8 * (l / 8 % 2);
+    for (int k = 0; k < dp; k += 16) {
+        mma_a xa;
+        mma_b yb;
+        ldsm_x4(xa.x, xl + k);
+        ldsm_x2(yb.x, yl + k);
+        mma_16816(c, xa, yb);
+    }
+}
+
+// The products x y^T of heads 2s (warps 0, 1) and 2s+1 (warps 2, 3), warp w the keys of half w % 2
+// of the tile (NT n-tiles), x and y a stage's rows (q, k or dO, v), 0 where the row does not see the
+// key, into [entry][head] arrays: S1 = scale q k^T split into hi and lo, or (DP2) dP2 = dropout(dO v^T) in hi.
 template <int NQ, int DP2>
 __device__ __forceinline__ void fh_scores(const tc_args &a, const fh_block<NQ> &k, int G, int s, int j0,
                                           const bf16 *buf, bf16 *hi, bf16 *lo) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, h = 2 * s + w / 2, ld = fa_ld(a.dp);
+    constexpr int N = fh_keys(NQ), NT = N / 16;
     if (h >= G) return;
-    const bf16 *qs = buf + (w / 2) * (FH_M + FH_N) * ld, *ks = qs + (FH_M + 16 * (w % 2)) * ld;
-    mma_c c[2] = {};
-    fa_xyT(c, qs, ks, ld, a.dp);
+    const bf16 *qs = buf + (w / 2) * (FH_M + N) * ld, *ks = qs + (FH_M + N / 2 * (w % 2)) * ld;
+    mma_c c[NT] = {};
+    if constexpr (NT == 2) fa_xyT(c, qs, ks, ld, a.dp);
+    else fh_xyT1(c[0], qs, ks, ld, a.dp);
     int st[2];  // the document starts of this lane's rows g, g + 8
     FA_UNROLL
     for (int r = 0; r < 2; r++) st[r] = k.i0 + g + 8 * r < a.T ? mta_row_start(a.ds, a.T, k.b, k.i0 + g + 8 * r) : 0;
     FA_UNROLL
-    for (int n = 0; n < 2; n++)
+    for (int n = 0; n < NT; n++)
         FA_UNROLL
         for (int x = 0; x < 4; x++) {
-            const int r = g + 8 * (x / 2), key = 16 * (w % 2) + 8 * n + 2 * t + x % 2, i = k.i0 + r, j = j0 + key;
+            const int r = g + 8 * (x / 2), key = N / 2 * (w % 2) + 8 * n + 2 * t + x % 2, i = k.i0 + r, j = j0 + key;
             float v = 0.0f;
             if (fa_ok(a.T, i, st[x / 2], j)) v = c[n].x[x] * (DP2 ? tc_drop(a, k.bh0 + h, i, j) : a.scale);
-            const int at = fh_s1_at<NQ>(r * FH_N + key, h);
+            const int at = fh_s1_at<NQ>(r * N + key, h);
             if (DP2) hi[at] = __float2bfloat16_rn(v);
             else bf16_split(v, hi[at], lo[at]);
         }
 }
 
-// S2 of the warp's query row 4w + qq at the tile's two 16-key chunks: S1 W1^T (fh_mixmat).
-template <int NQ> __device__ __forceinline__ void fh_mix(const fh_block<NQ> &k, int qq, mma_c s2[2][2 * NQ]) {
+// S2 of the warp's query row 4w + qq at the tile's 16-key chunks: S1 W1^T (fh_mixmat).
+template <int NQ>
+__device__ __forceinline__ void fh_mix(const fh_block<NQ> &k, int qq, mma_c s2[fh_kc(NQ)][2 * NQ]) {
     const int l = threadIdx.x % 32, w = threadIdx.x / 32;
     FA_UNROLL
-    for (int kc = 0; kc < 2; kc++) {
+    for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a ah[NQ], al[NQ];
         FA_UNROLL
         for (int ks = 0; ks < NQ; ks++) {
-            const int e = (4 * w + qq) * FH_N + 16 * kc + l % 16, at = fh_s1_at<NQ>(e, 16 * ks + 8 * (l / 16));
+            const int e = (4 * w + qq) * fh_keys(NQ) + 16 * kc + l % 16;
+            const int at = fh_s1_at<NQ>(e, 16 * ks + 8 * (l / 16));
             ldsm_x4(ah[ks].x, k.s1h + at);
             ldsm_x4(al[ks].x, k.s1l + at);
         }
@@ -259,19 +293,19 @@ template <int NQ> __device__ __forceinline__ void fh_mix(const fh_block<NQ> &k, 
 // The online statistics of query row qq: per head slot the new max, alpha and sum (rows of the
 // key chunks: key 16 kc + g + 8 r); with keep, s2 becomes P = exp(S2 - m) (0 where masked).
 template <int NQ>
-__device__ __forceinline__ void fh_online(const tc_args &a, fh_block<NQ> &k, int qq, int j0, mma_c s2[2][2 * NQ],
-                                          float alpha[4 * NQ]) {
+__device__ __forceinline__ void fh_online(const tc_args &a, fh_block<NQ> &k, int qq, int j0,
+                                          mma_c s2[fh_kc(NQ)][2 * NQ], float alpha[4 * NQ]) {
     const int i = k.i0 + 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
     FA_UNROLL
     for (int hh = 0; hh < 4 * NQ; hh++) {
         float mx = k.m[qq][hh], sum = 0.0f;
         FA_UNROLL
-        for (int x = 0; x < 4; x++)
+        for (int x = 0; x < 2 * fh_kc(NQ); x++)
             if (fa_ok(a.T, i, k.st[qq], j0 + 16 * (x / 2) + g + 8 * (x % 2))) mx = fmaxf(mx, FH_AT(s2, x / 2, hh, x % 2));
         mx = fa_row_reduce<4, 16>(mx, 0);
         alpha[hh] = mx == -INFINITY ? 1.0f : expf(k.m[qq][hh] - mx);
         FA_UNROLL
-        for (int x = 0; x < 4; x++) {
+        for (int x = 0; x < 2 * fh_kc(NQ); x++) {
             float &v = FH_AT(s2, x / 2, hh, x % 2);
             v = fa_ok(a.T, i, k.st[qq], j0 + 16 * (x / 2) + g + 8 * (x % 2)) ? expf(v - mx) : 0.0f;
             sum += v;
@@ -282,13 +316,13 @@ __device__ __forceinline__ void fh_online(const tc_args &a, fh_block<NQ> &k, int
 
 // P = exp(S2 - lse) of query row qq where the row sees the key, else 0 (lse(hh): head slot hh's).
 template <int NQ, typename L>
-__device__ __forceinline__ void fh_probs(const tc_args &a, const fh_block<NQ> &k, int qq, int j0, mma_c s2[2][2 * NQ],
-                                         L lse) {
+__device__ __forceinline__ void fh_probs(const tc_args &a, const fh_block<NQ> &k, int qq, int j0,
+                                         mma_c s2[fh_kc(NQ)][2 * NQ], L lse) {
     const int i = k.i0 + 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
     FA_UNROLL
     for (int hh = 0; hh < 4 * NQ; hh++)
         FA_UNROLL
-        for (int x = 0; x < 4; x++) {
+        for (int x = 0; x < 2 * fh_kc(NQ); x++) {
             float &v = FH_AT(s2, x / 2, hh, x % 2);
             v = fa_ok(a.T, i, k.st[qq], j0 + 16 * (x / 2) + g + 8 * (x % 2)) ? expf(v - lse(hh)) : 0.0f;
         }
@@ -297,12 +331,12 @@ __device__ __forceinline__ void fh_probs(const tc_args &a, const fh_block<NQ> &k
 // P2 of query row qq with dropout, to bf16 at at(h, q, key) (heads < G).
 template <int NQ, typename At>
 __device__ __forceinline__ void fh_store_p2(const tc_args &a, const fh_block<NQ> &k, int G, int qq, int j0,
-                                            const mma_c p2[2][2 * NQ], At at) {
+                                            const mma_c p2[fh_kc(NQ)][2 * NQ], At at) {
     const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
     FA_UNROLL
     for (int hh = 0; hh < 4 * NQ; hh++)
         FA_UNROLL
-        for (int x = 0; x < 4; x++) {
+        for (int x = 0; x < 2 * fh_kc(NQ); x++) {
             const int h = fh_head(hh), key = 16 * (x / 2) + g + 8 * (x % 2);
             if (h >= G) continue;
             const float v = FH_AT(p2, x / 2, hh, x % 2);  // 0 where the row does not see the key
@@ -316,15 +350,15 @@ __device__ __forceinline__ void fh_store_p2(const tc_args &a, const fh_block<NQ>
 template <int NQ>
 __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd, fh_block<NQ> &k, int stats, int j0) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-    const auto p2_at = [&](int h, int q, int key) { return k.p2 + (h * FH_M + q) * FH_PLD + key; };
+    const auto p2_at = [&](int h, int q, int key) { return k.p2 + (h * FH_M + q) * fh_pld(NQ) + key; };
     FA_UNROLL
     for (int qq = 0; qq < 4; qq++) {
-        mma_c s2[2][2 * NQ];
+        mma_c s2[fh_kc(NQ)][2 * NQ];
         fh_mix(k, qq, s2);
         float alpha[4 * NQ];
         if (hd.ch && !stats) {
             fh_probs(a, k, qq, j0, s2, [&](int hh) { return k.m[qq][hh]; });
-            mma_c p2[2][2 * NQ];
+            mma_c p2[fh_kc(NQ)][2 * NQ];
             fh_mix_regs<NQ>(s2, k.w + 2 * fh_wsize(NQ), 0, p2);
             fh_store_p2(a, k, hd.G, qq, j0, p2, p2_at);
             continue;
@@ -339,10 +373,10 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
 }
 
 // dst = alpha dst + f X y for a head's 16 rows from i0 (dst: its (T, d) slab; alpha NULL: 1), X
-// (16 x 32) in shared memory, row q's 8 columns from c at x_at(q, c), y the (32, dp) rows of a
+// (16 x 16 KC) in shared memory, row q's 8 columns from c at x_at(q, c), y the (16 KC, dp) rows of a
 // stage; warp w takes the 16-column blocks w % 2, w % 2 + 2, ... With TR, X^T y instead: X
 // (16 x 16) read transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows. KC: X's
-// 16-column chunks without TR (the every-step kernels' tiles have one).
+// 16-column chunks without TR (fh_kc; the every-step kernels' tiles have one).
 template <int TR, int KC = FH_N / 16, typename X>
 __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
                                             const float *alpha) {
@@ -377,8 +411,9 @@ __device__ __forceinline__ void fh_pv(const tc_args &a, const tc_heads &hd, cons
                                       const bf16 *buf) {
     const int w = threadIdx.x / 32, h = 2 * sv + w / 2;
     if (h >= hd.G) return;
-    const bf16 *ps = k.p2 + h * FH_M * FH_PLD;
-    fh_rows_acc<0>(a, k.i0, [&](int q, int c) { return ps + q * FH_PLD + c; }, buf + (w / 2) * FH_N * fa_ld(a.dp),
+    const bf16 *ps = k.p2 + h * FH_M * fh_pld(NQ);
+    fh_rows_acc<0, fh_kc(NQ)>(a, k.i0, [&](int q, int c) { return ps + q * fh_pld(NQ) + c; },
+                   buf + (w / 2) * fh_keys(NQ) * fa_ld(a.dp),
                    a.o + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, hd.ch ? NULL : k.al + h * FH_M);
 }
 
@@ -424,7 +459,7 @@ __device__ __forceinline__ fh_smem fh_setup(const tc_args &a, const tc_heads &hd
     fh_weights<NQ>(a, hd, k.bh0 % a.H, k.w);
     fh_rows(a, hd, k, kind == TC_DKDV ? 2 : kind == TC_DQ);
     const bf16 zero = __float2bfloat16_rn(0.0f);
-    for (int e = threadIdx.x; e < FH_E * 16 * NQ; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < fh_e(NQ) * 16 * NQ; e += TC_THREADS) {
         k.s1h[e] = k.s1l[e] = zero;
         if (kind != TC_FWD) k.p2[e] = zero;
     }
@@ -449,22 +484,22 @@ template <int NQ> __device__ __forceinline__ void fh_finish(const tc_args &a, co
               [&](int h, int r, size_t at) { out[at] = a.o[at] = a.o[at] / k.ls[h * FH_M + r]; });
 }
 
-// Runs a block's stages (fh_walk), cp.async double-buffered in sh: step(p, buf) computes stage p
-// from its buffer; switched() runs after a pass's last stage when another pass follows.
+// Runs a block's stages (fh_walk), cp.async double-buffered in s's stage buffers: step(p, buf)
+// computes stage p from its buffer; switched() runs after a pass's last stage when another pass
+// follows.
 template <int NQ, typename S, typename W>
-__device__ __forceinline__ void fh_drive(const tc_args &a, int G, const fh_block<NQ> &k, const fh_walk &wk, bf16 *sh,
-                                         S step, W switched) {
-    const int ld = fa_ld(a.dp);
+__device__ __forceinline__ void fh_drive(const tc_args &a, int G, const fh_block<NQ> &k, const fh_walk &wk,
+                                         const fh_smem &s, S step, W switched) {
     fh_pos cur = {0, wk.qw ? wk.js : k.i0, wk.qw ? wk.kt : wk.js, 0};
-    fh_stage_load(a, k.bh0, G, wk, cur, sh);
+    fh_stage_load<NQ>(a, k.bh0, G, wk, cur, s.stage);
     cp_async_commit();
     for (int n = 0; cur.pass < wk.npass; n++) {
-        const fh_pos nx = fh_next(wk, cur);
-        if (nx.pass < wk.npass) fh_stage_load(a, k.bh0, G, wk, nx, sh + ((n + 1) & 1) * FH_STAGE * ld);
+        const fh_pos nx = fh_next<NQ>(wk, cur);
+        if (nx.pass < wk.npass) fh_stage_load<NQ>(a, k.bh0, G, wk, nx, s.stage + ((n + 1) & 1) * s.sbuf);
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        step(cur, sh + (n & 1) * FH_STAGE * ld);
+        step(cur, s.stage + (n & 1) * s.sbuf);
         __syncthreads();  // before the next stage's copies overwrite this buffer
         if (nx.pass != cur.pass && nx.pass < wk.npass) switched();
         cur = nx;
@@ -474,16 +509,17 @@ __device__ __forceinline__ void fh_drive(const tc_args &a, int G, const fh_block
 // The forward with head steps for G <= 16 NQ heads, one block per (query tile of FH_M rows, group)
 // (grid: x tiles, the last first, y B*H/G): stages as the header says; O (before norm and gate)
 // to out and a.o, each row's log-sum-exp to a.lse (of S2 with step 6, as k_fa_head_dq reads it).
-template <int NQ> __global__ void __launch_bounds__(TC_THREADS, 3 - NQ) k_fa_head_forward_t(tc_args a, tc_heads hd, float *out) {
+template <int NQ>
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_forward_t(tc_args a, tc_heads hd, float *out) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     fh_block<NQ> k;
     const fh_smem s = fh_setup(a, hd, sh, k, TC_FWD);
     fh_walk wk;
     wk.npass = hd.ch ? 2 : 1, wk.P = (hd.G + 1) / 2;
     wk.last = (k.i0 + FH_M < a.T ? k.i0 + FH_M : a.T) - 1;
-    wk.js = mta_row_start(a.ds, a.T, k.b, k.i0) / FH_N * FH_N;
+    wk.js = mta_row_start(a.ds, a.T, k.b, k.i0) / fh_keys(NQ) * fh_keys(NQ);
     wk.bwd = wk.qw = 0;
-    fh_drive(a, hd.G, k, wk, s.stage,
+    fh_drive(a, hd.G, k, wk, s,
              [&](fh_pos p, const bf16 *buf) {
                  if (p.s < wk.P) {
                      fh_scores<NQ, 0>(a, k, hd.G, p.s, p.j0, buf, k.s1h, k.s1l);

@@ -2,8 +2,9 @@
 // "Head mixing and head convolution"), for groups of G <= 32 heads (NQ as the forward's). Included
 // by mta_cuda_tc.cuh after mta_cuda_fa_heads_dq.cuh, whose block, stages and per-row step it runs.
 //
-// A block owns a key tile of FH_N = 32 keys of the group's G heads and walks the query tiles of 16
-// rows from the diagonal while their documents reach the keys (fh_walk's qw). Per query tile,
+// A block owns a key tile of fh_keys(NQ) keys (32, or 16 with NQ 2) of the group's G heads and
+// walks the query tiles of 16 rows from the diagonal while their documents reach the keys
+// (fh_walk's qw). Per query tile,
 // stages of two heads: q, k (S1 as the forward), dO, v (dP2), and q, dO. After the last dO, v
 // stage each warp takes 4 query rows of every head as k_fa_head_dq does (fhq_step): S2, P, dP,
 // dS2 = P (dP - D) with D from k_fa_head_dq, dS1 = dS2 W1 over the row's S1 lo and P2 = P W2' with
@@ -23,7 +24,7 @@ __device__ __forceinline__ void fhk_acc(const tc_args &a, const tc_heads &hd, co
     if (h >= hd.G) return;
     const bf16 *qs = buf + (w / 2) * 2 * FH_M * ld;
     const size_t at = (size_t)(k.f.bh0 + h) * a.T * a.d;
-    for (int half = 0; half < 2; half++) {  // fh_rows_acc's warps split the columns: both key halves
+    for (int half = 0; half < fh_kc(NQ); half++) {  // fh_rows_acc's warps split the columns: each 16 keys
         const int r0 = j0 + 16 * half;
         fh_rows_acc<1>(a, r0, [&](int q, int c) { return k.f.s1h + fhq_ds_at<NQ>(h, q, 16 * half + c); },
                        qs + FH_M * ld, dvp + at, 1.0f, (const float *)NULL);
@@ -32,18 +33,19 @@ __device__ __forceinline__ void fhk_acc(const tc_args &a, const tc_heads &hd, co
     }
 }
 
-// Each query head's dK and dV of one key tile of FH_N keys (grid: x key tiles, y B*H/G) into dkp,
+// Each query head's dK and dV of one key tile of fh_keys(NQ) keys (grid: x key tiles, y B*H/G) into dkp,
 // dvp (B*H, T, d), over the query tiles from the diagonal on while their rows' documents reach the
 // keys.
 template <int NQ>
-__global__ void __launch_bounds__(TC_THREADS, 3 - NQ) k_fa_head_dkdv_t(tc_args a, tc_heads hd, float *dkp, float *dvp) {
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_dkdv_t(tc_args a, tc_heads hd, float *dkp, float *dvp) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
+    constexpr int N = fh_keys(NQ);
     fhq_block<NQ> k;
     const fh_smem s = fh_setup(a, hd, sh, k.f, TC_DKDV);
-    k.d2 = k.f.p2, k.scr = NULL;
-    const int j0 = blockIdx.x * FH_N, jlast = (j0 + FH_N < a.T ? j0 + FH_N : a.T) - 1;
-    for (int e = threadIdx.x; e < hd.G * FH_N * a.d; e += TC_THREADS) {
-        const int n = e / (FH_N * a.d), j = j0 + e % (FH_N * a.d) / a.d;
+    k.d2 = k.f.p2;
+    const int j0 = blockIdx.x * N, jlast = (j0 + N < a.T ? j0 + N : a.T) - 1;
+    for (int e = threadIdx.x; e < hd.G * N * a.d; e += TC_THREADS) {
+        const int n = e / (N * a.d), j = j0 + e % (N * a.d) / a.d;
         const size_t at = ((size_t)(k.f.bh0 + n) * a.T + j) * a.d + e % a.d;
         if (j <= jlast) dkp[at] = dvp[at] = 0.0f;
     }
@@ -51,7 +53,7 @@ __global__ void __launch_bounds__(TC_THREADS, 3 - NQ) k_fa_head_dkdv_t(tc_args a
     wk.npass = 1, wk.bwd = 2, wk.qw = 1, wk.P = (hd.G + 1) / 2, wk.kt = j0, wk.js = j0, wk.last = j0;
     while (wk.last + FH_M < a.T && mta_row_start(a.ds, a.T, k.f.b, wk.last + FH_M) <= jlast) wk.last += FH_M;
     __syncthreads();  // dkp, dvp cleared before the q, dO stages add to them
-    fh_drive(a, hd.G, k.f, wk, s.stage,
+    fh_drive(a, hd.G, k.f, wk, s,
              [&](fh_pos p, const bf16 *buf) {
                  const int kind = p.s / wk.P;
                  if (p.s == 0) k.f.i0 = p.i0, fh_rows(a, hd, k.f, 2);
@@ -61,7 +63,7 @@ __global__ void __launch_bounds__(TC_THREADS, 3 - NQ) k_fa_head_dkdv_t(tc_args a
                      fh_scores<NQ, 1>(a, k.f, hd.G, p.s % wk.P, j0, buf, k.d2, (bf16 *)NULL);
                      if (p.s % wk.P == wk.P - 1) {
                          __syncthreads();
-                         fhq_step<NQ, 1>(a, hd, k, 1, j0);
+                         fhq_step<NQ, 1>(a, hd, k, 1, j0, (bf16 *)NULL);
                      }
                  } else {
                      fhk_acc(a, hd, k, p.s % wk.P, j0, buf, dkp, dvp);
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(TC_THREADS, 3 - NQ) k_fa_head_dkdv_t(tc_args a
 }
 
 // The backward's two head kernels: dQ (with D and the kernel partials in hwp, query tiles of FH_M)
-// before dK, dV (key tiles of FH_N), which read D.
+// before dK, dV (key tiles of fh_keys(NQ)), which read D.
 template <int NQ>
 void fh_backward_t(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp, float *dkp,
                    float *dvp) {
@@ -82,7 +84,8 @@ void fh_backward_t(const call *cl, const tc_args &a, const tc_heads &hd, int B, 
     tc_smem_optin(k_fa_head_dq, smq);
     tc_smem_optin(k_fa_head_dkdv, smk);
     MTA_LAUNCH(k_fa_head_dq, dim3((unsigned)((a.T + FH_M - 1) / FH_M), y), TC_THREADS, smq, cl->s)(a, hd, dq, hwp);
-    MTA_LAUNCH(k_fa_head_dkdv, dim3((unsigned)((a.T + FH_N - 1) / FH_N), y), TC_THREADS, smk, cl->s)(a, hd, dkp, dvp);
+    const unsigned kt = (unsigned)((a.T + fh_keys(NQ) - 1) / fh_keys(NQ));
+    MTA_LAUNCH(k_fa_head_dkdv, dim3(kt, y), TC_THREADS, smk, cl->s)(a, hd, dkp, dvp);
 }
 void fh_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp, float *dkp,
                  float *dvp) {

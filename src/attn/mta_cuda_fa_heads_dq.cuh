@@ -12,70 +12,75 @@
 // [head][key] per query row, 16-byte units XOR-swizzled by the row so an ldmatrix's 8 rows hit
 // distinct banks), dW1 += dS2^T S1 and dW2' += P^T dP2 (MMAs with the entries as K: dS2 and P go
 // through the warp's scratch as [entry][head] hi and lo and are read back transposed by
-// ldmatrix .trans). The kernel gradients are summed per warp over the block's entries in order,
-// then over the 4 warps in order into the block's partial (hwp).
+// ldmatrix .trans; the scratch lies in the stage buffer just done). The kernel gradients are
+// summed per warp over the block's entries in order, then over the 4 warps in order into the
+// block's partial (hwp).
 #ifndef MTAC_ATTN_MTA_CUDA_FA_HEADS_DQ_CUH
 #define MTAC_ATTN_MTA_CUDA_FA_HEADS_DQ_CUH
 
-// dS1 of head h, query row q, key: in S1's lo array, the row's FH_N x 16 NQ bf16 ([head][key],
+// dS1 of head h, query row q, key: in S1's lo array, the row's fh_keys x 16 NQ bf16 ([head][key],
 // 16-byte units XOR q % 8).
 template <int NQ> __device__ __forceinline__ int fhq_ds_at(int h, int q, int key) {
-    return q * FH_N * 16 * NQ + (((h * FH_N + key) / 8) ^ (q % 8)) * 8 + key % 8;
+    constexpr int N = fh_keys(NQ);
+    return q * N * 16 * NQ + (((h * N + key) / 8) ^ (q % 8)) * 8 + key % 8;
 }
 
 // The warp's kernel gradient sums, (out, in) of W1 and (in, out) of W2', are C fragments (16-row
-// tiles, n-tiles) in registers with NQ 1; with NQ 2 (64 more registers, which would spill) they
-// are in shared memory (dws: the warp's 2 matrices of 32 x 32 floats), each row's terms added
-// there in order (fhq_dw_add).
+// tiles, n-tiles) in registers with NQ 1; with NQ 2 W1's are (32 registers) and W2's are in
+// shared memory (dws: the warp's 32 x 32 floats; 32 more registers would spill), each row's terms
+// added there in order (fhq_wgrad_sum).
 template <int NQ> struct fhq_block {
     fh_block<NQ> f;                      // the forward's arrays and state (al: lse; ls: D)
-    bf16 *d2, *scr;                      // dP2 (fh_s1_at); this warp's scratch (hi, then lo)
-    float *dws;                          // NQ 2: this warp's sums (W1's, then W2's)
-    mma_c dw1[NQ][2 * NQ], dw2[NQ][2 * NQ];  // NQ 1: this warp's sums
+    bf16 *d2;                            // dP2 (fh_s1_at)
+    float *dws;                          // NQ 2: this warp's sums of W2's
+    mma_c dw1[NQ][2 * NQ], dw2[1][2 * NQ];  // this warp's sums: W1's; W2's with NQ 1
 };
 
 // dP of query row qq's two chunks: dP2 W2'^T (hi of dP2 by W2's hi and lo: fh_mixmat without A lo).
-template <int NQ> __device__ __forceinline__ void fhq_dp(const fhq_block<NQ> &k, int qq, mma_c dp[2][2 * NQ]) {
+template <int NQ>
+__device__ __forceinline__ void fhq_dp(const fhq_block<NQ> &k, int qq, mma_c dp[fh_kc(NQ)][2 * NQ]) {
     const int l = threadIdx.x % 32, w = threadIdx.x / 32;
     FA_UNROLL
-    for (int kc = 0; kc < 2; kc++) {
+    for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a d[NQ];
+        const int e = (4 * w + qq) * fh_keys(NQ) + 16 * kc + l % 16;
         FA_UNROLL
-        for (int ks = 0; ks < NQ; ks++)
-            ldsm_x4(d[ks].x, k.d2 + fh_s1_at<NQ>((4 * w + qq) * FH_N + 16 * kc + l % 16, 16 * ks + 8 * (l / 16)));
+        for (int ks = 0; ks < NQ; ks++) ldsm_x4(d[ks].x, k.d2 + fh_s1_at<NQ>(e, 16 * ks + 8 * (l / 16)));
         fh_mixmat<NQ, 0>(dp[kc], d, d, k.f.w + 2 * fh_wsize(NQ), 1);
     }
 }
 
-// This warp's scratch: x (C fragments of 16 entries x 16 NQ heads per chunk) as hi and lo [entry][head].
-template <int NQ> __device__ __forceinline__ void fhq_to_scratch(const fhq_block<NQ> &k, const mma_c x[2][2 * NQ]) {
+// This warp's scratch scr: x (C fragments of 16 entries x 16 NQ heads per chunk) as hi, then lo
+// [entry][head] (scr is an argument, not a member of the block, so that nvcc sees its space:
+// stores to it are STS).
+template <int NQ> __device__ __forceinline__ void fhq_to_scratch(bf16 *scr, const mma_c x[fh_kc(NQ)][2 * NQ]) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
-    for (int kc = 0; kc < 2; kc++)
+    for (int kc = 0; kc < fh_kc(NQ); kc++)
         FA_UNROLL
         for (int n = 0; n < 2 * NQ; n++)
             FA_UNROLL
             for (int i = 0; i < 4; i++) {
                 const int at = fh_s1_at<NQ>(16 * kc + g + 8 * (i / 2), 8 * n + 2 * t + i % 2);
-                bf16_split(x[kc][n].x[i], k.scr[at], k.scr[FH_N * 16 * NQ + at]);
+                bf16_split(x[kc][n].x[i], scr[at], scr[fh_keys(NQ) * 16 * NQ + at]);
             }
     __syncwarp();
 }
 
-// acc (16 x 16 NQ: the scratch's heads 16 mt.. as rows) += scratch^T Y over query row qq's 32
-// entries, Y [entry][head] rows of S1 (yh, yl; yl NULL: hi only) at entry e0: A from the scratch by
+// acc (16 x 16 NQ: the scratch scr's heads 16 mt.. as rows) += scratch^T Y over query row qq's
+// fh_keys entries, Y [entry][head] rows of S1 (yh, yl; yl NULL: hi only) at entry e0: A from the scratch by
 // ldmatrix .trans (matrix j = l / 8: entries 8 (j / 2).., heads 16 mt + 8 (j % 2)..), B from Y the
 // same way as fa_acc's (entries l % 16, heads 16 nb + 8 (l / 16)..).
 template <int NQ>
-__device__ __forceinline__ void fhq_wgrad(const fhq_block<NQ> &k, const bf16 *yh, const bf16 *yl, int e0, int mt,
+__device__ __forceinline__ void fhq_wgrad(const bf16 *scr, const bf16 *yh, const bf16 *yl, int e0, int mt,
                                           mma_c acc[2 * NQ]) {
     const int l = threadIdx.x % 32;
     FA_UNROLL
-    for (int kc = 0; kc < 2; kc++) {
+    for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a ah, al;
         const int ea = 16 * kc + l % 8 + 8 * (l / 16), eb = e0 + 16 * kc + l % 16;
-        ldsm_x4_t(ah.x, k.scr + fh_s1_at<NQ>(ea, 16 * mt + 8 * (l / 8 % 2)));
-        ldsm_x4_t(al.x, k.scr + FH_N * 16 * NQ + fh_s1_at<NQ>(ea, 16 * mt + 8 * (l / 8 % 2)));
+        ldsm_x4_t(ah.x, scr + fh_s1_at<NQ>(ea, 16 * mt + 8 * (l / 8 % 2)));
+        ldsm_x4_t(al.x, scr + fh_keys(NQ) * 16 * NQ + fh_s1_at<NQ>(ea, 16 * mt + 8 * (l / 8 % 2)));
         FA_UNROLL
         for (int nb = 0; nb < NQ; nb++) {
             uint32_t r[4];
@@ -92,21 +97,22 @@ __device__ __forceinline__ void fhq_wgrad(const fhq_block<NQ> &k, const bf16 *yh
     __syncwarp();
 }
 
-// The terms of query row qq added to the warp's kernel gradient sum m (0: W1's, in sum; 1: W2's,
-// in sum) with NQ 1, or to its matrix m of dws with NQ 2.
+// The terms of query row qq (scratch scr) added to the warp's kernel gradient sum m (0: W1's, in
+// sum; 1: W2's, in sum with NQ 1, in dws with NQ 2).
 template <int NQ>
-__device__ __forceinline__ void fhq_wgrad_sum(const fhq_block<NQ> &k, const bf16 *yh, const bf16 *yl, int e0,
-                                              mma_c sum[NQ][2 * NQ], int m) {
-    if (NQ == 1) {
-        fhq_wgrad(k, yh, yl, e0, 0, sum[0]);
+__device__ __forceinline__ void fhq_wgrad_sum(const fhq_block<NQ> &k, const bf16 *scr, const bf16 *yh,
+                                              const bf16 *yl, int e0, mma_c sum[][2 * NQ], int m) {
+    if (NQ == 1 || m == 0) {
+        FA_UNROLL
+        for (int mt = 0; mt < NQ; mt++) fhq_wgrad<NQ>(scr, yh, yl, e0, mt, sum[mt]);
         return;
     }
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    float *d = k.dws + m * 32 * 32;
+    float *d = k.dws;
     FA_UNROLL
     for (int mt = 0; mt < NQ; mt++) {  // an m-tile at a time: fewer registers
         mma_c acc[2 * NQ] = {};
-        fhq_wgrad(k, yh, yl, e0, mt, acc);
+        fhq_wgrad<NQ>(scr, yh, yl, e0, mt, acc);
         FA_UNROLL
         for (int n = 0; n < 2 * NQ; n++)
             FA_UNROLL
@@ -116,11 +122,13 @@ __device__ __forceinline__ void fhq_wgrad_sum(const fhq_block<NQ> &k, const bf16
 
 // dS1 = dS2 W1 of query row qq into its rows of S1's lo array (fhq_ds_at), heads < G: a 16-key chunk
 // at a time (fh_mix_regs' product per chunk; fewer registers).
-template <int NQ> __device__ __forceinline__ void fhq_store_ds(const fhq_block<NQ> &k, int G, int qq, const mma_c ds2[2][2 * NQ]) {
+template <int NQ>
+__device__ __forceinline__ void fhq_store_ds(const fhq_block<NQ> &k, int G, int qq,
+                                             const mma_c ds2[fh_kc(NQ)][2 * NQ]) {
     const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
     __syncwarp();  // the warp's lanes have read the row's S1 lo (fh_mix, fhq_wgrad)
     FA_UNROLL
-    for (int kc = 0; kc < 2; kc++) {
+    for (int kc = 0; kc < fh_kc(NQ); kc++) {
         mma_a hi[NQ], lo[NQ];
         mma_c ds1[2 * NQ];
         FA_UNROLL
@@ -139,13 +147,15 @@ template <int NQ> __device__ __forceinline__ void fhq_store_ds(const fhq_block<N
 // The tile's work after its last dO, v stage, per query row of the warp: P and dP; pass 0 adds
 // P dP to this lane's D terms; pass 1 the kernel gradients' terms and dS1, or with KV (the dK, dV
 // kernel) dS1 and P2 with dropout, over the row's S1 hi (read) as dS1 over its lo (fhq_ds_at).
+// scr: this warp's scratch (dQ's pass 1).
 template <int NQ, int KV>
-__device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, fhq_block<NQ> &k, int pass, int j0) {
+__device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, fhq_block<NQ> &k, int pass, int j0,
+                                         bf16 *scr) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
     FA_UNROLL
     for (int qq = 0; qq < 4; qq++) {
         const int row = 4 * w + qq;
-        mma_c p[2][2 * NQ], dp[2][2 * NQ];
+        mma_c p[fh_kc(NQ)][2 * NQ], dp[fh_kc(NQ)][2 * NQ];
         fh_mix(k.f, qq, p);
         fh_probs(a, k.f, qq, j0, p, [&](int hh) { return k.f.al[fh_head(hh) * FH_M + row]; });
         fhq_dp(k, qq, dp);
@@ -153,7 +163,7 @@ __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, f
         for (int hh = 0; hh < 4 * NQ; hh++) {
             float *D = k.f.ls + fh_head(hh) * FH_M + row, sum = 0.0f;
             FA_UNROLL
-            for (int x = 0; x < 4; x++) {
+            for (int x = 0; x < 2 * fh_kc(NQ); x++) {
                 float &v = FH_AT(dp, x / 2, hh, x % 2);
                 const float pv = FH_AT(p, x / 2, hh, x % 2);
                 if (!pass) sum += pv * v;
@@ -164,11 +174,11 @@ __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, f
             if (g == 0) *D += sum;
         }
         if (!pass) continue;
-        const int e0 = (4 * w + qq) * FH_N;
+        const int e0 = (4 * w + qq) * fh_keys(NQ);
         if (KV) {
             fhq_store_ds(k, hd.G, qq, dp);
             const auto at = [&](int h, int q, int key) { return k.f.s1h + fhq_ds_at<NQ>(h, q, key); };
-            mma_c p2[2][2 * NQ];
+            mma_c p2[fh_kc(NQ)][2 * NQ];
             if (hd.ch) {
                 fh_mix_regs<NQ>(p, k.f.w + 2 * fh_wsize(NQ), 0, p2);
                 fh_store_p2(a, k.f, hd.G, qq, j0, p2, at);
@@ -178,12 +188,12 @@ __device__ __forceinline__ void fhq_step(const tc_args &a, const tc_heads &hd, f
             continue;
         }
         if (hd.ch) {  // first: P is not needed after it
-            fhq_to_scratch(k, p);
-            fhq_wgrad_sum(k, k.d2, (const bf16 *)NULL, e0, k.dw2, 1);
+            fhq_to_scratch<NQ>(scr, p);
+            fhq_wgrad_sum(k, scr, k.d2, (const bf16 *)NULL, e0, k.dw2, 1);
         }
         if (hd.mix) {
-            fhq_to_scratch(k, dp);
-            fhq_wgrad_sum(k, k.f.s1h, k.f.s1l, e0, k.dw1, 0);
+            fhq_to_scratch<NQ>(scr, dp);
+            fhq_wgrad_sum(k, scr, k.f.s1h, k.f.s1l, e0, k.dw1, 0);
         }
         fhq_store_ds(k, hd.G, qq, dp);
     }
@@ -197,9 +207,9 @@ __device__ __forceinline__ void fhq_dq(const tc_args &a, const tc_heads &hd, con
     const int w = threadIdx.x / 32, h = 2 * sk + w / 2;
     if (h >= hd.G) return;
     const bf16 *ds = k.f.s1l;
-    fh_rows_acc<0>(a, k.f.i0, [&](int q, int c) { return ds + fhq_ds_at<NQ>(h, q, c); },
-                   buf + (w / 2) * FH_N * fa_ld(a.dp), dq + (size_t)(k.f.bh0 + h) * a.T * a.d, a.scale,
-                   (const float *)NULL);
+    fh_rows_acc<0, fh_kc(NQ)>(a, k.f.i0, [&](int q, int c) { return ds + fhq_ds_at<NQ>(h, q, c); },
+                              buf + (w / 2) * fh_keys(NQ) * fa_ld(a.dp), dq + (size_t)(k.f.bh0 + h) * a.T * a.d,
+                              a.scale, (const float *)NULL);
 }
 
 // D final (the key tiles' terms summed in ls, in order): written to a.D for k_fa_head_dkdv.
@@ -211,19 +221,25 @@ template <int NQ> __device__ __forceinline__ void fhq_D(const tc_args &a, const 
 }
 
 // The block's kernel gradient partial (hd.nw entries) into hwp: the warps' sums added in order
-// (through shared memory, over S1's hi array: 4 warps x 2 matrices x (16 NQ)^2 floats fit it).
+// (those in registers through shared memory, over S1's hi array, which they fit: sum(v, m) is
+// warp v's matrix m).
 template <int NQ> __device__ __forceinline__ void fhq_partial(const tc_heads &hd, fhq_block<NQ> &k, float *hwp) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, G = hd.G, c = hd.ch, mg = 16 * NQ;
-    float *sum = NQ == 1 ? (float *)k.f.s1h : k.dws - w * 2 * mg * mg;  // (4 warps, 2 matrices, mg x mg)
+    static_assert(fh_e(NQ) * 16 * NQ * sizeof(bf16) >= 4 * (NQ == 1 ? 2 : 1) * 16 * NQ * 16 * NQ * sizeof(float),
+                  "the registers' sums fit S1's hi array");
+    float *const regs = (float *)k.f.s1h, *const dws = k.dws - w * mg * mg;
+    const auto sum = [&](int v, int m) {
+        return NQ == 1 ? regs + (v * 2 + m) * mg * mg : m ? dws + v * mg * mg : regs + v * mg * mg;
+    };
     FA_UNROLL
-    for (int mt = 0; mt < NQ && NQ == 1; mt++)
+    for (int mt = 0; mt < NQ; mt++)
         FA_UNROLL
         for (int n = 0; n < 2 * NQ; n++)
             FA_UNROLL
             for (int x = 0; x < 4; x++) {
                 const int at = (16 * mt + g + 8 * (x / 2)) * mg + 8 * n + 2 * t + x % 2;
-                sum[(w * 2 + 0) * mg * mg + at] = k.dw1[mt][n].x[x];
-                sum[(w * 2 + 1) * mg * mg + at] = k.dw2[mt][n].x[x];
+                sum(w, 0)[at] = k.dw1[mt][n].x[x];
+                if (NQ == 1) sum(w, 1)[at] = k.dw2[0][n].x[x];
             }
     __syncthreads();
     const int n1 = hd.mix ? G * G : 0;
@@ -235,38 +251,42 @@ template <int NQ> __device__ __forceinline__ void fhq_partial(const tc_heads &hd
             m = 1, at = (grp * c + f % (c * c) / c) * mg + grp * c + f % c;
         }
         float x = 0.0f;
-        for (int v = 0; v < 4; v++) x += sum[(v * 2 + m) * mg * mg + at];
+        for (int v = 0; v < 4; v++) x += sum(v, m)[at];
         out[e] = x;
     }
 }
 
 // dQ of 16 query rows of a group's G <= 16 NQ heads (grid: x tiles of 16 rows, the last first, y
 // B*H/G), with D (to a.D, for k_fa_head_dkdv) and the tile's kernel gradient partial (hwp).
-template <int NQ> __global__ void __launch_bounds__(TC_THREADS, 3 - NQ) k_fa_head_dq_t(tc_args a, tc_heads hd, float *dq, float *hwp) {
+template <int NQ>
+__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_dq_t(tc_args a, tc_heads hd, float *dq, float *hwp) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     fhq_block<NQ> k;
     const fh_smem s = fh_setup(a, hd, sh, k.f, TC_DQ);
-    k.d2 = k.f.p2, k.scr = s.scr + threadIdx.x / 32 * 2 * FH_N * 16 * NQ;
-    k.dws = s.dws ? s.dws + threadIdx.x / 32 * 2 * 32 * 32 : NULL;
-    for (int e = threadIdx.x; NQ == 2 && e < 4 * 2 * 32 * 32; e += TC_THREADS) s.dws[e] = 0.0f;
+    k.d2 = k.f.p2;
+    k.dws = s.dws ? s.dws + threadIdx.x / 32 * 32 * 32 : NULL;
+    for (int e = threadIdx.x; NQ == 2 && e < 4 * 32 * 32; e += TC_THREADS) s.dws[e] = 0.0f;
     FA_UNROLL
-    for (int mt = 0; mt < NQ; mt++)
+    for (int n = 0; n < 2 * NQ; n++) {
         FA_UNROLL
-        for (int n = 0; n < 2 * NQ; n++) k.dw1[mt][n] = k.dw2[mt][n] = mma_c{};
+        for (int mt = 0; mt < NQ; mt++) k.dw1[mt][n] = mma_c{};
+        k.dw2[0][n] = mma_c{};
+    }
     fh_walk wk;
     wk.npass = 2, wk.bwd = 1, wk.qw = 0, wk.P = (hd.G + 1) / 2;
     wk.last = (k.f.i0 + FH_M < a.T ? k.f.i0 + FH_M : a.T) - 1;
-    wk.js = mta_row_start(a.ds, a.T, k.f.b, k.f.i0) / FH_N * FH_N;
-    fh_drive(a, hd.G, k.f, wk, s.stage,
-             [&](fh_pos p, const bf16 *buf) {
+    wk.js = mta_row_start(a.ds, a.T, k.f.b, k.f.i0) / fh_keys(NQ) * fh_keys(NQ);
+    fh_drive(a, hd.G, k.f, wk, s,
+             [&](fh_pos p, bf16 *buf) {
                  const int kind = p.s / wk.P;
                  if (kind == 0) {
                      fh_scores<NQ, 0>(a, k.f, hd.G, p.s, p.j0, buf, k.f.s1h, k.f.s1l);
                  } else if (kind == 1) {
                      fh_scores<NQ, 1>(a, k.f, hd.G, p.s % wk.P, p.j0, buf, k.d2, (bf16 *)NULL);
                      if (p.s % wk.P == wk.P - 1) {
-                         __syncthreads();
-                         fhq_step<NQ, 0>(a, hd, k, p.pass, p.j0);
+                         __syncthreads();  // the stage's reads are done: its buffer takes the scratch
+                         bf16 *const scr = buf + threadIdx.x / 32 * 2 * fh_keys(NQ) * 16 * NQ;
+                         fhq_step<NQ, 0>(a, hd, k, p.pass, p.j0, scr);
                      }
                  } else {
                      fhq_dq(a, hd, k, p.s % wk.P, buf, dq);

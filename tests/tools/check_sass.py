@@ -64,16 +64,10 @@ DEVICES = {
 }
 RESERVED, REG_UNIT, SMEM_UNIT = 1024, 256, 128
 RULE_ARCH = '90'  # rule (c) is the H100's (issue 46)
-# Rule (c)'s exceptions: kernels held to 1 block (4 warps) per H100 SM, with the reason. The head
-# kernels' <2> instances serve groups of 17 to 32 heads (H = 32 with head mixing, c_h = 32): a block
-# holds per entry of its 16 x 32 tile pair every head's S1 (hi and lo) and dP2 or P2, 32 heads x 6
-# bytes x 512 entries = 96 KB before its stage buffers, so with those (28-52 KB) it is over the 113 KB
-# that 2 blocks get. Halving the tile's keys (FH_N = 16) would bring 2 blocks back at the price of a
-# second tile shape in all three kernels; the 830M layers (16 heads, the <1> instances) keep 2.
+# Rule (c)'s exceptions: kernels held to 1 block (4 warps) per H100 SM, with the reason. (The head
+# kernels' <2> instances, for groups of 17 to 32 heads, hold per entry of their tile pair every
+# head's S1 (hi and lo) and P2 or dP2: their tiles have 16 keys, not 32, so that 2 blocks fit.)
 ONE_BLOCK = {
-    'k_fa_head_forward_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
-    'k_fa_head_dq_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
-    'k_fa_head_dkdv_t<2>': "groups of 17-32 heads: 32 heads' score arrays per block",
     # The every-step backward's dQ and dK/dV hold per tile pair the 16 heads' S1, P, dS planes (hi
     # and lo) on the tile grown by both convolutions' halos (26 x 29 entries with 6 x 11 kernels, 67
     # KB) and their dP2, dP1 planes (26 x 42, one part, 58 KB), with a head's stage and Z: 187-214 KB.
