@@ -16,8 +16,9 @@ Rules, broken ones make the exit status 1:
       lost, as through mta_cuda_tc.cuh's tc_shared()), and have HMMA and LDSM instructions;
   (c) a tensor-core kernel's registers and shared memory (static + dynamic + 1 KB per block) let at
       least 2 of its blocks and 8 warps run on an H100 SM (the sm_90 code; the sm_80 code's blocks
-      per SM are those of an A100, shown, not checked), or 1 block for the kernels of ONE_BLOCK
-      (each with its reason); its launch must be printed by FILE's main.
+      per SM are those of an A100, shown, not checked), or for the kernels of ONE_BLOCK (each with
+      its reason) 1 block of at least 8 warps (FOUR_WARPS's, each with its reason: 1 block); its
+      launch must be printed by FILE's main.
 --require-prefix also fails when no kernel has the prefix. Prints a table per arch (--markdown
 writes them to FILE too, for docs/cuda.md). cuobjdump is the one of NVIDIA's PyPI wheel that
 scripts/cuda_tools.sh unpacks into .cuda-tools/bin (or --tools DIR); without it the exit status is
@@ -64,7 +65,9 @@ DEVICES = {
 }
 RESERVED, REG_UNIT, SMEM_UNIT = 1024, 256, 128
 RULE_ARCH = '90'  # rule (c) is the H100's (issue 46)
-# Rule (c)'s exceptions: kernels held to 1 block (4 warps) per H100 SM, with the reason. The head
+# Rule (c)'s exceptions: kernels held to 1 block per H100 SM, with the reason; the block must then
+# have 8 warps (FlashAttention-2's backward at d = 128 runs one block of 8 warps per SM, its shared
+# memory about 144 KB), unless FOUR_WARPS excuses it too. The head
 # kernels' <2> instances serve groups of 17 to 32 heads (H = 32 with head mixing, c_h = 32): a block
 # holds per entry of its 16 x 32 tile pair every head's S1 (hi and lo) and dP2 or P2, 32 heads x 6
 # bytes x 512 entries = 96 KB before its stage buffers, so with those (28-52 KB) it is over the 113 KB
@@ -82,8 +85,19 @@ ONE_BLOCK = {
     # The every-step backward's dQ and dK/dV hold per tile pair the 16 heads' S1, P, dS planes (hi
     # and lo) on the tile grown by both convolutions' halos (26 x 29 entries with 6 x 11 kernels, 67
     # KB) and their dP2, dP1 planes (26 x 42, one part, 58 KB), with a head's stage and Z: 187-214 KB.
+    # The planes alone are over the 113 KB two blocks get, and they cannot share space: dS2 = P (dP -
+    # D) reads P and dP1 together, and the head mixing needs all 16 heads of an entry at once. So one
+    # block per SM, of 8 warps (FE_BWD_THREADS), as FlashAttention-2's backward.
     'k_fa_every_dq': "16 heads' planes on a tile grown by both convolutions' halos",
     'k_fa_every_dkdv': "16 heads' planes on a tile grown by both convolutions' halos",
+}
+# ONE_BLOCK's kernels whose one block has 4 warps (4 per SM), with the reason: written for
+# TC_THREADS (the head kernels' warp w owns rows 4 w + qq of every head), not yet made to run 8.
+FOUR_WARPS = {
+    'k_fa_head_forward_t<2>': 'the head kernels\' rows are owned by 4 warps',
+    'k_fa_head_dq_t<2>': 'the head kernels\' rows are owned by 4 warps',
+    'k_fa_head_dkdv_t<2>': 'the head kernels\' rows are owned by 4 warps',
+    'k_fa_every_forward': 'the every-step forward\'s chain runs TC_THREADS',
 }
 
 # SASS opcodes (before the first '.') counted per kernel, by class.
@@ -237,6 +251,9 @@ def violations(row, prefix):
     elif row['arch'] == RULE_ARCH and row['name'] in ONE_BLOCK:
         if row['blocks'] < 1:
             bad.append('(c) it does not fit on an %s SM' % DEVICES[RULE_ARCH]['name'])
+        elif row['name'] not in FOUR_WARPS and row['blocks'] * -(-row['threads'] // 32) < 8:
+            bad.append('(c) %d block of %d threads per SM on an %s: fewer than 8 warps' %
+                       (row['blocks'], row['threads'], DEVICES[RULE_ARCH]['name']))
     elif row['arch'] == RULE_ARCH and (row['blocks'] < 2 or row['blocks'] * -(-row['threads'] // 32) < 8):
         bad.append('(c) %d blocks of %d threads per SM on an %s (%d registers, %d shared bytes): '
                    'fewer than 2 blocks or 8 warps' % (row['blocks'], row['threads'], DEVICES[RULE_ARCH]['name'],
