@@ -57,17 +57,18 @@ size_t fa_smem_bytes(int kind, int dp) {
 
 // Issues the copies of rows [r0, r0 + n), columns [c0, c0 + w) of a padded (Tp, dp) slab into a
 // shared tile at leading dimension ld (c0, w multiples of 8); rows outside [0, T) are zero-filled
-// (not read). fa_load_rows: every column, at fa_ld(dp); fa_load: a tile's 64 rows.
+// (not read); nt: the block's threads. fa_load_rows: every column, at fa_ld(dp); fa_load: a tile's 64 rows.
 __device__ __forceinline__ void fa_load_cols(bf16 *tile, int ld, const bf16 *slab, int r0, int n, int T, int dp, int c0,
-                                             int w) {
+                                             int w, int nt = TC_THREADS) {
     const int per_row = w / 8;
-    for (int e = threadIdx.x; e < n * per_row; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < n * per_row; e += nt) {
         const int r = e / per_row, c = e % per_row * 8, row = r0 + r, in = row >= 0 && row < T;
         cp_async16(tile + r * ld + c, slab + (size_t)(in ? row : 0) * dp + c0 + c, in);
     }
 }
-__device__ __forceinline__ void fa_load_rows(bf16 *tile, const bf16 *slab, int r0, int n, int T, int dp) {
-    fa_load_cols(tile, fa_ld(dp), slab, r0, n, T, dp, 0, dp);
+__device__ __forceinline__ void fa_load_rows(bf16 *tile, const bf16 *slab, int r0, int n, int T, int dp,
+                                             int nt = TC_THREADS) {
+    fa_load_cols(tile, fa_ld(dp), slab, r0, n, T, dp, 0, dp, nt);
 }
 __device__ __forceinline__ void fa_load(bf16 *tile, const bf16 *slab, int r0, int T, int dp) {
     fa_load_rows(tile, slab, r0, TC_M, T, dp);

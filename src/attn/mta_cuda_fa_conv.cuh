@@ -79,9 +79,11 @@ __device__ __forceinline__ void fc_kv_load(const tc_args &a, const fc_geo &g, si
 }
 
 // The c_q bands of head h's kernel w (w rounded to bf16, as q and k are): band[a][jj][u] =
-// w[a, u-8-jj-sh], or with flip the transposed convolution's w[c_q-1-a, c_k-1-(u-8-jj-sh)].
-__device__ __forceinline__ void fc_band(const fc_geo &g, const float *w, int flip, int sh, bf16 *band) {
-    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS) {
+// w[a, u-8-jj-sh], or with flip the transposed convolution's w[c_q-1-a, c_k-1-(u-8-jj-sh)] (nt: the
+// block's threads).
+__device__ __forceinline__ void fc_band(const fc_geo &g, const float *w, int flip, int sh, bf16 *band,
+                                        int nt = TC_THREADS) {
+    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += nt) {
         const int row = e / (8 * g.bw), c = e % g.bw - 8 - e / g.bw % 8 - sh;
         const int at = flip ? (g.cq - 1 - row) * g.ck + g.ck - 1 - c : row * g.ck + c;
         band[e] = __float2bfloat16_rn(c >= 0 && c < g.ck ? w[at] : 0.0f);
@@ -131,12 +133,13 @@ __device__ __forceinline__ void fc_z_store(const tc_args &a, int zld, int rz, in
 
 // X Y^T on zr x kz entries (multiples of 16; rows from query rz, columns from key jz) at leading
 // dimension zld, masked, mapped by entry and stored into zhi and zlo (fc_z_store): its 16 x 16
-// chunks go to the warps in turn; qs, ks hold X's zr and Y's kz rows (q and k, or dO and v).
+// chunks go to the warps (of nt threads) in turn; qs, ks hold X's zr and Y's kz rows (q and k, or dO and v).
 template <bool LO = true, typename F = fc_same>
 __device__ __forceinline__ void fc_z_rect(const tc_args &a, int zr, int kz, int zld, int rz, int jz, const bf16 *qs,
-                                          const bf16 *ks, const int *st, bf16 *zhi, bf16 *zlo, F entry = F()) {
+                                          const bf16 *ks, const int *st, bf16 *zhi, bf16 *zlo, F entry = F(),
+                                          int nt = TC_THREADS) {
     const int ld = fa_ld(a.dp), cc = kz / 16;
-    for (int f = threadIdx.x / 32; f < zr / 16 * cc; f += TC_THREADS / 32) {
+    for (int f = threadIdx.x / 32; f < zr / 16 * cc; f += nt / 32) {
         const int f0 = f / cc * 16, c0 = f % cc * 16;
         mma_c z[2] = {};
         fa_xyT(z, qs + f0 * ld, ks + c0 * ld, ld, a.dp);

@@ -63,7 +63,7 @@ __device__ __forceinline__ int fe_j(const fe_region &r, int j0, int col) { retur
 // Zeroes both parts of heads G..FE_G-1 of a plane set (once per block: nothing writes them after).
 __device__ __forceinline__ void fe_zero_pad(const fe_planes &p, int G) {
     const bf16 zero = __float2bfloat16_rn(0.0f);
-    for (size_t e = (size_t)G * p.r.hs + threadIdx.x; e < fe_plane_size(p.r); e += TC_THREADS) {
+    for (size_t e = (size_t)G * p.r.hs + threadIdx.x; e < fe_plane_size(p.r); e += blockDim.x) {
         p.hi[e] = zero;
         if (p.lo) p.lo[e] = zero;
     }
@@ -76,7 +76,8 @@ __device__ __forceinline__ void fe_zero_pad(const fe_planes &p, int G) {
 template <bool LO = true, typename F = fc_same>
 __device__ __forceinline__ void fe_product(const tc_args &a, const fe_region &r, int i0, int j0, const bf16 *qs,
                                            const bf16 *ks, const int *st, bf16 *hi, bf16 *lo, F entry = F()) {
-    fc_z_rect<LO>(a, tc_up16(r.rows), tc_up16(r.cols), r.ld, fe_i(r, i0, 0), fe_j(r, j0, 0), qs, ks, st, hi, lo, entry);
+    fc_z_rect<LO>(a, tc_up16(r.rows), tc_up16(r.cols), r.ld, fe_i(r, i0, 0), fe_j(r, j0, 0), qs, ks, st, hi, lo, entry,
+                  blockDim.x);
 }
 
 // fe_product over d-slices (the forward's stage holds a slice of X's and Y's columns per step, so
@@ -110,10 +111,10 @@ __device__ __forceinline__ void fe_product_store(const tc_args &a, const fe_regi
 // convolution's); w NULL: the 1 x 1 kernel [1] of an absent convolution (g = fc_geo_of(1, 1)).
 __device__ __forceinline__ void fe_band(const fc_geo &g, const float *w, int h, int flip, int sh, bf16 *band) {
     if (w) {
-        fc_band(g, w + (size_t)h * g.cq * g.ck, flip, sh, band);
+        fc_band(g, w + (size_t)h * g.cq * g.ck, flip, sh, band, blockDim.x);
         return;
     }
-    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += TC_THREADS)
+    for (int e = threadIdx.x; e < g.cq * 8 * g.bw; e += blockDim.x)
         band[e] = __float2bfloat16_rn(e % g.bw - 8 - e / g.bw % 8 - sh == 0 ? 1.0f : 0.0f);
 }
 
@@ -127,7 +128,7 @@ template <int NT, bool LO = true, typename O>
 __device__ __forceinline__ void fe_conv(const fc_geo &g, const fc_src &x, int mtiles, int ngroups, int roff,
                                         const int *st_out, O out) {
     const int gq = threadIdx.x % 32 / 4;
-    for (int u = threadIdx.x / 32; u < mtiles * ngroups; u += TC_THREADS / 32) {
+    for (int u = threadIdx.x / 32; u < mtiles * ngroups; u += blockDim.x / 32) {
         const int mt = u / ngroups, ng = u % ngroups;
         const int st_own[2] = {st_out[16 * mt + gq], st_out[16 * mt + gq + 8]};
         mma_c s[NT];
@@ -181,7 +182,7 @@ __device__ __forceinline__ void fe_mix_chunk(const fe_region &r, const bf16 *hi,
 template <int AL = 1, bool LO = true, typename F>
 __device__ __forceinline__ void fe_mix(const fe_region &r, int G, bf16 *hi, bf16 *lo, const bf16 *w, int tr, F f) {
     const int gq = threadIdx.x % 32 / 4, t = threadIdx.x % 4, nc = tc_up16(r.cols) / 16;
-    for (int u = threadIdx.x / 32; u < r.rows * nc; u += TC_THREADS / 32) {
+    for (int u = threadIdx.x / 32; u < r.rows * nc; u += blockDim.x / 32) {
         const int row = u / nc, c = 16 * (u % nc);
         mma_c y[2];
         fe_mix_chunk<AL>(r, hi, lo, row, c, w, tr, y);

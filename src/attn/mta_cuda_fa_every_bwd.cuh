@@ -22,6 +22,12 @@
 #ifndef MTAC_ATTN_MTA_CUDA_FA_EVERY_BWD_CUH
 #define MTAC_ATTN_MTA_CUDA_FA_EVERY_BWD_CUH
 
+// dQ's and dK/dV's threads per block: 8 warps. Their planes (every head's S1, P, dS on the tile
+// grown by both halos, and dP2, dP1) take more shared memory than two blocks per SM get, so one
+// block of 8 warps gives an SM FlashAttention-2's 8 (its backward at d = 128 runs one such block).
+// D's kernel, which holds less, runs TC_THREADS. The chain's loops stride by the block's threads.
+const int FE_BWD_THREADS = 256;
+
 // ---- Kernel gradients over a central tile (the 16 x 16 entries of a tile pair) ----
 
 // A 16 x 16 window of one plane set: hi (lo: NULL when one part) at its entry (row 0, column 0,
@@ -32,13 +38,13 @@ struct feb_win {
 };
 
 // acc (16 x 16: x's heads as rows, y's as columns, two n-tiles) += sum over the window's entries e of
-// x[h][e] y[h'][e]: per window row a k step of 16 entries (warp w: rows w, w + 4, ...), A = x's 16 heads
+// x[h][e] y[h'][e]: per window row a k step of 16 entries (warp w of n: rows w, w + n, ...), A = x's 16 heads
 // by ldmatrix (rows the heads, k the row's 16 columns), B = y's the same way (n-major, as k in Q K^T);
 // x and y hi + lo (fh_mma3: three MMAs; a lo NULL: that part 0).
 __device__ __forceinline__ void feb_hh(const feb_win &x, const feb_win &y, mma_c acc[2]) {
     const int l = threadIdx.x % 32;
     FC_ROLLED
-    for (int r = threadIdx.x / 32; r < 16; r += TC_THREADS / 32) {
+    for (int r = threadIdx.x / 32; r < 16; r += blockDim.x / 32) {
         const int ax = (l % 16) * x.hs + r * x.ld + 8 * (l / 16);
         const int by = (l % 8 + 8 * (l / 16)) * y.hs + r * y.ld + 8 * (l / 8 % 2);
         mma_a ah, al = {};
@@ -59,7 +65,7 @@ __device__ __forceinline__ void feb_hh(const feb_win &x, const feb_win &y, mma_c
 // tile's row 0 for kernel row 0 and an aligned column s before tap 0 of key 0). Per (head, a) one
 // warp (items in turn): M = y^T x_a by MMAs (y^T by ldmatrix .trans, k the tile's rows, kept where
 // x's row is in the row's document: so the tile's rows' starts, sx x's from the same origin), its
-// diagonals summed by lane c in order (fcb_diag, scr: the block's 4 warps' scratch) over the 16-column
+// diagonals summed by lane c in order (fcb_diag, scr: the block's warps' scratch) over the 16-column
 // blocks they reach.
 template <bool LO>
 __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s, int cq, int ck, int h0, int h1,
@@ -67,7 +73,7 @@ __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s
     const int l = threadIdx.x % 32, nb = (15 + ck - 1 + s) / 16 + 1;
     scr += threadIdx.x / 32 * 16 * FCB_SCR;  // the warp's
     FC_ROLLED
-    for (int e = threadIdx.x / 32; e < (h1 - h0) * cq; e += TC_THREADS / 32) {
+    for (int e = threadIdx.x / 32; e < (h1 - h0) * cq; e += blockDim.x / 32) {
         const int h = h0 + e / cq, a = e % cq;
         const int at = h * y.hs + (l % 8 + 8 * (l / 16)) * y.ld + 8 * (l / 8 % 2);
         mma_a ah, al = {};
@@ -159,8 +165,10 @@ __host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind,
                                          // that the pointers keep their space (LDS, STS; not LD, ST)
 #endif
     carver cv = {base, 0};
-    const size_t pa = fe_plane_size(g.pa), c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
-    const int dq = kind == TC_DQ, kv = kind == TC_DKDV;
+    const int dq = kind == TC_DQ, kv = kind == TC_DKDV, warps = FE_BWD_THREADS / 32;
+    // (dQ's pa_hi holds the warps' head-kernel sums at the end: feb_dq_out)
+    const size_t sums = dq ? (size_t)warps * 2 * 256 * 2 : 0, pa0 = fe_plane_size(g.pa);
+    const size_t pa = pa0 > sums ? pa0 : sums, c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
     s->pa_hi = cv.take<bf16>(pa), s->pa_lo = cv.take<bf16>(pa), s->pb = cv.take<bf16>(fe_plane_size(g.pb));
     s->s1_hi = dq ? cv.take<bf16>(c) : NULL, s->s1_lo = dq ? cv.take<bf16>(c) : NULL;
     // dQ's P1 is made after the last stage of dP2 and read before the next of Z: in the stage's place
@@ -174,7 +182,7 @@ __host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind,
     s->lse = cv.take<float>((size_t)FE_G * g.pa.rows), s->D = cv.take<float>((size_t)FE_G * (FE_M + g.q1));
     s->dw1 = dq ? cv.take<float>((size_t)FE_G * g.g1.cq * g.g1.ck) : NULL;
     s->dw2 = dq ? cv.take<float>((size_t)FE_G * g.g2.cq * g.g2.ck) : NULL;
-    s->scr = dq ? cv.take<float>((size_t)(TC_THREADS / 32) * 16 * FCB_SCR) : NULL;
+    s->scr = dq ? cv.take<float>((size_t)warps * 16 * FCB_SCR) : NULL;
     s->st = cv.take<int>(g.nst);
     cv.take<bf16>(8 * 64);  // slack: the kernel gradients' ldmatrix may read past the last plane's end
     return cv.at;
@@ -204,16 +212,16 @@ __device__ __forceinline__ const int *feb_st(const feb_blk &k, const fe_region &
 // of R1's rows (0 outside [0, T)).
 __device__ __forceinline__ void feb_rows(const tc_args &a, feb_blk &k, int withD) {
     const feb_geo &g = k.g;
-    for (int r = threadIdx.x; r < g.nst; r += TC_THREADS) {
+    for (int r = threadIdx.x; r < g.nst; r += blockDim.x) {
         const int i = k.i0 - g.z.top + r;
         k.s.st[r] = i >= 0 && i < a.T ? mta_row_start(a.ds, a.T, k.b, i) : 0;
     }
-    for (int e = threadIdx.x; e < k.hd.G * g.pa.rows; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < k.hd.G * g.pa.rows; e += blockDim.x) {
         const int h = e / g.pa.rows, i = k.i0 - g.pa.top + e % g.pa.rows;
         k.s.lse[e] = i >= 0 && i < a.T ? a.lse[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
     }
     const int r1 = FE_M + g.q1;
-    for (int e = threadIdx.x; e < k.hd.G * r1; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < k.hd.G * r1; e += blockDim.x) {
         const int h = e / r1, i = k.i0 + e % r1;
         k.s.D[e] = withD && i < a.T ? a.D[(size_t)(k.bh0 + h) * a.T + i] : 0.0f;
     }
@@ -237,8 +245,8 @@ __device__ __forceinline__ fc_src feb_src(const feb_blk &k, const fc_geo &g, con
 __device__ __forceinline__ void feb_load(const tc_args &a, const feb_blk &k, const bf16 *xs, int xr, int nx,
                                          const bf16 *ys, int yr, int ny) {
     __syncthreads();  // the stage's last readers are done
-    fa_load_rows(k.s.stage, xs, xr, nx, a.T, a.dp);
-    fp_load_now(k.s.stage + nx * fa_ld(a.dp), ys, yr, ny, a);
+    fa_load_rows(k.s.stage, xs, xr, nx, a.T, a.dp, blockDim.x);
+    fp_load_now(k.s.stage + nx * fa_ld(a.dp), ys, yr, ny, a, blockDim.x);
 }
 
 // The slabs of head bh0 + h: its q (or dO) and its kv head's k (or v).
@@ -275,7 +283,7 @@ __device__ __forceinline__ void feb_s1(const tc_args &a, const feb_blk &k) {
 __device__ __forceinline__ void feb_probs(const tc_args &a, const feb_blk &k) {
     const feb_geo &g = k.g;
     const int *stp = feb_st(k, g.pa);
-    for (int e = threadIdx.x; k.s.s1_hi && e < k.hd.G * FE_M * FE_N; e += TC_THREADS) {
+    for (int e = threadIdx.x; k.s.s1_hi && e < k.hd.G * FE_M * FE_N; e += blockDim.x) {
         const int h = e / (FE_M * FE_N), r = e / FE_N % FE_M, c = e % FE_N;
         const int from = fe_at(g.pa, h, g.pa.top + r, g.pa.left + c), to = fe_at(g.c, h, r, c);
         k.s.s1_hi[to] = k.s.pa_hi[from], k.s.s1_lo[to] = k.s.pa_lo[from];
@@ -297,9 +305,9 @@ __device__ __forceinline__ void feb_dp2(const tc_args &a, const feb_blk &k, floa
                  tc_up16(g.pb.cols));
         fe_product<false>(a, g.pb, k.i0, k.j0, k.s.stage, k.s.stage + tc_up16(g.pb.rows) * fa_ld(a.dp), feb_st(k, g.pb),
                           k.s.pb + h * g.pb.hs, (bf16 *)NULL, fp_dropout{&a, k.bh0 + h});
-        if (dvp && threadIdx.x / 32 < 2)  // (fh_rows_acc's two warps of a head)
+        if (dvp)  // (the block's warps split the columns)
             fh_rows_acc<1>(a, k.j0, [&](int q, int c) { return k.s.c_hi + fe_at(g.c, h, q, c); }, k.s.stage,
-                           dvp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, (const float *)NULL);
+                           dvp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, (const float *)NULL, blockDim.x / 32);
     }
     __syncthreads();
 }
@@ -403,13 +411,12 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
         });
         __syncthreads();  // the dz tile
         const auto at = [&](int q, int c) { return k.s.dz + q * 24 + c; };
-        if (threadIdx.x / 32 >= 2) continue;  // (fh_rows_acc's two warps of a head)
-        if (dq)
+        if (dq)  // (the block's warps split the columns)
             fh_rows_acc<0, 1>(a, k.i0, at, k.s.stage + (zr + g.L1) * ld, dq + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
-                           (const float *)NULL);
+                              (const float *)NULL, blockDim.x / 32);
         else
             fh_rows_acc<1>(a, k.j0, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
-                           (const float *)NULL);
+                           (const float *)NULL, blockDim.x / 32);
     }
     __syncthreads();
 }
@@ -467,12 +474,12 @@ __device__ __forceinline__ void feb_setup(const tc_args &a, const tc_heads &hd, 
     feb_carve(k.g, kind, a.dp, sh, &k.s);
     k.hd = hd, k.kind = kind, k.w_pre = w_pre, k.w_post = w_post;
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.h0 = k.bh0 % a.H;
-    fh_weights<1>(a, hd, k.h0, k.s.w);
+    fh_weights<1>(a, hd, k.h0, k.s.w, blockDim.x);
     fe_zero_pad(fe_planes{k.s.pa_hi, k.s.pa_lo, k.g.pa}, hd.G);
     fe_zero_pad(fe_planes{k.s.pb, NULL, k.g.pb}, hd.G);
     if (kind == TC_DKDV) fe_zero_pad(fe_planes{k.s.c_hi, k.s.c_lo, k.g.c}, hd.G);
     const int taps1 = k.g.g1.cq * k.g.g1.ck, taps2 = k.g.g2.cq * k.g.g2.ck;
-    for (int e = threadIdx.x; kind == TC_DQ && e < FE_G * (taps1 + taps2); e += TC_THREADS)
+    for (int e = threadIdx.x; kind == TC_DQ && e < FE_G * (taps1 + taps2); e += blockDim.x)
         (e < FE_G * taps1 ? k.s.dw1[e] : k.s.dw2[e - FE_G * taps1]) = 0.0f;
 }
 
@@ -490,7 +497,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2)
         fe_bwd_tile(a, k, acc, NULL, NULL, NULL);
     __syncthreads();
     const int r1 = FE_M + k.g.q1;
-    for (int e = threadIdx.x; e < hd.G * FE_M; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < hd.G * FE_M; e += blockDim.x) {
         const int h = e / FE_M, i = k.i0 + e % FE_M;
         if (i < a.T) a.D[(size_t)(k.bh0 + h) * a.T + i] = k.s.D[h * r1 + e % FE_M];
     }
@@ -504,7 +511,7 @@ __device__ __forceinline__ void feb_dq_out(const tc_args &a, const feb_blk &k, c
     const feb_geo &g = k.g;
     const int G = k.hd.G, c = k.hd.ch, tile = gridDim.x - 1 - blockIdx.x, tiles = gridDim.x;
     const int taps1 = g.g1.cq * g.g1.ck, taps2 = g.g2.cq * g.g2.ck, w = threadIdx.x / 32, l = threadIdx.x % 32;
-    float *sum = (float *)k.s.pa_hi;  // (4 warps, 2 matrices, 16 x 16)
+    float *sum = (float *)k.s.pa_hi;  // (the warps, 2 matrices, 16 x 16: feb_carve sizes pa_hi for them)
     __syncthreads();
     FA_UNROLL
     for (int m = 0; m < 2; m++)
@@ -515,28 +522,29 @@ __device__ __forceinline__ void feb_dq_out(const tc_args &a, const feb_blk &k, c
                 sum[(w * 2 + m) * 256 + (l / 4 + 8 * (x / 2)) * 16 + 8 * n + 2 * (l % 4) + x % 2] = acc[m][n].x[x];
     __syncthreads();
     float *pre = dwp, *post = dwp + (size_t)gridDim.y * G * tiles * (k.w_pre ? taps1 : 0);
-    for (int e = threadIdx.x; e < G * (taps1 + taps2); e += TC_THREADS) {
+    for (int e = threadIdx.x; e < G * (taps1 + taps2); e += blockDim.x) {
         const int second = e >= G * taps1, f = second ? e - G * taps1 : e, taps = second ? taps2 : taps1, h = f / taps;
         if (!(second ? k.w_post : k.w_pre)) continue;
         (second ? post : pre)[((size_t)(k.bh0 + h) * tiles + tile) * taps + f % taps] = (second ? k.s.dw2 : k.s.dw1)[f];
     }
     const int n1 = k.hd.mix ? G * G : 0;
-    for (int e = threadIdx.x; e < k.hd.nw; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < k.hd.nw; e += blockDim.x) {
         int m = 0, at = e / G * 16 + e % G;  // dW1 (out, in)
         if (e >= n1) {  // dW2' (in, out) within a head-conv group
             const int f = e - n1, grp = f / (c * c);
             m = 1, at = (grp * c + f % (c * c) / c) * 16 + grp * c + f % c;
         }
         float x = 0.0f;
-        for (int v = 0; v < TC_THREADS / 32; v++) x += sum[(v * 2 + m) * 256 + at];
+        for (int v = 0; v < (int)blockDim.x / 32; v++) x += sum[(v * 2 + m) * 256 + at];
         hwp[((size_t)blockIdx.y * tiles + tile) * k.hd.nw + e] = m ? x : a.scale * x;  // (S1 is unscaled)
     }
 }
 
 // dQ of a query tile of a group's heads (grid as k_fa_every_D, after it), with the tile's partial
 // sums of the convolutions' kernel gradients (dwp) and of the head kernels' (hwp).
-__global__ void __launch_bounds__(TC_THREADS, 1) k_fa_every_dq(tc_args a, tc_heads hd, const float *w_pre,
-                                                               const float *w_post, float *dq, float *dwp, float *hwp) {
+__global__ void __launch_bounds__(FE_BWD_THREADS, 1) k_fa_every_dq(tc_args a, tc_heads hd, const float *w_pre,
+                                                                   const float *w_post, float *dq, float *dwp,
+                                                                   float *hwp) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     feb_blk k;
     feb_setup(a, hd, TC_DQ, w_pre, w_post, sh, k);
@@ -550,7 +558,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1) k_fa_every_dq(tc_args a, tc_hea
 
 // Each query head's dK and dV of a key tile of FE_N keys (grid: x key tiles, y B*H/G) into dkp, dvp
 // (B*H, T, d), over the query tiles from the diagonal while their documents reach the keys.
-__global__ void __launch_bounds__(TC_THREADS, 1)
+__global__ void __launch_bounds__(FE_BWD_THREADS, 1)
     k_fa_every_dkdv(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *dkp, float *dvp) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     feb_blk k;
@@ -558,7 +566,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
     k.j0 = blockIdx.x * FE_N;
     const int jlast = (k.j0 + FE_N < a.T ? k.j0 + FE_N : a.T) - 1;
     const size_t n = (size_t)FE_N * a.d;
-    for (size_t e = threadIdx.x; e < hd.G * n; e += TC_THREADS) {
+    for (size_t e = threadIdx.x; e < hd.G * n; e += blockDim.x) {
         const int h = (int)(e / n), j = k.j0 + (int)(e % n / a.d);
         const size_t at = ((size_t)(k.bh0 + h) * a.T + j) * a.d + e % a.d;
         if (j <= jlast) dkp[at] = dvp[at] = 0.0f;
@@ -593,8 +601,8 @@ void fe_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, co
     tc_smem_optin(k_fa_every_dkdv, sm[2]);
     const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
     MTA_LAUNCH(k_fa_every_D, grid, TC_THREADS, sm[0], cl->s)(a, hd, w_pre, w_post);
-    MTA_LAUNCH(k_fa_every_dq, grid, TC_THREADS, sm[1], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp);
-    MTA_LAUNCH(k_fa_every_dkdv, grid, TC_THREADS, sm[2], cl->s)(a, hd, w_pre, w_post, dkp, dvp);
+    MTA_LAUNCH(k_fa_every_dq, grid, FE_BWD_THREADS, sm[1], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp);
+    MTA_LAUNCH(k_fa_every_dkdv, grid, FE_BWD_THREADS, sm[2], cl->s)(a, hd, w_pre, w_post, dkp, dvp);
 }
 
 #endif

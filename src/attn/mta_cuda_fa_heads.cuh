@@ -94,9 +94,11 @@ __device__ __forceinline__ int fh_head(int hh) { return 8 * (hh / 2) + 2 * (thre
 // W1[out][in] (the identity without step 3) and W2'^T[out][in] = W2'(in, out) = w2[group][in][out]
 // within a group of c_h, 0 across groups (the identity without step 6); heads past G 0. The
 // forward's mixings read them as B(in, out), the backward's transposed ones as B(out, in) (fh_wfrag).
-template <int NQ> __device__ __forceinline__ void fh_weights(const tc_args &a, const tc_heads &hd, int h0, bf16 *w) {
+// nt: the block's threads.
+template <int NQ>
+__device__ __forceinline__ void fh_weights(const tc_args &a, const tc_heads &hd, int h0, bf16 *w, int nt = TC_THREADS) {
     const int G = hd.G, c = hd.ch, mg = 16 * NQ, ld = fh_wld(NQ), sz = fh_wsize(NQ);
-    for (int e = threadIdx.x; e < 2 * mg * mg; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < 2 * mg * mg; e += nt) {
         const int m = e / (mg * mg), out = e % (mg * mg) / mg, in = e % mg;
         float x = 0.0f;
         if (in < G && out < G) {
@@ -374,14 +376,15 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
 
 // dst = alpha dst + f X y for a head's 16 rows from i0 (dst: its (T, d) slab; alpha NULL: 1), X
 // (16 x 16 KC) in shared memory, row q's 8 columns from c at x_at(q, c), y the (16 KC, dp) rows of a
-// stage; warp w takes the 16-column blocks w % 2, w % 2 + 2, ... With TR, X^T y instead: X
-// (16 x 16) read transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows. KC: X's
-// 16-column chunks without TR (fh_kc; the every-step kernels' tiles have one).
+// stage; of the nw warps that share the head, warp w takes the 16-column blocks w % nw, w % nw + nw,
+// ... (each entry one lane's: the same sums for any nw). With TR, X^T y instead: X (16 x 16) read
+// transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows. KC: X's 16-column chunks
+// without TR (fh_kc; the every-step kernels' tiles have one).
 template <int TR, int KC = FH_N / 16, typename X>
 __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
-                                            const float *alpha) {
+                                            const float *alpha, int nw = 2) {
     const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, ld = fa_ld(a.dp);
-    for (int cb = w % 2; cb < a.dp / 16; cb += 2) {
+    for (int cb = w % nw; cb < a.dp / 16; cb += nw) {
         mma_c acc[2] = {};
         FA_UNROLL
         for (int kc = 0; kc < (TR ? 1 : KC); kc++) {

@@ -175,9 +175,10 @@ __device__ __forceinline__ float fp_p(const fc_geo &g, const bf16 *phi, const bf
     return __bfloat162float(phi[at]) + __bfloat162float(plo[at]);
 }
 
-// Copies rows [r0, r0 + n) of a slab into a shared tile and waits for them (every thread's).
-__device__ __forceinline__ void fp_load_now(bf16 *tile, const bf16 *slab, int r0, int n, const tc_args &a) {
-    fa_load_rows(tile, slab, r0, n, a.T, a.dp);
+// Copies rows [r0, r0 + n) of a slab into a shared tile and waits for them (every thread's of nt).
+__device__ __forceinline__ void fp_load_now(bf16 *tile, const bf16 *slab, int r0, int n, const tc_args &a,
+                                            int nt = TC_THREADS) {
+    fa_load_rows(tile, slab, r0, n, a.T, a.dp, nt);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();

@@ -16,8 +16,8 @@ Rules, broken ones make the exit status 1:
       lost, as through mta_cuda_tc.cuh's tc_shared()), and have HMMA and LDSM instructions;
   (c) a tensor-core kernel's registers and shared memory (static + dynamic + 1 KB per block) let at
       least 2 of its blocks and 8 warps run on an H100 SM (the sm_90 code; the sm_80 code's blocks
-      per SM are those of an A100, shown, not checked), or 1 block for the kernels of ONE_BLOCK
-      (each with its reason); its launch must be printed by FILE's main.
+      per SM are those of an A100, shown, not checked), or for the kernels of ONE_BLOCK (each with
+      its reason) 1 block of at least 8 warps; its launch must be printed by FILE's main.
 --require-prefix also fails when no kernel has the prefix. Prints a table per arch (--markdown
 writes them to FILE too, for docs/cuda.md). cuobjdump is the one of NVIDIA's PyPI wheel that
 scripts/cuda_tools.sh unpacks into .cuda-tools/bin (or --tools DIR); without it the exit status is
@@ -64,13 +64,18 @@ DEVICES = {
 }
 RESERVED, REG_UNIT, SMEM_UNIT = 1024, 256, 128
 RULE_ARCH = '90'  # rule (c) is the H100's (issue 46)
-# Rule (c)'s exceptions: kernels held to 1 block (4 warps) per H100 SM, with the reason. (The head
-# kernels' <2> instances, for groups of 17 to 32 heads, hold per entry of their tile pair every
-# head's S1 (hi and lo) and P2 or dP2: their tiles have 16 keys, not 32, so that 2 blocks fit.)
+# Rule (c)'s exceptions: kernels held to 1 block per H100 SM, with the reason; the block must then
+# have 8 warps, as FlashAttention-2's own backward at d = 128 runs (one block of 8 warps per SM, its
+# shared memory about 144 KB). (The head kernels' <2> instances, for groups of 17 to 32 heads, hold
+# per entry of their tile pair every head's S1 (hi and lo) and P2 or dP2: their tiles have 16 keys,
+# not 32, so that 2 blocks fit.)
 ONE_BLOCK = {
     # The every-step backward's dQ and dK/dV hold per tile pair the 16 heads' S1, P, dS planes (hi
     # and lo) on the tile grown by both convolutions' halos (26 x 29 entries with 6 x 11 kernels, 67
     # KB) and their dP2, dP1 planes (26 x 42, one part, 58 KB), with a head's stage and Z: 187-214 KB.
+    # The planes alone are over the 113 KB two blocks get, and they cannot share space: dS2 = P (dP -
+    # D) reads P and dP1 together, and the head mixing needs all 16 heads of an entry at once. So one
+    # block per SM, of 8 warps (FE_BWD_THREADS), as FlashAttention-2's backward.
     'k_fa_every_dq': "16 heads' planes on a tile grown by both convolutions' halos",
     'k_fa_every_dkdv': "16 heads' planes on a tile grown by both convolutions' halos",
 }
@@ -226,6 +231,9 @@ def violations(row, prefix):
     elif row['arch'] == RULE_ARCH and row['name'] in ONE_BLOCK:
         if row['blocks'] < 1:
             bad.append('(c) it does not fit on an %s SM' % DEVICES[RULE_ARCH]['name'])
+        elif row['blocks'] * -(-row['threads'] // 32) < 8:
+            bad.append('(c) %d block of %d threads per SM on an %s: fewer than 8 warps' %
+                       (row['blocks'], row['threads'], DEVICES[RULE_ARCH]['name']))
     elif row['arch'] == RULE_ARCH and (row['blocks'] < 2 or row['blocks'] * -(-row['threads'] // 32) < 8):
         bad.append('(c) %d blocks of %d threads per SM on an %s (%d registers, %d shared bytes): '
                    'fewer than 2 blocks or 8 warps' % (row['blocks'], row['threads'], DEVICES[RULE_ARCH]['name'],
