@@ -916,10 +916,14 @@ class WarpOps:
 
     def __init__(self, dp):
         self.dp = dp
-        self.n = {"mma": 0, "ldmatrix": 0, "ldmatrix_bytes": 0, "cp_async": 0, "cp_async_bytes": 0, "exp": 0}
+        self.n = {"mma": 0, "ldmatrix": 0, "ldmatrix_bytes": 0, "cp_async": 0, "cp_async_bytes": 0, "exp": 0,
+                  "global_bytes": 0}
 
     def exp(self, n):  # expf of the softmax (not an emulator count)
         self.n["exp"] += n
+
+    def store(self, rows):  # rows of d floats in global memory read and written (O, dq, dk, dv += ...; not an emulator count)
+        self.n["global_bytes"] += 8 * rows * self.dp
 
     def ldsm(self, matrices, times=1):
         self.n["ldmatrix"] += times
@@ -965,6 +969,7 @@ class WarpOps:
     def rows_acc(self, heads, kc=1):  # fh_rows_acc: per head, 16 columns of d and 16-column chunk of X, A by ldmatrix x4, fa_acc
         self.ldsm(4, heads * kc * self.dp // 16)
         self.acc(heads * kc)
+        self.store(16 * heads)
 
     def wgrad(self, rows, nq, yl):  # fhq_wgrad_sum: per row and m-tile, per 16 entries A hi, lo; per n-tile Y hi (lo), 6 MMAs
         self.ldsm(4, rows * nq * 2 * (2 + nq * (1 + yl)))
@@ -1147,11 +1152,13 @@ def fa2_ops(c):
 
 def fa2_tile_ops(c):
     """FA2's copies per row tile a block keeps (64 rows): {kernel: (counts, per kv head)}: the
-    forward's q tile, dQ's q and dO, dK/dV's k and v (per kv head)."""
+    forward's q tile, dQ's q and dO, dK/dV's k and v (per kv head); and its stores at the end: O
+    to out and a.o, dq +=, dk and dv +=."""
     out = {}
     for name, rows, kv in (("k_fa_forward", FA_T, False), ("k_fa_dq", 2 * FA_T, False), ("k_fa_dkdv", 2 * FA_T, True)):
         o = WarpOps(c["dp"])
         o.load(rows)
+        o.store(rows // 2 if name == "k_fa_dq" else rows)
         out[name] = (o.n, kv)
     return out
 
@@ -1206,9 +1213,9 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
     """The kernels of family fam (BUILT) as built for one shape: each kernel's counts for the whole
     launch (built_launch), its occupancy (threads, blocks per SM: occupancy of its SASS name) and
     time (kernel_time: MMAs at the class's tensor-core rate scaled by resident warps / FULL_WARPS,
-    ldmatrix bytes as shared-memory traffic, cp.async bytes as L2 traffic, each expf of P at the
-    MUFU rate; the other CUDA-core work, stores to shared memory and global writes not counted: a
-    lower bound)."""
+    ldmatrix bytes as shared-memory traffic, cp.async bytes and the float32 accumulations' global
+    reads and writes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core work and
+    stores to shared memory not counted: a lower bound)."""
     _, (M, N), sass, _ = BUILT[fam]
     groups, rates = B * H // c["G"], mma_rates(d, T, cls)
     out = []
@@ -1220,7 +1227,8 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
         scale = min(1.0, blocks * threads / 32 / FULL_WARPS)
         k = {"name": name, "dir": "fwd" if name.endswith(("forward", "stats")) else "bwd", "mma": n["mma"],
              "tc_flops": MMA_FLOPS * n["mma"], "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
-             "l2_bytes": n["cp_async_bytes"], "hbm_bytes": 0, "threads": threads, "blocks_per_sm": blocks,
+             "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "global_bytes": n["global_bytes"], "hbm_bytes": 0,
+             "threads": threads, "blocks_per_sm": blocks,
              "wave_eff": lpt_efficiency(causal_tiles(groups, T, N if name.endswith("dkdv") else M), SMS * blocks),
              "rate_scale": scale}
         t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
@@ -1241,7 +1249,8 @@ BUILT_ASSUMPTIONS = (
     "of this revision (bench/cuda_perf_model.py --every: their MMAs, ldmatrix and cp.async bytes counted as the "
     "emulator counts them, blocks per SM from docs/cuda.md's H100 SASS table, which lists each kernel at its largest "
     f"shared memory over d = 64..128), the tensor-core rate FA2-class scaled by resident warps / {FULL_WARPS}, their "
-    "other CUDA-core work and stores not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
+    "float32 accumulations' global reads and writes as L2 traffic, their other CUDA-core work and stores to shared "
+    "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
     "norm/gate backward, dQ conversion and kernel-gradient sums. A model, not a measurement.")
 
 
@@ -1286,16 +1295,17 @@ def print_built(layer, occupancy, markdown):
     M, N = BUILT[fam][1]
     per = B * H * causal_pairs(T, M, N)   # head-tile pairs
     ks = built_kernels(fam, B, H, d, T, config(d), occupancy)
-    rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}", f"{k['l2_bytes'] / per / 1024:.1f}",
+    rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}",
+             f"{(k['l2_bytes'] - k['global_bytes']) / per / 1024:.1f}", f"{k['global_bytes'] / per / 1024:.1f}",
              f"{k['threads']}", f"{k['blocks_per_sm']}", f"{k['rate_scale']:.2f}", f"{k['wave_eff']:.2f}",
              f"{k['terms_ms']['tensor cores']:.2f}", f"{k['terms_ms']['shared memory']:.2f}", f"{k['terms_ms']['L2']:.2f}",
              k["bound"], f"{k['ms']:.2f}"] for k in ks]
     total, a = sum(k["ms"] for k in ks), sdpa(B, H, d, T)["ms"]
-    rows.append(["total", f"{sum(k['mma'] for k in ks) / per:.0f}"] + [""] * 10 + [f"{total:.2f}"])
+    rows.append(["total", f"{sum(k['mma'] for k in ks) / per:.0f}"] + [""] * 11 + [f"{total:.2f}"])
     print(f"{title} (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, tile pairs of {M} x {N}: "
           "PREDICTED (a model, not measured)" + ("\n" if markdown else ""))
     table(["kernel", "MMAs per head and tile pair", "ldmatrix KB per head and pair", "cp.async KB per head and pair",
-           "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
+           "global float32 KB per head and pair", "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
     print(("\n" if markdown else "") + f"total {total:.2f} ms against SDPA's {a:.2f} ms: {total / a:.1f}x")
 
 
