@@ -1275,7 +1275,7 @@ def built_layer_ms(layer, B, H, d, T, design, occupancy):
     return ms + kv + sum(rest)
 
 
-def every_occupancy(overrides):
+def built_occupancy(overrides):
     """sass_occupancy(ROOT) with --every-blocks' KERNEL=BLOCKS[/THREADS] in place of a kernel's."""
     occ = sass_occupancy(ROOT)
     for o in overrides:
@@ -1669,7 +1669,7 @@ def main():
             unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
             if unknown:
                 raise ValueError(f"--kernel-counts: unknown shape(s) {', '.join(unknown)}")
-        occupancy = every_occupancy(args.every_blocks)
+        occupancy = built_occupancy(args.every_blocks)
         if args.every:
             for n, layer in enumerate(BUILT_LAYERS):
                 print("\n" if n else "", end="")
