@@ -819,15 +819,15 @@ def step_830m(B, T, sdpa_ms, conv_ms, head_ms):
 def goals_830m(counts=None, occupancy=None):
     """Issue 46's goals for the 830M layer on an H100 (bf16, B=2, H=16, d=96, T=4096, fwd+bwd), each
     beside (d)'s predictions at FA2- and FA3-class rates and, for the conv layer and the step, the
-    every-step kernels as built (every_layer_ms; occupancy as every_kernels'): [{goal, limit, fa2,
-    fa3, built (where predicted), meets}]."""
+    conv and head-only layers as built (built_layer_ms; occupancy as built_kernels'): [{goal, limit,
+    fa2, fa3, built (where predicted), meets}]."""
     B, H, d, T = 2, 16, 96, 4096
     a = sdpa(B, H, d, T)["ms"]
     res = {cls: {v: mma_for("830M " + v, B, H, d, T, v == "conv", cls, counts) for v in ("conv", "no-conv")}
            for cls in ("fa2", "fa3")}
 
     def ratio(goal, limit, val):
-        return {"goal": goal, "limit": f"<= {limit:.1f}x", **{c: f"{v:.2f}x" for c, v in val.items()},
+        return {"goal": goal, "limit": f"<= {limit:.1f}x", "limit_x": limit, **{c: f"{v:.2f}x" for c, v in val.items()},
                 "meets": {c: v <= limit for c, v in val.items()}}
     out = [ratio("830M conv layer / SDPA", GOALS["conv"], {c: r["conv"]["ms"] / a for c, r in res.items()}),
            ratio("head-only layer / SDPA", GOALS["head-only"], {c: r["no-conv"]["ms"] / a for c, r in res.items()}),
@@ -839,10 +839,12 @@ def goals_830m(counts=None, occupancy=None):
     out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
                 **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
                 "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
-    built = every_layer_ms(B, H, d, T, res["fa2"]["conv"], occupancy or sass_occupancy(ROOT))
+    built = {v: built_layer_ms(layer, B, H, d, T, res["fa2"][v], occupancy or sass_occupancy(ROOT))
+             for layer, v in (("conv", "conv"), ("head-only", "no-conv"))}
     steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
-    steps["built"] = step_830m(B, T, a, built, res["fa2"]["no-conv"]["ms"])
-    out[0]["built"], out[0]["meets"]["built"] = f"{built / a:.2f}x", built / a <= GOALS["conv"]
+    steps["built"] = step_830m(B, T, a, built["conv"], built["no-conv"])
+    for g, v in zip(out, ("conv", "no-conv")):
+        g["built"], g["meets"]["built"] = f"{built[v] / a:.2f}x", built[v] / a <= g["limit_x"]
     out.append(ratio("830M training step / baseline", GOALS["step"], {c: st["ratio"] for c, st in steps.items()}))
     out[-1]["detail"] = ("step (ms): shared " + ", ".join(f"{k} {v:.1f}" for k, v in steps["fa2"]["shared_ms"].items())
                          + f"; baseline {steps['fa2']['baseline_ms']:.1f} (24 SDPA layers {24 * a:.1f}); MTA "
@@ -857,13 +859,17 @@ def mma_for(name, B, H, d, T, conv, cls, counts):
     return apply_counts(best, d, T, counts[name]) if counts and name in counts else best
 
 
-# ---- the every-step kernels as built (issue 46 item 5: src/attn/mta_cuda_fa_every*.cuh) ------------
-# Their warp operations per tile pair (16 query rows x 16 keys of every head of a group), derived
-# from the kernels' loops over the regions of fe_geo_of and feb_geo_of (mirrored below), exact
+# ---- the tensor-core kernels as built (issue 46 item 5: src/attn/mta_cuda_fa*.cuh) ----------------
+# Their warp operations per tile pair (query rows x keys of every head of a group: the every-step
+# kernels' 16 x 16 over the regions of fe_geo_of and feb_geo_of, mirrored below; the head kernels'
+# 16 x 32; FA2's 64 x 64, plus its loads per row tile), derived from the kernels' loops, exact
 # counts of what the emulator counts: mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B
-# each). --check compares them with `mtac attn --plan --counts` (EVERY_FIXTURE).
+# each); and the expf of the softmax. --check compares them with `mtac attn --plan --counts`
+# (BUILT_FIXTURES).
 FE_M = FE_N = FE_G = 16
-EVERY_FIXTURE = "tests/fixtures/every_counts.json"
+FH_M, FH_N = 16, 32   # the head kernels' tile (mta_cuda_fa_heads.cuh)
+FA_T = 64             # FA2's tile, rows and keys (mta_cuda_fa2.cuh: TC_M = TC_N)
+BUILT_FIXTURES = ("tests/fixtures/every_counts.json", "tests/fixtures/built_counts.json")
 
 
 def up16(x):
@@ -909,7 +915,15 @@ class WarpOps:
     """Warp instructions of the engine's operations, as the emulator counts them (mta_kernel_ops)."""
 
     def __init__(self, dp):
-        self.dp, self.n = dp, {"mma": 0, "ldmatrix": 0, "ldmatrix_bytes": 0, "cp_async": 0, "cp_async_bytes": 0}
+        self.dp = dp
+        self.n = {"mma": 0, "ldmatrix": 0, "ldmatrix_bytes": 0, "cp_async": 0, "cp_async_bytes": 0, "exp": 0,
+                  "global_bytes": 0}
+
+    def exp(self, n):  # expf of the softmax (not an emulator count)
+        self.n["exp"] += n
+
+    def store(self, rows):  # rows of d floats in global memory read and written (O, dq, dk, dv += ...; not an emulator count)
+        self.n["global_bytes"] += 8 * rows * self.dp
 
     def ldsm(self, matrices, times=1):
         self.n["ldmatrix"] += times
@@ -939,15 +953,27 @@ class WarpOps:
                 self.ldsm(2, hits * mtiles * band["cq"])
                 self.mma(parts * hits * mtiles * band["cq"])
 
-    def mix(self, rows, cols, al):  # fe_mix, fe_mix_chunk: per (row, 16 columns) A hi (lo), W hi and lo
+    def mix(self, rows, cols, al, nq=1, regs=False):
+        """fe_mix, fe_mix_chunk, fh_mixmat: per (row, 16 columns) and NQ x NQ k steps and n-tile pairs
+        of the heads, W hi and lo by ldmatrix x4 and (2 + al) MMAs per n-tile; A hi (and lo: al) by
+        ldmatrix x4 per k step unless it is in registers (regs)."""
         n = rows * (up16(cols) // 16)
-        self.ldsm(4, (1 + al + 2) * n)
-        self.mma(2 * (2 + al) * n)
+        self.ldsm(4, n * (0 if regs else nq * (1 + al)) + 2 * nq * nq * n)
+        self.mma(2 * (2 + al) * nq * nq * n)
 
-    def rows_acc(self, heads):  # fh_rows_acc: per head and 16 columns of d, A and y by ldmatrix x4, 2 MMAs
-        n = heads * self.dp // 16
-        self.ldsm(4, 2 * n)
+    def acc(self, chunks):  # fa_acc: per 16 x 16 A chunk in registers and 16 columns of d, y by ldmatrix x4, 2 MMAs
+        n = chunks * self.dp // 16
+        self.ldsm(4, n)
         self.mma(2 * n)
+
+    def rows_acc(self, heads, kc=1):  # fh_rows_acc: per head, 16 columns of d and 16-column chunk of X, A by ldmatrix x4, fa_acc
+        self.ldsm(4, heads * kc * self.dp // 16)
+        self.acc(heads * kc)
+        self.store(16 * heads)
+
+    def wgrad(self, rows, nq, yl):  # fhq_wgrad_sum: per row and m-tile, per 16 entries A hi, lo; per n-tile Y hi (lo), 6 MMAs
+        self.ldsm(4, rows * nq * 2 * (2 + nq * (1 + yl)))
+        self.mma(rows * nq * 2 * nq * 6)
 
     def hh(self, x_lo, y_lo):  # feb_hh: per row of the tile, x (hi, lo), y (hi, lo) by ldmatrix x4, 6 MMAs
         self.ldsm(4, 16 * (2 + x_lo + y_lo))
@@ -963,6 +989,7 @@ def every_fwd_ops(stats, c):
     """k_fa_every_stats (stats) or k_fa_every_forward per tile pair of a group of c["G"] heads."""
     f, o = fe_geo(stats, c["cq1"], c["ck1"], c["cq2"], c["ck2"]), WarpOps(c["dp"])
     s, z = f["s"], f["z"]
+    o.exp(c["G"] * (2 * FE_M * FE_N if stats else s["rows"] * s["cols"]))  # statistics: S2 and alpha's
     for _ in range(c["G"]):  # fe_s1: Z, then S1 by the pre band
         o.load(z["rows"] + up16(z["cols"]))
         o.product(z)
@@ -984,6 +1011,7 @@ def every_bwd_ops(kind, c):
     g, o, G = feb_geo(kind, c["cq1"], c["ck1"], c["cq2"], c["ck2"]), WarpOps(c["dp"]), c["G"]
     pa, pb, z, zq, g1, g2 = g["pa"], g["pb"], g["z"], g["zq"], g["g1"], g["g2"]
     p1, p2, LP, L2 = g["p1"], g["p2"], pa["left"], pb["left"]
+    o.exp(G * pa["rows"] * pa["cols"])  # P on pa
     for _ in range(G):  # feb_s1
         o.load(up16(z["rows"]) + up16(z["cols"]))
         o.product(z)
@@ -1042,6 +1070,126 @@ def every_830m(d):
     return {"cq1": 6, "ck1": 11, "cq2": 6, "ck2": 11, "G": 16, "mix": True, "ch": 16, "dp": up16(d)}
 
 
+def fh_nq(G):
+    """fh_nq: the head kernels' mixing k steps for a group of G heads (1: G <= 16; 2: G <= 32)."""
+    return 1 if G <= 16 else 2
+
+
+def head_fwd_ops(c):
+    """k_fa_head_forward per tile pair (16 query rows x 32 keys of the G heads of a group): per
+    pass (two with step 6: statistics, then P) the q, k stages and S1 = q k^T per head, S2 = S1 W1^T
+    per (row, 16 keys) and P; in the last pass P2 = P W2' in registers (step 6), the v stages and
+    O += P2 v per head."""
+    o, G, nq, passes = WarpOps(c["dp"]), c["G"], fh_nq(c["G"]), 2 if c["ch"] else 1
+    for p in range(passes):
+        o.load(G * (FH_M + FH_N))
+        for _ in range(G):
+            o.product(fe_rg(0, 0, FH_M, FH_N))
+        o.mix(FH_M, FH_N, 1, nq)  # fh_mix
+        o.exp(G * FH_M * FH_N)
+        if p == passes - 1:
+            if c["ch"]:
+                o.mix(FH_M, FH_N, 1, nq, regs=True)  # fh_mix_regs
+            o.load(G * FH_N)
+            o.rows_acc(G, FH_N // 16)  # fh_pv
+    return o.n
+
+
+def head_bwd_ops(kv, c):
+    """k_fa_head_dq (kv False: passes D, then dq) or k_fa_head_dkdv (kv True: one) per tile pair:
+    the q, k and dO, v stages, S1 and dP2 per head, S2 (fh_mix), dP (fhq_dp); in the last pass dS1
+    (fhq_store_ds), and dQ's kernel-gradient terms (fhq_wgrad_sum) and k stages with dq += dS1 k,
+    or dK/dV's P2 (step 6), q, dO stages and dv += P2^T dO, dk += dS1^T q per key half."""
+    o, G, nq = WarpOps(c["dp"]), c["G"], fh_nq(c["G"])
+    for p in range(1 if kv else 2):
+        for _ in range(2):  # q, k: S1; dO, v: dP2
+            o.load(G * (FH_M + FH_N))
+            for _ in range(G):
+                o.product(fe_rg(0, 0, FH_M, FH_N))
+        o.mix(FH_M, FH_N, 1, nq)
+        o.exp(G * FH_M * FH_N)
+        o.mix(FH_M, FH_N, 0, nq)  # fhq_dp
+        if not (kv or p):
+            continue
+        if not kv and c["ch"]:
+            o.wgrad(FH_M, nq, 0)
+        if not kv and c["mix"]:
+            o.wgrad(FH_M, nq, 1)
+        o.mix(FH_M, FH_N, 1, nq, regs=True)  # fhq_store_ds
+        if kv and c["ch"]:
+            o.mix(FH_M, FH_N, 1, nq, regs=True)  # P2
+        o.load(G * (2 * FH_M if kv else FH_N))
+        if kv:
+            o.rows_acc(4 * G)  # fhk_acc: dV and dK of each 16-key half, X^T by ldmatrix .trans
+        else:
+            o.rows_acc(G, FH_N // 16)  # fhq_dq
+    return o.n
+
+
+def head_ops(c):
+    """Each head kernel's warp operations per tile pair of a group, config c: {G (heads of a group),
+    mix, ch (head mixing, head convolution on), dp (d padded to 16)}."""
+    return {"k_fa_head_forward": head_fwd_ops(c), "k_fa_head_dq": head_bwd_ops(False, c),
+            "k_fa_head_dkdv": head_bwd_ops(True, c)}
+
+
+def fa2_ops(c):
+    """FA2's k_fa_forward, k_fa_dq, k_fa_dkdv per tile pair (64 x 64 of one head): the walked
+    tiles' copies (k, v; dK/dV's q, dO), S = q k^T (and the backward's dP2 = dO v^T) in 16 x 16
+    chunks, and the products of the chunks in registers by the other tile: O += P v (16 chunks), dq
+    += dS k (16), dv += P2^T dO and dk += dS^T q (32)."""
+    out = {}
+    for name, prods, accs in (("k_fa_forward", 1, 16), ("k_fa_dq", 2, 16), ("k_fa_dkdv", 2, 32)):
+        o = WarpOps(c["dp"])
+        o.load(2 * FA_T)
+        for _ in range(prods):
+            o.product(fe_rg(0, 0, FA_T, FA_T))
+        o.acc(accs)
+        o.exp(FA_T * FA_T)
+        out[name] = o.n
+    return out
+
+
+def fa2_tile_ops(c):
+    """FA2's copies per row tile a block keeps (64 rows): {kernel: (counts, per kv head)}: the
+    forward's q tile, dQ's q and dO, dK/dV's k and v (per kv head); and its stores at the end: O
+    to out and a.o, dq +=, dk and dv +=."""
+    out = {}
+    for name, rows, kv in (("k_fa_forward", FA_T, False), ("k_fa_dq", 2 * FA_T, False), ("k_fa_dkdv", 2 * FA_T, True)):
+        o = WarpOps(c["dp"])
+        o.load(rows)
+        o.store(rows // 2 if name == "k_fa_dq" else rows)
+        out[name] = (o.n, kv)
+    return out
+
+
+# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys), its kernels'
+# names in docs/cuda.md's SASS table (templates by G or d), and its counts per row tile (or None).
+BUILT = {
+    "every": (every_ops, (FE_M, FE_N), lambda name, c: name, None),
+    "heads": (head_ops, (FH_M, FH_N), lambda name, c: f"{name}_t<{fh_nq(c['G'])}>", None),
+    "fa2": (fa2_ops, (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>", fa2_tile_ops),
+}
+
+
+def causal_pairs(T, M, N):
+    """The tile pairs of M query rows and N keys a causal walk visits: each query tile's key tiles
+    up to its last row (the dK/dV kernels walk the same pairs from the keys' side)."""
+    return sum((min(i0 + M, T) - 1) // N + 1 for i0 in range(0, T, M))
+
+
+def built_launch(fam, c, B, H, Hkv, T):
+    """{kernel: counts of the whole launch} of family fam at config c: the per-tile-pair counts
+    times the causal pairs of the B H / G groups, plus the per-row-tile counts times the tiles."""
+    ops, (M, N), _, tile_ops = BUILT[fam]
+    pairs = B * H // c["G"] * causal_pairs(T, M, N)
+    out = {name: {f: v * pairs for f, v in n.items()} for name, n in ops(c).items()}
+    for name, (n, kv) in (tile_ops(c) if tile_ops else {}).items():
+        tiles = B * (Hkv if kv else H) * -(-T // M)
+        out[name] = {f: v + n[f] * tiles for f, v in out[name].items()}
+    return out
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the source tree (docs/cuda.md)
 FULL_WARPS = 8   # warps per SM an FA2-class rate needs to hide the MMAs' and loads' latency (FA2's
                  # kernels: 4-warp blocks, 2 per SM); fewer resident warps scale the rate down (assumption)
@@ -1061,54 +1209,73 @@ def sass_occupancy(root):
     return out
 
 
-def every_kernels(B, H, d, T, c, occupancy, cls="fa2"):
-    """The every-step kernels as built for one shape: each kernel's counts for the whole launch (the
-    per-tile-pair counts of every_ops times the causal tile pairs of 16 x 16 of B H / G groups),
-    its occupancy (threads, blocks per SM: occupancy[name]) and time (kernel_time: MMAs at the
-    class's tensor-core rate scaled by resident warps / FULL_WARPS, ldmatrix bytes as shared-memory
-    traffic, cp.async bytes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core
-    work, stores to shared memory and global writes not counted: a lower bound)."""
-    nt = -(-T // FE_M)
-    groups = B * H // c["G"]
-    pairs = groups * nt * (nt + 1) // 2
-    rates = mma_rates(d, T, cls)
-    fwd = fe_geo(False, c["cq1"], c["ck1"], c["cq2"], c["ck2"])
-    exps = {"k_fa_every_stats": 2 * FE_M * FE_N, "k_fa_every_forward": fwd["s"]["rows"] * fwd["s"]["cols"]}
+def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
+    """The kernels of family fam (BUILT) as built for one shape: each kernel's counts for the whole
+    launch (built_launch), its occupancy (threads, blocks per SM: occupancy of its SASS name) and
+    time (kernel_time: MMAs at the class's tensor-core rate scaled by resident warps / FULL_WARPS,
+    ldmatrix bytes as shared-memory traffic, cp.async bytes and the float32 accumulations' global
+    reads and writes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core work and
+    stores to shared memory not counted: a lower bound)."""
+    _, (M, N), sass, _ = BUILT[fam]
+    groups, rates = B * H // c["G"], mma_rates(d, T, cls)
     out = []
-    for name, n in every_ops(c).items():
-        if name not in occupancy:
-            raise ValueError(f"no occupancy for {name}: no row in docs/cuda.md's H100 SASS table, nor --every-blocks")
-        threads, blocks = occupancy[name]
+    for name, n in built_launch(fam, c, B, H, H, T).items():
+        if sass(name, c) not in occupancy:
+            raise ValueError(f"no occupancy for {sass(name, c)}: no row in docs/cuda.md's H100 SASS table, "
+                             "nor --every-blocks")
+        threads, blocks = occupancy[sass(name, c)]
         scale = min(1.0, blocks * threads / 32 / FULL_WARPS)
-        pa = feb_geo("D" if name.endswith("_D") else "dq", c["cq1"], c["ck1"], c["cq2"], c["ck2"])["pa"]
-        k = {"name": name, "dir": "fwd" if name in exps else "bwd", "mma": n["mma"] * pairs,
-             "tc_flops": MMA_FLOPS * n["mma"] * pairs, "cuda_flops": 0,
-             "exp": c["G"] * pairs * exps.get(name, pa["rows"] * pa["cols"]), "smem_bytes": n["ldmatrix_bytes"] * pairs,
-             "l2_bytes": n["cp_async_bytes"] * pairs, "hbm_bytes": 0, "threads": threads, "blocks_per_sm": blocks,
-             "wave_eff": lpt_efficiency(causal_tiles(groups, T, FE_M), SMS * blocks), "rate_scale": scale}
+        k = {"name": name, "dir": "fwd" if name.endswith(("forward", "stats")) else "bwd", "mma": n["mma"],
+             "tc_flops": MMA_FLOPS * n["mma"], "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
+             "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "global_bytes": n["global_bytes"], "hbm_bytes": 0,
+             "threads": threads, "blocks_per_sm": blocks,
+             "wave_eff": lpt_efficiency(causal_tiles(groups, T, N if name.endswith("dkdv") else M), SMS * blocks),
+             "rate_scale": scale}
         t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
         out.append(dict(k, ms=s * 1e3, bound=bound, terms_ms={x: v * 1e3 for x, v in t.items()}))
     return out
 
 
-EVERY_ASSUMPTIONS = (
-    "as built: the 830M conv layer on the k_fa_every_* kernels of this revision (bench/cuda_perf_model.py --every: "
-    "their MMAs, ldmatrix and cp.async bytes counted as the emulator counts them, blocks per SM from docs/cuda.md's "
-    "H100 SASS table, which lists each kernel at its largest shared memory over d = 64..128), the tensor-core rate "
-    f"FA2-class scaled by resident warps / {FULL_WARPS}, their other CUDA-core work and stores not counted (a lower "
-    "bound), plus (d)'s FA2-class norm/gate backward, dQ conversion and kernel-gradient sums; the step's head-only "
-    "layers at (d) FA2-class. A model, not a measurement.")
+# The layers as built at issue 46's shape: (family, config at d, its design (d) variant, title).
+BUILT_LAYERS = {
+    "conv": ("every", every_830m, "conv", "The every-step kernels as built, 830M conv layer"),
+    "head-only": ("heads", lambda d: {"G": 16, "mix": True, "ch": 16, "dp": up16(d)}, "no-conv",
+                  "The head kernels as built, 830M head-only layer"),
+    "plain": ("fa2", lambda d: {"G": 1, "dp": up16(d)}, None, "FA2's kernels as built (no MTA step), SDPA's work"),
+}
+
+BUILT_ASSUMPTIONS = (
+    "as built: the 830M conv layer on the k_fa_every_* kernels and the head-only layer on the k_fa_head_* kernels "
+    "of this revision (bench/cuda_perf_model.py --every: their MMAs, ldmatrix and cp.async bytes counted as the "
+    "emulator counts them, blocks per SM from docs/cuda.md's H100 SASS table, which lists each kernel at its largest "
+    f"shared memory over d = 64..128), the tensor-core rate FA2-class scaled by resident warps / {FULL_WARPS}, their "
+    "float32 accumulations' global reads and writes as L2 traffic, their other CUDA-core work and stores to shared "
+    "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
+    "norm/gate backward, dQ conversion and kernel-gradient sums. A model, not a measurement.")
 
 
-def every_layer_ms(B, H, d, T, design, occupancy):
-    """The 830M conv layer as built (ms): the every-step kernels (every_kernels) and design's (d's)
-    kernels outside the tiles (norm/gate backward, dQ conversion, kernel-gradient sums)."""
-    ks = every_kernels(B, H, d, T, every_830m(d), occupancy)
+def head_kv_kernel(B, H, d, T):
+    """k_tc_head_kv: dk, dv += the query heads' float32 dkp, dvp (H = H_kv at issue 46's shape):
+    HBM-bound, each read once and dk, dv read and written."""
+    n = B * H * T * d * 4
+    return {"name": "k_tc_head_kv", "dir": "bwd", "tc_flops": 0, "cuda_flops": 2 * B * H * T * d, "exp": 0,
+            "smem_bytes": 0, "l2_bytes": 0, "hbm_bytes": 2 * n + 4 * n, "wave_eff": 1.0}
+
+
+def built_layer_ms(layer, B, H, d, T, design, occupancy):
+    """A layer as built (ms, BUILT_LAYERS): its tensor-core kernels (built_kernels) and, for the
+    MTA layers, k_tc_head_kv and design's (d's) kernels outside the tiles (norm/gate backward, dQ
+    conversion, kernel-gradient sums)."""
+    fam, config, _, _ = BUILT_LAYERS[layer]
+    ms = sum(k["ms"] for k in built_kernels(fam, B, H, d, T, config(d), occupancy))
+    if fam == "fa2":
+        return ms
+    kv = kernel_time(head_kv_kernel(B, H, d, T), mma_rates(d, T, "fa2"), False)[1] * 1e3
     rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
-    return sum(k["ms"] for k in ks) + sum(rest)
+    return ms + kv + sum(rest)
 
 
-def every_occupancy(overrides):
+def built_occupancy(overrides):
     """sass_occupancy(ROOT) with --every-blocks' KERNEL=BLOCKS[/THREADS] in place of a kernel's."""
     occ = sass_occupancy(ROOT)
     for o in overrides:
@@ -1120,24 +1287,26 @@ def every_occupancy(overrides):
     return occ
 
 
-def print_every(occupancy, markdown):
-    """The every-step kernels as built at issue 46's shape (the 830M conv layer, B=2, H=16, d=96,
-    T=4096, fwd+bwd, H100): per kernel its counts per head and tile pair, occupancy, terms, time."""
+def print_built(layer, occupancy, markdown):
+    """A layer's kernels as built (BUILT_LAYERS) at issue 46's shape (B=2, H=16, d=96, T=4096,
+    fwd+bwd, H100): per kernel its counts per head and tile pair, occupancy, terms, time."""
     B, H, d, T = 2, 16, 96, 4096
-    c, nt = every_830m(d), T // FE_M
-    per = B * H * nt * (nt + 1) // 2   # head-tile pairs
-    ks = every_kernels(B, H, d, T, c, occupancy)
-    rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}", f"{k['l2_bytes'] / per / 1024:.1f}",
+    fam, config, _, title = BUILT_LAYERS[layer]
+    M, N = BUILT[fam][1]
+    per = B * H * causal_pairs(T, M, N)   # head-tile pairs
+    ks = built_kernels(fam, B, H, d, T, config(d), occupancy)
+    rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}",
+             f"{(k['l2_bytes'] - k['global_bytes']) / per / 1024:.1f}", f"{k['global_bytes'] / per / 1024:.1f}",
              f"{k['threads']}", f"{k['blocks_per_sm']}", f"{k['rate_scale']:.2f}", f"{k['wave_eff']:.2f}",
              f"{k['terms_ms']['tensor cores']:.2f}", f"{k['terms_ms']['shared memory']:.2f}", f"{k['terms_ms']['L2']:.2f}",
              k["bound"], f"{k['ms']:.2f}"] for k in ks]
     total, a = sum(k["ms"] for k in ks), sdpa(B, H, d, T)["ms"]
-    rows.append(["total", f"{sum(k['mma'] for k in ks) / per:.0f}"] + [""] * 10 + [f"{total:.2f}"])
-    print(f"The every-step kernels as built, 830M conv layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class "
-          "rates: PREDICTED (a model, not measured)")
+    rows.append(["total", f"{sum(k['mma'] for k in ks) / per:.0f}"] + [""] * 11 + [f"{total:.2f}"])
+    print(f"{title} (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, tile pairs of {M} x {N}: "
+          "PREDICTED (a model, not measured)" + ("\n" if markdown else ""))
     table(["kernel", "MMAs per head and tile pair", "ldmatrix KB per head and pair", "cp.async KB per head and pair",
-           "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
-    print(("\n" if markdown else "") + f"total {total:.1f} ms against SDPA's {a:.2f} ms: {total / a:.0f}x")
+           "global float32 KB per head and pair", "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
+    print(("\n" if markdown else "") + f"total {total:.2f} ms against SDPA's {a:.2f} ms: {total / a:.1f}x")
 
 
 # ---- the shapes and the table -----------------------------------------------------------------
@@ -1214,7 +1383,7 @@ def print_goals(goals, markdown):
            for g in goals]
     table(["goal (H100, bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "as built", "meets", "(d) FA2-class", "meets",
            "(d) FA3-class", "meets"], out, markdown)
-    print(("\n" if markdown else "") + EVERY_ASSUMPTIONS)
+    print(("\n" if markdown else "") + BUILT_ASSUMPTIONS)
     for g in goals:
         if "detail" in g:
             print(("\n" if markdown else "") + g["detail"])
@@ -1332,9 +1501,10 @@ def parse_args():
                     help="(d)'s kernels per shape (FA2- and FA3-class): counts, occupancy, roofline terms, time")
     ap.add_argument("--goals", action="store_true", help="only issue 46's goals beside (d)'s predictions")
     ap.add_argument("--every", action="store_true",
-                    help="the every-step kernels as built (k_fa_every_*) at issue 46's shape, per kernel")
+                    help="the tensor-core kernels as built at issue 46's shape, per kernel: the every-step kernels "
+                         "(830M conv layer), the head kernels (head-only layer) and FA2's (SDPA's work)")
     ap.add_argument("--every-blocks", metavar="KERNEL=BLOCKS[/THREADS]", action="append", default=[],
-                    help="an every-step kernel's blocks per H100 SM (and threads per block) instead of docs/cuda.md's "
+                    help="a tensor-core kernel's blocks per H100 SM (and threads per block) instead of docs/cuda.md's "
                          "SASS table's (repeatable)")
     ap.add_argument("--kernel-counts", metavar="FILE",
                     help="measured counts replacing (d)'s analytic ones: JSON {\"shapes\": {SHAPE: {KERNEL: "
@@ -1451,28 +1621,31 @@ def check_emulated_counts():
     return fails
 
 
-def check_every(root):
-    """every_ops against the emulator's counts in EVERY_FIXTURE (each run's kernels over the causal
-    tile pairs of 16 x 16 of its B H / G groups; no documents), and the fixture's last run against
-    the fixture's own config. Returns the failures."""
-    fails = []
-    with open(os.path.join(root, EVERY_FIXTURE)) as f:
-        runs = json.load(f)["runs"]
-    for run in runs:
-        c, e = run["every"], run["emulated"]
-        nt = -(-e["config"]["T"] // FE_M)
-        pairs = e["config"]["B"] * e["config"]["H"] // c["G"] * nt * (nt + 1) // 2
-        ops = every_ops(c)
-        emu = {**e["forward"], **e["backward"]}
-        if sorted(emu) != sorted(ops):
-            fails.append(f"every-step kernels: the emulator ran {sorted(emu)}, the model has {sorted(ops)}")
-            continue
-        for name, n in ops.items():
-            bad = {f: (v * pairs, emu[name][f]) for f, v in n.items() if v * pairs != emu[name][f]}
-            if bad:
-                fails.append(f"{name} at {e['config']['label']} d={e['config']['d']}: (model, emulator) {bad}")
-    print(f"every-step kernels: the model's counts against the emulator's, {len(runs)} configs")
+def check_built(root):
+    """built_launch against the emulator's counts in BUILT_FIXTURES: each run names its family by
+    its config's key (BUILT: "every", "heads", "fa2"); the emulator's kernels of the run are the
+    family's, counted over the causal tile pairs of its B H / G groups (no documents). Returns the
+    failures."""
+    fails, n = [], 0
+    for path in BUILT_FIXTURES:
+        with open(os.path.join(root, path)) as f:
+            runs = json.load(f)["runs"]
+        for run in runs:
+            fam = next(k for k in run if k in BUILT)
+            e, cfg = run["emulated"], run["emulated"]["config"]
+            ops = built_launch(fam, run[fam], cfg["B"], cfg["H"], cfg["H_kv"], cfg["T"])
+            emu = {**e["forward"], **e["backward"]}
+            if sorted(emu) != sorted(ops):
+                fails.append(f"{fam} kernels: the emulator ran {sorted(emu)}, the model has {sorted(ops)}")
+                continue
+            for name, c in ops.items():
+                bad = {f: (v, emu[name][f]) for f, v in c.items() if f in EMU_FIELDS and v != emu[name][f]}
+                if bad:
+                    fails.append(f"{name} at {cfg['label']} d={cfg['d']}: (model, emulator) {bad}")
+        n += len(runs)
+    print(f"tensor-core kernels as built: the model's counts against the emulator's, {n} configs")
     return fails
+
 
 def main():
     global MIN_BLOCKS
@@ -1481,7 +1654,7 @@ def main():
         raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
     MIN_BLOCKS = args.min_blocks
     if args.check:
-        fails = check(args.check) + check_mma() + check_split(args.check) + check_every(args.check)
+        fails = check(args.check) + check_mma() + check_split(args.check) + check_built(args.check)
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
@@ -1496,9 +1669,11 @@ def main():
             unknown = sorted(set(counts) - {s[0] for s in shapes()} - {"830M conv T32768"})
             if unknown:
                 raise ValueError(f"--kernel-counts: unknown shape(s) {', '.join(unknown)}")
-        occupancy = every_occupancy(args.every_blocks)
+        occupancy = built_occupancy(args.every_blocks)
         if args.every:
-            print_every(occupancy, args.markdown)
+            for n, layer in enumerate(BUILT_LAYERS):
+                print("\n" if n else "", end="")
+                print_built(layer, occupancy, args.markdown)
             return
         if args.goals:
             print_goals(goals_830m(counts, occupancy), args.markdown)

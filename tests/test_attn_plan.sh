@@ -69,18 +69,23 @@ if command -v python3 >/dev/null; then
     out=$(python3 "$SRC"/bench/cuda_perf_model.py --kernel-counts "$tmp/c.json" 2>&1)
     case $out in *"k_fa_forward"*) ok ;; *) bad "the perf model on --counts' file: $out" ;; esac
 fi
-# The every-step kernels' counts that the performance model's --check compares with its formulas
-# (tests/fixtures/every_counts.json) are still the emulator's: its last run (a small config) again.
+# The tensor-core kernels' counts that the performance model's --check compares with its formulas
+# (tests/fixtures/every_counts.json: the every-step kernels; built_counts.json: the head kernels and
+# FA2's) are still the emulator's: each file's last run (a small config) again, by its command.
 if command -v python3 >/dev/null; then
-    out=$(plan --precision bf16 --in "$SRC"/tests/fixtures/all_H4_ch2_T37.safetensors --counts "$tmp/e.json" 2>&1)
-    ok_if '[ $? = 0 ]' "--counts on all_H4_ch2_T37: $out"
-    out=$(python3 -c '
+    for fx in every_counts built_counts; do
+        args=$(python3 -c 'import json, sys; print(*json.load(open(sys.argv[1]))["runs"][-1]["command"].split()[5:-2])' \
+            "$SRC/tests/fixtures/$fx.json")
+        out=$(cd "$SRC" && plan $args --counts "$tmp/e.json" 2>&1)
+        ok_if '[ $? = 0 ]' "--counts on $fx.json's last run ($args): $out"
+        out=$(python3 -c '
 import json, sys
 want = json.load(open(sys.argv[1]))["runs"][-1]["emulated"]
 got = json.load(open(sys.argv[2]))["emulated"]
 bad = [(k, want[ph][k], got[ph].get(k)) for ph in ("forward", "backward") for k in want[ph] if got[ph].get(k) != want[ph][k]]
-print(bad or "same")' "$SRC"/tests/fixtures/every_counts.json "$tmp/e.json" 2>&1)
-    ok_if '[ "$out" = same ]' "every_counts.json's last run is not the emulator's now (refresh it with its command): $out"
+print(bad or "same")' "$SRC/tests/fixtures/$fx.json" "$tmp/e.json" 2>&1)
+        ok_if '[ "$out" = same ]' "$fx.json's last run is not the emulator's now (refresh it with its command): $out"
+    done
 fi
 expect 2 "only the cuda-emu backend counts" -- "$MTAC" attn --plan --backend fused --model 830m --layer 2 --counts "$tmp/x"
 expect 2 "--counts goes with --plan" -- "$MTAC" attn --in a --out b --counts "$tmp/x"
