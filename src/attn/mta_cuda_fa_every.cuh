@@ -11,8 +11,10 @@
 // [head][row][col] bf16, in a hi and (optionally) a lo part (x = hi + lo to about 2^-17 |x|, as the
 // other kernels keep Z, S1 and P). Rows are ld = up16(cols) + 8 apart (an odd multiple of 16
 // bytes: the 8 rows an ldmatrix reads hit distinct banks), heads hs apart (made an odd multiple of
-// 16 bytes, so the 8 heads an ldmatrix .trans reads do too). Padding heads (h >= G) stay zero: the
-// mixings multiply them by zero weights, and 0 * NaN would poison sums.
+// 16 bytes, so the 8 heads an ldmatrix .trans reads do too). Padding heads (h >= G) of a set that a
+// mixing reads are zero (fe_zero_pad): the mixings multiply them by zero weights, and 0 * NaN
+// would poison sums. (dQ's saved S1 and its P1 planes, which no mixing reads, may hold anything
+// there: feb_hh's sums over them reach only entries feb_dq_out does not read.)
 //
 // The engine's three operations on planes:
 //   fe_product: X Y^T of one head on a region (q k^T, or dO v^T), masked and mapped, into its plane;
@@ -60,7 +62,8 @@ __device__ __forceinline__ int fe_at(const fe_region &r, int h, int row, int col
 __device__ __forceinline__ int fe_i(const fe_region &r, int i0, int row) { return i0 - r.top + row; }
 __device__ __forceinline__ int fe_j(const fe_region &r, int j0, int col) { return j0 - r.left + col; }
 
-// Zeroes both parts of heads G..FE_G-1 of a plane set (once per block: nothing writes them after).
+// Zeroes both parts of heads G..FE_G-1 of a plane set: once per block for a set nothing else
+// writes, again per tile for one that lies over other buffers (the forward's c planes: fe_p2).
 __device__ __forceinline__ void fe_zero_pad(const fe_planes &p, int G) {
     const bf16 zero = __float2bfloat16_rn(0.0f);
     for (size_t e = (size_t)G * p.r.hs + threadIdx.x; e < fe_plane_size(p.r); e += blockDim.x) {

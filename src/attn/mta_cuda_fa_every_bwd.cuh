@@ -184,7 +184,7 @@ __host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind,
     s->dw2 = dq ? cv.take<float>((size_t)FE_G * g.g2.cq * g.g2.ck) : NULL;
     s->scr = dq ? cv.take<float>((size_t)warps * 16 * FCB_SCR) : NULL;
     s->st = cv.take<int>(g.nst);
-    cv.take<bf16>(8 * 64);  // slack: the kernel gradients' ldmatrix may read past the last plane's end
+    cv.take<bf16>(8 * 64);  // a guard: no read passes the last array (a miscounted one would stay inside)
     return cv.at;
 }
 size_t fe_bwd_smem_bytes(int kind, int dp, int cq1, int ck1, int cq2, int ck2) {
@@ -329,7 +329,9 @@ __device__ __forceinline__ void feb_p1(const tc_args &a, const feb_blk &k) {
     __syncthreads();
 }
 
-// R1's rows of pa (rows from i0): the region the gradients dS2 and dS1 are stored on.
+// R1's rows of pa (rows from i0): the region the gradients dS2 and dS1 are stored on. Its top is
+// still pa's (q2), for the callers point at pa's row top themselves and read only its rows, cols,
+// ld and hs: fe_i and fe_j of it would be q2 rows off.
 __device__ __forceinline__ fe_region feb_r1(const feb_geo &g) {
     fe_region r = g.pa;
     r.rows = FE_M + g.q1;
