@@ -1229,7 +1229,9 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
              "tc_flops": MMA_FLOPS * n["mma"], "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
              "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "global_bytes": n["global_bytes"], "hbm_bytes": 0,
              "threads": threads, "blocks_per_sm": blocks,
-             "wave_eff": lpt_efficiency(causal_tiles(groups, T, N if name.endswith("dkdv") else M), SMS * blocks),
+             # the SM is the machine: its resident blocks share its rate (rate_scale), so more blocks
+             # per SM than there are blocks to fill them idles no rate
+             "wave_eff": lpt_efficiency(causal_tiles(groups, T, N if name.endswith("dkdv") else M), SMS),
              "rate_scale": scale}
         t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
         out.append(dict(k, ms=s * 1e3, bound=bound, terms_ms={x: v * 1e3 for x, v in t.items()}))
