@@ -598,14 +598,16 @@ static void test_normgate_chunks(void **s) {
 }
 
 #ifdef MTAC_HAVE_CUDA_EMU
-// The tensor-core path's kernels sized from the device's opt-in shared memory per block: 32 heads
-// mixed and convolved at d = 64, whose head dQ kernel needs 185 KB, run the float32 path (the same
-// bits as MTA_FP32) on an A100's 163 KB, and the tensor-core path (other bits) on an H100's 227.
+// The tensor-core path's kernels sized from the device's opt-in shared memory per block: the 830M
+// conv layer's every step at d = 64, whose every-step dQ kernel needs 219 KB, runs the float32 path
+// (the same bits as MTA_FP32) on an A100's 163 KB, and the tensor-core path (other bits) on an
+// H100's 227.
 static void test_bf16_smem_optin(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA_EMU) skip();
-    mta_config c = tu_config_default(1, 32, 19, 64);
-    c.pre_head_mix = 1, c.post_ch = 32, c.backend = backend;
+    mta_config c = tu_config_default(1, 16, 19, 64);
+    c.pre_cq = c.post_cq = 6, c.pre_ck = c.post_ck = 11;
+    c.pre_head_mix = 1, c.post_ch = 16, c.backend = backend;
     tu_case *f = tu_case_new(&c, 90, 1.0f, 0.3f);
     run(f);
     c.precision = MTA_BF16;
