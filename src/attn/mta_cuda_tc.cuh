@@ -102,7 +102,7 @@ __global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T
 
 // Backward, per row: dO rounded to bf16 (zero past T and d) and, with withD, D = rowsum(dO * O)
 // (grid: x rows of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as
-// it is). The paths whose P is not O's softmax make their own D (tc_prep_D), so O is not read there.
+// it is). The kernels whose P v is not O make their own D (tc_backward), so O is not read there.
 __global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO, int withD) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
@@ -328,6 +328,15 @@ void tc_round_inputs(const call *cl, const tc_ws *w) {
             src[t], tc_stored16(c, src[t]), dst[t], c->T, Tp, c->d, dp);
 }
 
+// The kernels that run c (the forward's and the backward's dispatch): the every-step kernels, the
+// head kernels, one key-query convolution's (pre or post softmax), or plain attention's.
+enum tc_family { TC_EVERY, TC_HEADS, TC_PRE, TC_POST, TC_PLAIN };
+static tc_family tc_family_of(const mta_config *c) {
+    if (fe_takes(c)) return TC_EVERY;
+    if (c->pre_head_mix || c->post_ch) return TC_HEADS;
+    return c->pre_cq ? TC_PRE : c->post_cq ? TC_POST : TC_PLAIN;
+}
+
 mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
@@ -340,16 +349,14 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
     tc_round_inputs(&cl, &w);
     const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
-    if (fe_takes(c)) {
+    switch (tc_family_of(c)) {
+    case TC_EVERY:
         fe_forward(&cl, a, fe_heads_of(c, p), c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, out);
-    } else if (c->pre_head_mix || c->post_ch) {
-        fh_forward(&cl, a, tc_heads_of(c, p, st->smem_max), c->B, out);
-    } else if (c->pre_cq) {
-        fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out);
-    } else if (c->post_cq) {
-        fa_post_forward(&cl, a, c->B * c->H, p->w_post, out);
-    } else {
-        fa_forward(&cl, a, c->B * c->H, out);
+        break;
+    case TC_HEADS: fh_forward(&cl, a, tc_heads_of(c, p, st->smem_max), c->B, out); break;
+    case TC_PRE: fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out); break;
+    case TC_POST: fa_post_forward(&cl, a, c->B * c->H, p->w_post, out); break;
+    case TC_PLAIN: fa_forward(&cl, a, c->B * c->H, out); break;
     }
     if (c->group_norm || c->gate)
         MTA_LAUNCH(k_normgate, dim3((unsigned)c->T, (unsigned)(c->B * c->H)), red_threads(c->d, 128), 0, cl.s)(
@@ -399,12 +406,6 @@ void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const m
     }
 }
 
-// 1 when the backward reads D = rowsum(dO O) from k_tc_prep: only where P v is O, the plain and
-// the pre-softmax-convolution paths; the head, post-convolution and every-step kernels make D.
-static int tc_prep_D(const mta_config *c) {
-    return !fe_takes(c) && !c->pre_head_mix && !c->post_ch && !c->post_cq;
-}
-
 mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
                        const float *dout, float *dq, float *dk, float *dv, const mta_grads *g) {
     call cl;
@@ -427,12 +428,15 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     }
     // bfloat16 storage: dout as it is, unless the norm's backward made go (its caller widened dout for it)
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
-    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO, tc_prep_D(c));
-    if (fe_takes(c)) {
+    // D = rowsum(dO O) only where P v is O (plain, pre-softmax convolution); the other kernels make D
+    const tc_family fam = tc_family_of(c);
+    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(
+        a, go, go16, w.dO, fam == TC_PLAIN || fam == TC_PRE);
+    if (fam == TC_EVERY) {
         tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
-    } else if (c->pre_head_mix || c->post_ch) {
+    } else if (fam == TC_HEADS) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
-    } else if (c->pre_cq || c->post_cq) {  // one convolution: its kernel gradient from the partials
+    } else if (fam != TC_PLAIN) {  // one convolution: its kernel gradient from the partials
         if (c->pre_cq) fa_conv_backward(&cl, a, B, p->w_pre, dq, dk, dv, w.dwp);
         else fa_post_backward(&cl, a, B, p->w_post, dq, dk, dv, w.dwp);
         const int taps = c->pre_cq ? a.cq * a.ck : a.pcq * a.pck;
