@@ -44,8 +44,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--docs', default=os.path.join(ROOT, 'docs', 'cuda.md'))
     args = ap.parse_args()
-    with open(args.docs) as f:
-        lines = set(line.rstrip() for line in f)
+    try:
+        with open(args.docs) as f:
+            lines = set(line.rstrip() for line in f)
+    except OSError as e:
+        sys.exit('check_model_docs: cannot read %s: %s' % (args.docs, e.strerror))
     missing = 0
     for argv, which in OUTPUTS:
         r = subprocess.run([sys.executable, MODEL] + argv, capture_output=True, text=True, cwd=ROOT)
