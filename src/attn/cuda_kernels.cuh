@@ -26,6 +26,8 @@
 //   MTA_LAUNCH(kernel, grid, block, shmem, stream)(args...)   is   kernel<<<grid, block, shmem, stream>>>(args...)
 //   MTA_SHARED(T, name, n);                                    is   __shared__ T name[n];
 //   MTA_DYNAMIC_SHARED(T, name);                               is   the launch's shmem bytes, as T *name
+//   MTA_LAUNCH_CLUSTER(kernel, grid, block, shmem, stream, cs)(args...)   launches thread block
+//     clusters of cs blocks along x (cudaLaunchKernelEx's cluster dimension; attn/cluster_ptx.cuh)
 // Each launch is also noted by name in the launch record of the call in progress on this host
 // thread (mta_ctx_record_launches; the backend's calls set it, mta_cuda.cu's launch_scope): when
 // no record is on, that is a thread-local load and a test.
@@ -44,10 +46,35 @@ inline mta_kernel_ops *mta_launch_note_ops(const char *name) {
     return i >= 0 ? &log->ops[i] : nullptr;
 }
 #define MTA_LAUNCH(k, grid, block, shmem, stream) ::cuemu::launch(#k, k, grid, block, shmem, stream, mta_launch_note_ops(#k))
+#define MTA_LAUNCH_CLUSTER(k, grid, block, shmem, stream, cs) \
+    ::cuemu::launch(#k, k, grid, block, shmem, stream, mta_launch_note_ops(#k), cs)
 #define MTA_SHARED(T, name, n) T *const name = (T *)::cuemu::shared_array((n) * sizeof(T), alignof(T))
 #define MTA_DYNAMIC_SHARED(T, name) T *const name = (T *)::cuemu::dynamic_shared()
 #else
 #define MTA_LAUNCH(k, grid, block, shmem, stream) mta_launch_note(#k), k<<<grid, block, shmem, stream>>>
+// A launch of clusters of cs blocks along x (grid.x a multiple of cs): the runtime's error, as a
+// <<<>>> launch's, is left for cudaGetLastError.
+template <typename... P> struct mta_cluster_launch {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    unsigned cs;
+    template <typename... A> void operator()(A &&...a) const {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = shmem, cfg.stream = stream;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = cs, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.attrs = at, cfg.numAttrs = 1;
+        (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(a)...);
+    }
+};
+template <typename... P>
+mta_cluster_launch<P...> mta_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t s, unsigned cs) {
+    return mta_cluster_launch<P...>{k, grid, block, shmem, s, cs};
+}
+#define MTA_LAUNCH_CLUSTER(k, grid, block, shmem, stream, cs) mta_launch_note(#k), mta_cluster(k, grid, block, shmem, stream, cs)
 #define MTA_SHARED(T, name, n) __shared__ T name[n]
 #define MTA_DYNAMIC_SHARED(T, name)                        \
     extern __shared__ __align__(16) unsigned char mta_dynamic_shared_[]; \

@@ -672,8 +672,9 @@ void cp_async_wait(int n) {
 }
 
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                 void (*fn)(void *), void *arg, mta_kernel_ops *ops) {
+                 void (*fn)(void *), void *arg, mta_kernel_ops *ops, unsigned cluster) {
     sched_get();
+    if (cluster != 1) fatal("%s", name, "thread block clusters are not emulated yet");
     const unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (!block.x || !block.y || !block.z || block.x > MAX_BLOCK_XY || block.y > MAX_BLOCK_XY || block.z > MAX_BLOCK_Z ||
         nthreads > MAX_THREADS || !grid.x || !grid.y || !grid.z || grid.x > MAX_GRID_X || grid.y > MAX_GRID_YZ ||

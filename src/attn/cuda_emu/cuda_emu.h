@@ -168,11 +168,23 @@ void cp_async(void *dst, const void *src, size_t bytes, bool full);
 void cp_async_commit(void);
 void cp_async_wait(int n);
 
+// Thread block clusters (attn/cluster_ptx.cuh, whose header gives the rules): the calling block's
+// rank in its cluster and the cluster's blocks; p (in the calling block's shared memory) as the same
+// offset in block rank's; a store or load of bytes through such an address; barrier.cluster's two
+// halves (release: cl_arrive, else cl_arrive_relaxed).
+unsigned cluster_rank(void);
+unsigned cluster_size(void);
+void *cluster_map(const void *p, unsigned rank);
+void cluster_store(void *dst, const void *src, size_t bytes);
+void cluster_load(void *dst, const void *src, size_t bytes);
+void cluster_arrive(int release);
+void cluster_wait(void);
+
 // Runs fn(arg) as every thread of every block of the launch (the launch's checks first), and adds
 // the warp-level operations it executed to *ops (when not NULL; mta.h's mta_kernel_ops says how
-// each is counted).
+// each is counted). cluster: the blocks along x of a thread block cluster (1: none).
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                 void (*fn)(void *), void *arg, mta_kernel_ops *ops);
+                 void (*fn)(void *), void *arg, mta_kernel_ops *ops, unsigned cluster);
 
 // MTA_LAUNCH(k, grid, block, shmem, stream)(args...): the kernel's parameters are converted once
 // from the arguments, as a call converts them, and each thread gets its own copy.
@@ -184,6 +196,7 @@ struct launcher {
     size_t shmem;
     cudaStream_t stream;
     mta_kernel_ops *ops;
+    unsigned cluster;
     template <typename... A>
     void operator()(A &&...a) const {
         struct call {
@@ -191,13 +204,13 @@ struct launcher {
             std::tuple<P...> args;
         } c{kernel, std::tuple<P...>(std::forward<A>(a)...)};
         launch_grid(name, (const void *)kernel, grid, block, shmem, stream,
-                    [](void *p) { std::apply(((call *)p)->kernel, ((call *)p)->args); }, &c, ops);
+                    [](void *p) { std::apply(((call *)p)->kernel, ((call *)p)->args); }, &c, ops, cluster);
     }
 };
 template <typename... P>
 launcher<P...> launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
-                      mta_kernel_ops *ops = nullptr) {
-    return launcher<P...>{name, kernel, grid, block, shmem, s, ops};
+                      mta_kernel_ops *ops = nullptr, unsigned cluster = 1) {
+    return launcher<P...>{name, kernel, grid, block, shmem, s, ops, cluster};
 }
 
 }  // namespace cuemu
