@@ -1,5 +1,6 @@
 // cuda_emu_ptx.cuh: the kernels of test_cuda_emu.cpp on the tensor-core primitives of
-// src/attn/mma_ptx.cuh (mma.sync, ldmatrix, cp.async), in plain CUDA: the test runs them in the
+// src/attn/mma_ptx.cuh (mma.sync, ldmatrix, cp.async) and the cluster API of attn/cluster_ptx.cuh,
+// in plain CUDA: the test runs them in the
 // CUDA emulator, and cuda_emu_ptx_nvcc.cu compiles them with nvcc to show they are valid CUDA.
 // Each takes per-lane inputs and writes per-lane outputs, so the test checks every lane's
 // registers against the PTX ISA's layout tables.

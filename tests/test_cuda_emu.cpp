@@ -7,7 +7,9 @@
 // barriers, the shuffles against their definition, and a warp whose lanes do not all arrive; the tensor-core
 // primitives of attn/mma_ptx.cuh (cuda_emu_ptx.cuh's kernels): each lane's mma.sync and ldmatrix
 // registers against the PTX ISA's tables, a product chain against double sums, cp.async's groups,
-// and shuffles with partial and wrong masks.
+// and shuffles with partial and wrong masks; thread block clusters (attn/cluster_ptx.cuh): an
+// all-gather through distributed shared memory under every schedule, a missing cluster barrier and
+// a wrong rank that show, each rule a GPU imposes broken once (fatal), and the launch checks.
 #include "attn/cuda_emu/cuda_emu.h"
 #include "attn/cuda_emu/cuda_emu_ctl.h"
 #include "attn/cuda_emu/include/cublas_v2.h"
@@ -1016,6 +1018,32 @@ static void test_cluster_rules_abort(void **s) {
     assert_true(aborts_saying([] { (void)::cuemu::cluster_rank(); }, "called outside a kernel"));
 }
 
+// The largest cluster, 8 blocks of 1024 threads (8192 fibers at once): each thread pushes its
+// value into its slot of the next rank's array; after the barrier each reads what the previous
+// rank pushed.
+__global__ void k_cl_ring(unsigned *out) {
+    unsigned *sh = (unsigned *)::cuemu::shared_array(1024 * sizeof(unsigned), alignof(unsigned));
+    const unsigned t = threadIdx.x, v = blockIdx.x * 1024 + t;
+    cl_st4(cl_map(sh + t, (cl_rank() + 1) % cl_size()), v);
+    cl_sync();
+    out[blockIdx.x * 1024 + t] = sh[t];
+    cl_arrive_relaxed();
+    cl_wait();
+}
+
+static void test_cluster_of_8192_threads(void **s) {
+    (void)s;
+    static unsigned got[16 * 1024];
+    unsigned *d = NULL;
+    assert_int_equal(cudaMalloc(&d, sizeof got), cudaSuccess);
+    ::cuemu::launch("k_cl_ring", k_cl_ring, 16, 1024, 0, 0, NULL, 8)(d);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    for (unsigned b = 0; b < 16; b++)
+        for (unsigned t = 0; t < 1024; t++) assert_int_equal(got[b * 1024 + t], (b / 8 * 8 + (b + 7) % 8) * 1024 + t);
+}
+
 // A cluster launch is checked as the runtime checks it: grid.x a multiple of the cluster's
 // blocks, 1 to 8 of them (the portable size); refused, nothing runs and the error is the last.
 static void test_cluster_launch_checks(void **s) {
@@ -1054,6 +1082,7 @@ int main(void) {
         cmocka_unit_test(test_cluster_races_show),
         cmocka_unit_test(test_cluster_rules_abort),
         cmocka_unit_test(test_cluster_launch_checks),
+        cmocka_unit_test(test_cluster_of_8192_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,10 @@ Rules, broken ones make the exit status 1:
   (a) no kernel spills registers;
   (b) the tensor-core kernels (names starting with --prefix) load and store shared memory as such
       (no generic LD/ST: those are shared memory reached through a pointer whose space the compiler
-      lost, as through mta_cuda_tc.cuh's tc_shared()), and have HMMA and LDSM instructions;
+      lost, as through mta_cuda_tc.cuh's tc_shared()), and have HMMA and LDSM instructions; a
+      cluster kernel (its name has "_cl" before "_", "<" or its end) may have generic ST, as its
+      stores to another block's shared memory (attn/cluster_ptx.cuh's cl_st*) compile to, but no
+      generic LD (its kernels push, never pull);
   (c) a tensor-core kernel's registers and shared memory (static + dynamic + 1 KB per block) let at
       least 2 of its blocks and 8 warps run on an H100 SM (the sm_90 code; the sm_80 code's blocks
       per SM are those of an A100, shown, not checked), or for the kernels of ONE_BLOCK (each with
@@ -22,9 +25,9 @@ Rules, broken ones make the exit status 1:
 writes them to FILE too, for docs/cuda.md). cuobjdump is the one of NVIDIA's PyPI wheel that
 scripts/cuda_tools.sh unpacks into .cuda-tools/bin (or --tools DIR); without it the exit status is
 77 (skipped), or 1 when CI=true (CI installs it).
---self-test: the checker against tests/fixtures/sass_probe.cu: its k_fa_probe_good must pass and
-k_fa_probe_bad must break rule (b); then each of MUTATIONS, applied to a copy of the sources, must
-break the rules of its kernel.
+--self-test: the checker against tests/fixtures/sass_probe.cu: its k_fa_probe_good and cluster
+kernel k_fa_probe_cl must pass and k_fa_probe_bad must break rule (b); then each of MUTATIONS,
+applied to a copy of the sources, must break the rules of its kernel.
 """
 import argparse
 import os
@@ -47,6 +50,10 @@ MUTATIONS = [
     ('a generic shared-memory pointer reintroduced (tc_shared()\'s uintptr_t rounding)', PROBE,
      '    probe_mma(sh, x, out);', '    probe_mma((bf16 *)(((uintptr_t)sh + 31) & ~(uintptr_t)31), x, out);',
      'k_fa_probe_good'),
+    ('a cluster kernel that pulls (ld.shared::cluster: a generic LD)', PROBE,
+     '    const uint32_t w = got[t];', '    const uint32_t w = cl_ld4(cl_map(got + t, 0));', 'k_fa_probe_cl'),
+    ('a cluster kernel\'s pushes (generic ST) in a kernel not named as one', PROBE,
+     '#define PROBE_CL k_fa_probe_cl\n', '#define PROBE_CL k_fa_probe_push\n', 'k_fa_probe_push'),
     # (the forward's and dQ's tiles are reached only by ldmatrix and cp.async, whose addresses are
     # converted to the shared window explicitly, so the pointer's space does not matter there)
     ('the FlashAttention-2 dK/dV\'s shared memory through tc_shared()\'s generic pointer', 'src/attn/mta_cuda_fa2.cuh',
@@ -84,6 +91,12 @@ ONE_BLOCK = {
 CLASSES = [('HMMA', {'HMMA'}), ('LDSM', {'LDSM'}), ('LDS', {'LDS'}), ('STS', {'STS'}),
            ('LDGSTS', {'LDGSTS'}), ('LDG', {'LDG'}), ('STG', {'STG'}), ('LD/ST', {'LD', 'ST'}),
            ('atom', {'ATOM', 'ATOMG', 'ATOMS', 'RED', 'REDG'})]
+# Generic loads and stores apart too (not in the tables): a cluster kernel may have the stores.
+GENERIC = {'LD': 'generic LD', 'ST': 'generic ST'}
+
+
+def is_cluster_kernel(name):
+    return re.search(r'_cl(_|<|$)', name.split('(')[0]) is not None
 
 
 def tool_dir(arg):
@@ -143,8 +156,11 @@ def parse_sass(text):
             cur = out.setdefault((arch, m.group(1)), Counter())
             continue
         m = re.match(r'\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z0-9_]+)', line)
-        if m and cur is not None and m.group(1).split('.')[0] in opclass:
-            cur[opclass[m.group(1)]] += 1
+        op = m.group(1).split('.')[0] if m else None
+        if cur is not None and op in opclass:
+            cur[opclass[op]] += 1
+        if cur is not None and op in GENERIC:
+            cur[GENERIC[op]] += 1
     return out
 
 
@@ -221,7 +237,10 @@ def violations(row, prefix):
     c = row['counts']
     if not row['counted']:
         bad.append('(b) no SASS found for it')
-    if c['LD/ST']:
+    if is_cluster_kernel(row['name']) and c['generic LD']:
+        bad.append('(b) %d generic LD in a cluster kernel (shared memory through a pointer of unknown space, or a '
+                   'pull from another block: its kernels push)' % c['generic LD'])
+    elif not is_cluster_kernel(row['name']) and c['LD/ST']:
         bad.append('(b) %d generic LD/ST (shared memory through a pointer of unknown space)' % c['LD/ST'])
     for need in ('HMMA', 'LDSM'):
         if not c[need]:
@@ -284,15 +303,17 @@ def report(bad):
 
 
 def self_test(nvcc, cuobjdump, archs, prefix):
-    """The probe's good kernel passes and its bad one breaks rule (b); each mutation breaks its kernel's rules."""
+    """The probe's good and cluster kernels pass and its bad one breaks rule (b); each mutation breaks its
+    kernel's rules."""
     ok = True
     _, bad = check(nvcc, cuobjdump, PROBE, archs, prefix, ROOT)
     for a in archs:
         good, worse = bad.get('k_fa_probe_good@sm_%s' % a), bad.get('k_fa_probe_bad@sm_%s' % a, [])
-        print('self-test sm_%s: k_fa_probe_good %s; k_fa_probe_bad %s' %
-              (a, 'passes' if not good else 'FAILS: ' + '; '.join(good),
+        cl = bad.get('k_fa_probe_cl@sm_%s' % a)
+        print('self-test sm_%s: k_fa_probe_good %s; k_fa_probe_cl %s; k_fa_probe_bad %s' %
+              (a, 'passes' if not good else 'FAILS: ' + '; '.join(good), 'passes' if not cl else 'FAILS: ' + '; '.join(cl),
                'flagged: ' + '; '.join(worse) if any('generic' in v for v in worse) else 'NOT FLAGGED'))
-        ok &= not good and any('generic' in v for v in worse)
+        ok &= not good and not cl and any('generic' in v for v in worse)
     for what, path, text, becomes, kernel in MUTATIONS:
         with tempfile.TemporaryDirectory() as tmp:
             for d in ('src', 'include', os.path.dirname(PROBE), os.path.dirname(LAUNCH)):

@@ -35,6 +35,16 @@
 // committed are in no group; __syncthreads() completes nothing; a thread that exits with copies
 // pending is an error, as are a misaligned address or a destination outside the block's shared
 // memory.
+// Thread block clusters (attn/cluster_ptx.cuh): a launch with cluster = cs > 1 (grid.x a multiple
+// of cs, cs <= 8, else cudaErrorInvalidClusterSize) runs the cs blocks of each cluster together as
+// one set of fibers, each block with its own shared memory, __syncthreads() and warps; a pass runs
+// all the cluster's threads in its order, and the block orders permute clusters. A plain launch
+// is a cluster of one block. barrier.cluster releases its waiters (at the end of the pass) when
+// every thread of the cluster has arrived. Fatal: arriving twice or waiting without arriving,
+// threads that exit while others wait at it, a deadlock between it and __syncthreads(), cluster_map
+// of an address outside the caller's shared memory or of a rank past the cluster, and a DSMEM store
+// or load not within one shared array of a block of the cluster, misaligned, or into a block whose
+// threads have all exited.
 // Tensor cores: include/cuda_bf16.h and cuda_fp16.h give __nv_bfloat16 and __half with CUDA's
 // conversions (round to nearest even, NaN to 0x7fff, overflow to inf, denormals kept). There is
 // no nvcuda::wmma: its fragments' lane layout is unspecified, so the emulator could not hold each
