@@ -1019,10 +1019,11 @@ static void test_cluster_rules_abort(void **s) {
 }
 
 // The largest cluster, 8 blocks of 1024 threads (8192 fibers at once): each thread pushes its
-// value into its slot of the next rank's array; after the barrier each reads what the previous
-// rank pushed.
-__global__ void k_cl_ring(unsigned *out) {
-    unsigned *sh = (unsigned *)::cuemu::shared_array(1024 * sizeof(unsigned), alignof(unsigned));
+// value into its slot of the next rank's array (static, or the dynamic shared memory); after the
+// barrier each reads what the previous rank pushed.
+__global__ void k_cl_ring(unsigned *out, int dynamic) {
+    unsigned *sh = dynamic ? (unsigned *)::cuemu::dynamic_shared()
+                           : (unsigned *)::cuemu::shared_array(1024 * sizeof(unsigned), alignof(unsigned));
     const unsigned t = threadIdx.x, v = blockIdx.x * 1024 + t;
     cl_st4(cl_map(sh + t, (cl_rank() + 1) % cl_size()), v);
     cl_sync();
@@ -1036,12 +1037,14 @@ static void test_cluster_of_8192_threads(void **s) {
     static unsigned got[16 * 1024];
     unsigned *d = NULL;
     assert_int_equal(cudaMalloc(&d, sizeof got), cudaSuccess);
-    ::cuemu::launch("k_cl_ring", k_cl_ring, 16, 1024, 0, 0, NULL, 8)(d);
-    assert_int_equal(cudaGetLastError(), cudaSuccess);
-    cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost);
+    for (int dynamic = 0; dynamic < 2; dynamic++) {
+        ::cuemu::launch("k_cl_ring", k_cl_ring, 16, 1024, dynamic ? 4096 : 0, 0, NULL, 8)(d, dynamic);
+        assert_int_equal(cudaGetLastError(), cudaSuccess);
+        cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost);
+        for (unsigned b = 0; b < 16; b++)
+            for (unsigned t = 0; t < 1024; t++) assert_int_equal(got[b * 1024 + t], (b / 8 * 8 + (b + 7) % 8) * 1024 + t);
+    }
     cudaFree(d);
-    for (unsigned b = 0; b < 16; b++)
-        for (unsigned t = 0; t < 1024; t++) assert_int_equal(got[b * 1024 + t], (b / 8 * 8 + (b + 7) % 8) * 1024 + t);
 }
 
 // A cluster launch is checked as the runtime checks it: grid.x a multiple of the cluster's
