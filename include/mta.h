@@ -389,6 +389,10 @@ typedef struct {
     uint64_t cp_async;        // cp.async copies (one per thread and call)
     uint64_t cp_async_bytes;  // their bytes (4, 8 or 16 each; zero-fills included)
     uint64_t shfl;            // __shfl_sync, __shfl_xor_sync
+    // Thread block clusters (attn/cluster_ptx.cuh): stores and loads to distributed shared memory
+    // (st/ld.shared::cluster, one per thread and call) with their bytes, and barrier.cluster
+    // (once per block and barrier).
+    uint64_t dsmem_stores, dsmem_store_bytes, dsmem_loads, dsmem_load_bytes, cluster_barriers;
 } mta_kernel_ops;
 // The i-th kernel noted (NULL past the last, as mta_ctx_launch) and its operations into *ops
 // (when ops is not NULL): counted by the cuda-emu backend, whose emulator executes the kernels'

@@ -194,4 +194,72 @@ __global__ void k_double_buffer(const float *src, float *out, int end_barrier) {
     if (l == 0) out[t / 32] = acc;
 }
 
+// Thread block clusters (attn/cluster_ptx.cuh): an all-gather of CLG_T threads' values over the
+// cluster's blocks. Thread t of rank r has the values v(r, t, j) = 5 (block's id CLG_T + t) + j,
+// j < 5 (block's id: blockIdx.y gridDim.x + blockIdx.x); in the end every block holds all ranks'
+// values, slot q CLG_T + t of buf (j < 4) and tag (j = 4), and copies them to out's
+// CLG_SLOTS values for that block, and its cl_rank() and cl_size() to ranks[2 id..]. how:
+//   CL_PUSH: each thread stores its values into every rank's slots (cl_st16, cl_st4), cl_sync(),
+//     reads its own block's; ends with cl_arrive_relaxed(); cl_wait() (a block's memory is
+//     written by others until every block has passed the cl_sync, so this one is not needed; the
+//     pull's is);
+//   CL_PUSH_NO_SYNC: without the cl_sync (another block may not have pushed yet);
+//   CL_PUSH_OWN_RANK: each thread pushes into its own rank's slots only (a wrong rank);
+//   CL_PULL: each thread stores its values in its own block's slots, cl_sync(), then loads every
+//     rank's (cl_ld4), and ends with cl_arrive_relaxed(); cl_wait(): a block is read by others
+//     until they all arrive there;
+//   CL_PULL_NO_EXIT_SYNC: without that end (a block may exit while another still reads it);
+//   the rules broken (fatal in the emulator): CL_ARRIVE_TWICE, CL_WAIT_FIRST (waits without
+//   arriving), CL_RANK1_EXITS (rank 1's threads exit, the others wait at the cluster barrier),
+//   CL_DEADLOCK (warp 0 waits at __syncthreads() before it arrives, warp 1 at the cluster barrier
+//   before __syncthreads()), CL_MAP_GLOBAL (cl_map of global memory), CL_MAP_RANK (of rank
+//   cl_size()), CL_MISALIGNED (cl_st4 2 bytes off), CL_PAST_ARRAY (cl_st4 one past tag's end).
+const int CLG_T = 64, CLG_MAX = 8, CLG_SLOTS = CLG_MAX * CLG_T * 5;
+enum {
+    CL_PUSH, CL_PUSH_NO_SYNC, CL_PUSH_OWN_RANK, CL_PULL, CL_PULL_NO_EXIT_SYNC, CL_ARRIVE_TWICE, CL_WAIT_FIRST,
+    CL_RANK1_EXITS, CL_DEADLOCK, CL_MAP_GLOBAL, CL_MAP_RANK, CL_MISALIGNED, CL_PAST_ARRAY, CL_HOWS
+};
+#include "attn/cluster_ptx.cuh"
+
+__device__ __forceinline__ void clg_rules(int how, unsigned *out, uint32_t *tag) {
+    if (how == CL_ARRIVE_TWICE) cl_arrive(), cl_arrive();
+    if (how == CL_WAIT_FIRST) cl_wait();
+    if (how == CL_RANK1_EXITS && cl_rank() == 1) return;
+    if (how == CL_DEADLOCK && threadIdx.x < 32) __syncthreads();
+    if (how == CL_MAP_GLOBAL) cl_st4(cl_map(out, 0), 1);
+    if (how == CL_MAP_RANK) cl_st4(cl_map(tag, cl_size()), 1);
+    if (how == CL_MISALIGNED) cl_st4(cl_off(cl_map(tag, 0), 2), 1);
+    if (how == CL_PAST_ARRAY) cl_st4(cl_off(cl_map(tag + CLG_MAX * CLG_T - 1, 0), 4), 1);
+    cl_sync();
+    if (how == CL_DEADLOCK && threadIdx.x >= 32) __syncthreads();
+}
+
+__global__ void k_cl_gather(unsigned *out, unsigned *ranks, int how) {
+    PTX_SHARED(uint32_t, buf, CLG_MAX * CLG_T * 4);
+    PTX_SHARED(uint32_t, tag, CLG_MAX * CLG_T);
+    const unsigned t = threadIdx.x, r = cl_rank(), n = cl_size(), id = blockIdx.y * gridDim.x + blockIdx.x;
+    if (how >= CL_ARRIVE_TWICE) return clg_rules(how, out, tag);
+    const unsigned v = 5 * (id * CLG_T + t), at = r * CLG_T + t;
+    const bool pull = how == CL_PULL || how == CL_PULL_NO_EXIT_SYNC;
+    if (pull) {
+        for (int j = 0; j < 4; j++) buf[4 * at + j] = v + j;
+        tag[at] = v + 4;
+    } else {
+        for (unsigned d = 0; d < n; d++) {
+            const unsigned to = how == CL_PUSH_OWN_RANK ? r : d;
+            cl_st16(cl_map(buf + 4 * at, to), v, v + 1, v + 2, v + 3);
+            cl_st4(cl_map(tag + at, to), v + 4);
+        }
+    }
+    if (how != CL_PUSH_NO_SYNC) cl_sync();
+    unsigned *o = out + (size_t)id * CLG_SLOTS;
+    for (unsigned q = 0; q < n; q++) {
+        const unsigned s = q * CLG_T + t;
+        for (int j = 0; j < 4; j++) o[5 * s + j] = pull ? cl_ld4(cl_map(buf + 4 * s + j, q)) : buf[4 * s + j];
+        o[5 * s + 4] = pull ? cl_ld4(cl_map(tag + s, q)) : tag[s];
+    }
+    if (t == 0) ranks[2 * id] = r, ranks[2 * id + 1] = n;
+    if (how != CL_PULL_NO_EXIT_SYNC) cl_arrive_relaxed(), cl_wait();
+}
+
 #endif

@@ -880,6 +880,155 @@ static void test_warps_run_ahead(void **s) {
     cudaFree(dsrc), cudaFree(dout);
 }
 
+// ---- thread block clusters ----
+
+// k_cl_gather (cuda_emu_ptx.cuh) in clusters of cs blocks over grid; its out and ranks to got and
+// ranks (when not NULL), its counts added to *ops (when not NULL). Returns the launch's error.
+static cudaError_t cl_gather(int how, unsigned cs, dim3 grid, unsigned *got, unsigned *ranks, mta_kernel_ops *ops) {
+    const size_t nb = (size_t)grid.x * grid.y;
+    unsigned *dout = NULL, *dranks = NULL;
+    assert_int_equal(cudaMalloc(&dout, nb * CLG_SLOTS * sizeof(unsigned)), cudaSuccess);
+    assert_int_equal(cudaMalloc(&dranks, 2 * nb * sizeof(unsigned)), cudaSuccess);
+    ::cuemu::launch("k_cl_gather", k_cl_gather, grid, CLG_T, 0, 0, ops, cs)(dout, dranks, how);
+    const cudaError_t e = cudaGetLastError();
+    if (got) cudaMemcpy(got, dout, nb * CLG_SLOTS * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    if (ranks) cudaMemcpy(ranks, dranks, 2 * nb * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    cudaFree(dout), cudaFree(dranks);
+    return e;
+}
+
+// 1 when every block holds every value of its cluster's ranks (k_cl_gather's comment: rank q's
+// thread t's value j is 5 (id CLG_T + t) + j, id the block x0 + q of the cluster's row), and
+// knows its rank as blockIdx.x % cs and its cluster's size as cs.
+static int cl_gathered(const unsigned *got, const unsigned *ranks, unsigned cs, dim3 grid) {
+    for (unsigned by = 0; by < grid.y; by++)
+        for (unsigned bx = 0; bx < grid.x; bx++) {
+            const unsigned id = by * grid.x + bx, x0 = bx - bx % cs;
+            if (ranks[2 * id] != bx % cs || ranks[2 * id + 1] != cs) return 0;
+            for (unsigned q = 0; q < cs; q++)
+                for (unsigned t = 0; t < (unsigned)CLG_T; t++)
+                    for (unsigned j = 0; j < 5; j++)
+                        if (got[(size_t)id * CLG_SLOTS + 5 * (q * CLG_T + t) + j] != 5 * ((by * grid.x + x0 + q) * CLG_T + t) + j)
+                            return 0;
+        }
+    return 1;
+}
+
+// The all-gather, pushed (cl_st16, cl_st4) and pulled (cl_ld4), gives every value in every block
+// under every schedule, with clusters of 1 (a plain launch: cl_rank() 0, cl_size() 1, as on a GPU),
+// 2, 4 and 8 blocks, on a grid of two rows of two clusters (the block-to-cluster map in x and y);
+// the counts are the stores, loads and barriers the kernel makes.
+static void test_cluster_gather(void **s) {
+    (void)s;
+    static unsigned got[32 * CLG_SLOTS], ranks[2 * 32];  // up to 4 clusters of 8
+    for (unsigned cs : {1u, 2u, 4u, 8u})
+        for (uint64_t sched = 0; sched < 6; sched++) {
+            mta_cuda_emu_set_schedule(sched);
+            for (int how : {CL_PUSH, CL_PULL})
+                for (int rep = 0; rep < 2; rep++) {
+                    assert_int_equal(cl_gather(how, cs, dim3(2 * cs, 2), got, ranks, NULL), cudaSuccess);
+                    assert_true(cl_gathered(got, ranks, cs, dim3(2 * cs, 2)));
+                }
+        }
+    mta_cuda_emu_set_schedule(0);
+    // 16 blocks of 64 threads in clusters of 4: a push is, per thread and rank, one cl_st16 and
+    // one cl_st4 (20 bytes); a pull five cl_ld4; both make two cluster barriers a block.
+    const uint64_t calls = 16 * CLG_T * 4;
+    mta_kernel_ops ops = {};
+    assert_int_equal(cl_gather(CL_PUSH, 4, dim3(8, 2), NULL, NULL, &ops), cudaSuccess);
+    assert_true(ops.dsmem_stores == 2 * calls && ops.dsmem_store_bytes == 20 * calls && ops.dsmem_loads == 0);
+    assert_true(ops.cluster_barriers == 2 * 16 && ops.mma == 0 && ops.shfl == 0);
+    ops = mta_kernel_ops{};
+    assert_int_equal(cl_gather(CL_PULL, 4, dim3(8, 2), NULL, NULL, &ops), cudaSuccess);
+    assert_true(ops.dsmem_loads == 5 * calls && ops.dsmem_load_bytes == 20 * calls && ops.dsmem_stores == 0);
+    assert_true(ops.cluster_barriers == 2 * 16);
+}
+
+// Without the cluster barrier between the pushes and the reads, some schedule reads a slot that
+// another block has not pushed yet (the shared memory's NaN fill, 0xffffffff); with a wrong rank
+// (each thread pushes into its own block only) the other ranks' slots stay unwritten.
+static void test_cluster_races_show(void **s) {
+    (void)s;
+    static unsigned got[4 * CLG_SLOTS], ranks[2 * 4];
+    int wrong = 0;
+    for (uint64_t sched = 0; sched < 6; sched++) {
+        mta_cuda_emu_set_schedule(sched);
+        for (int rep = 0; rep < 3; rep++) {
+            assert_int_equal(cl_gather(CL_PUSH_NO_SYNC, 2, dim3(4), got, ranks, NULL), cudaSuccess);
+            wrong += !cl_gathered(got, ranks, 2, dim3(4));
+        }
+        assert_int_equal(cl_gather(CL_PUSH_OWN_RANK, 2, dim3(4), got, ranks, NULL), cudaSuccess);
+        assert_false(cl_gathered(got, ranks, 2, dim3(4)));
+    }
+    mta_cuda_emu_set_schedule(0);
+    assert_true(wrong > 0);
+}
+
+// fn() in a child process: 1 when it aborts with a message on stderr that contains what.
+static int aborts_saying(void (*fn)(void), const char *what) {
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        if (dup2(fd[1], 2) < 0) _exit(2);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    char msg[4096];
+    size_t n = 0;
+    for (ssize_t k; n < sizeof msg - 1 && (k = read(fd[0], msg + n, sizeof msg - 1 - n)) > 0;) n += (size_t)k;
+    msg[n] = 0;
+    close(fd[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    const int ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(msg, what);
+    if (!ok) fprintf(stderr, "expected an abort saying \"%s\"; got: %s\n", what, msg);
+    return ok;
+}
+
+static int cl_how;
+static void cl_gather_how(void) { cl_gather(cl_how, 2, dim3(4), NULL, NULL, NULL); }
+
+// The rules of cluster_ptx.cuh, each broken once: fatal, with the emulator's message.
+static void test_cluster_rules_abort(void **s) {
+    (void)s;
+    static const struct {
+        int how;
+        const char *what;
+    } cases[] = {
+        {CL_PULL_NO_EXIT_SYNC, "ld.shared::cluster: the block whose shared memory it reaches has exited"},
+        {CL_ARRIVE_TWICE, "arrives twice without waiting"},
+        {CL_WAIT_FIRST, "waits without having arrived"},
+        {CL_RANK1_EXITS, "some threads of the cluster exited while others wait at barrier.cluster"},
+        {CL_DEADLOCK, "deadlock"},
+        {CL_MAP_GLOBAL, "mapa: the address is not in the calling block's shared memory"},
+        {CL_MAP_RANK, "mapa: the rank is not that of a block of the cluster"},
+        {CL_MISALIGNED, "st.shared::cluster: the address is not aligned"},
+        {CL_PAST_ARRAY, "st.shared::cluster: the address is not within one shared array"},
+    };
+    for (const auto &c : cases) {
+        cl_how = c.how;
+        assert_true(aborts_saying(cl_gather_how, c.what));
+    }
+    assert_true(aborts_saying([] { (void)::cuemu::cluster_rank(); }, "called outside a kernel"));
+}
+
+// A cluster launch is checked as the runtime checks it: grid.x a multiple of the cluster's
+// blocks, 1 to 8 of them (the portable size); refused, nothing runs and the error is the last.
+static void test_cluster_launch_checks(void **s) {
+    (void)s;
+    const uint64_t before = mta_cuda_emu_launches();
+    assert_int_equal(cl_gather(CL_PUSH, 2, dim3(3), NULL, NULL, NULL), cudaErrorInvalidClusterSize);
+    assert_int_equal(cl_gather(CL_PUSH, 16, dim3(16), NULL, NULL, NULL), cudaErrorInvalidClusterSize);
+    assert_int_equal(cl_gather(CL_PUSH, 0, dim3(4), NULL, NULL, NULL), cudaErrorInvalidClusterSize);
+    assert_int_equal(mta_cuda_emu_launches(), before);
+    assert_int_equal(cl_gather(CL_PUSH, 8, dim3(8), NULL, NULL, NULL), cudaSuccess);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_barrier_holds_the_block),
@@ -901,6 +1050,10 @@ int main(void) {
         cmocka_unit_test(test_cp_async),
         cmocka_unit_test(test_shuffle_masks),
         cmocka_unit_test(test_warps_run_ahead),
+        cmocka_unit_test(test_cluster_gather),
+        cmocka_unit_test(test_cluster_races_show),
+        cmocka_unit_test(test_cluster_rules_abort),
+        cmocka_unit_test(test_cluster_launch_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

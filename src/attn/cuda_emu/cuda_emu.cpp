@@ -38,6 +38,8 @@ namespace {
 
 // The GPU's limits that a launch is checked against (those of an H100, compute capability 9.0).
 const unsigned MAX_THREADS = 1024, MAX_BLOCK_XY = 1024, MAX_BLOCK_Z = 64, MAX_GRID_YZ = 65535;
+// Thread block clusters: at most 8 blocks (the portable size), run together as one set of fibers.
+const unsigned MAX_CLUSTER = 8, MAX_FIBERS = MAX_CLUSTER * MAX_THREADS;
 const unsigned long long MAX_GRID_X = 2147483647ULL;
 const size_t SHARED_DEFAULT = 48 * 1024, SHARED_OPTIN = 227 * 1024;
 const size_t DEVICE_MEMORY = (size_t)4 << 30;  // the emulated device's memory
@@ -73,10 +75,11 @@ __asm__(".text\n"
         ".size mtac_cuemu_fiber_start, .-mtac_cuemu_fiber_start\n");
 #endif
 
-// A thread waits at __syncthreads() (F_BARRIER) or at a warp-collective operation (F_WARP) until
-// its warp has all arrived (F_WOKEN: released, runs in the next pass; when warps run ahead,
-// F_READY at once instead, queued to run before the rest of the pass).
-enum { F_READY, F_BARRIER, F_WARP, F_WOKEN, F_DONE };
+// A thread waits at __syncthreads() (F_BARRIER), at barrier.cluster's wait (F_CLUSTER) or at a
+// warp-collective operation (F_WARP) until its warp has all arrived (F_WOKEN: released, runs in
+// the next pass; when warps run ahead, F_READY at once instead, queued to run before the rest of
+// the pass).
+enum { F_READY, F_BARRIER, F_WARP, F_WOKEN, F_DONE, F_CLUSTER };
 
 // A cp.async copy issued and not yet complete: the group it belongs to is the calling thread's
 // number of commits at its issue (uncommitted while that is still the thread's count).
@@ -95,7 +98,8 @@ struct fiber {
     ucontext_t uc;
 #endif
     char *stack;        // lowest address (a guard page below it)
-    uint3 idx;          // its threadIdx
+    uint3 idx, bidx;    // its threadIdx, blockIdx
+    unsigned blk;       // its block's rank in the cluster
     int state;
     unsigned shared_n;  // static shared arrays this thread has declared so far
     void *fake_stack;   // ASan's fake stack while switched out
@@ -103,6 +107,17 @@ struct fiber {
     unsigned ncopies, copies_cap;
     unsigned groups;    // the cp.async groups it has committed
     bool queued;        // in the run-ahead queue (sched::ahead)
+    bool arrived;       // at barrier.cluster, in phase arrive_phase, and not yet waited
+    uint64_t arrive_phase;
+};
+
+// A block of the cluster being run: its shared memory and how many of its threads have exited.
+struct block_state {
+    void *shared[64];  // its static shared arrays
+    size_t shared_bytes[64], shared_total;
+    unsigned shared_n;
+    void *dyn_shared;
+    unsigned done;
 };
 
 // A warp-collective operation's meeting point: the lanes named in mask gather at op, each
@@ -123,31 +138,34 @@ struct warp_state {
     meeting m[MEETINGS];
 };
 
-// Per OS thread: the fibers and stacks, the block being run and its shared memory.
+// Per OS thread: the fibers and stacks, the cluster being run (a launch without clusters: one
+// block) and its blocks' shared memory. Fiber i is thread i % nthreads of block i / nthreads.
 struct sched {
     fiber *fibers;
     char *stacks;
-    unsigned nstacks;
+    unsigned nguarded;  // the stacks with a guard page below them so far
     size_t stack_size;
     fiber main;  // the scheduler's own context
     fiber *cur;  // the thread running (NULL: the scheduler)
-    unsigned order[MAX_THREADS], norder, pos;  // the pass's order, and the next of it to run
+    unsigned order[MAX_FIBERS], norder, pos;  // the pass's order, and the next of it to run
     // Warps running ahead: the lanes a warp-collective operation released, to run before the rest
-    // of the pass (a ring: a thread is in it at most once, so MAX_THREADS entries suffice).
-    unsigned ahead[MAX_THREADS], ahead_head, ahead_n;
+    // of the pass (a ring: a thread is in it at most once, so MAX_FIBERS entries suffice).
+    unsigned ahead[MAX_FIBERS], ahead_head, ahead_n;
     void (*fn)(void *);
     void *arg;
     const char *kernel;
     void *main_bottom;  // the scheduler's own stack, for ASan's switch annotations
     size_t main_size;
-    void *shared[64];  // the block's static shared arrays
-    size_t shared_bytes[64], shared_total;
-    unsigned shared_n;
-    void *dyn_shared;
+    block_state blk[MAX_CLUSTER];
+    unsigned cs, nthreads;  // blocks in the cluster, threads per block
+    uint3 first_block;      // the blockIdx of its rank 0
+    // barrier.cluster: arrivals in the current phase, phases completed.
+    unsigned cl_arrivals;
+    uint64_t cl_phase;
     size_t dyn_bytes, shared_limit;
     uint64_t launch;  // the number of the launch being run
     mta_kernel_ops *ops;  // its warp-level operations (tally)
-    warp_state warps[MAX_THREADS / 32];
+    warp_state warps[MAX_FIBERS / 32];
 };
 
 thread_local sched *S;
@@ -165,7 +183,7 @@ uint64_t launches;          // counted over all OS threads
 fiber *next_of_pass(void) {
     while (S->ahead_n) {
         fiber *f = &S->fibers[S->ahead[S->ahead_head]];
-        S->ahead_head = (S->ahead_head + 1) % MAX_THREADS, S->ahead_n--;
+        S->ahead_head = (S->ahead_head + 1) % MAX_FIBERS, S->ahead_n--;
         f->queued = false;
         if (f->state == F_READY) return f;
     }
@@ -183,7 +201,7 @@ void switch_fibers(fiber *from, fiber *to) {
     if (from == to) return;  // a lane that released its warp and runs on first
     const int to_main = to == &S->main;
     S->cur = to_main ? NULL : to;
-    if (!to_main) thread_idx = to->idx;
+    if (!to_main) thread_idx = to->idx, block_idx = to->bidx;
 #ifdef CUEMU_ASAN
     __sanitizer_start_switch_fiber(from->state == F_DONE ? NULL : &from->fake_stack, to_main ? S->main_bottom : to->stack,
                                    to_main ? S->main_size : S->stack_size);
@@ -207,6 +225,7 @@ void fiber_main(void *p) {
     if (f->ncopies)
         fatal("%s", S->kernel, "a thread ended with cp.async copies that no cp.async.wait_group completed");
     f->state = F_DONE;
+    S->blk[f->blk].done++;
     switch_fibers(f, next_of_pass());
 }
 
@@ -214,11 +233,14 @@ void fiber_main(void *p) {
 void fiber_entry(unsigned lo, unsigned hi) { fiber_main((void *)((uintptr_t)lo | (uintptr_t)hi << 32)); }
 #endif
 
-// A fresh fiber on stack i that will run fiber_main(f).
+// A fresh fiber on stack i that will run fiber_main(f): thread i % nthreads of block i / nthreads.
 void fiber_init(fiber *f, unsigned i) {
     f->stack = S->stacks + (size_t)i * (S->stack_size + 4096) + 4096;
     f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL, f->ncopies = 0, f->groups = 0, f->queued = false;
-    f->idx.x = i % block_dim.x, f->idx.y = i / block_dim.x % block_dim.y, f->idx.z = i / (block_dim.x * block_dim.y);
+    f->arrived = false, f->arrive_phase = 0;
+    const unsigned t = i % S->nthreads;
+    f->blk = i / S->nthreads, f->bidx = S->first_block, f->bidx.x += f->blk;
+    f->idx.x = t % block_dim.x, f->idx.y = t / block_dim.x % block_dim.y, f->idx.z = t / (block_dim.x * block_dim.y);
 #if defined(__x86_64__)
     // Stacks are a power of two apart: their tops are staggered by 3 cache lines a fiber, or the
     // live frames of a block's threads would all fall in the same cache sets.
@@ -239,6 +261,12 @@ void fiber_init(fiber *f, unsigned i) {
 #endif
 }
 
+// Guard pages below the first n stacks (each mprotect splits the mapping: only what runs gets them).
+void guard_stacks(unsigned n) {
+    for (; S->nguarded < n; S->nguarded++)
+        mprotect(S->stacks + (size_t)S->nguarded * (S->stack_size + 4096), 4096, PROT_NONE);
+}
+
 sched *sched_get(void) {
     if (S) return S;
     S = (sched *)calloc(1, sizeof *S);
@@ -249,15 +277,16 @@ sched *sched_get(void) {
 #else
     S->stack_size = 64 * 1024;
 #endif
-    const size_t span = (S->stack_size + 4096) * MAX_THREADS;
+    // Room for a whole cluster's stacks, reserved only (the guard pages are set as they come in use).
+    const size_t span = (S->stack_size + 4096) * MAX_FIBERS;
     void *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    S->fibers = (fiber *)calloc(MAX_THREADS, sizeof(fiber));
+    S->fibers = (fiber *)calloc(MAX_FIBERS, sizeof(fiber));
     if (m == MAP_FAILED || !S->fibers) {
         fprintf(stderr, "cuda-emu: cannot map the fibers' stacks\n");
         abort();
     }
     S->stacks = (char *)m;
-    for (unsigned i = 0; i < MAX_THREADS; i++) mprotect(S->stacks + (size_t)i * (S->stack_size + 4096), 4096, PROT_NONE);
+    guard_stacks(MAX_THREADS);
 #ifdef CUEMU_ASAN
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) || pthread_attr_getstack(&attr, &S->main_bottom, &S->main_size)) {
@@ -305,9 +334,12 @@ void make_order(unsigned *order, unsigned n, uint64_t pass, uint64_t unit) {
 }
 
 void shared_free(void) {
-    for (unsigned i = 0; i < S->shared_n; i++) free(S->shared[i]);
-    free(S->dyn_shared);
-    S->shared_n = 0, S->shared_total = 0, S->dyn_shared = NULL;
+    for (unsigned r = 0; r < S->cs; r++) {
+        block_state *b = &S->blk[r];
+        for (unsigned i = 0; i < b->shared_n; i++) free(b->shared[i]);
+        free(b->dyn_shared);
+        b->shared_n = 0, b->shared_total = 0, b->dyn_shared = NULL;
+    }
 }
 
 // Shared memory: 128-byte aligned, as a GPU's dynamic shared memory is at least (ldmatrix and
@@ -319,36 +351,79 @@ void *poisoned(size_t bytes) {
     return p;
 }
 
-// One block: its threads as fibers, pass by pass, until all are done.
-void run_block(unsigned nthreads, uint64_t block_no) {
-    if (S->dyn_bytes && !(S->dyn_shared = poisoned(S->dyn_bytes))) fatal("%s", S->kernel, "out of memory");
-    S->shared_total = S->dyn_bytes;
-    for (unsigned t = 0; t < nthreads; t++) fiber_init(&S->fibers[t], t);
-    for (unsigned w = 0; w < nthreads / 32; w++)
+// Releases the threads waiting at __syncthreads() in each block where all wait there, and those
+// waiting at barrier.cluster for a phase that has completed. 1 when it released any; fatal when a
+// block's barrier can never release (some of its threads exited).
+bool release_barriers(void) {
+    bool any = false;
+    for (unsigned r = 0; r < S->cs; r++) {
+        fiber *f = S->fibers + r * S->nthreads;
+        unsigned waiting = 0;
+        for (unsigned t = 0; t < S->nthreads; t++) waiting += f[t].state == F_BARRIER;
+        if (waiting && S->blk[r].done)
+            fatal("%s", S->kernel, "barrier divergence: some threads of a block exited while others wait at __syncthreads()");
+        if (waiting < S->nthreads) continue;
+        for (unsigned t = 0; t < S->nthreads; t++) f[t].state = F_READY;
+        any = true;
+    }
+    for (unsigned i = 0; i < S->cs * S->nthreads; i++) {
+        fiber *f = &S->fibers[i];
+        if (f->state == F_CLUSTER && f->arrive_phase < S->cl_phase) f->state = F_READY, any = true;
+    }
+    return any;
+}
+
+// After a pass: 1 when every thread is done; else makes ready those that can run on (fatal when
+// none can).
+bool pass_end(void) {
+    const unsigned n = S->cs * S->nthreads;
+    unsigned done = 0, woken = 0, waiting = 0, cluster = 0;
+    for (unsigned t = 0; t < n; t++) {
+        const int st = S->fibers[t].state;
+        done += st == F_DONE, woken += st == F_WOKEN, waiting += st == F_WARP, cluster += st == F_CLUSTER;
+    }
+    if (woken) {  // warps released in this pass run on in the next, in its order
+        for (unsigned t = 0; t < n; t++)
+            if (S->fibers[t].state == F_WOKEN) S->fibers[t].state = F_READY;
+        return false;
+    }
+    if (waiting)
+        fatal("%s", S->kernel,
+              "warp divergence: some lanes of a warp wait at a warp-collective operation for lanes of its mask that "
+              "exited, wait at __syncthreads() or at another warp operation");
+    if (done == n) return true;
+    if (release_barriers()) return false;
+    // A GPU's exit would release the barrier (PTX "exit"); cluster_ptx.cuh's rule is that every
+    // thread arrives, so a thread that leaves without arriving is a bug, as at __syncthreads().
+    if (cluster && done)
+        fatal("%s", S->kernel,
+              "cluster barrier divergence: some threads of the cluster exited while others wait at barrier.cluster");
+    fatal("%s", S->kernel,
+          "deadlock: threads wait at __syncthreads() and at barrier.cluster, and neither barrier can release (threads "
+          "of a block wait at different barriers)");
+    return false;
+}
+
+// One cluster (a launch without clusters: one block): the threads of all its blocks as fibers,
+// pass by pass in one order over them all, until all are done.
+void run_cluster(uint64_t cluster_no) {
+    const unsigned n = S->cs * S->nthreads;
+    guard_stacks(n);
+    for (unsigned r = 0; r < S->cs; r++) {
+        block_state *b = &S->blk[r];
+        if (S->dyn_bytes && !(b->dyn_shared = poisoned(S->dyn_bytes))) fatal("%s", S->kernel, "out of memory");
+        b->shared_total = S->dyn_bytes, b->done = 0;
+    }
+    for (unsigned t = 0; t < n; t++) fiber_init(&S->fibers[t], t);
+    for (unsigned w = 0; w < n / 32; w++)
         for (meeting &m : S->warps[w].m) m.op = NULL;
-    S->ahead_head = S->ahead_n = 0;
+    S->ahead_head = S->ahead_n = 0, S->cl_arrivals = 0, S->cl_phase = 0;
     for (uint64_t pass = 0;; pass++) {
-        make_order(S->order, nthreads, pass, block_no + 1);
-        S->norder = nthreads, S->pos = 0;
+        make_order(S->order, n, pass, cluster_no + 1);
+        S->norder = n, S->pos = 0;
         fiber *first = next_of_pass();
         if (first != &S->main) switch_fibers(&S->main, first);
-        unsigned done = 0, woken = 0, waiting = 0;
-        for (unsigned t = 0; t < nthreads; t++) {
-            const int st = S->fibers[t].state;
-            done += st == F_DONE, woken += st == F_WOKEN, waiting += st == F_WARP;
-        }
-        if (woken) {  // warps released in this pass run on in the next, in its order
-            for (unsigned t = 0; t < nthreads; t++)
-                if (S->fibers[t].state == F_WOKEN) S->fibers[t].state = F_READY;
-            continue;
-        }
-        if (waiting)
-            fatal("%s", S->kernel,
-                  "warp divergence: some lanes of a warp wait at a warp-collective operation for lanes of its mask that "
-                  "exited, wait at __syncthreads() or at another warp operation");
-        if (done == nthreads) break;
-        if (done) fatal("%s", S->kernel, "barrier divergence: some threads of a block exited while others wait at __syncthreads()");
-        for (unsigned t = 0; t < nthreads; t++) S->fibers[t].state = F_READY;
+        if (pass_end()) break;
     }
     shared_free();
 }
@@ -406,24 +481,33 @@ void syncthreads(void) {
     switch_fibers(f, next_of_pass());
 }
 
-void *shared_array(size_t bytes, size_t align) {
-    fiber *f = S->cur;
-    const unsigned k = f->shared_n++;
-    if (k == S->shared_n) {  // the first thread of the block to declare it
+namespace {
+
+// Static shared array k of block b, of bytes: allocated by the first of its threads to declare it
+// (or by cluster_map, for a block of the cluster whose threads have not declared it yet).
+void *block_array(block_state *b, unsigned k, size_t bytes, size_t align) {
+    if (k == b->shared_n) {
         if (k == 64) fatal("%s", S->kernel, "more than 64 shared arrays");
-        S->shared_total += bytes;
-        if (S->shared_total > S->shared_limit)
+        b->shared_total += bytes;
+        if (b->shared_total > S->shared_limit)
             fatal("uses %s of shared memory: a GPU refuses this launch", S->kernel, "more than the limit (48 KB without the opt-in)");
         void *p = poisoned(bytes);
         if (!p || ((uintptr_t)p % align)) fatal("%s", S->kernel, "cannot allocate shared memory");
-        S->shared[k] = p, S->shared_bytes[k] = bytes, S->shared_n++;
-    } else if (k > S->shared_n || S->shared_bytes[k] != bytes) {
+        b->shared[k] = p, b->shared_bytes[k] = bytes, b->shared_n++;
+    } else if (k > b->shared_n || b->shared_bytes[k] != bytes) {
         fatal("%s", S->kernel, "the threads of a block declare different shared arrays");
     }
-    return S->shared[k];
+    return b->shared[k];
 }
 
-void *dynamic_shared(void) { return S->dyn_shared; }
+}  // namespace
+
+void *shared_array(size_t bytes, size_t align) {
+    fiber *f = S->cur;
+    return block_array(&S->blk[f->blk], f->shared_n++, bytes, align);
+}
+
+void *dynamic_shared(void) { return S->blk[S->cur->blk].dyn_shared; }
 
 namespace {
 
@@ -473,7 +557,7 @@ void release_ahead(unsigned w0, unsigned mask) {
         f->state = F_READY;
         if (f->queued) continue;
         f->queued = true;
-        S->ahead[(S->ahead_head + S->ahead_n++) % MAX_THREADS] = t;
+        S->ahead[(S->ahead_head + S->ahead_n++) % MAX_FIBERS] = t;
     }
 }
 
@@ -518,13 +602,17 @@ void leave(meeting *m, const fiber *f) {
     if (!m->to_read) m->op = NULL;
 }
 
-// 1 when [p, p + bytes) lies within one of the running block's shared arrays (static or dynamic).
-int in_shared(const void *p, size_t bytes) {
+// Which of block b's shared arrays [p, p + bytes) lies within: its static array k (0..63), 64 its
+// dynamic shared memory, -1 none.
+int shared_index(const block_state *b, const void *p, size_t bytes) {
     const char *c = (const char *)p;
-    for (unsigned i = 0; i < S->shared_n; i++)
-        if (c >= (char *)S->shared[i] && c + bytes <= (char *)S->shared[i] + S->shared_bytes[i]) return 1;
-    return S->dyn_shared && c >= (char *)S->dyn_shared && c + bytes <= (char *)S->dyn_shared + S->dyn_bytes;
+    for (unsigned i = 0; i < b->shared_n; i++)
+        if (c >= (char *)b->shared[i] && c + bytes <= (char *)b->shared[i] + b->shared_bytes[i]) return (int)i;
+    return b->dyn_shared && c >= (char *)b->dyn_shared && c + bytes <= (char *)b->dyn_shared + S->dyn_bytes ? 64 : -1;
 }
+
+// 1 when [p, p + bytes) lies within one of the running block's shared arrays (static or dynamic).
+int in_shared(const void *p, size_t bytes) { return shared_index(&S->blk[S->cur->blk], p, bytes) >= 0; }
 
 void lane_fatal(const char *op, unsigned lane, const char *what) {
     fprintf(stderr, "cuda-emu: kernel %s: %s: lane %u: %s\n", S->kernel, op, lane, what);
@@ -672,15 +760,94 @@ void cp_async_wait(int n) {
     f->ncopies = kept;
 }
 
+// ---- thread block clusters ----
+
+// A launch without clusters is a cluster of one block, as on a GPU (%cluster_nctarank is 1).
+unsigned cluster_rank(void) { return kernel_thread("%cluster_ctarank")->blk; }
+unsigned cluster_size(void) { return (void)kernel_thread("%cluster_nctarank"), S->cs; }
+
+void *cluster_map(const void *p, unsigned rank) {
+    fiber *f = kernel_thread("mapa");
+    block_state *b = &S->blk[f->blk];
+    const int k = shared_index(b, p, 1);
+    if (k < 0) fatal("%s", S->kernel, "mapa: the address is not in the calling block's shared memory");
+    if (rank >= S->cs) fatal("%s", S->kernel, "mapa: the rank is not that of a block of the cluster");
+    block_state *to = &S->blk[rank];
+    if (k == 64) return (char *)to->dyn_shared + ((const char *)p - (char *)b->dyn_shared);
+    // Block rank's threads may not have declared the array yet: a GPU's static shared memory is
+    // there from the block's start.
+    for (unsigned i = to->shared_n; i <= (unsigned)k; i++) block_array(to, i, b->shared_bytes[i], 128);
+    return (char *)block_array(to, (unsigned)k, b->shared_bytes[k], 128) + ((const char *)p - (char *)b->shared[k]);
+}
+
+namespace {
+
+// The block of the caller's cluster whose shared memory [p, p + bytes) lies within (one array of
+// it), checked as a GPU's ld/st.shared::cluster needs it: aligned, and its block still running.
+block_state *cluster_target(const char *op, const void *p, size_t bytes) {
+    kernel_thread(op);
+    if (bytes != 4 && bytes != 8 && bytes != 16) fatal("%s: 4, 8 or 16 bytes only", S->kernel, op);
+    if ((uintptr_t)p % bytes) fatal("%s: the address is not aligned to its size", S->kernel, op);
+    for (unsigned r = 0; r < S->cs; r++) {
+        block_state *b = &S->blk[r];
+        if (shared_index(b, p, bytes) < 0) continue;
+        if (b->done == S->nthreads)
+            fatal("%s: the block whose shared memory it reaches has exited (end the kernel with cl_arrive_relaxed(); "
+                  "cl_wait())", S->kernel, op);
+        return b;
+    }
+    fatal("%s: the address is not within one shared array of a block of the cluster", S->kernel, op);
+    return NULL;
+}
+
+}  // namespace
+
+void cluster_store(void *dst, const void *src, size_t bytes) {
+    cluster_target("st.shared::cluster", dst, bytes);
+    memcpy(dst, src, bytes);
+    tally(&mta_kernel_ops::dsmem_stores, 1), tally(&mta_kernel_ops::dsmem_store_bytes, bytes);
+}
+
+void cluster_load(void *dst, const void *src, size_t bytes) {
+    cluster_target("ld.shared::cluster", src, bytes);
+    memcpy(dst, src, bytes);
+    tally(&mta_kernel_ops::dsmem_loads, 1), tally(&mta_kernel_ops::dsmem_load_bytes, bytes);
+}
+
+// barrier.cluster in phases: a phase completes when every thread of the cluster has arrived; the
+// threads waiting for it are released at the end of the pass, and run on in the next.
+void cluster_arrive(int release) {
+    (void)release;  // the emulator's memory is sequentially consistent: release orders nothing more
+    fiber *f = kernel_thread("barrier.cluster.arrive");
+    if (f->arrived) fatal("%s", S->kernel, "barrier.cluster.arrive: a thread arrives twice without waiting between");
+    f->arrived = true, f->arrive_phase = S->cl_phase;
+    if (++S->cl_arrivals < S->cs * S->nthreads) return;
+    S->cl_arrivals = 0, S->cl_phase++;
+    tally(&mta_kernel_ops::cluster_barriers, S->cs);
+}
+
+void cluster_wait(void) {
+    fiber *f = kernel_thread("barrier.cluster.wait");
+    if (!f->arrived) fatal("%s", S->kernel, "barrier.cluster.wait: a thread waits without having arrived");
+    if (f->arrive_phase == S->cl_phase) {
+        f->state = F_CLUSTER;
+        switch_fibers(f, next_of_pass());
+    }
+    f->arrived = false;
+}
+
 void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t s,
                  void (*fn)(void *), void *arg, mta_kernel_ops *ops, unsigned cluster) {
     sched_get();
-    if (cluster != 1) fatal("%s", name, "thread block clusters are not emulated yet");
     const unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (!block.x || !block.y || !block.z || block.x > MAX_BLOCK_XY || block.y > MAX_BLOCK_XY || block.z > MAX_BLOCK_Z ||
         nthreads > MAX_THREADS || !grid.x || !grid.y || !grid.z || grid.x > MAX_GRID_X || grid.y > MAX_GRID_YZ ||
         grid.z > MAX_GRID_YZ) {
         fail(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (!cluster || cluster > MAX_CLUSTER || grid.x % cluster) {  // the portable size: 8 at most
+        fail(cudaErrorInvalidClusterSize);
         return;
     }
     const size_t limit = shared_limit_of(kernel);
@@ -691,32 +858,36 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
     (void)s;  // every stream runs in call order
     if (S->fn) fatal("%s", name, "a kernel launched from inside a kernel");
     const uint64_t launch = __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
-    const uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
-    // Blocks in order, reversed, or shuffled by b = (a i + c) mod nblocks with a coprime to nblocks.
+    const uint64_t nblocks = (uint64_t)grid.x / cluster * grid.y * grid.z;  // clusters (of one block, or more)
+    // Blocks (clusters) in order, reversed, or shuffled by b = (a i + c) mod nblocks with a
+    // coprime to nblocks.
     const unsigned mode = (unsigned)((launch + schedule_seed) % 3);
     const uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + launch);
     uint64_t a = nblocks > 1 ? r % nblocks : 1;
     while (gcd(a, nblocks) != 1) a = (a + 1) % nblocks;
     const uint64_t c = nblocks ? (r >> 32) % nblocks : 0;
     mta_kernel_ops counted = {};
-    // Blocks are independent on a GPU: the CPU's threads share out those of a large launch (each
-    // with its own fibers), one after another in the order above on each.
-#pragma omp parallel for schedule(static, 1) if (nblocks * nthreads >= 16384)
+    // Blocks (clusters) are independent on a GPU: the CPU's threads share out those of a large
+    // launch (each with its own fibers), one after another in the order above on each.
+#pragma omp parallel for schedule(static, 1) if (nblocks * cluster * nthreads >= 16384)
     for (uint64_t i = 0; i < nblocks; i++) {
         sched_get();
         S->fn = fn, S->arg = arg, S->kernel = name, S->dyn_bytes = shmem, S->shared_limit = limit, S->launch = launch;
-        S->ops = &counted;
+        S->ops = &counted, S->cs = cluster, S->nthreads = (unsigned)nthreads;
         block_dim = block, grid_dim = grid;
-        const uint64_t b = mode == 0 ? i : mode == 1 ? nblocks - 1 - i : affine(a, i, c, nblocks);
-        block_idx.x = (unsigned)(b % grid.x), block_idx.y = (unsigned)(b / grid.x % grid.y);
-        block_idx.z = (unsigned)(b / ((uint64_t)grid.x * grid.y));
-        run_block((unsigned)nthreads, b);
+        const uint64_t b = mode == 0 ? i : mode == 1 ? nblocks - 1 - i : affine(a, i, c, nblocks), gx = grid.x / cluster;
+        S->first_block.x = (unsigned)(b % gx * cluster), S->first_block.y = (unsigned)(b / gx % grid.y);
+        S->first_block.z = (unsigned)(b / (gx * grid.y));
+        block_idx = S->first_block;
+        run_cluster(b);
         S->fn = NULL, S->cur = NULL;
     }
     if (!ops) return;
     ops->mma += counted.mma, ops->ldmatrix += counted.ldmatrix, ops->ldmatrix_bytes += counted.ldmatrix_bytes;
     ops->cp_async += counted.cp_async, ops->cp_async_bytes += counted.cp_async_bytes;
-    ops->shfl += counted.shfl;
+    ops->shfl += counted.shfl, ops->dsmem_stores += counted.dsmem_stores;
+    ops->dsmem_store_bytes += counted.dsmem_store_bytes, ops->dsmem_loads += counted.dsmem_loads;
+    ops->dsmem_load_bytes += counted.dsmem_load_bytes, ops->cluster_barriers += counted.cluster_barriers;
 }
 
 }  // namespace cuemu
@@ -805,6 +976,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorInvalidClusterSize: return "a kernel launch error has occurred due to cluster misconfiguration";
     }
     return "unrecognized error code";
 }

@@ -79,6 +79,7 @@ enum cudaError {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorInvalidClusterSize = 912,
 };
 typedef enum cudaError cudaError_t;
 typedef struct cuemu_stream *cudaStream_t;
