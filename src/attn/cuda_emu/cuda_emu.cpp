@@ -387,6 +387,9 @@ bool pass_end(void) {
             if (S->fibers[t].state == F_WOKEN) S->fibers[t].state = F_READY;
         return false;
     }
+    // Lanes at a warp operation may wait for lanes of their warp at a cluster barrier whose phase
+    // completed in this pass (the last to arrive ran on): those are released first.
+    if (waiting && release_barriers()) return false;
     if (waiting)
         fatal("%s", S->kernel,
               "warp divergence: some lanes of a warp wait at a warp-collective operation for lanes of its mask that "
