@@ -468,7 +468,9 @@ typedef struct {
 
 // Runs c (documents doc or NULL) against the reference (bf16_against_reference) into tl; label
 // names the case in a failure's line.
+static int bf16_heads_only;  // the run without clusters (test_bf16_tensor_cores): the head kernels' cases only
 static void bf16_case(const mta_config *c, const int32_t *doc, uint64_t seed, const char *label, bf16_tally *tl) {
+    if (bf16_heads_only && !((c->pre_head_mix || c->post_ch) && !c->pre_cq && !c->post_cq)) return;
     const char *which;
     const double e = bf16_against_reference(c, doc, seed, &which);
     tl->worst = tu_worst(tl->worst, e);
@@ -520,11 +522,8 @@ static void bf16_combos(bf16_tally *tl) {
 // 128; the convolution over documents that start just before a tile's end; head steps on tiles of
 // 32 and 16 rows). The reference runs in float32 on the same bf16-rounded q, k, v, so only the
 // path's own roundings differ.
-static void test_bf16_tensor_cores(void **s) {
-    (void)s;
-    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
-    bf16_tally tl = {0};
-    bf16_combos(&tl);
+static void bf16_cases(bf16_tally *tl) {
+    bf16_combos(tl);
     const int only = bf16_asan() ? TC_SANITIZED : bf16_quick() ? TC_QUICK : 0;
     const tc_case *t;
     for (int k = 0; (t = tc_nth(TC_BF16, k)); k++) {
@@ -533,8 +532,25 @@ static void test_bf16_tensor_cores(void **s) {
         const mta_config c = tu_config_of(t);
         int32_t doc[2 * 200];
         const int docs = tu_case_docs(t, &c, doc);
-        bf16_case(&c, docs ? doc : NULL, (uint64_t)t->seed, t->name, &tl);
+        bf16_case(&c, docs ? doc : NULL, (uint64_t)t->seed, t->name, tl);
     }
+}
+// On the emulator the head kernels' cases run twice: with clusters (an H100's forward,
+// k_fa_head_cl_forward, for groups of up to 16 heads) and without (an A100's, k_fa_head_forward).
+static void test_bf16_tensor_cores(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    bf16_tally tl = {0};
+    bf16_cases(&tl);
+#ifdef MTAC_HAVE_CUDA_EMU
+    if (backend == MTA_BACKEND_CUDA_EMU) {
+        mta_cuda_emu_set_clusters(0);  // a context asks on its first call
+        bf16_heads_only = 1;
+        bf16_cases(&tl);
+        bf16_heads_only = 0;
+        mta_cuda_emu_set_clusters(1);
+    }
+#endif
     print_message("bf16 tensor-core path: %d cases, worst difference %.3g (tolerance %.3g, %.3g with the group norm, twice "
                   "that for one head mixed)\n",
                   tl.cases, tl.worst, 30.0 / 512.0, 60.0 / 512.0);

@@ -99,7 +99,7 @@ for f in "$SRC"/tests/fixtures/*.safetensors; do
 done
 
 # The table against the sources: each kernel launched has a row, each row a launch.
-launched=$(grep -ho 'MTA_LAUNCH(k_[A-Za-z0-9_]*' "$SRC"/src/attn/*.cu "$SRC"/src/attn/*.cuh | sed 's/MTA_LAUNCH(//' | sort -u)
+launched=$(grep -ho 'MTA_LAUNCH\(_CLUSTER\)\?(k_[A-Za-z0-9_]*' "$SRC"/src/attn/*.cu "$SRC"/src/attn/*.cuh | sed 's/MTA_LAUNCH\(_CLUSTER\)\?(//' | sort -u)
 rows=$(grep -o '^    {"[A-Za-z0-9_]*"' "$SRC"/src/attn/cuda_kernel_steps.h | tr -d ' {"' | grep -v '^cublas' | sort -u)
 ok_if '[ -n "$launched" ] && [ "$launched" = "$rows" ]' "kernels launched vs rows of cuda_kernel_steps.h: $(diff <(echo "$launched") <(echo "$rows"))"
 

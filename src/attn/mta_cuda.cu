@@ -42,6 +42,7 @@ struct cuda_state {
     size_t mem_bytes;
     size_t smem_max;  // the device's opt-in limit of shared memory per block (bytes)
     int tc;           // the config runs on the tensor-core path on this device (tc_covers, asked once)
+    int clusters;     // the device launches this build's cluster kernels (device_clusters, asked once)
     int R, cap;       // strip rows, ring rows
     size_t ld;        // map row stride (floats)
     float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
@@ -172,6 +173,26 @@ cudaError_t device_smem_optin(size_t *bytes) {
     return e;
 }
 
+// 1 when the build has the cluster kernels' code (cluster_ptx.cuh: sm_90 and later; an sm_80
+// build's bodies trap): nvcc's __CUDA_ARCH_LIST__ has an entry of 9.0 or more.
+#if defined(MTAC_CUDA_EMU) || !defined(__CUDA_ARCH_LIST__)
+const int CLUSTER_CODE = 1;
+#else
+constexpr int max_arch(int a) { return a; }
+template <typename... R> constexpr int max_arch(int a, R... r) { return a > max_arch(r...) ? a : max_arch(r...); }
+const int CLUSTER_CODE = max_arch(__CUDA_ARCH_LIST__) >= 900;
+#endif
+
+// Whether the current device launches thread block clusters (compute capability 9.0 and later)
+// and the build has their code.
+cudaError_t device_clusters(int *on) {
+    int dev = 0, v = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev);
+    *on = v && CLUSTER_CODE;
+    return e;
+}
+
 // Every path's launches put the (batch, head) pairs on the grid's y, where CUDA allows 65,535 blocks.
 const size_t CUDA_GRID_Y = 65535;
 
@@ -190,10 +211,11 @@ mta_status cuda_setup(mta_ctx *ctx) {
             return mta_fail(ctx, MTA_ERR_DEVICE, "cuBLAS could not be initialised (no usable GPU?)");
         }
         // asked once: what the tensor-core path's tiles may use, and so whether it runs the config
-        const cudaError_t e = device_smem_optin(&st->smem_max);
+        cudaError_t e = device_smem_optin(&st->smem_max);
+        if (e == cudaSuccess) e = device_clusters(&st->clusters);
         if (e != cudaSuccess) {
             cuda_release(ctx);
-            return cuda_fail(ctx, e, "the query of the device's shared memory per block");
+            return cuda_fail(ctx, e, "the query of the device's shared memory per block and clusters");
         }
         st->tc = tc_covers(c, st->smem_max);
     }

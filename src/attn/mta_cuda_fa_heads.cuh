@@ -94,19 +94,21 @@ __device__ __forceinline__ int fh_head(int hh) { return 8 * (hh / 2) + 2 * (thre
 // W1[out][in] (the identity without step 3) and W2'^T[out][in] = W2'(in, out) = w2[group][in][out]
 // within a group of c_h, 0 across groups (the identity without step 6); heads past G 0. The
 // forward's mixings read them as B(in, out), the backward's transposed ones as B(out, in) (fh_wfrag).
-// nt: the block's threads.
+// nt: the block's threads. fh_wval: entry [out][in] of matrix m (0 W1, 1 W2'^T) of the group at h0.
+__device__ __forceinline__ float fh_wval(const tc_args &a, const tc_heads &hd, int h0, int m, int out, int in) {
+    const int G = hd.G, c = hd.ch;
+    if (in >= G || out >= G) return 0.0f;
+    if (m == 0) return hd.mix ? hd.w1[out * a.H + in] : (float)(in == out);
+    if (!c) return (float)(in == out);
+    if ((h0 + in) / c != (h0 + out) / c) return 0.0f;
+    return hd.w2[((size_t)(h0 + in) / c * c + (h0 + in) % c) * c + (h0 + out) % c];
+}
 template <int NQ>
 __device__ __forceinline__ void fh_weights(const tc_args &a, const tc_heads &hd, int h0, bf16 *w, int nt = TC_THREADS) {
-    const int G = hd.G, c = hd.ch, mg = 16 * NQ, ld = fh_wld(NQ), sz = fh_wsize(NQ);
+    const int mg = 16 * NQ, ld = fh_wld(NQ), sz = fh_wsize(NQ);
     for (int e = threadIdx.x; e < 2 * mg * mg; e += nt) {
         const int m = e / (mg * mg), out = e % (mg * mg) / mg, in = e % mg;
-        float x = 0.0f;
-        if (in < G && out < G) {
-            if (m == 0) x = hd.mix ? hd.w1[out * a.H + in] : (float)(in == out);
-            else if (!c) x = (float)(in == out);
-            else if ((h0 + in) / c == (h0 + out) / c) x = hd.w2[((size_t)(h0 + in) / c * c + (h0 + in) % c) * c + (h0 + out) % c];
-        }
-        bf16_split(x, w[2 * m * sz + out * ld + in], w[(2 * m + 1) * sz + out * ld + in]);
+        bf16_split(fh_wval(a, hd, h0, m, out, in), w[2 * m * sz + out * ld + in], w[(2 * m + 1) * sz + out * ld + in]);
     }
 }
 

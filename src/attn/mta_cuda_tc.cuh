@@ -190,6 +190,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads.cuh"
 #include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
+#include "attn/mta_cuda_fa_heads_cl.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
@@ -353,7 +354,12 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     case TC_EVERY:
         fe_forward(&cl, a, fe_heads_of(c, p), c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, out);
         break;
-    case TC_HEADS: fh_forward(&cl, a, tc_heads_of(c, p, st->smem_max), c->B, out); break;
+    case TC_HEADS: {
+        const tc_heads hd = tc_heads_of(c, p, st->smem_max);
+        if (fhc_takes(hd, a.dp, st->clusters, st->smem_max)) fh_cl_forward(&cl, a, hd, c->B, out);
+        else fh_forward(&cl, a, hd, c->B, out);
+        break;
+    }
     case TC_PRE: fa_conv_forward(&cl, a, c->B * c->H, p->w_pre, out); break;
     case TC_POST: fa_post_forward(&cl, a, c->B * c->H, p->w_post, out); break;
     case TC_PLAIN: fa_forward(&cl, a, c->B * c->H, out); break;

@@ -26,6 +26,7 @@ FA = 'src/attn/mta_cuda_fa2.cuh'  # the tensor-core path's FlashAttention-2 kern
 FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_fa_head_forward)
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
+FHC = 'src/attn/mta_cuda_fa_heads_cl.cuh'  # the head forward on clusters (k_fa_head_cl_forward)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
@@ -132,7 +133,7 @@ MUTATIONS = [
      'rows[buf], dks, dvs);\n' + END_OF_TILE, 'rows[buf], dks, dvs);\n', RUN_AHEAD),
     # k_fa_head_forward (mta_cuda_fa_heads.cuh): run with --only test_bf16_tensor_cores
     ('tensor cores: the head mixing\'s matrix transposed in its B fragment', FH,
-     'x = hd.mix ? hd.w1[out * a.H + in]', 'x = hd.mix ? hd.w1[in * a.H + out]'),
+     'return hd.mix ? hd.w1[out * a.H + in]', 'return hd.mix ? hd.w1[in * a.H + out]'),
     ('tensor cores: the mixing\'s B fragment with its matrices 1 and 2 swapped (ldmatrix row address)', FH,
      '(16 * nb + l % 8 + 8 * (l / 16)) * ld', '(16 * nb + l % 8 + 8 * (l / 8 % 2)) * ld'),
     ('tensor cores: the mixing\'s second k step reads the first\'s heads (groups of 17-32)', FH,
@@ -158,6 +159,11 @@ MUTATIONS = [
     ('tensor cores: the head kernels\' end-of-stage barrier removed (k_fa_head_*)', FH,
      '        step(cur, s.stage + (n & 1) * s.sbuf);\n        __syncthreads();  // before the next stage\'s copies overwrite this buffer\n',
      '        step(cur, s.stage + (n & 1) * s.sbuf);\n', RUN_AHEAD),
+    # k_fa_head_cl_forward (mta_cuda_fa_heads_cl.cuh, groups of up to 16 heads): --only test_bf16_tensor_cores
+    ('tensor cores: the cluster barrier after the S1 exchange removed (k_fa_head_cl_forward)', FHC,
+     '    fhc_share(hd, k, hi, lo);\n    cl_sync();  // and every block\'s\n', '    fhc_share(hd, k, hi, lo);\n'),
+    ('tensor cores: the S1 exchange stores to the wrong rank (k_fa_head_cl_forward)', FHC,
+     'cl_st4(cl_map(src, (k.r + q) % k.C), v);', 'cl_st4(cl_map(src, (k.r + q + 1) % k.C), v);'),
     # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the convolution\'s band shifted by one key', FC,
      'c = e % g.bw - 8 - e / g.bw % 8 - sh;', 'c = e % g.bw - 7 - e / g.bw % 8 - sh;'),

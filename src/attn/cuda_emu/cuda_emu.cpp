@@ -44,6 +44,7 @@ const unsigned long long MAX_GRID_X = 2147483647ULL;
 const size_t SHARED_DEFAULT = 48 * 1024, SHARED_OPTIN = 227 * 1024;
 const size_t DEVICE_MEMORY = (size_t)4 << 30;  // the emulated device's memory
 size_t shared_optin = SHARED_OPTIN;  // the opt-in limit per block (mta_cuda_emu_set_shared_optin)
+int clusters_on = 1;                 // cudaDevAttrClusterLaunch (mta_cuda_emu_set_clusters)
 
 void fatal(const char *fmt, const char *kernel, const char *what) {
     fprintf(stderr, "cuda-emu: kernel %s: ", kernel);
@@ -386,6 +387,9 @@ bool pass_end(void) {
             if (S->fibers[t].state == F_WOKEN) S->fibers[t].state = F_READY;
         return false;
     }
+    // Lanes at a warp operation may wait for lanes of their warp at a cluster barrier whose phase
+    // completed in this pass (the last to arrive ran on): those are released first.
+    if (waiting && release_barriers()) return false;
     if (waiting)
         fatal("%s", S->kernel,
               "warp divergence: some lanes of a warp wait at a warp-collective operation for lanes of its mask that "
@@ -1012,6 +1016,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     if (attr == cudaDevAttrComputeCapabilityMajor) *value = MTAC_CUDA_EMU_ARCH / 10;
     else if (attr == cudaDevAttrComputeCapabilityMinor) *value = MTAC_CUDA_EMU_ARCH % 10;
     else if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = (int)shared_optin;
+    else if (attr == cudaDevAttrClusterLaunch) *value = clusters_on;
     else return fail(cudaErrorInvalidValue);
     return cudaSuccess;
 }
@@ -1104,4 +1109,5 @@ extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = s
 extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
     shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
 }
+extern "C" void mta_cuda_emu_set_clusters(int on) { clusters_on = on != 0; }
 extern "C" uint64_t mta_cuda_emu_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
