@@ -862,12 +862,12 @@ def mma_for(name, B, H, d, T, conv, cls, counts):
 # ---- the tensor-core kernels as built (issue 46 item 5: src/attn/mta_cuda_fa*.cuh) ----------------
 # Their warp operations per tile pair (query rows x keys of every head of a group: the every-step
 # kernels' 16 x 16 over the regions of fe_geo_of and feb_geo_of, mirrored below; the head kernels'
-# 16 x 32; FA2's 64 x 64, plus its loads per row tile), derived from the kernels' loops, exact
-# counts of what the emulator counts: mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B
-# each); and the expf of the softmax. --check compares them with `mtac attn --plan --counts`
+# 16 x fh_keys (32 keys for groups of up to 16 heads, 16 for 17-32); FA2's 64 x 64, plus its loads
+# per row tile), derived from the kernels' loops, exact counts of what the emulator counts:
+# mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B each); and the expf of the softmax. --check compares them with `mtac attn --plan --counts`
 # (BUILT_FIXTURES).
 FE_M = FE_N = FE_G = 16
-FH_M, FH_N = 16, 32   # the head kernels' tile (mta_cuda_fa_heads.cuh)
+FH_M, FH_N = 16, 32   # the head kernels' tile with fh_nq 1 (mta_cuda_fa_heads.cuh)
 FA_T = 64             # FA2's tile, rows and keys (mta_cuda_fa2.cuh: TC_M = TC_N)
 BUILT_FIXTURES = ("tests/fixtures/every_counts.json", "tests/fixtures/built_counts.json")
 
@@ -971,9 +971,21 @@ class WarpOps:
         self.acc(heads * kc)
         self.store(16 * heads)
 
-    def wgrad(self, rows, nq, yl):  # fhq_wgrad_sum: per row and m-tile, per 16 entries A hi, lo; per n-tile Y hi (lo), 6 MMAs
-        self.ldsm(4, rows * nq * 2 * (2 + nq * (1 + yl)))
-        self.mma(rows * nq * 2 * nq * 6)
+    def scores(self, heads, keys):
+        """fh_scores: per head two warps, each x y^T of 16 rows by keys / 2: fa_xyT's 16 x 16 chunk
+        (product), or fh_xyT1's 16 x 8 (per k step A by ldmatrix x4, B by x2, one MMA)."""
+        if keys == 2 * MMA_M:
+            for _ in range(heads):
+                self.product(fe_rg(0, 0, FH_M, keys))
+            return
+        n = heads * 2 * self.dp // 16
+        self.ldsm(4, n)
+        self.ldsm(2, n)
+        self.mma(n)
+
+    def wgrad(self, rows, nq, yl, kc):  # fhq_wgrad_sum: per row, m-tile and 16-entry chunk A hi, lo; per n-tile Y hi (lo), 6 MMAs
+        self.ldsm(4, rows * nq * kc * (2 + nq * (1 + yl)))
+        self.mma(rows * nq * kc * nq * 6)
 
     def hh(self, x_lo, y_lo):  # feb_hh: per row of the tile, x (hi, lo), y (hi, lo) by ldmatrix x4, 6 MMAs
         self.ldsm(4, 16 * (2 + x_lo + y_lo))
@@ -1075,23 +1087,29 @@ def fh_nq(G):
     return 1 if G <= 16 else 2
 
 
+def fh_keys(nq):
+    """fh_keys: the keys of a head kernel's tile; two k steps (G > 16) hold twice the heads per
+    entry, so half the keys (16)."""
+    return FH_N // nq
+
+
 def head_fwd_ops(c):
-    """k_fa_head_forward per tile pair (16 query rows x 32 keys of the G heads of a group): per
+    """k_fa_head_forward per tile pair (16 query rows x fh_keys keys of the G heads of a group): per
     pass (two with step 6: statistics, then P) the q, k stages and S1 = q k^T per head, S2 = S1 W1^T
     per (row, 16 keys) and P; in the last pass P2 = P W2' in registers (step 6), the v stages and
     O += P2 v per head."""
     o, G, nq, passes = WarpOps(c["dp"]), c["G"], fh_nq(c["G"]), 2 if c["ch"] else 1
+    N = fh_keys(nq)
     for p in range(passes):
-        o.load(G * (FH_M + FH_N))
-        for _ in range(G):
-            o.product(fe_rg(0, 0, FH_M, FH_N))
-        o.mix(FH_M, FH_N, 1, nq)  # fh_mix
-        o.exp(G * FH_M * FH_N)
+        o.load(G * (FH_M + N))
+        o.scores(G, N)
+        o.mix(FH_M, N, 1, nq)  # fh_mix
+        o.exp(G * FH_M * N)
         if p == passes - 1:
             if c["ch"]:
-                o.mix(FH_M, FH_N, 1, nq, regs=True)  # fh_mix_regs
-            o.load(G * FH_N)
-            o.rows_acc(G, FH_N // 16)  # fh_pv
+                o.mix(FH_M, N, 1, nq, regs=True)  # fh_mix_regs
+            o.load(G * N)
+            o.rows_acc(G, N // 16)  # fh_pv
     return o.n
 
 
@@ -1101,28 +1119,28 @@ def head_bwd_ops(kv, c):
     (fhq_store_ds), and dQ's kernel-gradient terms (fhq_wgrad_sum) and k stages with dq += dS1 k,
     or dK/dV's P2 (step 6), q, dO stages and dv += P2^T dO, dk += dS1^T q per key half."""
     o, G, nq = WarpOps(c["dp"]), c["G"], fh_nq(c["G"])
+    N = fh_keys(nq)
     for p in range(1 if kv else 2):
         for _ in range(2):  # q, k: S1; dO, v: dP2
-            o.load(G * (FH_M + FH_N))
-            for _ in range(G):
-                o.product(fe_rg(0, 0, FH_M, FH_N))
-        o.mix(FH_M, FH_N, 1, nq)
-        o.exp(G * FH_M * FH_N)
-        o.mix(FH_M, FH_N, 0, nq)  # fhq_dp
+            o.load(G * (FH_M + N))
+            o.scores(G, N)
+        o.mix(FH_M, N, 1, nq)
+        o.exp(G * FH_M * N)
+        o.mix(FH_M, N, 0, nq)  # fhq_dp
         if not (kv or p):
             continue
         if not kv and c["ch"]:
-            o.wgrad(FH_M, nq, 0)
+            o.wgrad(FH_M, nq, 0, N // 16)
         if not kv and c["mix"]:
-            o.wgrad(FH_M, nq, 1)
-        o.mix(FH_M, FH_N, 1, nq, regs=True)  # fhq_store_ds
+            o.wgrad(FH_M, nq, 1, N // 16)
+        o.mix(FH_M, N, 1, nq, regs=True)  # fhq_store_ds
         if kv and c["ch"]:
-            o.mix(FH_M, FH_N, 1, nq, regs=True)  # P2
-        o.load(G * (2 * FH_M if kv else FH_N))
+            o.mix(FH_M, N, 1, nq, regs=True)  # P2
+        o.load(G * (2 * FH_M if kv else N))
         if kv:
-            o.rows_acc(4 * G)  # fhk_acc: dV and dK of each 16-key half, X^T by ldmatrix .trans
+            o.rows_acc(2 * N // 16 * G)  # fhk_acc: dV and dK of each 16-key chunk, X^T by ldmatrix .trans
         else:
-            o.rows_acc(G, FH_N // 16)  # fhq_dq
+            o.rows_acc(G, N // 16)  # fhq_dq
     return o.n
 
 
@@ -1163,12 +1181,12 @@ def fa2_tile_ops(c):
     return out
 
 
-# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys), its kernels'
+# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys) at a config, its kernels'
 # names in docs/cuda.md's SASS table (templates by G or d), and its counts per row tile (or None).
 BUILT = {
-    "every": (every_ops, (FE_M, FE_N), lambda name, c: name, None),
-    "heads": (head_ops, (FH_M, FH_N), lambda name, c: f"{name}_t<{fh_nq(c['G'])}>", None),
-    "fa2": (fa2_ops, (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>", fa2_tile_ops),
+    "every": (every_ops, lambda c: (FE_M, FE_N), lambda name, c: name, None),
+    "heads": (head_ops, lambda c: (FH_M, fh_keys(fh_nq(c["G"]))), lambda name, c: f"{name}_t<{fh_nq(c['G'])}>", None),
+    "fa2": (fa2_ops, lambda c: (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>", fa2_tile_ops),
 }
 
 
@@ -1181,7 +1199,8 @@ def causal_pairs(T, M, N):
 def built_launch(fam, c, B, H, Hkv, T):
     """{kernel: counts of the whole launch} of family fam at config c: the per-tile-pair counts
     times the causal pairs of the B H / G groups, plus the per-row-tile counts times the tiles."""
-    ops, (M, N), _, tile_ops = BUILT[fam]
+    ops, tile, _, tile_ops = BUILT[fam]
+    M, N = tile(c)
     pairs = B * H // c["G"] * causal_pairs(T, M, N)
     out = {name: {f: v * pairs for f, v in n.items()} for name, n in ops(c).items()}
     for name, (n, kv) in (tile_ops(c) if tile_ops else {}).items():
@@ -1216,7 +1235,8 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
     ldmatrix bytes as shared-memory traffic, cp.async bytes and the float32 accumulations' global
     reads and writes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core work and
     stores to shared memory not counted: a lower bound)."""
-    _, (M, N), sass, _ = BUILT[fam]
+    _, tile, sass, _ = BUILT[fam]
+    M, N = tile(c)
     groups, rates = B * H // c["G"], mma_rates(d, T, cls)
     out = []
     for name, n in built_launch(fam, c, B, H, H, T).items():
@@ -1294,7 +1314,7 @@ def print_built(layer, occupancy, markdown):
     fwd+bwd, H100): per kernel its counts per head and tile pair, occupancy, terms, time."""
     B, H, d, T = 2, 16, 96, 4096
     fam, config, _, title = BUILT_LAYERS[layer]
-    M, N = BUILT[fam][1]
+    M, N = BUILT[fam][1](config(d))
     per = B * H * causal_pairs(T, M, N)   # head-tile pairs
     ks = built_kernels(fam, B, H, d, T, config(d), occupancy)
     rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}",
