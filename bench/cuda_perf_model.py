@@ -818,9 +818,9 @@ def step_830m(B, T, sdpa_ms, conv_ms, head_ms):
 
 def goals_830m(counts=None, occupancy=None):
     """Issue 46's goals for the 830M layer on an H100 (bf16, B=2, H=16, d=96, T=4096, fwd+bwd), each
-    beside (d)'s predictions at FA2- and FA3-class rates and, for the conv layer and the step, the
-    conv and head-only layers as built (built_layer_ms; occupancy as built_kernels'): [{goal, limit,
-    fa2, fa3, built (where predicted), meets}]."""
+    beside (d)'s predictions at FA2- and FA3-class rates and the conv and head-only layers as built
+    (built_layer_ms, occupancy as built_kernels'; built_memory): [{goal, limit, fa2, fa3, built,
+    meets}]."""
     B, H, d, T = 2, 16, 96, 4096
     a = sdpa(B, H, d, T)["ms"]
     res = {cls: {v: mma_for("830M " + v, B, H, d, T, v == "conv", cls, counts) for v in ("conv", "no-conv")}
@@ -839,8 +839,14 @@ def goals_830m(counts=None, occupancy=None):
     out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
                 **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
                 "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
-    built = {v: built_layer_ms(layer, B, H, d, T, res["fa2"][v], occupancy or sass_occupancy(ROOT))
+    occupancy = occupancy or sass_occupancy(ROOT)
+    built = {v: built_layer_ms(layer, B, H, d, T, res["fa2"][v], occupancy)
              for layer, v in (("conv", "conv"), ("head-only", "no-conv"))}
+    mem = max(built_memory(layer, B, H, d, T) for layer in ("conv", "head-only")) / attn_memory(B, H, d, T)
+    out[2]["built"], out[2]["meets"]["built"] = f"{mem:.2f}x", mem <= GOALS["memory"]
+    gb_built = built_memory("conv", B, H, d, 32768)
+    out[3]["built"] = f"{gb_built / 1e9:.1f} GB, {built_layer_ms('conv', B, H, d, 32768, long['fa2'], occupancy):.0f} ms"
+    out[3]["meets"]["built"] = gb_built <= GPU_MEM
     steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
     steps["built"] = step_830m(B, T, a, built["conv"], built["no-conv"])
     for g, v in zip(out, ("conv", "no-conv")):
@@ -864,8 +870,8 @@ def mma_for(name, B, H, d, T, conv, cls, counts):
 # kernels' 16 x 16 over the regions of fe_geo_of and feb_geo_of, mirrored below; the head kernels'
 # 16 x fh_keys (32 keys for groups of up to 16 heads, 16 for 17-32); FA2's 64 x 64, plus its loads
 # per row tile), derived from the kernels' loops, exact counts of what the emulator counts:
-# mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B each); and the expf of the softmax. --check compares them with `mtac attn --plan --counts`
-# (BUILT_FIXTURES).
+# mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B each); and the expf of the softmax.
+# --check compares them with `mtac attn --plan --counts` (BUILT_FIXTURES).
 FE_M = FE_N = FE_G = 16
 FH_M, FH_N = 16, 32   # the head kernels' tile with fh_nq 1 (mta_cuda_fa_heads.cuh)
 FA_T = 64             # FA2's tile, rows and keys (mta_cuda_fa2.cuh: TC_M = TC_N)
@@ -1260,8 +1266,9 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
 
 # The layers as built at issue 46's shape: (family, config at d, its design (d) variant, title).
 BUILT_LAYERS = {
-    "conv": ("every", every_830m, "conv", "The every-step kernels as built, 830M conv layer"),
-    "head-only": ("heads", lambda d: {"G": 16, "mix": True, "ch": 16, "dp": up16(d)}, "no-conv",
+    "conv": ("every", lambda d: dict(every_830m(d), norm_gate=True), "conv",
+             "The every-step kernels as built, 830M conv layer"),
+    "head-only": ("heads", lambda d: {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "norm_gate": True}, "no-conv",
                   "The head kernels as built, 830M head-only layer"),
     "plain": ("fa2", lambda d: {"G": 1, "dp": up16(d)}, None, "FA2's kernels as built (no MTA step), SDPA's work"),
 }
@@ -1273,7 +1280,10 @@ BUILT_ASSUMPTIONS = (
     f"shared memory over d = 64..128), the tensor-core rate FA2-class scaled by resident warps / {FULL_WARPS}, their "
     "float32 accumulations' global reads and writes as L2 traffic, their other CUDA-core work and stores to shared "
     "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
-    "norm/gate backward, dQ conversion and kernel-gradient sums. A model, not a measurement.")
+    "norm/gate backward, dQ conversion and kernel-gradient sums. Memory as built: the caller's q, k, v, out, dout, "
+    "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dO, dK, "
+    "dV per query head and out, dq, dk, dv buffers; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
+    "SDPA's: the same eight bf16 tensors, lse and D and FA2's float32 dq accumulator. A model, not a measurement.")
 
 
 def head_kv_kernel(B, H, d, T):
@@ -1295,6 +1305,43 @@ def built_layer_ms(layer, B, H, d, T, design, occupancy):
     kv = kernel_time(head_kv_kernel(B, H, d, T), mma_rates(d, T, "fa2"), False)[1] * 1e3
     rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
     return ms + kv + sum(rest)
+
+
+def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
+    """The bf16 path's device bytes beyond the caller's tensors at config c (BUILT's, with
+    norm_gate: group norm or gate on), as src/attn/mta_cuda.cu allocates them: tc_carve's workspace
+    (mta_cuda_tc.cuh: q, k, v, dO rounded to bf16 and padded to 64 rows and 16 columns; O and, with
+    norm or gate, its gradient in float32; lse, D; document starts; the norm/gate partials, 2d + 1
+    doubles per ng_slots chunk; the convolutions' kernel-gradient partials per query tile; with
+    head steps each query head's float32 dK, dV and the head kernels' partials per 16-row tile)
+    and, with bf16 storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 out,
+    dq, dk, dv (and dout with norm or gate), each piece rounded up to 32 bytes (carver). --check
+    compares it with mta_ctx_workspace_bytes of the fixtures' runs (`mtac attn --plan`: float32
+    storage, so tc_carve's part; io_carve's is read from its five lines)."""
+    def take(n, size):
+        return ceil_to(n * size, 32)
+    BH, BHkv, dp, tp = B * H, B * Hkv, up16(d), ceil_to(T, FA_T)
+    ng = c.get("norm_gate", False)
+    rows = (T + 63) // 64 if T > 8 * 64 else 8           # ng_rows
+    every = "cq1" in c
+    taps = c.get("cq1", 0) * c.get("ck1", 0) + c.get("cq2", 0) * c.get("ck2", 0)
+    out = take(BH * -(-T // rows) * (2 * d + 1), 8) + 2 * take(BH * tp * dp, 2) + 2 * take(BHkv * tp * dp, 2)
+    out += take(BH * T * d, 4) * (2 if ng else 1) + 2 * take(BH * T, 4) + take(B * T, 4)
+    if taps:
+        out += take(BH * (-(-T // FE_M) if every else tp // FA_T) * taps, 4)
+    if c.get("mix") or c.get("ch") or every:
+        G = c["G"]
+        nw = (G * G if c.get("mix") else 0) + (G * c["ch"] if c.get("ch") else 0)
+        out += 2 * take(BH * T * d, 4) + take(B * (H // G) * -(-T // FH_M) * nw, 4)
+    return out + (take(BH * T * d, 4) * (3 if ng else 2) + 2 * take(BHkv * T * d, 4) if bf16_storage else 0)
+
+
+def built_memory(layer, B, H, d, T):
+    """Device bytes of a layer as built, forward+backward: the caller's q, k, v, out, dout, dq, dk,
+    dv in bf16 (as SDPA's, attn_memory) and the backend's with bf16 storage (built_workspace); the
+    MTA parameters and their gradients (a few KB) not counted."""
+    fam, config, _, _ = BUILT_LAYERS[layer]
+    return 8 * B * H * T * d * 2 + built_workspace(config(d), B, H, H, T, d, True)
 
 
 def built_occupancy(overrides):
@@ -1664,6 +1711,9 @@ def check_built(root):
                 bad = {f: (v, emu[name][f]) for f, v in c.items() if f in EMU_FIELDS and v != emu[name][f]}
                 if bad:
                     fails.append(f"{name} at {cfg['label']} d={cfg['d']}: (model, emulator) {bad}")
+            ws = built_workspace(run[fam], cfg["B"], cfg["H"], cfg["H_kv"], cfg["T"], cfg["d"], False)
+            if ws != cfg.get("workspace_bytes"):
+                fails.append(f"workspace at {cfg['label']} d={cfg['d']}: model {ws}, emulator {cfg.get('workspace_bytes')}")
         n += len(runs)
     print(f"tensor-core kernels as built: the model's counts against the emulator's, {n} configs")
     return fails
