@@ -1378,6 +1378,221 @@ def print_built(layer, occupancy, markdown):
     print(("\n" if markdown else "") + f"total {total:.2f} ms against SDPA's {a:.2f} ms: {total / a:.1f}x")
 
 
+# ---- the cluster family: the head-only layer on thread block clusters (issue 46 item 5) ------------
+# C blocks of a cluster (C = 2, 4) split a group's G = 16 heads, G / C each: a block keeps q (dQ: q
+# and dO; dK/dV: k and v) of its own heads in shared memory for its whole walk, streams the others
+# of its own heads once per tile (cp.async), keeps O (dq; dk and dv) in registers and writes it
+# once, and all-gathers what the mixing of its own output heads needs of every head (S1 hi + lo;
+# dP2 hi; dS2 and P hi + lo) into every block's shared memory (st.shared::cluster), one
+# barrier.cluster per exchange (MEMBAR.ALL.GPU, UCGABAR_ARV, UCGABAR_WAIT on sm_90). Its forward
+# is k_fa_head_cl_forward (src/attn/mta_cuda_fa_heads_cl.cuh, C = 4 blocks of 4 warps, warp w head
+# 4r + w, FH_M query rows by FHC_N keys); its dQ and dK/dV are designs. Two constants no paper
+# measures for this use (assumptions, each printed halved and doubled by --cluster):
+# DSMEM_BW: the SM-to-SM network's throughput over the GPU, 3.27 TB/s at cluster size 2 and 2.65
+#   TB/s at 4: the ring copy of Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
+#   Architecture" (IPDPS 2024, arXiv 2402.13499), on an H800 (132 SMs), taken as what the stores
+#   of an all-gather get on an H100;
+# CLUSTER_BARRIER: one barrier.cluster, an arrival and its release across the network (2 x the
+#   180-cycle SM-to-SM latency of the same paper) after MEMBAR.ALL.GPU drains the thread's memory
+#   operations (an L2 round trip, its 263 cycles), at the H100's 1.98 GHz; a block waits it out,
+#   its SM's other resident blocks run meanwhile.
+FHC_N = 16                            # keys of a cluster tile (mta_cuda_fa_heads_cl.cuh)
+DSMEM_BW = {2: 3.27e12, 4: 2.65e12}   # bytes/s over all SMs, by cluster size
+CLUSTER_BARRIER = (2 * 180 + 263) / 1.98e9
+CLUSTER_BLOCKS = 2                    # blocks per SM (the forward's __launch_bounds__; assumed for the designs)
+
+
+class ClusterOps(WarpOps):
+    """WarpOps with a cluster's exchanges: bytes stored into the other blocks' shared memory and
+    cluster barriers; writes of registers to global memory once (not read back)."""
+
+    def __init__(self, dp, C, G):
+        super().__init__(dp)
+        self.C, self.G = C, G
+        self.n.update(dsmem_bytes=0, barriers=0)
+
+    def share(self, heads, bytes_per_entry):  # every block's own heads of a tile's entries to the C-1 others
+        self.n["dsmem_bytes"] += heads * FH_M * FHC_N * bytes_per_entry * (self.C - 1)
+
+    def sync(self, times=1):
+        self.n["barriers"] += times
+
+    def write(self, rows):  # rows of d floats written once from registers
+        self.n["global_bytes"] += 4 * rows * self.dp
+
+    def heads_mix(self, times, al=1, bl=1):
+        """A mixing of the tile for the own output heads of each block (fhc_mix): per block and query
+        row, A (16 heads: hi, lo) by ldmatrix x4, per n-tile of 8 own heads (4 padded to 8) B hi, lo
+        by x2 and 2 + al MMAs (al: A's lo; bl: B's lo)."""
+        n, nt = times * self.C * FH_M, -(-(self.G // self.C) // 8)
+        self.ldsm(4, n * (1 + al))
+        self.ldsm(2, n * nt * (1 + bl))
+        self.mma(n * nt * (2 + al))
+
+    def head_acc(self, heads):  # per head a 16 x 16 A by ldmatrix x4 (or .trans) times 16 rows of dp: fa_acc
+        self.ldsm(4, heads)
+        self.acc(heads)
+
+
+def cluster_fwd_ops(c):
+    """k_fa_head_cl_forward per tile pair (FH_M query rows x FHC_N keys of the group's G heads, all C
+    blocks): per pass the own heads' k stage, S1 per head (fa_xyT), S1 hi + lo to the others, a
+    barrier, S2 for the own heads; with step 6 in the second pass P hi + lo to the others, a
+    barrier, P2 = P W2'; in the last pass the v stage and O += P2 v in registers."""
+    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    passes = 2 if c["ch"] else 1
+    for p in range(passes):
+        o.load(G * FHC_N)
+        for _ in range(G):
+            o.product(fe_rg(0, 0, FH_M, FHC_N))
+        o.share(G, 4)
+        o.sync()
+        o.heads_mix(1)
+        o.exp(G * FH_M * FHC_N)
+        if p == passes - 1:
+            if c["ch"]:
+                o.share(G, 4)
+                o.sync()
+                o.heads_mix(1)
+            o.load(G * FHC_N)
+            o.head_acc(G)
+    return o.n
+
+
+def cluster_dq_ops(c):
+    """The dQ design per tile pair: k_fa_head_dq's two passes (D, then dq) with q and dO resident:
+    per pass the own heads' k and v stages, S1 and dP2 per head, S1 hi + lo and dP2 hi to the
+    others (one barrier), S2 and dP = dP2 W2'^T (dP2 hi only) for the own heads; in pass 1 dS2 to
+    the others (a barrier), dS1 = dS2 W1, the kernel gradients dW1 += S1^T dS2 and dW2' += dP2^T P
+    of the own output heads (3 MMAs each, A by ldmatrix .trans), dq += dS1 k in registers."""
+    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    for p in range(2):
+        o.load(2 * G * FHC_N)
+        for _ in range(2 * G):
+            o.product(fe_rg(0, 0, FH_M, FHC_N))
+        o.share(G, 4 + 2)
+        o.sync()
+        o.heads_mix(1)
+        o.exp(G * FH_M * FHC_N)
+        o.heads_mix(1, al=0)
+        if p:
+            o.share(G, 4)
+            o.sync()
+            o.heads_mix(3)  # dS1, dW1, dW2'
+            o.head_acc(G)
+    return o.n
+
+
+def cluster_dkdv_ops(c):
+    """The dK/dV design per tile pair (a block per FHC_N keys of its own heads, k and v resident,
+    walking the query tiles): the own heads' q and dO stages, S1 and dP2 per head, S1 hi + lo and
+    dP2 hi to the others (a barrier), S2, P and dP for the own heads, dS2 and P hi + lo to the
+    others (a barrier), dS1 = dS2 W1 and P2 = P W2', dv += P2^T dO and dk += dS1^T q in registers."""
+    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    o.load(2 * G * FH_M)
+    for _ in range(2 * G):
+        o.product(fe_rg(0, 0, FH_M, FHC_N))
+    o.share(G, 4 + 2)
+    o.sync()
+    o.heads_mix(1)
+    o.exp(G * FH_M * FHC_N)
+    o.heads_mix(1, al=0)
+    o.share(G, 4 + 4)
+    o.sync()
+    o.heads_mix(2)
+    o.head_acc(2 * G)
+    return o.n
+
+
+def cluster_tile_ops(c):
+    """The family's counts per row tile a block keeps (per query tile for the forward and dQ, per key
+    tile for dK/dV, all C blocks): the resident loads, the results written once, the barriers
+    after the setup and before the exit."""
+    out = {}
+    for name, rows, writes in (("forward", FH_M, 2), ("dQ", 2 * FH_M, 1), ("dK/dV", 2 * FHC_N, 2)):
+        o = ClusterOps(c["dp"], c["C"], c["G"])
+        o.load(c["G"] * rows)
+        o.write(c["G"] * FH_M * writes)
+        o.sync(2)
+        out[name] = o.n
+    return out
+
+
+def cluster_kernels(C, B, H, d, T, dsmem_x=1.0, barrier_x=1.0):
+    """The cluster family's kernels for the head-only layer at cluster size C: each one's counts for
+    the whole launch and time: kernel_time's terms (MMAs at the FA2-class rate, ldmatrix bytes as
+    shared memory, cp.async and global bytes as L2) and two more, the stores between SMs at
+    DSMEM_BW[C] (x dsmem_x) and the barriers' waits (CLUSTER_BARRIER x barrier_x, overlapped by an
+    SM's CLUSTER_BLOCKS resident blocks), the largest over the wave efficiency of the clusters' tiles
+    over SMS / C slots, plus a launch."""
+    c = {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "C": C}
+    groups, rates = B * H // c["G"], mma_rates(d, T, "fa2")
+    pairs, tiles = groups * causal_pairs(T, FH_M, FHC_N), groups * -(-T // FH_M)
+    out = []
+    for name, ops in (("forward", cluster_fwd_ops), ("dQ", cluster_dq_ops), ("dK/dV", cluster_dkdv_ops)):
+        per, tile = ops(c), cluster_tile_ops(c)[name]
+        n = {f: v * pairs + tile[f] * tiles for f, v in per.items()}
+        k = {"name": name, "dir": "fwd" if name == "forward" else "bwd", "tc_flops": MMA_FLOPS * n["mma"],
+             "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
+             "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "hbm_bytes": 0, "wave_eff": 1.0}
+        t, _, bound = kernel_time(k, rates, False)
+        t["DSMEM"] = n["dsmem_bytes"] / (DSMEM_BW[C] * dsmem_x)
+        t["barriers"] = n["barriers"] * C * CLUSTER_BARRIER * barrier_x / (SMS * CLUSTER_BLOCKS)
+        core = t["tensor cores"] + t["CUDA cores"]
+        bounds = {"cores": core, **{x: t[x] for x in ("shared memory", "L2", "HBM", "DSMEM", "barriers")}}
+        top = max(bounds, key=bounds.get)
+        eff = lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C)
+        out.append(dict(k, counts=n, per_pair=per, wave_eff=eff, terms_ms={x: v * 1e3 for x, v in t.items()},
+                        bound=bound if top == "cores" else top, ms=(bounds[top] / eff + LAUNCH) * 1e3))
+    return out
+
+
+def cluster_layer_ms(C, B, H, d, T, design, **x):
+    """The head-only layer on the cluster family: its three kernels and design's (d's) kernels
+    outside the tiles (norm/gate backward, dQ conversion, kernel-gradient sums); dk and dv are each
+    query head's own (H = H_kv at issue 46's shape), so no k_tc_head_kv."""
+    rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
+    return sum(k["ms"] for k in cluster_kernels(C, B, H, d, T, **x)) + sum(rest)
+
+
+def print_cluster(markdown):
+    """The cluster family beside the head kernels as built, at issue 46's shape: per cluster size
+    and kernel its counts per head and tile pair, terms and time; the layer; and how the layer
+    moves with each unmeasured constant halved or doubled."""
+    B, H, d, T = 2, 16, 96, 4096
+    a = sdpa(B, H, d, T)["ms"]
+    design = mma_for("830M no-conv", B, H, d, T, False, "fa2", None)
+    rows, layer = [], {}
+    for C in (2, 4):
+        for k in cluster_kernels(C, B, H, d, T):
+            n, t = k["per_pair"], k["terms_ms"]
+            built = "as built (k_fa_head_cl_forward)" if k["name"] == "forward" and C == 4 else "design"
+            rows.append([str(C), k["name"], built, f"{n['mma'] / 16:.0f}", f"{n['ldmatrix_bytes'] / 16 / 1024:.1f}",
+                         f"{n['cp_async_bytes'] / 16 / 1024:.1f}", f"{n['dsmem_bytes'] / 16 / 1024:.1f}",
+                         str(n["barriers"]), *(f"{t[x]:.2f}" for x in ("tensor cores", "shared memory", "L2", "DSMEM",
+                                                                      "barriers")), k["bound"], f"{k['ms']:.2f}"])
+        layer[C] = cluster_layer_ms(C, B, H, d, T, design)
+        rows.append([str(C), "head-only layer", "", "", "", "", "", "", "", "", "", "", "", "",
+                     f"{layer[C]:.2f} ({layer[C] / a:.1f}x)"])
+    print(f"The cluster family, 830M head-only layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, "
+          f"tile pairs of {FH_M} x {FHC_N}, {CLUSTER_BLOCKS} blocks of 4 warps per SM: PREDICTED (a model, not measured)"
+          + ("\n" if markdown else ""))
+    table(["C", "kernel", "kernel is", "MMAs per head and tile pair", "ldmatrix KB per head and pair",
+           "cp.async KB per head and pair", "DSMEM KB per head and pair", "cluster barriers per pair", "tensor ms",
+           "smem ms", "L2 ms", "DSMEM ms", "barrier ms", "bound", "ms"], rows, markdown)
+    print(("\n" if markdown else "") + f"the layer: the three kernels and (d)'s norm/gate backward, dQ conversion and "
+          f"kernel-gradient sums, against SDPA's {a:.2f} ms; the head kernels as built: "
+          f"{built_layer_ms('head-only', B, H, d, T, design, sass_occupancy(ROOT)):.2f} ms. DSMEM bandwidth "
+          f"{DSMEM_BW[2] / 1e12:.2f} TB/s (C = 2), {DSMEM_BW[4] / 1e12:.2f} TB/s (C = 4) over the GPU, a cluster barrier "
+          f"{CLUSTER_BARRIER * 1e6:.2f} us: assumptions (bench/cuda_perf_model.py, DSMEM_BW)\n")
+    rows = []
+    for C in (2, 4):
+        moved = [cluster_layer_ms(C, B, H, d, T, design, **{x: f})
+                 for x in ("dsmem_x", "barrier_x") for f in (0.5, 2.0)]
+        rows.append([str(C)] + [f"{v:.2f} ({v / a:.1f}x)" for v in [layer[C]] + moved])
+    table(["C", "head-only layer ms", "DSMEM bandwidth x0.5", "x2", "cluster barrier x0.5", "x2"], rows, markdown)
+
+
 # ---- the shapes and the table -----------------------------------------------------------------
 def shapes():
     out = [("830M conv", 2, 16, 96, 4096, True), ("830M no-conv", 2, 16, 96, 4096, False)]
@@ -1572,6 +1787,10 @@ def parse_args():
     ap.add_argument("--every", action="store_true",
                     help="the tensor-core kernels as built at issue 46's shape, per kernel: the every-step kernels "
                          "(830M conv layer), the head kernels (head-only layer) and FA2's (SDPA's work)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="the head-only layer on thread block clusters of 2 and 4 blocks (the cluster forward as "
+                         "built, dQ and dK/dV as designs) at issue 46's shape, per kernel, and its sensitivity to the "
+                         "distributed shared memory's bandwidth and the cluster barrier's latency")
     ap.add_argument("--every-blocks", metavar="KERNEL=BLOCKS[/THREADS]", action="append", default=[],
                     help="a tensor-core kernel's blocks per H100 SM (and threads per block) instead of docs/cuda.md's "
                          "SASS table's (repeatable)")
@@ -1628,6 +1847,20 @@ def check_mma():
         fails.append(f"(d) memory from T=4096 to 32768 grows {grow:.2f}x, not linearly (8x)")
     fails += check_counts(best, d, T)
     return fails
+
+
+def check_cluster():
+    """The cluster forward's counts per tile pair against the hand derivation (830M head-only layer,
+    d = 96: 6 k steps; C = 4 blocks of 4 heads; two passes with step 6): S1 of 16 heads per pass (2
+    MMAs a k step), three mixings (S2 twice, P2) of 4 blocks x 16 rows x 3 MMAs (8 heads, 4 of them
+    padding, an n-tile), P2 v of 16 heads (2 MMAs a k step); three exchanges (S1 twice, P) of 16
+    heads x 256 entries x 4 bytes to 3 blocks, a barrier each; k twice and v once, 16 heads x 16
+    rows x 96 x 2 bytes."""
+    n = cluster_fwd_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": 4})
+    want = {"mma": 2 * 16 * 12 + 3 * 4 * 16 * 3 + 16 * 12, "dsmem_bytes": 3 * 16 * 256 * 4 * 3, "barriers": 3,
+            "cp_async_bytes": 3 * 16 * 16 * 96 * 2}
+    bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
+    return [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
 
 
 def check_split(root):
@@ -1726,7 +1959,8 @@ def main():
         raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
     MIN_BLOCKS = args.min_blocks
     if args.check:
-        fails = check(args.check) + check_mma() + check_split(args.check) + check_built(args.check)
+        fails = (check(args.check) + check_mma() + check_split(args.check) + check_built(args.check)
+                 + check_cluster())
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
@@ -1749,6 +1983,9 @@ def main():
             return
         if args.goals:
             print_goals(goals_830m(counts, occupancy), args.markdown)
+            return
+        if args.cluster:
+            print_cluster(args.markdown)
             return
         rows = [predict(*s, counts=counts) for s in shapes() if not args.shape or args.shape in s[0]]
     except ValueError as e:
