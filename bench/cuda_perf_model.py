@@ -19,11 +19,13 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
       mixing and head convolution as products over the heads of a group (K = H), per kernel
       (counts, shared memory per block, blocks per SM, roofline terms), at FA2-class and
       FA3-class tensor-core rates; its counts replaceable by measured ones (--kernel-counts);
-      issue 46's goals on an H100 (--goals), the whole 830M training step among them.
+      issue 46's goals on an H100 (--goals), the whole 830M training step among them;
+and the tensor-core kernels as built (--every) and the head-only layer on thread block clusters
+(--cluster).
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --dump-counts] [--counts]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --cluster | --dump-counts] [--counts]
        [--every-blocks KERNEL=BLOCKS[/THREADS]]
        [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
 """
@@ -1386,7 +1388,8 @@ def print_built(layer, occupancy, markdown):
 # dP2 hi; dS2 and P hi + lo) into every block's shared memory (st.shared::cluster), one
 # barrier.cluster per exchange (MEMBAR.ALL.GPU, UCGABAR_ARV, UCGABAR_WAIT on sm_90). Its forward
 # is k_fa_head_cl_forward (src/attn/mta_cuda_fa_heads_cl.cuh, C = 4 blocks of 4 warps, warp w head
-# 4r + w, FH_M query rows by FHC_N keys); its dQ and dK/dV are designs. Two constants no paper
+# 4r + w, FH_M query rows by FHC_N keys: cluster_fwd_ops equals the emulator's counts of it for the
+# 830M layer 3 at d = 64, 96, 128); its dQ and dK/dV are designs. Two constants no paper
 # measures for this use (assumptions, each printed halved and doubled by --cluster):
 # DSMEM_BW: the SM-to-SM network's throughput over the GPU, 3.27 TB/s at cluster size 2 and 2.65
 #   TB/s at 4: the ring copy of Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
