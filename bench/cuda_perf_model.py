@@ -19,11 +19,13 @@ Predicts forward+backward time on one H100 SXM (bf16 inputs, float32 accumulatio
       mixing and head convolution as products over the heads of a group (K = H), per kernel
       (counts, shared memory per block, blocks per SM, roofline terms), at FA2-class and
       FA3-class tensor-core rates; its counts replaceable by measured ones (--kernel-counts);
-      issue 46's goals on an H100 (--goals), the whole 830M training step among them.
+      issue 46's goals on an H100 (--goals), the whole 830M training step among them;
+and the tensor-core kernels as built (--every) and the head-only layer on thread block clusters
+(--cluster).
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --dump-counts] [--counts]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --cluster | --dump-counts] [--counts]
        [--every-blocks KERNEL=BLOCKS[/THREADS]]
        [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
 """
@@ -818,9 +820,9 @@ def step_830m(B, T, sdpa_ms, conv_ms, head_ms):
 
 def goals_830m(counts=None, occupancy=None):
     """Issue 46's goals for the 830M layer on an H100 (bf16, B=2, H=16, d=96, T=4096, fwd+bwd), each
-    beside (d)'s predictions at FA2- and FA3-class rates and, for the conv layer and the step, the
-    conv and head-only layers as built (built_layer_ms; occupancy as built_kernels'): [{goal, limit,
-    fa2, fa3, built (where predicted), meets}]."""
+    beside (d)'s predictions at FA2- and FA3-class rates and the conv and head-only layers as built
+    (built_layer_ms, occupancy as built_kernels'; built_memory): [{goal, limit, fa2, fa3, built,
+    meets}]."""
     B, H, d, T = 2, 16, 96, 4096
     a = sdpa(B, H, d, T)["ms"]
     res = {cls: {v: mma_for("830M " + v, B, H, d, T, v == "conv", cls, counts) for v in ("conv", "no-conv")}
@@ -839,8 +841,14 @@ def goals_830m(counts=None, occupancy=None):
     out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB",
                 **{c: f"{gb[c]:.1f} GB, {r['ms']:.0f} ms" for c, r in long.items()},
                 "meets": {c: gb[c] * 1e9 <= GPU_MEM for c in long}})
-    built = {v: built_layer_ms(layer, B, H, d, T, res["fa2"][v], occupancy or sass_occupancy(ROOT))
+    occupancy = occupancy or sass_occupancy(ROOT)
+    built = {v: built_layer_ms(layer, B, H, d, T, res["fa2"][v], occupancy)
              for layer, v in (("conv", "conv"), ("head-only", "no-conv"))}
+    mem = max(built_memory(layer, B, H, d, T) for layer in ("conv", "head-only")) / attn_memory(B, H, d, T)
+    out[2]["built"], out[2]["meets"]["built"] = f"{mem:.2f}x", mem <= GOALS["memory"]
+    gb_built = built_memory("conv", B, H, d, 32768)
+    out[3]["built"] = f"{gb_built / 1e9:.1f} GB, {built_layer_ms('conv', B, H, d, 32768, long['fa2'], occupancy):.0f} ms"
+    out[3]["meets"]["built"] = gb_built <= GPU_MEM
     steps = {c: step_830m(B, T, a, r["conv"]["ms"], r["no-conv"]["ms"]) for c, r in res.items()}
     steps["built"] = step_830m(B, T, a, built["conv"], built["no-conv"])
     for g, v in zip(out, ("conv", "no-conv")):
@@ -862,12 +870,12 @@ def mma_for(name, B, H, d, T, conv, cls, counts):
 # ---- the tensor-core kernels as built (issue 46 item 5: src/attn/mta_cuda_fa*.cuh) ----------------
 # Their warp operations per tile pair (query rows x keys of every head of a group: the every-step
 # kernels' 16 x 16 over the regions of fe_geo_of and feb_geo_of, mirrored below; the head kernels'
-# 16 x 32; FA2's 64 x 64, plus its loads per row tile), derived from the kernels' loops, exact
-# counts of what the emulator counts: mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B
-# each); and the expf of the softmax. --check compares them with `mtac attn --plan --counts`
-# (BUILT_FIXTURES).
+# 16 x fh_keys (32 keys for groups of up to 16 heads, 16 for 17-32); FA2's 64 x 64, plus its loads
+# per row tile), derived from the kernels' loops, exact counts of what the emulator counts:
+# mma.sync, ldmatrix (128 B per 8x8 matrix), cp.async (16 B each); and the expf of the softmax.
+# --check compares them with `mtac attn --plan --counts` (BUILT_FIXTURES).
 FE_M = FE_N = FE_G = 16
-FH_M, FH_N = 16, 32   # the head kernels' tile (mta_cuda_fa_heads.cuh)
+FH_M, FH_N = 16, 32   # the head kernels' tile with fh_nq 1 (mta_cuda_fa_heads.cuh)
 FA_T = 64             # FA2's tile, rows and keys (mta_cuda_fa2.cuh: TC_M = TC_N)
 BUILT_FIXTURES = ("tests/fixtures/every_counts.json", "tests/fixtures/built_counts.json")
 
@@ -971,9 +979,21 @@ class WarpOps:
         self.acc(heads * kc)
         self.store(16 * heads)
 
-    def wgrad(self, rows, nq, yl):  # fhq_wgrad_sum: per row and m-tile, per 16 entries A hi, lo; per n-tile Y hi (lo), 6 MMAs
-        self.ldsm(4, rows * nq * 2 * (2 + nq * (1 + yl)))
-        self.mma(rows * nq * 2 * nq * 6)
+    def scores(self, heads, keys):
+        """fh_scores: per head two warps, each x y^T of 16 rows by keys / 2: fa_xyT's 16 x 16 chunk
+        (product), or fh_xyT1's 16 x 8 (per k step A by ldmatrix x4, B by x2, one MMA)."""
+        if keys == 2 * MMA_M:
+            for _ in range(heads):
+                self.product(fe_rg(0, 0, FH_M, keys))
+            return
+        n = heads * 2 * self.dp // 16
+        self.ldsm(4, n)
+        self.ldsm(2, n)
+        self.mma(n)
+
+    def wgrad(self, rows, nq, yl, kc):  # fhq_wgrad_sum: per row, m-tile and 16-entry chunk A hi, lo; per n-tile Y hi (lo), 6 MMAs
+        self.ldsm(4, rows * nq * kc * (2 + nq * (1 + yl)))
+        self.mma(rows * nq * kc * nq * 6)
 
     def hh(self, x_lo, y_lo):  # feb_hh: per row of the tile, x (hi, lo), y (hi, lo) by ldmatrix x4, 6 MMAs
         self.ldsm(4, 16 * (2 + x_lo + y_lo))
@@ -1075,23 +1095,29 @@ def fh_nq(G):
     return 1 if G <= 16 else 2
 
 
+def fh_keys(nq):
+    """fh_keys: the keys of a head kernel's tile; two k steps (G > 16) hold twice the heads per
+    entry, so half the keys (16)."""
+    return FH_N // nq
+
+
 def head_fwd_ops(c):
-    """k_fa_head_forward per tile pair (16 query rows x 32 keys of the G heads of a group): per
+    """k_fa_head_forward per tile pair (16 query rows x fh_keys keys of the G heads of a group): per
     pass (two with step 6: statistics, then P) the q, k stages and S1 = q k^T per head, S2 = S1 W1^T
     per (row, 16 keys) and P; in the last pass P2 = P W2' in registers (step 6), the v stages and
     O += P2 v per head."""
     o, G, nq, passes = WarpOps(c["dp"]), c["G"], fh_nq(c["G"]), 2 if c["ch"] else 1
+    N = fh_keys(nq)
     for p in range(passes):
-        o.load(G * (FH_M + FH_N))
-        for _ in range(G):
-            o.product(fe_rg(0, 0, FH_M, FH_N))
-        o.mix(FH_M, FH_N, 1, nq)  # fh_mix
-        o.exp(G * FH_M * FH_N)
+        o.load(G * (FH_M + N))
+        o.scores(G, N)
+        o.mix(FH_M, N, 1, nq)  # fh_mix
+        o.exp(G * FH_M * N)
         if p == passes - 1:
             if c["ch"]:
-                o.mix(FH_M, FH_N, 1, nq, regs=True)  # fh_mix_regs
-            o.load(G * FH_N)
-            o.rows_acc(G, FH_N // 16)  # fh_pv
+                o.mix(FH_M, N, 1, nq, regs=True)  # fh_mix_regs
+            o.load(G * N)
+            o.rows_acc(G, N // 16)  # fh_pv
     return o.n
 
 
@@ -1101,28 +1127,28 @@ def head_bwd_ops(kv, c):
     (fhq_store_ds), and dQ's kernel-gradient terms (fhq_wgrad_sum) and k stages with dq += dS1 k,
     or dK/dV's P2 (step 6), q, dO stages and dv += P2^T dO, dk += dS1^T q per key half."""
     o, G, nq = WarpOps(c["dp"]), c["G"], fh_nq(c["G"])
+    N = fh_keys(nq)
     for p in range(1 if kv else 2):
         for _ in range(2):  # q, k: S1; dO, v: dP2
-            o.load(G * (FH_M + FH_N))
-            for _ in range(G):
-                o.product(fe_rg(0, 0, FH_M, FH_N))
-        o.mix(FH_M, FH_N, 1, nq)
-        o.exp(G * FH_M * FH_N)
-        o.mix(FH_M, FH_N, 0, nq)  # fhq_dp
+            o.load(G * (FH_M + N))
+            o.scores(G, N)
+        o.mix(FH_M, N, 1, nq)
+        o.exp(G * FH_M * N)
+        o.mix(FH_M, N, 0, nq)  # fhq_dp
         if not (kv or p):
             continue
         if not kv and c["ch"]:
-            o.wgrad(FH_M, nq, 0)
+            o.wgrad(FH_M, nq, 0, N // 16)
         if not kv and c["mix"]:
-            o.wgrad(FH_M, nq, 1)
-        o.mix(FH_M, FH_N, 1, nq, regs=True)  # fhq_store_ds
+            o.wgrad(FH_M, nq, 1, N // 16)
+        o.mix(FH_M, N, 1, nq, regs=True)  # fhq_store_ds
         if kv and c["ch"]:
-            o.mix(FH_M, FH_N, 1, nq, regs=True)  # P2
-        o.load(G * (2 * FH_M if kv else FH_N))
+            o.mix(FH_M, N, 1, nq, regs=True)  # P2
+        o.load(G * (2 * FH_M if kv else N))
         if kv:
-            o.rows_acc(4 * G)  # fhk_acc: dV and dK of each 16-key half, X^T by ldmatrix .trans
+            o.rows_acc(2 * N // 16 * G)  # fhk_acc: dV and dK of each 16-key chunk, X^T by ldmatrix .trans
         else:
-            o.rows_acc(G, FH_N // 16)  # fhq_dq
+            o.rows_acc(G, N // 16)  # fhq_dq
     return o.n
 
 
@@ -1163,12 +1189,12 @@ def fa2_tile_ops(c):
     return out
 
 
-# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys), its kernels'
+# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys) at a config, its kernels'
 # names in docs/cuda.md's SASS table (templates by G or d), and its counts per row tile (or None).
 BUILT = {
-    "every": (every_ops, (FE_M, FE_N), lambda name, c: name, None),
-    "heads": (head_ops, (FH_M, FH_N), lambda name, c: f"{name}_t<{fh_nq(c['G'])}>", None),
-    "fa2": (fa2_ops, (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>", fa2_tile_ops),
+    "every": (every_ops, lambda c: (FE_M, FE_N), lambda name, c: name, None),
+    "heads": (head_ops, lambda c: (FH_M, fh_keys(fh_nq(c["G"]))), lambda name, c: f"{name}_t<{fh_nq(c['G'])}>", None),
+    "fa2": (fa2_ops, lambda c: (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>", fa2_tile_ops),
 }
 
 
@@ -1181,7 +1207,8 @@ def causal_pairs(T, M, N):
 def built_launch(fam, c, B, H, Hkv, T):
     """{kernel: counts of the whole launch} of family fam at config c: the per-tile-pair counts
     times the causal pairs of the B H / G groups, plus the per-row-tile counts times the tiles."""
-    ops, (M, N), _, tile_ops = BUILT[fam]
+    ops, tile, _, tile_ops = BUILT[fam]
+    M, N = tile(c)
     pairs = B * H // c["G"] * causal_pairs(T, M, N)
     out = {name: {f: v * pairs for f, v in n.items()} for name, n in ops(c).items()}
     for name, (n, kv) in (tile_ops(c) if tile_ops else {}).items():
@@ -1216,7 +1243,8 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
     ldmatrix bytes as shared-memory traffic, cp.async bytes and the float32 accumulations' global
     reads and writes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core work and
     stores to shared memory not counted: a lower bound)."""
-    _, (M, N), sass, _ = BUILT[fam]
+    _, tile, sass, _ = BUILT[fam]
+    M, N = tile(c)
     groups, rates = B * H // c["G"], mma_rates(d, T, cls)
     out = []
     for name, n in built_launch(fam, c, B, H, H, T).items():
@@ -1240,8 +1268,9 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
 
 # The layers as built at issue 46's shape: (family, config at d, its design (d) variant, title).
 BUILT_LAYERS = {
-    "conv": ("every", every_830m, "conv", "The every-step kernels as built, 830M conv layer"),
-    "head-only": ("heads", lambda d: {"G": 16, "mix": True, "ch": 16, "dp": up16(d)}, "no-conv",
+    "conv": ("every", lambda d: dict(every_830m(d), norm_gate=True), "conv",
+             "The every-step kernels as built, 830M conv layer"),
+    "head-only": ("heads", lambda d: {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "norm_gate": True}, "no-conv",
                   "The head kernels as built, 830M head-only layer"),
     "plain": ("fa2", lambda d: {"G": 1, "dp": up16(d)}, None, "FA2's kernels as built (no MTA step), SDPA's work"),
 }
@@ -1253,7 +1282,10 @@ BUILT_ASSUMPTIONS = (
     f"shared memory over d = 64..128), the tensor-core rate FA2-class scaled by resident warps / {FULL_WARPS}, their "
     "float32 accumulations' global reads and writes as L2 traffic, their other CUDA-core work and stores to shared "
     "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
-    "norm/gate backward, dQ conversion and kernel-gradient sums. A model, not a measurement.")
+    "norm/gate backward, dQ conversion and kernel-gradient sums. Memory as built: the caller's q, k, v, out, dout, "
+    "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dO, dK, "
+    "dV per query head and out, dq, dk, dv buffers; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
+    "SDPA's: the same eight bf16 tensors, lse and D and FA2's float32 dq accumulator. A model, not a measurement.")
 
 
 def head_kv_kernel(B, H, d, T):
@@ -1277,6 +1309,43 @@ def built_layer_ms(layer, B, H, d, T, design, occupancy):
     return ms + kv + sum(rest)
 
 
+def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
+    """The bf16 path's device bytes beyond the caller's tensors at config c (BUILT's, with
+    norm_gate: group norm or gate on), as src/attn/mta_cuda.cu allocates them: tc_carve's workspace
+    (mta_cuda_tc.cuh: q, k, v, dO rounded to bf16 and padded to 64 rows and 16 columns; O and, with
+    norm or gate, its gradient in float32; lse, D; document starts; the norm/gate partials, 2d + 1
+    doubles per ng_slots chunk; the convolutions' kernel-gradient partials per query tile; with
+    head steps each query head's float32 dK, dV and the head kernels' partials per 16-row tile)
+    and, with bf16 storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 out,
+    dq, dk, dv (and dout with norm or gate), each piece rounded up to 32 bytes (carver). --check
+    compares it with mta_ctx_workspace_bytes of the fixtures' runs (`mtac attn --plan`: float32
+    storage, so tc_carve's part; io_carve's is read from its five lines)."""
+    def take(n, size):
+        return ceil_to(n * size, 32)
+    BH, BHkv, dp, tp = B * H, B * Hkv, up16(d), ceil_to(T, FA_T)
+    ng = c.get("norm_gate", False)
+    rows = (T + 63) // 64 if T > 8 * 64 else 8           # ng_rows
+    every = "cq1" in c
+    taps = c.get("cq1", 0) * c.get("ck1", 0) + c.get("cq2", 0) * c.get("ck2", 0)
+    out = take(BH * -(-T // rows) * (2 * d + 1), 8) + 2 * take(BH * tp * dp, 2) + 2 * take(BHkv * tp * dp, 2)
+    out += take(BH * T * d, 4) * (2 if ng else 1) + 2 * take(BH * T, 4) + take(B * T, 4)
+    if taps:
+        out += take(BH * (-(-T // FE_M) if every else tp // FA_T) * taps, 4)
+    if c.get("mix") or c.get("ch") or every:
+        G = c["G"]
+        nw = (G * G if c.get("mix") else 0) + (G * c["ch"] if c.get("ch") else 0)
+        out += 2 * take(BH * T * d, 4) + take(B * (H // G) * -(-T // FH_M) * nw, 4)
+    return out + (take(BH * T * d, 4) * (3 if ng else 2) + 2 * take(BHkv * T * d, 4) if bf16_storage else 0)
+
+
+def built_memory(layer, B, H, d, T):
+    """Device bytes of a layer as built, forward+backward: the caller's q, k, v, out, dout, dq, dk,
+    dv in bf16 (as SDPA's, attn_memory) and the backend's with bf16 storage (built_workspace); the
+    MTA parameters and their gradients (a few KB) not counted."""
+    fam, config, _, _ = BUILT_LAYERS[layer]
+    return 8 * B * H * T * d * 2 + built_workspace(config(d), B, H, H, T, d, True)
+
+
 def built_occupancy(overrides):
     """sass_occupancy(ROOT) with --every-blocks' KERNEL=BLOCKS[/THREADS] in place of a kernel's."""
     occ = sass_occupancy(ROOT)
@@ -1294,7 +1363,7 @@ def print_built(layer, occupancy, markdown):
     fwd+bwd, H100): per kernel its counts per head and tile pair, occupancy, terms, time."""
     B, H, d, T = 2, 16, 96, 4096
     fam, config, _, title = BUILT_LAYERS[layer]
-    M, N = BUILT[fam][1]
+    M, N = BUILT[fam][1](config(d))
     per = B * H * causal_pairs(T, M, N)   # head-tile pairs
     ks = built_kernels(fam, B, H, d, T, config(d), occupancy)
     rows = [[k["name"], f"{k['mma'] / per:.0f}", f"{k['smem_bytes'] / per / 1024:.1f}",
@@ -1309,6 +1378,222 @@ def print_built(layer, occupancy, markdown):
     table(["kernel", "MMAs per head and tile pair", "ldmatrix KB per head and pair", "cp.async KB per head and pair",
            "global float32 KB per head and pair", "threads", "blocks/SM", "rate scale", "wave eff", "tensor ms", "smem ms", "L2 ms", "bound", "ms"], rows, markdown)
     print(("\n" if markdown else "") + f"total {total:.2f} ms against SDPA's {a:.2f} ms: {total / a:.1f}x")
+
+
+# ---- the cluster family: the head-only layer on thread block clusters (issue 46 item 5) ------------
+# C blocks of a cluster (C = 2, 4) split a group's G = 16 heads, G / C each: a block keeps q (dQ: q
+# and dO; dK/dV: k and v) of its own heads in shared memory for its whole walk, streams the others
+# of its own heads once per tile (cp.async), keeps O (dq; dk and dv) in registers and writes it
+# once, and all-gathers what the mixing of its own output heads needs of every head (S1 hi + lo;
+# dP2 hi; dS2 and P hi + lo) into every block's shared memory (st.shared::cluster), one
+# barrier.cluster per exchange (MEMBAR.ALL.GPU, UCGABAR_ARV, UCGABAR_WAIT on sm_90). Its forward
+# is k_fa_head_cl_forward (src/attn/mta_cuda_fa_heads_cl.cuh, C = 4 blocks of 4 warps, warp w head
+# 4r + w, FH_M query rows by FHC_N keys: cluster_fwd_ops equals the emulator's counts of it for the
+# 830M layer 3 at d = 64, 96, 128); its dQ and dK/dV are designs. Two constants no paper
+# measures for this use (assumptions, each printed halved and doubled by --cluster):
+# DSMEM_BW: the SM-to-SM network's throughput over the GPU, 3.27 TB/s at cluster size 2 and 2.65
+#   TB/s at 4: the ring copy of Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
+#   Architecture" (IPDPS 2024, arXiv 2402.13499), on an H800 (132 SMs), taken as what the stores
+#   of an all-gather get on an H100;
+# CLUSTER_BARRIER: one barrier.cluster, an arrival and its release across the network (2 x the
+#   180-cycle SM-to-SM latency of the same paper) after MEMBAR.ALL.GPU drains the thread's memory
+#   operations (an L2 round trip, its 263 cycles), at the H100's 1.98 GHz; a block waits it out,
+#   its SM's other resident blocks run meanwhile.
+FHC_N = 16                            # keys of a cluster tile (mta_cuda_fa_heads_cl.cuh)
+DSMEM_BW = {2: 3.27e12, 4: 2.65e12}   # bytes/s over all SMs, by cluster size
+CLUSTER_BARRIER = (2 * 180 + 263) / 1.98e9
+CLUSTER_BLOCKS = 2                    # blocks per SM (the forward's __launch_bounds__; assumed for the designs)
+
+
+class ClusterOps(WarpOps):
+    """WarpOps with a cluster's exchanges: bytes stored into the other blocks' shared memory and
+    cluster barriers; writes of registers to global memory once (not read back)."""
+
+    def __init__(self, dp, C, G):
+        super().__init__(dp)
+        self.C, self.G = C, G
+        self.n.update(dsmem_bytes=0, barriers=0)
+
+    def share(self, heads, bytes_per_entry):  # every block's own heads of a tile's entries to the C-1 others
+        self.n["dsmem_bytes"] += heads * FH_M * FHC_N * bytes_per_entry * (self.C - 1)
+
+    def sync(self, times=1):
+        self.n["barriers"] += times
+
+    def write(self, rows):  # rows of d floats written once from registers
+        self.n["global_bytes"] += 4 * rows * self.dp
+
+    def heads_mix(self, times, al=1, bl=1):
+        """A mixing of the tile for the own output heads of each block (fhc_mix): per block and query
+        row, A (16 heads: hi, lo) by ldmatrix x4, per n-tile of 8 own heads (4 padded to 8) B hi, lo
+        by x2 and 2 + al MMAs (al: A's lo; bl: B's lo)."""
+        n, nt = times * self.C * FH_M, -(-(self.G // self.C) // 8)
+        self.ldsm(4, n * (1 + al))
+        self.ldsm(2, n * nt * (1 + bl))
+        self.mma(n * nt * (2 + al))
+
+    def head_acc(self, heads):  # per head a 16 x 16 A by ldmatrix x4 (or .trans) times 16 rows of dp: fa_acc
+        self.ldsm(4, heads)
+        self.acc(heads)
+
+
+def cluster_fwd_ops(c):
+    """k_fa_head_cl_forward per tile pair (FH_M query rows x FHC_N keys of the group's G heads, all C
+    blocks): per pass the own heads' k stage, S1 per head (fa_xyT), S1 hi + lo to the others, a
+    barrier, S2 for the own heads; with step 6 in the second pass P hi + lo to the others, a
+    barrier, P2 = P W2'; in the last pass the v stage and O += P2 v in registers."""
+    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    passes = 2 if c["ch"] else 1
+    for p in range(passes):
+        o.load(G * FHC_N)
+        for _ in range(G):
+            o.product(fe_rg(0, 0, FH_M, FHC_N))
+        o.share(G, 4)
+        o.sync()
+        o.heads_mix(1)
+        o.exp(G * FH_M * FHC_N)
+        if p == passes - 1:
+            if c["ch"]:
+                o.share(G, 4)
+                o.sync()
+                o.heads_mix(1)
+            o.load(G * FHC_N)
+            o.head_acc(G)
+    return o.n
+
+
+def cluster_dq_ops(c):
+    """The dQ design per tile pair: k_fa_head_dq's two passes (D, then dq) with q and dO resident:
+    per pass the own heads' k and v stages, S1 and dP2 per head, S1 hi + lo and dP2 hi to the
+    others (one barrier), S2 and dP = dP2 W2'^T (dP2 hi only) for the own heads; in pass 1 dS2 to
+    the others (a barrier), dS1 = dS2 W1, the kernel gradients dW1 += S1^T dS2 and dW2' += dP2^T P
+    of the own output heads (3 MMAs each, A by ldmatrix .trans), dq += dS1 k in registers."""
+    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    for p in range(2):
+        o.load(2 * G * FHC_N)
+        for _ in range(2 * G):
+            o.product(fe_rg(0, 0, FH_M, FHC_N))
+        o.share(G, 4 + 2)
+        o.sync()
+        o.heads_mix(1)
+        o.exp(G * FH_M * FHC_N)
+        o.heads_mix(1, al=0)
+        if p:
+            o.share(G, 4)
+            o.sync()
+            o.heads_mix(3)  # dS1, dW1, dW2'
+            o.head_acc(G)
+    return o.n
+
+
+def cluster_dkdv_ops(c):
+    """The dK/dV design per tile pair (a block per FHC_N keys of its own heads, k and v resident,
+    walking the query tiles): the own heads' q and dO stages, S1 and dP2 per head, S1 hi + lo and
+    dP2 hi to the others (a barrier), S2, P and dP for the own heads, dS2 and P hi + lo to the
+    others (a barrier), dS1 = dS2 W1 and P2 = P W2', dv += P2^T dO and dk += dS1^T q in registers."""
+    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    o.load(2 * G * FH_M)
+    for _ in range(2 * G):
+        o.product(fe_rg(0, 0, FH_M, FHC_N))
+    o.share(G, 4 + 2)
+    o.sync()
+    o.heads_mix(1)
+    o.exp(G * FH_M * FHC_N)
+    o.heads_mix(1, al=0)
+    o.share(G, 4 + 4)
+    o.sync()
+    o.heads_mix(2)
+    o.head_acc(2 * G)
+    return o.n
+
+
+def cluster_tile_ops(c):
+    """The family's counts per row tile a block keeps (per query tile for the forward and dQ, per key
+    tile for dK/dV, all C blocks): the resident loads, the results written once, the barriers
+    after the setup and before the exit."""
+    out = {}
+    for name, rows, writes in (("forward", FH_M, 2), ("dQ", 2 * FH_M, 1), ("dK/dV", 2 * FHC_N, 2)):
+        o = ClusterOps(c["dp"], c["C"], c["G"])
+        o.load(c["G"] * rows)
+        o.write(c["G"] * FH_M * writes)
+        o.sync(2)
+        out[name] = o.n
+    return out
+
+
+def cluster_kernels(C, B, H, d, T, dsmem_x=1.0, barrier_x=1.0):
+    """The cluster family's kernels for the head-only layer at cluster size C: each one's counts for
+    the whole launch and time: kernel_time's terms (MMAs at the FA2-class rate, ldmatrix bytes as
+    shared memory, cp.async and global bytes as L2) and two more, the stores between SMs at
+    DSMEM_BW[C] (x dsmem_x) and the barriers' waits (CLUSTER_BARRIER x barrier_x, overlapped by an
+    SM's CLUSTER_BLOCKS resident blocks), the largest over the wave efficiency of the clusters' tiles
+    over SMS / C slots, plus a launch."""
+    c = {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "C": C}
+    groups, rates = B * H // c["G"], mma_rates(d, T, "fa2")
+    pairs, tiles = groups * causal_pairs(T, FH_M, FHC_N), groups * -(-T // FH_M)
+    out = []
+    for name, ops in (("forward", cluster_fwd_ops), ("dQ", cluster_dq_ops), ("dK/dV", cluster_dkdv_ops)):
+        per, tile = ops(c), cluster_tile_ops(c)[name]
+        n = {f: v * pairs + tile[f] * tiles for f, v in per.items()}
+        k = {"name": name, "dir": "fwd" if name == "forward" else "bwd", "tc_flops": MMA_FLOPS * n["mma"],
+             "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
+             "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "hbm_bytes": 0, "wave_eff": 1.0}
+        t, _, bound = kernel_time(k, rates, False)
+        t["DSMEM"] = n["dsmem_bytes"] / (DSMEM_BW[C] * dsmem_x)
+        t["barriers"] = n["barriers"] * C * CLUSTER_BARRIER * barrier_x / (SMS * CLUSTER_BLOCKS)
+        core = t["tensor cores"] + t["CUDA cores"]
+        bounds = {"cores": core, **{x: t[x] for x in ("shared memory", "L2", "HBM", "DSMEM", "barriers")}}
+        top = max(bounds, key=bounds.get)
+        eff = lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C)
+        out.append(dict(k, counts=n, per_pair=per, wave_eff=eff, terms_ms={x: v * 1e3 for x, v in t.items()},
+                        bound=bound if top == "cores" else top, ms=(bounds[top] / eff + LAUNCH) * 1e3))
+    return out
+
+
+def cluster_layer_ms(C, B, H, d, T, design, **x):
+    """The head-only layer on the cluster family: its three kernels and design's (d's) kernels
+    outside the tiles (norm/gate backward, dQ conversion, kernel-gradient sums); dk and dv are each
+    query head's own (H = H_kv at issue 46's shape), so no k_tc_head_kv."""
+    rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
+    return sum(k["ms"] for k in cluster_kernels(C, B, H, d, T, **x)) + sum(rest)
+
+
+def print_cluster(markdown):
+    """The cluster family beside the head kernels as built, at issue 46's shape: per cluster size
+    and kernel its counts per head and tile pair, terms and time; the layer; and how the layer
+    moves with each unmeasured constant halved or doubled."""
+    B, H, d, T = 2, 16, 96, 4096
+    a = sdpa(B, H, d, T)["ms"]
+    design = mma_for("830M no-conv", B, H, d, T, False, "fa2", None)
+    rows, layer = [], {}
+    for C in (2, 4):
+        for k in cluster_kernels(C, B, H, d, T):
+            n, t = k["per_pair"], k["terms_ms"]
+            built = "as built (k_fa_head_cl_forward)" if k["name"] == "forward" and C == 4 else "design"
+            rows.append([str(C), k["name"], built, f"{n['mma'] / 16:.0f}", f"{n['ldmatrix_bytes'] / 16 / 1024:.1f}",
+                         f"{n['cp_async_bytes'] / 16 / 1024:.1f}", f"{n['dsmem_bytes'] / 16 / 1024:.1f}",
+                         str(n["barriers"]), *(f"{t[x]:.2f}" for x in ("tensor cores", "shared memory", "L2", "DSMEM",
+                                                                      "barriers")), k["bound"], f"{k['ms']:.2f}"])
+        layer[C] = cluster_layer_ms(C, B, H, d, T, design)
+        rows.append([str(C), "head-only layer", "", "", "", "", "", "", "", "", "", "", "", "",
+                     f"{layer[C]:.2f} ({layer[C] / a:.1f}x)"])
+    print(f"The cluster family, 830M head-only layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, "
+          f"tile pairs of {FH_M} x {FHC_N}, {CLUSTER_BLOCKS} blocks of 4 warps per SM: PREDICTED (a model, not measured)"
+          + ("\n" if markdown else ""))
+    table(["C", "kernel", "kernel is", "MMAs per head and tile pair", "ldmatrix KB per head and pair",
+           "cp.async KB per head and pair", "DSMEM KB per head and pair", "cluster barriers per pair", "tensor ms",
+           "smem ms", "L2 ms", "DSMEM ms", "barrier ms", "bound", "ms"], rows, markdown)
+    print(("\n" if markdown else "") + f"the layer: the three kernels and (d)'s norm/gate backward, dQ conversion and "
+          f"kernel-gradient sums, against SDPA's {a:.2f} ms; the head kernels as built: "
+          f"{built_layer_ms('head-only', B, H, d, T, design, sass_occupancy(ROOT)):.2f} ms. DSMEM bandwidth "
+          f"{DSMEM_BW[2] / 1e12:.2f} TB/s (C = 2), {DSMEM_BW[4] / 1e12:.2f} TB/s (C = 4) over the GPU, a cluster barrier "
+          f"{CLUSTER_BARRIER * 1e6:.2f} us: assumptions (bench/cuda_perf_model.py, DSMEM_BW)\n")
+    rows = []
+    for C in (2, 4):
+        moved = [cluster_layer_ms(C, B, H, d, T, design, **{x: f})
+                 for x in ("dsmem_x", "barrier_x") for f in (0.5, 2.0)]
+        rows.append([str(C)] + [f"{v:.2f} ({v / a:.1f}x)" for v in [layer[C]] + moved])
+    table(["C", "head-only layer ms", "DSMEM bandwidth x0.5", "x2", "cluster barrier x0.5", "x2"], rows, markdown)
 
 
 # ---- the shapes and the table -----------------------------------------------------------------
@@ -1505,6 +1790,10 @@ def parse_args():
     ap.add_argument("--every", action="store_true",
                     help="the tensor-core kernels as built at issue 46's shape, per kernel: the every-step kernels "
                          "(830M conv layer), the head kernels (head-only layer) and FA2's (SDPA's work)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="the head-only layer on thread block clusters of 2 and 4 blocks (the cluster forward as "
+                         "built, dQ and dK/dV as designs) at issue 46's shape, per kernel, and its sensitivity to the "
+                         "distributed shared memory's bandwidth and the cluster barrier's latency")
     ap.add_argument("--every-blocks", metavar="KERNEL=BLOCKS[/THREADS]", action="append", default=[],
                     help="a tensor-core kernel's blocks per H100 SM (and threads per block) instead of docs/cuda.md's "
                          "SASS table's (repeatable)")
@@ -1561,6 +1850,20 @@ def check_mma():
         fails.append(f"(d) memory from T=4096 to 32768 grows {grow:.2f}x, not linearly (8x)")
     fails += check_counts(best, d, T)
     return fails
+
+
+def check_cluster():
+    """The cluster forward's counts per tile pair against the hand derivation (830M head-only layer,
+    d = 96: 6 k steps; C = 4 blocks of 4 heads; two passes with step 6): S1 of 16 heads per pass (2
+    MMAs a k step), three mixings (S2 twice, P2) of 4 blocks x 16 rows x 3 MMAs (8 heads, 4 of them
+    padding, an n-tile), P2 v of 16 heads (2 MMAs a k step); three exchanges (S1 twice, P) of 16
+    heads x 256 entries x 4 bytes to 3 blocks, a barrier each; k twice and v once, 16 heads x 16
+    rows x 96 x 2 bytes."""
+    n = cluster_fwd_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": 4})
+    want = {"mma": 2 * 16 * 12 + 3 * 4 * 16 * 3 + 16 * 12, "dsmem_bytes": 3 * 16 * 256 * 4 * 3, "barriers": 3,
+            "cp_async_bytes": 3 * 16 * 16 * 96 * 2}
+    bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
+    return [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
 
 
 def check_split(root):
@@ -1644,6 +1947,9 @@ def check_built(root):
                 bad = {f: (v, emu[name][f]) for f, v in c.items() if f in EMU_FIELDS and v != emu[name][f]}
                 if bad:
                     fails.append(f"{name} at {cfg['label']} d={cfg['d']}: (model, emulator) {bad}")
+            ws = built_workspace(run[fam], cfg["B"], cfg["H"], cfg["H_kv"], cfg["T"], cfg["d"], False)
+            if ws != cfg.get("workspace_bytes"):
+                fails.append(f"workspace at {cfg['label']} d={cfg['d']}: model {ws}, emulator {cfg.get('workspace_bytes')}")
         n += len(runs)
     print(f"tensor-core kernels as built: the model's counts against the emulator's, {n} configs")
     return fails
@@ -1656,7 +1962,8 @@ def main():
         raise SystemExit("cuda_perf_model: --min-blocks must be 1..8")
     MIN_BLOCKS = args.min_blocks
     if args.check:
-        fails = check(args.check) + check_mma() + check_split(args.check) + check_built(args.check)
+        fails = (check(args.check) + check_mma() + check_split(args.check) + check_built(args.check)
+                 + check_cluster())
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
@@ -1679,6 +1986,9 @@ def main():
             return
         if args.goals:
             print_goals(goals_830m(counts, occupancy), args.markdown)
+            return
+        if args.cluster:
+            print_cluster(args.markdown)
             return
         rows = [predict(*s, counts=counts) for s in shapes() if not args.shape or args.shape in s[0]]
     except ValueError as e:

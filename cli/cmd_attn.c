@@ -52,8 +52,9 @@ static const char ABOUT[] =
     "  layer 3 the head steps alone), with --d setting the head size. Nothing is written\n"
     "  (--out, --tol and --max-T are refused).\n"
     "  --counts FILE (--plan on cuda-emu): writes the emulator's counts of each kernel's warp\n"
-    "  operations (mma.sync, ldmatrix, cp.async, shuffles; mta_ctx_launch_ops) as JSON, the\n"
-    "  \"emulated\" object that bench/cuda_perf_model.py --kernel-counts reads (docs/cuda.md).\n"
+    "  operations (mma.sync, ldmatrix, cp.async, shuffles; mta_ctx_launch_ops) and the backend's\n"
+    "  workspace bytes (mta_ctx_workspace_bytes) as JSON, the \"emulated\" object that\n"
+    "  bench/cuda_perf_model.py --kernel-counts reads (docs/cuda.md).\n"
     "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
     "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
     "  B*H*T*T floats: 1 GiB each at the default).\n";
@@ -527,6 +528,8 @@ static int plan_run(const mta_config *c, int docs, const char *label, const char
                                                        x + 4 * n + 2 * nkv, x + 4 * n + 3 * nkv, &b.g))
         goto failed;
     bad += plan_print_phase(ctx, "backward", on, tc, &fallback, cJSON_GetObjectItem(e, "backward"));
+    // the backend's device memory beyond the caller's tensors (its workspace and float32 buffers)
+    if (e) cJSON_AddNumberToObject(cJSON_GetObjectItem(e, "config"), "workspace_bytes", (double)mta_ctx_workspace_bytes(ctx));
     if (c->precision != MTA_BF16) {
         printf("fallback: n/a (precision fp32 asks for the float32 path)\n");
     } else {

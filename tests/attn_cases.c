@@ -64,6 +64,10 @@ const tc_case TC_CASES[] = {
     {"docs_B2_H4_all_T29", TC_FIXTURE, .B = 2, .H = 4, .T = 29, .d = 6, .ch = 2, FULL, .docs = {1, 5, 2, 9, 3, 13}},
     {"docs_gqa_H4_kv2_pre_post_T17", TC_FIXTURE, .B = 1, .H = 4, .H_kv = 2, .T = 17, .d = 5, .pre_cq = 3, .pre_ck = 5,
      .post_cq = 2, .post_ck = 3, .docs = {6, 1, 4}},
+    // groups of 17-32 heads (the head kernels' two mixing k steps, fh_nq = 2): the 830M head-only
+    // layer at 32 heads, and 24 heads mixed (a group padded to 32)
+    {"heads_H32_mix_ch32_T13", TC_FIXTURE, .B = 1, .H = 32, .T = 13, .d = 4, .mix = 1, .ch = 32, .gn = 1, .gate = 1},
+    {"heads_H24_mix_T7", TC_FIXTURE, .B = 1, .H = 24, .T = 7, .d = 4, .mix = 1},
 
     // ---- gradient checks: each step alone, every step, grouped-query attention ----
     {"grad_plain", TC_GRAD, .B = 2, .H = 2, .T = 6, .d = 4},

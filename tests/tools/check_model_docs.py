@@ -23,6 +23,7 @@ OUTPUTS = [
     (['--every', '--markdown'], [0, 1, 2]),
     (['--kernels', '--markdown', '--shape', '830M conv'], [0]),  # FA2-class; the docs omit FA3-class
     (['--kernels', '--markdown', '--shape', '830M no-conv'], [0]),
+    (['--cluster', '--markdown'], [0, 1]),
 ]
 
 
