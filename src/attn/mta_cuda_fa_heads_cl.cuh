@@ -5,17 +5,18 @@
 //
 // k_fa_head_forward has one block hold the 16 query rows (FH_M) of every head of a group: per key
 // tile it reloads q and k of each head pair and adds O of every head into a.o in global memory.
-// Here a cluster of C = ceil(G / 4) blocks shares the query tile: block rank r owns heads
-// 4r..4r+3 (warp w head 4r + w, where it exists), keeps their q in shared memory for the whole
-// walk and their O in registers (warp w's C fragments: 16 rows by dp), and reads only their k and
-// v (cp.async double-buffered; a stage is the 4 heads' k, or v, of a key tile). What the head
-// mixing needs of the other heads comes through distributed shared memory. Per key tile of
-// FHC_N = 16 keys:
-//   S1[h] = scale q_h k_h^T (warp w, head 4r + w), masked, split into hi + lo, into the block's
-//   [entry][head] arrays (fh_s1_at); then the block's heads of each entry into the other blocks'
-//   same arrays (cl_st4: two heads a store, as a lane holds one head of an entry); cl_sync();
-//   S2 = S1 W1^T for the block's own 4 output heads only (m16n8k16, N = 8: 4 heads, 4 zero);
-//   the online softmax of S2 (warp w: query rows 4w..4w+3, as k_fa_head_forward);
+// Here a cluster of C = ceil(G / 8) blocks (FHC_HB = 8 heads a block, 8 warps) shares the query
+// tile: block rank r owns heads 8r..8r+7 (warp w head 8r + w, where it exists), keeps their q in
+// shared memory for the whole walk and their O in registers (warp w's C fragments: 16 rows by
+// dp), and reads only their k and v (cp.async double-buffered; a stage is the 8 heads' k, or v, of
+// a key tile). What the head mixing needs of the other heads comes through distributed shared
+// memory. Per key tile of FHC_N = 16 keys:
+//   S1[h] = scale q_h k_h^T (warp w, head 8r + w), masked, split into hi + lo, into the block's
+//   [entry][head] arrays (fh_s1_at); then the block's 8 heads of each entry, one 16-byte half of
+//   it, into the other blocks' same arrays (cl_st16, a store per entry; padding heads go as the
+//   zeros they are); cl_sync();
+//   S2 = S1 W1^T for the block's own 8 output heads only (m16n8k16, N = 8);
+//   the online softmax of S2 (warp w: query rows 2w, 2w + 1);
 //   without step 6, P2 = P with dropout into shared memory as [head][query][key] and alpha per row;
 //   with step 6 (the second pass), P (hi + lo) of the own heads from the C fragments into every
 //   block's P arrays (cl_st4), cl_sync(), P2 = P W2' for the own heads;
@@ -24,11 +25,13 @@
 // P2 rounded once before P2 v, the same masking, dropout (tc_drop), document starts, log-sum-exp
 // (of S2 with step 6, two passes), so the backward kernels read the same lse.
 //
-// Why these sizes: a warp per head gives every warp one S1 and one O; C <= 4 is within the
-// portable cluster size. A tile has 16 keys, not FH_N's 32, for shared memory: the S1 arrays are
-// double-buffered and step 6 adds P's, 3 x 2 x 16 KB at 32 keys, which with the resident q and
-// the stages is past the 113 KB a block has with 2 blocks per H100 SM at d = 128; at 16 keys
-// they are half. The query tile stays FH_M rows: O of a head in registers is 16 rows a warp.
+// Why these sizes: a warp per head gives every warp one S1 and one O (two heads a warp would
+// double O's registers, past 255 at d = 128). 8 heads a block make C = 2 for 16 heads: every block
+// sends its entries to one other, half the exchange of 4 blocks of 4 heads, which sent to 3. A
+// block of 8 warps runs alone on an H100 SM (its shared memory at d = 128 is over the 113 KB of
+// two; tests/tools/check_sass.py's ONE_BLOCK), which still has 8 warps. A tile has 16 keys, not
+// FH_N's 32: the S1 arrays are double-buffered and step 6 adds P's, 3 x 2 x 16 KB at 32 keys; at
+// 16 they are half. The query tile stays FH_M rows: O of a head in registers is 16 rows a warp.
 //
 // Synchronisation. The S1 arrays are double-buffered by the parity of the exchange (counted, so
 // that the parity alternates across the passes too), so one cl_sync() per exchange suffices:
@@ -43,10 +46,15 @@
 
 #include "attn/cluster_ptx.cuh"
 
-const int FHC_N = 16, FHC_HB = 4;    // keys of a tile; heads of a block
+const int FHC_N = 16, FHC_HB = 8;    // keys of a tile; heads (and warps) of a block
+const int FHC_THREADS = 32 * FHC_HB;
+const int FHC_QW = FH_M / FHC_HB;    // query rows of a warp in the softmax
+// fhc_mix's N is one n-tile of 8 heads; fhc_share's cl_st16 sends a block's heads as one 16-byte
+// half of an entry (fh_s1_at<1>: heads 8x..8x+7 of an entry are 16 contiguous, aligned bytes).
+static_assert(FHC_HB == 8 && FH_M % FHC_HB == 0, "8 heads a block: an n-tile, half an entry");
 const int FHC_E = FH_M * FHC_N;      // entries of a tile
 const int FHC_PLD = FHC_N + 8;       // P2's leading dimension: ldmatrix rows 48 bytes apart, distinct banks
-const int FHC_WLD = 16 + 8;          // a mixing block's: 8 out heads (4 own, 4 zero) of 16 in heads
+const int FHC_WLD = 16 + 8;          // a mixing block's: 8 own out heads of 16 in heads
 const int FHC_WSZ = 8 * FHC_WLD;
 
 // The cluster's blocks for a group of G heads.
@@ -54,12 +62,12 @@ __host__ __device__ inline int fhc_cs(int G) { return (G + FHC_HB - 1) / FHC_HB;
 
 // The shared arrays of a block (ch: step 6 on).
 struct fhc_smem {
-    bf16 *q, *stage;  // the own heads' q (4, FH_M, fa_ld); two stage buffers of their k or v (4, FHC_N, fa_ld)
+    bf16 *q, *stage;  // the own heads' q (8, FH_M, fa_ld); two stage buffers of their k or v (8, FHC_N, fa_ld)
     bf16 *s1;         // S1 [parity][hi, lo]: FHC_E entries of 16 heads each (fh_s1_at; fhc_s1)
     bf16 *p[2];       // step 6: P hi, lo, as S1
-    bf16 *p2;         // (4, FH_M, FHC_PLD): P2 of the own heads
+    bf16 *p2;         // (8, FH_M, FHC_PLD): P2 of the own heads
     bf16 *w;          // W1 hi, lo, W2'^T hi, lo for the own out heads (fhc_weights), FHC_WSZ each
-    float *al, *ls;   // (4, FH_M): alpha of a tile; the sums at the end
+    float *al, *ls;   // (8, FH_M): alpha of a tile; the sums at the end
 };
 __host__ __device__ inline size_t fhc_carve(int ch, int dp, unsigned char *base, fhc_smem *s) {
     const size_t rows = (size_t)FHC_HB * fa_ld(dp), e = (size_t)FHC_E * 16;
@@ -89,15 +97,15 @@ int fhc_takes(const tc_heads &hd, int dp, int clusters, size_t smem_max) {
 template <int DP> struct fhc_block {
     fhc_smem s;
     int b, bh0, i0, r, C, x;  // batch, the group's first (batch, head), query tile, rank, cluster size, exchanges
-    int st[4], st2[2];        // document starts of rows 4w + qq (statistics) and g, g + 8 (S1, O)
-    float m[4][2], l[4][2];   // per row qq and slot hh (own head 2t + hh): max (then lse), sum
-    mma_c o[DP / 8];          // O of head 4r + w, rows g, g + 8
+    int st[FHC_QW], st2[2];   // document starts of rows FHC_QW w + qq (statistics) and g, g + 8 (S1, O)
+    float m[FHC_QW][2], l[FHC_QW][2];  // per row qq and slot hh (own head 2t + hh): max (then lse), sum
+    mma_c o[DP / 8];          // O of head 8r + w, rows g, g + 8
 };
 
-// The mixing blocks: W1 and W2'^T (fh_wval) rows of the own out heads 4r + o (o < 4; 4..7 zero),
-// every in head, split into hi and lo.
+// The mixing blocks: W1 and W2'^T (fh_wval) rows of the own out heads 8r + o, every in head,
+// split into hi and lo.
 template <int DP> __device__ __forceinline__ void fhc_weights(const tc_args &a, const tc_heads &hd, fhc_block<DP> &k) {
-    for (int e = threadIdx.x; e < 2 * 8 * 16; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < 2 * 8 * 16; e += FHC_THREADS) {
         const int m = e / 128, o = e % 128 / 16, in = e % 16;
         const float x = o < FHC_HB ? fh_wval(a, hd, k.bh0 % a.H, m, FHC_HB * k.r + o, in) : 0.0f;
         bf16_split(x, k.s.w[2 * m * FHC_WSZ + o * FHC_WLD + in], k.s.w[(2 * m + 1) * FHC_WSZ + o * FHC_WLD + in]);
@@ -122,7 +130,7 @@ __device__ __forceinline__ void fhc_mix(const bf16 *xh, const bf16 *xl, const bf
     mma_16816(y, ah, bl);
 }
 
-// S1 of warp w's head 4r + w for key tile j0 (its k rows in the stage buf): scale q k^T, 0 where
+// S1 of warp w's head 8r + w for key tile j0 (its k rows in the stage buf): scale q k^T, 0 where
 // the row does not see the key, split into the block's arrays hi, lo.
 template <int DP>
 __device__ __forceinline__ void fhc_scores(const tc_args &a, const tc_heads &hd, const fhc_block<DP> &k, int j0,
@@ -144,22 +152,23 @@ __device__ __forceinline__ void fhc_scores(const tc_args &a, const tc_heads &hd,
 }
 
 // The block's heads of every entry of its arrays hi, lo into the same arrays of the cluster's
-// other blocks, two heads (4 bytes) a store.
-template <int DP> __device__ __forceinline__ void fhc_share(const tc_heads &hd, const fhc_block<DP> &k, bf16 *hi, bf16 *lo) {
-    const int nh = hd.G - FHC_HB * k.r, np = (nh < FHC_HB ? nh + 1 : FHC_HB) / 2;
-    for (int e = threadIdx.x; e < 2 * np * FHC_E; e += TC_THREADS) {
-        const int arr = e / (np * FHC_E), pr = e % (np * FHC_E) / FHC_E, ent = e % FHC_E;
-        const bf16 *src = (arr ? lo : hi) + fh_s1_at<1>(ent, FHC_HB * k.r + 2 * pr);
-        const uint32_t v = *(const uint32_t *)src;
-        for (int q = 1; q < k.C; q++) cl_st4(cl_map(src, (k.r + q) % k.C), v);
+// other blocks: their 16-byte half of the entry a store (heads past G as their zeros).
+struct alignas(16) fhc_x4 {
+    uint32_t x[4];
+};
+template <int DP> __device__ __forceinline__ void fhc_share(const fhc_block<DP> &k, bf16 *hi, bf16 *lo) {
+    for (int e = threadIdx.x; e < 2 * FHC_E; e += FHC_THREADS) {
+        const bf16 *src = (e / FHC_E ? lo : hi) + fh_s1_at<1>(e % FHC_E, FHC_HB * k.r);
+        const fhc_x4 v = *(const fhc_x4 *)src;
+        for (int q = 1; q < k.C; q++) cl_st16(cl_map(src, (k.r + q) % k.C), v.x[0], v.x[1], v.x[2], v.x[3]);
     }
 }
 
-// The online statistics of warp w's query row 4w + qq from its S2 y (keys g, g + 8 of own heads
+// The online statistics of warp w's query row FHC_QW w + qq from its S2 y (keys g, g + 8 of own heads
 // 2t + hh): per slot the new max, alpha and sum; y becomes P = exp(S2 - m) (0 where masked).
 template <int DP>
 __device__ __forceinline__ void fhc_online(const tc_args &a, fhc_block<DP> &k, int qq, int j0, mma_c &y, float alpha[2]) {
-    const int i = k.i0 + 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
+    const int i = k.i0 + FHC_QW * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4;
     FA_UNROLL
     for (int hh = 0; hh < 2; hh++) {
         float mx = k.m[qq][hh], sum = 0.0f;
@@ -178,13 +187,14 @@ __device__ __forceinline__ void fhc_online(const tc_args &a, fhc_block<DP> &k, i
     }
 }
 
-// Step 6's P of warp w's row 4w + qq (y: S2 as fhc_online's; m the final lse), split into hi + lo,
-// into the P arrays of every block of the cluster: lane t < 2 holds heads 2t, 2t + 1 of an entry.
+// Step 6's P of warp w's row FHC_QW w + qq (y: S2 as fhc_online's; m the final lse), split into hi +
+// lo, into the P arrays of every block of the cluster: lane t holds heads 2t, 2t + 1 of an entry
+// (cl_st4: the 4 lanes of an entry write its block's 16 contiguous bytes).
 template <int DP>
 __device__ __forceinline__ void fhc_put_p(const tc_args &a, const tc_heads &hd, const fhc_block<DP> &k, int qq, int j0,
                                           const mma_c &y) {
-    const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, h = FHC_HB * k.r + 2 * t;
-    if (t >= 2 || h >= hd.G) return;
+    const int q = FHC_QW * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, h = FHC_HB * k.r + 2 * t;
+    if (h >= hd.G) return;
     FA_UNROLL
     for (int r = 0; r < 2; r++) {
         float p[2];
@@ -203,18 +213,18 @@ __device__ __forceinline__ void fhc_put_p(const tc_args &a, const tc_heads &hd, 
     }
 }
 
-// P2 of warp w's row 4w + qq (y: keys g, g + 8 of own heads 2t + hh) with dropout, to bf16 in p2
+// P2 of warp w's row FHC_QW w + qq (y: keys g, g + 8 of own heads 2t + hh) with dropout, to bf16 in p2
 // (own heads < G).
 template <int DP>
 __device__ __forceinline__ void fhc_store_p2(const tc_args &a, const tc_heads &hd, const fhc_block<DP> &k, int qq,
                                              int j0, const mma_c &y) {
-    const int q = 4 * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int q = FHC_QW * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int hh = 0; hh < 2; hh++)
         FA_UNROLL
         for (int r = 0; r < 2; r++) {
             const int lh = 2 * t + hh, h = FHC_HB * k.r + lh, key = g + 8 * r;
-            if (lh >= FHC_HB || h >= hd.G) continue;
+            if (h >= hd.G) continue;
             const float v = y.x[2 * r + hh];  // 0 where the row does not see the key
             const float f = v != 0.0f ? tc_drop(a, k.bh0 + h, k.i0 + q, j0 + key) : 0.0f;
             k.s.p2[(lh * FH_M + q) * FHC_PLD + key] = __float2bfloat16_rn(v * f);
@@ -229,9 +239,9 @@ __device__ __forceinline__ void fhc_softmax(const tc_args &a, const tc_heads &hd
                                             int par) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, p6 = hd.ch && !stats;
     FA_UNROLL
-    for (int qq = 0; qq < 4; qq++) {
+    for (int qq = 0; qq < FHC_QW; qq++) {
         mma_c y;
-        fhc_mix(fhc_s1(k.s, par, 0), fhc_s1(k.s, par, 1), k.s.w, (4 * w + qq) * FHC_N, y);
+        fhc_mix(fhc_s1(k.s, par, 0), fhc_s1(k.s, par, 1), k.s.w, (FHC_QW * w + qq) * FHC_N, y);
         if (p6) {
             fhc_put_p(a, hd, k, qq, j0, y);
             continue;
@@ -242,14 +252,14 @@ __device__ __forceinline__ void fhc_softmax(const tc_args &a, const tc_heads &hd
         fhc_store_p2(a, hd, k, qq, j0, y);
         FA_UNROLL
         for (int hh = 0; hh < 2; hh++)
-            if (g == 0 && 2 * t + hh < FHC_HB) k.s.al[(2 * t + hh) * FH_M + 4 * w + qq] = alpha[hh];
+            if (g == 0) k.s.al[(2 * t + hh) * FH_M + FHC_QW * w + qq] = alpha[hh];
     }
     if (!p6) return;
     cl_sync();  // every block's P of the tile is in place
     FA_UNROLL
-    for (int qq = 0; qq < 4; qq++) {
+    for (int qq = 0; qq < FHC_QW; qq++) {
         mma_c y;
-        fhc_mix(k.s.p[0], k.s.p[1], k.s.w + 2 * FHC_WSZ, (4 * w + qq) * FHC_N, y);
+        fhc_mix(k.s.p[0], k.s.p[1], k.s.w + 2 * FHC_WSZ, (FHC_QW * w + qq) * FHC_N, y);
         fhc_store_p2(a, hd, k, qq, j0, y);
     }
 }
@@ -263,7 +273,7 @@ __device__ __forceinline__ void fhc_tile(const tc_args &a, const tc_heads &hd, f
     bf16 *hi = fhc_s1(k.s, par, 0), *lo = fhc_s1(k.s, par, 1);
     fhc_scores(a, hd, k, j0, buf, hi, lo);
     __syncthreads();  // the block's heads of each entry are in place
-    fhc_share(hd, k, hi, lo);
+    fhc_share(k, hi, lo);
     cl_sync();  // and every block's
     fhc_softmax(a, hd, k, stats, j0, par);
 }
@@ -293,8 +303,8 @@ __device__ __forceinline__ void fhc_setup(const tc_args &a, const tc_heads &hd, 
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.i0 = (gridDim.x / k.C - 1 - blockIdx.x / k.C) * FH_M;
     fhc_weights(a, hd, k);
     FA_UNROLL
-    for (int qq = 0; qq < 4; qq++) {
-        const int i = k.i0 + 4 * w + qq;
+    for (int qq = 0; qq < FHC_QW; qq++) {
+        const int i = k.i0 + FHC_QW * w + qq;
         k.st[qq] = i < a.T ? mta_row_start(a.ds, a.T, k.b, i) : 0;
         k.m[qq][0] = k.m[qq][1] = -INFINITY, k.l[qq][0] = k.l[qq][1] = 0.0f;
     }
@@ -305,13 +315,14 @@ __device__ __forceinline__ void fhc_setup(const tc_args &a, const tc_heads &hd, 
     }
     fa_zero(k.o);
     const bf16 zero = __float2bfloat16_rn(0.0f);
-    for (int e = threadIdx.x; e < FHC_E * 16; e += TC_THREADS) {
+    for (int e = threadIdx.x; e < FHC_E * 16; e += FHC_THREADS) {
         FA_UNROLL
         for (int x = 0; x < 4; x++) k.s.s1[x * FHC_E * 16 + e] = zero;
         if (hd.ch) k.s.p[0][e] = k.s.p[1][e] = zero;
     }
     for (int u = 0; u < FHC_HB && FHC_HB * k.r + u < hd.G; u++)
-        fa_load_rows(k.s.q + u * FH_M * ld, a.q + (size_t)(k.bh0 + FHC_HB * k.r + u) * a.Tp * a.dp, k.i0, FH_M, a.T, a.dp);
+        fa_load_rows(k.s.q + u * FH_M * ld, a.q + (size_t)(k.bh0 + FHC_HB * k.r + u) * a.Tp * a.dp, k.i0, FH_M, a.T, a.dp,
+                     FHC_THREADS);
 }
 
 // A stage of the walk: pass (0: statistics, with step 6), key tile j0, kind 0 (k) or 1 (v); the
@@ -334,7 +345,7 @@ __device__ __forceinline__ void fhc_stage_load(const tc_args &a, const tc_heads 
                                                bf16 *buf) {
     for (int u = 0; u < FHC_HB && FHC_HB * k.r + u < hd.G; u++) {
         const size_t slab = tc_kv_slab(a, k.bh0 + FHC_HB * k.r + u) * a.Tp * a.dp;
-        fa_load_rows(buf + u * FHC_N * fa_ld(a.dp), (p.kind ? a.v : a.k) + slab, p.j0, FHC_N, a.T, a.dp);
+        fa_load_rows(buf + u * FHC_N * fa_ld(a.dp), (p.kind ? a.v : a.k) + slab, p.j0, FHC_N, a.T, a.dp, FHC_THREADS);
     }
 }
 
@@ -343,12 +354,12 @@ __device__ __forceinline__ void fhc_stage_load(const tc_args &a, const tc_heads 
 template <int DP> __device__ __forceinline__ void fhc_finish(const tc_args &a, const tc_heads &hd, fhc_block<DP> &k, float *out) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
-    for (int qq = 0; qq < 4; qq++)
+    for (int qq = 0; qq < FHC_QW; qq++)
         FA_UNROLL
         for (int hh = 0; hh < 2; hh++) {
-            const int lh = 2 * t + hh, h = FHC_HB * k.r + lh, i = k.i0 + 4 * w + qq;
-            if (g || lh >= FHC_HB || h >= hd.G) continue;
-            k.s.ls[lh * FH_M + 4 * w + qq] = hd.ch ? 1.0f : k.l[qq][hh];
+            const int lh = 2 * t + hh, h = FHC_HB * k.r + lh, i = k.i0 + FHC_QW * w + qq;
+            if (g || h >= hd.G) continue;
+            k.s.ls[lh * FH_M + FHC_QW * w + qq] = hd.ch ? 1.0f : k.l[qq][hh];
             if (i < a.T) a.lse[(size_t)(k.bh0 + h) * a.T + i] = hd.ch ? k.m[qq][hh] : k.m[qq][hh] + logf(k.l[qq][hh]);
         }
     __syncthreads();
@@ -365,7 +376,7 @@ template <int DP> __device__ __forceinline__ void fhc_finish(const tc_args &a, c
 // query tiles of FH_M rows times the cluster size, the last tile's cluster first; y B*H/G): as the
 // header says; O (before norm and gate) to out and a.o, each row's log-sum-exp to a.lse.
 template <int DP>
-__global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_cl_forward_t(tc_args a, tc_heads hd, float *out) {
+__global__ void __launch_bounds__(FHC_THREADS, 1) k_fa_head_cl_forward_t(tc_args a, tc_heads hd, float *out) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     fhc_block<DP> k;
     fhc_setup(a, hd, sh, k);
@@ -388,7 +399,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_cl_forward_t(tc_args 
         __syncthreads();  // before the next stage's copies overwrite this buffer
         if (nx.pass != cur.pass && nx.pass < npass) {  // the statistics are final: m becomes the log-sum-exp
             FA_UNROLL
-            for (int qq = 0; qq < 4; qq++) k.m[qq][0] += logf(k.l[qq][0]), k.m[qq][1] += logf(k.l[qq][1]);
+            for (int qq = 0; qq < FHC_QW; qq++) k.m[qq][0] += logf(k.l[qq][0]), k.m[qq][1] += logf(k.l[qq][1]);
         }
         cur = nx;
     }
@@ -404,7 +415,7 @@ template <int DP> void fhc_forward_at(const call *cl, const tc_args &a, const tc
     const unsigned cs = (unsigned)fhc_cs(hd.G);
     tc_smem_optin(k_fa_head_cl_forward, sm);
     const dim3 grid((unsigned)((a.T + FH_M - 1) / FH_M) * cs, (unsigned)(B * a.H / hd.G));
-    MTA_LAUNCH_CLUSTER(k_fa_head_cl_forward, grid, TC_THREADS, sm, cl->s, cs)(a, hd, out);
+    MTA_LAUNCH_CLUSTER(k_fa_head_cl_forward, grid, FHC_THREADS, sm, cl->s, cs)(a, hd, out);
 }
 void fh_cl_forward(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *out) {
     if (a.dp <= 64) fhc_forward_at<64>(cl, a, hd, B, out);

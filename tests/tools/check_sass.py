@@ -85,6 +85,13 @@ ONE_BLOCK = {
     # block per SM, of 8 warps (FE_BWD_THREADS), as FlashAttention-2's backward.
     'k_fa_every_dq': "16 heads' planes on a tile grown by both convolutions' halos",
     'k_fa_every_dkdv': "16 heads' planes on a tile grown by both convolutions' halos",
+    # The cluster forward has a warp per head (O of a head, 16 rows by d, in its registers: two
+    # heads a warp would spill at d = 128) and 8 heads a block, so that 16 heads take a cluster of
+    # 2 blocks: each block sends its S1 and P to one other, a third of the distributed shared
+    # memory traffic of 4 blocks of 4 heads, which bounds the kernel. 8 warps of 160-200 registers
+    # are more than half the SM's 64 K, so one block of 8 warps per SM.
+    'k_fa_head_cl_forward_t<64>': "a warp per head, 8 heads a block (a cluster of 2 for 16)",
+    'k_fa_head_cl_forward_t<128>': "a warp per head, 8 heads a block (a cluster of 2 for 16)",
 }
 
 # SASS opcodes (before the first '.') counted per kernel, by class.

@@ -161,9 +161,9 @@ MUTATIONS = [
      '        step(cur, s.stage + (n & 1) * s.sbuf);\n', RUN_AHEAD),
     # k_fa_head_cl_forward (mta_cuda_fa_heads_cl.cuh, groups of up to 16 heads): --only test_bf16_tensor_cores
     ('tensor cores: the cluster barrier after the S1 exchange removed (k_fa_head_cl_forward)', FHC,
-     '    fhc_share(hd, k, hi, lo);\n    cl_sync();  // and every block\'s\n', '    fhc_share(hd, k, hi, lo);\n'),
+     '    fhc_share(k, hi, lo);\n    cl_sync();  // and every block\'s\n', '    fhc_share(k, hi, lo);\n'),
     ('tensor cores: the S1 exchange stores to the wrong rank (k_fa_head_cl_forward)', FHC,
-     'cl_st4(cl_map(src, (k.r + q) % k.C), v);', 'cl_st4(cl_map(src, (k.r + q + 1) % k.C), v);'),
+     'cl_st16(cl_map(src, (k.r + q) % k.C),', 'cl_st16(cl_map(src, (k.r + q + 1) % k.C),'),
     # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the convolution\'s band shifted by one key', FC,
      'c = e % g.bw - 8 - e / g.bw % 8 - sh;', 'c = e % g.bw - 7 - e / g.bw % 8 - sh;'),

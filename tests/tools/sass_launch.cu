@@ -34,7 +34,7 @@ void print_head_kernels(int d, int H) {
         print_launch(name, TC_THREADS, fh_smem_bytes(kinds[i], hd.G, tc_dp(d)));
     }
     if (hd.nq == 1)  // the forward on clusters (fhc_forward_at), on an H100
-        print_launch(tc_dp(d) <= 64 ? "k_fa_head_cl_forward_t<64>" : "k_fa_head_cl_forward_t<128>", TC_THREADS,
+        print_launch(tc_dp(d) <= 64 ? "k_fa_head_cl_forward_t<64>" : "k_fa_head_cl_forward_t<128>", FHC_THREADS,
                      fhc_smem_bytes(hd.ch, tc_dp(d)));
 }
 
