@@ -1154,9 +1154,35 @@ def head_bwd_ops(kv, c):
 
 def head_ops(c):
     """Each head kernel's warp operations per tile pair of a group, config c: {G (heads of a group),
-    mix, ch (head mixing, head convolution on), dp (d padded to 16)}."""
-    return {"k_fa_head_forward": head_fwd_ops(c), "k_fa_head_dq": head_bwd_ops(False, c),
-            "k_fa_head_dkdv": head_bwd_ops(True, c)}
+    mix, ch (head mixing, head convolution on), dp (d padded to 16)}. The forward of groups of up
+    to 16 heads is k_fa_head_cl_forward (a device with clusters: an H100's, the emulator's; its
+    pairs have FHC_N keys), of larger ones k_fa_head_forward."""
+    fwd = ({"k_fa_head_cl_forward": cluster_fwd_ops(dict(c, C=fhc_cs(c["G"])))} if fh_nq(c["G"]) == 1
+           else {"k_fa_head_forward": head_fwd_ops(c)})
+    return {**fwd, "k_fa_head_dq": head_bwd_ops(False, c), "k_fa_head_dkdv": head_bwd_ops(True, c)}
+
+
+def head_tile(c, name=None):
+    """The head kernels' tile pair (query rows, keys): the cluster forward's FH_M x FHC_N, the others'
+    FH_M x fh_keys."""
+    return (FH_M, FHC_N) if name == "k_fa_head_cl_forward" else (FH_M, fh_keys(fh_nq(c["G"])))
+
+
+def head_sass(name, c):
+    """A head kernel's name in the SASS table: the cluster forward's template is O's width, the
+    others' fh_nq."""
+    if name == "k_fa_head_cl_forward":
+        return f"{name}_t<{64 if c['dp'] <= 64 else 128}>"
+    return f"{name}_t<{fh_nq(c['G'])}>"
+
+
+def head_tile_ops(c):
+    """The cluster forward's counts per query tile of a head (cluster_tile_ops' per cluster tile over
+    its G heads: q, resident, and O written once); k_fa_head_forward's are all per tile pair."""
+    if fh_nq(c["G"]) != 1:
+        return {}
+    n = cluster_tile_ops(dict(c, C=fhc_cs(c["G"])))["forward"]
+    return {"k_fa_head_cl_forward": ({f: v / c["G"] for f, v in n.items()}, False)}
 
 
 def fa2_ops(c):
@@ -1189,12 +1215,14 @@ def fa2_tile_ops(c):
     return out
 
 
-# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys) at a config, its kernels'
+# Each family of kernels as built: its ops per tile pair, its tile (query rows, keys) at a config (and
+# kernel, where its kernels' differ), its kernels'
 # names in docs/cuda.md's SASS table (templates by G or d), and its counts per row tile (or None).
 BUILT = {
-    "every": (every_ops, lambda c: (FE_M, FE_N), lambda name, c: name, None),
-    "heads": (head_ops, lambda c: (FH_M, fh_keys(fh_nq(c["G"]))), lambda name, c: f"{name}_t<{fh_nq(c['G'])}>", None),
-    "fa2": (fa2_ops, lambda c: (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>", fa2_tile_ops),
+    "every": (every_ops, lambda c, name=None: (FE_M, FE_N), lambda name, c: name, None),
+    "heads": (head_ops, head_tile, head_sass, head_tile_ops),
+    "fa2": (fa2_ops, lambda c, name=None: (FA_T, FA_T), lambda name, c: f"{name}_t<{64 if c['dp'] <= 64 else 128}>",
+            fa2_tile_ops),
 }
 
 
@@ -1208,11 +1236,12 @@ def built_launch(fam, c, B, H, Hkv, T):
     """{kernel: counts of the whole launch} of family fam at config c: the per-tile-pair counts
     times the causal pairs of the B H / G groups, plus the per-row-tile counts times the tiles."""
     ops, tile, _, tile_ops = BUILT[fam]
-    M, N = tile(c)
-    pairs = B * H // c["G"] * causal_pairs(T, M, N)
-    out = {name: {f: v * pairs for f, v in n.items()} for name, n in ops(c).items()}
+    out = {}
+    for name, n in ops(c).items():
+        pairs = B * H // c["G"] * causal_pairs(T, *tile(c, name))
+        out[name] = {f: v * pairs for f, v in n.items()}
     for name, (n, kv) in (tile_ops(c) if tile_ops else {}).items():
-        tiles = B * (Hkv if kv else H) * -(-T // M)
+        tiles = B * (Hkv if kv else H) * -(-T // tile(c, name)[0])
         out[name] = {f: v + n[f] * tiles for f, v in out[name].items()}
     return out
 
@@ -1244,7 +1273,6 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
     reads and writes as L2 traffic, each expf of P at the MUFU rate; the other CUDA-core work and
     stores to shared memory not counted: a lower bound)."""
     _, tile, sass, _ = BUILT[fam]
-    M, N = tile(c)
     groups, rates = B * H // c["G"], mma_rates(d, T, cls)
     out = []
     for name, n in built_launch(fam, c, B, H, H, T).items():
@@ -1253,6 +1281,7 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
                              "nor --every-blocks")
         threads, blocks = occupancy[sass(name, c)]
         scale = min(1.0, blocks * threads / 32 / FULL_WARPS)
+        M, N = tile(c, name)
         k = {"name": name, "dir": "fwd" if name.endswith(("forward", "stats")) else "bwd", "mma": n["mma"],
              "tc_flops": MMA_FLOPS * n["mma"], "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
              "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "global_bytes": n["global_bytes"], "hbm_bytes": 0,
@@ -1261,7 +1290,14 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
              # per SM than there are blocks to fill them idles no rate
              "wave_eff": lpt_efficiency(causal_tiles(groups, T, N if name.endswith("dkdv") else M), SMS),
              "rate_scale": scale}
-        t, s, bound = kernel_time(k, {dr: r * scale for dr, r in rates.items()}, cls == "fa3")
+        scaled = {dr: r * scale for dr, r in rates.items()}
+        if name == "k_fa_head_cl_forward":  # its cluster's terms too, its tiles on SMS / C slots
+            C = fhc_cs(c["G"])
+            k.update(C=C, dsmem_bytes=n["dsmem_bytes"], barriers=n["barriers"],
+                     wave_eff=lpt_efficiency(causal_tiles(groups, T, M), SMS // C))
+            t, s, bound = cluster_time(k, scaled, blocks)
+        else:
+            t, s, bound = kernel_time(k, scaled, cls == "fa3")
         out.append(dict(k, ms=s * 1e3, bound=bound, terms_ms={x: v * 1e3 for x, v in t.items()}))
     return out
 
@@ -1387,9 +1423,10 @@ def print_built(layer, occupancy, markdown):
 # once, and all-gathers what the mixing of its own output heads needs of every head (S1 hi + lo;
 # dP2 hi; dS2 and P hi + lo) into every block's shared memory (st.shared::cluster), one
 # barrier.cluster per exchange (MEMBAR.ALL.GPU, UCGABAR_ARV, UCGABAR_WAIT on sm_90). Its forward
-# is k_fa_head_cl_forward (src/attn/mta_cuda_fa_heads_cl.cuh, C = 4 blocks of 4 warps, warp w head
-# 4r + w, FH_M query rows by FHC_N keys: cluster_fwd_ops equals the emulator's counts of it for the
-# 830M layer 3 at d = 64, 96, 128); its dQ and dK/dV are designs. Two constants no paper
+# at C = 2 is k_fa_head_cl_forward (src/attn/mta_cuda_fa_heads_cl.cuh: blocks of FHC_HB = 8 warps,
+# warp w head 8r + w, FH_M query rows by FHC_N keys, one block per SM; cluster_fwd_ops is the head
+# family's forward in BUILT, which --check compares with the emulator's counts); at C = 4 (4 warps
+# a block) it is a design, as are dQ and dK/dV. Two constants no paper
 # measures for this use (assumptions, each printed halved and doubled by --cluster):
 # DSMEM_BW: the SM-to-SM network's throughput over the GPU, 3.27 TB/s at cluster size 2 and 2.65
 #   TB/s at 4: the ring copy of Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
@@ -1399,10 +1436,30 @@ def print_built(layer, occupancy, markdown):
 #   180-cycle SM-to-SM latency of the same paper) after MEMBAR.ALL.GPU drains the thread's memory
 #   operations (an L2 round trip, its 263 cycles), at the H100's 1.98 GHz; a block waits it out,
 #   its SM's other resident blocks run meanwhile.
-FHC_N = 16                            # keys of a cluster tile (mta_cuda_fa_heads_cl.cuh)
+FHC_N, FHC_HB = 16, 8                 # keys of a cluster tile; heads (warps) of a forward block (mta_cuda_fa_heads_cl.cuh)
 DSMEM_BW = {2: 3.27e12, 4: 2.65e12}   # bytes/s over all SMs, by cluster size
 CLUSTER_BARRIER = (2 * 180 + 263) / 1.98e9
-CLUSTER_BLOCKS = 2                    # blocks per SM (the forward's __launch_bounds__; assumed for the designs)
+CLUSTER_BLOCKS = 2                    # blocks (of 4 warps) per SM assumed for the designs
+
+
+def fhc_cs(G):
+    """fhc_cs: the cluster forward's blocks for a group of G heads."""
+    return -(-G // FHC_HB)
+
+
+def cluster_time(k, rates, blocks, dsmem_x=1.0, barrier_x=1.0):
+    """kernel_time of a cluster kernel k (with its C, dsmem_bytes, barriers) and two more terms: the
+    stores between SMs at DSMEM_BW[C] (x dsmem_x) and the barriers' waits (CLUSTER_BARRIER x
+    barrier_x a block, overlapped by an SM's `blocks` resident blocks); the largest over the wave
+    efficiency, plus a launch."""
+    t, _, bound = kernel_time(k, rates, False)
+    C = k["C"]
+    t["DSMEM"] = k["dsmem_bytes"] / (DSMEM_BW[C] * dsmem_x)
+    t["barriers"] = k["barriers"] * C * CLUSTER_BARRIER * barrier_x / (SMS * blocks)
+    bounds = {"cores": t["tensor cores"] + t["CUDA cores"],
+              **{x: t[x] for x in ("shared memory", "L2", "HBM", "DSMEM", "barriers")}}
+    top = max(bounds, key=bounds.get)
+    return t, bounds[top] / k["wave_eff"] + LAUNCH, bound if top == "cores" else top
 
 
 class ClusterOps(WarpOps):
@@ -1425,8 +1482,8 @@ class ClusterOps(WarpOps):
 
     def heads_mix(self, times, al=1, bl=1):
         """A mixing of the tile for the own output heads of each block (fhc_mix): per block and query
-        row, A (16 heads: hi, lo) by ldmatrix x4, per n-tile of 8 own heads (4 padded to 8) B hi, lo
-        by x2 and 2 + al MMAs (al: A's lo; bl: B's lo)."""
+        row, A (16 heads: hi, lo) by ldmatrix x4, per n-tile of 8 own heads (C = 4: 4 padded to 8) B
+        hi, lo by x2 and 2 + al MMAs (al: A's lo; bl: B's lo)."""
         n, nt = times * self.C * FH_M, -(-(self.G // self.C) // 8)
         self.ldsm(4, n * (1 + al))
         self.ldsm(2, n * nt * (1 + bl))
@@ -1521,13 +1578,12 @@ def cluster_tile_ops(c):
     return out
 
 
-def cluster_kernels(C, B, H, d, T, dsmem_x=1.0, barrier_x=1.0):
+def cluster_kernels(C, B, H, d, T, occupancy, dsmem_x=1.0, barrier_x=1.0):
     """The cluster family's kernels for the head-only layer at cluster size C: each one's counts for
-    the whole launch and time: kernel_time's terms (MMAs at the FA2-class rate, ldmatrix bytes as
-    shared memory, cp.async and global bytes as L2) and two more, the stores between SMs at
-    DSMEM_BW[C] (x dsmem_x) and the barriers' waits (CLUSTER_BARRIER x barrier_x, overlapped by an
-    SM's CLUSTER_BLOCKS resident blocks), the largest over the wave efficiency of the clusters' tiles
-    over SMS / C slots, plus a launch."""
+    the whole launch and time (cluster_time: MMAs at the FA2-class rate, ldmatrix bytes as shared
+    memory, cp.async and global bytes as L2, the stores between SMs, the barriers; the wave
+    efficiency of the clusters' tiles over SMS / C slots). The forward as built (C = fhc_cs(16)) has
+    the blocks per SM of occupancy (the SASS table), the designs CLUSTER_BLOCKS."""
     c = {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "C": C}
     groups, rates = B * H // c["G"], mma_rates(d, T, "fa2")
     pairs, tiles = groups * causal_pairs(T, FH_M, FHC_N), groups * -(-T // FH_M)
@@ -1535,27 +1591,25 @@ def cluster_kernels(C, B, H, d, T, dsmem_x=1.0, barrier_x=1.0):
     for name, ops in (("forward", cluster_fwd_ops), ("dQ", cluster_dq_ops), ("dK/dV", cluster_dkdv_ops)):
         per, tile = ops(c), cluster_tile_ops(c)[name]
         n = {f: v * pairs + tile[f] * tiles for f, v in per.items()}
+        built = name == "forward" and C == fhc_cs(c["G"])
+        blocks = occupancy[head_sass("k_fa_head_cl_forward", c)][1] if built else CLUSTER_BLOCKS
         k = {"name": name, "dir": "fwd" if name == "forward" else "bwd", "tc_flops": MMA_FLOPS * n["mma"],
              "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
-             "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "hbm_bytes": 0, "wave_eff": 1.0}
-        t, _, bound = kernel_time(k, rates, False)
-        t["DSMEM"] = n["dsmem_bytes"] / (DSMEM_BW[C] * dsmem_x)
-        t["barriers"] = n["barriers"] * C * CLUSTER_BARRIER * barrier_x / (SMS * CLUSTER_BLOCKS)
-        core = t["tensor cores"] + t["CUDA cores"]
-        bounds = {"cores": core, **{x: t[x] for x in ("shared memory", "L2", "HBM", "DSMEM", "barriers")}}
-        top = max(bounds, key=bounds.get)
-        eff = lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C)
-        out.append(dict(k, counts=n, per_pair=per, wave_eff=eff, terms_ms={x: v * 1e3 for x, v in t.items()},
-                        bound=bound if top == "cores" else top, ms=(bounds[top] / eff + LAUNCH) * 1e3))
+             "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "hbm_bytes": 0, "C": C,
+             "dsmem_bytes": n["dsmem_bytes"], "barriers": n["barriers"],
+             "wave_eff": lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C)}
+        t, s, bound = cluster_time(k, rates, blocks, dsmem_x, barrier_x)
+        out.append(dict(k, counts=n, per_pair=per, built=built, blocks_per_sm=blocks,
+                        terms_ms={x: v * 1e3 for x, v in t.items()}, bound=bound, ms=s * 1e3))
     return out
 
 
-def cluster_layer_ms(C, B, H, d, T, design, **x):
+def cluster_layer_ms(C, B, H, d, T, design, occupancy, **x):
     """The head-only layer on the cluster family: its three kernels and design's (d's) kernels
     outside the tiles (norm/gate backward, dQ conversion, kernel-gradient sums); dk and dv are each
     query head's own (H = H_kv at issue 46's shape), so no k_tc_head_kv."""
     rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
-    return sum(k["ms"] for k in cluster_kernels(C, B, H, d, T, **x)) + sum(rest)
+    return sum(k["ms"] for k in cluster_kernels(C, B, H, d, T, occupancy, **x)) + sum(rest)
 
 
 def print_cluster(markdown):
@@ -1565,32 +1619,34 @@ def print_cluster(markdown):
     B, H, d, T = 2, 16, 96, 4096
     a = sdpa(B, H, d, T)["ms"]
     design = mma_for("830M no-conv", B, H, d, T, False, "fa2", None)
+    occ = sass_occupancy(ROOT)
     rows, layer = [], {}
     for C in (2, 4):
-        for k in cluster_kernels(C, B, H, d, T):
+        for k in cluster_kernels(C, B, H, d, T, occ):
             n, t = k["per_pair"], k["terms_ms"]
-            built = "as built (k_fa_head_cl_forward)" if k["name"] == "forward" and C == 4 else "design"
+            built = "as built (k_fa_head_cl_forward)" if k["built"] else "design"
             rows.append([str(C), k["name"], built, f"{n['mma'] / 16:.0f}", f"{n['ldmatrix_bytes'] / 16 / 1024:.1f}",
                          f"{n['cp_async_bytes'] / 16 / 1024:.1f}", f"{n['dsmem_bytes'] / 16 / 1024:.1f}",
                          str(n["barriers"]), *(f"{t[x]:.2f}" for x in ("tensor cores", "shared memory", "L2", "DSMEM",
                                                                       "barriers")), k["bound"], f"{k['ms']:.2f}"])
-        layer[C] = cluster_layer_ms(C, B, H, d, T, design)
+        layer[C] = cluster_layer_ms(C, B, H, d, T, design, occ)
         rows.append([str(C), "head-only layer", "", "", "", "", "", "", "", "", "", "", "", "",
                      f"{layer[C]:.2f} ({layer[C] / a:.1f}x)"])
     print(f"The cluster family, 830M head-only layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, "
-          f"tile pairs of {FH_M} x {FHC_N}, {CLUSTER_BLOCKS} blocks of 4 warps per SM: PREDICTED (a model, not measured)"
+          f"tile pairs of {FH_M} x {FHC_N}, the forward as built {occ[head_sass('k_fa_head_cl_forward', {'dp': up16(d)})][1]} "
+          f"block of {FHC_HB} warps per SM, the designs {CLUSTER_BLOCKS} blocks of 4: PREDICTED (a model, not measured)"
           + ("\n" if markdown else ""))
     table(["C", "kernel", "kernel is", "MMAs per head and tile pair", "ldmatrix KB per head and pair",
            "cp.async KB per head and pair", "DSMEM KB per head and pair", "cluster barriers per pair", "tensor ms",
            "smem ms", "L2 ms", "DSMEM ms", "barrier ms", "bound", "ms"], rows, markdown)
     print(("\n" if markdown else "") + f"the layer: the three kernels and (d)'s norm/gate backward, dQ conversion and "
           f"kernel-gradient sums, against SDPA's {a:.2f} ms; the head kernels as built: "
-          f"{built_layer_ms('head-only', B, H, d, T, design, sass_occupancy(ROOT)):.2f} ms. DSMEM bandwidth "
+          f"{built_layer_ms('head-only', B, H, d, T, design, occ):.2f} ms. DSMEM bandwidth "
           f"{DSMEM_BW[2] / 1e12:.2f} TB/s (C = 2), {DSMEM_BW[4] / 1e12:.2f} TB/s (C = 4) over the GPU, a cluster barrier "
           f"{CLUSTER_BARRIER * 1e6:.2f} us: assumptions (bench/cuda_perf_model.py, DSMEM_BW)\n")
     rows = []
     for C in (2, 4):
-        moved = [cluster_layer_ms(C, B, H, d, T, design, **{x: f})
+        moved = [cluster_layer_ms(C, B, H, d, T, design, occ, **{x: f})
                  for x in ("dsmem_x", "barrier_x") for f in (0.5, 2.0)]
         rows.append([str(C)] + [f"{v:.2f} ({v / a:.1f}x)" for v in [layer[C]] + moved])
     table(["C", "head-only layer ms", "DSMEM bandwidth x0.5", "x2", "cluster barrier x0.5", "x2"], rows, markdown)
@@ -1854,13 +1910,13 @@ def check_mma():
 
 def check_cluster():
     """The cluster forward's counts per tile pair against the hand derivation (830M head-only layer,
-    d = 96: 6 k steps; C = 4 blocks of 4 heads; two passes with step 6): S1 of 16 heads per pass (2
-    MMAs a k step), three mixings (S2 twice, P2) of 4 blocks x 16 rows x 3 MMAs (8 heads, 4 of them
-    padding, an n-tile), P2 v of 16 heads (2 MMAs a k step); three exchanges (S1 twice, P) of 16
-    heads x 256 entries x 4 bytes to 3 blocks, a barrier each; k twice and v once, 16 heads x 16
-    rows x 96 x 2 bytes."""
-    n = cluster_fwd_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": 4})
-    want = {"mma": 2 * 16 * 12 + 3 * 4 * 16 * 3 + 16 * 12, "dsmem_bytes": 3 * 16 * 256 * 4 * 3, "barriers": 3,
+    d = 96: 6 k steps; C = 2 blocks of 8 heads; two passes with step 6): S1 of 16 heads per pass (2
+    MMAs a k step), three mixings (S2 twice, P2) of 2 blocks x 16 rows x 3 MMAs (8 heads, an
+    n-tile), P2 v of 16 heads (2 MMAs a k step); three exchanges (S1 twice, P) of 16 heads x 256
+    entries x 4 bytes to the one other block, a barrier each; k twice and v once, 16 heads x 16 rows
+    x 96 x 2 bytes."""
+    n = cluster_fwd_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": fhc_cs(16)})
+    want = {"mma": 2 * 16 * 12 + 3 * 2 * 16 * 3 + 16 * 12, "dsmem_bytes": 1 * 16 * 256 * 4 * 3, "barriers": 3,
             "cp_async_bytes": 3 * 16 * 16 * 96 * 2}
     bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
     return [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
