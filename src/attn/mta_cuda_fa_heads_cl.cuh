@@ -27,11 +27,12 @@
 //
 // Why these sizes: a warp per head gives every warp one S1 and one O (two heads a warp would
 // double O's registers, past 255 at d = 128). 8 heads a block make C = 2 for 16 heads: every block
-// sends its entries to one other, half the exchange of 4 blocks of 4 heads, which sent to 3. A
-// block of 8 warps runs alone on an H100 SM (its shared memory at d = 128 is over the 113 KB of
-// two; tests/tools/check_sass.py's ONE_BLOCK), which still has 8 warps. A tile has 16 keys, not
-// FH_N's 32: the S1 arrays are double-buffered and step 6 adds P's, 3 x 2 x 16 KB at 32 keys; at
-// 16 they are half. The query tile stays FH_M rows: O of a head in registers is 16 rows a warp.
+// sends its entries to one other, a third of the bytes of 4 blocks of 4 heads, each sending to 3.
+// A block of 8 warps runs alone on an H100 SM (its registers, and at d = 128 its shared memory,
+// are over half the SM's; tests/tools/check_sass.py's ONE_BLOCK), which still has 8 warps. A tile
+// has 16 keys, not FH_N's 32: the S1 arrays are double-buffered and step 6 adds P's, 3 x 2 x 16 KB
+// at 32 keys; at 16 they are half. The query tile stays FH_M rows: O of a head in registers is 16
+// rows a warp.
 //
 // Synchronisation. The S1 arrays are double-buffered by the parity of the exchange (counted, so
 // that the parity alternates across the passes too), so one cl_sync() per exchange suffices:
@@ -193,7 +194,7 @@ __device__ __forceinline__ void fhc_online(const tc_args &a, fhc_block<DP> &k, i
 template <int DP>
 __device__ __forceinline__ void fhc_put_p(const tc_args &a, const tc_heads &hd, const fhc_block<DP> &k, int qq, int j0,
                                           const mma_c &y) {
-    const int q = FHC_QW * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, h = FHC_HB * k.r + 2 * t;
+    const int q = FHC_QW * (threadIdx.x / 32) + qq, g = threadIdx.x % 32 / 4, h = FHC_HB * k.r + 2 * (threadIdx.x % 4);
     if (h >= hd.G) return;
     FA_UNROLL
     for (int r = 0; r < 2; r++) {
@@ -321,8 +322,8 @@ __device__ __forceinline__ void fhc_setup(const tc_args &a, const tc_heads &hd, 
         if (hd.ch) k.s.p[0][e] = k.s.p[1][e] = zero;
     }
     for (int u = 0; u < FHC_HB && FHC_HB * k.r + u < hd.G; u++)
-        fa_load_rows(k.s.q + u * FH_M * ld, a.q + (size_t)(k.bh0 + FHC_HB * k.r + u) * a.Tp * a.dp, k.i0, FH_M, a.T, a.dp,
-                     FHC_THREADS);
+        fa_load_rows(k.s.q + u * FH_M * ld, a.q + (size_t)(k.bh0 + FHC_HB * k.r + u) * a.Tp * a.dp, k.i0, FH_M, a.T,
+                     a.dp, FHC_THREADS);
 }
 
 // A stage of the walk: pass (0: statistics, with step 6), key tile j0, kind 0 (k) or 1 (v); the
