@@ -29,13 +29,13 @@
 // previous tile's X2 cl_sync(), at which every block arrives only after its first mixing, the last
 // reads of X1's arrays; it stores into X2's only after the tile's X1 cl_sync(), at which every
 // block arrives only after the previous tile's second mixing, the last reads of X2's. A cl_sync()
-// after the setup orders each block's zeroing of its arrays (the padding heads are read, never
-// written) before the others' stores; the kernel ends with cl_arrive_relaxed(); cl_wait().
+// after the setup orders each block's zeroing of its arrays (the heads past G of X1, and with
+// G <= 8 the unit of rank 1, are read, never written) before the others' stores; the kernel ends with cl_arrive_relaxed(); cl_wait().
 //
-// Why these sizes: a warp per head gives every warp one dK and one dV in registers (2 dp / 2 floats
-// a lane), so one block of 8 warps per SM (k_fa_every_dkdv's reason too: the working set, with 8
-// heads' q and dO staged, is past the 113 KB of two blocks); 8 heads a block halve the
-// exchanges' remote stores against 4 (each block sends its unit to C - 1 others).
+// Why these sizes: a warp per head gives every warp one dK and one dV in registers (dp floats a
+// lane), so one block of 8 warps per SM (k_fa_every_dkdv's reason too: the working set, with 8
+// heads' k, v, q and dO, is past the 113 KB of two blocks); 8 heads a block make 16 heads a
+// cluster of 2, whose all-gathers store each value into 1 other block, against 3 with 4 blocks.
 #ifndef MTAC_ATTN_MTA_CUDA_FA_HEADS_CL_DKDV_CUH
 #define MTAC_ATTN_MTA_CUDA_FA_HEADS_CL_DKDV_CUH
 
