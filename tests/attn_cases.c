@@ -197,16 +197,18 @@ const tc_case TC_CASES[] = {
      .docs = {62, 4, 61, 3, 70}, .seed = 5106, .sweeps = TC_QUICK},
     {"bf16_post_17x17", TC_BF16, .B = 2, .H = 4, .H_kv = 2, .T = 200, .d = 128, .post_cq = 17, .post_ck = 17,
      .gn = 1, .gate = 1, .dropout = 0.25f, .docs = {62, 4, 61, 3, 70}, .seed = 5103, .sweeps = TC_QUICK},
-    // head steps of other group sizes: 12 heads mixed at d = 128, 8 at d = 100 (documents, norm and
-    // gate); the forward on clusters (k_fa_head_cl_forward, 8 heads a block) has 2 blocks for the
-    // 830M layer's 16 heads (documents, norm and gate), for 12 (4 padding heads) and for 10 mixed
-    // alone (O rescaled by alpha per key tile), 1 for 8
+    // head steps of other group sizes: 12 heads mixed at d = 128, 16 mixed alone at d = 96 and 8 at
+    // d = 100 (documents, norm and gate). On clusters (k_fa_head_cl_forward, k_fa_head_cl_dkdv; 8
+    // heads a block) 9-16 heads take 2 blocks: the 830M layer's 16 heads (documents, norm and gate),
+    // 12 (4 padding heads), 10 mixed alone (O rescaled by alpha per key tile); 8 take 1
     {"bf16_heads_H12_d128", TC_BF16, .B = 1, .H = 12, .H_kv = 4, .T = 70, .d = 128, .mix = 1, .ch = 4,
      .dropout = 0.1f, .seed = 6000, .sweeps = TC_QUICK},
     {"bf16_heads_H16_d128_docs", TC_BF16, .B = 1, .H = 16, .H_kv = 4, .T = 70, .d = 128, .mix = 1, .ch = 16, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {21, 3, 30, 16}, .seed = 6007, .sweeps = TC_QUICK},
     {"bf16_heads_H10_mix_d64", TC_BF16, .B = 2, .H = 10, .H_kv = 5, .T = 70, .d = 64, .mix = 1, .seed = 6008,
      .sweeps = TC_QUICK},
+    {"bf16_heads_H16_mix_d96_docs", TC_BF16, .B = 1, .H = 16, .H_kv = 4, .T = 80, .d = 96, .mix = 1, .gn = 1,
+     .gate = 1, .dropout = 0.1f, .docs = {21, 3, 30, 16}, .seed = 6009, .sweeps = TC_QUICK},
     {"bf16_heads_H8_d100_docs", TC_BF16, .B = 2, .H = 8, .H_kv = 2, .T = 150, .d = 100, .mix = 1, .ch = 2, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {1, 300, 5, 27, 2}, .docs_first = 1, .seed = 6001,
      .sweeps = TC_QUICK | TC_SANITIZED},

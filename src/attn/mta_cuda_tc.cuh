@@ -191,6 +191,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads_dq.cuh"
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_heads_cl.cuh"
+#include "attn/mta_cuda_fa_heads_cl_dkdv.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
@@ -387,7 +388,9 @@ void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk,
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
     const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
-    fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp);
+    const int clk = fhd_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dK, dV on clusters
+    fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clk);
+    if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, w->dkp, w->dvp);
     tc_head_sums(cl, w, hd, dk, dv, g);
 }
 

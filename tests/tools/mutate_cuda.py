@@ -27,6 +27,7 @@ FH = 'src/attn/mta_cuda_fa_heads.cuh'  # the head steps' forward on mma.sync (k_
 FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FHC = 'src/attn/mta_cuda_fa_heads_cl.cuh'  # the head forward on clusters (k_fa_head_cl_forward)
+FHD = 'src/attn/mta_cuda_fa_heads_cl_dkdv.cuh'  # their dK, dV on clusters (k_fa_head_cl_dkdv)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
@@ -211,6 +212,11 @@ MUTATIONS = [
      '        fcb_keep_k(ah, so, sx + a);\n        fcb_keep_k(al, so, sx + a);\n', ''),
     ('tensor cores: the every-step backward\'s barrier before dS1 overwrites dS2 removed', FEB,
      '    __syncthreads();  // dS2 is read before the mixing overwrites it\n', '', RUN_AHEAD),
+    # k_fa_head_cl_dkdv (mta_cuda_fa_heads_cl_dkdv.cuh, groups of 9-16 heads): --only test_bf16_tensor_cores
+    ('tensor cores: the cluster barrier after the S1, dP2 exchange removed (k_fa_head_cl_dkdv)', FHD,
+     '    fhd_share(k, k.s.x1, 3);\n    cl_sync();  // and every block\'s\n', '    fhd_share(k, k.s.x1, 3);\n'),
+    ('tensor cores: the dK, dV exchanges store to the wrong rank (k_fa_head_cl_dkdv)', FHD,
+     'cl_st16(cl_map(src, (k.r + q) % k.C)', 'cl_st16(cl_map(src, (k.r + q + 1) % k.C)'),
 ]
 
 

@@ -33,9 +33,13 @@ void print_head_kernels(int d, int H) {
         snprintf(name, sizeof name, "k_fa_head_%s_t<%d>", kind[i], hd.nq);
         print_launch(name, TC_THREADS, fh_smem_bytes(kinds[i], hd.G, tc_dp(d)));
     }
-    if (hd.nq == 1)  // the forward on clusters (fhc_forward_at), on an H100
+    if (hd.nq == 1) {  // the forward on clusters (fhc_forward_at), on an H100
         print_launch(tc_dp(d) <= 64 ? "k_fa_head_cl_forward_t<64>" : "k_fa_head_cl_forward_t<128>", FHC_THREADS,
                      fhc_smem_bytes(hd.ch, tc_dp(d)));
+        // and the dK, dV on clusters (fhd_dkdv_at)
+        print_launch(tc_dp(d) <= 64 ? "k_fa_head_cl_dkdv_t<64>" : "k_fa_head_cl_dkdv_t<128>", FHD_THREADS,
+                     fhd_smem_bytes(fhd_nbuf(tc_dp(d), H100_SMEM_OPTIN), tc_dp(d)));
+    }
 }
 
 // The attention kernels at padded width dp, named as c++filt names their instance (<64> serves

@@ -26,8 +26,8 @@ void mta_cuda_emu_set_schedule(uint64_t schedule);
 void mta_cuda_emu_set_shared_optin(size_t bytes);
 // Whether the emulated device launches thread block clusters (what cudaDevAttrClusterLaunch
 // reports): 1, the default, as a device of compute capability 9.0; 0 as an A100, so that the
-// backend runs its kernels without clusters (k_fa_head_forward for k_fa_head_cl_forward). A CUDA
-// backend's context asks on its first call.
+// backend runs its kernels without clusters (k_fa_head_forward for k_fa_head_cl_forward,
+// k_fa_head_dkdv for k_fa_head_cl_dkdv). A CUDA backend's context asks on its first call.
 void mta_cuda_emu_set_clusters(int on);
 // Kernel launches so far, in this process.
 uint64_t mta_cuda_emu_launches(void);
