@@ -206,7 +206,7 @@ const tc_case TC_CASES[] = {
     {"bf16_heads_H16_d128_docs", TC_BF16, .B = 1, .H = 16, .H_kv = 4, .T = 70, .d = 128, .mix = 1, .ch = 16, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {21, 3, 30, 16}, .seed = 6007, .sweeps = TC_QUICK},
     {"bf16_heads_H10_mix_d64", TC_BF16, .B = 2, .H = 10, .H_kv = 5, .T = 70, .d = 64, .mix = 1, .seed = 6008,
-     .sweeps = TC_QUICK},
+     .sweeps = TC_QUICK | TC_SANITIZED},
     {"bf16_heads_H16_mix_d96_docs", TC_BF16, .B = 1, .H = 16, .H_kv = 4, .T = 80, .d = 96, .mix = 1, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {21, 3, 30, 16}, .seed = 6009, .sweeps = TC_QUICK},
     {"bf16_heads_H8_d100_docs", TC_BF16, .B = 2, .H = 8, .H_kv = 2, .T = 150, .d = 100, .mix = 1, .ch = 2, .gn = 1,
