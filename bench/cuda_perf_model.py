@@ -1154,35 +1154,43 @@ def head_bwd_ops(kv, c):
 
 def head_ops(c):
     """Each head kernel's warp operations per tile pair of a group, config c: {G (heads of a group),
-    mix, ch (head mixing, head convolution on), dp (d padded to 16)}. The forward of groups of up
-    to 16 heads is k_fa_head_cl_forward (a device with clusters: an H100's, the emulator's; its
-    pairs have FHC_N keys), of larger ones k_fa_head_forward."""
-    fwd = ({"k_fa_head_cl_forward": cluster_fwd_ops(dict(c, C=fhc_cs(c["G"])))} if fh_nq(c["G"]) == 1
-           else {"k_fa_head_forward": head_fwd_ops(c)})
-    return {**fwd, "k_fa_head_dq": head_bwd_ops(False, c), "k_fa_head_dkdv": head_bwd_ops(True, c)}
+    mix, ch (head mixing, head convolution on), dp (d padded to 16)}. The forward and dK/dV of
+    groups of up to 16 heads are k_fa_head_cl_forward and k_fa_head_cl_dkdv (a device with
+    clusters: an H100's, the emulator's; their pairs have FHC_N keys), of larger ones
+    k_fa_head_forward and k_fa_head_dkdv; dQ is k_fa_head_dq for both."""
+    if fh_nq(c["G"]) == 1:
+        cc = dict(c, C=fhc_cs(c["G"]))
+        return {"k_fa_head_cl_forward": cluster_fwd_ops(cc), "k_fa_head_dq": head_bwd_ops(False, c),
+                "k_fa_head_cl_dkdv": cluster_dkdv_ops(cc)}
+    return {"k_fa_head_forward": head_fwd_ops(c), "k_fa_head_dq": head_bwd_ops(False, c),
+            "k_fa_head_dkdv": head_bwd_ops(True, c)}
+
+
+CLUSTER_KERNELS = {"k_fa_head_cl_forward": "forward", "k_fa_head_cl_dkdv": "dK/dV"}  # and cluster_tile_ops' names
 
 
 def head_tile(c, name=None):
-    """The head kernels' tile pair (query rows, keys): the cluster forward's FH_M x FHC_N, the others'
+    """The head kernels' tile pair (query rows, keys): the cluster kernels' FH_M x FHC_N, the others'
     FH_M x fh_keys."""
-    return (FH_M, FHC_N) if name == "k_fa_head_cl_forward" else (FH_M, fh_keys(fh_nq(c["G"])))
+    return (FH_M, FHC_N) if name in CLUSTER_KERNELS else (FH_M, fh_keys(fh_nq(c["G"])))
 
 
 def head_sass(name, c):
-    """A head kernel's name in the SASS table: the cluster forward's template is O's width, the
+    """A head kernel's name in the SASS table: the cluster kernels' template is O's (dK's) width, the
     others' fh_nq."""
-    if name == "k_fa_head_cl_forward":
+    if name in CLUSTER_KERNELS:
         return f"{name}_t<{64 if c['dp'] <= 64 else 128}>"
     return f"{name}_t<{fh_nq(c['G'])}>"
 
 
 def head_tile_ops(c):
-    """The cluster forward's counts per query tile of a head (cluster_tile_ops' per cluster tile over
-    its G heads: q, resident, and O written once); k_fa_head_forward's are all per tile pair."""
+    """The cluster kernels' counts per row tile of a head (cluster_tile_ops' per cluster tile over
+    its G heads: the forward's q, dK/dV's k and v, resident, and the results written once); the
+    others' are all per tile pair."""
     if fh_nq(c["G"]) != 1:
         return {}
-    n = cluster_tile_ops(dict(c, C=fhc_cs(c["G"])))["forward"]
-    return {"k_fa_head_cl_forward": ({f: v / c["G"] for f, v in n.items()}, False)}
+    n = cluster_tile_ops(dict(c, C=fhc_cs(c["G"])))
+    return {name: ({f: v / c["G"] for f, v in n[x].items()}, False) for name, x in CLUSTER_KERNELS.items()}
 
 
 def fa2_ops(c):
@@ -1291,10 +1299,11 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
              "wave_eff": lpt_efficiency(causal_tiles(groups, T, N if name.endswith("dkdv") else M), SMS),
              "rate_scale": scale}
         scaled = {dr: r * scale for dr, r in rates.items()}
-        if name == "k_fa_head_cl_forward":  # its cluster's terms too, its tiles on SMS / C slots
+        if name in CLUSTER_KERNELS:  # their clusters' terms too, their tiles on SMS / C slots
             C = fhc_cs(c["G"])
             k.update(C=C, dsmem_bytes=n["dsmem_bytes"], barriers=n["barriers"],
-                     wave_eff=lpt_efficiency(causal_tiles(groups, T, M), SMS // C))
+                     wave_eff=lpt_efficiency(causal_tiles(groups, T, M), SMS // C),
+                     stage_buffers=fhd_nbuf(c["dp"]) if name == "k_fa_head_cl_dkdv" else 2)
             t, s, bound = cluster_time(k, scaled, blocks)
         else:
             t, s, bound = kernel_time(k, scaled, cls == "fa3")
@@ -1451,15 +1460,20 @@ def cluster_time(k, rates, blocks, dsmem_x=1.0, barrier_x=1.0):
     """kernel_time of a cluster kernel k (with its C, dsmem_bytes, barriers) and two more terms: the
     stores between SMs at DSMEM_BW[C] (x dsmem_x) and the barriers' waits (CLUSTER_BARRIER x
     barrier_x a block, overlapped by an SM's `blocks` resident blocks); the largest over the wave
-    efficiency, plus a launch."""
-    t, _, bound = kernel_time(k, rates, False)
+    efficiency, plus a launch. With one stage buffer (k["stage_buffers"] 1, one block an SM) a
+    tile's copies start after the previous tile and it waits for them: the L2 term adds to the
+    largest other."""
+    t = kernel_time(k, rates, False)[0]
     C = k["C"]
     t["DSMEM"] = k["dsmem_bytes"] / (DSMEM_BW[C] * dsmem_x)
     t["barriers"] = k["barriers"] * C * CLUSTER_BARRIER * barrier_x / (SMS * blocks)
-    bounds = {"cores": t["tensor cores"] + t["CUDA cores"],
+    cores = "tensor cores" if t["tensor cores"] >= t["CUDA cores"] else "CUDA cores"
+    bounds = {cores: t["tensor cores"] + t["CUDA cores"],
               **{x: t[x] for x in ("shared memory", "L2", "HBM", "DSMEM", "barriers")}}
+    if k.get("stage_buffers", 2) == 1:
+        bounds = {f"{x} + L2": v + t["L2"] for x, v in bounds.items() if x != "L2"}
     top = max(bounds, key=bounds.get)
-    return t, bounds[top] / k["wave_eff"] + LAUNCH, bound if top == "cores" else top
+    return t, bounds[top] / k["wave_eff"] + LAUNCH, top
 
 
 class ClusterOps(WarpOps):
@@ -1469,9 +1483,11 @@ class ClusterOps(WarpOps):
     def __init__(self, dp, C, G):
         super().__init__(dp)
         self.C, self.G = C, G
+        # heads of a block: the built kernels' FHC_HB (C = fhc_cs(G)), the C = 4 design's G / C
+        self.hb = FHC_HB if C == fhc_cs(G) else -(-G // C)
         self.n.update(dsmem_bytes=0, barriers=0)
 
-    def share(self, heads, bytes_per_entry):  # every block's own heads of a tile's entries to the C-1 others
+    def share(self, heads, bytes_per_entry):  # the blocks' heads (of all C) of a tile's entries to the C-1 others
         self.n["dsmem_bytes"] += heads * FH_M * FHC_N * bytes_per_entry * (self.C - 1)
 
     def sync(self, times=1):
@@ -1484,7 +1500,7 @@ class ClusterOps(WarpOps):
         """A mixing of the tile for the own output heads of each block (fhc_mix): per block and query
         row, A (16 heads: hi, lo) by ldmatrix x4, per n-tile of 8 own heads (C = 4: 4 padded to 8) B
         hi, lo by x2 and 2 + al MMAs (al: A's lo; bl: B's lo)."""
-        n, nt = times * self.C * FH_M, -(-(self.G // self.C) // 8)
+        n, nt = times * self.C * FH_M, -(-self.hb // 8)
         self.ldsm(4, n * (1 + al))
         self.ldsm(2, n * nt * (1 + bl))
         self.mma(n * nt * (2 + al))
@@ -1498,20 +1514,22 @@ def cluster_fwd_ops(c):
     """k_fa_head_cl_forward per tile pair (FH_M query rows x FHC_N keys of the group's G heads, all C
     blocks): per pass the own heads' k stage, S1 per head (fa_xyT), S1 hi + lo to the others, a
     barrier, S2 for the own heads; with step 6 in the second pass P hi + lo to the others, a
-    barrier, P2 = P W2'; in the last pass the v stage and O += P2 v in registers."""
+    barrier, P2 = P W2'; in the last pass the v stage and O += P2 v in registers. A block sends
+    S1 of all its 8 heads (fhc_share: 16 bytes an entry, heads past G as zeros), P of its heads
+    below G in pairs (fhc_put_p: a lane's two)."""
     o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
     passes = 2 if c["ch"] else 1
     for p in range(passes):
         o.load(G * FHC_N)
         for _ in range(G):
             o.product(fe_rg(0, 0, FH_M, FHC_N))
-        o.share(G, 4)
+        o.share(o.C * o.hb, 4)
         o.sync()
         o.heads_mix(1)
         o.exp(G * FH_M * FHC_N)
         if p == passes - 1:
             if c["ch"]:
-                o.share(G, 4)
+                o.share(G + G % 2, 4)
                 o.sync()
                 o.heads_mix(1)
             o.load(G * FHC_N)
@@ -1544,24 +1562,42 @@ def cluster_dq_ops(c):
 
 
 def cluster_dkdv_ops(c):
-    """The dK/dV design per tile pair (a block per FHC_N keys of its own heads, k and v resident,
-    walking the query tiles): the own heads' q and dO stages, S1 and dP2 per head, S1 hi + lo and
-    dP2 hi to the others (a barrier), S2, P and dP for the own heads, dS2 and P hi + lo to the
-    others (a barrier), dS1 = dS2 W1 and P2 = P W2', dv += P2^T dO and dk += dS1^T q in registers."""
-    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    """k_fa_head_cl_dkdv per tile pair (FH_M query rows x FHC_N keys of the group's G heads, all C
+    blocks; k and v resident): the own heads' q and dO stage (fhd_stage_load), S1 and dP2 per head
+    (fhd_scores: fa_xyT), X1 (S1 hi, lo, dP2 hi of a block's 8 heads, padding heads too) to the
+    others and a barrier; fhd_mix1 per block and query row: S2 = S1 W1^T (hi, lo: 3 MMAs), P, dP =
+    dP2 W2'^T (hi: 2 MMAs); X2 (dS2 hi, lo and, with step 6, P hi, lo) and a barrier; fhd_mix2:
+    with step 6 P2 = P W2', and dS1 = dS2 W1 (3 MMAs each); fhd_acc per head: dv += P2^T dO and
+    dk += dS1^T q in registers (A by ldmatrix .trans, fa_acc)."""
+    o, G, ch = ClusterOps(c["dp"], c["C"], c["G"]), c["G"], bool(c["ch"])
     o.load(2 * G * FH_M)
     for _ in range(2 * G):
         o.product(fe_rg(0, 0, FH_M, FHC_N))
-    o.share(G, 4 + 2)
+    o.share(o.C * o.hb, 4 + 2)
     o.sync()
     o.heads_mix(1)
     o.exp(G * FH_M * FHC_N)
     o.heads_mix(1, al=0)
-    o.share(G, 4 + 4)
+    o.share(o.C * o.hb, 4 + 4 * ch)
     o.sync()
-    o.heads_mix(2)
+    o.heads_mix(1 + ch)
     o.head_acc(2 * G)
     return o.n
+
+
+def fhd_smem_bytes(nbuf, dp):
+    """fhd_smem_bytes: k_fa_head_cl_dkdv's shared memory with nbuf stage buffers (fhd_carve's arrays,
+    each rounded up to 32 bytes: k and v of 8 heads' key tile, the stages' q and dO, X1's 3 and X2's
+    4 [entry][16 heads] arrays, P2 and dS1, the mixing blocks, lse and D)."""
+    rows, arr, pa = FHC_HB * (dp + 8), FH_M * FHC_N * 16, FHC_HB * FH_M * FHC_N
+    pieces = [2 * 2 * rows * FHC_N, nbuf * 2 * 2 * rows * FH_M, 2 * 3 * arr, 2 * 4 * arr, 2 * pa, 2 * pa,
+              2 * 8 * FHC_HB * 24, 4 * FHC_HB * FH_M, 4 * FHC_HB * FH_M]
+    return sum(ceil_to(x, 32) for x in pieces)
+
+
+def fhd_nbuf(dp):
+    """fhd_nbuf on an H100: 2 stage buffers where they fit in SMEM_PER_SM, else 1."""
+    return 2 if fhd_smem_bytes(2, dp) <= SMEM_PER_SM else 1
 
 
 def cluster_tile_ops(c):
@@ -1582,8 +1618,9 @@ def cluster_kernels(C, B, H, d, T, occupancy, dsmem_x=1.0, barrier_x=1.0):
     """The cluster family's kernels for the head-only layer at cluster size C: each one's counts for
     the whole launch and time (cluster_time: MMAs at the FA2-class rate, ldmatrix bytes as shared
     memory, cp.async and global bytes as L2, the stores between SMs, the barriers; the wave
-    efficiency of the clusters' tiles over SMS / C slots). The forward as built (C = fhc_cs(16)) has
-    the blocks per SM of occupancy (the SASS table), the designs CLUSTER_BLOCKS."""
+    efficiency of the clusters' tiles over SMS / C slots). The forward and dK/dV as built (C =
+    fhc_cs(16)) have the blocks per SM of occupancy (the SASS table) and dK/dV fhd_nbuf's stage
+    buffers, the designs CLUSTER_BLOCKS."""
     c = {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "C": C}
     groups, rates = B * H // c["G"], mma_rates(d, T, "fa2")
     pairs, tiles = groups * causal_pairs(T, FH_M, FHC_N), groups * -(-T // FH_M)
@@ -1591,15 +1628,17 @@ def cluster_kernels(C, B, H, d, T, occupancy, dsmem_x=1.0, barrier_x=1.0):
     for name, ops in (("forward", cluster_fwd_ops), ("dQ", cluster_dq_ops), ("dK/dV", cluster_dkdv_ops)):
         per, tile = ops(c), cluster_tile_ops(c)[name]
         n = {f: v * pairs + tile[f] * tiles for f, v in per.items()}
-        built = name == "forward" and C == fhc_cs(c["G"])
-        blocks = occupancy[head_sass("k_fa_head_cl_forward", c)][1] if built else CLUSTER_BLOCKS
+        kname = next((x for x, y in CLUSTER_KERNELS.items() if y == name), None)
+        built = kname is not None and C == fhc_cs(c["G"])
+        blocks = occupancy[head_sass(kname, c)][1] if built else CLUSTER_BLOCKS
         k = {"name": name, "dir": "fwd" if name == "forward" else "bwd", "tc_flops": MMA_FLOPS * n["mma"],
              "cuda_flops": 0, "exp": n["exp"], "smem_bytes": n["ldmatrix_bytes"],
              "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "hbm_bytes": 0, "C": C,
              "dsmem_bytes": n["dsmem_bytes"], "barriers": n["barriers"],
-             "wave_eff": lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C)}
+             "wave_eff": lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C),
+             "stage_buffers": fhd_nbuf(c["dp"]) if built and name == "dK/dV" else 2}
         t, s, bound = cluster_time(k, rates, blocks, dsmem_x, barrier_x)
-        out.append(dict(k, counts=n, per_pair=per, built=built, blocks_per_sm=blocks,
+        out.append(dict(k, counts=n, per_pair=per, built=kname if built else None, blocks_per_sm=blocks,
                         terms_ms={x: v * 1e3 for x, v in t.items()}, bound=bound, ms=s * 1e3))
     return out
 
@@ -1624,7 +1663,7 @@ def print_cluster(markdown):
     for C in (2, 4):
         for k in cluster_kernels(C, B, H, d, T, occ):
             n, t = k["per_pair"], k["terms_ms"]
-            built = "as built (k_fa_head_cl_forward)" if k["built"] else "design"
+            built = f"as built ({k['built']})" if k["built"] else "design"
             rows.append([str(C), k["name"], built, f"{n['mma'] / 16:.0f}", f"{n['ldmatrix_bytes'] / 16 / 1024:.1f}",
                          f"{n['cp_async_bytes'] / 16 / 1024:.1f}", f"{n['dsmem_bytes'] / 16 / 1024:.1f}",
                          str(n["barriers"]), *(f"{t[x]:.2f}" for x in ("tensor cores", "shared memory", "L2", "DSMEM",
@@ -1633,8 +1672,10 @@ def print_cluster(markdown):
         rows.append([str(C), "head-only layer", "", "", "", "", "", "", "", "", "", "", "", "",
                      f"{layer[C]:.2f} ({layer[C] / a:.1f}x)"])
     print(f"The cluster family, 830M head-only layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, "
-          f"tile pairs of {FH_M} x {FHC_N}, the forward as built {occ[head_sass('k_fa_head_cl_forward', {'dp': up16(d)})][1]} "
-          f"block of {FHC_HB} warps per SM, the designs {CLUSTER_BLOCKS} blocks of 4: PREDICTED (a model, not measured)"
+          f"tile pairs of {FH_M} x {FHC_N}, the forward and dK/dV as built "
+          + " and ".join(sorted({str(occ[head_sass(x, {'dp': up16(d)})][1]) for x in CLUSTER_KERNELS}))
+          + f" block of {FHC_HB} warps per SM (dK/dV {fhd_nbuf(up16(d))} stage buffers), the designs {CLUSTER_BLOCKS} "
+          "blocks of 4: PREDICTED (a model, not measured)"
           + ("\n" if markdown else ""))
     table(["C", "kernel", "kernel is", "MMAs per head and tile pair", "ldmatrix KB per head and pair",
            "cp.async KB per head and pair", "DSMEM KB per head and pair", "cluster barriers per pair", "tensor ms",
@@ -1919,7 +1960,25 @@ def check_cluster():
     want = {"mma": 2 * 16 * 12 + 3 * 2 * 16 * 3 + 16 * 12, "dsmem_bytes": 1 * 16 * 256 * 4 * 3, "barriers": 3,
             "cp_async_bytes": 3 * 16 * 16 * 96 * 2}
     bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
-    return [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
+    fails = [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
+    return fails + check_cluster_dkdv()
+
+
+def check_cluster_dkdv():
+    """k_fa_head_cl_dkdv's counts per tile pair against the hand derivation (the same layer and d):
+    S1 and dP2 of 16 heads (2 MMAs a k step); fhd_mix1 per block and query row 3 + 2 MMAs and
+    fhd_mix2's two mixings 3 each (2 blocks x 16 rows); dv and dk += of 16 heads (2 MMAs a k step
+    each); X1 (3 arrays) and X2 (4) of 2 blocks x 256 entries x 16 bytes to the one other block, a
+    barrier each; q and dO of 16 heads x 16 rows x 96 x 2 bytes. Its shared memory: two stage
+    buffers at d = 96 (229376 bytes), one at d = 128 (208896), by fhd_carve's arrays."""
+    n = cluster_dkdv_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": fhc_cs(16)})
+    want = {"mma": 2 * 16 * 12 + 2 * 16 * (3 + 2) + 2 * 16 * 6 + 2 * 16 * 12, "dsmem_bytes": 2 * (3 + 4) * 256 * 16,
+            "barriers": 2, "cp_async_bytes": 2 * 16 * 16 * 96 * 2}
+    bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
+    smem = {dp: (fhd_nbuf(dp), fhd_smem_bytes(fhd_nbuf(dp), dp)) for dp in (96, 128)}
+    if smem != {96: (2, 229376), 128: (1, 208896)}:
+        bad["stage buffers, shared bytes"] = smem
+    return [f"cluster dK/dV per tile pair (model, by hand): {bad}"] if bad else []
 
 
 def check_split(root):

@@ -114,20 +114,22 @@ template <int DP> __device__ __forceinline__ void fhc_weights(const tc_args &a, 
 }
 
 // y (one n-tile: own heads 2t, 2t + 1 at entries g, g + 8) = x m for the 16 entries from e0, x =
-// xh + xl in fh_s1_at arrays (A by ldmatrix, as fh_mix), m a block of fhc_weights (lo at
-// m + FHC_WSZ; B n-major, as fh_xyT1's y): three MMAs, as fh_mma3.
+// xh + xl (AL 0: xh only, xl not read) in fh_s1_at arrays (A by ldmatrix, as fh_mix), m a block of
+// fhc_weights or fhd_weights (lo at m + FHC_WSZ; B n-major, as fh_xyT1's y): three MMAs (AL 0:
+// two), as fh_mma3.
+template <int AL = 1>
 __device__ __forceinline__ void fhc_mix(const bf16 *xh, const bf16 *xl, const bf16 *m, int e0, mma_c &y) {
     const int l = threadIdx.x % 32, at = fh_s1_at<1>(e0 + l % 16, 8 * (l / 16));
     const bf16 *ml = m + (l % 8) * FHC_WLD + 8 * (l / 8 % 2);
-    mma_a ah, al;
+    mma_a ah, al = {};
     mma_b bh, bl;
     ldsm_x4(ah.x, xh + at);
-    ldsm_x4(al.x, xl + at);
+    if (AL) ldsm_x4(al.x, xl + at);
     ldsm_x2(bh.x, ml);
     ldsm_x2(bl.x, ml + FHC_WSZ);
     y = mma_c{};
     mma_16816(y, ah, bh);
-    mma_16816(y, al, bh);
+    if (AL) mma_16816(y, al, bh);
     mma_16816(y, ah, bl);
 }
 

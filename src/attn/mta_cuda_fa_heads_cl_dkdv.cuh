@@ -1,6 +1,6 @@
 // mta_cuda_fa_heads_cl_dkdv.cuh: the head steps' dK, dV for groups of G <= 16 heads on thread block
 // clusters (sm_90, attn/cluster_ptx.cuh): k_fa_head_cl_dkdv. Included by mta_cuda_tc.cuh after
-// mta_cuda_fa_heads_cl.cuh (FHC_N, FHC_E, FHC_WLD, FHC_WSZ) and the head kernels' headers
+// mta_cuda_fa_heads_cl.cuh (FHC_N, FHC_E, FHC_WLD, FHC_WSZ, fhc_mix) and the head kernels' headers
 // (fh_s1_at, fh_wval; D from k_fa_head_dq).
 //
 // k_fa_head_dkdv has one block hold a key tile of all G heads and add dK, dV of every head into
@@ -108,25 +108,6 @@ template <int DP> __device__ __forceinline__ void fhd_weights(const tc_args &a, 
     }
 }
 
-// y (own heads 2t, 2t + 1 at entries g, g + 8) = x m for the 16 entries from e0, x = xh + xl (AL 0:
-// xh only) in fh_s1_at arrays, m a block of fhd_weights (lo at m + FHC_WSZ): three MMAs (two), as
-// fh_mma3. (k_fa_head_cl_forward's fhc_mix with AL 1.)
-template <int AL>
-__device__ __forceinline__ void fhd_mix(const bf16 *xh, const bf16 *xl, const bf16 *m, int e0, mma_c &y) {
-    const int l = threadIdx.x % 32, at = fh_s1_at<1>(e0 + l % 16, 8 * (l / 16));
-    const bf16 *ml = m + (l % 8) * FHC_WLD + 8 * (l / 8 % 2);
-    mma_a ah, al = {};
-    mma_b bh, bl;
-    ldsm_x4(ah.x, xh + at);
-    if (AL) ldsm_x4(al.x, xl + at);
-    ldsm_x2(bh.x, ml);
-    ldsm_x2(bl.x, ml + FHC_WSZ);
-    y = mma_c{};
-    mma_16816(y, ah, bh);
-    if (AL) mma_16816(y, al, bh);
-    mma_16816(y, ah, bl);
-}
-
 // The query tile i0's state: the document starts of this lane's rows, lse and D of the own heads.
 template <int DP> __device__ __forceinline__ void fhd_rows(const tc_args &a, const tc_heads &hd, fhd_block<DP> &k, int i0) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
@@ -214,8 +195,8 @@ template <int DP> __device__ __forceinline__ void fhd_mix1(const tc_args &a, con
     for (int qq = 0; qq < 2; qq++) {
         const int q = 2 * w + qq, e0 = q * FHC_N;
         mma_c p, dp;
-        fhd_mix<1>(k.s.x1, k.s.x1 + FHD_ARR, k.s.w, e0, p);
-        fhd_mix<0>(k.s.x1 + 2 * FHD_ARR, NULL, k.s.w + 2 * FHC_WSZ, e0, dp);
+        fhc_mix<1>(k.s.x1, k.s.x1 + FHD_ARR, k.s.w, e0, p);
+        fhc_mix<0>(k.s.x1 + 2 * FHD_ARR, NULL, k.s.w + 2 * FHC_WSZ, e0, dp);
         FA_UNROLL
         for (int x = 0; x < 4; x++) {
             const int lh = 2 * t + x % 2;
@@ -237,10 +218,10 @@ template <int DP> __device__ __forceinline__ void fhd_mix2(const tc_args &a, con
         const int q = 2 * w + qq, e0 = q * FHC_N;
         mma_c y;
         if (hd.ch) {
-            fhd_mix<1>(k.s.x2 + 2 * FHD_ARR, k.s.x2 + 3 * FHD_ARR, k.s.w + 4 * FHC_WSZ, e0, y);
+            fhc_mix<1>(k.s.x2 + 2 * FHD_ARR, k.s.x2 + 3 * FHD_ARR, k.s.w + 4 * FHC_WSZ, e0, y);
             fhd_store_p2(a, hd, k, qq, y);
         }
-        fhd_mix<1>(k.s.x2, k.s.x2 + FHD_ARR, k.s.w + 6 * FHC_WSZ, e0, y);
+        fhc_mix<1>(k.s.x2, k.s.x2 + FHD_ARR, k.s.w + 6 * FHC_WSZ, e0, y);
         FA_UNROLL
         for (int x = 0; x < 4; x++) {
             const int lh = 2 * t + x % 2;

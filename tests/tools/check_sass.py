@@ -90,8 +90,7 @@ ONE_BLOCK = {
     # 2 blocks: each block sends its S1 and P to one other, a third of the distributed shared
     # memory traffic of 4 blocks of 4 heads, which bounds the kernel. 8 warps of 160-200 registers
     # are more than half the SM's 64 K, so one block of 8 warps per SM.
-    'k_fa_head_cl_forward_t<64>': "a warp per head, 8 heads a block (a cluster of 2 for 16)",
-    'k_fa_head_cl_forward_t<128>': "a warp per head, 8 heads a block (a cluster of 2 for 16)",
+    'k_fa_head_cl_forward_t': "a warp per head, 8 heads a block (a cluster of 2 for 16)",
     # The head dK/dV on clusters keeps a head's dK and dV per warp in registers (dp floats a lane at
     # dp 128) and a block's 8 heads' k, v and q, dO stages (70 KB each at d = 128) in shared memory:
     # one block of 8 warps (FHD_THREADS) per SM, a head per warp, so that the exchanges' stores to
