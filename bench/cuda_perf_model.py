@@ -1440,7 +1440,8 @@ def print_built(layer, occupancy, markdown):
 # DSMEM_BW: the SM-to-SM network's throughput over the GPU, 3.27 TB/s at cluster size 2 and 2.65
 #   TB/s at 4: the ring copy of Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
 #   Architecture" (IPDPS 2024, arXiv 2402.13499), on an H800 (132 SMs), taken as what the stores
-#   of an all-gather get on an H100;
+#   of an all-gather get on an H100 (the figures as summaries of the paper quote them, unchecked
+#   in the paper itself: to be measured first on a lent GPU);
 # CLUSTER_BARRIER: one barrier.cluster, an arrival and its release across the network (2 x the
 #   180-cycle SM-to-SM latency of the same paper) after MEMBAR.ALL.GPU drains the thread's memory
 #   operations (an L2 round trip, its 263 cycles), at the H100's 1.98 GHz; a block waits it out,
