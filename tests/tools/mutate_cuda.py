@@ -165,6 +165,10 @@ MUTATIONS = [
      '    fhc_share(k, hi, lo);\n    cl_sync();  // and every block\'s\n', '    fhc_share(k, hi, lo);\n'),
     ('tensor cores: the S1 exchange stores to the wrong rank (k_fa_head_cl_forward)', FHC,
      'cl_st16(cl_map(src, (k.r + q) % k.C),', 'cl_st16(cl_map(src, (k.r + q + 1) % k.C),'),
+    ('tensor cores: the S1 arrays single-buffered (k_fa_head_cl_forward; a block lagging reads the next tile\'s)', FHC,
+     '    const int par = k.x++ & 1;\n', '    const int par = 0 * (k.x++ & 1);\n', RUN_AHEAD),
+    ('tensor cores: the barrier after the zeroing removed (k_fa_head_cl_forward; a late block zeroes S1)', FHC,
+     '    cl_sync();  // every block\'s arrays are zeroed before any block writes into them\n', '', RUN_AHEAD),
     # the pre-softmax convolution's band MMAs (k_fa_conv_*, mta_cuda_fa_conv.cuh): --only test_bf16_tensor_cores
     ('tensor cores: the convolution\'s band shifted by one key', FC,
      'c = e % g.bw - 8 - e / g.bw % 8 - sh;', 'c = e % g.bw - 7 - e / g.bw % 8 - sh;'),
@@ -217,6 +221,8 @@ MUTATIONS = [
      '    fhd_share(k, k.s.x1, 3);\n    cl_sync();  // and every block\'s\n', '    fhd_share(k, k.s.x1, 3);\n'),
     ('tensor cores: the dK, dV exchanges store to the wrong rank (k_fa_head_cl_dkdv)', FHD,
      'cl_st16(cl_map(src, (k.r + q) % k.C)', 'cl_st16(cl_map(src, (k.r + q + 1) % k.C)'),
+    ('tensor cores: the barrier after the zeroing removed (k_fa_head_cl_dkdv; a late block zeroes X1, X2)', FHD,
+     '    cl_sync();  // every block\'s arrays are zeroed before any block writes into them\n', '', RUN_AHEAD),
 ]
 
 

@@ -109,6 +109,7 @@ struct fiber {
     bool queued;        // in the run-ahead queue (sched::ahead)
     bool arrived;       // at barrier.cluster, in phase arrive_phase, and not yet waited
     uint64_t arrive_phase;
+    bool held;          // not started yet: its block lags (release_cluster)
 };
 
 // A block of the cluster being run: its shared memory and how many of its threads have exited.
@@ -237,7 +238,7 @@ void fiber_entry(unsigned lo, unsigned hi) { fiber_main((void *)((uintptr_t)lo |
 void fiber_init(fiber *f, unsigned i) {
     f->stack = S->stacks + (size_t)i * (S->stack_size + 4096) + 4096;
     f->state = F_READY, f->shared_n = 0, f->fake_stack = NULL, f->ncopies = 0, f->groups = 0, f->queued = false;
-    f->arrived = false, f->arrive_phase = 0;
+    f->arrived = false, f->arrive_phase = 0, f->held = false;
     const unsigned t = i % S->nthreads;
     f->blk = i / S->nthreads, f->bidx = S->first_block, f->bidx.x += f->blk;
     f->idx.x = t % block_dim.x, f->idx.y = t / block_dim.x % block_dim.y, f->idx.z = t / (block_dim.x * block_dim.y);
@@ -351,10 +352,25 @@ void *poisoned(size_t bytes) {
     return p;
 }
 
+// The waiters at barrier.cluster for a completed phase (and the threads held at the start): all
+// (every block's), or, so that the blocks of a cluster lag one another when warps run ahead, one
+// block's only (the first in (phase + schedule + k) % cs order that has any). 1 when it released any.
+bool release_cluster(bool all) {
+    bool any = false;
+    for (unsigned k = 0; k < S->cs && (all || !any); k++) {
+        fiber *f = S->fibers + (unsigned)((S->cl_phase + schedule_seed + k) % S->cs) * S->nthreads;
+        for (unsigned t = 0; t < S->nthreads; t++)
+            if (f[t].state == F_CLUSTER && (f[t].held || f[t].arrive_phase < S->cl_phase))
+                f[t].state = F_READY, f[t].held = false, any = true;
+    }
+    return any;
+}
+
 // Releases the threads waiting at __syncthreads() in each block where all wait there, and those
-// waiting at barrier.cluster for a phase that has completed. 1 when it released any; fatal when a
-// block's barrier can never release (some of its threads exited).
-bool release_barriers(void) {
+// waiting at barrier.cluster for a phase that has completed: with warps running ahead (unless
+// all), those of one block, and only when no block barrier released (release_cluster). 1 when it
+// released any; fatal when a block's barrier can never release (some of its threads exited).
+bool release_barriers(bool all) {
     bool any = false;
     for (unsigned r = 0; r < S->cs; r++) {
         fiber *f = S->fibers + r * S->nthreads;
@@ -366,11 +382,8 @@ bool release_barriers(void) {
         for (unsigned t = 0; t < S->nthreads; t++) f[t].state = F_READY;
         any = true;
     }
-    for (unsigned i = 0; i < S->cs * S->nthreads; i++) {
-        fiber *f = &S->fibers[i];
-        if (f->state == F_CLUSTER && f->arrive_phase < S->cl_phase) f->state = F_READY, any = true;
-    }
-    return any;
+    if (all || !run_ahead()) return release_cluster(true) || any;
+    return any || release_cluster(false);
 }
 
 // After a pass: 1 when every thread is done; else makes ready those that can run on (fatal when
@@ -389,13 +402,13 @@ bool pass_end(void) {
     }
     // Lanes at a warp operation may wait for lanes of their warp at a cluster barrier whose phase
     // completed in this pass (the last to arrive ran on): those are released first.
-    if (waiting && release_barriers()) return false;
+    if (waiting && release_barriers(true)) return false;
     if (waiting)
         fatal("%s", S->kernel,
               "warp divergence: some lanes of a warp wait at a warp-collective operation for lanes of its mask that "
               "exited, wait at __syncthreads() or at another warp operation");
     if (done == n) return true;
-    if (release_barriers()) return false;
+    if (release_barriers(false)) return false;
     // A GPU's exit would release the barrier (PTX "exit"); cluster_ptx.cuh's rule is that every
     // thread arrives, so a thread that leaves without arriving is a bug, as at __syncthreads().
     if (cluster && done)
@@ -418,6 +431,10 @@ void run_cluster(uint64_t cluster_no) {
         b->shared_total = S->dyn_bytes, b->done = 0;
     }
     for (unsigned t = 0; t < n; t++) fiber_init(&S->fibers[t], t);
+    // With warps running ahead, one block starts: it runs to its first barrier.cluster wait (or
+    // its exit) before the next starts (release_cluster), as when a GPU starts a cluster's blocks late.
+    for (unsigned t = 0; run_ahead() && t < n; t++)
+        if (t / S->nthreads != schedule_seed % S->cs) S->fibers[t].state = F_CLUSTER, S->fibers[t].held = true;
     for (unsigned w = 0; w < n / 32; w++)
         for (meeting &m : S->warps[w].m) m.op = NULL;
     S->ahead_head = S->ahead_n = 0, S->cl_arrivals = 0, S->cl_phase = 0;
@@ -832,7 +849,7 @@ void cluster_arrive(int release) {
 void cluster_wait(void) {
     fiber *f = kernel_thread("barrier.cluster.wait");
     if (!f->arrived) fatal("%s", S->kernel, "barrier.cluster.wait: a thread waits without having arrived");
-    if (f->arrive_phase == S->cl_phase) {
+    if (f->arrive_phase == S->cl_phase || run_ahead()) {  // the last to arrive too, so that blocks lag
         f->state = F_CLUSTER;
         switch_fibers(f, next_of_pass());
     }

@@ -40,7 +40,7 @@
 // one set of fibers, each block with its own shared memory, __syncthreads() and warps; a pass runs
 // all the cluster's threads in its order, and the block orders permute clusters. A plain launch
 // is a cluster of one block. barrier.cluster releases its waiters (at the end of the pass) when
-// every thread of the cluster has arrived. Fatal: arriving twice or waiting without arriving,
+// every thread of the cluster has arrived (from schedule 3 up a block at a time: cuda_emu_ctl.h). Fatal: arriving twice or waiting without arriving,
 // threads that exit while others wait at it, a deadlock between it and __syncthreads(), cluster_map
 // of an address outside the caller's shared memory or of a rank past the cluster, and a DSMEM store
 // or load not within one shared array of a block of the cluster, misaligned, or into a block whose

@@ -17,7 +17,11 @@ extern "C" {
 // the same orders, but a warp released runs on at once, before the rest of the pass, to its next
 // __syncthreads() or its exit, so between two block barriers the warps run one after another,
 // the first to gather first (the first warp in order, the last reversed, any shuffled); a warp
-// then finishes whole tiles while others have not started them, as on a GPU. Default 0.
+// then finishes whole tiles while others have not started them, as on a GPU. From 3 up the blocks
+// of a thread block cluster lag one another too: one starts, and when a barrier.cluster phase
+// completes one block's waiters go on, each block running to its next barrier.cluster wait (or its
+// exit) before the next is released, so a block writes another's shared memory before that one has
+// read what the last barrier published there (a write-after-read race gives wrong numbers). Default 0.
 void mta_cuda_emu_set_schedule(uint64_t schedule);
 // The emulated device's opt-in limit of dynamic shared memory per block, in bytes (what
 // cudaDevAttrMaxSharedMemoryPerBlockOptin reports, and cudaFuncSetAttribute and launches are
