@@ -209,6 +209,9 @@ const tc_case TC_CASES[] = {
      .sweeps = TC_QUICK | TC_SANITIZED},
     {"bf16_heads_H16_mix_d96_docs", TC_BF16, .B = 1, .H = 16, .H_kv = 4, .T = 80, .d = 96, .mix = 1, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {21, 3, 30, 16}, .seed = 6009, .sweeps = TC_QUICK},
+    // an odd group: 13 heads, the last pair of rank 1 half padding; one kv head, d' padded from 40
+    {"bf16_heads_H13_kv1_d40", TC_BF16, .B = 1, .H = 13, .H_kv = 1, .T = 45, .d = 40, .mix = 1, .dropout = 0.1f,
+     .seed = 6010, .sweeps = TC_QUICK},
     {"bf16_heads_H8_d100_docs", TC_BF16, .B = 2, .H = 8, .H_kv = 2, .T = 150, .d = 100, .mix = 1, .ch = 2, .gn = 1,
      .gate = 1, .dropout = 0.1f, .docs = {1, 300, 5, 27, 2}, .docs_first = 1, .seed = 6001,
      .sweeps = TC_QUICK | TC_SANITIZED},
