@@ -23,8 +23,9 @@ Usage (always with /usr/bin/python3, which has torch):
 
 `run` reads `tokens` and `targets` (B,T) from D (float32 holding integers; target -1 = ignored) and
 writes: `logits` (B,T,V), `loss` (1), `grad.<name>` for every weight (at the initial weights), and
-when N > 0: `losses` (N) (the loss before each step) and `final.<name>` (the weights after N
-AdamW steps).  One step = loss, backward, global-norm clip (skipped when C <= 0),
+when N > 0: `losses` (N) (the loss before each step), `final.<name>` (the weights after N
+AdamW steps) and `adam_den_min.<name>` (per entry, the smallest AdamW denominator sqrt(v_hat) + eps
+of the N steps).  One step = loss, backward, global-norm clip (skipped when C <= 0),
 torch.optim.AdamW.step() with one parameter group (every weight decayed).
 """
 import argparse
@@ -316,15 +317,20 @@ def grads_at(weights, cfg, tokens, targets):
 
 def train(weights, cfg, tokens, targets, steps, lr, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0,
           clip=1.0):
-    """N AdamW steps on a single batch. Returns (losses (N,), final weights dict).
+    """N AdamW steps on a single batch. Returns (losses (N,), final weights dict, smallest
+    denominators dict).
 
     Step k: loss at the current weights (recorded), backward, global-norm clip of all gradients
-    to `clip` (none when clip <= 0), torch.optim.AdamW step (decoupled decay on every weight)."""
+    to `clip` (none when clip <= 0), torch.optim.AdamW step (decoupled decay on every weight).
+    A weight's update is lr * m_hat / (sqrt(v_hat) + eps); the third dict holds, per weight entry,
+    the smallest sqrt(v_hat) + eps of the N steps: an error e in its gradient moves its update by
+    up to about lr * e / that (check_model_against_torch.py's amplification bound)."""
     w = as_leaves(weights, next(iter(weights.values())).dtype)
     params = list(w.values())
     opt = torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     losses = []
-    for _ in range(steps):
+    den_min = {n: torch.full_like(t, math.inf) for n, t in w.items()}
+    for k in range(1, steps + 1):
         opt.zero_grad(set_to_none=True)
         L = loss(w, cfg, tokens, targets)
         L.backward()
@@ -332,7 +338,11 @@ def train(weights, cfg, tokens, targets, steps, lr, betas=(0.9, 0.98), eps=1e-8,
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
-    return torch.tensor(losses, dtype=torch.float64), {n: t.detach() for n, t in w.items()}
+        for n, p in w.items():  # torch's own denominator (torch/optim/adamw.py)
+            den = opt.state[p]['exp_avg_sq'].sqrt() / math.sqrt(1 - betas[1] ** k) + eps
+            den_min[n] = torch.minimum(den_min[n], den)
+    final = {n: t.detach() for n, t in w.items()}
+    return torch.tensor(losses, dtype=torch.float64), final, den_min
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,11 +382,12 @@ def cmd_run(a):
     for n, g in grads.items():
         out['grad.' + n] = _np32(g)
     if a.steps > 0:
-        losses, final = train(weights, cfg, tokens, targets, a.steps, a.lr, (a.beta1, a.beta2),
-                              a.eps, a.weight_decay, a.clip)
+        losses, final, den_min = train(weights, cfg, tokens, targets, a.steps, a.lr, (a.beta1, a.beta2),
+                                       a.eps, a.weight_decay, a.clip)
         out['losses'] = _np32(losses)
         for n, t in final.items():
             out['final.' + n] = _np32(t)
+            out['adam_den_min.' + n] = _np32(den_min[n])
     st.save(a.out, out)
     print(f'loss {float(L):.9g}' + (f'  after {a.steps} steps: {out["losses"][-1]:.9g} (pre-step)'
                                     if a.steps > 0 else ''))
@@ -484,7 +495,7 @@ def selfcheck():
     report('gradcheck tiny MTA model (float64, all weights)', torch.autograd.gradcheck(f, leaves))
 
     # 6. training helper: loss goes down, and train() with 0 steps leaves weights alone
-    losses, final = train(w_m, cfg_m, tokens, targets, 10, 1e-2, weight_decay=0.05, clip=1.0)
+    losses, final, _ = train(w_m, cfg_m, tokens, targets, 10, 1e-2, weight_decay=0.05, clip=1.0)
     report('10 AdamW steps reduce the loss', float(losses[-1]) < float(losses[0]))
     report('losses[0] == loss at initial weights', abs(float(losses[0]) - float(L)) < EXACT)
 
