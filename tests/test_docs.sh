@@ -3,12 +3,13 @@
 # A shell block of README.md or docs/*.md whose fence is preceded by the line
 #     <!-- doctest -->                      runs as it is, or by
 #     <!-- doctest: SED; SED -->            runs after these sed substitutions (smaller sizes where a
-#                                          command trains: the doc shows the real ones)
+#                                          command trains: the doc shows the real ones; one test of a
+#                                          test program CTest runs in full anyway)
 # Blocks run in order (README.md, then docs/*.md by name), each with bash -e -o pipefail. Each
 # page gets a fresh scratch copy of SRC's tracked files whose build/ is BUILD (the docs say
 # build/mtac), as a reader starting on that page has: a block may use what an earlier block of
 # the same page made, never what another page made. A failing block is listed with the end of
-# its output. MTAC_DOCTEST_ONLY=FILE runs one page.
+# its output; each block's seconds are printed. MTAC_DOCTEST_ONLY=FILE runs one page.
 set -u
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
@@ -54,8 +55,10 @@ for page in "${pages[@]}"; do
         body=$(tail -n +2 "$f")
         [ -n "$sed_script" ] && body=$(printf '%s\n' "$body" | sed -e "$sed_script")
         log=$tmp/log
+        t0=$SECONDS
         (cd "$work" && timeout 600 bash -e -o pipefail -c "$body") >"$log" 2>&1
         rc=$?
+        echo "docs: $rel:$line $((SECONDS - t0)) s"
         if [ "$rc" = 0 ]; then
             pass=$((pass + 1))
         else
