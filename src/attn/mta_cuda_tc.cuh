@@ -390,7 +390,7 @@ void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk,
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
     const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
-    const int clq = 0 && fqc_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dQ on clusters: off
+    const int clq = fqc_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dQ on clusters
     const int clk = fhd_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dK, dV on clusters
     if (clq) fh_cl_dq(cl, a, hd, cl->c->B, dq, w->hwp);  // first: the dK, dV kernels read its D
     if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
