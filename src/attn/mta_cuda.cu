@@ -727,7 +727,7 @@ mta_status bf16_forward(mta_ctx *ctx, const float *q, const float *k, const floa
     mta_status s = io_setup(ctx, &b);
     if (s) return s;
     if (tc_on(ctx)) {
-        s = tc_forward(ctx, q, k, v, p, b.out);  // reads q, k, v as bfloat16 (tc_round_inputs)
+        s = tc_forward(ctx, q, k, v, p, b.out);  // reads q, k, v as bfloat16 (tc_inputs)
     } else {
         io_widen(ctx, q, b.q, q_count(c)), io_widen(ctx, k, b.k, kv_count(c)), io_widen(ctx, v, b.v, kv_count(c));
         s = f32_forward(ctx, b.q, b.k, b.v, p, b.out);
