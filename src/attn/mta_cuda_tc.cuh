@@ -52,6 +52,7 @@ struct tc_args {
     int cq, ck;             // the pre-softmax convolution's kernel (0, 0: none)
     int pcq, pck;           // the post-softmax convolution's kernel (0, 0: none)
     float scale;            // 1/sqrt(d)
+    int kv16;               // dk, dv are the caller's bfloat16 tensors (mta_config.dtype: tc_add_kv)
     uint64_t seed;          // dropout (drop_thr = 0: none)
     uint32_t drop_thr;
     float drop_scale;
@@ -59,6 +60,18 @@ struct tc_args {
 
 __device__ __forceinline__ size_t tc_kv_slab(const tc_args &a, int bh) {
     return (size_t)(bh / a.H) * a.Hkv + bh % a.H / (a.H / a.Hkv);
+}
+
+// dK or dV entry `at` += x, written once per backward: float32, or with a.kv16 the caller's
+// bfloat16 widened (exact), added to in float32 and rounded once, as a float32 buffer narrowed
+// after the call would be (so no such buffer).
+__device__ __forceinline__ void tc_add_kv(const tc_args &a, float *d, size_t at, float x) {
+    if (!a.kv16) {
+        d[at] += x;
+        return;
+    }
+    bf16 *d16 = (bf16 *)(void *)d;
+    d16[at] = __float2bfloat16_rn(__bfloat162float(d16[at]) + x);
 }
 
 // The last row (or key) of the tile starting at i0.
@@ -160,15 +173,15 @@ struct tc_heads {
 };
 
 // dk, dv of each kv head += its query heads' dkp, dvp in order (grid: x entries of 128, y B*H_kv).
-__global__ void k_tc_head_kv(const float *dkp, const float *dvp, int H, int Hkv, size_t n, float *dk, float *dv) {
+__global__ void k_tc_head_kv(tc_args a, const float *dkp, const float *dvp, size_t n, float *dk, float *dv) {
     const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x, kvs = blockIdx.y;
     if (e >= n) return;
-    const int rep = H / Hkv;
-    const size_t h0 = kvs / Hkv * H + kvs % Hkv * rep;
+    const int rep = a.H / a.Hkv;
+    const size_t h0 = kvs / a.Hkv * a.H + kvs % a.Hkv * rep;
     float x = 0.0f, y = 0.0f;
     for (int r = 0; r < rep; r++) x += dkp[(h0 + r) * n + e], y += dvp[(h0 + r) * n + e];
-    dk[kvs * n + e] += x;
-    dv[kvs * n + e] += y;
+    tc_add_kv(a, dk, kvs * n + e, x);
+    tc_add_kv(a, dv, kvs * n + e, y);
 }
 
 // The head kernels' gradients from the dQ tiles' partials, one thread per entry of a block's nw
@@ -328,7 +341,7 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds, const float *d
     a.ds = ds;
     a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
     a.cq = c->pre_cq, a.ck = c->pre_ck, a.pcq = c->post_cq, a.pck = c->post_ck;
-    a.scale = cl->scale;
+    a.scale = cl->scale, a.kv16 = c->dtype == MTA_DTYPE_BF16;
     a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
     return a;
 }
@@ -366,6 +379,7 @@ static tc_family tc_family_of(const mta_config *c) {
     return c->pre_cq ? TC_PRE : c->post_cq ? TC_POST : TC_PLAIN;
 }
 
+// out: the caller's, bfloat16 with bfloat16 storage (mta_config.dtype).
 mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
@@ -374,6 +388,10 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     cuda_state *st = cl.st;
     tc_ws w;
     tc_carve(c, st->smem_max, st->mem, &w);
+    // bfloat16 storage: the kernels write their out to O itself (the same values they write to O),
+    // which the norm and gate or k_bf16_narrow round into the caller's out once
+    float *const caller_out = out;
+    if (c->dtype == MTA_DTYPE_BF16) out = w.o;
     st->docs = ctx->doc != NULL;
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
     if ((s = tc_inputs(&cl, &w, NULL))) return s;
@@ -392,20 +410,24 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     case TC_POST: fa_post_forward(&cl, a, c->B * c->H, p->w_post, out); break;
     case TC_PLAIN: fa_forward(&cl, a, c->B * c->H, out); break;
     }
+    bf16 *out16 = out == caller_out ? NULL : (bf16 *)(void *)caller_out;
     if (c->group_norm || c->gate)
         MTA_LAUNCH(k_normgate, dim3((unsigned)c->T, (unsigned)(c->B * c->H)), red_threads(c->d, 128), 0, cl.s)(
-            out, (size_t)c->T * c->d, normgate_of(c, p));
+            out, out, out16, (size_t)c->T * c->d, normgate_of(c, p));
+    else if (out16)
+        MTA_LAUNCH(k_bf16_narrow, (unsigned)((q_count(c) + 255) / 256), 256, 0, cl.s)(out, out16, q_count(c));
     return finish(&cl, "tensor-core forward");
 }
 
 // dK, dV of each kv head from the per-query-head dkp, dvp, and the head kernels' gradients from
 // their partials per (batch, group, query tile of FH_M rows), in order.
-void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk, float *dv, const mta_grads *g) {
+void tc_head_sums(const call *cl, const tc_ws *w, const tc_args &a, const tc_heads &hd, float *dk, float *dv,
+                  const mta_grads *g) {
     const mta_config *c = cl->c;
-    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M, Hkv = mta_kv_heads(c);
+    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M;
     const size_t n = (size_t)c->T * c->d;
-    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * Hkv)), 128, 0, cl->s)(
-        w->dkp, w->dvp, c->H, Hkv, n, dk, dv);
+    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
+        a, w->dkp, w->dvp, n, dk, dv);
     if (hd.nw && (g->w_pre_head || g->w_post_head))
         MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
             w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
@@ -418,7 +440,7 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     const int clk = fhd_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dK, dV on clusters
     fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clk);
     if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, w->dkp, w->dvp);
-    tc_head_sums(cl, w, hd, dk, dv, g);
+    tc_head_sums(cl, w, a, hd, dk, dv, g);
 }
 
 // The every-step kernels' backward (fe_backward), then the sums of their partials: dK, dV, the
@@ -431,7 +453,7 @@ void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const m
     const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
     fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, dq, w->dwp, w->hwp, w->dkp,
                 w->dvp);
-    tc_head_sums(cl, w, hd, dk, dv, g);
+    tc_head_sums(cl, w, a, hd, dk, dv, g);
     float *gw[2] = {g->w_pre, g->w_post};
     const float *dwp = w->dwp;
     for (int n = 0; n < 2; n++) {
