@@ -17,6 +17,7 @@
 
 #include "attn/mta_internal.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -293,24 +294,32 @@ typedef struct {
     const float *gn_weight, *gate_w, *gate_b;
 } normgate;
 
-// Group norm and gate of n rows of d in place, row after row of (B*H, rows, d) (grid: x rows, y
-// heads): out = y * sigmoid(gate_w . y + gate_b), y = o * rs * gamma * ds.
-__global__ void k_normgate(float *o, size_t hs, normgate ng) {
+// Group norm and gate of rows of d, row after row of (B*H, rows, d) (grid: x rows, y heads), from o
+// into out (o itself: in place), or with out16 (bfloat16 storage) rounded once into out16:
+// out = y * sigmoid(gate_w . y + gate_b), y = o * rs * gamma * ds. y is recomputed where read, not
+// stored, so o may be another buffer that stays as it is; each thread reads and writes its own entries.
+__global__ void k_normgate(const float *o, float *out, __nv_bfloat16 *out16, size_t hs, normgate ng) {
     MTA_SHARED(float, sh, 256);
     const int d = ng.d;
-    float *x = o + (size_t)blockIdx.y * hs + (size_t)blockIdx.x * d;
+    const size_t row = (size_t)blockIdx.y * hs + (size_t)blockIdx.x * d;
+    const float *x = o + row;
+    float rs = 1.0f, gv = 1.0f;
     if (ng.group_norm) {
         float ss = 0.0f;
         for (int e = threadIdx.x; e < d; e += blockDim.x) ss += x[e] * x[e];
-        const float rs = 1.0f / sqrtf(block_sum(ss, sh) / d + ng.eps);
-        for (int e = threadIdx.x; e < d; e += blockDim.x) x[e] = x[e] * rs * ng.gn_weight[e] * ng.ds;
+        rs = 1.0f / sqrtf(block_sum(ss, sh) / d + ng.eps);
     }
+    auto y = [&](int e) { return ng.group_norm ? x[e] * rs * ng.gn_weight[e] * ng.ds : x[e]; };
     if (ng.gate) {
         float z = 0.0f;
-        for (int e = threadIdx.x; e < d; e += blockDim.x) z += ng.gate_w[e] * x[e];
+        for (int e = threadIdx.x; e < d; e += blockDim.x) z += ng.gate_w[e] * y(e);
         z = block_sum(z, sh) + ng.gate_b[0];
-        const float gv = 1.0f / (1.0f + expf(-z));
-        for (int e = threadIdx.x; e < d; e += blockDim.x) x[e] *= gv;
+        gv = 1.0f / (1.0f + expf(-z));
+    }
+    for (int e = threadIdx.x; e < d; e += blockDim.x) {
+        const float r = ng.gate ? y(e) * gv : y(e);
+        if (out16) out16[row + e] = __float2bfloat16_rn(r);
+        else out[row + e] = r;
     }
 }
 

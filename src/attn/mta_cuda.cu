@@ -464,6 +464,20 @@ mta_status finish(call *cl, const char *what) {
     return MTA_OK;
 }
 
+// n float32 values widened from bfloat16 (exact) and narrowed to it (rounded to nearest even).
+__global__ void k_bf16_widen(const __nv_bfloat16 *src, float *dst, size_t n) {
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) dst[e] = __bfloat162float(src[e]);
+}
+__global__ void k_bf16_narrow(const float *src, __nv_bfloat16 *dst, size_t n) {
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) dst[e] = __float2bfloat16_rn(src[e]);
+}
+
+// The element counts of q-shaped and kv-shaped tensors.
+size_t q_count(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
+size_t kv_count(const mta_config *c) { return (size_t)c->B * mta_kv_heads(c) * c->T * c->d; }
+
 #include "attn/mta_cuda_tc.cuh"
 
 // The launch record of ctx (mta_ctx_record_launches, NULL: none) for the length of one call: the
@@ -497,7 +511,8 @@ mta_status f32_forward(mta_ctx *ctx, const float *q, const float *k, const float
         gemm_kv(&cl, MM_NN, n, d, i1, 1.0f, map_in(st->pd, i0), kv_in(v, d, Td), 0.0f,
                 q_out(out + (size_t)i0 * d, d, Td));
         if (c->group_norm || c->gate)
-            MTA_LAUNCH(k_normgate, dim3((unsigned)n, (unsigned)BH), red_threads(d, 128), 0, cl.s)(out + (size_t)i0 * d, (size_t)T * d, ng);
+            MTA_LAUNCH(k_normgate, dim3((unsigned)n, (unsigned)BH), red_threads(d, 128), 0, cl.s)(
+                out + (size_t)i0 * d, out + (size_t)i0 * d, (__nv_bfloat16 *)NULL, (size_t)T * d, ng);
     }
     return finish(&cl, "forward");
 }
@@ -650,28 +665,17 @@ mta_status f32_backward(mta_ctx *ctx, const float *q, const float *k, const floa
 // The kernels compute in float32 and write float32: out, and the gradients dq, dk, dv they add to
 // over key tiles. With bfloat16 tensors the backend keeps float32 buffers for those (io_bufs): out
 // is narrowed once after the norm and gate; dq, dk, dv are widened, added to, and narrowed once.
-// The tensor-core path reads q, k, v and dout as they are (k_tc_round, k_tc_prep); the float32
-// path, and the norm's backward, read float32, so the backend widens those into io_bufs too.
-
-// n float32 values widened from bfloat16 (exact) and narrowed to it (rounded to nearest even).
-__global__ void k_bf16_widen(const __nv_bfloat16 *src, float *dst, size_t n) {
-    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e < n) dst[e] = __bfloat162float(src[e]);
-}
-__global__ void k_bf16_narrow(const float *src, __nv_bfloat16 *dst, size_t n) {
-    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e < n) dst[e] = __float2bfloat16_rn(src[e]);
-}
+// The tensor-core path reads q, k, v and dout as they are (k_tc_round, k_tc_prep), rounds out
+// from its O (tc_forward) and adds to dk, dv where it writes them, once (tc_add_kv), so it has
+// no out, dk, dv buffers; the float32 path, and the norm's backward, read float32, so the backend
+// widens those into io_bufs too.
 
 // The float32 buffers of a call on bfloat16 tensors: q, k, v and dout (the float32 path, and dout
-// for the norm's or gate's backward on the tensor-core path; NULL where not needed), out, dq, dk, dv.
+// for the norm's or gate's backward on the tensor-core path), out, dk, dv (the float32 path), dq;
+// NULL where not needed.
 struct io_bufs {
     float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
 };
-
-// The element counts of q-shaped and kv-shaped tensors.
-size_t q_count(const mta_config *c) { return (size_t)c->B * c->H * c->T * c->d; }
-size_t kv_count(const mta_config *c) { return (size_t)c->B * mta_kv_heads(c) * c->T * c->d; }
 
 // Carves the buffers from mem (NULL: counts) and returns the bytes.
 size_t io_carve(const mta_config *c, int tc, void *mem, io_bufs *b) {
@@ -681,7 +685,8 @@ size_t io_carve(const mta_config *c, int tc, void *mem, io_bufs *b) {
     const int f32 = !tc, go = f32 || c->group_norm || c->gate;
     x.q = f32 ? cv.take<float>(nq) : NULL, x.k = f32 ? cv.take<float>(nkv) : NULL, x.v = f32 ? cv.take<float>(nkv) : NULL;
     x.dout = go ? cv.take<float>(nq) : NULL;
-    x.out = cv.take<float>(nq), x.dq = cv.take<float>(nq), x.dk = cv.take<float>(nkv), x.dv = cv.take<float>(nkv);
+    x.out = f32 ? cv.take<float>(nq) : NULL, x.dq = cv.take<float>(nq);
+    x.dk = f32 ? cv.take<float>(nkv) : NULL, x.dv = f32 ? cv.take<float>(nkv) : NULL;
     if (b) *b = x;
     return cv.at;
 }
@@ -727,12 +732,12 @@ mta_status bf16_forward(mta_ctx *ctx, const float *q, const float *k, const floa
     mta_status s = io_setup(ctx, &b);
     if (s) return s;
     if (tc_on(ctx)) {
-        s = tc_forward(ctx, q, k, v, p, b.out);  // reads q, k, v as bfloat16 (tc_round_inputs)
+        s = tc_forward(ctx, q, k, v, p, out);  // reads q, k, v and writes out as bfloat16
     } else {
         io_widen(ctx, q, b.q, q_count(c)), io_widen(ctx, k, b.k, kv_count(c)), io_widen(ctx, v, b.v, kv_count(c));
         s = f32_forward(ctx, b.q, b.k, b.v, p, b.out);
+        if (!s) io_narrow(ctx, b.out, out, q_count(c));
     }
-    if (!s) io_narrow(ctx, b.out, out, q_count(c));
     return io_done(ctx, s, "the bfloat16 output's rounding");
 }
 
@@ -743,16 +748,19 @@ mta_status bf16_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     io_bufs b;
     mta_status s = io_setup(ctx, &b);
     if (s) return s;
-    io_widen(ctx, dq, b.dq, nq), io_widen(ctx, dk, b.dk, nkv), io_widen(ctx, dv, b.dv, nkv);
+    io_widen(ctx, dq, b.dq, nq);
     if (b.dout) io_widen(ctx, dout, b.dout, nq);
     if (tc_on(ctx)) {
-        // q, k, v as bfloat16; dout too unless the norm's or gate's backward reads it (b.dout)
-        s = tc_backward(ctx, q, k, v, p, b.dout ? b.dout : dout, b.dq, b.dk, b.dv, g);
+        // q, k, v as bfloat16; dout too unless the norm's or gate's backward reads it (b.dout); dk,
+        // dv added to as bfloat16 (tc_add_kv)
+        s = tc_backward(ctx, q, k, v, p, b.dout ? b.dout : dout, b.dq, dk, dv, g);
     } else {
         io_widen(ctx, q, b.q, nq), io_widen(ctx, k, b.k, nkv), io_widen(ctx, v, b.v, nkv);
+        io_widen(ctx, dk, b.dk, nkv), io_widen(ctx, dv, b.dv, nkv);
         s = f32_backward(ctx, b.q, b.k, b.v, p, b.dout, b.dq, b.dk, b.dv, g);
+        if (!s) io_narrow(ctx, b.dk, dk, nkv), io_narrow(ctx, b.dv, dv, nkv);
     }
-    if (!s) io_narrow(ctx, b.dq, dq, nq), io_narrow(ctx, b.dk, dk, nkv), io_narrow(ctx, b.dv, dv, nkv);
+    if (!s) io_narrow(ctx, b.dq, dq, nq);
     return io_done(ctx, s, "the bfloat16 gradients' rounding");
 }
 

@@ -424,7 +424,7 @@ template <int DP> __global__ void __launch_bounds__(TC_THREADS) k_fa_dkdv_t(tc_a
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         const int j = j0 + 16 * (threadIdx.x / 32) + g + 8 * r;
         const size_t at = ((size_t)kvs * a.T + j) * a.d + c;
-        if (j <= jlast) dk[at] += a.scale * dks[n].x[x], dv[at] += dvs[n].x[x];
+        if (j <= jlast) tc_add_kv(a, dk, at, a.scale * dks[n].x[x]), tc_add_kv(a, dv, at, dvs[n].x[x]);
     });
 }
 

@@ -469,7 +469,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_conv_dkdv_t(tc_args a, con
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         const int j = j0 + 16 * (threadIdx.x / 32) + gq + 8 * r;
         const size_t o = ((size_t)kvs * a.T + j) * a.d + c;
-        if (j <= jlast) dk[o] += a.scale * dks[n].x[x], dv[o] += dvs[n].x[x];
+        if (j <= jlast) tc_add_kv(a, dk, o, a.scale * dks[n].x[x]), tc_add_kv(a, dv, o, dvs[n].x[x]);
     });
 }
 

@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_post_dkdv_t(tc_args a, con
     fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
         const int j = j0 + 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4 + 8 * r;
         const size_t at_k = ((size_t)kvs * a.T + j) * a.d + c;
-        if (j <= jlast) dk[at_k] += a.scale * dks[n].x[x], dv[at_k] += dvs[n].x[x];
+        if (j <= jlast) tc_add_kv(a, dk, at_k, a.scale * dks[n].x[x]), tc_add_kv(a, dv, at_k, dvs[n].x[x]);
     });
 }
 

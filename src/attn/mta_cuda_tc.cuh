@@ -17,7 +17,8 @@
 // every head of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
-// the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
+// the tile, d to a multiple of 16, with zeros), or read as they are where the caller's bf16 tensors
+// are already so laid out (tc_reads_caller); P, dO and dS (with the convolution dZ) are rounded
 // to bf16 before the products that read them; the products (mma.sync m16n8k16) accumulate in
 // float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
 // every gradient are float32.
@@ -51,6 +52,7 @@ struct tc_args {
     int cq, ck;             // the pre-softmax convolution's kernel (0, 0: none)
     int pcq, pck;           // the post-softmax convolution's kernel (0, 0: none)
     float scale;            // 1/sqrt(d)
+    int kv16;               // dk, dv are the caller's bfloat16 tensors (mta_config.dtype: tc_add_kv)
     uint64_t seed;          // dropout (drop_thr = 0: none)
     uint32_t drop_thr;
     float drop_scale;
@@ -58,6 +60,18 @@ struct tc_args {
 
 __device__ __forceinline__ size_t tc_kv_slab(const tc_args &a, int bh) {
     return (size_t)(bh / a.H) * a.Hkv + bh % a.H / (a.H / a.Hkv);
+}
+
+// dK or dV entry `at` += x, written once per backward: float32, or with a.kv16 the caller's
+// bfloat16 widened (exact), added to in float32 and rounded once, as a float32 buffer narrowed
+// after the call would be (so no such buffer).
+__device__ __forceinline__ void tc_add_kv(const tc_args &a, float *d, size_t at, float x) {
+    if (!a.kv16) {
+        d[at] += x;
+        return;
+    }
+    bf16 *d16 = (bf16 *)(void *)d;
+    d16[at] = __float2bfloat16_rn(__bfloat162float(d16[at]) + x);
 }
 
 // The last row (or key) of the tile starting at i0.
@@ -103,19 +117,20 @@ __global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T
 // Backward, per row: dO rounded to bf16 (zero past T and d) and, with withD, D = rowsum(dO * O)
 // (grid: x rows of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as
 // it is). The kernels whose P v is not O make their own D (tc_backward), so O is not read there.
+// dO NULL: the kernels read go16 as it is (tc_reads_caller), so only D is made.
 __global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO, int withD) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
     const size_t row = ((size_t)bh * a.T + i) * a.d;
     const float *o = a.o + row;
-    bf16 *dst = dO + ((size_t)bh * a.Tp + i) * a.dp;
+    bf16 *dst = dO ? dO + ((size_t)bh * a.Tp + i) * a.dp : NULL;
     float D = 0.0f;
     for (int e = 0; e < a.dp; e++) {
         const bool in = i < a.T && e < a.d;
         const bf16 r = in && go16 ? go16[row + e] : __float2bfloat16_rn(in ? go[row + e] : 0.0f);
         const float x = in && go16 ? __bfloat162float(r) : in ? go[row + e] : 0.0f;
         if (in && withD) D = fmaf(x, o[e], D);
-        dst[e] = r;
+        if (dst) dst[e] = r;
     }
     if (i < a.T && withD) a.D[(size_t)bh * a.T + i] = D;
 }
@@ -158,15 +173,15 @@ struct tc_heads {
 };
 
 // dk, dv of each kv head += its query heads' dkp, dvp in order (grid: x entries of 128, y B*H_kv).
-__global__ void k_tc_head_kv(const float *dkp, const float *dvp, int H, int Hkv, size_t n, float *dk, float *dv) {
+__global__ void k_tc_head_kv(tc_args a, const float *dkp, const float *dvp, size_t n, float *dk, float *dv) {
     const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x, kvs = blockIdx.y;
     if (e >= n) return;
-    const int rep = H / Hkv;
-    const size_t h0 = kvs / Hkv * H + kvs % Hkv * rep;
+    const int rep = a.H / a.Hkv;
+    const size_t h0 = kvs / a.Hkv * a.H + kvs % a.Hkv * rep;
     float x = 0.0f, y = 0.0f;
     for (int r = 0; r < rep; r++) x += dkp[(h0 + r) * n + e], y += dvp[(h0 + r) * n + e];
-    dk[kvs * n + e] += x;
-    dv[kvs * n + e] += y;
+    tc_add_kv(a, dk, kvs * n + e, x);
+    tc_add_kv(a, dv, kvs * n + e, y);
 }
 
 // The head kernels' gradients from the dQ tiles' partials, one thread per entry of a block's nw
@@ -258,9 +273,19 @@ int tc_covers(const mta_config *c, size_t smem_max) {
            tc_fits(c, smem_max);
 }
 
+// 1 when the kernels read the caller's q, k, v as they are: bfloat16 storage (mta_config.dtype)
+// already in the padded layout (T whole tiles, d a multiple of 16), so the copies would be the
+// same bytes. dout too where the kernels see it unchanged (no norm or gate before them:
+// tc_reads_dout). The kernels only read them (tc_args' pointers are const); the caller's pointers
+// must start at 16 bytes, as cp.async's and ldmatrix's rows do (tc_inputs).
+int tc_reads_caller(const mta_config *c) {
+    return c->dtype == MTA_DTYPE_BF16 && c->T % TC_M == 0 && c->d == tc_dp(c->d);
+}
+int tc_reads_dout(const mta_config *c) { return tc_reads_caller(c) && !c->group_norm && !c->gate; }
+
 // The path's workspace, in the backend's one allocation (cuda_state.mem).
 struct tc_ws {
-    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args)
+    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args); NULL where the caller's are read (tc_reads_caller)
     float *o, *go;         // O before norm and gate; dO before it (with a norm or gate)
     float *lse, *D;
     int *start;            // document starts (B, T)
@@ -278,8 +303,10 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     carver cv = {(unsigned char *)mem, 0};
     tc_ws x;
     x.acc = cv.take<double>(BH * ng_slots(c->T) * (2 * d + 1));
-    x.q = cv.take<bf16>(BH * padded), x.k = cv.take<bf16>(BHkv * padded), x.v = cv.take<bf16>(BHkv * padded);
-    x.dO = cv.take<bf16>(BH * padded);
+    const int copies = !tc_reads_caller(c);
+    x.q = copies ? cv.take<bf16>(BH * padded) : NULL, x.k = copies ? cv.take<bf16>(BHkv * padded) : NULL;
+    x.v = copies ? cv.take<bf16>(BHkv * padded) : NULL;
+    x.dO = tc_reads_dout(c) ? NULL : cv.take<bf16>(BH * padded);
     x.o = cv.take<float>(BH * T * d);
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
@@ -300,28 +327,40 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
 }
 size_t tc_bytes(const mta_config *c, size_t smem_max) { return tc_carve(c, smem_max, NULL, NULL); }
 
-// The kernels' common arguments for a call.
-tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
-    const mta_config *c = cl->c;
-    tc_args a;
-    a.q = w->q, a.k = w->k, a.v = w->v, a.dO = w->dO;
-    a.o = w->o, a.lse = w->lse, a.D = w->D;
-    a.ds = ds;
-    a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
-    a.cq = c->pre_cq, a.ck = c->pre_ck, a.pcq = c->post_cq, a.pck = c->post_ck;
-    a.scale = cl->scale;
-    a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
-    return a;
-}
-
 // The caller's tensor x as bfloat16 when the config stores its tensors so (mta_config.dtype), else NULL.
 const bf16 *tc_stored16(const mta_config *c, const float *x) {
     return c->dtype == MTA_DTYPE_BF16 ? (const bf16 *)(const void *)x : NULL;
 }
 
-// q, k, v rounded (copied, with bfloat16 storage) into the workspace.
-void tc_round_inputs(const call *cl, const tc_ws *w) {
+// The kernels' common arguments for a call (dout: the backward's, or NULL).
+tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds, const float *dout) {
     const mta_config *c = cl->c;
+    tc_args a;
+    a.q = w->q ? w->q : tc_stored16(c, cl->q), a.k = w->k ? w->k : tc_stored16(c, cl->k);
+    a.v = w->v ? w->v : tc_stored16(c, cl->v), a.dO = w->dO ? w->dO : tc_stored16(c, dout);
+    a.o = w->o, a.lse = w->lse, a.D = w->D;
+    a.ds = ds;
+    a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
+    a.cq = c->pre_cq, a.ck = c->pre_ck, a.pcq = c->post_cq, a.pck = c->post_ck;
+    a.scale = cl->scale, a.kv16 = c->dtype == MTA_DTYPE_BF16;
+    a.seed = cl->ctx->seed, a.drop_thr = cl->drop_thr, a.drop_scale = cl->drop_scale;
+    return a;
+}
+
+// q, k, v rounded (copied, with bfloat16 storage) into the workspace, or, where the kernels read
+// the caller's (tc_reads_caller), those and dout (where read: tc_reads_dout) checked to start at
+// 16 bytes.
+mta_status tc_inputs(const call *cl, const tc_ws *w, const float *dout) {
+    const mta_config *c = cl->c;
+    if (!w->q) {
+        const float *x[4] = {cl->q, cl->k, cl->v, w->dO ? NULL : dout};
+        const char *name[4] = {"q", "k", "v", "dout"};
+        for (int t = 0; t < 4; t++)
+            if ((uintptr_t)x[t] % 16)
+                return mta_fail(cl->ctx, MTA_ERR_INVALID, "%s does not start at a 16-byte boundary, which the tensor-core "
+                                "path needs of bfloat16 tensors it reads in place (mta.h, mta_config.dtype)", name[t]);
+        return MTA_OK;
+    }
     const int Tp = tc_tp(c->T), dp = tc_dp(c->d), BH = c->B * c->H, BHkv = c->B * mta_kv_heads(c);
     const unsigned x = (unsigned)((Tp * dp + 127) / 128);
     const float *src[3] = {cl->q, cl->k, cl->v};
@@ -329,6 +368,7 @@ void tc_round_inputs(const call *cl, const tc_ws *w) {
     for (int t = 0; t < 3; t++)
         MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)(t ? BHkv : BH)), 128, 0, cl->s)(
             src[t], tc_stored16(c, src[t]), dst[t], c->T, Tp, c->d, dp);
+    return MTA_OK;
 }
 
 // The kernels that run c (the forward's and the backward's dispatch): the every-step kernels, the
@@ -340,6 +380,7 @@ static tc_family tc_family_of(const mta_config *c) {
     return c->pre_cq ? TC_PRE : c->post_cq ? TC_POST : TC_PLAIN;
 }
 
+// out: the caller's, bfloat16 with bfloat16 storage (mta_config.dtype).
 mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p, float *out) {
     call cl;
     mta_status s = begin(ctx, &cl, q, k, v, p);
@@ -348,10 +389,14 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     cuda_state *st = cl.st;
     tc_ws w;
     tc_carve(c, st->smem_max, st->mem, &w);
+    // bfloat16 storage: the kernels write their out to O itself (the same values they write to O),
+    // which the norm and gate or k_bf16_narrow round into the caller's out once
+    float *const caller_out = out;
+    if (c->dtype == MTA_DTYPE_BF16) out = w.o;
     st->docs = ctx->doc != NULL;
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
-    tc_round_inputs(&cl, &w);
-    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
+    if ((s = tc_inputs(&cl, &w, NULL))) return s;
+    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL, NULL);
     switch (tc_family_of(c)) {
     case TC_EVERY:
         fe_forward(&cl, a, fe_heads_of(c, p), c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, out);
@@ -366,20 +411,24 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     case TC_POST: fa_post_forward(&cl, a, c->B * c->H, p->w_post, out); break;
     case TC_PLAIN: fa_forward(&cl, a, c->B * c->H, out); break;
     }
+    bf16 *out16 = out == caller_out ? NULL : (bf16 *)(void *)caller_out;
     if (c->group_norm || c->gate)
         MTA_LAUNCH(k_normgate, dim3((unsigned)c->T, (unsigned)(c->B * c->H)), red_threads(c->d, 128), 0, cl.s)(
-            out, (size_t)c->T * c->d, normgate_of(c, p));
+            out, out, out16, (size_t)c->T * c->d, normgate_of(c, p));
+    else if (out16)
+        MTA_LAUNCH(k_bf16_narrow, (unsigned)((q_count(c) + 255) / 256), 256, 0, cl.s)(out, out16, q_count(c));
     return finish(&cl, "tensor-core forward");
 }
 
 // dK, dV of each kv head from the per-query-head dkp, dvp, and the head kernels' gradients from
 // their partials per (batch, group, query tile of FH_M rows), in order.
-void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk, float *dv, const mta_grads *g) {
+void tc_head_sums(const call *cl, const tc_ws *w, const tc_args &a, const tc_heads &hd, float *dk, float *dv,
+                  const mta_grads *g) {
     const mta_config *c = cl->c;
-    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M, Hkv = mta_kv_heads(c);
+    const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M;
     const size_t n = (size_t)c->T * c->d;
-    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * Hkv)), 128, 0, cl->s)(
-        w->dkp, w->dvp, c->H, Hkv, n, dk, dv);
+    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
+        a, w->dkp, w->dvp, n, dk, dv);
     if (hd.nw && (g->w_pre_head || g->w_post_head))
         MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
             w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
@@ -395,7 +444,7 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     if (clq) fh_cl_dq(cl, a, hd, cl->c->B, dq, w->hwp);  // first: the dK, dV kernels read its D
     if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
     if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, w->dkp, w->dvp);
-    tc_head_sums(cl, w, hd, dk, dv, g);
+    tc_head_sums(cl, w, a, hd, dk, dv, g);
 }
 
 // The every-step kernels' backward (fe_backward), then the sums of their partials: dK, dV, the
@@ -408,7 +457,7 @@ void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const m
     const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
     fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, dq, w->dwp, w->hwp, w->dkp,
                 w->dvp);
-    tc_head_sums(cl, w, hd, dk, dv, g);
+    tc_head_sums(cl, w, a, hd, dk, dv, g);
     float *gw[2] = {g->w_pre, g->w_post};
     const float *dwp = w->dwp;
     for (int n = 0; n < 2; n++) {
@@ -428,8 +477,8 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
     tc_carve(c, cl.st->smem_max, cl.st->mem, &w);
-    tc_round_inputs(&cl, &w);
-    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL);
+    if ((s = tc_inputs(&cl, &w, dout))) return s;
+    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
     // dO through the gate and norm (their parameter gradients summed per head and chunk of rows)
     const float *go = dout;
     const int slots = ng_slots(T);
@@ -443,8 +492,9 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
     // D = rowsum(dO O) only where P v is O (plain, pre-softmax convolution); the other kernels make D
     const tc_family fam = tc_family_of(c);
-    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(
-        a, go, go16, w.dO, fam == TC_PLAIN || fam == TC_PRE);
+    const int withD = fam == TC_PLAIN || fam == TC_PRE;
+    if (w.dO || withD)
+        MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO, withD);
     if (fam == TC_EVERY) {
         tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (fam == TC_HEADS) {
