@@ -110,10 +110,8 @@ typedef enum { MTA_FP32 = 0, MTA_BF16 = 1 } mta_precision;
 //     Only the cuda and cuda-emu backends take it (the host backends refuse it). out is rounded
 //     once to bfloat16 from its float32 value (after the norm and gate); dq, dk, dv are added to
 //     as on every backend: read, added to in float32, rounded once. On the tensor-core path
-//     (precision MTA_BF16) q, k, v and dout are read as they are, in place where T is a multiple
-//     of 64 and d of 16: they must then start at 16-byte boundaries (else MTA_ERR_INVALID); on
-//     the float32 path the backend widens them into a float32 workspace of its own (a copy
-//     inside the backend, docs/cuda.md).
+//     (precision MTA_BF16) q, k, v and dout are read as they are; on the float32 path the backend
+//     widens them into a float32 workspace of its own (a copy inside the backend, docs/cuda.md).
 typedef enum { MTA_DTYPE_F32 = 0, MTA_DTYPE_BF16 = 1 } mta_dtype;
 
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.

@@ -172,6 +172,31 @@ class _Tests(_Mode):
             # test_attn_backends.c's bf16_tolerance); the outputs' adds u: (3 kappa + 1) u.
             self.assert_close(got, self.run_op(tensors, meta), (3 * 10 + 1) * 2.0 ** -9, per_tensor=True)
 
+    def test_bfloat16_views_off_alignment(self):
+        """bfloat16 q, k, v and dout that start 2 bytes into their storage (views) at whole tiles
+        (T a multiple of 64, d of 16, where a backend could be tempted to read them in place with
+        16-byte loads): the results are the aligned tensors' bit for bit."""
+        spec = dict(B=1, H=2, T=64, d=16)
+        tensors, meta = make_case(spec, torch.Generator().manual_seed(51))
+        x = {n: tensors[n].to(self.dev, torch.bfloat16) for n in ('q', 'k', 'v', 'dout')}
+
+        def run(view):
+            def place(t):
+                if not view:
+                    return t.clone().requires_grad_(True)
+                base = torch.zeros(t.numel() + 1, dtype=t.dtype, device=t.device)
+                base[1:].copy_(t.reshape(-1))
+                return base[1:].view(t.shape).requires_grad_(True)
+            q, k, v, dout = (place(x[n]) for n in ('q', 'k', 'v', 'dout'))
+            if view:
+                self.assertNotEqual(q.data_ptr() % 16, 0)
+            with self.on():
+                out = mta_attention(q, k, v)
+                out.backward(dout.detach())
+            return [t.detach().cpu() for t in (out, q.grad, k.grad, v.grad)]
+        for a, b in zip(run(False), run(True)):
+            self.assertTrue(torch.equal(a, b))
+
     def test_pointers_and_stream(self):
         """The tensors' own memory goes to the library (a q at an offset in its storage
         included), and the forward and its backward run on the stream current at the forward."""

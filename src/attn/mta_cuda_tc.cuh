@@ -17,8 +17,7 @@
 // every head of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
-// the tile, d to a multiple of 16, with zeros), or read as they are where the caller's bf16 tensors
-// are already so laid out (tc_reads_caller); P, dO and dS (with the convolution dZ) are rounded
+// the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
 // to bf16 before the products that read them; the products (mma.sync m16n8k16) accumulate in
 // float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
 // every gradient are float32.
@@ -117,20 +116,19 @@ __global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T
 // Backward, per row: dO rounded to bf16 (zero past T and d) and, with withD, D = rowsum(dO * O)
 // (grid: x rows of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as
 // it is). The kernels whose P v is not O make their own D (tc_backward), so O is not read there.
-// dO NULL: the kernels read go16 as it is (tc_reads_caller), so only D is made.
 __global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO, int withD) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
     const size_t row = ((size_t)bh * a.T + i) * a.d;
     const float *o = a.o + row;
-    bf16 *dst = dO ? dO + ((size_t)bh * a.Tp + i) * a.dp : NULL;
+    bf16 *dst = dO + ((size_t)bh * a.Tp + i) * a.dp;
     float D = 0.0f;
     for (int e = 0; e < a.dp; e++) {
         const bool in = i < a.T && e < a.d;
         const bf16 r = in && go16 ? go16[row + e] : __float2bfloat16_rn(in ? go[row + e] : 0.0f);
         const float x = in && go16 ? __bfloat162float(r) : in ? go[row + e] : 0.0f;
         if (in && withD) D = fmaf(x, o[e], D);
-        if (dst) dst[e] = r;
+        dst[e] = r;
     }
     if (i < a.T && withD) a.D[(size_t)bh * a.T + i] = D;
 }
@@ -273,19 +271,9 @@ int tc_covers(const mta_config *c, size_t smem_max) {
            tc_fits(c, smem_max);
 }
 
-// 1 when the kernels read the caller's q, k, v as they are: bfloat16 storage (mta_config.dtype)
-// already in the padded layout (T whole tiles, d a multiple of 16), so the copies would be the
-// same bytes. dout too where the kernels see it unchanged (no norm or gate before them:
-// tc_reads_dout). The kernels only read them (tc_args' pointers are const); the caller's pointers
-// must start at 16 bytes, as cp.async's and ldmatrix's rows do (tc_inputs).
-int tc_reads_caller(const mta_config *c) {
-    return c->dtype == MTA_DTYPE_BF16 && c->T % TC_M == 0 && c->d == tc_dp(c->d);
-}
-int tc_reads_dout(const mta_config *c) { return tc_reads_caller(c) && !c->group_norm && !c->gate; }
-
 // The path's workspace, in the backend's one allocation (cuda_state.mem).
 struct tc_ws {
-    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args); NULL where the caller's are read (tc_reads_caller)
+    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args)
     float *o, *go;         // O before norm and gate; dO before it (with a norm or gate)
     float *lse, *D;
     int *start;            // document starts (B, T)
@@ -303,10 +291,8 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     carver cv = {(unsigned char *)mem, 0};
     tc_ws x;
     x.acc = cv.take<double>(BH * ng_slots(c->T) * (2 * d + 1));
-    const int copies = !tc_reads_caller(c);
-    x.q = copies ? cv.take<bf16>(BH * padded) : NULL, x.k = copies ? cv.take<bf16>(BHkv * padded) : NULL;
-    x.v = copies ? cv.take<bf16>(BHkv * padded) : NULL;
-    x.dO = tc_reads_dout(c) ? NULL : cv.take<bf16>(BH * padded);
+    x.q = cv.take<bf16>(BH * padded), x.k = cv.take<bf16>(BHkv * padded), x.v = cv.take<bf16>(BHkv * padded);
+    x.dO = cv.take<bf16>(BH * padded);
     x.o = cv.take<float>(BH * T * d);
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
@@ -327,17 +313,11 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
 }
 size_t tc_bytes(const mta_config *c, size_t smem_max) { return tc_carve(c, smem_max, NULL, NULL); }
 
-// The caller's tensor x as bfloat16 when the config stores its tensors so (mta_config.dtype), else NULL.
-const bf16 *tc_stored16(const mta_config *c, const float *x) {
-    return c->dtype == MTA_DTYPE_BF16 ? (const bf16 *)(const void *)x : NULL;
-}
-
-// The kernels' common arguments for a call (dout: the backward's, or NULL).
-tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds, const float *dout) {
+// The kernels' common arguments for a call.
+tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
     const mta_config *c = cl->c;
     tc_args a;
-    a.q = w->q ? w->q : tc_stored16(c, cl->q), a.k = w->k ? w->k : tc_stored16(c, cl->k);
-    a.v = w->v ? w->v : tc_stored16(c, cl->v), a.dO = w->dO ? w->dO : tc_stored16(c, dout);
+    a.q = w->q, a.k = w->k, a.v = w->v, a.dO = w->dO;
     a.o = w->o, a.lse = w->lse, a.D = w->D;
     a.ds = ds;
     a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
@@ -347,20 +327,14 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds, const float *d
     return a;
 }
 
-// q, k, v rounded (copied, with bfloat16 storage) into the workspace, or, where the kernels read
-// the caller's (tc_reads_caller), those and dout (where read: tc_reads_dout) checked to start at
-// 16 bytes.
-mta_status tc_inputs(const call *cl, const tc_ws *w, const float *dout) {
+// The caller's tensor x as bfloat16 when the config stores its tensors so (mta_config.dtype), else NULL.
+const bf16 *tc_stored16(const mta_config *c, const float *x) {
+    return c->dtype == MTA_DTYPE_BF16 ? (const bf16 *)(const void *)x : NULL;
+}
+
+// q, k, v rounded (copied, with bfloat16 storage) into the workspace.
+void tc_round_inputs(const call *cl, const tc_ws *w) {
     const mta_config *c = cl->c;
-    if (!w->q) {
-        const float *x[4] = {cl->q, cl->k, cl->v, w->dO ? NULL : dout};
-        const char *name[4] = {"q", "k", "v", "dout"};
-        for (int t = 0; t < 4; t++)
-            if ((uintptr_t)x[t] % 16)
-                return mta_fail(cl->ctx, MTA_ERR_INVALID, "%s does not start at a 16-byte boundary, which the tensor-core "
-                                "path needs of bfloat16 tensors it reads in place (mta.h, mta_config.dtype)", name[t]);
-        return MTA_OK;
-    }
     const int Tp = tc_tp(c->T), dp = tc_dp(c->d), BH = c->B * c->H, BHkv = c->B * mta_kv_heads(c);
     const unsigned x = (unsigned)((Tp * dp + 127) / 128);
     const float *src[3] = {cl->q, cl->k, cl->v};
@@ -368,7 +342,6 @@ mta_status tc_inputs(const call *cl, const tc_ws *w, const float *dout) {
     for (int t = 0; t < 3; t++)
         MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)(t ? BHkv : BH)), 128, 0, cl->s)(
             src[t], tc_stored16(c, src[t]), dst[t], c->T, Tp, c->d, dp);
-    return MTA_OK;
 }
 
 // The kernels that run c (the forward's and the backward's dispatch): the every-step kernels, the
@@ -395,8 +368,8 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     if (c->dtype == MTA_DTYPE_BF16) out = w.o;
     st->docs = ctx->doc != NULL;
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
-    if ((s = tc_inputs(&cl, &w, NULL))) return s;
-    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL, NULL);
+    tc_round_inputs(&cl, &w);
+    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
     switch (tc_family_of(c)) {
     case TC_EVERY:
         fe_forward(&cl, a, fe_heads_of(c, p), c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, out);
@@ -477,8 +450,8 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
     tc_carve(c, cl.st->smem_max, cl.st->mem, &w);
-    if ((s = tc_inputs(&cl, &w, dout))) return s;
-    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
+    tc_round_inputs(&cl, &w);
+    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL);
     // dO through the gate and norm (their parameter gradients summed per head and chunk of rows)
     const float *go = dout;
     const int slots = ng_slots(T);
@@ -492,9 +465,8 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
     // D = rowsum(dO O) only where P v is O (plain, pre-softmax convolution); the other kernels make D
     const tc_family fam = tc_family_of(c);
-    const int withD = fam == TC_PLAIN || fam == TC_PRE;
-    if (w.dO || withD)
-        MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(a, go, go16, w.dO, withD);
+    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(
+        a, go, go16, w.dO, fam == TC_PLAIN || fam == TC_PRE);
     if (fam == TC_EVERY) {
         tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (fam == TC_HEADS) {
