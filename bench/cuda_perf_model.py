@@ -1539,25 +1539,28 @@ def cluster_fwd_ops(c):
 
 
 def cluster_dq_ops(c):
-    """The dQ design per tile pair: k_fa_head_dq's two passes (D, then dq) with q and dO resident:
-    per pass the own heads' k and v stages, S1 and dP2 per head, S1 hi + lo and dP2 hi to the
-    others (one barrier), S2 and dP = dP2 W2'^T (dP2 hi only) for the own heads; in pass 1 dS2 to
-    the others (a barrier), dS1 = dS2 W1, the kernel gradients dW1 += S1^T dS2 and dW2' += dP2^T P
-    of the own output heads (3 MMAs each, A by ldmatrix .trans), dq += dS1 k in registers."""
-    o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
+    """k_fa_head_cl_dq per tile pair (FH_M query rows x FHC_N keys of the group's G heads, all C
+    blocks; q and dO resident), both passes: the own heads' k and v stage, S1 and dP2 per head
+    (fa_xyT), X1 (S1 hi, lo, dP2 hi of a block's 8 heads, padding heads too) to the others and a
+    barrier; per block and query row S2 = S1 W1^T (3 MMAs), P, dP = dP2 W2'^T (2); pass 0 sums D;
+    pass 1 X2 (dS2 hi, lo and, with step 6, P hi, lo) and a barrier, dS1 = dS2 W1 (3), the kernel
+    gradients of the own output heads (dW1 += dS2 (x) S1 with mixing: 3; dW2' += P (x) dP2 with
+    step 6: 2) and dq += dS1 k per head in registers."""
+    o, G, ch = ClusterOps(c["dp"], c["C"], c["G"]), c["G"], bool(c["ch"])
     for p in range(2):
         o.load(2 * G * FHC_N)
         for _ in range(2 * G):
             o.product(fe_rg(0, 0, FH_M, FHC_N))
-        o.share(G, 4 + 2)
+        o.share(o.C * o.hb, 4 + 2)
         o.sync()
         o.heads_mix(1)
         o.exp(G * FH_M * FHC_N)
         o.heads_mix(1, al=0)
         if p:
-            o.share(G, 4)
+            o.share(o.C * o.hb, 4 + 4 * ch)
             o.sync()
-            o.heads_mix(3)  # dS1, dW1, dW2'
+            o.heads_mix(1 + bool(c["mix"]))
+            o.heads_mix(int(ch), al=0)
             o.head_acc(G)
     return o.n
 
@@ -1962,7 +1965,7 @@ def check_cluster():
             "cp_async_bytes": 3 * 16 * 16 * 96 * 2}
     bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
     fails = [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
-    return fails + check_cluster_dkdv()
+    return fails + check_cluster_dkdv() + check_cluster_dq()
 
 
 def check_cluster_dkdv():
@@ -1980,6 +1983,19 @@ def check_cluster_dkdv():
     if smem != {96: (2, 229376), 128: (1, 208896)}:
         bad["stage buffers, shared bytes"] = smem
     return [f"cluster dK/dV per tile pair (model, by hand): {bad}"] if bad else []
+
+
+def check_cluster_dq():
+    """cluster_dq_ops per tile pair against the hand derivation (the same layer and d, C = 2): per pass
+    S1 and dP2 of 16 heads (2 MMAs a k step), S2 and dP per block and query row (3 + 2 MMAs), X1 of
+    2 blocks x 256 entries x (3 arrays) x 16 bytes to the other block, a barrier; in pass 1 dS1,
+    dW1 and dW2' per block and row (3 + 3 + 2), dq += dS1 k of 16 heads (2 MMAs a k step), X2 (4
+    arrays), a barrier; k and v of 16 heads x 16 keys x 96 x 2 bytes per pass."""
+    n = cluster_dq_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": fhc_cs(16)})
+    want = {"mma": 2 * (2 * 16 * 12 + 2 * 16 * (3 + 2)) + 2 * 16 * (3 + 3 + 2) + 16 * 12,
+            "dsmem_bytes": 2 * (2 * 3 + 4) * 256 * 16, "barriers": 3, "cp_async_bytes": 2 * 2 * 16 * 16 * 96 * 2}
+    bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
+    return [f"cluster dQ per tile pair (model, by hand): {bad}"] if bad else []
 
 
 def check_split(root):
