@@ -535,9 +535,9 @@ static void bf16_cases(bf16_tally *tl) {
         bf16_case(&c, docs ? doc : NULL, (uint64_t)t->seed, t->name, tl);
     }
 }
-// On the emulator the head kernels' cases run twice: with clusters (an H100's forward,
-// k_fa_head_cl_forward and k_fa_head_cl_dkdv, for groups of up to 16 heads) and without (an A100's,
-// k_fa_head_forward and k_fa_head_dkdv).
+// On the emulator the head kernels' cases run twice: with clusters (an H100's k_fa_head_cl_forward,
+// k_fa_head_cl_dq and k_fa_head_cl_dkdv, for groups of up to 16 heads) and without (an A100's,
+// k_fa_head_forward, k_fa_head_dq and k_fa_head_dkdv).
 static void test_bf16_tensor_cores(void **s) {
     (void)s;
     if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();

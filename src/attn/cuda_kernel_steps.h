@@ -80,6 +80,8 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_fa_head_cl_forward", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC,
      "mma.sync forward of a group of <= 16 heads on a thread block cluster (head steps, sm_90)"},
     {"k_fa_head_dq", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync dQ, D and kernel partials of <= 32 heads"},
+    {"k_fa_head_cl_dq", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC,
+     "mma.sync dQ, D and kernel partials of <= 16 heads on a thread block cluster (head steps, sm_90)"},
     {"k_fa_head_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync per-query-head dK, dV of <= 32 heads"},
     {"k_fa_head_cl_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC,
      "mma.sync per-query-head dK, dV of <= 16 heads on a thread block cluster (head steps, sm_90)"},

@@ -67,7 +67,7 @@ struct fhc_smem {
     bf16 *s1;         // S1 [parity][hi, lo]: FHC_E entries of 16 heads each (fh_s1_at; fhc_s1)
     bf16 *p[2];       // step 6: P hi, lo, as S1
     bf16 *p2;         // (8, FH_M, FHC_PLD): P2 of the own heads
-    bf16 *w;          // W1 hi, lo, W2'^T hi, lo for the own out heads (fhc_weights), FHC_WSZ each
+    bf16 *w;          // the mixing blocks FHC_W1, FHC_W2 (fhc_weights), hi and lo FHC_WSZ each
     float *al, *ls;   // (8, FH_M): alpha of a tile; the sums at the end
 };
 __host__ __device__ inline size_t fhc_carve(int ch, int dp, unsigned char *base, fhc_smem *s) {
@@ -103,19 +103,34 @@ template <int DP> struct fhc_block {
     mma_c o[DP / 8];          // O of head 8r + w, rows g, g + 8
 };
 
-// The mixing blocks: W1 and W2'^T (fh_wval) rows of the own out heads 8r + o, every in head,
-// split into hi and lo.
-template <int DP> __device__ __forceinline__ void fhc_weights(const tc_args &a, const tc_heads &hd, fhc_block<DP> &k) {
-    for (int e = threadIdx.x; e < 2 * 8 * 16; e += FHC_THREADS) {
-        const int m = e / 128, o = e % 128 / 16, in = e % 16;
-        const float x = o < FHC_HB ? fh_wval(a, hd, k.bh0 % a.H, m, FHC_HB * k.r + o, in) : 0.0f;
-        bf16_split(x, k.s.w[2 * m * FHC_WSZ + o * FHC_WLD + in], k.s.w[(2 * m + 1) * FHC_WSZ + o * FHC_WLD + in]);
+// The mixing blocks of the cluster kernels, each [n][k] for own head 8r + n (n < 8) and every head
+// k < 16 (fh_wval's entries; 0 past G), as their MMAs read it (fhc_mix): FHC_W1, W1[n][k] (S2 = S1
+// W1^T); FHC_W1T, W1[k][n] (dS1 = dS2 W1); FHC_W2, W2'(k, n) (P2 = P W2'); FHC_W2T, W2'(n, k) (dP =
+// dP2 W2'^T). The code is 2 m + transposed, m fh_wval's matrix (0 W1, 1 W2'^T).
+enum { FHC_W1, FHC_W1T, FHC_W2, FHC_W2T };
+// The codes of B..., 2 bits each, the first lowest.
+template <int... B> __host__ __device__ constexpr unsigned fhc_codes(void) {
+    const int list[] = {B...};
+    unsigned c = 0;
+    for (int b = 0; b < (int)sizeof...(B); b++) c |= (unsigned)list[b] << 2 * b;
+    return c;
+}
+// The blocks B..., in that order, of rank r's own out heads (group at bh0) into w, each split into
+// hi and lo: block b's hi at 2 b FHC_WSZ, lo FHC_WSZ after.
+template <int... B>
+__device__ __forceinline__ void fhc_weights(const tc_args &a, const tc_heads &hd, int bh0, int r, bf16 *w) {
+    constexpr unsigned codes = fhc_codes<B...>();
+    for (int e = threadIdx.x; e < (int)sizeof...(B) * 8 * 16; e += FHC_THREADS) {
+        const int b = e / 128, code = codes >> 2 * b & 3, tr = code % 2;
+        const int n = e % 128 / 16, kk = e % 16, h = FHC_HB * r + n;
+        const float x = fh_wval(a, hd, bh0 % a.H, code / 2, tr ? kk : h, tr ? h : kk);
+        bf16_split(x, w[2 * b * FHC_WSZ + n * FHC_WLD + kk], w[(2 * b + 1) * FHC_WSZ + n * FHC_WLD + kk]);
     }
 }
 
 // y (one n-tile: own heads 2t, 2t + 1 at entries g, g + 8) = x m for the 16 entries from e0, x =
 // xh + xl (AL 0: xh only, xl not read) in fh_s1_at arrays (A by ldmatrix, as fh_mix), m a block of
-// fhc_weights or fhd_weights (lo at m + FHC_WSZ; B n-major, as fh_xyT1's y): three MMAs (AL 0:
+// fhc_weights (lo at m + FHC_WSZ; B n-major, as fh_xyT1's y): three MMAs (AL 0:
 // two), as fh_mma3.
 template <int AL = 1>
 __device__ __forceinline__ void fhc_mix(const bf16 *xh, const bf16 *xl, const bf16 *m, int e0, mma_c &y) {
@@ -304,7 +319,7 @@ __device__ __forceinline__ void fhc_setup(const tc_args &a, const tc_heads &hd, 
     fhc_carve(hd.ch, a.dp, sh, &k.s);
     k.r = (int)cl_rank(), k.C = (int)cl_size(), k.x = 0;
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.i0 = (gridDim.x / k.C - 1 - blockIdx.x / k.C) * FH_M;
-    fhc_weights(a, hd, k);
+    fhc_weights<FHC_W1, FHC_W2>(a, hd, k.bh0, k.r, k.s.w);
     FA_UNROLL
     for (int qq = 0; qq < FHC_QW; qq++) {
         const int i = k.i0 + FHC_QW * w + qq;

@@ -52,7 +52,7 @@ struct fhd_smem {
     size_t sbuf;       // bf16 of a stage buffer
     bf16 *x1, *x2;     // X1: S1 hi, lo, dP2; X2: dS2 hi, lo, P hi, lo (FHD_ARR each)
     bf16 *p2, *ds1;    // (8, FH_M, FHC_N): P2 and dS1 of the own heads (fhd_pa)
-    bf16 *w;           // the mixing blocks (fhd_weights), hi then lo, FHC_WSZ each
+    bf16 *w;           // the mixing blocks FHC_W1, FHC_W2T, FHC_W2, FHC_W1T (fhc_weights)
     float *al, *ls;    // (8, FH_M): the query tile's log-sum-exp and D of the own heads
 };
 __host__ __device__ inline size_t fhd_carve(int nbuf, int dp, unsigned char *base, fhd_smem *s) {
@@ -96,18 +96,6 @@ template <int DP> struct fhd_block {
     mma_c dk[DP / 8], dv[DP / 8];  // dK / scale and dV of head 8r + w, keys g, g + 8
 };
 
-// The mixing blocks, [n][k] for own head n (8r + n) and every head k, split into hi and lo: block 0
-// W1[n][k] (S2 = S1 W1^T), 1 W2'(n, k) (dP = dP2 W2'^T), 2 W2'(k, n) (P2 = P W2'), 3 W1[k][n]
-// (dS1 = dS2 W1); fh_wval's entries.
-template <int DP> __device__ __forceinline__ void fhd_weights(const tc_args &a, const tc_heads &hd, fhd_block<DP> &k) {
-    for (int e = threadIdx.x; e < 4 * 8 * 16; e += FHD_THREADS) {
-        const int m = e / 128, n = FHD_HB * k.r + e % 128 / 16, kk = e % 16, own = m == 0 || m == 2;
-        const float x = fh_wval(a, hd, k.bh0 % a.H, m == 1 || m == 2, own ? n : kk, own ? kk : n);
-        bf16_split(x, k.s.w[2 * m * FHC_WSZ + e % 128 / 16 * FHC_WLD + kk],
-                   k.s.w[(2 * m + 1) * FHC_WSZ + e % 128 / 16 * FHC_WLD + kk]);
-    }
-}
-
 // The query tile i0's state: the document starts of this lane's rows, lse and D of the own heads.
 template <int DP> __device__ __forceinline__ void fhd_rows(const tc_args &a, const tc_heads &hd, fhd_block<DP> &k, int i0) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
@@ -126,34 +114,43 @@ template <int DP> __device__ __forceinline__ void fhd_rows(const tc_args &a, con
     }
 }
 
-// Warp w's head 8r + w: S1 = scale q k^T split into hi, lo and dP2 = dropout(dO v^T) (hi), 0 where the
-// row does not see the key, into the block's X1 arrays (buf: the stage of q and dO).
-template <int DP>
-__device__ __forceinline__ void fhd_scores(const tc_args &a, const tc_heads &hd, const fhd_block<DP> &k, const bf16 *buf) {
-    const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, h = FHD_HB * k.r + w;
-    const int ld = fa_ld(a.dp), rows = FHD_HB * FH_M * ld;
-    if (h >= hd.G) return;
+// Head h of a cluster kernel's 16 query rows from i0 (document starts st of rows g, g + 8) and 16
+// keys from j0: S1 = scale q k^T split into hi, lo and dP2 = dropout(dO v^T) (hi), 0 where the row
+// does not see the key, into the X1 arrays x (S1 hi, lo, dP2, FHD_ARR apart). q: the head's q rows,
+// its dO rows qd further; k: its k rows, its v rows kd further.
+__device__ __forceinline__ void fhd_x1(const tc_args &a, int bh0, int h, int i0, int j0, const int st[2], const bf16 *q,
+                                       size_t qd, const bf16 *k, size_t kd, bf16 *x) {
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int x2 = 0; x2 < 2; x2++) {
         mma_c c[2] = {};
-        fa_xyT(c, buf + x2 * rows + w * FH_M * ld, k.s.kv + x2 * FHD_HB * FHC_N * ld + w * FHC_N * ld, ld, a.dp);
+        fa_xyT(c, q + x2 * qd, k + x2 * kd, fa_ld(a.dp), a.dp);
         FA_UNROLL
         for (int n = 0; n < 2; n++)
             FA_UNROLL
-            for (int x = 0; x < 4; x++) {
-                const int r = g + 8 * (x / 2), key = 8 * n + 2 * t + x % 2, i = k.i0 + r, j = k.j0 + key;
+            for (int e = 0; e < 4; e++) {
+                const int r = g + 8 * (e / 2), key = 8 * n + 2 * t + e % 2, i = i0 + r, j = j0 + key;
                 const int at = fh_s1_at<1>(r * FHC_N + key, h);
                 float v = 0.0f;
-                if (fa_ok(a.T, i, k.st[x / 2], j)) v = c[n].x[x] * (x2 ? tc_drop(a, k.bh0 + h, i, j) : a.scale);
-                if (x2) k.s.x1[2 * FHD_ARR + at] = __float2bfloat16_rn(v);
-                else bf16_split(v, k.s.x1[at], k.s.x1[FHD_ARR + at]);
+                if (fa_ok(a.T, i, st[e / 2], j)) v = c[n].x[e] * (x2 ? tc_drop(a, bh0 + h, i, j) : a.scale);
+                if (x2) x[2 * FHD_ARR + at] = __float2bfloat16_rn(v);
+                else bf16_split(v, x[at], x[FHD_ARR + at]);
             }
     }
 }
 
+// Warp w's head 8r + w into the block's X1 arrays (buf: the stage of q and dO).
+template <int DP>
+__device__ __forceinline__ void fhd_scores(const tc_args &a, const tc_heads &hd, const fhd_block<DP> &k, const bf16 *buf) {
+    const int w = threadIdx.x / 32, h = FHD_HB * k.r + w, ld = fa_ld(a.dp);
+    if (h >= hd.G) return;
+    fhd_x1(a, k.bh0, h, k.i0, k.j0, k.st, buf + w * FH_M * ld, (size_t)FHD_HB * FH_M * ld, k.s.kv + w * FHC_N * ld,
+           (size_t)FHD_HB * FHC_N * ld, k.s.x1);
+}
+
 // The block's unit (heads 8r..8r+7) of every entry of its first na arrays from x into the same
-// arrays of the cluster's other blocks, 16 bytes a store.
-template <int DP> __device__ __forceinline__ void fhd_share(const fhd_block<DP> &k, const bf16 *x, int na) {
+// arrays of the cluster's other blocks, 16 bytes a store (k: a cluster kernel's block, its rank r of C).
+template <typename K> __device__ __forceinline__ void fhd_share(const K &k, const bf16 *x, int na) {
     for (int e = threadIdx.x; e < na * FHC_E; e += FHD_THREADS) {
         const bf16 *src = x + e / FHC_E * FHD_ARR + fh_s1_at<1>(e % FHC_E, FHD_HB * k.r);
         const uint32_t *v = (const uint32_t *)src;
@@ -178,7 +175,7 @@ __device__ __forceinline__ void fhd_store_p2(const tc_args &a, const tc_heads &h
 }
 
 // x's pairs (own heads 2t, 2t + 1 at keys g, g + 8 of row q) split into hi, lo [entry][head] arrays.
-template <int DP> __device__ __forceinline__ void fhd_put(const fhd_block<DP> &k, bf16 *hi, bf16 *lo, int q, const mma_c &x) {
+template <typename K> __device__ __forceinline__ void fhd_put(const K &k, bf16 *hi, bf16 *lo, int q, const mma_c &x) {
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int r = 0; r < 2; r++) {
@@ -210,9 +207,23 @@ template <int DP> __device__ __forceinline__ void fhd_mix1(const tc_args &a, con
     }
 }
 
+// dS1 = dS2 W1 of query row q (x: X2's dS2 hi, lo; m: the FHC_W1T block) for the own heads < G, bf16
+// into ds1 (fhd_pa).
+template <typename K>
+__device__ __forceinline__ void fhd_ds1(const K &k, int G, const bf16 *x, const bf16 *m, int q, bf16 *ds1) {
+    const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    mma_c y;
+    fhc_mix<1>(x, x + FHD_ARR, m, q * FHC_N, y);
+    FA_UNROLL
+    for (int e = 0; e < 4; e++) {
+        const int lh = 2 * t + e % 2;
+        if (FHD_HB * k.r + lh < G) ds1[fhd_pa(lh, q, g + 8 * (e / 2))] = __float2bfloat16_rn(y.x[e]);
+    }
+}
+
 // The second mixing, warp w's rows 2w + qq: with step 6 P2 = P W2' into p2; dS1 = dS2 W1 into ds1.
 template <int DP> __device__ __forceinline__ void fhd_mix2(const tc_args &a, const tc_heads &hd, fhd_block<DP> &k) {
-    const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    const int w = threadIdx.x / 32;
     FA_UNROLL
     for (int qq = 0; qq < 2; qq++) {
         const int q = 2 * w + qq, e0 = q * FHC_N;
@@ -221,12 +232,7 @@ template <int DP> __device__ __forceinline__ void fhd_mix2(const tc_args &a, con
             fhc_mix<1>(k.s.x2 + 2 * FHD_ARR, k.s.x2 + 3 * FHD_ARR, k.s.w + 4 * FHC_WSZ, e0, y);
             fhd_store_p2(a, hd, k, qq, y);
         }
-        fhc_mix<1>(k.s.x2, k.s.x2 + FHD_ARR, k.s.w + 6 * FHC_WSZ, e0, y);
-        FA_UNROLL
-        for (int x = 0; x < 4; x++) {
-            const int lh = 2 * t + x % 2;
-            if (FHD_HB * k.r + lh < hd.G) k.s.ds1[fhd_pa(lh, q, g + 8 * (x / 2))] = __float2bfloat16_rn(y.x[x]);
-        }
+        fhd_ds1(k, hd.G, k.s.x2, k.s.w + 6 * FHC_WSZ, q, k.s.ds1);
     }
 }
 
@@ -283,7 +289,7 @@ __device__ __forceinline__ void fhd_setup(const tc_args &a, const tc_heads &hd, 
     fhd_carve(nbuf, a.dp, sh, &k.s);
     k.nbuf = nbuf, k.r = (int)cl_rank(), k.C = (int)cl_size();
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.j0 = blockIdx.x / k.C * FHC_N;
-    fhd_weights(a, hd, k);
+    fhc_weights<FHC_W1, FHC_W2T, FHC_W2, FHC_W1T>(a, hd, k.bh0, k.r, k.s.w);
     fa_zero(k.dk), fa_zero(k.dv);
     const bf16 zero = __float2bfloat16_rn(0.0f);
     for (int e = threadIdx.x; e < 7 * FHD_ARR; e += FHD_THREADS) (e < 3 * FHD_ARR ? k.s.x1 : k.s.x2 - 3 * FHD_ARR)[e] = zero;

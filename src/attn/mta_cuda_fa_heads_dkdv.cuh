@@ -73,26 +73,28 @@ __global__ void __launch_bounds__(TC_THREADS, 2) k_fa_head_dkdv_t(tc_args a, tc_
 }
 
 // The backward's two head kernels: dQ (with D and the kernel partials in hwp, query tiles of FH_M)
-// before dK, dV (key tiles of fh_keys(NQ)), which read D; kv 0: dQ only (the caller runs the
-// cluster dK, dV).
+// before dK, dV (key tiles of fh_keys(NQ)), which read D; q 0: dK, dV only (the caller ran the
+// cluster dQ), kv 0: dQ only (the caller runs the cluster dK, dV).
 template <int NQ>
 void fh_backward_t(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp, float *dkp,
-                   float *dvp, int kv) {
+                   float *dvp, int q, int kv) {
     void (*const k_fa_head_dq)(tc_args, tc_heads, float *, float *) = k_fa_head_dq_t<NQ>;
     void (*const k_fa_head_dkdv)(tc_args, tc_heads, float *, float *) = k_fa_head_dkdv_t<NQ>;
     const size_t smq = fh_smem_bytes(TC_DQ, hd.G, a.dp), smk = fh_smem_bytes(TC_DKDV, hd.G, a.dp);
     const unsigned y = (unsigned)(B * a.H / hd.G);
-    tc_smem_optin(k_fa_head_dq, smq);
-    tc_smem_optin(k_fa_head_dkdv, smk);
-    MTA_LAUNCH(k_fa_head_dq, dim3((unsigned)((a.T + FH_M - 1) / FH_M), y), TC_THREADS, smq, cl->s)(a, hd, dq, hwp);
+    if (q) {
+        tc_smem_optin(k_fa_head_dq, smq);
+        MTA_LAUNCH(k_fa_head_dq, dim3((unsigned)((a.T + FH_M - 1) / FH_M), y), TC_THREADS, smq, cl->s)(a, hd, dq, hwp);
+    }
     if (!kv) return;
+    tc_smem_optin(k_fa_head_dkdv, smk);
     const unsigned kt = (unsigned)((a.T + fh_keys(NQ) - 1) / fh_keys(NQ));
     MTA_LAUNCH(k_fa_head_dkdv, dim3(kt, y), TC_THREADS, smk, cl->s)(a, hd, dkp, dvp);
 }
 void fh_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp, float *dkp,
-                 float *dvp, int kv) {
-    if (hd.nq == 2) fh_backward_t<2>(cl, a, hd, B, dq, hwp, dkp, dvp, kv);
-    else fh_backward_t<1>(cl, a, hd, B, dq, hwp, dkp, dvp, kv);
+                 float *dvp, int q, int kv) {
+    if (hd.nq == 2) fh_backward_t<2>(cl, a, hd, B, dq, hwp, dkp, dvp, q, kv);
+    else fh_backward_t<1>(cl, a, hd, B, dq, hwp, dkp, dvp, q, kv);
 }
 
 #endif

@@ -192,6 +192,7 @@ template <typename K> void tc_smem_optin(K *kernel, size_t bytes) {
 #include "attn/mta_cuda_fa_heads_dkdv.cuh"
 #include "attn/mta_cuda_fa_heads_cl.cuh"
 #include "attn/mta_cuda_fa_heads_cl_dkdv.cuh"
+#include "attn/mta_cuda_fa_heads_cl_dq.cuh"
 #include "attn/mta_cuda_fa_conv.cuh"
 #include "attn/mta_cuda_fa_conv_bwd.cuh"
 #include "attn/mta_cuda_fa_post.cuh"
@@ -384,12 +385,15 @@ void tc_head_sums(const call *cl, const tc_ws *w, const tc_heads &hd, float *dk,
             w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
 }
 
-// The backward's kernels with head steps (fh_backward), then the sums of their partials.
+// The backward's kernels with head steps (the cluster kernels where they run, fh_backward's
+// others), then the sums of their partials.
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
     const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
+    const int clq = fqc_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dQ on clusters
     const int clk = fhd_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dK, dV on clusters
-    fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clk);
+    if (clq) fh_cl_dq(cl, a, hd, cl->c->B, dq, w->hwp);  // first: the dK, dV kernels read its D
+    if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
     if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, w->dkp, w->dvp);
     tc_head_sums(cl, w, hd, dk, dv, g);
 }

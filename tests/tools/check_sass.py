@@ -96,6 +96,10 @@ ONE_BLOCK = {
     # one block of 8 warps (FHD_THREADS) per SM, a head per warp, so that the exchanges' stores to
     # the cluster's other blocks are half those of 4-head blocks.
     'k_fa_head_cl_dkdv_t': "8 heads' dK, dV in registers and their k, v, q, dO staged",
+    # The head dQ on clusters keeps a head's dq per warp in registers and the block's 8 heads' q and
+    # dO resident with their k, v stages (70 KB each at d = 128), as the dK/dV kernel: one block of
+    # 8 warps (FHC_THREADS) per SM.
+    'k_fa_head_cl_dq_t': "8 heads' dq in registers, their q, dO resident and k, v staged",
 }
 
 # SASS opcodes (before the first '.') counted per kernel, by class.

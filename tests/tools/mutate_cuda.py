@@ -28,6 +28,7 @@ FHQ = 'src/attn/mta_cuda_fa_heads_dq.cuh'  # their dQ (k_fa_head_dq)
 FHK = 'src/attn/mta_cuda_fa_heads_dkdv.cuh'  # their dK, dV (k_fa_head_dkdv)
 FHC = 'src/attn/mta_cuda_fa_heads_cl.cuh'  # the head forward on clusters (k_fa_head_cl_forward)
 FHD = 'src/attn/mta_cuda_fa_heads_cl_dkdv.cuh'  # their dK, dV on clusters (k_fa_head_cl_dkdv)
+FHQC = 'src/attn/mta_cuda_fa_heads_cl_dq.cuh'  # their dQ on clusters (k_fa_head_cl_dq)
 FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_ kernels (band MMAs)
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
@@ -223,6 +224,14 @@ MUTATIONS = [
      'cl_st16(cl_map(src, (k.r + q) % k.C)', 'cl_st16(cl_map(src, (k.r + q + 1) % k.C)'),
     ('tensor cores: the barrier after the zeroing removed (k_fa_head_cl_dkdv; a late block zeroes X1, X2)', FHD,
      '    cl_sync();  // every block\'s arrays are zeroed before any block writes into them\n', '', RUN_AHEAD),
+    # k_fa_head_cl_dq (mta_cuda_fa_heads_cl_dq.cuh, groups of up to 16 heads): --only test_bf16_tensor_cores
+    ('tensor cores: the cluster barrier after the dS2 exchange removed (k_fa_head_cl_dq)', FHQC,
+     '    fhd_share(k, k.s.x2, 2);\n    cl_sync();  // X2: every block\'s dS2\n', '    fhd_share(k, k.s.x2, 2);\n'),
+    ('tensor cores: the kernel gradient partial\'s entries written by the wrong rank (k_fa_head_cl_dq)', FHQC,
+     'if (own / FHC_HB != k.r) continue;', 'if (own / FHC_HB != (k.r + 1) % k.C) continue;'),
+    ('tensor cores: the S1, dP2 arrays single-buffered (k_fa_head_cl_dq; a block lagging reads the next tile\'s)', FHQC,
+     '    bf16 *const x1 = k.s.x1 + (k.x++ & 1) * 3 * FHD_ARR;\n', '    bf16 *const x1 = k.s.x1 + 0 * (k.x++ & 1) * 3 * FHD_ARR;\n',
+     RUN_AHEAD),
 ]
 
 
