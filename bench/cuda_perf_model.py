@@ -1154,19 +1154,20 @@ def head_bwd_ops(kv, c):
 
 def head_ops(c):
     """Each head kernel's warp operations per tile pair of a group, config c: {G (heads of a group),
-    mix, ch (head mixing, head convolution on), dp (d padded to 16)}. The forward and dK/dV of
-    groups of up to 16 heads are k_fa_head_cl_forward and k_fa_head_cl_dkdv (a device with
-    clusters: an H100's, the emulator's; their pairs have FHC_N keys), of larger ones
-    k_fa_head_forward and k_fa_head_dkdv; dQ is k_fa_head_dq for both."""
+    mix, ch (head mixing, head convolution on), dp (d padded to 16)}. Groups of up to 16 heads run
+    the cluster kernels k_fa_head_cl_forward, k_fa_head_cl_dq and k_fa_head_cl_dkdv (a device with
+    clusters: an H100's, the emulator's; their pairs have FHC_N keys), larger ones
+    k_fa_head_forward, k_fa_head_dq and k_fa_head_dkdv."""
     if fh_nq(c["G"]) == 1:
         cc = dict(c, C=fhc_cs(c["G"]))
-        return {"k_fa_head_cl_forward": cluster_fwd_ops(cc), "k_fa_head_dq": head_bwd_ops(False, c),
+        return {"k_fa_head_cl_forward": cluster_fwd_ops(cc), "k_fa_head_cl_dq": cluster_dq_ops(cc),
                 "k_fa_head_cl_dkdv": cluster_dkdv_ops(cc)}
     return {"k_fa_head_forward": head_fwd_ops(c), "k_fa_head_dq": head_bwd_ops(False, c),
             "k_fa_head_dkdv": head_bwd_ops(True, c)}
 
 
-CLUSTER_KERNELS = {"k_fa_head_cl_forward": "forward", "k_fa_head_cl_dkdv": "dK/dV"}  # and cluster_tile_ops' names
+CLUSTER_KERNELS = {"k_fa_head_cl_forward": "forward", "k_fa_head_cl_dq": "dQ",  # and cluster_tile_ops' names
+                   "k_fa_head_cl_dkdv": "dK/dV"}
 
 
 def head_tile(c, name=None):
@@ -1185,8 +1186,8 @@ def head_sass(name, c):
 
 def head_tile_ops(c):
     """The cluster kernels' counts per row tile of a head (cluster_tile_ops' per cluster tile over
-    its G heads: the forward's q, dK/dV's k and v, resident, and the results written once); the
-    others' are all per tile pair."""
+    its G heads: the forward's q, dQ's q and dO, dK/dV's k and v, resident, and the results written
+    once); the others' are all per tile pair."""
     if fh_nq(c["G"]) != 1:
         return {}
     n = cluster_tile_ops(dict(c, C=fhc_cs(c["G"])))
@@ -1303,7 +1304,7 @@ def built_kernels(fam, B, H, d, T, c, occupancy, cls="fa2"):
             C = fhc_cs(c["G"])
             k.update(C=C, dsmem_bytes=n["dsmem_bytes"], barriers=n["barriers"],
                      wave_eff=lpt_efficiency(causal_tiles(groups, T, M), SMS // C),
-                     stage_buffers=fhd_nbuf(c["dp"]) if name == "k_fa_head_cl_dkdv" else 2)
+                     stage_buffers=cluster_nbuf(name, c))
             t, s, bound = cluster_time(k, scaled, blocks)
         else:
             t, s, bound = kernel_time(k, scaled, cls == "fa3")
@@ -1431,11 +1432,12 @@ def print_built(layer, occupancy, markdown):
 # of its own heads once per tile (cp.async), keeps O (dq; dk and dv) in registers and writes it
 # once, and all-gathers what the mixing of its own output heads needs of every head (S1 hi + lo;
 # dP2 hi; dS2 and P hi + lo) into every block's shared memory (st.shared::cluster), one
-# barrier.cluster per exchange (MEMBAR.ALL.GPU, UCGABAR_ARV, UCGABAR_WAIT on sm_90). Its forward
-# at C = 2 is k_fa_head_cl_forward (src/attn/mta_cuda_fa_heads_cl.cuh: blocks of FHC_HB = 8 warps,
-# warp w head 8r + w, FH_M query rows by FHC_N keys, one block per SM; cluster_fwd_ops is the head
-# family's forward in BUILT, which --check compares with the emulator's counts); at C = 4 (4 warps
-# a block) it is a design, as are dQ and dK/dV. Two constants no paper
+# barrier.cluster per exchange (MEMBAR.ALL.GPU, UCGABAR_ARV, UCGABAR_WAIT on sm_90). At C = 2 its
+# kernels are k_fa_head_cl_forward, k_fa_head_cl_dq and k_fa_head_cl_dkdv (src/attn/
+# mta_cuda_fa_heads_cl*.cuh: blocks of FHC_HB = 8 warps, warp w head 8r + w, FH_M query rows by
+# FHC_N keys, one block per SM; cluster_fwd_ops, cluster_dq_ops and cluster_dkdv_ops are the head
+# family's in BUILT, which --check compares with the emulator's counts); at C = 4 (4 warps a
+# block) they are designs. Two constants no paper
 # measures for this use (assumptions, each printed halved and doubled by --cluster):
 # DSMEM_BW: the SM-to-SM network's throughput over the GPU, 3.27 TB/s at cluster size 2 and 2.65
 #   TB/s at 4: the ring copy of Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
@@ -1539,25 +1541,29 @@ def cluster_fwd_ops(c):
 
 
 def cluster_dq_ops(c):
-    """The dQ design per tile pair: k_fa_head_dq's two passes (D, then dq) with q and dO resident:
-    per pass the own heads' k and v stages, S1 and dP2 per head, S1 hi + lo and dP2 hi to the
-    others (one barrier), S2 and dP = dP2 W2'^T (dP2 hi only) for the own heads; in pass 1 dS2 to
-    the others (a barrier), dS1 = dS2 W1, the kernel gradients dW1 += S1^T dS2 and dW2' += dP2^T P
-    of the own output heads (3 MMAs each, A by ldmatrix .trans), dq += dS1 k in registers."""
+    """k_fa_head_cl_dq per tile pair (FH_M query rows x FHC_N keys of the group's G heads, all C
+    blocks; q and dO resident), both passes: the own heads' k and v stage (fqc_stage_load), S1 and
+    dP2 per head (fhd_x1: fa_xyT), X1 (S1 hi, lo, dP2 hi of a block's 8 heads, padding heads too)
+    to the others and a barrier; fqc_mix1 per block and query row: S2 = S1 W1^T (3 MMAs), P, dP =
+    dP2 W2'^T (2); pass 0 sums D; pass 1 the kernel gradients of the row (fqc_wgrad: dW1 += S1^T
+    dS2, 3 MMAs, with mixing; dW2' += dP2^T P, 2, with step 6), X2 (dS2 hi, lo; P stays in the
+    block) and a barrier, dS1 = dS2 W1 (fhd_ds1: 3) and dq += dS1 k per head in registers."""
     o, G = ClusterOps(c["dp"], c["C"], c["G"]), c["G"]
     for p in range(2):
         o.load(2 * G * FHC_N)
         for _ in range(2 * G):
             o.product(fe_rg(0, 0, FH_M, FHC_N))
-        o.share(G, 4 + 2)
+        o.share(o.C * o.hb, 4 + 2)
         o.sync()
         o.heads_mix(1)
         o.exp(G * FH_M * FHC_N)
         o.heads_mix(1, al=0)
         if p:
-            o.share(G, 4)
+            o.heads_mix(int(bool(c["mix"])))
+            o.heads_mix(int(bool(c["ch"])), al=0)
+            o.share(o.C * o.hb, 4)
             o.sync()
-            o.heads_mix(3)  # dS1, dW1, dW2'
+            o.heads_mix(1)
             o.head_acc(G)
     return o.n
 
@@ -1601,12 +1607,32 @@ def fhd_nbuf(dp):
     return 2 if fhd_smem_bytes(2, dp) <= SMEM_PER_SM else 1
 
 
+def fqc_smem_bytes(ch, nbuf, dp):
+    """fqc_smem_bytes: k_fa_head_cl_dq's shared memory with nbuf stage buffers (fqc_carve's arrays,
+    each rounded up to 32 bytes: q and dO of 8 heads' query tile, the stages' k and v, X1's 3
+    [entry][16 heads] arrays twice, X2's 2 (4 with step 6), dS1, the mixing blocks)."""
+    rows, arr = FHC_HB * (dp + 8), FH_M * FHC_N * 16
+    pieces = [2 * 2 * rows * FH_M, nbuf * 2 * 2 * rows * FHC_N, 2 * 6 * arr, 2 * (4 if ch else 2) * arr,
+              2 * FHC_HB * FH_M * FHC_N, 2 * 6 * FHC_HB * 24]
+    return sum(ceil_to(x, 32) for x in pieces)
+
+
+def cluster_nbuf(name, c):
+    """The stage buffers of cluster kernel name at config c on an H100 (fhd_nbuf, fqc_nbuf: 2 where
+    they fit in SMEM_PER_SM, else 1); the forward's 2."""
+    if name == "k_fa_head_cl_dkdv":
+        return fhd_nbuf(c["dp"])
+    if name == "k_fa_head_cl_dq":
+        return 2 if fqc_smem_bytes(c["ch"], 2, c["dp"]) <= SMEM_PER_SM else 1
+    return 2
+
+
 def cluster_tile_ops(c):
     """The family's counts per row tile a block keeps (per query tile for the forward and dQ, per key
-    tile for dK/dV, all C blocks): the resident loads, the results written once, the barriers
-    after the setup and before the exit."""
+    tile for dK/dV, all C blocks): the resident loads, the results written once (O to out and
+    a.o; dq added, read and written; dK and dV), the barriers after the setup and before the exit."""
     out = {}
-    for name, rows, writes in (("forward", FH_M, 2), ("dQ", 2 * FH_M, 1), ("dK/dV", 2 * FHC_N, 2)):
+    for name, rows, writes in (("forward", FH_M, 2), ("dQ", 2 * FH_M, 2), ("dK/dV", 2 * FHC_N, 2)):
         o = ClusterOps(c["dp"], c["C"], c["G"])
         o.load(c["G"] * rows)
         o.write(c["G"] * FH_M * writes)
@@ -1619,9 +1645,9 @@ def cluster_kernels(C, B, H, d, T, occupancy, dsmem_x=1.0, barrier_x=1.0):
     """The cluster family's kernels for the head-only layer at cluster size C: each one's counts for
     the whole launch and time (cluster_time: MMAs at the FA2-class rate, ldmatrix bytes as shared
     memory, cp.async and global bytes as L2, the stores between SMs, the barriers; the wave
-    efficiency of the clusters' tiles over SMS / C slots). The forward and dK/dV as built (C =
-    fhc_cs(16)) have the blocks per SM of occupancy (the SASS table) and dK/dV fhd_nbuf's stage
-    buffers, the designs CLUSTER_BLOCKS."""
+    efficiency of the clusters' tiles over SMS / C slots). The kernels as built (C = fhc_cs(16))
+    have the blocks per SM of occupancy (the SASS table) and cluster_nbuf's stage buffers, the
+    designs CLUSTER_BLOCKS."""
     c = {"G": 16, "mix": True, "ch": 16, "dp": up16(d), "C": C}
     groups, rates = B * H // c["G"], mma_rates(d, T, "fa2")
     pairs, tiles = groups * causal_pairs(T, FH_M, FHC_N), groups * -(-T // FH_M)
@@ -1637,7 +1663,7 @@ def cluster_kernels(C, B, H, d, T, occupancy, dsmem_x=1.0, barrier_x=1.0):
              "l2_bytes": n["cp_async_bytes"] + n["global_bytes"], "hbm_bytes": 0, "C": C,
              "dsmem_bytes": n["dsmem_bytes"], "barriers": n["barriers"],
              "wave_eff": lpt_efficiency(causal_tiles(groups, T, FH_M), SMS // C),
-             "stage_buffers": fhd_nbuf(c["dp"]) if built and name == "dK/dV" else 2}
+             "stage_buffers": cluster_nbuf(kname, c) if built else 2}
         t, s, bound = cluster_time(k, rates, blocks, dsmem_x, barrier_x)
         out.append(dict(k, counts=n, per_pair=per, built=kname if built else None, blocks_per_sm=blocks,
                         terms_ms={x: v * 1e3 for x, v in t.items()}, bound=bound, ms=s * 1e3))
@@ -1660,7 +1686,7 @@ def print_cluster(markdown):
     a = sdpa(B, H, d, T)["ms"]
     design = mma_for("830M no-conv", B, H, d, T, False, "fa2", None)
     occ = sass_occupancy(ROOT)
-    rows, layer = [], {}
+    rows, layer, c = [], {}, {"G": 16, "ch": 16, "dp": up16(d)}
     for C in (2, 4):
         for k in cluster_kernels(C, B, H, d, T, occ):
             n, t = k["per_pair"], k["terms_ms"]
@@ -1673,9 +1699,10 @@ def print_cluster(markdown):
         rows.append([str(C), "head-only layer", "", "", "", "", "", "", "", "", "", "", "", "",
                      f"{layer[C]:.2f} ({layer[C] / a:.1f}x)"])
     print(f"The cluster family, 830M head-only layer (B={B}, H={H}, d={d}, T={T}, fwd+bwd), H100, FA2-class rates, "
-          f"tile pairs of {FH_M} x {FHC_N}, the forward and dK/dV as built "
+          f"tile pairs of {FH_M} x {FHC_N}, the forward, dQ and dK/dV as built "
           + " and ".join(sorted({str(occ[head_sass(x, {'dp': up16(d)})][1]) for x in CLUSTER_KERNELS}))
-          + f" block of {FHC_HB} warps per SM (dK/dV {fhd_nbuf(up16(d))} stage buffers), the designs {CLUSTER_BLOCKS} "
+          + f" block of {FHC_HB} warps per SM (stage buffers: dQ {cluster_nbuf('k_fa_head_cl_dq', c)}, dK/dV "
+          f"{cluster_nbuf('k_fa_head_cl_dkdv', c)}), the designs {CLUSTER_BLOCKS} "
           "blocks of 4: PREDICTED (a model, not measured)"
           + ("\n" if markdown else ""))
     table(["C", "kernel", "kernel is", "MMAs per head and tile pair", "ldmatrix KB per head and pair",
@@ -1962,7 +1989,7 @@ def check_cluster():
             "cp_async_bytes": 3 * 16 * 16 * 96 * 2}
     bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
     fails = [f"cluster forward per tile pair (model, by hand): {bad}"] if bad else []
-    return fails + check_cluster_dkdv()
+    return fails + check_cluster_dkdv() + check_cluster_dq()
 
 
 def check_cluster_dkdv():
@@ -1980,6 +2007,26 @@ def check_cluster_dkdv():
     if smem != {96: (2, 229376), 128: (1, 208896)}:
         bad["stage buffers, shared bytes"] = smem
     return [f"cluster dK/dV per tile pair (model, by hand): {bad}"] if bad else []
+
+
+def check_cluster_dq():
+    """k_fa_head_cl_dq's counts per tile pair against the hand derivation (the same layer and d, C =
+    2): per pass S1 and dP2 of 16 heads (2 MMAs a k step), S2 and dP per block and query row (3 + 2
+    MMAs), X1 of 2 blocks x 256 entries x 3 arrays x 16 bytes to the other block, a barrier; in
+    pass 1 dW1, dW2' and dS1 per block and row (3 + 2 + 3), dq += dS1 k of 16 heads (2 MMAs a k
+    step), X2 (2 arrays), a barrier; k and v of 16 heads x 16 keys x 96 x 2 bytes per pass. Its
+    shared memory by fqc_carve's arrays (2 x 8 heads' q, dO and k, v rows of d' + 8, X1 6 and X2 4
+    arrays of 256 x 16, dS1, 6 mixing blocks): one stage buffer at d = 96 and 128, two at 64."""
+    n = cluster_dq_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": fhc_cs(16)})
+    want = {"mma": 2 * (2 * 16 * 12 + 2 * 16 * (3 + 2)) + 2 * 16 * (3 + 2 + 3) + 16 * 12,
+            "dsmem_bytes": 2 * (2 * 3 + 2) * 256 * 16, "barriers": 3, "cp_async_bytes": 2 * 2 * 16 * 16 * 96 * 2}
+    bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
+    c = {"G": 16, "mix": True, "ch": 16}
+    fixed = 2 * (6 + 4) * 4096 + 2 * 8 * 256 + 2 * 6 * 8 * 24
+    smem = {dp: (cluster_nbuf("k_fa_head_cl_dq", dict(c, dp=dp)), fqc_smem_bytes(16, 1, dp)) for dp in (64, 96, 128)}
+    if smem != {dp: (2 if dp == 64 else 1, 2 * 2 * 2 * 8 * (dp + 8) * 16 + fixed) for dp in (64, 96, 128)}:
+        bad["stage buffers, shared bytes"] = smem
+    return [f"cluster dQ per tile pair (model, by hand): {bad}"] if bad else []
 
 
 def check_split(root):
