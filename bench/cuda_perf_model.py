@@ -1607,12 +1607,12 @@ def fhd_nbuf(dp):
     return 2 if fhd_smem_bytes(2, dp) <= SMEM_PER_SM else 1
 
 
-def fqc_smem_bytes(ch, nbuf, dp):
+def fqc_smem_bytes(nbuf, dp):
     """fqc_smem_bytes: k_fa_head_cl_dq's shared memory with nbuf stage buffers (fqc_carve's arrays,
     each rounded up to 32 bytes: q and dO of 8 heads' query tile, the stages' k and v, X1's 3
-    [entry][16 heads] arrays twice, X2's 2 (4 with step 6), dS1, the mixing blocks)."""
+    [entry][16 heads] arrays twice, X2's 2 (P stays in X1's S1), dS1, the mixing blocks)."""
     rows, arr = FHC_HB * (dp + 8), FH_M * FHC_N * 16
-    pieces = [2 * 2 * rows * FH_M, nbuf * 2 * 2 * rows * FHC_N, 2 * 6 * arr, 2 * (4 if ch else 2) * arr,
+    pieces = [2 * 2 * rows * FH_M, nbuf * 2 * 2 * rows * FHC_N, 2 * 6 * arr, 2 * 2 * arr,
               2 * FHC_HB * FH_M * FHC_N, 2 * 6 * FHC_HB * 24]
     return sum(ceil_to(x, 32) for x in pieces)
 
@@ -1623,7 +1623,7 @@ def cluster_nbuf(name, c):
     if name == "k_fa_head_cl_dkdv":
         return fhd_nbuf(c["dp"])
     if name == "k_fa_head_cl_dq":
-        return 2 if fqc_smem_bytes(c["ch"], 2, c["dp"]) <= SMEM_PER_SM else 1
+        return 2 if fqc_smem_bytes(2, c["dp"]) <= SMEM_PER_SM else 1
     return 2
 
 
@@ -2015,16 +2015,16 @@ def check_cluster_dq():
     MMAs), X1 of 2 blocks x 256 entries x 3 arrays x 16 bytes to the other block, a barrier; in
     pass 1 dW1, dW2' and dS1 per block and row (3 + 2 + 3), dq += dS1 k of 16 heads (2 MMAs a k
     step), X2 (2 arrays), a barrier; k and v of 16 heads x 16 keys x 96 x 2 bytes per pass. Its
-    shared memory by fqc_carve's arrays (2 x 8 heads' q, dO and k, v rows of d' + 8, X1 6 and X2 4
-    arrays of 256 x 16, dS1, 6 mixing blocks): one stage buffer at d = 96 and 128, two at 64."""
+    shared memory by fqc_carve's arrays (2 x 8 heads' q, dO and k, v rows of d' + 8, X1 6 and X2 2
+    arrays of 256 x 16, dS1, 6 mixing blocks): two stage buffers at d = 64 and 96, one at 128."""
     n = cluster_dq_ops({"G": 16, "mix": True, "ch": 16, "dp": 96, "C": fhc_cs(16)})
     want = {"mma": 2 * (2 * 16 * 12 + 2 * 16 * (3 + 2)) + 2 * 16 * (3 + 2 + 3) + 16 * 12,
             "dsmem_bytes": 2 * (2 * 3 + 2) * 256 * 16, "barriers": 3, "cp_async_bytes": 2 * 2 * 16 * 16 * 96 * 2}
     bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
     c = {"G": 16, "mix": True, "ch": 16}
-    fixed = 2 * (6 + 4) * 4096 + 2 * 8 * 256 + 2 * 6 * 8 * 24
-    smem = {dp: (cluster_nbuf("k_fa_head_cl_dq", dict(c, dp=dp)), fqc_smem_bytes(16, 1, dp)) for dp in (64, 96, 128)}
-    if smem != {dp: (2 if dp == 64 else 1, 2 * 2 * 2 * 8 * (dp + 8) * 16 + fixed) for dp in (64, 96, 128)}:
+    fixed = 2 * (6 + 2) * 4096 + 2 * 8 * 256 + 2 * 6 * 8 * 24
+    smem = {dp: (cluster_nbuf("k_fa_head_cl_dq", dict(c, dp=dp)), fqc_smem_bytes(1, dp)) for dp in (64, 96, 128)}
+    if smem != {dp: (2 if dp < 128 else 1, 2 * 2 * 2 * 8 * (dp + 8) * 16 + fixed) for dp in (64, 96, 128)}:
         bad["stage buffers, shared bytes"] = smem
     return [f"cluster dQ per tile pair (model, by hand): {bad}"] if bad else []
 

@@ -16,8 +16,9 @@
 //   P = exp(S2 - lse), dP = dP2 W2'^T; pass 0 adds the rows' P dP to D (registers; written to a.D
 //   for k_fa_head_cl_dkdv at the pass's end); pass 1 makes dS2 = P (dP - D) and adds the kernel
 //   gradients' terms of the block's entries: dW1[o][in] += dS2^T S1 for its own output heads o,
-//   dW2'(in, o) += P^T dP2 for its own input heads in (S1 and dP2 of every head are in X1; dS2 and
-//   P of the own heads go through the block's own unit of X2, read back by ldmatrix .trans);
+//   dW2'(in, o) += P^T dP2 for its own input heads in (S1 and dP2 of every head are in X1; dS2 of
+//   the own heads goes through the block's own unit of X2 and P through the row's own unit of S1
+//   (hi, lo), once the warp has read the row's S1, read back by ldmatrix .trans);
 //   X2 (pass 1): dS2 (hi, lo) of the own heads; cl_sync();
 //   dS1 = dS2 W1 for the own heads, bf16 into the block's [head][query][key] array;
 //   dq_h += dS1_h k_h in warp w's registers; dq (scaled once) added once at the end.
@@ -32,7 +33,10 @@
 // exchange n - 1's cl_sync(), at which every block arrives only after its reads of exchange n - 2
 // (the mixing and the kernel gradients, before X2). X2 needs one buffer: a block stores into it
 // only after the tile's X1 cl_sync(), at which every block arrives only after the previous tile's
-// dS1 mixing, its last reads. A cl_sync() after the setup orders each block's zeroing of its arrays
+// dS1 mixing, its last reads. P over S1 needs no barrier: only warp w reads the own unit of rows 2w,
+// 2w + 1 of its block's X1 after the exchange's cl_sync(), the other blocks store the unit only at
+// exchange n + 2 (as above), and P of heads past G is 0, so that their S1 stays the zeros of the
+// setup. A cl_sync() after the setup orders each block's zeroing of its arrays
 // (the heads past G, and with G <= 8 the unit of rank 1, are read, never written) before the
 // others' stores; the kernel ends with cl_arrive_relaxed(); cl_wait().
 //
@@ -42,39 +46,39 @@
 #ifndef MTAC_ATTN_MTA_CUDA_FA_HEADS_CL_DQ_CUH
 #define MTAC_ATTN_MTA_CUDA_FA_HEADS_CL_DQ_CUH
 
-// The shared arrays of a block (ch: step 6 on; nbuf stage buffers).
+// The shared arrays of a block (nbuf stage buffers).
 struct fqc_smem {
     bf16 *qdo;       // the own heads' q then dO rows of the query tile: (2, 8, FH_M, fa_ld)
     bf16 *stage;     // nbuf stage buffers: the own heads' k then v rows of a key tile (2, 8, FHC_N, fa_ld)
     size_t sbuf;     // bf16 of a stage buffer
-    bf16 *x1;        // X1 [parity]: S1 hi, lo, dP2 (FHD_ARR each)
-    bf16 *x2;        // X2: dS2 hi, lo; with step 6 P hi, lo (own unit only, not exchanged)
+    bf16 *x1;        // X1 [parity]: S1 hi, lo (with step 6 the own unit's P in pass 1), dP2 (FHD_ARR each)
+    bf16 *x2;        // X2: dS2 hi, lo
     bf16 *ds1;       // (8, FH_M, FHC_N): dS1 of the own heads (fhd_pa)
     bf16 *w;         // the mixing blocks FHC_W1, FHC_W2T, FHC_W1T (fhc_weights)
 };
-__host__ __device__ inline size_t fqc_carve(int ch, int nbuf, int dp, unsigned char *base, fqc_smem *s) {
+__host__ __device__ inline size_t fqc_carve(int nbuf, int dp, unsigned char *base, fqc_smem *s) {
     const size_t rows = (size_t)FHC_HB * fa_ld(dp);
     carver cv = {base, 0};
     s->sbuf = 2 * rows * FHC_N;
     s->qdo = cv.take<bf16>(2 * rows * FH_M), s->stage = cv.take<bf16>(nbuf * s->sbuf);
-    s->x1 = cv.take<bf16>(6 * (size_t)FHD_ARR), s->x2 = cv.take<bf16>((ch ? 4 : 2) * (size_t)FHD_ARR);
+    s->x1 = cv.take<bf16>(6 * (size_t)FHD_ARR), s->x2 = cv.take<bf16>(2 * (size_t)FHD_ARR);
     s->ds1 = cv.take<bf16>((size_t)FHC_HB * FH_M * FHC_N);
     s->w = cv.take<bf16>(6 * (size_t)FHC_WSZ);
     return cv.at;
 }
-size_t fqc_smem_bytes(int ch, int nbuf, int dp) {
+size_t fqc_smem_bytes(int nbuf, int dp) {
     fqc_smem s;
-    return fqc_carve(ch, nbuf, dp, NULL, &s);
+    return fqc_carve(nbuf, dp, NULL, &s);
 }
 // The stage buffers a launch gets: 2 when they fit, else 1; 0 when not even one does.
-int fqc_nbuf(int ch, int dp, size_t smem_max) {
-    return fqc_smem_bytes(ch, 2, dp) <= smem_max ? 2 : fqc_smem_bytes(ch, 1, dp) <= smem_max ? 1 : 0;
+int fqc_nbuf(int dp, size_t smem_max) {
+    return fqc_smem_bytes(2, dp) <= smem_max ? 2 : fqc_smem_bytes(1, dp) <= smem_max ? 1 : 0;
 }
 
 // 1 when k_fa_head_cl_dq runs hd's groups: G <= 16 (fh_nq 1) on a device and build that launch
 // clusters (the backend's cuda_state.clusters), its shared memory fitting.
 int fqc_takes(const tc_heads &hd, int dp, int clusters, size_t smem_max) {
-    return hd.nq == 1 && clusters && fqc_nbuf(hd.ch, dp, smem_max) > 0;
+    return hd.nq == 1 && clusters && fqc_nbuf(dp, smem_max) > 0;
 }
 
 // A block's arrays and per-lane state.
@@ -88,14 +92,15 @@ template <int DP> struct fqc_block {
 };
 
 // This warp's kernel gradient terms of query row q: dW1 += S1^T dS2 and dW2' += dP2^T P (x1: this
-// tile's X1; dS2 and P of the own heads in X2's own unit). A (16 heads x the row's 16 entries) by
-// ldmatrix .trans from X1 (fhq_wgrad's addresses), B (16 entries x 8 own heads) by ldmatrix .trans
-// from X2; three MMAs (S1, dS2 split), two for dW2' (dP2 hi, P split), as k_fa_head_dq's.
+// tile's X1; dS2 of the own heads in X2's own unit, p: P, stored over the row's own unit of S1 once
+// read). A (16 heads x the row's 16 entries) by ldmatrix .trans from X1 (fhq_wgrad's addresses), B
+// (16 entries x 8 own heads) by ldmatrix .trans; three MMAs (S1, dS2 split), two for dW2' (dP2 hi, P
+// split), as k_fa_head_dq's.
 template <int DP>
-__device__ __forceinline__ void fqc_wgrad(const tc_heads &hd, fqc_block<DP> &k, const bf16 *x1, int q) {
+__device__ __forceinline__ void fqc_wgrad(const tc_heads &hd, fqc_block<DP> &k, bf16 *x1, int q, const mma_c &p) {
     const int l = threadIdx.x % 32, e0 = q * FHC_N;
     const int ea = fh_s1_at<1>(e0 + l % 8 + 8 * (l / 16), 8 * (l / 8 % 2)), eb = fh_s1_at<1>(e0 + l % 16, FHC_HB * k.r);
-    __syncwarp();  // the warp's lanes stored the row's dS2 and P
+    __syncwarp();  // the warp's lanes stored the row's dS2
     mma_a ah, al;
     mma_b bh, bl;
     if (hd.mix) {
@@ -109,19 +114,22 @@ __device__ __forceinline__ void fqc_wgrad(const tc_heads &hd, fqc_block<DP> &k, 
     }
     if (hd.ch) {
         ldsm_x4_t(ah.x, x1 + 2 * FHD_ARR + ea);
-        ldsm_x2_t(bh.x, k.s.x2 + 2 * FHD_ARR + eb);
-        ldsm_x2_t(bl.x, k.s.x2 + 3 * FHD_ARR + eb);
+        __syncwarp();  // the warp's lanes read the row's S1 (here and in fqc_mix1)
+        fhd_put(k, x1, x1 + FHD_ARR, q, p);
+        __syncwarp();  // and stored its P
+        ldsm_x2_t(bh.x, x1 + eb);
+        ldsm_x2_t(bl.x, x1 + FHD_ARR + eb);
         mma_16816(k.dw2, ah, bh);
         mma_16816(k.dw2, ah, bl);
     }
 }
 
 // The first mixing, warp w's rows 2w + qq, own heads: S2, P, dP from X1 (x1); pass 0 adds P dP to
-// D; pass 1 dS2 = P (dP - D) (and, with step 6, P) into X2's own unit and the kernel gradient terms.
+// D; pass 1 dS2 = P (dP - D) into X2's own unit and the kernel gradient terms (P 0 past G).
 template <int DP>
 __device__ __forceinline__ void fqc_mix1(const tc_args &a, const tc_heads &hd, fqc_block<DP> &k, int pass, int j0,
-                                         const bf16 *x1) {
-    const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+                                         bf16 *x1) {
+    const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     FA_UNROLL
     for (int qq = 0; qq < 2; qq++) {
         const int q = 2 * w + qq, e0 = q * FHC_N;
@@ -132,7 +140,8 @@ __device__ __forceinline__ void fqc_mix1(const tc_args &a, const tc_heads &hd, f
         FA_UNROLL
         for (int e = 0; e < 4; e++) {
             float &v = p.x[e];
-            v = fa_ok(a.T, k.i0 + q, k.stq[qq], j0 + g + 8 * (e / 2)) ? expf(v - k.lse[qq][e % 2]) : 0.0f;
+            const int h = FHC_HB * k.r + 2 * t + e % 2, j = j0 + g + 8 * (e / 2);
+            v = h < hd.G && fa_ok(a.T, k.i0 + q, k.stq[qq], j) ? expf(v - k.lse[qq][e % 2]) : 0.0f;
             if (!pass) sum[e % 2] += v * dp.x[e];
             else dp.x[e] = v * (dp.x[e] - k.D[qq][e % 2]);  // dS2
         }
@@ -142,8 +151,7 @@ __device__ __forceinline__ void fqc_mix1(const tc_args &a, const tc_heads &hd, f
             continue;
         }
         fhd_put(k, k.s.x2, k.s.x2 + FHD_ARR, q, dp);
-        if (hd.ch) fhd_put(k, k.s.x2 + 2 * FHD_ARR, k.s.x2 + 3 * FHD_ARR, q, p);
-        fqc_wgrad(hd, k, x1, q);
+        fqc_wgrad(hd, k, x1, q, p);
     }
 }
 
@@ -191,7 +199,7 @@ template <int DP>
 __device__ __forceinline__ void fqc_setup(const tc_args &a, const tc_heads &hd, unsigned char *sh, int nbuf,
                                           fqc_block<DP> &k) {
     const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, ld = fa_ld(a.dp);
-    fqc_carve(hd.ch, nbuf, a.dp, sh, &k.s);
+    fqc_carve(nbuf, a.dp, sh, &k.s);
     k.r = (int)cl_rank(), k.C = (int)cl_size(), k.x = 0;
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.i0 = (gridDim.x / k.C - 1 - blockIdx.x / k.C) * FH_M;
     fhc_weights<FHC_W1, FHC_W2T, FHC_W1T>(a, hd, k.bh0, k.r, k.s.w);
@@ -210,8 +218,7 @@ __device__ __forceinline__ void fqc_setup(const tc_args &a, const tc_heads &hd, 
     fa_zero(k.dq);
     k.dw1 = k.dw2 = mma_c{};
     const bf16 zero = __float2bfloat16_rn(0.0f);
-    const int n2 = (hd.ch ? 4 : 2) * FHD_ARR;
-    for (int e = threadIdx.x; e < 6 * FHD_ARR + n2; e += FHC_THREADS)
+    for (int e = threadIdx.x; e < 8 * FHD_ARR; e += FHC_THREADS)
         (e < 6 * FHD_ARR ? k.s.x1 : k.s.x2 - 6 * FHD_ARR)[e] = zero;
     for (int u = 0; u < FHC_HB && FHC_HB * k.r + u < hd.G; u++) {
         const size_t qs = (size_t)(k.bh0 + FHC_HB * k.r + u) * a.Tp * a.dp;
@@ -310,8 +317,8 @@ __global__ void __launch_bounds__(FHC_THREADS, 1) k_fa_head_cl_dq_t(tc_args a, t
 // The launch, at dq's width DP for a.dp (the caller checks fqc_takes).
 template <int DP> void fqc_dq_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp) {
     void (*const k_fa_head_cl_dq)(tc_args, tc_heads, int, float *, float *) = k_fa_head_cl_dq_t<DP>;
-    const int nbuf = fqc_nbuf(hd.ch, a.dp, cl->st->smem_max);
-    const size_t sm = fqc_smem_bytes(hd.ch, nbuf, a.dp);
+    const int nbuf = fqc_nbuf(a.dp, cl->st->smem_max);
+    const size_t sm = fqc_smem_bytes(nbuf, a.dp);
     const unsigned cs = (unsigned)fhc_cs(hd.G);
     tc_smem_optin(k_fa_head_cl_dq, sm);
     const dim3 grid((unsigned)((a.T + FH_M - 1) / FH_M) * cs, (unsigned)(B * a.H / hd.G));

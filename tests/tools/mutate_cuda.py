@@ -232,6 +232,9 @@ MUTATIONS = [
     ('tensor cores: the S1, dP2 arrays single-buffered (k_fa_head_cl_dq; a block lagging reads the next tile\'s)', FHQC,
      '    bf16 *const x1 = k.s.x1 + (k.x++ & 1) * 3 * FHD_ARR;\n', '    bf16 *const x1 = k.s.x1 + 0 * (k.x++ & 1) * 3 * FHD_ARR;\n',
      RUN_AHEAD),
+    ('tensor cores: P stored over the row\'s S1 before the kernel gradients read it (k_fa_head_cl_dq)', FHQC,
+     '        fqc_wgrad(hd, k, x1, q, p);\n',
+     '        if (hd.ch) fhd_put(k, x1, x1 + FHD_ARR, q, p);\n        fqc_wgrad(hd, k, x1, q, p);\n'),
 ]
 
 
