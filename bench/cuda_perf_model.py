@@ -1602,11 +1602,6 @@ def fhd_smem_bytes(nbuf, dp):
     return sum(ceil_to(x, 32) for x in pieces)
 
 
-def fhd_nbuf(dp):
-    """fhd_nbuf on an H100: 2 stage buffers where they fit in SMEM_PER_SM, else 1."""
-    return 2 if fhd_smem_bytes(2, dp) <= SMEM_PER_SM else 1
-
-
 def fqc_smem_bytes(nbuf, dp):
     """fqc_smem_bytes: k_fa_head_cl_dq's shared memory with nbuf stage buffers (fqc_carve's arrays,
     each rounded up to 32 bytes: q and dO of 8 heads' query tile, the stages' k and v, X1's 3
@@ -1617,13 +1612,19 @@ def fqc_smem_bytes(nbuf, dp):
     return sum(ceil_to(x, 32) for x in pieces)
 
 
+def fh_cl_nbuf(smem_bytes, dp):
+    """fh_cl_nbuf on an H100 for a cluster kernel whose shared memory with n stage buffers is
+    smem_bytes(n, dp): 2 where they fit in SMEM_PER_SM, else 1."""
+    return 2 if smem_bytes(2, dp) <= SMEM_PER_SM else 1
+
+
 def cluster_nbuf(name, c):
-    """The stage buffers of cluster kernel name at config c on an H100 (fhd_nbuf, fqc_nbuf: 2 where
+    """The stage buffers of cluster kernel name at config c on an H100 (fh_cl_nbuf: 2 where
     they fit in SMEM_PER_SM, else 1); the forward's 2."""
     if name == "k_fa_head_cl_dkdv":
-        return fhd_nbuf(c["dp"])
+        return fh_cl_nbuf(fhd_smem_bytes, c["dp"])
     if name == "k_fa_head_cl_dq":
-        return 2 if fqc_smem_bytes(2, c["dp"]) <= SMEM_PER_SM else 1
+        return fh_cl_nbuf(fqc_smem_bytes, c["dp"])
     return 2
 
 
@@ -2003,7 +2004,8 @@ def check_cluster_dkdv():
     want = {"mma": 2 * 16 * 12 + 2 * 16 * (3 + 2) + 2 * 16 * 6 + 2 * 16 * 12, "dsmem_bytes": 2 * (3 + 4) * 256 * 16,
             "barriers": 2, "cp_async_bytes": 2 * 16 * 16 * 96 * 2}
     bad = {f: (n[f], v) for f, v in want.items() if n[f] != v}
-    smem = {dp: (fhd_nbuf(dp), fhd_smem_bytes(fhd_nbuf(dp), dp)) for dp in (96, 128)}
+    nbuf = {dp: fh_cl_nbuf(fhd_smem_bytes, dp) for dp in (96, 128)}
+    smem = {dp: (n, fhd_smem_bytes(n, dp)) for dp, n in nbuf.items()}
     if smem != {96: (2, 229376), 128: (1, 208896)}:
         bad["stage buffers, shared bytes"] = smem
     return [f"cluster dK/dV per tile pair (model, by hand): {bad}"] if bad else []

@@ -88,10 +88,16 @@ size_t fhc_smem_bytes(int ch, int dp) {
     return fhc_carve(ch, dp, NULL, &s);
 }
 
-// 1 when the cluster forward runs hd's groups: G <= 16 (fh_nq 1), on a device and build that
-// launch clusters (clusters: the backend's cuda_state.clusters), its shared memory fitting.
-int fhc_takes(const tc_heads &hd, int dp, int clusters, size_t smem_max) {
-    return hd.nq == 1 && clusters && fhc_smem_bytes(hd.ch, dp) <= smem_max;
+// 1 when a cluster kernel runs hd's groups: G <= 16 (fh_nq 1), on a device and build that launch
+// clusters (clusters: the backend's cuda_state.clusters), the least shared memory it can run with
+// (least) fitting.
+int fh_cl_takes(const tc_heads &hd, int clusters, size_t least, size_t smem_max) {
+    return hd.nq == 1 && clusters && least <= smem_max;
+}
+// The stage buffers a launch of a cluster kernel gets whose shared memory with n of them is
+// bytes(n, dp) (fhd_smem_bytes, fqc_smem_bytes): 2 when they fit, else 1; 0 when not even one does.
+int fh_cl_nbuf(size_t (*bytes)(int, int), int dp, size_t smem_max) {
+    return bytes(2, dp) <= smem_max ? 2 : bytes(1, dp) <= smem_max ? 1 : 0;
 }
 
 // A block's arrays and per-lane state.
@@ -426,7 +432,7 @@ __global__ void __launch_bounds__(FHC_THREADS, 1) k_fa_head_cl_forward_t(tc_args
     cl_wait();
 }
 
-// The launch, at O's width DP for a.dp (the caller checks fhc_takes).
+// The launch, at O's width DP for a.dp (the caller checks fh_cl_takes).
 template <int DP> void fhc_forward_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *out) {
     void (*const k_fa_head_cl_forward)(tc_args, tc_heads, float *) = k_fa_head_cl_forward_t<DP>;
     const size_t sm = fhc_smem_bytes(hd.ch, a.dp);

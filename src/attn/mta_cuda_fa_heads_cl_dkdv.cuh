@@ -70,16 +70,6 @@ size_t fhd_smem_bytes(int nbuf, int dp) {
     fhd_smem s;
     return fhd_carve(nbuf, dp, NULL, &s);
 }
-// The stage buffers a launch gets: 2 when they fit, else 1; 0 when not even one does.
-int fhd_nbuf(int dp, size_t smem_max) {
-    return fhd_smem_bytes(2, dp) <= smem_max ? 2 : fhd_smem_bytes(1, dp) <= smem_max ? 1 : 0;
-}
-
-// 1 when k_fa_head_cl_dkdv runs hd's groups: G <= 16 (fh_nq 1) on a device and build that launch
-// clusters (the backend's cuda_state.clusters), its shared memory fitting.
-int fhd_takes(const tc_heads &hd, int dp, int clusters, size_t smem_max) {
-    return hd.nq == 1 && clusters && fhd_nbuf(dp, smem_max) > 0;
-}
 
 // Where own head lh's query row q, key lies in p2 and ds1: rows of 16 keys (32 bytes), their 16-byte
 // units XOR q / 4 % 2, so that the 8 rows an ldmatrix reads hit distinct banks (no padding: with it
@@ -316,7 +306,7 @@ __device__ __forceinline__ void fhd_finish(const tc_args &a, const tc_heads &hd,
 
 // dK, dV of each query head of G <= 16 heads on clusters of fhd_cs(G) blocks (grid: x the key tiles
 // of FHC_N keys times the cluster size, y B*H/G) into dkp, dvp (B*H, T, d), over the query tiles
-// from the diagonal on while their rows' documents reach the keys; nbuf stage buffers (fhd_nbuf).
+// from the diagonal on while their rows' documents reach the keys; nbuf stage buffers (fh_cl_nbuf).
 template <int DP>
 __global__ void __launch_bounds__(FHD_THREADS, 1) k_fa_head_cl_dkdv_t(tc_args a, tc_heads hd, int nbuf, float *dkp,
                                                                       float *dvp) {
@@ -349,11 +339,11 @@ __global__ void __launch_bounds__(FHD_THREADS, 1) k_fa_head_cl_dkdv_t(tc_args a,
     cl_wait();
 }
 
-// The launch, at dK and dV's width DP for a.dp (the caller checks fhd_takes).
+// The launch, at dK and dV's width DP for a.dp (the caller checks fh_cl_takes).
 template <int DP>
 void fhd_dkdv_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dkp, float *dvp) {
     void (*const k_fa_head_cl_dkdv)(tc_args, tc_heads, int, float *, float *) = k_fa_head_cl_dkdv_t<DP>;
-    const int nbuf = fhd_nbuf(a.dp, cl->st->smem_max);
+    const int nbuf = fh_cl_nbuf(fhd_smem_bytes, a.dp, cl->st->smem_max);
     const size_t sm = fhd_smem_bytes(nbuf, a.dp);
     const unsigned cs = (unsigned)fhd_cs(hd.G);
     tc_smem_optin(k_fa_head_cl_dkdv, sm);

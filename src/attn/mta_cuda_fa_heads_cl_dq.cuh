@@ -70,16 +70,6 @@ size_t fqc_smem_bytes(int nbuf, int dp) {
     fqc_smem s;
     return fqc_carve(nbuf, dp, NULL, &s);
 }
-// The stage buffers a launch gets: 2 when they fit, else 1; 0 when not even one does.
-int fqc_nbuf(int dp, size_t smem_max) {
-    return fqc_smem_bytes(2, dp) <= smem_max ? 2 : fqc_smem_bytes(1, dp) <= smem_max ? 1 : 0;
-}
-
-// 1 when k_fa_head_cl_dq runs hd's groups: G <= 16 (fh_nq 1) on a device and build that launch
-// clusters (the backend's cuda_state.clusters), its shared memory fitting.
-int fqc_takes(const tc_heads &hd, int dp, int clusters, size_t smem_max) {
-    return hd.nq == 1 && clusters && fqc_nbuf(dp, smem_max) > 0;
-}
 
 // A block's arrays and per-lane state.
 template <int DP> struct fqc_block {
@@ -280,7 +270,7 @@ __device__ __forceinline__ void fqc_finish(const tc_args &a, const tc_heads &hd,
 // dQ of 16 query rows of a group's G <= 16 heads on clusters of fhc_cs(G) blocks (grid: x the
 // query tiles of FH_M rows times the cluster size, the last tile's cluster first; y B*H/G), with D
 // (to a.D, for k_fa_head_cl_dkdv) and the tile's kernel gradient partial (hwp); nbuf stage buffers
-// (fqc_nbuf).
+// (fh_cl_nbuf).
 template <int DP>
 __global__ void __launch_bounds__(FHC_THREADS, 1) k_fa_head_cl_dq_t(tc_args a, tc_heads hd, int nbuf, float *dq,
                                                                     float *hwp) {
@@ -314,10 +304,10 @@ __global__ void __launch_bounds__(FHC_THREADS, 1) k_fa_head_cl_dq_t(tc_args a, t
     cl_wait();
 }
 
-// The launch, at dq's width DP for a.dp (the caller checks fqc_takes).
+// The launch, at dq's width DP for a.dp (the caller checks fh_cl_takes).
 template <int DP> void fqc_dq_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dq, float *hwp) {
     void (*const k_fa_head_cl_dq)(tc_args, tc_heads, int, float *, float *) = k_fa_head_cl_dq_t<DP>;
-    const int nbuf = fqc_nbuf(a.dp, cl->st->smem_max);
+    const int nbuf = fh_cl_nbuf(fqc_smem_bytes, a.dp, cl->st->smem_max);
     const size_t sm = fqc_smem_bytes(nbuf, a.dp);
     const unsigned cs = (unsigned)fhc_cs(hd.G);
     tc_smem_optin(k_fa_head_cl_dq, sm);

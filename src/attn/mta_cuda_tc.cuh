@@ -376,7 +376,8 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
         break;
     case TC_HEADS: {
         const tc_heads hd = tc_heads_of(c, p, st->smem_max);
-        if (fhc_takes(hd, a.dp, st->clusters, st->smem_max)) fh_cl_forward(&cl, a, hd, c->B, out);
+        const int clf = fh_cl_takes(hd, st->clusters, fhc_smem_bytes(hd.ch, a.dp), st->smem_max);
+        if (clf) fh_cl_forward(&cl, a, hd, c->B, out);
         else fh_forward(&cl, a, hd, c->B, out);
         break;
     }
@@ -412,8 +413,8 @@ void tc_head_sums(const call *cl, const tc_ws *w, const tc_args &a, const tc_hea
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
     const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
-    const int clq = fqc_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dQ on clusters
-    const int clk = fhd_takes(hd, a.dp, cl->st->clusters, cl->st->smem_max);  // dK, dV on clusters
+    const int clq = fh_cl_takes(hd, cl->st->clusters, fqc_smem_bytes(1, a.dp), cl->st->smem_max);  // dQ on clusters
+    const int clk = fh_cl_takes(hd, cl->st->clusters, fhd_smem_bytes(1, a.dp), cl->st->smem_max);  // dK, dV on clusters
     if (clq) fh_cl_dq(cl, a, hd, cl->c->B, dq, w->hwp);  // first: the dK, dV kernels read its D
     if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
     if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, w->dkp, w->dvp);

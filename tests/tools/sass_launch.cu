@@ -38,10 +38,10 @@ void print_head_kernels(int d, int H) {
                      fhc_smem_bytes(hd.ch, tc_dp(d)));
         // and the dK, dV on clusters (fhd_dkdv_at)
         print_launch(tc_dp(d) <= 64 ? "k_fa_head_cl_dkdv_t<64>" : "k_fa_head_cl_dkdv_t<128>", FHD_THREADS,
-                     fhd_smem_bytes(fhd_nbuf(tc_dp(d), H100_SMEM_OPTIN), tc_dp(d)));
+                     fhd_smem_bytes(fh_cl_nbuf(fhd_smem_bytes, tc_dp(d), H100_SMEM_OPTIN), tc_dp(d)));
         // and the dQ on clusters (fqc_dq_at)
         print_launch(tc_dp(d) <= 64 ? "k_fa_head_cl_dq_t<64>" : "k_fa_head_cl_dq_t<128>", FHC_THREADS,
-                     fqc_smem_bytes(fqc_nbuf(tc_dp(d), H100_SMEM_OPTIN), tc_dp(d)));
+                     fqc_smem_bytes(fh_cl_nbuf(fqc_smem_bytes, tc_dp(d), H100_SMEM_OPTIN), tc_dp(d)));
     }
 }
 
