@@ -1330,7 +1330,7 @@ BUILT_ASSUMPTIONS = (
     "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
     "norm/gate backward, dQ conversion and kernel-gradient sums. Memory as built: the caller's q, k, v, out, dout, "
     "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dO, dK, "
-    "dV per query head and dq buffer; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
+    "dV per query head and dq buffer, q, k, v read in place; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
     "SDPA's: the same eight bf16 tensors, lse and D and FA2's float32 dq accumulator. A model, not a measurement.")
 
 
@@ -1358,8 +1358,12 @@ def built_layer_ms(layer, B, H, d, T, design, occupancy):
 def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
     """The bf16 path's device bytes beyond the caller's tensors at config c (BUILT's, with
     norm_gate: group norm or gate on), as src/attn/mta_cuda.cu allocates them: tc_carve's workspace
-    (mta_cuda_tc.cuh: q, k, v, dO rounded to bf16 and padded to 64 rows and 16 columns; O and,
-    with norm or gate, its gradient in float32; lse, D; document starts; the norm/gate partials, 2d + 1 doubles per
+    (mta_cuda_tc.cuh: q, k, v, dO rounded to bf16 and padded to 64 rows and 16 columns, except,
+    with bf16 storage already so laid out (T a multiple of 64, d of 16: tc_reads_caller), q, k, v
+    and, without norm or gate, dO, which the kernels read in place (the caller's tensors taken as
+    device memory at 16-byte starts, as torch's are: a call with one that is not copies it into a
+    buffer of the backend's, tc_copy_carve, allocated then and not counted here); O and, with norm or gate, its
+    gradient in float32; lse, D; document starts; the norm/gate partials, 2d + 1 doubles per
     ng_slots chunk; the convolutions' kernel-gradient partials per query tile; with head steps each
     query head's float32 dK, dV and the head kernels' partials per 16-row tile) and, with bf16
     storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 dq (and dout with
@@ -1373,7 +1377,10 @@ def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
     rows = (T + 63) // 64 if T > 8 * 64 else 8           # ng_rows
     every = "cq1" in c
     taps = c.get("cq1", 0) * c.get("ck1", 0) + c.get("cq2", 0) * c.get("ck2", 0)
-    out = take(BH * -(-T // rows) * (2 * d + 1), 8) + 2 * take(BH * tp * dp, 2) + 2 * take(BHkv * tp * dp, 2)
+    in_place = bf16_storage and T % FA_T == 0 and d == dp    # tc_reads_caller
+    out = take(BH * -(-T // rows) * (2 * d + 1), 8)
+    out += 0 if in_place else take(BH * tp * dp, 2) + 2 * take(BHkv * tp * dp, 2)      # q, k, v
+    out += 0 if in_place and not ng else take(BH * tp * dp, 2)                        # dO
     out += take(BH * T * d, 4) * (2 if ng else 1) + 2 * take(BH * T, 4) + take(B * T, 4)
     if taps:
         out += take(BH * (-(-T // FE_M) if every else tp // FA_T) * taps, 4)

@@ -110,8 +110,12 @@ typedef enum { MTA_FP32 = 0, MTA_BF16 = 1 } mta_precision;
 //     Only the cuda and cuda-emu backends take it (the host backends refuse it). out is rounded
 //     once to bfloat16 from its float32 value (after the norm and gate); dq, dk, dv are added to
 //     as on every backend: read, added to in float32, rounded once. On the tensor-core path
-//     (precision MTA_BF16) q, k, v and dout are read as they are; on the float32 path the backend
-//     widens them into a float32 workspace of its own (a copy inside the backend, docs/cuda.md).
+//     (precision MTA_BF16) q, k, v and dout are read as they are: in place where T is a multiple
+//     of 64 and d of 16 and the call's tensor is device memory starting at a 16-byte boundary;
+//     else copied, on that call, into padded buffers (the same bits; a view into a tensor is
+//     fine), which the first call that needs them allocates (mta_ctx_workspace_bytes). On the
+//     float32 path the backend widens them into a float32 workspace of its own (a copy inside
+//     the backend, docs/cuda.md).
 typedef enum { MTA_DTYPE_F32 = 0, MTA_DTYPE_BF16 = 1 } mta_dtype;
 
 // Each step of spec section 2 is switched on by its size/flag; all off = plain causal attention.
@@ -356,7 +360,9 @@ const char *mta_status_str(mta_status s);
 // A backward is then an error until the next forward.
 void mta_ctx_release(mta_ctx *ctx);
 
-// Bytes of workspace the context holds now (for memory reports).
+// Bytes of workspace the context holds now (for memory reports). Buffers allocated on first use
+// add to it then: with bfloat16 storage (mta_config.dtype) the float32 ones, and on the CUDA
+// tensor-core path the padded copies of the first call whose q, k, v or dout it cannot read in place.
 size_t mta_ctx_workspace_bytes(const mta_ctx *ctx);
 
 // Wall time and floating-point operations of the matrix products (sgemm) of the calls made so far

@@ -276,7 +276,15 @@ static void test_runtime_memory(void **s) {
     int major = 0;
     assert_int_equal(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
     assert_int_equal(major, 9);
+    // a pointer into an allocation is device memory; host memory, and the allocation once freed, not
+    cudaPointerAttributes at;
+    assert_int_equal(cudaPointerGetAttributes(&at, (char *)p + 2), cudaSuccess);
+    assert_int_equal(at.type, cudaMemoryTypeDevice);
+    assert_int_equal(cudaPointerGetAttributes(&at, host), cudaSuccess);
+    assert_int_equal(at.type, cudaMemoryTypeUnregistered);
     assert_int_equal(cudaFree(p), cudaSuccess);
+    assert_int_equal(cudaPointerGetAttributes(&at, p), cudaSuccess);
+    assert_int_equal(at.type, cudaMemoryTypeUnregistered);
 }
 
 // ---- cuBLAS ----

@@ -53,6 +53,8 @@ struct cuda_state {
     double *acc;      // kernel-gradient accumulators (see grad_layout)
     void *io;         // bfloat16 storage (mta_config.dtype): the float32 buffers of io_bufs, or NULL
     size_t io_bytes;
+    void *copies;     // the tensor-core path's padded copies of bfloat16 inputs it cannot read in place
+                      // this call (tc_copy_carve), allocated by the first call that needs one, or NULL
     mview z, s1, p, p1, p2, pd, dp2, dp1, dp, ds1, dz;  // windows (p == unused ones when a step is off)
 };
 
@@ -145,12 +147,28 @@ void cuda_release(mta_ctx *ctx) {
     if (st) {
         if (st->mem) cudaFree(st->mem);
         if (st->io) cudaFree(st->io);
+        if (st->copies) cudaFree(st->copies);
         if (st->blas) cublasDestroy(st->blas);
         free(st);
     }
     ctx->state = NULL;
     ctx->bytes = 0;
     ctx->have_forward = 0;
+}
+
+// *p: `bytes` of device memory for `what`, allocated (and counted in ctx->bytes) unless it is
+// already; a refusal is MTA_ERR_NOMEM, reported here rather than by the next call's check.
+mta_status alloc_once(mta_ctx *ctx, void **p, size_t bytes, const char *what) {
+    if (*p) return MTA_OK;
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        return mta_fail(ctx, MTA_ERR_NOMEM, "could not allocate %.1f MB of GPU memory for %s: %s", bytes / 1e6, what,
+                        cudaGetErrorString(e));
+    }
+    ctx->bytes += bytes;
+    return MTA_OK;
 }
 
 mview ring(float **at, const mta_config *c, int rows, size_t ld, int is_ring) {
@@ -694,17 +712,9 @@ size_t io_carve(const mta_config *c, int tc, void *mem, io_bufs *b) {
 // The buffers of ctx's config (cuda_setup done), allocated on first use.
 mta_status io_setup(mta_ctx *ctx, io_bufs *b) {
     cuda_state *st = (cuda_state *)ctx->state;
-    if (!st->io) {
-        st->io_bytes = io_carve(&ctx->cfg, st->tc, NULL, NULL);
-        const cudaError_t e = cudaMalloc(&st->io, st->io_bytes);
-        if (e != cudaSuccess) {
-            st->io = NULL;
-            cudaGetLastError();
-            return mta_fail(ctx, MTA_ERR_NOMEM, "could not allocate %.1f MB of GPU memory for the bfloat16 tensors' "
-                            "float32 buffers: %s", st->io_bytes / 1e6, cudaGetErrorString(e));
-        }
-        ctx->bytes += st->io_bytes;
-    }
+    if (!st->io) st->io_bytes = io_carve(&ctx->cfg, st->tc, NULL, NULL);
+    const mta_status s = alloc_once(ctx, &st->io, st->io_bytes, "the bfloat16 tensors' float32 buffers");
+    if (s) return s;
     io_carve(&ctx->cfg, st->tc, st->io, b);
     return MTA_OK;
 }

@@ -17,7 +17,9 @@
 // every head of a group.
 //
 // Arithmetic: q, k, v are rounded to bf16 once, into the workspace (rows padded to a multiple of
-// the tile, d to a multiple of 16, with zeros); P, dO and dS (with the convolution dZ) are rounded
+// the tile, d to a multiple of 16, with zeros), or read as they are where the caller's bf16 tensors
+// are already so laid out (tc_reads_caller) and the call's may be read in place (tc_in_place);
+// P, dO and dS (with the convolution dZ) are rounded
 // to bf16 before the products that read them; the products (mma.sync m16n8k16) accumulate in
 // float32, and the softmax statistics, O, the convolution (Z, S1, dS1), the norm and gate, and
 // every gradient are float32.
@@ -116,19 +118,20 @@ __global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T
 // Backward, per row: dO rounded to bf16 (zero past T and d) and, with withD, D = rowsum(dO * O)
 // (grid: x rows of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as
 // it is). The kernels whose P v is not O make their own D (tc_backward), so O is not read there.
+// dO NULL: the kernels read go16 as it is (tc_reads_dout, tc_in_place), so only D is made.
 __global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO, int withD) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
     const size_t row = ((size_t)bh * a.T + i) * a.d;
     const float *o = a.o + row;
-    bf16 *dst = dO + ((size_t)bh * a.Tp + i) * a.dp;
+    bf16 *dst = dO ? dO + ((size_t)bh * a.Tp + i) * a.dp : NULL;
     float D = 0.0f;
     for (int e = 0; e < a.dp; e++) {
         const bool in = i < a.T && e < a.d;
         const bf16 r = in && go16 ? go16[row + e] : __float2bfloat16_rn(in ? go[row + e] : 0.0f);
         const float x = in && go16 ? __bfloat162float(r) : in ? go[row + e] : 0.0f;
         if (in && withD) D = fmaf(x, o[e], D);
-        dst[e] = r;
+        if (dst) dst[e] = r;
     }
     if (i < a.T && withD) a.D[(size_t)bh * a.T + i] = D;
 }
@@ -271,9 +274,33 @@ int tc_covers(const mta_config *c, size_t smem_max) {
            tc_fits(c, smem_max);
 }
 
+// 1 when the config lets the kernels read the caller's q, k, v as they are: bfloat16 storage
+// (mta_config.dtype) already in the padded layout (T whole tiles, d a multiple of 16), so the
+// copies would be the same bytes. dout too where the kernels see it unchanged (no norm or gate
+// before them: tc_reads_dout). The kernels only read them (tc_args' pointers are const). Whether a
+// call's tensor is read in place is the call's (tc_in_place); the workspace has no copies of them.
+int tc_reads_caller(const mta_config *c) {
+    return c->dtype == MTA_DTYPE_BF16 && c->T % TC_M == 0 && c->d == tc_dp(c->d);
+}
+int tc_reads_dout(const mta_config *c) { return tc_reads_caller(c) && !c->group_norm && !c->gate; }
+
+// 1 when this call's tensor x (one tc_reads_caller allows) is read in place: it starts at 16 bytes,
+// as cp.async's and ldmatrix's rows do, and is device memory (cp.async reads global memory only).
+// Else the call reads a padded copy (tc_copy_carve): a view into a tensor, or a host tensor, is
+// still taken.
+int tc_in_place(const float *x) {
+    if ((uintptr_t)x % 16) return 0;
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, x) != cudaSuccess) {
+        cudaGetLastError();  // a pointer the runtime does not know is not device memory: copied
+        return 0;
+    }
+    return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+}
+
 // The path's workspace, in the backend's one allocation (cuda_state.mem).
 struct tc_ws {
-    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args)
+    bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args); NULL where the caller's may be read (tc_reads_caller)
     float *o, *go;         // O before norm and gate; dO before it (with a norm or gate)
     float *lse, *D;
     int *start;            // document starts (B, T)
@@ -291,8 +318,10 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     carver cv = {(unsigned char *)mem, 0};
     tc_ws x;
     x.acc = cv.take<double>(BH * ng_slots(c->T) * (2 * d + 1));
-    x.q = cv.take<bf16>(BH * padded), x.k = cv.take<bf16>(BHkv * padded), x.v = cv.take<bf16>(BHkv * padded);
-    x.dO = cv.take<bf16>(BH * padded);
+    const int copies = !tc_reads_caller(c);
+    x.q = copies ? cv.take<bf16>(BH * padded) : NULL, x.k = copies ? cv.take<bf16>(BHkv * padded) : NULL;
+    x.v = copies ? cv.take<bf16>(BHkv * padded) : NULL;
+    x.dO = tc_reads_dout(c) ? NULL : cv.take<bf16>(BH * padded);
     x.o = cv.take<float>(BH * T * d);
     x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
@@ -313,11 +342,31 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
 }
 size_t tc_bytes(const mta_config *c, size_t smem_max) { return tc_carve(c, smem_max, NULL, NULL); }
 
-// The kernels' common arguments for a call.
-tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
+// The copy buffer (cuda_state.copies): a padded slot for each input the workspace has none for
+// (q, k, v where tc_reads_caller, dO where tc_reads_dout), for the calls that cannot read that
+// input in place (tc_in_place). Carves x (q, k, v, dO; NULL: counts) from mem; returns the bytes.
+size_t tc_copy_carve(const mta_config *c, void *mem, bf16 *x[4]) {
+    const size_t BH = (size_t)c->B * c->H, BHkv = (size_t)c->B * mta_kv_heads(c);
+    const size_t padded = (size_t)tc_tp(c->T) * tc_dp(c->d), n[4] = {BH, BHkv, BHkv, BH};
+    carver cv = {(unsigned char *)mem, 0};
+    for (int t = 0; t < 4; t++) {
+        bf16 *p = (t < 3 ? tc_reads_caller(c) : tc_reads_dout(c)) ? cv.take<bf16>(n[t] * padded) : NULL;
+        if (x) x[t] = p;
+    }
+    return cv.at;
+}
+
+// The caller's tensor x as bfloat16 when the config stores its tensors so (mta_config.dtype), else NULL.
+const bf16 *tc_stored16(const mta_config *c, const float *x) {
+    return c->dtype == MTA_DTYPE_BF16 ? (const bf16 *)(const void *)x : NULL;
+}
+
+// The kernels' common arguments for a call (dout: the backward's, or NULL).
+tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds, const float *dout) {
     const mta_config *c = cl->c;
     tc_args a;
-    a.q = w->q, a.k = w->k, a.v = w->v, a.dO = w->dO;
+    a.q = w->q ? w->q : tc_stored16(c, cl->q), a.k = w->k ? w->k : tc_stored16(c, cl->k);
+    a.v = w->v ? w->v : tc_stored16(c, cl->v), a.dO = w->dO ? w->dO : tc_stored16(c, dout);
     a.o = w->o, a.lse = w->lse, a.D = w->D;
     a.ds = ds;
     a.H = c->H, a.Hkv = mta_kv_heads(c), a.T = c->T, a.Tp = tc_tp(c->T), a.d = c->d, a.dp = tc_dp(c->d);
@@ -327,21 +376,34 @@ tc_args tc_args_of(const call *cl, const tc_ws *w, const int *ds) {
     return a;
 }
 
-// The caller's tensor x as bfloat16 when the config stores its tensors so (mta_config.dtype), else NULL.
-const bf16 *tc_stored16(const mta_config *c, const float *x) {
-    return c->dtype == MTA_DTYPE_BF16 ? (const bf16 *)(const void *)x : NULL;
-}
-
-// q, k, v rounded (copied, with bfloat16 storage) into the workspace.
-void tc_round_inputs(const call *cl, const tc_ws *w) {
+// The call's inputs: each that the workspace has no slot for (q, k, v, and dout in the backward)
+// and this call cannot read in place (tc_in_place) given its slot of the copy buffer, allocated by
+// the first call that needs it (counted in ctx->bytes); then q, k, v rounded (copied, with
+// bfloat16 storage) into their slots. dO's slot is k_tc_prep's to fill.
+mta_status tc_inputs(const call *cl, tc_ws *w, const float *dout) {
     const mta_config *c = cl->c;
+    bf16 **slot[4] = {&w->q, &w->k, &w->v, &w->dO};
+    const float *in[4] = {cl->q, cl->k, cl->v, dout};
+    int copy[4], copies = 0;
+    for (int t = 0; t < 4; t++) copies |= copy[t] = !*slot[t] && in[t] && !tc_in_place(in[t]);
+    if (copies) {
+        const mta_status s = alloc_once(cl->ctx, &cl->st->copies, tc_copy_carve(c, NULL, NULL),
+                                        "the padded copies of bfloat16 inputs not read in place");
+        if (s) return s;
+        bf16 *at[4];
+        tc_copy_carve(c, cl->st->copies, at);
+        for (int t = 0; t < 4; t++)
+            if (copy[t]) *slot[t] = at[t];
+    }
     const int Tp = tc_tp(c->T), dp = tc_dp(c->d), BH = c->B * c->H, BHkv = c->B * mta_kv_heads(c);
     const unsigned x = (unsigned)((Tp * dp + 127) / 128);
     const float *src[3] = {cl->q, cl->k, cl->v};
     bf16 *dst[3] = {w->q, w->k, w->v};
     for (int t = 0; t < 3; t++)
-        MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)(t ? BHkv : BH)), 128, 0, cl->s)(
-            src[t], tc_stored16(c, src[t]), dst[t], c->T, Tp, c->d, dp);
+        if (dst[t])
+            MTA_LAUNCH(k_tc_round, dim3(x, (unsigned)(t ? BHkv : BH)), 128, 0, cl->s)(
+                src[t], tc_stored16(c, src[t]), dst[t], c->T, Tp, c->d, dp);
+    return MTA_OK;
 }
 
 // The kernels that run c (the forward's and the backward's dispatch): the every-step kernels, the
@@ -367,9 +429,9 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     float *const caller_out = out;
     if (c->dtype == MTA_DTYPE_BF16) out = w.o;
     st->docs = ctx->doc != NULL;
+    if ((s = tc_inputs(&cl, &w, NULL))) return s;
     if (st->docs) MTA_LAUNCH(k_doc_starts, (c->B + 127) / 128, 128, 0, cl.s)(ctx->doc, c->B, c->T, w.start);
-    tc_round_inputs(&cl, &w);
-    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL);
+    const tc_args a = tc_args_of(&cl, &w, st->docs ? w.start : NULL, NULL);
     switch (tc_family_of(c)) {
     case TC_EVERY:
         fe_forward(&cl, a, fe_heads_of(c, p), c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, out);
@@ -451,8 +513,8 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
     tc_carve(c, cl.st->smem_max, cl.st->mem, &w);
-    tc_round_inputs(&cl, &w);
-    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL);
+    if ((s = tc_inputs(&cl, &w, dout))) return s;
+    const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
     // dO through the gate and norm (their parameter gradients summed per head and chunk of rows)
     const float *go = dout;
     const int slots = ng_slots(T);
@@ -466,8 +528,10 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
     // D = rowsum(dO O) only where P v is O (plain, pre-softmax convolution); the other kernels make D
     const tc_family fam = tc_family_of(c);
-    MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(
-        a, go, go16, w.dO, fam == TC_PLAIN || fam == TC_PRE);
+    const int withD = fam == TC_PLAIN || fam == TC_PRE;
+    if (w.dO || withD)
+        MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(
+            a, go, go16, w.dO, withD);
     if (fam == TC_EVERY) {
         tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (fam == TC_HEADS) {

@@ -953,6 +953,15 @@ cudaError_t cudaFree(void *p) {
     return cudaSuccess;
 }
 
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *at, const void *p) {
+    if (!at) return fail(cudaErrorInvalidValue);
+    const int dev = p && on_device(p, 1);
+    at->type = dev ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+    at->device = 0;
+    at->devicePointer = dev ? (void *)p : NULL, at->hostPointer = dev ? NULL : (void *)p;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     if (!bytes) return cudaSuccess;
     if (!dst || !src) return fail(cudaErrorInvalidValue);

@@ -115,9 +115,26 @@ struct cudaDeviceProp {
     int maxThreadsDim[3], maxGridSize[3];
 };
 
+// cudaPointerGetAttributes: type cudaMemoryTypeDevice when p lies within a device allocation
+// (cudaMalloc), else cudaMemoryTypeUnregistered (host memory, as the runtime reports memory it
+// never registered); device 0, devicePointer p or NULL, hostPointer NULL or p. The emulator has
+// no managed or registered host memory.
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer, *hostPointer;
+};
+
 cudaError_t cudaMalloc(void **p, size_t bytes);
 template <typename T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
 cudaError_t cudaFree(void *p);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *at, const void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s = 0);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
