@@ -1329,7 +1329,7 @@ BUILT_ASSUMPTIONS = (
     "float32 accumulations' global reads and writes as L2 traffic, their other CUDA-core work and stores to shared "
     "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
     "norm/gate backward, dQ conversion and kernel-gradient sums. Memory as built: the caller's q, k, v, out, dout, "
-    "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dO, dK, "
+    "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dK, "
     "dV per query head and dq buffer, q, k, v read in place; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
     "SDPA's: the same eight bf16 tensors, lse and D and FA2's float32 dq accumulator. A model, not a measurement.")
 
@@ -1357,38 +1357,38 @@ def built_layer_ms(layer, B, H, d, T, design, occupancy):
 
 def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
     """The bf16 path's device bytes beyond the caller's tensors at config c (BUILT's, with
-    norm_gate: group norm or gate on), as src/attn/mta_cuda.cu allocates them: tc_carve's workspace
+    norm_gate: group norm or gate on, which add only their partials), as src/attn/mta_cuda.cu allocates them: tc_carve's workspace
     (mta_cuda_tc.cuh: q, k, v, dO rounded to bf16 and padded to 64 rows and 16 columns, except,
     with bf16 storage already so laid out (T a multiple of 64, d of 16: tc_reads_caller), q, k, v
     and, without norm or gate, dO, which the kernels read in place (the caller's tensors taken as
     device memory at 16-byte starts, as torch's are: a call with one that is not copies it into a
-    buffer of the backend's, tc_copy_carve, allocated then and not counted here); O and, with norm or gate, its
-    gradient in float32; lse, D; document starts; the norm/gate partials, 2d + 1 doubles per
+    buffer of the backend's, tc_copy_carve, allocated then and not counted here); O in float32;
+    lse, D; document starts; the norm/gate partials, 2d + 1 doubles per
     ng_slots chunk; the convolutions' kernel-gradient partials per query tile; with head steps each
     query head's float32 dK, dV and the head kernels' partials per 16-row tile) and, with bf16
-    storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 dq (and dout with
-    norm or gate; out, dk, dv are rounded where written: tc_forward, tc_add_kv), each piece rounded
+    storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 dq (dout is read as
+    it is; out, dk, dv are rounded where written: tc_forward, tc_add_kv), each piece rounded
     up to 32 bytes (carver). --check compares it with mta_ctx_workspace_bytes of the fixtures' runs
     (`mtac attn --plan`: float32 storage, so tc_carve's part; io_carve's is read from its lines)."""
     def take(n, size):
         return ceil_to(n * size, 32)
     BH, BHkv, dp, tp = B * H, B * Hkv, up16(d), ceil_to(T, FA_T)
-    ng = c.get("norm_gate", False)
     rows = (T + 63) // 64 if T > 8 * 64 else 8           # ng_rows
     every = "cq1" in c
     taps = c.get("cq1", 0) * c.get("ck1", 0) + c.get("cq2", 0) * c.get("ck2", 0)
+    ng = c.get("norm_gate", False)
     in_place = bf16_storage and T % FA_T == 0 and d == dp    # tc_reads_caller
     out = take(BH * -(-T // rows) * (2 * d + 1), 8)
     out += 0 if in_place else take(BH * tp * dp, 2) + 2 * take(BHkv * tp * dp, 2)      # q, k, v
     out += 0 if in_place and not ng else take(BH * tp * dp, 2)                        # dO
-    out += take(BH * T * d, 4) * (2 if ng else 1) + 2 * take(BH * T, 4) + take(B * T, 4)
+    out += take(BH * T * d, 4) + 2 * take(BH * T, 4) + take(B * T, 4)
     if taps:
         out += take(BH * (-(-T // FE_M) if every else tp // FA_T) * taps, 4)
     if c.get("mix") or c.get("ch") or every:
         G = c["G"]
         nw = (G * G if c.get("mix") else 0) + (G * c["ch"] if c.get("ch") else 0)
         out += 2 * take(BH * T * d, 4) + take(B * (H // G) * -(-T // FH_M) * nw, 4)
-    return out + (take(BH * T * d, 4) * (2 if ng else 1) if bf16_storage else 0)
+    return out + (take(BH * T * d, 4) if bf16_storage else 0)
 
 
 def built_memory(layer, B, H, d, T):

@@ -59,7 +59,7 @@ static const mta_kernel_steps mta_kernel_table[] = {
     // both paths
     {"k_doc_starts", 0, MTA_PATH_BOTH, "packed documents' starts"},
     {"k_normgate", S8 | S9, MTA_PATH_BOTH, "group norm and gate"},
-    {"k_normgate_t", S8 | S9, MTA_PATH_BOTH, "group norm and gate backward"},
+    {"k_normgate_t", S8 | S9, MTA_PATH_BOTH, "group norm and gate backward (tensor cores: and k_tc_prep's dO, D)"},
     {"k_sum_grad", S2 | S3 | S5 | S6 | S8 | S9, MTA_PATH_BOTH, "the parameters' gradients from per-head partials"},
     {"k_bf16_widen", 0, MTA_PATH_BOTH, "bfloat16 tensors (mta_config.dtype) widened to float32"},
     {"k_bf16_narrow", 0, MTA_PATH_BOTH, "out, dq, dk, dv rounded once to bfloat16 (mta_config.dtype)"},

@@ -323,55 +323,88 @@ __global__ void k_normgate(const float *o, float *out, __nv_bfloat16 *out16, siz
     }
 }
 
+// Where k_normgate_t reads dout and writes dO: dout from go (float32) or go16 (bfloat16 storage),
+// head stride ghs; dO into float32 dO (the head stride of o), or for the tensor-core path into
+// dO16, rounded to bf16 in k_tc_prep's padded layout (Tp rows of dp per head, zero past the n
+// rows and d columns), with, where D is set, D = rowsum(dO O) of the float32 dO summed as
+// k_tc_prep sums it (D: (B*H, n)).
+struct ng_io {
+    const float *go;
+    const __nv_bfloat16 *go16;
+    size_t ghs;
+    float *dO;
+    __nv_bfloat16 *dO16;
+    float *D;
+    int Tp, dp;
+};
+
+// Row i of head bh's dO (entries dx(e)) where io says; x: the row of o (k_normgate_t).
+template <class F>
+__device__ void ng_store(const ng_io &io, int bh, int i, int n, int d, size_t hs, const float *x, F dx) {
+    if (!io.dO16) {
+        for (int e = threadIdx.x; e < d; e += blockDim.x) io.dO[(size_t)bh * hs + (size_t)i * d + e] = dx(e);
+        return;
+    }
+    __nv_bfloat16 *r = io.dO16 + ((size_t)bh * io.Tp + i) * io.dp;
+    for (int e = threadIdx.x; e < io.dp; e += blockDim.x) r[e] = __float2bfloat16_rn(e < d ? dx(e) : 0.0f);
+    if (io.D && threadIdx.x == 0) {
+        float D = 0.0f;
+        for (int e = 0; e < d; e++) D = fmaf(dx(e), x[e], D);
+        io.D[(size_t)bh * n + i] = D;
+    }
+}
+
 // The norm and gate backward of rows [0, n) of each head (grid: x chunks of `rows` rows, y heads):
-// dO from dout (go) and the recomputed o. Chunk x of head bh adds its rows' parameter gradients,
-// in row order, to its own slot, acc[(bh*slots + x)*(2d+1) + ...] += dgamma (d), dgate_w (d),
-// dgate_b (1): no two blocks share a slot, so the sums do not depend on the blocks' order, and
-// k_sum_grad adds the slots up in order.
-__global__ void k_normgate_t(const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n, int rows,
-                             int slots, normgate ng, double *acc) {
+// dO (io) from dout and the recomputed o (head stride hs). Chunk x of head bh adds its rows'
+// parameter gradients, in row order, to its own slot, acc[(bh*slots + x)*(2d+1) + ...] += dgamma
+// (d), dgate_w (d), dgate_b (1): no two blocks share a slot, so the sums do not depend on the
+// blocks' order, and k_sum_grad adds the slots up in order. dO's stages are recomputed where read,
+// not stored, so that dO can be written once, as bf16 on the tensor-core path; with dO16 the last
+// chunk also zeroes the padding rows.
+__global__ void k_normgate_t(const float *o, ng_io io, size_t hs, int n, int rows, int slots, normgate ng,
+                             double *acc) {
     MTA_SHARED(float, sh, 256);
     const int d = ng.d, bh = blockIdx.y, i0 = blockIdx.x * rows, i1 = i0 + rows < n ? i0 + rows : n;
     double *a = acc + ((size_t)bh * slots + blockIdx.x) * (2 * d + 1);
     for (int i = i0; i < i1; i++) {
-        const float *x = o + (size_t)bh * hs + (size_t)i * d, *g = go + (size_t)bh * ghs + (size_t)i * d;
-        float *dx = dO + (size_t)bh * hs + (size_t)i * d;
-        float rs = 1.0f;
+        const float *x = o + (size_t)bh * hs + (size_t)i * d;
+        const size_t gr = (size_t)bh * io.ghs + (size_t)i * d;
+        auto g = [&](int e) { return io.go16 ? __bfloat162float(io.go16[gr + e]) : io.go[gr + e]; };
+        float rs = 1.0f, gv = 1.0f, dz = 0.0f, k3 = 0.0f;
         if (ng.group_norm) {
             float ss = 0.0f;
             for (int e = threadIdx.x; e < d; e += blockDim.x) ss += x[e] * x[e];
             rs = 1.0f / sqrtf(block_sum(ss, sh) / d + ng.eps);
         }
+        auto y = [&](int e) { return ng.group_norm ? x[e] * rs * ng.gn_weight[e] * ng.ds : x[e]; };
         if (ng.gate) {
             float z = 0.0f, dot = 0.0f;
             for (int e = threadIdx.x; e < d; e += blockDim.x) {
-                const float y = ng.group_norm ? x[e] * rs * ng.gn_weight[e] * ng.ds : x[e];
-                z += ng.gate_w[e] * y;
-                dot += g[e] * y;
+                z += ng.gate_w[e] * y(e);
+                dot += g(e) * y(e);
             }
             z = block_sum(z, sh) + ng.gate_b[0];
             dot = block_sum(dot, sh);
-            const float gv = 1.0f / (1.0f + expf(-z)), dz = dot * gv * (1.0f - gv);
-            for (int e = threadIdx.x; e < d; e += blockDim.x) {
-                const float y = ng.group_norm ? x[e] * rs * ng.gn_weight[e] * ng.ds : x[e];
-                a[d + e] += dz * y;
-                dx[e] = g[e] * gv + dz * ng.gate_w[e];
-            }
+            gv = 1.0f / (1.0f + expf(-z)), dz = dot * gv * (1.0f - gv);
+            for (int e = threadIdx.x; e < d; e += blockDim.x) a[d + e] += dz * y(e);
             if (threadIdx.x == 0) a[2 * d] += dz;
-        } else {
-            for (int e = threadIdx.x; e < d; e += blockDim.x) dx[e] = g[e];
         }
+        // dO through the gate (t), times the norm's weight (u), through the norm (dx)
+        auto t = [&](int e) { return ng.gate ? g(e) * gv + dz * ng.gate_w[e] : g(e); };
+        auto u = [&](int e) { return t(e) * (ng.gn_weight[e] * ng.ds); };
         if (ng.group_norm) {
             float uo = 0.0f;
             for (int e = threadIdx.x; e < d; e += blockDim.x) {
-                a[e] += dx[e] * x[e] * rs * ng.ds;
-                dx[e] *= ng.gn_weight[e] * ng.ds;
-                uo += dx[e] * x[e];
+                a[e] += t(e) * x[e] * rs * ng.ds;
+                uo += u(e) * x[e];
             }
-            const float k3 = rs * rs * rs * block_sum(uo, sh) / d;
-            for (int e = threadIdx.x; e < d; e += blockDim.x) dx[e] = rs * dx[e] - k3 * x[e];
+            k3 = rs * rs * rs * block_sum(uo, sh) / d;
         }
+        ng_store(io, bh, i, n, d, hs, x, [&](int e) { return ng.group_norm ? rs * u(e) - k3 * x[e] : t(e); });
     }
+    if (io.dO16 && i1 == n)
+        for (size_t e = threadIdx.x; e < (size_t)(io.Tp - n) * io.dp; e += blockDim.x)
+            io.dO16[((size_t)bh * io.Tp + n) * io.dp + e] = __float2bfloat16_rn(0.0f);
 }
 
 #endif

@@ -445,13 +445,13 @@ normgate normgate_of(const mta_config *c, const mta_params *p) {
     return ng;
 }
 
-// The norm and gate backward of rows [0, n) of each head (o, dO: head strides hs; go: ghs),
+// The norm and gate backward of rows [0, n) of each head (o: head stride hs; dout and dO: io),
 // chunk by chunk in parallel (k_normgate_t), into acc's slots for spans of `span` >= n rows.
-void normgate_backward(const call *cl, const float *o, const float *go, float *dO, size_t hs, size_t ghs, int n,
-                       int span, const normgate &ng, double *acc) {
+void normgate_backward(const call *cl, const float *o, const ng_io &io, size_t hs, int n, int span, const normgate &ng,
+                       double *acc) {
     const int rows = ng_rows(span), BH = cl->c->B * cl->c->H;
     MTA_LAUNCH(k_normgate_t, dim3((unsigned)((n + rows - 1) / rows), (unsigned)BH), red_threads(ng.d, 128), 0, cl->s)(
-        o, go, dO, hs, ghs, n, rows, ng_slots(span), ng, acc);
+        o, io, hs, n, rows, ng_slots(span), ng, acc);
 }
 
 // 1 when the context's config runs on the tensor-core path on its device (after cuda_setup).
@@ -578,8 +578,9 @@ void stage_a(const backward_call &bw, mta_rows A) {
     if (c->group_norm || c->gate) {
         gemm_kv(cl, MM_NN, n, d, a1, 1.0f, map_in(st->pd, a0), kv_in(cl->v, d, Td), 0.0f,
                 q_out(st->o, d, (size_t)R * d));  // O again
-        normgate_backward(cl, st->o, bw.dout + (size_t)a0 * d, st->dO, (size_t)R * d, Td, n, R, bw.ng,
-                          st->acc + bw.gl.ng);
+        ng_io io = {};
+        io.go = bw.dout + (size_t)a0 * d, io.ghs = Td, io.dO = st->dO;
+        normgate_backward(cl, st->o, io, (size_t)R * d, n, R, bw.ng, st->acc + bw.gl.ng);
         dO = q_in(st->dO, d, (size_t)R * d);
     }
     gemm_kv(cl, MM_TN, a1, d, n, 1.0f, map_in(st->pd, a0), dO, 1.0f, kv_out(bw.dv, d, Td));      // dV += PD^T dO
@@ -683,14 +684,13 @@ mta_status f32_backward(mta_ctx *ctx, const float *q, const float *k, const floa
 // The kernels compute in float32 and write float32: out, and the gradients dq, dk, dv they add to
 // over key tiles. With bfloat16 tensors the backend keeps float32 buffers for those (io_bufs): out
 // is narrowed once after the norm and gate; dq, dk, dv are widened, added to, and narrowed once.
-// The tensor-core path reads q, k, v and dout as they are (k_tc_round, k_tc_prep), rounds out
-// from its O (tc_forward) and adds to dk, dv where it writes them, once (tc_add_kv), so it has
-// no out, dk, dv buffers; the float32 path, and the norm's backward, read float32, so the backend
-// widens those into io_bufs too.
+// The tensor-core path reads q, k, v and dout as they are (k_tc_round, and k_tc_prep or the
+// norm's backward, k_normgate_t), rounds out from its O (tc_forward) and adds to dk, dv where it
+// writes them, once (tc_add_kv), so it has no q, k, v, dout, out, dk, dv buffers; the float32
+// path reads float32, so the backend widens those into io_bufs too.
 
-// The float32 buffers of a call on bfloat16 tensors: q, k, v and dout (the float32 path, and dout
-// for the norm's or gate's backward on the tensor-core path), out, dk, dv (the float32 path), dq;
-// NULL where not needed.
+// The float32 buffers of a call on bfloat16 tensors: q, k, v, dout, out, dk, dv (the float32
+// path), dq; NULL where not needed.
 struct io_bufs {
     float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
 };
@@ -700,9 +700,9 @@ size_t io_carve(const mta_config *c, int tc, void *mem, io_bufs *b) {
     const size_t nq = q_count(c), nkv = kv_count(c);
     carver cv = {(unsigned char *)mem, 0};
     io_bufs x;
-    const int f32 = !tc, go = f32 || c->group_norm || c->gate;
+    const int f32 = !tc;
     x.q = f32 ? cv.take<float>(nq) : NULL, x.k = f32 ? cv.take<float>(nkv) : NULL, x.v = f32 ? cv.take<float>(nkv) : NULL;
-    x.dout = go ? cv.take<float>(nq) : NULL;
+    x.dout = f32 ? cv.take<float>(nq) : NULL;
     x.out = f32 ? cv.take<float>(nq) : NULL, x.dq = cv.take<float>(nq);
     x.dk = f32 ? cv.take<float>(nkv) : NULL, x.dv = f32 ? cv.take<float>(nkv) : NULL;
     if (b) *b = x;
@@ -761,9 +761,8 @@ mta_status bf16_backward(mta_ctx *ctx, const float *q, const float *k, const flo
     io_widen(ctx, dq, b.dq, nq);
     if (b.dout) io_widen(ctx, dout, b.dout, nq);
     if (tc_on(ctx)) {
-        // q, k, v as bfloat16; dout too unless the norm's or gate's backward reads it (b.dout); dk,
-        // dv added to as bfloat16 (tc_add_kv)
-        s = tc_backward(ctx, q, k, v, p, b.dout ? b.dout : dout, b.dq, dk, dv, g);
+        // q, k, v and dout as bfloat16; dk, dv added to as bfloat16 (tc_add_kv)
+        s = tc_backward(ctx, q, k, v, p, dout, b.dq, dk, dv, g);
     } else {
         io_widen(ctx, q, b.q, nq), io_widen(ctx, k, b.k, nkv), io_widen(ctx, v, b.v, nkv);
         io_widen(ctx, dk, b.dk, nkv), io_widen(ctx, dv, b.dv, nkv);

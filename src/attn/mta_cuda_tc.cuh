@@ -119,6 +119,7 @@ __global__ void k_tc_round(const float *src, const bf16 *src16, bf16 *dst, int T
 // (grid: x rows of 128, y B*H). go is dO in (B*H, T, d): float32, or bfloat16 go16 (then copied as
 // it is). The kernels whose P v is not O make their own D (tc_backward), so O is not read there.
 // dO NULL: the kernels read go16 as it is (tc_reads_dout, tc_in_place), so only D is made.
+// With a norm or gate, k_normgate_t writes dO and D so instead (ng_io).
 __global__ void k_tc_prep(tc_args a, const float *go, const bf16 *go16, bf16 *dO, int withD) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y;
     if (i >= a.Tp) return;
@@ -301,7 +302,7 @@ int tc_in_place(const float *x) {
 // The path's workspace, in the backend's one allocation (cuda_state.mem).
 struct tc_ws {
     bf16 *q, *k, *v, *dO;  // rounded, padded (tc_args); NULL where the caller's may be read (tc_reads_caller)
-    float *o, *go;         // O before norm and gate; dO before it (with a norm or gate)
+    float *o;              // O before norm and gate
     float *lse, *D;
     int *start;            // document starts (B, T)
     double *acc;           // norm and gate gradients per (batch, head, chunk of rows): 2d+1 each
@@ -323,7 +324,6 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     x.v = copies ? cv.take<bf16>(BHkv * padded) : NULL;
     x.dO = tc_reads_dout(c) ? NULL : cv.take<bf16>(BH * padded);
     x.o = cv.take<float>(BH * T * d);
-    x.go = c->group_norm || c->gate ? cv.take<float>(BH * T * d) : NULL;
     x.lse = cv.take<float>(BH * T), x.D = cv.take<float>(BH * T);
     x.start = cv.take<int>((size_t)c->B * T);
     // (the every-step kernels': both convolutions' partials, per query tile of FE_M rows)
@@ -515,23 +515,24 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     tc_carve(c, cl.st->smem_max, cl.st->mem, &w);
     if ((s = tc_inputs(&cl, &w, dout))) return s;
     const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
-    // dO through the gate and norm (their parameter gradients summed per head and chunk of rows)
-    const float *go = dout;
+    // dO rounded into w.dO: through the gate and norm (their parameter gradients summed per head
+    // and chunk of rows) or as it is (none where the kernels read dout in place); D = rowsum(dO O)
+    // only where P v is O (plain, pre-softmax convolution), the other kernels make D. dout is read
+    // as bfloat16 with bfloat16 storage.
     const int slots = ng_slots(T);
+    const tc_family fam = tc_family_of(c);
+    const int withD = fam == TC_PLAIN || fam == TC_PRE;
     if (c->group_norm || c->gate) {
         const cudaError_t e = cudaMemsetAsync(w.acc, 0, (size_t)BH * slots * (2 * d + 1) * sizeof(double), cl.s);
         if (e != cudaSuccess) return cuda_fail(ctx, e, "the backward's clearing of its accumulators");
-        normgate_backward(&cl, w.o, dout, w.go, (size_t)T * d, (size_t)T * d, T, T, normgate_of(c, p), w.acc);
-        go = w.go;
-    }
-    // bfloat16 storage: dout as it is, unless the norm's backward made go (its caller widened dout for it)
-    const bf16 *go16 = go == dout ? tc_stored16(c, dout) : NULL;
-    // D = rowsum(dO O) only where P v is O (plain, pre-softmax convolution); the other kernels make D
-    const tc_family fam = tc_family_of(c);
-    const int withD = fam == TC_PLAIN || fam == TC_PRE;
-    if (w.dO || withD)
+        ng_io io = {};
+        io.go = dout, io.go16 = tc_stored16(c, dout), io.ghs = (size_t)T * d;
+        io.dO16 = w.dO, io.D = withD ? w.D : NULL, io.Tp = a.Tp, io.dp = a.dp;
+        normgate_backward(&cl, w.o, io, (size_t)T * d, T, T, normgate_of(c, p), w.acc);
+    } else if (w.dO || withD) {
         MTA_LAUNCH(k_tc_prep, dim3((unsigned)((a.Tp + 127) / 128), (unsigned)BH), 128, 0, cl.s)(
-            a, go, go16, w.dO, withD);
+            a, dout, tc_stored16(c, dout), w.dO, withD);
+    }
     if (fam == TC_EVERY) {
         tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (fam == TC_HEADS) {
