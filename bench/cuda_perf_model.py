@@ -1456,7 +1456,7 @@ def print_built(layer, occupancy, markdown):
 #   180-cycle SM-to-SM latency of the same paper) after MEMBAR.ALL.GPU drains the thread's memory
 #   operations (an L2 round trip, its 263 cycles), at the H100's 1.98 GHz; a block waits it out,
 #   its SM's other resident blocks run meanwhile.
-# Measured figures replace both (--probe FILE: the JSON lines of the GPU check's cluster.log, made by
+# Measured figures replace both (--probe FILE: the JSON lines in the GPU check's bench.jsonl, made by
 # scripts/gpu_check/cluster_probe.cu: its largest all-gather's throughput and its barrier after a
 # 16-byte store a thread, per cluster size; --dsmem-bw C=BYTES_PER_S and --cluster-barrier
 # C=SECONDS, which override the probe's); CLUSTER_BARRIER_C holds them, FIGURES_FROM says whence.
@@ -1953,7 +1953,7 @@ def parse_args():
                          "and the invariants of (d)")
     ap.add_argument("--probe", metavar="FILE",
                     help="measured cluster figures instead of the assumed DSMEM_BW and CLUSTER_BARRIER: the JSON lines "
-                         "of scripts/gpu_check/cluster_probe.cu (the GPU check's cluster.log or bench.jsonl; other "
+                         "of scripts/gpu_check/cluster_probe.cu (the GPU check's bench.jsonl or machine.txt; other "
                          "lines skipped): per cluster size its largest all-gather's throughput and its barrier after "
                          "a 16-byte store a thread")
     ap.add_argument("--dsmem-bw", metavar="C=BYTES_PER_S", type=cluster_figure, action="append", default=[],

@@ -1,7 +1,8 @@
 // cluster_probe.cu: what thread-block-cluster communication costs on this GPU, the two figures the
 // performance model (bench/cuda_perf_model.py, DSMEM_BW and CLUSTER_BARRIER) assumes for the
 // cluster kernels. Built by `scripts/gpu_check.sh prepare` (static CUDA runtime, sm_90) and run by
-// gpu-bundle/run.sh after gpu_probe; tests/cluster_probe_emu.cpp runs it in the CUDA emulator.
+// gpu-bundle/run.sh after gpu_probe (its output in machine.txt, its JSON lines in bench.jsonl);
+// tests/cluster_probe_emu.cpp runs it in the CUDA emulator.
 //
 //   cluster_probe [--sizes KB,KB,...] [--rounds N] [--reps N]
 //

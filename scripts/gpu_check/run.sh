@@ -4,9 +4,10 @@
 # Builds nothing and fetches nothing. In order, each step under its own timeout (under 8 minutes
 # in all), its output going straight to its own log in OUT (default gpu-out/):
 #   machine.txt  nvidia-smi, the driver, gpu_probe (runtime vs driver CUDA versions, the devices);
-#   cluster.log  cluster_probe: distributed shared memory all-gather throughput and barrier.cluster
-#                times at cluster sizes 2 and 4 (the performance model's DSMEM_BW and
-#                CLUSTER_BARRIER; bench/cuda_perf_model.py --probe reads this log), verified;
+#                then cluster_probe (into machine.txt too: the device tool brings back 8 files):
+#                distributed shared memory all-gather throughput and barrier.cluster times at
+#                cluster sizes 2 and 4, verified (the performance model's DSMEM_BW and
+#                CLUSTER_BARRIER: bench/cuda_perf_model.py --probe OUT/bench.jsonl);
 #   libs.log     the bundle's Debian packages unpacked (dpkg -x) into a temporary prefix, cuBLAS
 #                looked for on the machine, then ldd: every library each binary needs is found;
 #   test.log     test_attn_backends cuda: the whole matrix against the reference backend;
@@ -140,15 +141,13 @@ fi
 # ---- 0. the cluster probe (the CUDA runtime linked in: the driver is all it needs) ----
 cl_failed=0
 if [ $gpu = 1 ]; then
-    log=$out/cluster.log
-    : >"$log"
-    run 15 "$log" "$bin/cluster_probe"
+    run 15 "$m" "$bin/cluster_probe"
     s=$(status $rc)
     [ "$rc" = 77 ] && s=SKIPPED
     case $rc in 0 | 77) ;; 124 | 137 | 125) incomplete=1 ;; *) cl_failed=1 ;; esac
-    grep -h '^{' "$log" >"$out/bench.jsonl"
-    figs=$(sed -n 's/^summary: //p' "$log")
-    note cluster "$s" "$secs" "${figs:-$(grep -v -e '^{' -e '^==' "$log" | tail -1)}"
+    grep -h '^{"probe": "cluster"' "$m" >"$out/bench.jsonl"
+    figs=$(sed -n 's/^summary: //p' "$m")
+    note cluster "$s" "$secs" "${figs:-$(sed -n '/== .*cluster_probe/,$p' "$m" | grep -v -e '^{' -e '^==' | tail -1)}"
 fi
 
 # ---- 1. the libraries ----
@@ -373,7 +372,7 @@ else
         done
     fi
 fi
-grep -h '^{' "$out/cluster.log" "$out/bench_cuda.log" "$out/torch.log" >"$out/bench.jsonl" 2>/dev/null
+{ grep -h '^{"probe": "cluster"' "$m"; grep -h '^{' "$out/bench_cuda.log" "$out/torch.log"; } >"$out/bench.jsonl" 2>/dev/null
 [ $cl_failed = 1 ] && failed=1
 
 # The PyTorch baselines do not count: they measure PyTorch, not this project.
