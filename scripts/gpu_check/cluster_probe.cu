@@ -172,7 +172,7 @@ static int probe_round(const probe_dev &d, int C, int clusters, int chunks, int 
 static void probe_print(const probe_dev &d, const char *name, int C, int clusters, int bytes, int peers, int R,
                         double s) {
     const double moved = (double)clusters * C * peers * bytes;  // bytes between SMs a round
-    if (peers > 1 || !strcmp(name, "dsmem_allgather"))
+    if (!strcmp(name, "dsmem_allgather"))
         printf("%-16s C=%d %6d KB to each of %d peers: %8.1f GB/s over %d clusters (%.2f us a round)\n", name, C,
                bytes / 1024, peers, moved / s * 1e-9, clusters, s * 1e6);
     else
