@@ -28,6 +28,7 @@ convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --cluster | --dump-counts] [--counts]
        [--every-blocks KERNEL=BLOCKS[/THREADS]]
        [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
+       [--probe FILE] [--dsmem-bw C=BYTES_PER_S] [--cluster-barrier C=SECONDS]
 """
 import argparse
 import heapq
@@ -1455,9 +1456,15 @@ def print_built(layer, occupancy, markdown):
 #   180-cycle SM-to-SM latency of the same paper) after MEMBAR.ALL.GPU drains the thread's memory
 #   operations (an L2 round trip, its 263 cycles), at the H100's 1.98 GHz; a block waits it out,
 #   its SM's other resident blocks run meanwhile.
+# Measured figures replace both (--probe FILE: the JSON lines in the GPU check's bench.jsonl, made by
+# scripts/gpu_check/cluster_probe.cu: its largest all-gather's throughput and its barrier after a
+# 16-byte store a thread, per cluster size; --dsmem-bw C=BYTES_PER_S and --cluster-barrier
+# C=SECONDS, which override the probe's); CLUSTER_BARRIER_C holds them, FIGURES_FROM says whence.
 FHC_N, FHC_HB = 16, 8                 # keys of a cluster tile; heads (warps) of a forward block (mta_cuda_fa_heads_cl.cuh)
 DSMEM_BW = {2: 3.27e12, 4: 2.65e12}   # bytes/s over all SMs, by cluster size
 CLUSTER_BARRIER = (2 * 180 + 263) / 1.98e9
+CLUSTER_BARRIER_C = {}                # measured barriers (s), by cluster size, instead of CLUSTER_BARRIER
+FIGURES_FROM = []                     # where measured DSMEM_BW and CLUSTER_BARRIER_C figures came from
 CLUSTER_BLOCKS = 2                    # blocks (of 4 warps) per SM assumed for the designs
 
 
@@ -1476,7 +1483,7 @@ def cluster_time(k, rates, blocks, dsmem_x=1.0, barrier_x=1.0):
     t = kernel_time(k, rates, False)[0]
     C = k["C"]
     t["DSMEM"] = k["dsmem_bytes"] / (DSMEM_BW[C] * dsmem_x)
-    t["barriers"] = k["barriers"] * C * CLUSTER_BARRIER * barrier_x / (SMS * blocks)
+    t["barriers"] = k["barriers"] * C * CLUSTER_BARRIER_C.get(C, CLUSTER_BARRIER) * barrier_x / (SMS * blocks)
     cores = "tensor cores" if t["tensor cores"] >= t["CUDA cores"] else "CUDA cores"
     bounds = {cores: t["tensor cores"] + t["CUDA cores"],
               **{x: t[x] for x in ("shared memory", "L2", "HBM", "DSMEM", "barriers")}}
@@ -1720,7 +1727,10 @@ def print_cluster(markdown):
           f"kernel-gradient sums, against SDPA's {a:.2f} ms; the head kernels as built: "
           f"{built_layer_ms('head-only', B, H, d, T, design, occ):.2f} ms. DSMEM bandwidth "
           f"{DSMEM_BW[2] / 1e12:.2f} TB/s (C = 2), {DSMEM_BW[4] / 1e12:.2f} TB/s (C = 4) over the GPU, a cluster barrier "
-          f"{CLUSTER_BARRIER * 1e6:.2f} us: assumptions (bench/cuda_perf_model.py, DSMEM_BW)\n")
+          + (f"{CLUSTER_BARRIER * 1e6:.2f} us: assumptions (bench/cuda_perf_model.py, DSMEM_BW)\n" if not FIGURES_FROM else
+             f"{CLUSTER_BARRIER_C.get(2, CLUSTER_BARRIER) * 1e6:.2f} us (C = 2), "
+             f"{CLUSTER_BARRIER_C.get(4, CLUSTER_BARRIER) * 1e6:.2f} us (C = 4): measured or given ("
+             + ", ".join(FIGURES_FROM) + "; any other figure assumed)\n"))
     rows = []
     for C in (2, 4):
         moved = [cluster_layer_ms(C, B, H, d, T, design, occ, **{x: f})
@@ -1941,7 +1951,76 @@ def parse_args():
     ap.add_argument("--check", metavar="ROOT", nargs="?", const=".",
                     help="check the model's launch and FLOP counts against the source tree at ROOT (default .), "
                          "and the invariants of (d)")
-    return ap.parse_args()
+    ap.add_argument("--probe", metavar="FILE",
+                    help="measured cluster figures instead of the assumed DSMEM_BW and CLUSTER_BARRIER: the JSON lines "
+                         "of scripts/gpu_check/cluster_probe.cu (the GPU check's bench.jsonl or machine.txt; other "
+                         "lines skipped): per cluster size its largest all-gather's throughput and its barrier after "
+                         "a 16-byte store a thread")
+    ap.add_argument("--dsmem-bw", metavar="C=BYTES_PER_S", type=cluster_figure, action="append", default=[],
+                    help="the distributed shared memory's store throughput over the GPU at cluster size C (2 or 4), "
+                         "instead of DSMEM_BW's or --probe's (repeatable)")
+    ap.add_argument("--cluster-barrier", metavar="C=SECONDS", type=cluster_figure, action="append", default=[],
+                    help="one barrier.cluster after the stores at cluster size C (2 or 4), instead of "
+                         "CLUSTER_BARRIER or --probe's (repeatable)")
+    args = ap.parse_args()
+    try:
+        set_cluster_figures(args)
+    except ValueError as e:
+        ap.error(str(e))
+    return args
+
+
+def cluster_figure(text):
+    """argparse's type of --dsmem-bw and --cluster-barrier: C=VALUE, C 2 or 4, VALUE a positive number."""
+    c, eq, v = text.partition("=")
+    try:
+        C, x = int(c), float(v)
+    except ValueError:
+        C, x = None, None
+    if not eq or C not in (2, 4) or x is None or not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: want C=VALUE, C the cluster size (2 or 4), VALUE a positive number")
+    return C, x
+
+
+def load_probe(path):
+    """cluster_probe's figures in path's JSON lines of "probe": "cluster" (other lines skipped):
+    {C: bytes/s of its largest all-gather}, {C: seconds of its barrier after a store}."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ValueError(f"--probe: {e}")
+    bw, bar = {}, {}
+    for n, line in enumerate(lines, 1):
+        try:
+            r = json.loads(line) if line.startswith("{") else {}
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--probe {path}:{n}: not JSON ({e})")
+        if r.get("probe") != "cluster" or r.get("C") not in (2, 4):
+            continue
+        C, s, name = r["C"], r.get("seconds"), r.get("name")
+        if not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
+            raise ValueError(f"--probe {path}:{n}: {name} C={C}: {s!r} seconds a round is no time (not measured)")
+        if name == "dsmem_allgather" and r.get("bytes", 0) >= bw.get(C, (0, 0))[0]:
+            bw[C] = (r.get("bytes", 0), r.get("bytes_per_round", 0) / s)
+        elif name == "barrier_store":
+            bar[C] = s
+    if not bw and not bar:
+        raise ValueError(f"--probe {path}: no line of scripts/gpu_check/cluster_probe.cu's (\"probe\": \"cluster\")")
+    if any(v <= 0 for _, v in bw.values()):
+        raise ValueError(f"--probe {path}: an all-gather line moved no bytes")
+    return {C: v for C, (_, v) in bw.items()}, bar
+
+
+def set_cluster_figures(args):
+    """DSMEM_BW and CLUSTER_BARRIER_C from --probe, then --dsmem-bw and --cluster-barrier."""
+    bw, bar = load_probe(args.probe) if args.probe else ({}, {})
+    bw.update(args.dsmem_bw)
+    bar.update(args.cluster_barrier)
+    FIGURES_FROM.extend(x for x, on in ((f"--probe {args.probe}", args.probe), ("--dsmem-bw", args.dsmem_bw),
+                                        ("--cluster-barrier", args.cluster_barrier)) if on)
+    DSMEM_BW.update(bw)
+    CLUSTER_BARRIER_C.update(bar)
 
 
 def check_mma():

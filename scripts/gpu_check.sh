@@ -8,7 +8,8 @@
 #     2. assembles gpu-bundle/ (git-ignored, under 60 MiB):
 #          bin/  test_attn_backends, bench_cuda, libmtac_cuda.so* (when the build has the module),
 #                libcudart (the CUDA runtime, carried: small), gpu_probe (scripts/gpu_check/gpu_probe.cu),
-#                bench/bench_torch_cuda.py and tests/ref/mta_ref.py;
+#                cluster_probe (scripts/gpu_check/cluster_probe.cu, sm_90), bench/bench_torch_cuda.py
+#                and tests/ref/mta_ref.py;
 #          python/mtac/  the Python package (python/mtac/*.py, libmtac.so, libmtac_cuda.so) for the
 #                PyTorch tests of CUDA tensors (python/tests/test_torch_device.py);
 #          deb/  the Debian packages of the shared libraries the binaries load (found with ldd,
@@ -19,7 +20,7 @@
 #
 #   On the GPU machine, from the repository root, with gpu-bundle carried along:
 #     bash gpu-bundle/run.sh "$OUT"     (or scripts/gpu_check.sh run "$OUT")
-#   runs the library check, test_attn_backends cuda, compute-sanitizer, the PyTorch tests of CUDA
+#   runs the cluster probe, the library check, test_attn_backends cuda, compute-sanitizer, the PyTorch tests of CUDA
 #   tensors, bench_cuda and the PyTorch benchmark, each under its own timeout (under 8 minutes in all), and writes summary.txt and the
 #   logs to OUT (default gpu-out/). Without a GPU it stops at once with "no GPU: nothing was
 #   checked" and a non-zero exit. docs/cuda.md says more.
@@ -102,8 +103,15 @@ cp -L "$build/libmtac.so" "$bundle/python/mtac/libmtac.so" || die "the build mad
 [ -z "$mods" ] || cp -L "$build/libmtac_cuda.so" "$bundle/python/mtac/" || die "no $build/libmtac_cuda.so"
 "$nvcc" -O2 -cudart static -o "$bundle/bin/gpu_probe" scripts/gpu_check/gpu_probe.cu >"$build/prepare-probe.log" 2>&1 ||
     { cat "$build/prepare-probe.log"; die "nvcc could not build scripts/gpu_check/gpu_probe.cu"; }
+# The cluster probe: sm_90 code (clusters), the kernels' own cluster_ptx.cuh; warnings and spills stop it.
+"$nvcc" -O2 -arch=sm_90 -cudart static -Isrc -Xptxas -v -Xcompiler -Wall,-Wextra -o "$bundle/bin/cluster_probe" \
+    scripts/gpu_check/cluster_probe.cu >"$build/prepare-cluster-probe.log" 2>&1 ||
+    { cat "$build/prepare-cluster-probe.log"; die "nvcc could not build scripts/gpu_check/cluster_probe.cu"; }
+if grep -iE 'warning|[1-9][0-9]* bytes spill' "$build/prepare-cluster-probe.log"; then
+    die "scripts/gpu_check/cluster_probe.cu: warnings or spills (whole log: $build/prepare-cluster-probe.log)"
+fi
 cp scripts/gpu_check/run.sh "$bundle/run.sh"
-chmod +x "$bundle/run.sh" "$bundle/bin/gpu_probe"
+chmod +x "$bundle/run.sh" "$bundle/bin/gpu_probe" "$bundle/bin/cluster_probe"
 
 # The shared libraries the binaries load, as ldd resolves them here.
 objs=("$bundle"/bin/test_attn_backends "$bundle"/bin/bench_cuda "$bundle"/python/mtac/libmtac.so)

@@ -4,6 +4,10 @@
 # Builds nothing and fetches nothing. In order, each step under its own timeout (under 8 minutes
 # in all), its output going straight to its own log in OUT (default gpu-out/):
 #   machine.txt  nvidia-smi, the driver, gpu_probe (runtime vs driver CUDA versions, the devices);
+#                then cluster_probe (into machine.txt too: the device tool brings back 8 files):
+#                distributed shared memory all-gather throughput and barrier.cluster times at
+#                cluster sizes 2 and 4, verified (the performance model's DSMEM_BW and
+#                CLUSTER_BARRIER: bench/cuda_perf_model.py --probe OUT/bench.jsonl);
 #   libs.log     the bundle's Debian packages unpacked (dpkg -x) into a temporary prefix, cuBLAS
 #                looked for on the machine, then ldd: every library each binary needs is found;
 #   test.log     test_attn_backends cuda: the whole matrix against the reference backend;
@@ -16,8 +20,10 @@
 #                tensor-core path covers) in fp32 and bf16 at (8,64);
 #   torch.log    bench/bench_torch_cuda.py: PyTorch SDPA (bf16, fp32), the naive MTA at small T
 #                (skipped, not failed, without torch);
-#   bench.jsonl  every benchmark row; summary.txt one line per step, written as each ends.
-# Exit 0 when every check passed; 1 when one failed; 5 when none failed but one did not finish
+#   bench.jsonl  every benchmark row and cluster_probe's; summary.txt one line per step, written as
+#                each ends.
+# Exit 0 when every check passed; 1 when one failed (cluster_probe's verify pass too, though it does
+# not stop the benchmarks: it checks the cluster instructions, not the backend's results); 5 when none failed but one did not finish
 # (a timeout; the budget spent); 3 when there is no usable GPU (nothing was checked); 4 when a
 # library is missing. MTAC_GPU_CHECK_LIBS_ONLY=1 runs the library check alone,
 # GPU or not (to try a bundle on any x86-64 Linux machine).
@@ -132,6 +138,18 @@ if [ $gpu = 0 ] && [ -z "${MTAC_GPU_CHECK_LIBS_ONLY:-}" ]; then
     finish 3 "no GPU: nothing was checked"
 fi
 
+# ---- 0. the cluster probe (the CUDA runtime linked in: the driver is all it needs) ----
+cl_failed=0
+if [ $gpu = 1 ]; then
+    run 15 "$m" "$bin/cluster_probe"
+    s=$(status $rc)
+    [ "$rc" = 77 ] && s=SKIPPED
+    case $rc in 0 | 77) ;; 124 | 137 | 125) incomplete=1 ;; *) cl_failed=1 ;; esac
+    grep -h '^{"probe": "cluster"' "$m" >"$out/bench.jsonl"
+    figs=$(sed -n 's/^summary: //p' "$m")
+    note cluster "$s" "$secs" "${figs:-$(sed -n '/== .*cluster_probe/,$p' "$m" | grep -v -e '^{' -e '^==' | tail -1)}"
+fi
+
 # ---- 1. the libraries ----
 l=$out/libs.log
 t0=$SECONDS
@@ -222,7 +240,7 @@ note libs ok $((SECONDS - t0)) "every library found; ${cublas:-no cuBLAS needed}
 # ---- 2. the whole matrix against the reference backend ----
 log=$out/test.log
 : >"$log"
-run 125 "$log" "$bin/test_attn_backends" cuda
+run 110 "$log" "$bin/test_attn_backends" cuda
 if [ "$rc" = 77 ]; then
     note test SKIPPED "$secs" "test_attn_backends cuda exit 77: the CUDA backend is not available (see test.log)"
     echo "no GPU: nothing was checked (the CUDA backend says it cannot run here though gpu_probe found a device)" | tee -a "$summary" >&2
@@ -354,7 +372,8 @@ else
         done
     fi
 fi
-grep -h '^{' "$out/bench_cuda.log" "$out/torch.log" >"$out/bench.jsonl" 2>/dev/null
+{ grep -h '^{"probe": "cluster"' "$m"; grep -h '^{' "$out/bench_cuda.log" "$out/torch.log"; } >"$out/bench.jsonl" 2>/dev/null
+[ $cl_failed = 1 ] && failed=1
 
 # The PyTorch baselines do not count: they measure PyTorch, not this project.
 if [ $failed = 1 ]; then
