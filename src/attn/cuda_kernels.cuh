@@ -326,8 +326,8 @@ __global__ void k_normgate(const float *o, float *out, __nv_bfloat16 *out16, siz
 // Where k_normgate_t reads dout and writes dO: dout from go (float32) or go16 (bfloat16 storage),
 // head stride ghs; dO into float32 dO (the head stride of o), or for the tensor-core path into
 // dO16, rounded to bf16 in k_tc_prep's padded layout (Tp rows of dp per head, zero past the n
-// rows and d columns), with, where D is set, D = rowsum(dO O) of the float32 dO summed as
-// k_tc_prep sums it (D: (B*H, n)).
+// rows and d columns), with, where D is set, D = rowsum(dO O) of the float32 dO (D: (B*H, n);
+// summed by the block, block_sum's fixed order, so the same bits on every run).
 struct ng_io {
     const float *go;
     const __nv_bfloat16 *go16;
@@ -338,19 +338,24 @@ struct ng_io {
     int Tp, dp;
 };
 
-// Row i of head bh's dO (entries dx(e)) where io says; x: the row of o (k_normgate_t).
+// Row i of head bh's dO (entries dx(e)) where io says; x: the row of o (k_normgate_t); sh: the
+// block's scratch for block_sum (every thread calls this).
 template <class F>
-__device__ void ng_store(const ng_io &io, int bh, int i, int n, int d, size_t hs, const float *x, F dx) {
+__device__ void ng_store(const ng_io &io, int bh, int i, int n, int d, size_t hs, const float *x, F dx, float *sh) {
     if (!io.dO16) {
         for (int e = threadIdx.x; e < d; e += blockDim.x) io.dO[(size_t)bh * hs + (size_t)i * d + e] = dx(e);
         return;
     }
     __nv_bfloat16 *r = io.dO16 + ((size_t)bh * io.Tp + i) * io.dp;
-    for (int e = threadIdx.x; e < io.dp; e += blockDim.x) r[e] = __float2bfloat16_rn(e < d ? dx(e) : 0.0f);
-    if (io.D && threadIdx.x == 0) {
-        float D = 0.0f;
-        for (int e = 0; e < d; e++) D = fmaf(dx(e), x[e], D);
-        io.D[(size_t)bh * n + i] = D;
+    float D = 0.0f;
+    for (int e = threadIdx.x; e < io.dp; e += blockDim.x) {
+        const float y = e < d ? dx(e) : 0.0f;
+        r[e] = __float2bfloat16_rn(y);
+        D = fmaf(y, e < d ? x[e] : 0.0f, D);
+    }
+    if (io.D) {
+        D = block_sum(D, sh);
+        if (threadIdx.x == 0) io.D[(size_t)bh * n + i] = D;
     }
 }
 
@@ -400,7 +405,7 @@ __global__ void k_normgate_t(const float *o, ng_io io, size_t hs, int n, int row
             }
             k3 = rs * rs * rs * block_sum(uo, sh) / d;
         }
-        ng_store(io, bh, i, n, d, hs, x, [&](int e) { return ng.group_norm ? rs * u(e) - k3 * x[e] : t(e); });
+        ng_store(io, bh, i, n, d, hs, x, [&](int e) { return ng.group_norm ? rs * u(e) - k3 * x[e] : t(e); }, sh);
     }
     if (io.dO16 && i1 == n)
         for (size_t e = threadIdx.x; e < (size_t)(io.Tp - n) * io.dp; e += blockDim.x)
