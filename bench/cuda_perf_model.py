@@ -1328,10 +1328,11 @@ BUILT_ASSUMPTIONS = (
     "emulator counts them, blocks per SM from docs/cuda.md's H100 SASS table, which lists each kernel at its largest "
     f"shared memory over d = 64..128), the tensor-core rate FA2-class scaled by resident warps / {FULL_WARPS}, their "
     "float32 accumulations' global reads and writes as L2 traffic, their other CUDA-core work and stores to shared "
-    "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic and (d)'s FA2-class "
+    "memory not counted (a lower bound), plus k_tc_head_kv's HBM traffic where it runs (not in the head-only "
+    "layer, whose cluster dK/dV kernel adds into dk, dv itself) and (d)'s FA2-class "
     "norm/gate backward, dQ conversion and kernel-gradient sums. Memory as built: the caller's q, k, v, out, dout, "
     "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dK, "
-    "dV per query head and dq buffer, q, k, v read in place; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
+    "dV per query head (none in the head-only layer) and dq buffer, q, k, v read in place; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
     "SDPA's: the same eight bf16 tensors, lse and D and FA2's float32 dq accumulator. A model, not a measurement.")
 
 
@@ -1343,15 +1344,27 @@ def head_kv_kernel(B, H, d, T):
             "smem_bytes": 0, "l2_bytes": 0, "hbm_bytes": 2 * n + 4 * n, "wave_eff": 1.0}
 
 
+def cluster_adds_kv(c, H, Hkv):
+    """tc_adds_kv (mta_cuda_tc.cuh: fhd_adds_kv) on a device with clusters (the model's H100, the
+    emulator's default): the head steps' cluster dK/dV kernel (groups of G <= 16 heads, d <= 128)
+    adds each kv head's dK, dV into the caller's dk, dv itself where its rep = H / H_kv query heads
+    lie in one block of FHC_HB (rep divides G and, past FHC_HB heads, FHC_HB): no per-query-head
+    float32 dK, dV (built_workspace) and no k_tc_head_kv (built_layer_ms)."""
+    rep, G = H // Hkv, c.get("G", 0)
+    heads = (c.get("mix") or c.get("ch")) and "cq1" not in c
+    return bool(heads) and G <= 16 and c["dp"] <= 128 and G % rep == 0 and (G <= FHC_HB or FHC_HB % rep == 0)
+
+
 def built_layer_ms(layer, B, H, d, T, design, occupancy):
     """A layer as built (ms, BUILT_LAYERS): its tensor-core kernels (built_kernels) and, for the
-    MTA layers, k_tc_head_kv and design's (d's) kernels outside the tiles (norm/gate backward, dQ
-    conversion, kernel-gradient sums)."""
+    MTA layers, k_tc_head_kv (none where cluster_adds_kv) and design's (d's) kernels outside the
+    tiles (norm/gate backward, dQ conversion, kernel-gradient sums)."""
     fam, config, _, _ = BUILT_LAYERS[layer]
     ms = sum(k["ms"] for k in built_kernels(fam, B, H, d, T, config(d), occupancy))
     if fam == "fa2":
         return ms
-    kv = kernel_time(head_kv_kernel(B, H, d, T), mma_rates(d, T, "fa2"), False)[1] * 1e3
+    kv = 0 if cluster_adds_kv(config(d), H, H) else \
+        kernel_time(head_kv_kernel(B, H, d, T), mma_rates(d, T, "fa2"), False)[1] * 1e3
     rest = [k["ms"] for k in design["kernels"] if k["name"] in ("norm/gate bwd", "dQ convert", "kernel-gradient sums")]
     return ms + kv + sum(rest)
 
@@ -1366,7 +1379,8 @@ def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
     buffer of the backend's, tc_copy_carve, allocated then and not counted here); O in float32;
     lse, D; document starts; the norm/gate partials, 2d + 1 doubles per
     ng_slots chunk; the convolutions' kernel-gradient partials per query tile; with head steps each
-    query head's float32 dK, dV and the head kernels' partials per 16-row tile) and, with bf16
+    query head's float32 dK, dV (none where cluster_adds_kv) and the head kernels' partials per
+    16-row tile) and, with bf16
     storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 dq (dout is read as
     it is; out, dk, dv are rounded where written: tc_forward, tc_add_kv), each piece rounded
     up to 32 bytes (carver). --check compares it with mta_ctx_workspace_bytes of the fixtures' runs
@@ -1388,7 +1402,8 @@ def built_workspace(c, B, H, Hkv, T, d, bf16_storage):
     if c.get("mix") or c.get("ch") or every:
         G = c["G"]
         nw = (G * G if c.get("mix") else 0) + (G * c["ch"] if c.get("ch") else 0)
-        out += 2 * take(BH * T * d, 4) + take(B * (H // G) * -(-T // FH_M) * nw, 4)
+        out += 0 if cluster_adds_kv(c, H, Hkv) else 2 * take(BH * T * d, 4)
+        out += take(B * (H // G) * -(-T // FH_M) * nw, 4)
     return out + (take(BH * T * d, 4) if bf16_storage else 0)
 
 

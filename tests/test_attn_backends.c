@@ -588,6 +588,65 @@ static void test_bf16_repeatable(void **s) {
     }
 }
 
+// One config of test_bf16_gqa_sums: 1 when dk, dv are the sums of the repeated heads' bits.
+static int gqa_sums_exact(const mta_config *gqa, uint64_t seed) {
+    mta_config c = *gqa;
+    const int H = c.H, Hkv = c.H_kv, rep = H / Hkv;
+    const size_t Td = (size_t)c.T * c.d;
+    tu_case *g = tu_case_new(&c, seed, 1.0f, 0.3f);
+    c.H_kv = H;
+    tu_case *m = tu_case_new(&c, seed, 1.0f, 0.3f);  // the same q, dout and parameters
+    for (int b = 0; b < c.B; b++)
+        for (int h = 0; h < H; h++) {
+            memcpy(m->k + ((size_t)b * H + h) * Td, g->k + ((size_t)b * Hkv + h / rep) * Td, Td * sizeof(float));
+            memcpy(m->v + ((size_t)b * H + h) * Td, g->v + ((size_t)b * Hkv + h / rep) * Td, Td * sizeof(float));
+        }
+    run(g);
+    run(m);
+    int same = !memcmp(g->out, m->out, g->n * sizeof(float)) && !memcmp(g->dq, m->dq, g->n * sizeof(float));
+    for (int t = 0; t < 2; t++)
+        for (size_t kv = 0; kv < (size_t)c.B * Hkv; kv++)
+            for (size_t e = 0; e < Td; e++) {
+                float x = 0.0f;  // in head order from 0, as the path sums
+                for (int r = 0; r < rep; r++) x += (t ? m->dv : m->dk)[(kv * rep + r) * Td + e];
+                same &= (t ? g->dv : g->dk)[kv * Td + e] == x;
+            }
+    tu_case_free(g);
+    tu_case_free(m);
+    return same;
+}
+
+// Grouped-query attention on the tensor-core path with head steps: out and dq are multi-head
+// attention's on k, v repeated over each kv head's query heads, and dk, dv of a kv head its query
+// heads' dk, dv there summed from 0 in head order in float32, to the bit: each query head's dK, dV
+// depend only on its own q, k, v and the shared maps, the path sums them in that order (k_tc_head_kv,
+// or the cluster dK/dV kernel's blocks themselves: fhd_adds_kv), and float32 storage adds each sum
+// once into the zeroed dk, dv. 4 query heads a kv head (the cluster kernel's sums where clusters
+// run; with dropout), 16 (k_tc_head_kv's), 4 of groups of 4 (the head convolution alone); on the
+// emulator also without clusters (k_fa_head_dkdv).
+static void test_bf16_gqa_sums(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    const int hkv[3] = {4, 1, 4}, mix[3] = {1, 1, 0}, ch[3] = {0, 0, 4};
+    const int passes = backend == MTA_BACKEND_CUDA_EMU ? 2 : 1;
+    for (int cl = 0; cl < passes; cl++) {
+#ifdef MTAC_HAVE_CUDA_EMU
+        if (backend == MTA_BACKEND_CUDA_EMU) mta_cuda_emu_set_clusters(!cl);  // a context asks on its first call
+#endif
+        for (int k = 0; k < 3; k++) {
+            mta_config c = tu_config_default(2, 16, 45, 40);
+            c.H_kv = hkv[k], c.pre_head_mix = mix[k], c.post_ch = ch[k], c.dropout = k ? 0.0f : 0.25f;
+            c.backend = backend, c.precision = MTA_BF16;
+            if (!gqa_sums_exact(&c, 95 + k))
+                fail_msg("H_kv = %d of 16 heads%s: dk, dv are not the repeated heads' sums in order", hkv[k],
+                         cl ? " without clusters" : "");
+        }
+    }
+#ifdef MTAC_HAVE_CUDA_EMU
+    if (backend == MTA_BACKEND_CUDA_EMU) mta_cuda_emu_set_clusters(1);
+#endif
+}
+
 // The norm and gate backward in chunks of rows (mta_cuda.cu's ng_rows: 8 rows at this T), each
 // chunk's parameter gradients in a slot of its own, the slots summed in order: over 3 chunks and
 // a ragged one, with packed documents, on the float32 path (strips of the default, one span of
@@ -736,6 +795,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_strip_size_budget),
         cmocka_unit_test(test_bf16_tensor_cores),
         cmocka_unit_test(test_bf16_repeatable),
+        cmocka_unit_test(test_bf16_gqa_sums),
         cmocka_unit_test(test_bf16_fallback_same_bits),
         cmocka_unit_test(test_normgate_chunks),
         cmocka_unit_test(test_grid_limit),

@@ -84,7 +84,7 @@ static const mta_kernel_steps mta_kernel_table[] = {
      "mma.sync dQ, D and kernel partials of <= 16 heads on a thread block cluster (head steps, sm_90)"},
     {"k_fa_head_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC, "mma.sync per-query-head dK, dV of <= 32 heads"},
     {"k_fa_head_cl_dkdv", S1 | S3 | S4 | S6 | S7, MTA_PATH_TC,
-     "mma.sync per-query-head dK, dV of <= 16 heads on a thread block cluster (head steps, sm_90)"},
+     "mma.sync dK, dV of <= 16 heads on a cluster (head steps, sm_90), per kv head where a block has all"},
     {"k_fa_every_stats", S1 | S2 | S3 | S4 | S7, MTA_PATH_TC, "every-step forward's log-sum-exp (band MMAs, head MMAs)"},
     {"k_fa_every_forward", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC,
      "every-step forward: both convolutions and both head steps as MMAs"},

@@ -66,7 +66,7 @@ struct grad_layout {
 // MTA_BF16 whose every use its allow-list names, on a device with smem_max bytes of shared memory
 // per block), and its workspace.
 int tc_covers(const mta_config *c, size_t smem_max);
-size_t tc_bytes(const mta_config *c, size_t smem_max);
+size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters);
 
 int imin(int a, int b) { return a < b ? a : b; }
 
@@ -249,7 +249,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
         return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
     st->R = st->tc ? 0 : strip_rows_of(c);
-    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max) : bytes_of(c, st->R, &st->cap);
+    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max, st->clusters) : bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;

@@ -20,7 +20,9 @@
 //   dS1 = dS2 W1 and P2 = P W2' (without step 6 P2 = P, from the first mixing's registers) with
 //   dropout, for the own heads, bf16 into the block's [head][query][key] arrays;
 //   dV_h += P2_h^T dO_h and dK_h += dS1_h^T q_h in warp w's registers (scale once at the end),
-//   written once into the workspace's per-query-head rows that k_tc_head_kv sums.
+//   at the end summed per kv head and added into the caller's dk, dv where a block holds each kv
+//   head's query heads (fhd_adds_kv, fhd_finish_kv), else written once into the workspace's
+//   per-query-head rows that k_tc_head_kv sums.
 // The numerics are k_fa_head_dkdv's: S1, W1, P, dS2 and W2 split into hi + lo bf16 with three MMAs
 // (dP2 hi only, two), P2 and dS1 rounded once, the same masking, dropout (tc_drop), document starts.
 //
@@ -290,7 +292,17 @@ __device__ __forceinline__ void fhd_setup(const tc_args &a, const tc_heads &hd, 
     }
 }
 
-// The end: dK (scaled) and dV of warp w's head into dkp, dvp's rows of the key tile.
+// 1 where k_fa_head_cl_dkdv runs hd's groups (fh_cl_takes; clusters: cuda_state.clusters) and each
+// kv head's rep = H / H_kv query heads lie in one block of a cluster: rep divides G (the groups start
+// at multiples of G) and the block's heads (8, or G when G <= 8). Its blocks then add each kv head's
+// dK, dV into the caller's dk, dv themselves (fhd_finish_kv): no per-query-head dK, dV in the
+// workspace (tc_carve) and no k_tc_head_kv (tc_head_sums). The one decision of both.
+int fhd_adds_kv(const tc_heads &hd, int clusters, int dp, size_t smem_max, int rep) {
+    return fh_cl_takes(hd, clusters, fhd_smem_bytes(1, dp), smem_max) && hd.G % rep == 0 &&
+           (hd.G <= FHD_HB || FHD_HB % rep == 0);
+}
+
+// The end, per query head: dK (scaled) and dV of warp w's head into dkp, dvp's rows of the key tile.
 template <int DP>
 __device__ __forceinline__ void fhd_finish(const tc_args &a, const tc_heads &hd, const fhd_block<DP> &k, float *dkp,
                                            float *dvp) {
@@ -304,12 +316,43 @@ __device__ __forceinline__ void fhd_finish(const tc_args &a, const tc_heads &hd,
     });
 }
 
+// The end with fhd_adds_kv: warp w's dK (scaled) and dV staged as float32 (2, 8, FHC_N, d) over the
+// block's kv and stage arrays, the first of its shared memory sh (fhd_carve; 2 (1 + nbuf) 8 FHC_N
+// fa_ld bf16, at least the 2 8 FHC_N d floats; free after the walk: its copies waited on, their last
+// reads before the loop's last barrier), then each kv head's dK, dV at the key tile: its rep query
+// heads summed from 0 in order, as k_tc_head_kv sums dkp, dvp (the same bits), and added into dk,
+// dv (B*H_kv, T, d) by tc_add_kv. (sh itself, not k.s.kv: through the carver's NULL case nvcc loses
+// that the pointer is shared memory.)
+template <int DP>
+__device__ __forceinline__ void fhd_finish_kv(const tc_args &a, const tc_heads &hd, const fhd_block<DP> &k,
+                                              unsigned char *sh, float *dk, float *dv) {
+    const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, rep = a.H / a.Hkv;
+    const int nh = hd.G - FHD_HB * k.r < FHD_HB ? hd.G - FHD_HB * k.r : FHD_HB;  // the block's heads
+    float *const sk = (float *)(void *)sh, *const sv = sk + FHD_HB * FHC_N * a.d;
+    if (w < nh)
+        fa_each<DP>(a.d, [&](int r, int c, int n, int x) {
+            const int at = (w * FHC_N + g + 8 * r) * a.d + c;
+            sk[at] = a.scale * k.dk[n].x[x], sv[at] = k.dv[n].x[x];
+        });
+    __syncthreads();  // every warp's tiles are staged
+    for (int e = threadIdx.x; e < nh / rep * FHC_N * a.d; e += FHD_THREADS) {
+        const int m = e / (FHC_N * a.d), at = e % (FHC_N * a.d), j = k.j0 + at / a.d;
+        if (j >= a.T) continue;
+        float x = 0.0f, y = 0.0f;
+        for (int u = 0, h = m * rep; u < rep; u++, h++) x += sk[h * FHC_N * a.d + at], y += sv[h * FHC_N * a.d + at];
+        const size_t to = (tc_kv_slab(a, k.bh0 + FHD_HB * k.r + m * rep) * a.T + j) * a.d + at % a.d;
+        tc_add_kv(a, dk, to, x);
+        tc_add_kv(a, dv, to, y);
+    }
+}
+
 // dK, dV of each query head of G <= 16 heads on clusters of fhd_cs(G) blocks (grid: x the key tiles
 // of FHC_N keys times the cluster size, y B*H/G) into dkp, dvp (B*H, T, d), over the query tiles
 // from the diagonal on while their rows' documents reach the keys; nbuf stage buffers (fh_cl_nbuf).
+// With kv (fhd_adds_kv) dkp, dvp are the caller's dk, dv and each block adds its kv heads' sums there.
 template <int DP>
-__global__ void __launch_bounds__(FHD_THREADS, 1) k_fa_head_cl_dkdv_t(tc_args a, tc_heads hd, int nbuf, float *dkp,
-                                                                      float *dvp) {
+__global__ void __launch_bounds__(FHD_THREADS, 1) k_fa_head_cl_dkdv_t(tc_args a, tc_heads hd, int nbuf, int kv,
+                                                                      float *dkp, float *dvp) {
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     fhd_block<DP> k;
     fhd_setup(a, hd, sh, nbuf, k);
@@ -334,25 +377,26 @@ __global__ void __launch_bounds__(FHD_THREADS, 1) k_fa_head_cl_dkdv_t(tc_args a,
         __syncthreads();  // before the next stage's copies overwrite a buffer and the tile's arrays
         if (nbuf == 1 && more) fhd_stage_load(a, hd, k, i0 + FH_M, buf), cp_async_commit();
     }
-    fhd_finish(a, hd, k, dkp, dvp);
+    if (kv) fhd_finish_kv(a, hd, k, sh, dkp, dvp);
+    else fhd_finish(a, hd, k, dkp, dvp);
     cl_arrive_relaxed();  // other blocks may still write this block's arrays until all arrive
     cl_wait();
 }
 
-// The launch, at dK and dV's width DP for a.dp (the caller checks fh_cl_takes).
+// The launch, at dK and dV's width DP for a.dp (the caller checks fh_cl_takes; kv: fhd_adds_kv).
 template <int DP>
-void fhd_dkdv_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dkp, float *dvp) {
-    void (*const k_fa_head_cl_dkdv)(tc_args, tc_heads, int, float *, float *) = k_fa_head_cl_dkdv_t<DP>;
+void fhd_dkdv_at(const call *cl, const tc_args &a, const tc_heads &hd, int B, int kv, float *dkp, float *dvp) {
+    void (*const k_fa_head_cl_dkdv)(tc_args, tc_heads, int, int, float *, float *) = k_fa_head_cl_dkdv_t<DP>;
     const int nbuf = fh_cl_nbuf(fhd_smem_bytes, a.dp, cl->st->smem_max);
     const size_t sm = fhd_smem_bytes(nbuf, a.dp);
     const unsigned cs = (unsigned)fhd_cs(hd.G);
     tc_smem_optin(k_fa_head_cl_dkdv, sm);
     const dim3 grid((unsigned)((a.T + FHC_N - 1) / FHC_N) * cs, (unsigned)(B * a.H / hd.G));
-    MTA_LAUNCH_CLUSTER(k_fa_head_cl_dkdv, grid, FHD_THREADS, sm, cl->s, cs)(a, hd, nbuf, dkp, dvp);
+    MTA_LAUNCH_CLUSTER(k_fa_head_cl_dkdv, grid, FHD_THREADS, sm, cl->s, cs)(a, hd, nbuf, kv, dkp, dvp);
 }
-void fh_cl_dkdv(const call *cl, const tc_args &a, const tc_heads &hd, int B, float *dkp, float *dvp) {
-    if (a.dp <= 64) fhd_dkdv_at<64>(cl, a, hd, B, dkp, dvp);
-    else fhd_dkdv_at<128>(cl, a, hd, B, dkp, dvp);
+void fh_cl_dkdv(const call *cl, const tc_args &a, const tc_heads &hd, int B, int kv, float *dkp, float *dvp) {
+    if (a.dp <= 64) fhd_dkdv_at<64>(cl, a, hd, B, kv, dkp, dvp);
+    else fhd_dkdv_at<128>(cl, a, hd, B, kv, dkp, dvp);
 }
 
 #endif

@@ -307,13 +307,21 @@ struct tc_ws {
     int *start;            // document starts (B, T)
     double *acc;           // norm and gate gradients per (batch, head, chunk of rows): 2d+1 each
     float *dwp;            // the conv kernel gradient's partial sums per (batch, head, query tile)
-    float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d)
+    float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d); NULL where tc_adds_kv
     float *hwp;            // head steps: the head kernels' partial sums per (batch, group, query tile)
 };
 
+// 1 where the head steps' dK, dV kernel adds into the caller's dk, dv itself (fhd_adds_kv), on a
+// device with smem_max bytes of shared memory per block that launches clusters or not (clusters:
+// cuda_state.clusters): no dkp, dvp (tc_carve) and no k_tc_head_kv (tc_head_backward).
+int tc_adds_kv(const mta_config *c, size_t smem_max, int clusters) {
+    if (fe_takes(c) || !(c->pre_head_mix || c->post_ch)) return 0;
+    return fhd_adds_kv(tc_heads_of(c, NULL, smem_max), clusters, tc_dp(c->d), smem_max, c->H / mta_kv_heads(c));
+}
+
 // Carves w from mem (NULL: counts) and returns the bytes, for a device with smem_max bytes of
-// shared memory per block (the head steps' tiles: tc_heads_of).
-size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
+// shared memory per block (the head steps' tiles: tc_heads_of) that launches clusters or not.
+size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, void *mem, tc_ws *w) {
     const size_t BH = (size_t)c->B * c->H, BHkv = (size_t)c->B * mta_kv_heads(c), T = c->T, d = c->d;
     const size_t padded = (size_t)tc_tp(c->T) * tc_dp(c->d);
     carver cv = {(unsigned char *)mem, 0};
@@ -333,14 +341,16 @@ size_t tc_carve(const mta_config *c, size_t smem_max, void *mem, tc_ws *w) {
     x.dkp = x.dvp = x.hwp = NULL;
     if (c->pre_head_mix || c->post_ch || fe_takes(c)) {
         const tc_heads hd = fe_takes(c) ? fe_heads_of(c, NULL) : tc_heads_of(c, NULL, smem_max);
-        x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
+        if (!tc_adds_kv(c, smem_max, clusters)) x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
         // k_fa_head_dq's (k_fa_every_dq's) query tiles of FH_M (FE_M) rows
         x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + FH_M - 1) / FH_M) * hd.nw);
     }
     if (w) *w = x;
     return cv.at;
 }
-size_t tc_bytes(const mta_config *c, size_t smem_max) { return tc_carve(c, smem_max, NULL, NULL); }
+size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters) {
+    return tc_carve(c, smem_max, clusters, NULL, NULL);
+}
 
 // The copy buffer (cuda_state.copies): a padded slot for each input the workspace has none for
 // (q, k, v where tc_reads_caller, dO where tc_reads_dout), for the calls that cannot read that
@@ -423,7 +433,7 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     const mta_config *c = cl.c;
     cuda_state *st = cl.st;
     tc_ws w;
-    tc_carve(c, st->smem_max, st->mem, &w);
+    tc_carve(c, st->smem_max, st->clusters, st->mem, &w);
     // bfloat16 storage: the kernels write their out to O itself (the same values they write to O),
     // which the norm and gate or k_bf16_narrow round into the caller's out once
     float *const caller_out = out;
@@ -456,22 +466,23 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     return finish(&cl, "tensor-core forward");
 }
 
-// dK, dV of each kv head from the per-query-head dkp, dvp, and the head kernels' gradients from
-// their partials per (batch, group, query tile of FH_M rows), in order.
+// dK, dV of each kv head from the per-query-head dkp, dvp (where the workspace has them), and the
+// head kernels' gradients from their partials per (batch, group, query tile of FH_M rows), in order.
 void tc_head_sums(const call *cl, const tc_ws *w, const tc_args &a, const tc_heads &hd, float *dk, float *dv,
                   const mta_grads *g) {
     const mta_config *c = cl->c;
     const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M;
     const size_t n = (size_t)c->T * c->d;
-    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
-        a, w->dkp, w->dvp, n, dk, dv);
+    if (w->dkp)
+        MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
+            a, w->dkp, w->dvp, n, dk, dv);
     if (hd.nw && (g->w_pre_head || g->w_post_head))
         MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
             w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
 }
 
 // The backward's kernels with head steps (the cluster kernels where they run, fh_backward's
-// others), then the sums of their partials.
+// others), then the sums of their partials (the cluster dK, dV kernel's own where tc_adds_kv).
 void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
                       float *dv, const mta_grads *g) {
     const tc_heads hd = tc_heads_of(cl->c, p, cl->st->smem_max);
@@ -479,7 +490,8 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     const int clk = fh_cl_takes(hd, cl->st->clusters, fhd_smem_bytes(1, a.dp), cl->st->smem_max);  // dK, dV on clusters
     if (clq) fh_cl_dq(cl, a, hd, cl->c->B, dq, w->hwp);  // first: the dK, dV kernels read its D
     if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
-    if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, w->dkp, w->dvp);
+    const int kv = tc_adds_kv(cl->c, cl->st->smem_max, cl->st->clusters);  // so w->dkp is NULL
+    if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, kv, kv ? dk : w->dkp, kv ? dv : w->dvp);
     tc_head_sums(cl, w, a, hd, dk, dv, g);
 }
 
@@ -512,7 +524,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const mta_config *c = cl.c;
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
-    tc_carve(c, cl.st->smem_max, cl.st->mem, &w);
+    tc_carve(c, cl.st->smem_max, cl.st->clusters, cl.st->mem, &w);
     if ((s = tc_inputs(&cl, &w, dout))) return s;
     const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
     // dO rounded into w.dO: through the gate and norm (their parameter gradients summed per head

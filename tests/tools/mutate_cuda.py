@@ -224,6 +224,11 @@ MUTATIONS = [
      'cl_st16(cl_map(src, (k.r + q) % k.C)', 'cl_st16(cl_map(src, (k.r + q + 1) % k.C)'),
     ('tensor cores: the barrier after the zeroing removed (k_fa_head_cl_dkdv; a late block zeroes X1, X2)', FHD,
      '    cl_sync();  // every block\'s arrays are zeroed before any block writes into them\n', '', RUN_AHEAD),
+    # its sums of each kv head's query heads (fhd_finish_kv): --only test_bf16_gqa_sums
+    ('tensor cores: a kv head\'s query heads summed in reverse order (k_fa_head_cl_dkdv)', FHD,
+     'for (int u = 0, h = m * rep; u < rep; u++, h++)', 'for (int u = 0, h = m * rep + rep - 1; u < rep; u++, h--)'),
+    ('tensor cores: the barrier before the staged dK, dV are summed removed (k_fa_head_cl_dkdv)', FHD,
+     '    __syncthreads();  // every warp\'s tiles are staged\n', '', RUN_AHEAD),
     # k_fa_head_cl_dq (mta_cuda_fa_heads_cl_dq.cuh, groups of up to 16 heads): --only test_bf16_tensor_cores
     ('tensor cores: the cluster barrier after the dS2 exchange removed (k_fa_head_cl_dq)', FHQC,
      '    fhd_share(k, k.s.x2, 2);\n    cl_sync();  // X2: every block\'s dS2\n', '    fhd_share(k, k.s.x2, 2);\n'),
