@@ -490,7 +490,7 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     const int clk = fh_cl_takes(hd, cl->st->clusters, fhd_smem_bytes(1, a.dp), cl->st->smem_max);  // dK, dV on clusters
     if (clq) fh_cl_dq(cl, a, hd, cl->c->B, dq, w->hwp);  // first: the dK, dV kernels read its D
     if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
-    const int kv = tc_adds_kv(cl->c, cl->st->smem_max, cl->st->clusters);  // so w->dkp is NULL
+    const int kv = !w->dkp;  // tc_carve took none: tc_adds_kv, which implies clk
     if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, kv, kv ? dk : w->dkp, kv ? dv : w->dvp);
     tc_head_sums(cl, w, a, hd, dk, dv, g);
 }
