@@ -16,8 +16,8 @@
 
 static const char USAGE[] =
     "usage: mtac attn --in IN.safetensors --out OUT.safetensors [--threads N] [--backend NAME]\n"
-    "                 [--precision fp32|bf16] [--max-T N] [--tol X]\n"
-    "       mtac attn --plan --backend cuda|cuda-emu [--precision fp32|bf16] [--counts FILE]\n"
+    "                 [--precision fp32|bf16] [--max-T N] [--tol X] [--nondeterministic]\n"
+    "       mtac attn --plan --backend cuda|cuda-emu [--precision fp32|bf16] [--counts FILE] [--nondeterministic]\n"
     "                 (--in IN.safetensors | --model PRESET --layer L [--d N])\n";
 static const char ABOUT[] =
     "Runs the MTA operator on the float32 tensors of IN and writes OUT.\n"
@@ -55,6 +55,9 @@ static const char ABOUT[] =
     "  operations (mma.sync, ldmatrix, cp.async, shuffles; mta_ctx_launch_ops) and the backend's\n"
     "  workspace bytes (mta_ctx_workspace_bytes) as JSON, the \"emulated\" object that\n"
     "  bench/cuda_perf_model.py --kernel-counts reads (docs/cuda.md).\n"
+    "  --nondeterministic: mta_set_deterministic(ctx, 0): the cuda backends' bf16 every-step backward\n"
+    "  (a convolution with another step) adds dk, dv by atomics in one kernel fewer, their last bits\n"
+    "  varying run to run (docs/cuda.md); every other result, and every other config, is unchanged.\n"
     "  --max-T: the largest T run, checked before any work: the work grows as B*H*T^2 while the file\n"
     "  grows as B*H*T*d. The reference backend also needs B*H*T*T <= N^2 (it holds several maps of\n"
     "  B*H*T*T floats: 1 GiB each at the default).\n";
@@ -63,6 +66,7 @@ typedef struct {
     const char *in, *out, *model, *counts;
     int threads, backend, max_T;  // backend < 0: MTAC_BACKEND's, else fused
     int bf16, plan, layer, d;     // layer, d: -1, 0 when not given
+    int nondeterministic;         // mta_set_deterministic(ctx, 0)
     int tol_given, max_T_given;   // options of a run on a file's tensors, which --plan refuses
     double tol;
 } attn_args;
@@ -98,6 +102,8 @@ static int parse_args(int argc, char **argv, attn_args *a) {
         {"layer", CLI_INT, &a->layer, 0, MODEL_MAX_LAYERS - 1, .arg = "L", .help = "--plan: the preset's layer"},
         {"d", CLI_INT, &a->d, 1, 4096, .arg = "N", .help = "--plan: the head size (default: the config's)"},
         {"counts", CLI_STR, &a->counts, .arg = "FILE", .help = "--plan on cuda-emu: each kernel's warp operations, as JSON"},
+        {"nondeterministic", CLI_FLAG, &a->nondeterministic,
+         .help = "mta_set_deterministic(ctx, 0): the bf16 every-step backward's dk, dv by atomics"},
     };
     const cli_spec spec = {"mtac attn", USAGE, ABOUT, NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first;
@@ -125,6 +131,7 @@ typedef struct {
     int32_t *doc;                            // the document ids (host), or NULL
     float *placed_doc;                       // and on the backend (int32 bits)
     mta_ctx *ctx;
+    int atomics;                             // mta_set_deterministic(ctx, 0) (--nondeterministic)
     st_tensor ts[4 + MTA_N_PARAMS];          // the results, named as OUT has them
     char names[MTA_N_PARAMS][32];
     int nt;
@@ -286,6 +293,7 @@ static int compute(attn_run *r) {
         return 1;
     }
     mta_set_documents(r->ctx, (const int32_t *)r->placed_doc);
+    mta_set_deterministic(r->ctx, !r->atomics);
     if (mta_forward(r->ctx, r->placed[0], r->placed[1], r->placed[2], &p, r->pbuf) != MTA_OK) {
         fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(r->ctx));
         return 1;
@@ -496,7 +504,7 @@ static int plan_counts_write(cJSON *js, const char *path) {
 
 // The forward and backward of c on its backend, recorded and printed, and with counts (a path) the
 // emulator's counts written there: 0, or 1 after a message.
-static int plan_run(const mta_config *c, int docs, const char *label, const char *counts) {
+static int plan_run(const mta_config *c, int docs, const char *label, const char *counts, int atomics) {
     char why[1024];
     const int tc = mta_tensor_core_path(c, why, sizeof why);
     if (tc < 0) {
@@ -517,6 +525,7 @@ static int plan_run(const mta_config *c, int docs, const char *label, const char
     float *x = b.placed;
     const size_t n = b.n, nkv = b.nkv;
     mta_set_dropout(ctx, 1, 46);
+    mta_set_deterministic(ctx, !atomics);
     if (docs) mta_set_documents(ctx, (const int32_t *)(x + 4 * n + 4 * nkv + 2 * b.np));
     plan_header(c, label, docs, tc, why);
     const unsigned on = mta_steps_on(c);
@@ -563,7 +572,7 @@ static int plan(const attn_args *a) {
                 mta_backend_name(c.backend));
         return 2;
     }
-    return plan_run(&c, docs, label, a->counts);
+    return plan_run(&c, docs, label, a->counts, a->nondeterministic);
 }
 
 int cmd_attn(int argc, char **argv) {
@@ -572,7 +581,7 @@ int cmd_attn(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (a.threads) cli_set_threads(a.threads);
     if (a.plan) return plan(&a);
-    attn_run r = {0};
+    attn_run r = {.atomics = a.nondeterministic};
     rc = load(&a, &r);
     if (!rc) rc = compute(&r) || write_results(&r, a.out);
     if (!rc) {

@@ -291,6 +291,13 @@ mta_status mta_attention_map(mta_ctx *ctx, int b, int h, float *out);
 // seed always drops the same entries; pass a new seed for each step.
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed);
 
+// Determinism (default on): every backend gives the same bits for the same inputs on the same
+// device, run after run. Off, the cuda backend's bf16 every-step backward (a key-query convolution
+// with another step, as the 830M layer 2) computes dq and dk, dv in one kernel instead of two,
+// adding dk, dv by atomics in no fixed order: their last bits vary run to run, within the same
+// tolerance of the reference. Everything else stays deterministic. Bit-exact resumption needs it on.
+void mta_set_deterministic(mta_ctx *ctx, int on);
+
 // Packed documents: several documents in one sequence, each attended and convolved as if it ran
 // alone. doc is (B,T) int32, in the backend's memory as q is, one document id per position; a
 // document is a run of equal consecutive ids (an id that comes back after another starts a new

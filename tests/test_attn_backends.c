@@ -365,6 +365,7 @@ static void test_strip_size_budget(void **s) {
 
 // Runs config c with precision MTA_BF16 on the backend under test and in float32 on the reference
 // backend, both on the same q, k, v rounded to bf16 first; returns tu_rel_diff's difference.
+static int bf16_atomics;  // bf16_against_reference runs the path with mta_set_deterministic(ctx, 0)
 static double bf16_against_reference(const mta_config *c, const int32_t *doc, uint64_t seed, const char **which) {
     mta_config rc = *c, fc = *c;
     rc.backend = MTA_BACKEND_REFERENCE, rc.precision = MTA_FP32;
@@ -372,6 +373,7 @@ static double bf16_against_reference(const mta_config *c, const int32_t *doc, ui
     tu_case *ref = tu_case_new(&rc, seed, 1.0f, 0.3f), *f = tu_case_new(&fc, seed, 1.0f, 0.3f);
     assert_non_null(ref);
     assert_non_null(f);
+    f->atomics = bf16_atomics;
     for (size_t i = 0; i < ref->n; i++) {
         ref->q[i] = f->q[i] = tu_bf16_round(ref->q[i]);
         ref->k[i] = f->k[i] = tu_bf16_round(ref->k[i]);
@@ -588,6 +590,62 @@ static void test_bf16_repeatable(void **s) {
     }
 }
 
+// 1 when a and b have the same bits in out, dq and every parameter gradient (dk, dv aside).
+static int same_but_kv(const tu_case *a, const tu_case *b) {
+    int same = !memcmp(a->out, b->out, a->n * sizeof(float)) && !memcmp(a->dq, b->dq, a->n * sizeof(float));
+    for (int i = 0; i < MTA_N_PARAMS; i++) same &= !a->wn[i] || !memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float));
+    return same;
+}
+
+// Without determinism (mta_set_deterministic(ctx, 0)) the every-step backward runs k_fa_every_dqkv:
+// k_fa_every_dq's chain with each tile pair's dk, dv terms added by atomicAdd. Its out, dq and
+// kernel gradients are the deterministic run's to the bit (the same chain and sums); its dk, dv are
+// the same terms summed in the order the query tiles' blocks run. On the emulator, with the blocks
+// reversed (query tiles in ascending order, k_fa_every_dkdv's order; these launches have one CPU
+// thread) every bit equals the deterministic run's, and with the blocks in order (descending) dk or
+// dv differ somewhere, which only sums made in block order do (in the first config: the second's
+// documents, of at most 13 positions, give a key tile at most two query tiles, and a + b is b + a
+// in float32 too). Everywhere the runs are within the
+// bf16 tolerance of the reference (bf16_case). The 830M layer 2 at 16 heads with dropout, and
+// tu_combo's shape 8 (grouped-query attention, 6 heads: padding heads, documents) at T = 70.
+static void test_bf16_atomic_kv(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA && backend != MTA_BACKEND_CUDA_EMU) skip();
+    mta_config cs[2] = {tu_config_830m(1, 16, 64, 32), tu_combo(8, TU_PRE | TU_MIX | TU_POST | TU_HCONV | TU_GN | TU_GATE, 0.25f)};
+    cs[0].dropout = 0.25f, cs[1].T = 70;
+    bf16_tally tl = {0};
+    for (int k = 0; k < 2; k++) {
+        mta_config c = cs[k];
+        c.backend = backend, c.precision = MTA_BF16;
+        int32_t doc[2 * 150];
+        const int docs = k && tu_combo_docs(8, &c, doc);
+        bf16_atomics = 1;
+        bf16_case(&c, docs ? doc : NULL, 70 + k, k ? "shape 8, every step, atomics" : "830M layer 2, atomics", &tl);
+        bf16_atomics = 0;
+#ifdef MTAC_HAVE_CUDA_EMU
+        if (backend != MTA_BACKEND_CUDA_EMU) continue;
+        tu_case *det = tu_case_new(&c, 80 + k, 1.0f, 0.3f), *at = tu_case_new(&c, 80 + k, 1.0f, 0.3f);
+        tu_case_set_docs(det, docs ? doc : NULL);
+        tu_case_set_docs(at, docs ? doc : NULL);
+        at->atomics = 1;
+        mta_cuda_emu_set_block_order(1);
+        run(det);
+        run(at);
+        const int reversed = tu_same_bits(det, at);
+        mta_cuda_emu_set_block_order(0);
+        run(at);
+        mta_cuda_emu_set_block_order(-1);
+        const int in_order = same_but_kv(det, at), kv = !memcmp(det->dk, at->dk, 2 * det->n * sizeof(float));
+        tu_case_free(det);
+        tu_case_free(at);
+        if (!reversed) fail_msg("config %d: atomics in k_fa_every_dkdv's order differ from the deterministic run", k);
+        if (!in_order) fail_msg("config %d: out, dq or a kernel gradient depends on the blocks' order", k);
+        if (kv && !k) fail_msg("config %d: dk, dv do not depend on the blocks' order (k_fa_every_dqkv did not run?)", k);
+#endif
+    }
+    if (tl.failed) fail_msg("%d of %d runs without determinism differ from the reference by more than their tolerance", tl.failed, tl.cases);
+}
+
 // One config of test_bf16_gqa_sums: 1 when dk, dv are the sums of the repeated heads' bits.
 static int gqa_sums_exact(const mta_config *gqa, uint64_t seed) {
     mta_config c = *gqa;
@@ -796,6 +854,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bf16_tensor_cores),
         cmocka_unit_test(test_bf16_repeatable),
         cmocka_unit_test(test_bf16_gqa_sums),
+        cmocka_unit_test(test_bf16_atomic_kv),
         cmocka_unit_test(test_bf16_fallback_same_bits),
         cmocka_unit_test(test_normgate_chunks),
         cmocka_unit_test(test_grid_limit),

@@ -24,6 +24,7 @@ typedef struct {
     mta_grads g;
     int32_t *doc;                   // (B,T) document ids, read when docs is set (tu_case_set_docs)
     int docs;
+    int atomics;                    // runs call mta_set_deterministic(ctx, 0)
     float *mem;                     // all of the above: 8 n floats, the parameters, the document ids
                                     // (B*T), the parameters' gradients
     size_t nmem, ngrad;             // floats of mem, and where the parameters' gradients start

@@ -92,6 +92,8 @@ static const mta_kernel_steps mta_kernel_table[] = {
     {"k_fa_every_dq", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC,
      "every-step dQ and the four kernels' gradient partials (band and head MMAs)"},
     {"k_fa_every_dkdv", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC, "every-step per-query-head dK, dV"},
+    {"k_fa_every_dqkv", S1 | S2 | S3 | S4 | S5 | S6 | S7, MTA_PATH_TC,
+     "every-step dQ, partials and per-query-head dK, dV by atomics (mta_set_deterministic off)"},
     {"k_tc_head_kv", S1 | S7, MTA_PATH_TC, "dK, dV summed over each kv head's query heads"},
     {"k_tc_head_wgrad", S3 | S6, MTA_PATH_TC, "the head kernels' gradients from their partials"},
 };

@@ -632,6 +632,10 @@ void mta_set_stream(mta_ctx *ctx, void *stream) {
     if (ctx) ctx->stream = stream;
 }
 
+void mta_set_deterministic(mta_ctx *ctx, int on) {
+    if (ctx) ctx->atomics = on == 0;
+}
+
 void mta_set_dropout(mta_ctx *ctx, int training, uint64_t seed) {
     if (!ctx) return;
     ctx->training = training != 0;

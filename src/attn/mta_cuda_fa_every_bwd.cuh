@@ -110,8 +110,10 @@ __device__ __forceinline__ void feb_dw(const feb_win &y, const feb_win &x, int s
 // transposed, dP), pa -> c (pre transposed, dZ); each band is shifted by the columns its source
 // starts left of where the kernel's first tap reads (sh). D's kernel needs P and dP on C only: its
 // pa is C (q1, m taken as 0 for it), pb rows [i0, i0+16+q2), columns [j0-L2, j0+16+p2).
-// The kernels' kinds (TC_DQ, TC_DKDV, and D's).
-enum { FEB_D = TC_DQ + 1 };
+// The kernels' kinds (TC_DQ, TC_DKDV, D's, and dQ's with dK, dV added by atomics: FEB_DQKV).
+enum { FEB_D = TC_DQ + 1, FEB_DQKV };
+// 1 for the kinds that walk a query tile's key tiles for dq and the kernel gradients' partials.
+__host__ __device__ __forceinline__ int feb_dq_kind(int kind) { return kind == TC_DQ || kind == FEB_DQKV; }
 
 struct feb_geo {
     int q1, p1, q2, p2, m, LP, L2, L1;
@@ -152,8 +154,8 @@ __host__ __device__ __forceinline__ int feb_band_size(const feb_geo &g) {
     return 8 * (a > b ? a : b);
 }
 
-// The shared arrays of a backward kernel of kind (FEB_D, TC_DQ, TC_DKDV) for G heads at padded width
-// dp (base NULL: only counts).
+// The shared arrays of a backward kernel of kind (FEB_D, TC_DQ, TC_DKDV, FEB_DQKV) for G heads at
+// padded width dp (base NULL: only counts).
 struct feb_smem {
     bf16 *pa_hi, *pa_lo, *pb, *s1_hi, *s1_lo, *c_hi, *c_lo, *stage, *z_hi, *z_lo, *band, *w, *dz;
     float *lse, *D, *dw1, *dw2, *scr;
@@ -165,14 +167,16 @@ __host__ __device__ __forceinline__ size_t feb_carve(const feb_geo &g, int kind,
                                          // that the pointers keep their space (LDS, STS; not LD, ST)
 #endif
     carver cv = {base, 0};
-    const int dq = kind == TC_DQ, kv = kind == TC_DKDV, warps = FE_BWD_THREADS / 32;
+    const int dq = feb_dq_kind(kind), kv = kind == TC_DKDV, warps = FE_BWD_THREADS / 32;
     // (dQ's pa_hi holds the warps' head-kernel sums at the end: feb_dq_out)
     const size_t sums = dq ? (size_t)warps * 2 * 256 * 2 : 0, pa0 = fe_plane_size(g.pa);
     const size_t pa = pa0 > sums ? pa0 : sums, c = fe_plane_size(g.c), stage = (size_t)g.stage_rows * fa_ld(dp);
     s->pa_hi = cv.take<bf16>(pa), s->pa_lo = cv.take<bf16>(pa), s->pb = cv.take<bf16>(fe_plane_size(g.pb));
     s->s1_hi = dq ? cv.take<bf16>(c) : NULL, s->s1_lo = dq ? cv.take<bf16>(c) : NULL;
     // dQ's P1 is made after the last stage of dP2 and read before the next of Z: in the stage's place
-    s->stage = cv.take<bf16>(dq && 2 * c > stage ? 2 * c : stage);
+    // (FEB_DQKV's P2 too, with 16 rows of dO after it for dv += P2^T dO)
+    const size_t c2 = 2 * c + (kind == FEB_DQKV ? (size_t)FE_M * fa_ld(dp) : 0);
+    s->stage = cv.take<bf16>(dq && c2 > stage ? c2 : stage);
     s->c_hi = dq ? s->stage : kv ? cv.take<bf16>(c) : NULL;
     s->c_lo = dq ? (s->stage ? s->stage + c : NULL) : kv ? cv.take<bf16>(c) : NULL;
     const size_t z = (size_t)g.z.arows * g.z.ld;
@@ -386,9 +390,17 @@ __device__ __forceinline__ feb_win feb_win_of(const fe_region &r, const bf16 *hi
     return {hi + row * r.ld + col, lo ? lo + row * r.ld + col : NULL, r.hs, r.ld};
 }
 
+// dst (a head's (T, d) slab) += X^T y on the 16 keys from j0 (fh_rows_acc's TR): FEB_DQKV's by
+// atomicAdd (the key tile's query tiles are other blocks'), dK/dV's in place (one block per key tile).
+template <typename X>
+__device__ __forceinline__ void feb_kv_acc(const tc_args &a, const feb_blk &k, X x_at, const bf16 *ys, float *dst) {
+    if (k.kind == FEB_DQKV) fh_rows_acc<1, 1, true>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
+    else fh_rows_acc<1>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
+}
+
 // Per head: Z on zq (q and k of the head in the stage), dZ on the central tile by the transposed
 // pre-softmax convolution of dS1, masked, rounded into the dz tile ([query][key]);
-// dQ: the kernel gradient's terms dS1 Z (dw1) and dq += dZ k; dK/dV (dkp): dk += dZ^T q.
+// dQ: the kernel gradient's terms dS1 Z (dw1) and dq += dZ k; dK (dkp): dk += dZ^T q.
 __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float *dq, float *dkp) {
     const feb_geo &g = k.g;
     const int *stc = feb_st(k, g.c), ld = fa_ld(a.dp), zr = tc_up16(g.zq.rows), taps = g.g1.cq * g.g1.ck;
@@ -416,11 +428,35 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
         if (dq)  // (the block's warps split the columns)
             fh_rows_acc<0, 1>(a, k.i0, at, k.s.stage + (zr + g.L1) * ld, dq + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
                               (const float *)NULL, blockDim.x / 32);
-        else
-            fh_rows_acc<1>(a, k.j0, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
-                           (const float *)NULL, blockDim.x / 32);
+        if (dkp) feb_kv_acc(a, k, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * a.T * a.d);
     }
     __syncthreads();
+}
+
+// P2 = dropout(W2' P1) in place on the central tile (P1 on the c planes, masked), every head.
+__device__ __forceinline__ void feb_p2(const tc_args &a, const feb_blk &k) {
+    const int *stc = feb_st(k, k.g.c);
+    fe_mix<1, false>(k.g.c, k.hd.G, k.s.c_hi, k.s.c_lo, k.s.w + 2 * fh_wsize(1), 0, [&](int h, int row, int col, float x) {
+        const int i = k.i0 + row, j = k.j0 + col;
+        return fa_ok(a.T, i, stc[row], j) ? x * tc_drop(a, k.bh0 + h, i, j) : 0.0f;
+    });
+}
+
+// FEB_DQKV, after dW2''s terms: P2 from P1 on the c planes (over the stage: their padding heads
+// zeroed for the mixing), then per head dv += P2^T dO (dO's 16 rows from i0 after the planes) by
+// atomicAdd.
+__device__ __forceinline__ void feb_dv_add(const tc_args &a, const feb_blk &k, float *dvp) {
+    const fe_region &c = k.g.c;
+    fe_zero_pad(fe_planes{k.s.c_hi, k.s.c_lo, c}, k.hd.G);
+    __syncthreads();  // (and P1's readers are done: feb_hh)
+    feb_p2(a, k);
+    bf16 *dO = k.s.stage + 2 * fe_plane_size(c);
+    for (int h = 0; h < k.hd.G; h++) {
+        __syncthreads();  // the last head's dO is read (the first: P2 is stored)
+        fp_load_now(dO, feb_qs(a, k, a.dO, h), k.i0, FE_M, a, blockDim.x);
+        feb_kv_acc(a, k, [&](int q, int col) { return k.s.c_hi + fe_at(c, h, q, col); }, dO,
+                   dvp + (size_t)(k.bh0 + h) * a.T * a.d);
+    }
 }
 
 // The chain of tile pair (k.i0, k.j0) for kernel k.kind (EVERY.md, "Backward"; the stores' order
@@ -434,23 +470,20 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
 __device__ __forceinline__ void fe_bwd_tile(const tc_args &a, const feb_blk &k, mma_c (&acc)[2][2], float *dq,
                                             float *dkp, float *dvp) {
     const feb_geo &g = k.g;
-    const int G = k.hd.G, dqk = k.kind == TC_DQ, kv = k.kind == TC_DKDV;
+    const int G = k.hd.G, dqk = feb_dq_kind(k.kind), kv = k.kind == TC_DKDV;
     const bf16 *w2 = k.s.w + 2 * fh_wsize(1);
     feb_s1(a, k);
     feb_probs(a, k);
     if (kv) {
         feb_p1(a, k);
-        const int *stc = feb_st(k, g.c);
-        fe_mix<1, false>(g.c, G, k.s.c_hi, k.s.c_lo, w2, 0, [&](int h, int row, int col, float x) {
-            const int i = k.i0 + row, j = k.j0 + col;
-            return fa_ok(a.T, i, stc[row], j) ? x * tc_drop(a, k.bh0 + h, i, j) : 0.0f;
-        });
+        feb_p2(a, k);
     }
     feb_dp2(a, k, kv ? dvp : NULL);
     const feb_win dp2 = feb_win_of(g.pb, k.s.pb, NULL, 0, g.L2);
     if (dqk) {
         feb_p1(a, k);
         if (k.hd.ch) feb_hh(feb_win_of(g.c, k.s.c_hi, k.s.c_lo, 0, 0), dp2, acc[1]);
+        if (k.kind == FEB_DQKV) feb_dv_add(a, k, dvp);
         __syncthreads();  // pb is read before the mixing overwrites it
     }
     fe_mix<0, false>(g.pb, G, k.s.pb, (bf16 *)NULL, w2, 1, [](int, int, int, float x) { return x; });
@@ -481,7 +514,7 @@ __device__ __forceinline__ void feb_setup(const tc_args &a, const tc_heads &hd, 
     fe_zero_pad(fe_planes{k.s.pb, NULL, k.g.pb}, hd.G);
     if (kind == TC_DKDV) fe_zero_pad(fe_planes{k.s.c_hi, k.s.c_lo, k.g.c}, hd.G);
     const int taps1 = k.g.g1.cq * k.g.g1.ck, taps2 = k.g.g2.cq * k.g.g2.ck;
-    for (int e = threadIdx.x; kind == TC_DQ && e < FE_G * (taps1 + taps2); e += blockDim.x)
+    for (int e = threadIdx.x; feb_dq_kind(kind) && e < FE_G * (taps1 + taps2); e += blockDim.x)
         (e < FE_G * taps1 ? k.s.dw1[e] : k.s.dw2[e - FE_G * taps1]) = 0.0f;
 }
 
@@ -542,20 +575,37 @@ __device__ __forceinline__ void feb_dq_out(const tc_args &a, const feb_blk &k, c
     }
 }
 
+// A dQ block of kind TC_DQ or FEB_DQKV (with dkp, dvp: each query head's dK, dV, added to by
+// atomicAdd): the query tile's key tiles, then its partials.
+__device__ __forceinline__ void feb_dq_walk(const tc_args &a, const tc_heads &hd, int kind, const float *w_pre,
+                                            const float *w_post, float *dq, float *dwp, float *hwp, float *dkp,
+                                            float *dvp) {
+    MTA_DYNAMIC_SHARED(unsigned char, sh);
+    feb_blk k;
+    feb_setup(a, hd, kind, w_pre, w_post, sh, k);
+    k.i0 = (gridDim.x - 1 - blockIdx.x) * FE_M;
+    feb_rows(a, k, 1);
+    mma_c acc[2][2] = {};
+    for (k.j0 = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N * FE_N; k.j0 <= k.i0; k.j0 += FE_N)
+        fe_bwd_tile(a, k, acc, dq, dkp, dvp);
+    feb_dq_out(a, k, acc, dwp, hwp);
+}
+
 // dQ of a query tile of a group's heads (grid as k_fa_every_D, after it), with the tile's partial
 // sums of the convolutions' kernel gradients (dwp) and of the head kernels' (hwp).
 __global__ void __launch_bounds__(FE_BWD_THREADS, 1) k_fa_every_dq(tc_args a, tc_heads hd, const float *w_pre,
                                                                    const float *w_post, float *dq, float *dwp,
                                                                    float *hwp) {
-    MTA_DYNAMIC_SHARED(unsigned char, sh);
-    feb_blk k;
-    feb_setup(a, hd, TC_DQ, w_pre, w_post, sh, k);
-    k.i0 = (gridDim.x - 1 - blockIdx.x) * FE_M;
-    feb_rows(a, k, 1);
-    mma_c acc[2][2] = {};
-    for (k.j0 = mta_row_start(a.ds, a.T, k.b, k.i0) / FE_N * FE_N; k.j0 <= k.i0; k.j0 += FE_N)
-        fe_bwd_tile(a, k, acc, dq, NULL, NULL);
-    feb_dq_out(a, k, acc, dwp, hwp);
+    feb_dq_walk(a, hd, TC_DQ, w_pre, w_post, dq, dwp, hwp, NULL, NULL);
+}
+
+// k_fa_every_dq and k_fa_every_dkdv in one (the mode without determinism, mta_set_deterministic):
+// each tile pair's chain once, its dk, dv terms added by atomicAdd into dkp, dvp (cleared before),
+// so their sums' order varies run to run; dq and the partials are k_fa_every_dq's, to the bit.
+__global__ void __launch_bounds__(FE_BWD_THREADS, 1)
+    k_fa_every_dqkv(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *dq, float *dwp, float *hwp,
+                    float *dkp, float *dvp) {
+    feb_dq_walk(a, hd, FEB_DQKV, w_pre, w_post, dq, dwp, hwp, dkp, dvp);
 }
 
 // Each query head's dK and dV of a key tile of FE_N keys (grid: x key tiles, y B*H/G) into dkp, dvp
@@ -590,19 +640,30 @@ int feb_fits(const mta_config *c, size_t smem_max) {
     return 1;
 }
 
+// 1 where the backward runs k_fa_every_dqkv (atomics: the context's mode; its shared memory fits).
+int feb_atomic_kv(const mta_config *c, int atomics, size_t smem_max) {
+    return atomics && fe_bwd_smem_bytes(FEB_DQKV, tc_dp(c->d), c->pre_cq, c->pre_ck, c->post_cq, c->post_ck) <= smem_max;
+}
+
 // The backward's launches: D (into a.D), dQ (with the partials), dK/dV (per query head into dkp,
-// dvp); w_pre, w_post NULL for an absent convolution; dwp: the pre-softmax kernel's partials, then
-// the post-softmax one's. The caller checks the shared memory fits.
+// dvp), or with atomic_kv (feb_atomic_kv; dkp, dvp cleared by the caller) D and k_fa_every_dqkv;
+// w_pre, w_post NULL for an absent convolution; dwp: the pre-softmax kernel's partials, then the
+// post-softmax one's. The caller checks the shared memory fits.
 void fe_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre, const float *w_post,
-                 float *dq, float *dwp, float *hwp, float *dkp, float *dvp) {
-    const int kinds[3] = {FEB_D, TC_DQ, TC_DKDV};
-    size_t sm[3];
-    for (int n = 0; n < 3; n++) sm[n] = fe_bwd_smem_bytes(kinds[n], a.dp, a.cq, a.ck, a.pcq, a.pck);
+                 int atomic_kv, float *dq, float *dwp, float *hwp, float *dkp, float *dvp) {
+    const int kinds[4] = {FEB_D, TC_DQ, TC_DKDV, FEB_DQKV};
+    size_t sm[4];
+    for (int n = 0; n < 4; n++) sm[n] = fe_bwd_smem_bytes(kinds[n], a.dp, a.cq, a.ck, a.pcq, a.pck);
+    const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
     tc_smem_optin(k_fa_every_D, sm[0]);
+    MTA_LAUNCH(k_fa_every_D, grid, TC_THREADS, sm[0], cl->s)(a, hd, w_pre, w_post);
+    if (atomic_kv) {
+        tc_smem_optin(k_fa_every_dqkv, sm[3]);
+        MTA_LAUNCH(k_fa_every_dqkv, grid, FE_BWD_THREADS, sm[3], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp, dkp, dvp);
+        return;
+    }
     tc_smem_optin(k_fa_every_dq, sm[1]);
     tc_smem_optin(k_fa_every_dkdv, sm[2]);
-    const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
-    MTA_LAUNCH(k_fa_every_D, grid, TC_THREADS, sm[0], cl->s)(a, hd, w_pre, w_post);
     MTA_LAUNCH(k_fa_every_dq, grid, FE_BWD_THREADS, sm[1], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp);
     MTA_LAUNCH(k_fa_every_dkdv, grid, FE_BWD_THREADS, sm[2], cl->s)(a, hd, w_pre, w_post, dkp, dvp);
 }

@@ -381,8 +381,9 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
 // stage; of the nw warps that share the head, warp w takes the 16-column blocks w % nw, w % nw + nw,
 // ... (each entry one lane's: the same sums for any nw). With TR, X^T y instead: X (16 x 16) read
 // transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows. KC: X's 16-column chunks
-// without TR (fh_kc; the every-step kernels' tiles have one).
-template <int TR, int KC = FH_N / 16, typename X>
+// without TR (fh_kc; the every-step kernels' tiles have one). ATOMIC: dst += f X y by atomicAdd
+// (alpha NULL), for sums whose terms several blocks add in no fixed order.
+template <int TR, int KC = FH_N / 16, bool ATOMIC = false, typename X>
 __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
                                             const float *alpha, int nw = 2) {
     const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, ld = fa_ld(a.dp);
@@ -404,7 +405,8 @@ __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, co
             const int row = g + 8 * (x % 4 / 2), c = 16 * cb + 8 * (x / 4) + 2 * t + x % 2, i = i0 + row;
             if (i >= a.T || c >= a.d) continue;
             float *y = dst + (size_t)i * a.d + c;
-            *y = (alpha ? *y * alpha[row] : *y) + f * acc[x / 4].x[x % 4];
+            if (ATOMIC) atomicAdd(y, f * acc[x / 4].x[x % 4]);
+            else *y = (alpha ? *y * alpha[row] : *y) + f * acc[x / 4].x[x % 4];
         }
     }
 }

@@ -498,13 +498,18 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
 // The every-step kernels' backward (fe_backward), then the sums of their partials: dK, dV, the
 // head kernels' gradients (tc_head_sums) and each convolution's kernel gradient (the pre-softmax
 // one's partials first in dwp, per query tile of FE_M rows).
-void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq, float *dk,
-                       float *dv, const mta_grads *g) {
+mta_status tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq,
+                             float *dk, float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
     const tc_heads hd = fe_heads_of(c, p);
     const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
-    fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, dq, w->dwp, w->hwp, w->dkp,
-                w->dvp);
+    const int atomic_kv = feb_atomic_kv(c, cl->ctx->atomics, cl->st->smem_max);
+    for (int n = 0; n < 2 * atomic_kv; n++) {  // (k_fa_every_dqkv adds into them)
+        const cudaError_t e = cudaMemsetAsync(n ? w->dvp : w->dkp, 0, (size_t)c->B * c->H * c->T * c->d * sizeof(float), cl->s);
+        if (e != cudaSuccess) return cuda_fail(cl->ctx, e, "the backward's clearing of dK, dV");
+    }
+    fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, atomic_kv, dq, w->dwp,
+                w->hwp, w->dkp, w->dvp);
     tc_head_sums(cl, w, a, hd, dk, dv, g);
     float *gw[2] = {g->w_pre, g->w_post};
     const float *dwp = w->dwp;
@@ -514,6 +519,7 @@ void tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const m
                 dwp, c->B, c->H, tiles, taps[n], gw[n]);
         dwp += (size_t)c->B * c->H * tiles * taps[n];
     }
+    return MTA_OK;
 }
 
 mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float *v, const mta_params *p,
@@ -546,7 +552,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
             a, dout, tc_stored16(c, dout), w.dO, withD);
     }
     if (fam == TC_EVERY) {
-        tc_every_backward(&cl, &w, a, p, dq, dk, dv, g);
+        if ((s = tc_every_backward(&cl, &w, a, p, dq, dk, dv, g))) return s;
     } else if (fam == TC_HEADS) {
         tc_head_backward(&cl, &w, a, p, dq, dk, dv, g);
     } else if (fam != TC_PLAIN) {  // one convolution: its kernel gradient from the partials

@@ -187,6 +187,7 @@ struct mta_ctx {
     int have_forward;
     int training, dropout_on;  // dropout_on: the last forward applied dropout
     uint64_t seed;
+    int atomics;    // !mta_set_deterministic: sums some kernels add to in no fixed order
     size_t bytes;   // workspace currently held
     mta_stats stats;
     const mta_backend_impl *impl;  // the config's backend (mta.c's table)

@@ -85,6 +85,7 @@ ONE_BLOCK = {
     # block per SM, of 8 warps (FE_BWD_THREADS), as FlashAttention-2's backward.
     'k_fa_every_dq': "16 heads' planes on a tile grown by both convolutions' halos",
     'k_fa_every_dkdv': "16 heads' planes on a tile grown by both convolutions' halos",
+    'k_fa_every_dqkv': "16 heads' planes on a tile grown by both convolutions' halos",
     # The cluster forward has a warp per head (O of a head, 16 rows by d, in its registers: two
     # heads a warp would spill at d = 128) and 8 heads a block, so that 16 heads take a cluster of
     # 2 blocks: each block sends its S1 and P to one other, a third of the distributed shared

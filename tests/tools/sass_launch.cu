@@ -92,6 +92,7 @@ void print_fa_every_kernels(int dp, int cq, int ck) {
     print_launch("k_fa_every_D", TC_THREADS, fe_bwd_smem_bytes(FEB_D, dp, cq, ck, cq, ck));
     print_launch("k_fa_every_dq", FE_BWD_THREADS, fe_bwd_smem_bytes(TC_DQ, dp, cq, ck, cq, ck));
     print_launch("k_fa_every_dkdv", FE_BWD_THREADS, fe_bwd_smem_bytes(TC_DKDV, dp, cq, ck, cq, ck));
+    print_launch("k_fa_every_dqkv", FE_BWD_THREADS, fe_bwd_smem_bytes(FEB_DQKV, dp, cq, ck, cq, ck));
 }
 
 }  // namespace

@@ -175,6 +175,7 @@ thread_local sched *S;
 sched *all_scheds[1024];
 unsigned nscheds;
 uint64_t schedule_seed;     // mta_cuda_emu_set_schedule
+int block_order = -1;       // mta_cuda_emu_set_block_order
 // Schedules from 3 up also run on at once the warps a warp operation releases (release_ahead).
 bool run_ahead() { return schedule_seed >= 3; }
 uint64_t launches;          // counted over all OS threads
@@ -881,7 +882,7 @@ void launch_grid(const char *name, const void *kernel, dim3 grid, dim3 block, si
     const uint64_t nblocks = (uint64_t)grid.x / cluster * grid.y * grid.z;  // clusters (of one block, or more)
     // Blocks (clusters) in order, reversed, or shuffled by b = (a i + c) mod nblocks with a
     // coprime to nblocks.
-    const unsigned mode = (unsigned)((launch + schedule_seed) % 3);
+    const unsigned mode = block_order >= 0 ? (unsigned)block_order : (unsigned)((launch + schedule_seed) % 3);
     const uint64_t r = mix64(schedule_seed * 0x9E3779B97F4A7C15ULL + launch);
     uint64_t a = nblocks > 1 ? r % nblocks : 1;
     while (gcd(a, nblocks) != 1) a = (a + 1) % nblocks;
@@ -1132,6 +1133,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 // ---- settings for the tests ----
 
 extern "C" void mta_cuda_emu_set_schedule(uint64_t schedule) { schedule_seed = schedule; }
+extern "C" void mta_cuda_emu_set_block_order(int order) { block_order = order >= 0 && order <= 2 ? order : -1; }
 extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
     shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
 }

@@ -260,6 +260,20 @@ template <typename T> inline T cuemu_shuffle(const char *op, unsigned mask, T v,
     memcpy(&v, &u, 4);
     return v;
 }
+// atomicAdd on float32 memory, returning the old value: a block's threads are fibers of one CPU
+// thread, but blocks run on several, so a compare-and-swap loop on the word's bits, each addition
+// rounded to nearest as the GPU's (which also flushes subnormal results to zero; this keeps them).
+inline float atomicAdd(float *p, float v) {
+    uint32_t *w = (uint32_t *)(void *)p, old = __atomic_load_n(w, __ATOMIC_RELAXED), next;
+    float x;
+    do {
+        memcpy(&x, &old, 4);
+        x += v;
+        memcpy(&next, &x, 4);
+    } while (!__atomic_compare_exchange_n(w, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    memcpy(&x, &old, 4);  // (the word the swap replaced)
+    return x;
+}
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = warpSize) {
     return cuemu_shuffle("__shfl_sync", mask, v, src_lane, width, 0);
 }

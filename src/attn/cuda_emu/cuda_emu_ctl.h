@@ -23,6 +23,10 @@ extern "C" {
 // exit) before the next is released, so a block writes another's shared memory before that one has
 // read what the last barrier published there (a write-after-read race gives wrong numbers). Default 0.
 void mta_cuda_emu_set_schedule(uint64_t schedule);
+// The blocks' order in every launch from now on: 0 in order, 1 reversed, 2 shuffled (as above);
+// -1, the default, restores the schedule's. For tests that compare sums made by atomics in the
+// order the blocks run (with one CPU thread: a launch of fewer than 16384 threads has one).
+void mta_cuda_emu_set_block_order(int order);
 // The emulated device's opt-in limit of dynamic shared memory per block, in bytes (what
 // cudaDevAttrMaxSharedMemoryPerBlockOptin reports, and cudaFuncSetAttribute and launches are
 // checked against): 0 restores the default, an H100's 227 KB; an A100's is 163 KB; at least the
