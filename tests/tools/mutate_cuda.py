@@ -33,7 +33,7 @@ FC = 'src/attn/mta_cuda_fa_conv.cuh'  # the pre-softmax convolution's k_fa_conv_
 FCB = 'src/attn/mta_cuda_fa_conv_bwd.cuh'  # its backward on band MMAs (k_fa_conv_dkdv, k_fa_conv_dq)
 FP = 'src/attn/mta_cuda_fa_post.cuh'  # the post-softmax convolution's k_fa_post_ kernels (band MMAs)
 FE = 'src/attn/mta_cuda_fa_every.cuh'  # the every-step kernels (k_fa_every_*: planes of every head)
-FEB = 'src/attn/mta_cuda_fa_every_bwd.cuh'  # their backward (k_fa_every_D, _dq, _dkdv)
+FEB = 'src/attn/mta_cuda_fa_every_bwd.cuh'  # their backward (k_fa_every_D, _dq, _dkdv, _dqkv)
 LAG = 'src/attn/lag.h'  # the backward's lag schedule, the CUDA and fused backends'
 EMU, PTXK = 'src/attn/cuda_emu/cuda_emu.cpp', 'tests/cuda_emu_ptx.cuh'  # the emulator; its test's kernels
 BACKENDS, EMU_TEST = ('test_attn_backends', 'cuda-emu'), ('test_cuda_emu',)  # (target, arguments)
@@ -217,6 +217,11 @@ MUTATIONS = [
      '        fcb_keep_k(ah, so, sx + a);\n        fcb_keep_k(al, so, sx + a);\n', ''),
     ('tensor cores: the every-step backward\'s barrier before dS1 overwrites dS2 removed', FEB,
      '    __syncthreads();  // dS2 is read before the mixing overwrites it\n', '', RUN_AHEAD),
+    # k_fa_every_dqkv (without determinism): --only test_bf16_atomic_kv
+    ('tensor cores: the diagonal tile pair\'s dk term not added (k_fa_every_dqkv)', FEB,
+     '        if (dkp) feb_kv_acc(a, k, at,', '        if (dkp && k.i0 != k.j0) feb_kv_acc(a, k, at,'),
+    ('tensor cores: P2\'s padding heads left over the stage (k_fa_every_dqkv; 0 * NaN in the mixing)', FEB,
+     '    fe_zero_pad(fe_planes{k.s.c_hi, k.s.c_lo, c}, k.hd.G);\n', ''),
     # k_fa_head_cl_dkdv (mta_cuda_fa_heads_cl_dkdv.cuh, groups of 9-16 heads): --only test_bf16_tensor_cores
     ('tensor cores: the cluster barrier after the S1, dP2 exchange removed (k_fa_head_cl_dkdv)', FHD,
      '    fhd_share(k, k.s.x1, 3);\n    cl_sync();  // and every block\'s\n', '    fhd_share(k, k.s.x1, 3);\n'),
