@@ -253,6 +253,38 @@ static void test_shared_optin_limit(void **s) {
     cudaFree(out);
 }
 
+// atomicAdd across blocks that run on several CPU threads (a launch of at least 16384 threads is
+// shared among OpenMP's): every thread adds 1 to one counter and keeps the value it replaced. The
+// counter ends at the number of threads and the old values are 0, 1, ..., n - 1, each once (all
+// exact in float32 below 2^24); an addition that read the counter and wrote it back separately
+// would lose another thread's in between, and two threads would see the same old value.
+__global__ void k_count(float *counter, float *olds) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    olds[t] = atomicAdd(counter, 1.0f);
+}
+
+static void test_atomic_add(void **s) {
+    (void)s;
+    const unsigned blocks = 128, threads = 512, n = blocks * threads;
+    float *d = dev_floats(n + 1), *h = (float *)malloc((n + 1) * sizeof(float));
+    assert_non_null(h);
+    assert_int_equal(cudaMemset(d, 0, sizeof(float)), cudaSuccess);
+    LAUNCH(k_count, blocks, threads, 0)(d, d + 1);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaMemcpy(h, d, (n + 1) * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_true(h[0] == (float)n);
+    char *seen = (char *)calloc(n, 1);
+    assert_non_null(seen);
+    for (unsigned t = 0; t < n; t++) {
+        const float x = h[1 + t];
+        assert_true(x >= 0.0f && x < (float)n && x == floorf(x) && !seen[(unsigned)x]);
+        seen[(unsigned)x] = 1;
+    }
+    free(seen);
+    free(h);
+    cudaFree(d);
+}
+
 static void test_runtime_memory(void **s) {
     (void)s;
     float *p = dev_floats(10), host[12];
@@ -1078,6 +1110,7 @@ int main(void) {
         cmocka_unit_test(test_launch_limits),
         cmocka_unit_test(test_shared_optin_limit),
         cmocka_unit_test(test_runtime_memory),
+        cmocka_unit_test(test_atomic_add),
         cmocka_unit_test(test_cublas_sgemm_strided_batched),
         cmocka_unit_test(test_bf16_fp16_conversions),
         cmocka_unit_test(test_syncwarp),
