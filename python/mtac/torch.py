@@ -80,6 +80,13 @@ def _dropout32(p):
     return f if f < 1 else _BELOW_ONE
 
 
+def _deterministic(v):
+    """v, a bool (mta_set_deterministic's setting); raises Error for anything else (1, 'no', None)."""
+    if not isinstance(v, bool):
+        raise Error('mtac: deterministic=%r must be True or False' % (v,))
+    return v
+
+
 def _size(name, v, minimum=1):
     """v as an int >= minimum (a Python or numpy integer; not a bool, not a float); raises Error."""
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not minimum <= v <= _INT_MAX:
@@ -149,7 +156,7 @@ class _MTAFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, run, doc, q, k, v, *params):
-        cfg, place = run
+        cfg, place, deterministic = run
         lease = None if place is None else _device.Lease(place, cfg)
         mctx = Context(cfg) if place is None else lease.mctx
         with contextlib.nullcontext() if place is None else place.guard():
@@ -161,6 +168,9 @@ class _MTAFunction(torch.autograd.Function):
                 # so that torch.manual_seed makes runs repeatable.
                 mctx_seed = int(torch.randint(0, 2 ** 62, (1,)).item())
                 lib.mta_set_dropout(mctx.h, 1, mctx_seed)
+            # On every call: a cached context keeps the setting of the call that used it last. The
+            # backward runs in the mode of its forward (nothing sets the context in between).
+            lib.mta_set_deterministic(mctx.h, int(deterministic))
             p = Params(*[_ptr(t) for t in params])
             out = torch.empty_like(q)
             mctx.check(lib.mta_forward(mctx.h, _ptr(q), _ptr(k), _ptr(v), ctypes.byref(p), _ptr(out)), 'forward')
@@ -224,7 +234,7 @@ def _doc_ids(doc, q):
 
 
 def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backend=None, threads=None, doc=None,
-                  **params):
+                  deterministic=True, **params):
     """The MTA attention core (docs/spec.md section 2) of q (B, H, T, d), k, v (B, H_kv, T, d), float32,
     CPU, contiguous, or CUDA tensors (float32 or bfloat16: docs/python.md, "CUDA tensors"); returns
     (B, H, T, d) in q's dtype, on q's device. Differentiable in q, k, v and every parameter given.
@@ -248,6 +258,12 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
     backend: 'fused' (default: no (T,T) map) or 'reference' (materialises the maps); CUDA tensors
     run on 'cuda' (None or 'cuda').
     threads: OpenMP threads of the call; default torch.get_num_threads().
+    deterministic: True (default) gives the same bits for the same inputs, run after run
+    (mta_set_deterministic). False lets the CUDA backend's bfloat16 backward of a key-query
+    convolution with another step compute dq and dk, dv in one kernel, adding dk, dv by atomics:
+    their last bits then vary run to run (out, dq and the parameters' gradients do not). Elsewhere
+    (the host backends, float32, other step combinations) it changes nothing. Bit-exact
+    reproducibility (resuming a run) needs it True.
     dropout: a number in [0, 1); the library holds it as a float32, the nearest one to the value
     given (0.1 becomes 0.100000001490116...; below 1 for a value that would round to 1).
     Under torch.autocast('cpu') float16 and bfloat16 inputs are cast to float32 and the op returns
@@ -267,13 +283,14 @@ def mta_attention(q, k, v, *, layer_id=0, depth_scale=False, dropout=0.0, backen
         prm = {n: _to_float32(t) for n, t in prm.items()}
         with torch.autocast('cpu', enabled=False):
             return mta_attention(q, k, v, layer_id=layer_id, depth_scale=depth_scale, dropout=dropout,
-                                 backend=backend, threads=threads, doc=doc, **prm)
+                                 backend=backend, threads=threads, doc=doc, deterministic=deterministic, **prm)
     cfg = _config(q, k, v, prm, layer_id, depth_scale, dropout, backend, threads, place)
+    deterministic = _deterministic(deterministic)
     doc = _doc_ids(doc, q)
     # bfloat16 q, k, v go as they are (cfg.dtype); the parameters are float32 in the library, so
     # bfloat16 ones (a few numbers per head) are widened, differentiably (their gradients in bf16).
     w = [_to_float32(prm[n]) for n in PARAM_NAMES]
-    return _MTAFunction.apply((cfg, place), doc, q, k, v, *w)
+    return _MTAFunction.apply((cfg, place, deterministic), doc, q, k, v, *w)
 
 
 def _to_float32(t):
@@ -434,6 +451,7 @@ class MultiTokenAttention(nn.Module):
     With identity kernels and no norm or gate the module is plain causal attention.
     The authors' pad_key is "both" (the only one here); their gate_1d=False (a d x d gate) and
     triton path are not supported. dropout applies in training mode only (self.training).
+    backend, threads and deterministic are mta_attention's, for each call.
     To load the authors' weights into a module named `core` inside your attention, map
     "attention.<name>" to "attention.core.<name>"."""
 
@@ -441,7 +459,7 @@ class MultiTokenAttention(nn.Module):
                  after_sm_query_kernel_size=None, after_sm_key_kernel_size=None, pre_sm_linear_head=False,
                  head_kernel_size=None, post_sm_linear_head=False, group_norm=False, layer_norm_rescale=False,
                  add_gating=False, gate_1d=True, layer_id=0, dropout=0.0, dim=None, init_std=None,
-                 gate_bias_init='zero', backend=None, threads=None):
+                 gate_bias_init='zero', backend=None, threads=None, deterministic=True):
         super().__init__()
         if not gate_1d:
             raise Error('mtac: only the 1-d gate (gate_1d=True, one scalar per head and position) is supported')
@@ -469,7 +487,7 @@ class MultiTokenAttention(nn.Module):
             _size('threads', threads)
         self.n_heads, self.head_dim = H, d
         self.layer_id, self.layer_norm_rescale, self.dropout = layer_id, layer_norm_rescale, dropout
-        self.backend, self.threads = backend, threads
+        self.backend, self.threads, self.deterministic = backend, threads, _deterministic(deterministic)
         self.dim = dim if dim is not None else H * d
         self.init_std, self.gate_bias_init = init_std, gate_bias_init
         # The same checks as a call (kernel sizes, c_h dividing H), at construction.
@@ -490,7 +508,7 @@ class MultiTokenAttention(nn.Module):
 
     @classmethod
     def from_config(cls, cfg, *, n_heads, head_dim, layer_id=0, dropout=0.0, dim=None, init_std=None,
-                    gate_bias_init='zero', backend=None, threads=None):
+                    gate_bias_init='zero', backend=None, threads=None, deterministic=True):
         """Layer layer_id's attention core from the authors' config block cfg (the `mta:` keys of
         their configs/*.yaml, a dict, or their MTATransformerArgs or any object with those
         attributes); absent keys take their defaults (use_mta false, 1x1 query/key kernel, ...).
@@ -500,14 +518,15 @@ class MultiTokenAttention(nn.Module):
         on (their BaseTransformer's rule); without use_mta every layer is plain attention with the
         group norm and gate if set (as their Attention builds it). n_heads, head_dim, dropout (their
         model-level `dropout`) and dim (their model dim, for init_std's default dim ** -0.5) are
-        their model's. Raises ValueError naming every key and value mtac does not support (an
-        unknown key, pad_key other than 'both', init_method other than 'identity', gate_1d false,
-        curse_norm true, ...), and mtac.Error for sizes the library refuses. See docs/python.md."""
+        their model's; backend, threads and deterministic go to the module as they are. Raises
+        ValueError naming every key and value mtac does not support (an unknown key, pad_key other
+        than 'both', init_method other than 'identity', gate_1d false, curse_norm true, ...), and
+        mtac.Error for sizes the library refuses. See docs/python.md."""
         if isinstance(layer_id, bool) or not isinstance(layer_id, int) or layer_id < 0:
             raise ValueError('MultiTokenAttention.from_config: layer_id=%r must be an int >= 0' % (layer_id,))
         kw = _from_authors(_config_items(cfg), layer_id)
         return cls(n_heads, head_dim, **kw, dropout=dropout, dim=dim, init_std=init_std, gate_bias_init=gate_bias_init,
-                   backend=backend, threads=threads)
+                   backend=backend, threads=threads, deterministic=deterministic)
 
     @torch.no_grad()
     def reset_parameters(self):
@@ -565,7 +584,7 @@ class MultiTokenAttention(nn.Module):
                         'head_dim=%d' % (tuple(q.shape), q.shape[1], q.shape[3], self.n_heads, self.head_dim))
         return mta_attention(q, k, v, **self.mtac_params(), layer_id=self.layer_id,
                              depth_scale=self.layer_norm_rescale, dropout=self.dropout if self.training else 0.0,
-                             backend=self.backend, threads=self.threads, doc=doc)
+                             backend=self.backend, threads=self.threads, doc=doc, deterministic=self.deterministic)
 
     def extra_repr(self):
         return 'n_heads=%d, head_dim=%d, layer_id=%d, dropout=%g' % (self.n_heads, self.head_dim, self.layer_id,

@@ -227,6 +227,24 @@ def test_dropout_in_training_mode():
             MultiTokenAttention(2, 8, dropout=p)
 
 
+def test_deterministic_reaches_library(monkeypatch):
+    """The module's deterministic (and from_config's) goes to the library on each call
+    (mta_set_deterministic, recorded here); anything but a bool is refused at construction."""
+    calls, real = [], mtac._lib.lib.mta_set_deterministic
+    monkeypatch.setattr(mtac._lib.lib, 'mta_set_deterministic', lambda h, on: (calls.append(on), real(h, on))[1])
+    q, k, v = qkv(H=2)
+    mods = (MultiTokenAttention(2, 8), MultiTokenAttention(2, 8, deterministic=False),
+            MultiTokenAttention.from_config(dict(use_mta=True), n_heads=2, head_dim=8, deterministic=False))
+    for m in mods:
+        m(q, k, v)
+    assert calls == [1, 0, 0]
+    for bad in (1, None, 'yes'):
+        with pytest.raises(mtac.Error, match='deterministic=%r must be True or False' % (bad,)):
+            MultiTokenAttention(2, 8, deterministic=bad)
+        with pytest.raises(mtac.Error, match='deterministic='):
+            MultiTokenAttention.from_config({}, n_heads=2, head_dim=8, deterministic=bad)
+
+
 def test_head_count_checked_first():
     """The module's own head count and head size against q's, named in the error, before any
     parameter's shape: a module whose parameters are all (d,) (group norm and gate) would take

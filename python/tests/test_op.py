@@ -20,14 +20,15 @@ from mta_ref import PARAM_NAMES
 BACKENDS = mtac._lib.host_backends()
 
 
-def run_op(tensors, meta, backend, threads=None):
+def run_op(tensors, meta, backend, threads=None, deterministic=True):
     """Forward and backward of sum(out * dout) through the op; returns the outputs and gradients
     named like cases.reference's (numpy arrays)."""
     x = {n: t.clone().requires_grad_(n not in ('dout', 'doc')) for n, t in tensors.items()}
     params = {n: x[n] for n in PARAM_NAMES if n in x}
     doc = x['doc'].long() if 'doc' in x else None  # the cases hold ids as float32 (mtac attn's files)
     out = mta_attention(x['q'], x['k'], x['v'], **params, layer_id=int(meta.get('layer_id', '0')),
-                        depth_scale=meta.get('depth_scale', '0') == '1', backend=backend, threads=threads, doc=doc)
+                        depth_scale=meta.get('depth_scale', '0') == '1', backend=backend, threads=threads, doc=doc,
+                        deterministic=deterministic)
     out.backward(x['dout'])
     got = {'out': out.detach().numpy()}
     for n in ['q', 'k', 'v'] + list(params):
@@ -220,6 +221,18 @@ def test_dropout_any_probability():
         assert (out[~causal] == 0).all()
 
 
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_deterministic_host(backend):
+    """deterministic=False changes nothing on the host backends (they add no sums by atomics):
+    every output and gradient equals the default run's bit for bit."""
+    spec = dict(B=1, H=4, T=20, d=8, pre=(3, 5), pre_head=True, post=(2, 3), c_h=2, gn=True, gate=True)
+    tensors, meta = make_case(spec, torch.Generator().manual_seed(6))
+    a = run_op(tensors, meta, backend)
+    b = run_op(tensors, meta, backend, deterministic=False)
+    for n in a:
+        assert (a[n] == b[n]).all(), n
+
+
 def raises(match, fn):
     with pytest.raises(mtac.Error, match=match):
         fn()
@@ -247,6 +260,9 @@ def test_errors():
     raises('unknown backend', lambda: mta_attention(q, k, v, backend='gpu'))
     raises('device pointers', lambda: mta_attention(q, k, v, backend='cuda'))  # registered, device memory
     raises('threads', lambda: mta_attention(q, k, v, threads=0))
+    for flag in (1, 0, None, 'no', torch.tensor(True)):
+        raises(r'deterministic=%s must be True or False' % re.escape(repr(flag)),
+               lambda: mta_attention(q, k, v, deterministic=flag))
     raises('layer_id', lambda: mta_attention(q, k, v, layer_id=-1))
     raises('must be a torch.Tensor', lambda: mta_attention(q, k, [1.0]))
     assert issubclass(mtac.Error, ValueError)

@@ -9,6 +9,7 @@ runs them here and `python3 -m unittest` on the GPU machine of scripts/gpu_check
 have no pytest."""
 import contextlib
 import copy
+import ctypes
 import math
 import os
 import sys
@@ -63,10 +64,10 @@ class _Mode:
         """The block in which the mode's tensors take the device path."""
         return _device.emulate(stream) if self.mode == 'emu' else contextlib.nullcontext()
 
-    def run_op(self, tensors, meta, dtype=torch.float32, device=True):
+    def run_op(self, tensors, meta, dtype=torch.float32, device=True, **kw):
         """Forward and backward of sum(out * dout) on the device (device=False: the fused CPU
-        backend, the reference) with q, k, v in dtype; the output and gradients named as
-        cases.reference's, as float32 CPU tensors."""
+        backend, the reference) with q, k, v in dtype and mta_attention's keywords kw; the output
+        and gradients named as cases.reference's, as float32 CPU tensors."""
         dev = self.dev if device else torch.device('cpu')
         x = {n: t.detach().to(dev, dtype if n in ('q', 'k', 'v', 'dout') else torch.float32, copy=True).requires_grad_(
             n not in ('dout', 'doc')) for n, t in tensors.items() if n != 'doc'}
@@ -74,7 +75,7 @@ class _Mode:
         params = {n: x[n] for n in PARAM_NAMES if n in x}
         with self.on() if device else contextlib.nullcontext():
             out = mta_attention(x['q'], x['k'], x['v'], **params, doc=doc, layer_id=int(meta.get('layer_id', '0')),
-                                depth_scale=meta.get('depth_scale') == '1')
+                                depth_scale=meta.get('depth_scale') == '1', **kw)
             out.backward(x['dout'])
         self.assertEqual(out.dtype, dtype)
         got = {'out': out}
@@ -123,6 +124,41 @@ class _Recorder:
 
     def of(self, kind):
         return [c for c in self.calls if c[0] == kind]
+
+
+class _Launches:
+    """Records the kernels each forward and its backward launch (mta_ctx_record_launches): one
+    set of names per forward, in calls (with the context's handle)."""
+
+    def __enter__(self):
+        lib = _lib.lib
+        lib.mta_ctx_record_launches.restype, lib.mta_ctx_record_launches.argtypes = ctypes.c_int, [ctypes.c_void_p,
+                                                                                                   ctypes.c_int]
+        lib.mta_ctx_launch.restype = ctypes.c_char_p
+        lib.mta_ctx_launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.saved = (lib.mta_forward, lib.mta_backward)
+        fwd, bwd = self.saved
+        self.calls = []
+
+        def forward(h, *args):
+            self.calls.append((h.value, set()))
+            assert lib.mta_ctx_record_launches(h, 1) == 0
+            return fwd(h, *args)
+
+        def backward(h, *args):
+            rc = bwd(h, *args)
+            i, name = 0, lib.mta_ctx_launch(h, 0, None)
+            while name is not None:
+                self.calls[-1][1].add(name.decode())
+                i, name = i + 1, lib.mta_ctx_launch(h, i + 1, None)
+            lib.mta_ctx_record_launches(h, 0)
+            return rc
+        lib.mta_forward, lib.mta_backward = forward, backward
+        return self
+
+    def __exit__(self, *exc):
+        _lib.lib.mta_forward, _lib.lib.mta_backward = self.saved
+        return False
 
 
 class _Tests(_Mode):
@@ -196,6 +232,35 @@ class _Tests(_Mode):
             return [t.detach().cpu() for t in (out, q.grad, k.grad, v.grad)]
         for a, b in zip(run(False), run(True)):
             self.assertTrue(torch.equal(a, b))
+
+    def test_deterministic_off(self):
+        """deterministic=False on a bfloat16 every-step config (both key-query convolutions, both
+        head steps, group norm, gate, grouped-query attention) runs k_fa_every_dqkv, which adds dk,
+        dv by atomics, and a deterministic call after it on the same cached context does not; out,
+        dq and the parameters' gradients are the deterministic run's bit for bit (the same chain and
+        sums), dk and dv the same terms summed in another order; a non-bool is refused."""
+        spec = dict(B=1, H=4, H_kv=2, T=40, d=16, pre=(3, 5), pre_head=True, post=(2, 3), c_h=2, gn=True, gate=True)
+        tensors, meta = make_case(spec, torch.Generator().manual_seed(54))
+        with _Launches() as r:
+            det, atomic, again = (self.run_op(tensors, meta, torch.bfloat16, deterministic=flag)
+                                  for flag in (True, False, True))
+        self.assertEqual(len({h for h, _ in r.calls}), 1)  # one context, reused
+        self.assertEqual(['k_fa_every_dqkv' in kernels for _, kernels in r.calls], [False, True, False])
+        for n in det:
+            self.assertTrue(torch.equal(again[n], det[n]), n)
+            if n not in ('grad.k', 'grad.v'):
+                self.assertTrue(torch.equal(atomic[n], det[n]), n)
+        # dk, dv: float32 sums of the same terms in two orders, each within chain_bound * scale of
+        # the exact sum (tol.py), so within twice that of each other; then each rounded once to
+        # bfloat16 (2^-9 of the scale at most): 2 chain_bound + 2 * 2^-9 of each tensor's scale.
+        bound = 2 * chain_bound(mta_sums(**spec)) + 2 * 2.0 ** -9
+        self.assert_close({n: atomic[n] for n in ('grad.k', 'grad.v')}, {n: det[n] for n in ('grad.k', 'grad.v')},
+                          bound, per_tensor=True)
+        q = torch.zeros(1, 2, 4, 4, device=self.dev)
+        with self.on():
+            for flag in (1, None, 'off'):
+                with self.assertRaisesRegex(mtac.Error, 'deterministic=.* must be True or False'):
+                    mta_attention(q, q, q, deterministic=flag)
 
     def test_pointers_and_stream(self):
         """The tensors' own memory goes to the library (a q at an offset in its storage
