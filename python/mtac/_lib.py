@@ -87,6 +87,8 @@ def _bind(lib):
         'mta_destroy': (None, [_p]),
         'mta_set_dropout': (None, [_p, _c_int, ctypes.c_uint64]),
         'mta_set_deterministic': (None, [_p, _c_int]),
+        'mta_ctx_record_launches': (_c_int, [_p, _c_int]),
+        'mta_ctx_launch': (ctypes.c_char_p, [_p, _c_int, ctypes.POINTER(_c_int)]),
         'mta_set_documents': (_c_int, [_p, _p]),
         'mta_set_stream': (None, [_p, _p]),
         'mta_ctx_error': (ctypes.c_char_p, [_p]),

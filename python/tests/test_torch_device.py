@@ -9,7 +9,6 @@ runs them here and `python3 -m unittest` on the GPU machine of scripts/gpu_check
 have no pytest."""
 import contextlib
 import copy
-import ctypes
 import math
 import os
 import sys
@@ -132,10 +131,6 @@ class _Launches:
 
     def __enter__(self):
         lib = _lib.lib
-        lib.mta_ctx_record_launches.restype, lib.mta_ctx_record_launches.argtypes = ctypes.c_int, [ctypes.c_void_p,
-                                                                                                   ctypes.c_int]
-        lib.mta_ctx_launch.restype = ctypes.c_char_p
-        lib.mta_ctx_launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.saved = (lib.mta_forward, lib.mta_backward)
         fwd, bwd = self.saved
         self.calls = []
