@@ -131,7 +131,6 @@ typedef struct {
     int32_t *doc;                            // the document ids (host), or NULL
     float *placed_doc;                       // and on the backend (int32 bits)
     mta_ctx *ctx;
-    int atomics;                             // mta_set_deterministic(ctx, 0) (--nondeterministic)
     st_tensor ts[4 + MTA_N_PARAMS];          // the results, named as OUT has them
     char names[MTA_N_PARAMS][32];
     int nt;
@@ -260,7 +259,7 @@ static int backward(attn_run *r, const mta_params *p) {
 
 // The forward, and the backward when the file has dout, on the backend; the results in r->buf,
 // named in r->ts: 0, or 1 after a message.
-static int compute(attn_run *r) {
+static int compute(attn_run *r, int deterministic) {
     const mta_backend be = r->pr.cfg.backend;
     size_t ngrad = 0;
     for (int i = 0; i < MTA_N_PARAMS; i++) ngrad += r->pr.param_numel[i];
@@ -293,7 +292,7 @@ static int compute(attn_run *r) {
         return 1;
     }
     mta_set_documents(r->ctx, (const int32_t *)r->placed_doc);
-    mta_set_deterministic(r->ctx, !r->atomics);
+    mta_set_deterministic(r->ctx, deterministic);
     if (mta_forward(r->ctx, r->placed[0], r->placed[1], r->placed[2], &p, r->pbuf) != MTA_OK) {
         fprintf(stderr, "mtac attn: forward failed: %s\n", mta_ctx_error(r->ctx));
         return 1;
@@ -504,7 +503,7 @@ static int plan_counts_write(cJSON *js, const char *path) {
 
 // The forward and backward of c on its backend, recorded and printed, and with counts (a path) the
 // emulator's counts written there: 0, or 1 after a message.
-static int plan_run(const mta_config *c, int docs, const char *label, const char *counts, int atomics) {
+static int plan_run(const mta_config *c, int docs, const char *label, const char *counts, int deterministic) {
     char why[1024];
     const int tc = mta_tensor_core_path(c, why, sizeof why);
     if (tc < 0) {
@@ -525,7 +524,7 @@ static int plan_run(const mta_config *c, int docs, const char *label, const char
     float *x = b.placed;
     const size_t n = b.n, nkv = b.nkv;
     mta_set_dropout(ctx, 1, 46);
-    mta_set_deterministic(ctx, !atomics);
+    mta_set_deterministic(ctx, deterministic);
     if (docs) mta_set_documents(ctx, (const int32_t *)(x + 4 * n + 4 * nkv + 2 * b.np));
     plan_header(c, label, docs, tc, why);
     const unsigned on = mta_steps_on(c);
@@ -572,7 +571,7 @@ static int plan(const attn_args *a) {
                 mta_backend_name(c.backend));
         return 2;
     }
-    return plan_run(&c, docs, label, a->counts, a->nondeterministic);
+    return plan_run(&c, docs, label, a->counts, !a->nondeterministic);
 }
 
 int cmd_attn(int argc, char **argv) {
@@ -581,9 +580,9 @@ int cmd_attn(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (a.threads) cli_set_threads(a.threads);
     if (a.plan) return plan(&a);
-    attn_run r = {.atomics = a.nondeterministic};
+    attn_run r = {0};
     rc = load(&a, &r);
-    if (!rc) rc = compute(&r) || write_results(&r, a.out);
+    if (!rc) rc = compute(&r, !a.nondeterministic) || write_results(&r, a.out);
     if (!rc) {
         const int bad = compare_expected(&r.f, r.ts, r.nt, a.tol);
         if (bad > 0)

@@ -590,13 +590,6 @@ static void test_bf16_repeatable(void **s) {
     }
 }
 
-// 1 when a and b have the same bits in out, dq and every parameter gradient (dk, dv aside).
-static int same_but_kv(const tu_case *a, const tu_case *b) {
-    int same = !memcmp(a->out, b->out, a->n * sizeof(float)) && !memcmp(a->dq, b->dq, a->n * sizeof(float));
-    for (int i = 0; i < MTA_N_PARAMS; i++) same &= !a->wn[i] || !memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float));
-    return same;
-}
-
 // Without determinism (mta_set_deterministic(ctx, 0)) the every-step backward runs k_fa_every_dqkv:
 // k_fa_every_dq's chain with each tile pair's dk, dv terms added by atomicAdd. Its out, dq and
 // kernel gradients are the deterministic run's to the bit (the same chain and sums); its dk, dv are
@@ -635,7 +628,7 @@ static void test_bf16_atomic_kv(void **s) {
         mta_cuda_emu_set_block_order(0);
         run(at);
         mta_cuda_emu_set_block_order(-1);
-        const int in_order = same_but_kv(det, at), kv = !memcmp(det->dk, at->dk, 2 * det->n * sizeof(float));
+        const int in_order = tu_same_bits_but_kv(det, at), kv = !memcmp(det->dk, at->dk, 2 * det->n * sizeof(float));
         tu_case_free(det);
         tu_case_free(at);
         if (!reversed) fail_msg("config %d: atomics in k_fa_every_dkdv's order differ from the deterministic run", k);

@@ -252,12 +252,16 @@ mta_status tu_case_forward(tu_case *c, size_t *bytes) { return case_run(c, 0, 0,
 mta_status tu_case_train(tu_case *c, size_t *bytes) { return case_run(c, 1, c->cfg.dropout > 0, bytes); }
 mta_status tu_case_train_forward(tu_case *c) { return case_run(c, 0, c->cfg.dropout > 0, NULL); }
 
-int tu_same_bits(const tu_case *a, const tu_case *b) {
-    // dq, dk and dv are consecutive in a case's memory
-    if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, 3 * a->n * sizeof(float))) return 0;
+int tu_same_bits_but_kv(const tu_case *a, const tu_case *b) {
+    if (memcmp(a->out, b->out, a->n * sizeof(float)) || memcmp(a->dq, b->dq, a->n * sizeof(float))) return 0;
     for (int i = 0; i < MTA_N_PARAMS; i++)
         if (a->wn[i] && memcmp(a->gw[i], b->gw[i], a->wn[i] * sizeof(float))) return 0;
     return 1;
+}
+
+int tu_same_bits(const tu_case *a, const tu_case *b) {
+    // dk and dv are consecutive in a case's memory
+    return tu_same_bits_but_kv(a, b) && !memcmp(a->dk, b->dk, 2 * a->n * sizeof(float));
 }
 
 // err over max(scale, 1e-6); +INFINITY when err is (a NaN or infinity in either tensor), where

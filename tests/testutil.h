@@ -48,6 +48,8 @@ mta_status tu_case_train(tu_case *c, size_t *bytes);
 mta_status tu_case_train_forward(tu_case *c);
 // 1 when two runs gave the same bits in every output and gradient.
 int tu_same_bits(const tu_case *a, const tu_case *b);
+// The same in out, dq and every parameter gradient, dk and dv aside.
+int tu_same_bits_but_kv(const tu_case *a, const tu_case *b);
 
 // A standard normal draw as a float (xorshift64* uniforms through rng_box_muller, util/rng.h).
 float tu_randn(uint64_t *s);

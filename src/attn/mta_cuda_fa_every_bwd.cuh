@@ -300,6 +300,14 @@ __device__ __forceinline__ void feb_probs(const tc_args &a, const feb_blk &k) {
     __syncthreads();
 }
 
+// dst (a head's (T, d) slab) += X^T y on the 16 keys from j0 (fh_rows_acc's TR): FEB_DQKV's by
+// atomicAdd (the key tile's query tiles are other blocks'), dK/dV's in place (one block per key tile).
+template <typename X>
+__device__ __forceinline__ void feb_kv_acc(const tc_args &a, const feb_blk &k, X x_at, const bf16 *ys, float *dst) {
+    if (k.kind == FEB_DQKV) fh_rows_acc<1, 1, true>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
+    else fh_rows_acc<1>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
+}
+
 // dP2 = dropout(dO v^T) on pb, every head, masked, one bf16 part; dK/dV: each head's dv += P2^T dO
 // (P2 from the c planes, dO's rows from i0 in the stage) while its dO is there.
 __device__ __forceinline__ void feb_dp2(const tc_args &a, const feb_blk &k, float *dvp) {
@@ -310,8 +318,8 @@ __device__ __forceinline__ void feb_dp2(const tc_args &a, const feb_blk &k, floa
         fe_product<false>(a, g.pb, k.i0, k.j0, k.s.stage, k.s.stage + tc_up16(g.pb.rows) * fa_ld(a.dp), feb_st(k, g.pb),
                           k.s.pb + h * g.pb.hs, (bf16 *)NULL, fp_dropout{&a, k.bh0 + h});
         if (dvp)  // (the block's warps split the columns)
-            fh_rows_acc<1>(a, k.j0, [&](int q, int c) { return k.s.c_hi + fe_at(g.c, h, q, c); }, k.s.stage,
-                           dvp + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f, (const float *)NULL, blockDim.x / 32);
+            feb_kv_acc(a, k, [&](int q, int c) { return k.s.c_hi + fe_at(g.c, h, q, c); }, k.s.stage,
+                       dvp + (size_t)(k.bh0 + h) * a.T * a.d);
     }
     __syncthreads();
 }
@@ -388,14 +396,6 @@ __device__ __forceinline__ void feb_ds1(const tc_args &a, const feb_blk &k) {
 // The central tile's window of a plane set (rows from row, columns from col).
 __device__ __forceinline__ feb_win feb_win_of(const fe_region &r, const bf16 *hi, const bf16 *lo, int row, int col) {
     return {hi + row * r.ld + col, lo ? lo + row * r.ld + col : NULL, r.hs, r.ld};
-}
-
-// dst (a head's (T, d) slab) += X^T y on the 16 keys from j0 (fh_rows_acc's TR): FEB_DQKV's by
-// atomicAdd (the key tile's query tiles are other blocks'), dK/dV's in place (one block per key tile).
-template <typename X>
-__device__ __forceinline__ void feb_kv_acc(const tc_args &a, const feb_blk &k, X x_at, const bf16 *ys, float *dst) {
-    if (k.kind == FEB_DQKV) fh_rows_acc<1, 1, true>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
-    else fh_rows_acc<1>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
 }
 
 // Per head: Z on zq (q and k of the head in the stage), dZ on the central tile by the transposed
