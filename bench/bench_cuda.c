@@ -2,15 +2,19 @@
 // sequence length (the GPU rows of `mtac bench attn`; this program needs only libmtac and the
 // CUDA runtime, so a bare GPU machine can build it).
 //
-//   bench_cuda [--T 2048,4096,...] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config mta830m|normgate|plain]
-//              [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]   (options: cli/cli_opts.h)
+//   bench_cuda [--T 2048,4096,...] [--B 1] [--H 8] [--d 64] [--H_kv N]
+//              [--config mta830m|mta830m-heads|normgate|plain] [--precision fp32|bf16] [--dtype fp32|bf16]
+//              [--nondeterministic] [--rows R] [--reps 5] [--warmup 1]   (options: cli/cli_opts.h)
 //
 // mta830m: pre and post 6x11 convolutions, H x H head mixing, head convolution over all heads,
-// group norm and gate (the 830M layer's MTA); normgate: group norm and gate alone (the steps the
-// bf16 tensor-core path covers in every slice); plain: every step off. --precision bf16 sets
-// mta_config.precision = MTA_BF16 (the tensor-core path where it covers the config, docs/cuda.md).
+// group norm and gate (the 830M layer's MTA, in 6 of its 24 layers); mta830m-heads: the same
+// without the key-query convolutions (its other 18 layers); normgate: group norm and gate alone
+// (the steps the bf16 tensor-core path covers in every slice); plain: every step off.
+// --precision bf16 sets mta_config.precision = MTA_BF16 (the tensor-core path where it covers the
+// config, docs/cuda.md); --dtype bf16 stores q, k, v, out, dout, dq, dk, dv as bfloat16
+// (mta_config.dtype), as a bf16 model holds them; --nondeterministic: mta_set_deterministic(ctx, 0).
 // --H_kv: key/value heads (grouped-query attention). Inputs are random normal
-// (never zeros), parameters identity plus noise. fwd_bwd_s is the median over --reps of one
+// (never zeros; rounded to bfloat16 with --dtype bf16), parameters identity plus noise. fwd_bwd_s is the median over --reps of one
 // forward and one backward, timed with CUDA events after --warmup untimed calls. peak_mb is the
 // GPU memory in use after the timed calls (cudaMemGetInfo) minus that before anything was
 // allocated: q, k, v, out, dout, dq, dk, dv, the parameters and the backend's workspace (which it
@@ -33,21 +37,32 @@ static void ck(cudaError_t e, const char *what) {
     }
 }
 
-// n normal draws in GPU memory.
-static float *dev_randn(size_t n, uint64_t *seed) {
-    float *h = malloc(n * sizeof(float)), *d;
-    if (!h) exit(1);
-    for (size_t i = 0; i < n; i++) h[i] = tu_randn(seed);
-    ck(cudaMalloc((void **)&d, n * sizeof(float)), "cudaMalloc");
-    ck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-    free(h);
+// n elements of GPU memory, cleared: floats, or bfloat16 (2 bytes each: mta_config.dtype) when bf16.
+static float *dev_alloc(size_t n, int bf16) {
+    float *d;
+    const size_t bytes = n * (bf16 ? 2 : sizeof(float));
+    ck(cudaMalloc((void **)&d, bytes), "cudaMalloc");
+    ck(cudaMemset(d, 0, bytes), "cudaMemset");
     return d;
 }
 
-// n floats of GPU memory.
-static float *dev_alloc(size_t n) {
-    float *d;
-    ck(cudaMalloc((void **)&d, n * sizeof(float)), "cudaMalloc");
+// n normal draws in GPU memory, as floats or rounded to bfloat16 (a float's upper half) when bf16.
+static float *dev_randn(size_t n, int bf16, uint64_t *seed) {
+    float *h = malloc(n * sizeof(float)), *d = dev_alloc(n, bf16);
+    uint16_t *h16 = bf16 ? malloc(n * sizeof(uint16_t)) : NULL;
+    if (!h || (bf16 && !h16)) exit(1);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = tu_randn(seed);
+        if (bf16) {
+            const float r = tu_bf16_round(h[i]);
+            uint32_t u;
+            memcpy(&u, &r, sizeof u);
+            h16[i] = (uint16_t)(u >> 16);
+        }
+    }
+    ck(cudaMemcpy(d, bf16 ? (void *)h16 : (void *)h, n * (bf16 ? 2 : sizeof(float)), cudaMemcpyHostToDevice), "cudaMemcpy");
+    free(h);
+    free(h16);
     return d;
 }
 
@@ -56,12 +71,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-enum { CFG_PLAIN, CFG_MTA830M, CFG_NORMGATE };
-static const char *const CONFIGS[] = {"plain", "mta830m", "normgate", NULL};
+enum { CFG_PLAIN, CFG_MTA830M, CFG_NORMGATE, CFG_HEADS };
+static const char *const CONFIGS[] = {"plain", "mta830m", "normgate", "mta830m-heads", NULL};
 
 typedef struct {
     uint64_t Ts[32];
-    int nT, B, H, d, H_kv, rows, reps, warmup, config, bf16;
+    int nT, B, H, d, H_kv, rows, reps, warmup, config, bf16, dtype, nondeterministic;
 } bench_args;
 
 // The flags into a: -1 to go on, else the exit status.
@@ -75,13 +90,17 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"H_kv", CLI_INT, &a->H_kv, 1, 1e9, .arg = "N", .help = "key/value heads, dividing H (default H)"},
         {"config", CLI_CHOICE, &a->config, .choices = CONFIGS, .arg = "NAME", .help = "the MTA steps on"},
         {"precision", CLI_CHOICE, &a->bf16, .choices = CLI_PRECISIONS, .arg = "P", .help = "mta_config.precision"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = CLI_PRECISIONS, .arg = "P",
+         .help = "mta_config.dtype: the storage of q, k, v, out, dout, dq, dk, dv"},
+        {"nondeterministic", CLI_FLAG, &a->nondeterministic, .help = "mta_set_deterministic(ctx, 0)"},
         {"rows", CLI_INT, &a->rows, 1, 1e9, .arg = "R", .help = "query rows per strip (default: the backend's choice)"},
         {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed calls; the median is reported"},
         {"warmup", CLI_INT, &a->warmup, 0, 1e9, .arg = "N", .help = "untimed calls first"},
     };
     const cli_spec spec = {"bench_cuda",
-                           "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N] [--config "
-                           "mta830m|normgate|plain]\n                  [--precision fp32|bf16] [--rows R] [--reps 5] [--warmup 1]\n",
+                           "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N]\n"
+                           "                  [--config mta830m|mta830m-heads|normgate|plain] [--precision fp32|bf16]\n"
+                           "                  [--dtype fp32|bf16] [--nondeterministic] [--rows R] [--reps 5] [--warmup 1]\n",
                            "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
                            "prints one JSON row per T.\n",
                            NULL, opts, sizeof opts / sizeof opts[0], NULL};
@@ -99,7 +118,9 @@ static int config_of(const bench_args *a, int T, mta_config *c) {
     *c = mta_config_default(a->B, a->H, T, a->d);
     c->backend = MTA_BACKEND_CUDA, c->strip_rows = a->rows, c->H_kv = a->H_kv;
     c->precision = a->bf16 ? MTA_BF16 : MTA_FP32;
+    c->dtype = a->dtype ? MTA_DTYPE_BF16 : MTA_DTYPE_F32;
     if (a->config == CFG_MTA830M) mta_layer_830m(c, a->H, 1);
+    if (a->config == CFG_HEADS) mta_layer_830m_heads(c, a->H, 1);
     if (a->config == CFG_NORMGATE) c->group_norm = 1, c->gate = 1;
     char msg[256];
     if (!mta_config_check(c, msg, sizeof msg)) return 0;
@@ -118,9 +139,10 @@ typedef struct {
 static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
     const size_t n = (size_t)c->B * c->H * c->T * c->d, nkv = n / c->H * (c->H_kv ? c->H_kv : c->H);
     memset(pr, 0, sizeof *pr);
-    pr->q = dev_randn(n, &seed), pr->k = dev_randn(nkv, &seed), pr->v = dev_randn(nkv, &seed);
-    pr->dout = dev_randn(n, &seed);
-    pr->out = dev_alloc(n), pr->dq = dev_alloc(n), pr->dk = dev_alloc(nkv), pr->dv = dev_alloc(nkv);
+    const int h = c->dtype == MTA_DTYPE_BF16;
+    pr->q = dev_randn(n, h, &seed), pr->k = dev_randn(nkv, h, &seed), pr->v = dev_randn(nkv, h, &seed);
+    pr->dout = dev_randn(n, h, &seed);
+    pr->out = dev_alloc(n, h), pr->dq = dev_alloc(n, h), pr->dk = dev_alloc(nkv, h), pr->dv = dev_alloc(nkv, h);
     const mta_param_sizes ps = mta_param_sizes_of(c);
     float *hw[MTA_N_PARAMS] = {0};
     for (int i = 0; i < MTA_N_PARAMS; i++)
@@ -129,9 +151,8 @@ static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         if (!ps.w[i]) continue;
         for (size_t e = 0; e < ps.w[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
-        float *w = dev_alloc(ps.w[i]), *gw = dev_alloc(ps.w[i]);
+        float *w = dev_alloc(ps.w[i], 0), *gw = dev_alloc(ps.w[i], 0);
         ck(cudaMemcpy(w, hw[i], ps.w[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
-        ck(cudaMemset(gw, 0, ps.w[i] * sizeof(float)), "cudaMemset");
         free(hw[i]);
         pr->p.w[i] = w, pr->g.w[i] = gw;
     }
@@ -185,15 +206,17 @@ static int bench_T(const bench_args *a, int T, const char *device) {
         fprintf(stderr, "bench_cuda: %s\n", msg);
         return 1;
     }
+    mta_set_deterministic(ctx, !a->nondeterministic);
     const double t = median_call(ctx, &pr, T, a->reps, a->warmup);
     ck(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
     const size_t ws = mta_ctx_workspace_bytes(ctx);
-    static const char *const impl[3] = {"cuda_plain", "cuda_mta", "cuda_normgate"};
-    printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"float32\", \"precision\": \"%s\", \"T\": %d, "
-           "\"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, \"peak_mb\": %.1f, "
-           "\"workspace_mb\": %.1f, \"reps\": %d}\n",
-           impl[a->config], device, CLI_PRECISIONS[a->bf16], T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t,
-           (free0 - free1) / 1e6, ws / 1e6, a->reps);
+    static const char *const impl[4] = {"cuda_plain", "cuda_mta", "cuda_normgate", "cuda_mta_heads"};
+    printf("{\"impl\": \"%s\", \"config\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"precision\": \"%s\", "
+           "\"deterministic\": %s, \"T\": %d, \"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, "
+           "\"peak_mb\": %.1f, \"workspace_mb\": %.1f, \"reps\": %d}\n",
+           impl[a->config], CONFIGS[a->config], device, a->dtype ? "bfloat16" : "float32", CLI_PRECISIONS[a->bf16],
+           a->nondeterministic ? "false" : "true", T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t, (free0 - free1) / 1e6,
+           ws / 1e6, a->reps);
     fflush(stdout);
     mta_destroy(ctx);
     problem_free(&pr);

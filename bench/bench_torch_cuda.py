@@ -2,9 +2,11 @@
 """PyTorch on the GPU: the baselines of the CUDA backend's benchmark (bench/bench_cuda.c).
 
     python3 bench/bench_torch_cuda.py --T 2048,4096 --H 8 --d 64 [--B 1] [--reps 5] [--impl sdpa,naive]
+                                      [--sdpa-dtypes bfloat16,float32]
 
 sdpa  : torch.nn.functional.scaled_dot_product_attention(is_causal=True) (FlashAttention where
-        PyTorch picks it) in bfloat16 and float32: plain causal attention, the speed bar.
+        PyTorch picks it) in bfloat16 and float32 (--sdpa-dtypes): plain causal attention, the
+        speed bar.
 naive : the authors' formulation of MTA (tests/ref/mta_ref.mta_forward with F.conv2d), float32,
         with the 830M layer's steps: pre and post 6x11 convolutions, head mixing, head
         convolution over all heads, group norm, gate.
@@ -80,7 +82,11 @@ def main():
     ap.add_argument('--d', type=int, default=64)
     ap.add_argument('--reps', type=int, default=5)
     ap.add_argument('--impl', default='sdpa,naive')
+    ap.add_argument('--sdpa-dtypes', default='bfloat16,float32', help="sdpa's dtypes (bfloat16, float32)")
     a = ap.parse_args()
+    if any(n not in ('bfloat16', 'float32') for n in a.sdpa_dtypes.split(',')):
+        ap.error('--sdpa-dtypes: a list of bfloat16, float32')
+    sdpa_dtypes = [getattr(torch, n) for n in a.sdpa_dtypes.split(',')]
     if not torch.cuda.is_available():
         print('bench_torch_cuda: no GPU; skipping', file=sys.stderr)
         sys.exit(77)
@@ -88,7 +94,7 @@ def main():
     name = torch.cuda.get_device_name(0)
     for T in [int(t) for t in a.T.split(',')]:
         for impl in a.impl.split(','):
-            dtypes = [torch.bfloat16, torch.float32] if impl == 'sdpa' else [torch.float32]
+            dtypes = sdpa_dtypes if impl == 'sdpa' else [torch.float32]
             for dt in dtypes:
                 row = {'impl': 'torch_' + impl, 'device': name, 'dtype': str(dt).replace('torch.', ''),
                        'T': T, 'B': a.B, 'H': a.H, 'd': a.d}

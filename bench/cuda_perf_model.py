@@ -25,7 +25,8 @@ and the tensor-core kernels as built (--every) and the head-only layer on thread
 for the issue's shapes: the 830M layer (B=2, H=16, d=96, T=4096) with and without the key-query
 convolutions, and H=8 at d=64 and d=128, T=2048..16384 (B=1), both variants.
 
-usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --cluster | --dump-counts] [--counts]
+usage: bench/cuda_perf_model.py [--json | --markdown | --kernels | --goals | --every | --cluster | --dump-counts]
+       [--measured FILE] [--counts]
        [--every-blocks KERNEL=BLOCKS[/THREADS]]
        [--terms] [--shape NAME] [--kernel-counts FILE] [--min-blocks N] [--check [ROOT]]
        [--probe FILE] [--dsmem-bw C=BYTES_PER_S] [--cluster-barrier C=SECONDS]
@@ -1860,6 +1861,97 @@ def print_goals(goals, markdown):
             print(("\n" if markdown else "") + g["detail"])
 
 
+# ---- issue 46's goals measured: the GPU check's goal rows (scripts/gpu_check/run.sh) ----------
+GOAL_SHAPE = {"B": 2, "H": 16, "d": 96}
+
+
+def load_measured(path):
+    """The goal rows among path's JSON lines (bench.jsonl: bench/bench_cuda.c's and
+    bench/bench_torch_cuda.py's; other lines skipped), by name: conv, conv_nd (without determinism),
+    heads, sdpa at T=4096, conv_long and sdpa_long at T=32768: bf16 tensors (bench_cuda's with bf16
+    precision), B=2, H=16, d=96; a name absent where no row matches; and device, the first row's."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ValueError(f"--measured: {e}")
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.startswith("{"):
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--measured {path}:{n}: not JSON ({e})")
+        if "impl" in r and all(r.get(k) == v for k, v in GOAL_SHAPE.items()) and r.get("dtype") == "bfloat16":
+            rows.append(r)
+    want = {"conv": ("cuda_mta", 4096, True), "conv_nd": ("cuda_mta", 4096, False),
+            "heads": ("cuda_mta_heads", 4096, True), "sdpa": ("torch_sdpa", 4096, None),
+            "conv_long": ("cuda_mta", 32768, True), "sdpa_long": ("torch_sdpa", 32768, None)}
+    out = {}
+    for name, (impl, T, det) in want.items():
+        for r in rows:
+            cuda = impl.startswith("cuda")
+            if r["impl"] == impl and r.get("T") == T and (not cuda or (r.get("precision") == "bf16"
+                                                                        and r.get("deterministic") is det)):
+                out[name] = r
+                break
+    if not out:
+        raise ValueError(f"--measured {path}: no goal row (bf16, B=2, H=16, d=96: scripts/gpu_check/run.sh's)")
+    out["device"] = rows[0].get("device", "?")
+    return out
+
+
+def measured_goals(m):
+    """Issue 46's goals from load_measured's rows m, as goals_830m's list: [{goal, limit,
+    measured, measured_nd, meets}] ("-" where a row is missing); the training step from the
+    measured layers and step_830m's modelled shared terms."""
+    def ms(name):
+        r = m.get(name)
+        return None if r is None or r.get("oom") or not isinstance(r.get("fwd_bwd_s"), (int, float)) \
+            else r["fwd_bwd_s"] * 1e3
+
+    def ratio(goal, limit, a, b, fmt="{:.2f}x"):
+        x = None if a is None or b is None else a / b
+        return {"goal": goal, "limit": f"<= {limit:.1f}x", "measured": "-" if x is None else fmt.format(x),
+                "meets": None if x is None else x <= limit}
+    sd = ms("sdpa")
+    out = [ratio("830M conv layer / SDPA", GOALS["conv"], ms("conv"), sd),
+           ratio("head-only layer / SDPA", GOALS["head-only"], ms("heads"), sd)]
+    nd = ratio("", GOALS["conv"], ms("conv_nd"), sd)
+    out[0]["measured_nd"], out[0]["meets_nd"] = nd["measured"], nd["meets"]
+    peak = [m[n].get("peak_mb") for n in ("conv", "heads") if n in m and not m[n].get("oom")]
+    mem = max(peak) if peak and None not in peak else None
+    out.append(ratio("layer memory / SDPA's (peak)", GOALS["memory"], mem, (m.get("sdpa") or {}).get("peak_mb")))
+    long = m.get("conv_long")
+    fits = None if long is None else not long.get("oom") and long.get("peak_mb", math.inf) * 1e6 <= GPU_MEM
+    out.append({"goal": "T=32768 runs (conv layer)", "limit": f"fits {GPU_MEM / 1e9:.0f} GB", "meets": fits,
+                "measured": "-" if long is None else "oom" if long.get("oom") else
+                f"{long['peak_mb'] / 1e3:.1f} GB, {long['fwd_bwd_s'] * 1e3:.0f} ms"})
+    conv, heads = ms("conv"), ms("heads")
+    step = None if None in (sd, conv, heads) else step_830m(2, 4096, sd, conv, heads)["ratio"]
+    out.append(ratio("830M training step / baseline", GOALS["step"], step, None if step is None else 1.0))
+    if ms("conv_nd") is not None and None not in (sd, heads):
+        x = step_830m(2, 4096, sd, ms("conv_nd"), heads)["ratio"]
+        out[-1]["measured_nd"], out[-1]["meets_nd"] = f"{x:.2f}x", x <= GOALS["step"]
+    return out
+
+
+def print_measured(path, occupancy, markdown):
+    """The goals measured (load_measured, measured_goals) beside goals_830m's predictions."""
+    m = load_measured(path)
+    got = measured_goals(m)
+    pred = goals_830m(None, occupancy)
+    yn = {True: "yes", False: "no", None: "-"}
+    rows = [[g["goal"], g["limit"], p.get("built", "-"), p.get("built_nd", "-"), g["measured"], yn[g["meets"]],
+             g.get("measured_nd", "-"), yn[g.get("meets_nd")]] for g, p in zip(got, pred)]
+    table(["goal (bf16, B=2, H=16, d=96, T=4096, fwd+bwd)", "goal", "predicted (H100)", "predicted, no determinism",
+           f"measured ({m['device']})", "meets", "measured, no determinism", "meets"], rows, markdown)
+    print(("\n" if markdown else "") + f"measured: {path}'s goal rows (bench_cuda and bench_torch_cuda.py's SDPA, "
+          "median fwd+bwd, peak memory as each reports it); the training step from the measured layers and the "
+          "model's other terms (step_830m, H100 rates): half measured. Predicted: --goals.")
+
+
 def dump_counts(rows):
     """The analytic counts of (d)'s kernels (FA2-class tiles), in --kernel-counts' format."""
     shapes_ = {r["shape"]: {k["name"]: {f: round(k[f]) for f in COUNT_FIELDS} for k in r["d_mma_fa2"]["kernels"]}
@@ -1971,6 +2063,9 @@ def parse_args():
     ap.add_argument("--kernels", action="store_true",
                     help="(d)'s kernels per shape (FA2- and FA3-class): counts, occupancy, roofline terms, time")
     ap.add_argument("--goals", action="store_true", help="only issue 46's goals beside (d)'s predictions")
+    ap.add_argument("--measured", metavar="FILE",
+                    help="issue 46's goals measured beside the predictions: the goal rows of FILE, the GPU check's "
+                         "bench.jsonl (scripts/gpu_check/run.sh: bench_cuda's and PyTorch SDPA's)")
     ap.add_argument("--every", action="store_true",
                     help="the tensor-core kernels as built at issue 46's shape, per kernel: the every-step kernels "
                          "(830M conv layer), the head kernels (head-only layer) and FA2's (SDPA's work)")
@@ -2102,6 +2197,39 @@ def check_mma():
     if not 7.9 < grow < 8.1:
         fails.append(f"(d) memory from T=4096 to 32768 grows {grow:.2f}x, not linearly (8x)")
     fails += check_counts(best, d, T)
+    return fails
+
+
+def check_measured():
+    """--measured on made-up goal rows: each goal's ratio from the row it names (the conv layer's with
+    and without determinism told apart, rows of other shapes and dtypes skipped), "-" where a row is
+    missing, "oom" kept, a file without goal rows refused."""
+    import tempfile
+    base = {"device": "GPU", "dtype": "bfloat16", "precision": "bf16", "B": 2, "H": 16, "d": 96}
+    made = [dict(base, impl="cuda_mta", deterministic=True, T=4096, fwd_bwd_s=0.04, peak_mb=520.0),
+            dict(base, impl="cuda_mta", deterministic=False, T=4096, fwd_bwd_s=0.03, peak_mb=510.0),
+            dict(base, impl="cuda_mta", deterministic=True, T=4096, H=8, fwd_bwd_s=9.0, peak_mb=1.0),
+            dict(base, impl="cuda_mta", deterministic=True, T=32768, oom=True),
+            dict(base, impl="torch_sdpa", T=4096, dtype="float32", fwd_bwd_s=0.5, peak_mb=1e4),
+            dict(base, impl="torch_sdpa", T=4096, fwd_bwd_s=0.002, peak_mb=400.0)]
+    fails = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.jsonl")
+        with open(path, "w") as f:
+            f.write('{"probe": "cluster", "C": 2}\nnot a row\n' + "".join(json.dumps(r) + "\n" for r in made))
+        g = measured_goals(load_measured(path))
+        got = [(x["measured"], x["meets"], x.get("measured_nd")) for x in g]
+        want = [("20.00x", False, "15.00x"), ("-", None, None), ("1.30x", True, None), ("oom", False, None),
+                ("-", None, None)]
+        if got != want:
+            fails.append(f"--measured on made-up rows: {got}, not {want}")
+        with open(path, "w") as f:
+            f.write(json.dumps(dict(made[0], H=8)) + "\n")
+        try:
+            load_measured(path)
+            fails.append("--measured took a file without goal rows")
+        except ValueError:
+            pass
     return fails
 
 
@@ -2255,7 +2383,7 @@ def main():
     MIN_BLOCKS = args.min_blocks
     if args.check:
         fails = (check(args.check) + check_mma() + check_split(args.check) + check_built(args.check)
-                 + check_cluster())
+                 + check_cluster() + check_measured())
         for f in fails:
             print("FAIL", f)
         print("check:", "FAILED" if fails else "ok")
@@ -2278,6 +2406,9 @@ def main():
             return
         if args.goals:
             print_goals(goals_830m(counts, occupancy), args.markdown)
+            return
+        if args.measured:
+            print_measured(args.measured, occupancy, args.markdown)
             return
         if args.cluster:
             print_cluster(args.markdown)

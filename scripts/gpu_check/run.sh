@@ -15,13 +15,18 @@
 #                MTAC_SWEEP=quick test_attn_backends cuda;
 #   torch.log    python/tests/test_torch_device.py's CUDA tests (mtac.torch on CUDA tensors, with the
 #                bundle's python/mtac), then the PyTorch benchmark below;
-#   bench_cuda.log bench_cuda: the 830M layer's MTA and plain attention, B=1, (H,d) = (8,64) and
-#                (16,96), T = 2048, 4096, 16384; then group norm and gate alone (what the bf16
-#                tensor-core path covers) in fp32 and bf16 at (8,64);
-#   torch.log    bench/bench_torch_cuda.py: PyTorch SDPA (bf16, fp32), the naive MTA at small T
-#                (skipped, not failed, without torch);
+#   bench_cuda.log first issue 46's goal rows: bf16 (tensors and precision), B=2, H=16, d=96:
+#                the 830M conv layer (mta830m) at T = 4096 and 32768, again at 4096 without
+#                determinism, the head-only layer (mta830m-heads) at 4096; then the float32 rows:
+#                the 830M layer's MTA and plain attention, B=1, (H,d) = (8,64) and (16,96),
+#                T = 2048, 4096; group norm and gate alone (what the bf16 tensor-core path covers)
+#                in fp32 and bf16 at (8,64);
+#   torch.log    bench/bench_torch_cuda.py: PyTorch SDPA in bf16 at the goal rows' shape (their
+#                bar), then SDPA (bf16, fp32) and the naive MTA at small T (skipped, not failed,
+#                without torch);
 #   bench.jsonl  every benchmark row and cluster_probe's; summary.txt one line per step, written as
-#                each ends.
+#                each ends, and the goal rows measured beside the model's predictions
+#                (bench/cuda_perf_model.py --measured bench.jsonl, where the repository is here).
 # Exit 0 when every check passed; 1 when one failed (cluster_probe's verify pass too, though it does
 # not stop the benchmarks: it checks the cluster instructions, not the backend's results); 5 when none failed but one did not finish
 # (a timeout; the budget spent); 3 when there is no usable GPU (nothing was checked); 4 when a
@@ -263,7 +268,7 @@ for tool in memcheck racecheck synccheck initcheck; do
         note "$tool" SKIPPED 0 "compute-sanitizer not found on this machine"
         continue
     fi
-    run 35 "$log" env MTAC_SWEEP=quick "$cs" --tool "$tool" --error-exitcode 9 "$bin/test_attn_backends" cuda
+    run 30 "$log" env MTAC_SWEEP=quick "$cs" --tool "$tool" --error-exitcode 9 "$bin/test_attn_backends" cuda
     s=$(status $rc)
     [ "$rc" = 9 ] && s=ERRORS
     tally "$rc"
@@ -317,21 +322,37 @@ if [ $failed = 1 ]; then
     finish 1 "a check failed: see the FAIL and ERRORS lines and their logs; the benchmarks were not run"
 fi
 
-# ---- 5. bench_cuda ----
+# ---- 5. bench_cuda: issue 46's goal rows, then the float32 rows ----
 log=$out/bench_cuda.log
 : >"$log"
-# rows LOG IMPL H [PRECISION]: "T=2048 0.0123s 312MB, ..." from the JSON rows of one configuration.
+# rows LOG IMPL H [PRECISION [PATTERN]]: "T=2048 0.0123s 312MB, ..." from the JSON rows of one
+# configuration (PATTERN: a grep pattern the rows must match as well).
 rows() {
-    grep '^{' "$1" | grep "\"impl\": \"$2\"" | grep "\"H\": $3," | grep "\"precision\": \"${4:-fp32}\"" |
+    grep '^{' "$1" | grep "\"impl\": \"$2\"" | grep "\"H\": $3," | grep "\"precision\": \"${4:-fp32}\"" | grep -e "${5:-.}" |
         sed -n 's/.*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/T=\1 \2s \3MB/p; s/.*"T": \([0-9]*\).*"oom": true.*/T=\1 oom/p' |
         tr '\n' ',' | sed 's/,$//; s/,/, /g'
 }
+# goal LIMIT LABEL IMPL T FLAGS...: goal rows (bf16 tensors and precision, B=2, H=16, d=96) at the
+# lengths T, and their summary line.
+goal() {
+    local lim=$1 label=$2 impl=$3 T=$4 det=true
+    shift 4
+    case " $* " in *" --nondeterministic "*) det=false ;; esac
+    run $lim "$log" "$bin/bench_cuda" --T "$T" --B 2 --H 16 --d 96 --precision bf16 --dtype bf16 --reps 3 --warmup 1 "$@"
+    tally "$rc"
+    local r
+    r=$(rows "$log" "$impl" 16 bf16 "\"deterministic\": $det, \"T\": [0-9]*, \"B\": 2,")
+    note "goal:$label" "$(status $rc)" "$secs" "B=2 H=16 d=96 bf16: ${r:-no rows}"
+}
+goal 30 conv cuda_mta 4096,32768 --config mta830m
+goal 10 conv:nd cuda_mta 4096 --config mta830m --nondeterministic
+goal 10 heads cuda_mta_heads 4096 --config mta830m-heads
 for shape in "8 64" "16 96"; do
     set -- $shape
     for cfg in mta830m plain; do
-        lim=20
-        [ $cfg = plain ] && lim=10
-        run $lim "$log" "$bin/bench_cuda" --T 2048,4096,16384 --B 1 --H "$1" --d "$2" --config $cfg --reps 3 --warmup 1
+        lim=10
+        [ $cfg = plain ] && lim=8
+        run $lim "$log" "$bin/bench_cuda" --T 2048,4096 --B 1 --H "$1" --d "$2" --config $cfg --reps 3 --warmup 1
         tally "$rc"
         impl=cuda_mta
         [ $cfg = plain ] && impl=cuda_plain
@@ -340,7 +361,7 @@ for shape in "8 64" "16 96"; do
     done
 done
 for prec in fp32 bf16; do
-    run 10 "$log" "$bin/bench_cuda" --T 2048,4096,16384 --B 1 --H 8 --d 64 --config normgate --precision $prec --reps 3 --warmup 1
+    run 8 "$log" "$bin/bench_cuda" --T 2048,4096,16384 --B 1 --H 8 --d 64 --config normgate --precision $prec --reps 3 --warmup 1
     tally "$rc"
     r=$(rows "$log" cuda_normgate 8 $prec)
     note "cuda:normgate:$prec" "$(status $rc)" "$secs" "H=8 d=64: ${r:-no rows}"
@@ -352,20 +373,26 @@ libpath=$orig_ld  # PyTorch loads its own CUDA libraries: none of the bundle's
 if ! command -v python3 >/dev/null; then
     note torch SKIPPED 0 "python3 not found"
 else
-    run 15 "$log" python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
+    run 10 "$log" python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
     if [ "$rc" = 125 ]; then
         note torch NOTRUN 0 "not run: the time budget was spent"
     elif [ "$rc" != 0 ]; then
         note torch SKIPPED "$secs" "torch is not importable here (see torch.log)"
     else
+        # the goal rows' bar: SDPA in bf16 at their shape
+        run 15 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --sdpa-dtypes bfloat16 --T 4096,32768 --B 2 --H 16 --d 96 --reps 5
+        s=$(status $rc)
+        [ "$rc" = 77 ] && s=SKIPPED
+        note goal:sdpa "$s" "$secs" "B=2 H=16 d=96 bf16: $(grep '^{' "$log" | grep '"torch_sdpa"' | grep '"B": 2, "H": 16,' |
+            sed -n 's/.*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/T=\1 \2s \3MB/p' | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
         for shape in "8 64" "16 96"; do
             set -- $shape
-            run 10 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --T 2048,4096,16384 --B 1 --H "$1" --d "$2" --reps 5
+            run 8 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --T 2048,4096,16384 --B 1 --H "$1" --d "$2" --reps 5
             s=$(status $rc)
             [ "$rc" = 77 ] && s=SKIPPED
             note torch:sdpa "$s" "$secs" "H=$1 d=$2 bf16, fp32: $(grep '^{' "$log" | grep '"torch_sdpa"' | grep "\"H\": $1," |
                 sed -n 's/.*"dtype": "\([a-z0-9]*\)".*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/\1 T=\2 \3s \4MB/p' | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
-            run 10 "$log" python3 "$bin/bench_torch_cuda.py" --impl naive --T 2048,4096 --B 1 --H "$1" --d "$2" --reps 3
+            run 6 "$log" python3 "$bin/bench_torch_cuda.py" --impl naive --T 2048,4096 --B 1 --H "$1" --d "$2" --reps 3
             s=$(status $rc)
             [ "$rc" = 77 ] && s=SKIPPED
             note torch:naive "$s" "$secs" "H=$1 d=$2: $(rows "$log" torch_naive "$1")"
@@ -373,6 +400,12 @@ else
     fi
 fi
 { grep -h '^{"probe": "cluster"' "$m"; grep -h '^{' "$out/bench_cuda.log" "$out/torch.log"; } >"$out/bench.jsonl" 2>/dev/null
+# The goal rows beside the model's predictions (python3 and the repository's model, where here).
+model=$(cd "$here/.." && pwd)/bench/cuda_perf_model.py
+if command -v python3 >/dev/null && [ -f "$model" ]; then
+    timeout 30 python3 "$model" --measured "$out/bench.jsonl" >>"$summary" 2>&1 ||
+        echo "(cuda_perf_model.py --measured: exit $?)" >>"$summary"
+fi
 [ $cl_failed = 1 ] && failed=1
 
 # The PyTorch baselines do not count: they measure PyTorch, not this project.

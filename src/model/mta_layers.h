@@ -18,6 +18,10 @@ static inline void mta_layer_all_steps(mta_config *c, int cq, int ck, int ch, in
 // over all H heads.
 static inline void mta_layer_830m(mta_config *c, int H, int norm_gate) { mta_layer_all_steps(c, 6, 11, H, norm_gate); }
 
+// The 830M layer's steps without the key-query convolutions: its layers other than every fourth
+// from layer 2 (model_config_mta_pattern), 18 of its 24.
+static inline void mta_layer_830m_heads(mta_config *c, int H, int norm_gate) { mta_layer_all_steps(c, 0, 0, H, norm_gate); }
+
 // The toy task's layer (paper Table 1): the pre-softmax convolution alone, c_q = 2, c_k = 9.
 static inline void mta_layer_toy(mta_config *c) { c->pre_cq = 2, c->pre_ck = 9; }
 
