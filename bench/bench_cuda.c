@@ -13,12 +13,11 @@
 // --precision bf16 sets mta_config.precision = MTA_BF16 (the tensor-core path where it covers the
 // config, docs/cuda.md); --dtype bf16 stores q, k, v, out, dout, dq, dk, dv as bfloat16
 // (mta_config.dtype), as a bf16 model holds them; --nondeterministic: mta_set_deterministic(ctx, 0).
-// --H_kv: key/value heads (grouped-query attention). Inputs are random normal
-// (never zeros; rounded to bfloat16 with --dtype bf16), parameters identity plus noise. fwd_bwd_s is the median over --reps of one
-// forward and one backward, timed with CUDA events after --warmup untimed calls. peak_mb is the
-// GPU memory in use after the timed calls (cudaMemGetInfo) minus that before anything was
-// allocated: q, k, v, out, dout, dq, dk, dv, the parameters and the backend's workspace (which it
-// keeps between calls), and cuBLAS's.
+// --H_kv: key/value heads (grouped-query attention). Inputs are random normal (pool_normal: never
+// zeros; rounded to bfloat16 with --dtype bf16), parameters identity plus noise. fwd_bwd_s is the median over --reps of
+// one forward and one backward, timed with CUDA events after --warmup untimed calls. peak_mb is the GPU memory in use
+// after the timed calls (cudaMemGetInfo) minus that before anything was allocated: q, k, v, out, dout, dq, dk, dv, the
+// parameters and the backend's workspace (which it keeps between calls), and cuBLAS's.
 #include "cli_opts.h"
 #include "model/mta_layers.h"
 #include "testutil.h"
@@ -46,13 +45,33 @@ static float *dev_alloc(size_t n, int bf16) {
     return d;
 }
 
-// n normal draws in GPU memory, as floats or rounded to bfloat16 (a float's upper half) when bf16.
+// A normal draw for entry i of the tensor salt: one of a pool of 2^16 draws (tu_randn; it fits
+// in L2), picked by a hash of (salt, i). The kernels' time does not depend on the values, and at
+// T = 32768 drawing each entry would take longer than the timed calls.
+enum { POOL_BITS = 16 };
+static float pool_normal(uint64_t salt, size_t i) {
+    static float *pool;
+    if (!pool) {
+        uint64_t s = 42;
+        if (!(pool = malloc(sizeof(float) << POOL_BITS))) exit(1);
+        for (size_t e = 0; e < (size_t)1 << POOL_BITS; e++)
+            pool[e] = tu_randn(&s);
+    }
+    uint64_t z = (salt << 40) ^ (uint64_t)i; // (splitmix64's finalizer)
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return pool[(z ^ (z >> 31)) >> (64 - POOL_BITS)];
+}
+
+// n normal values (pool_normal, a new salt from *seed) in GPU memory, as floats or rounded to
+// bfloat16 (a float's upper half) when bf16.
 static float *dev_randn(size_t n, int bf16, uint64_t *seed) {
     float *h = malloc(n * sizeof(float)), *d = dev_alloc(n, bf16);
     uint16_t *h16 = bf16 ? malloc(n * sizeof(uint16_t)) : NULL;
+    const uint64_t salt = ++*seed;
     if (!h || (bf16 && !h16)) exit(1);
     for (size_t i = 0; i < n; i++) {
-        h[i] = tu_randn(seed);
+        h[i] = pool_normal(salt, i);
         if (bf16) {
             const float r = tu_bf16_round(h[i]);
             uint32_t u;
@@ -60,7 +79,8 @@ static float *dev_randn(size_t n, int bf16, uint64_t *seed) {
             h16[i] = (uint16_t)(u >> 16);
         }
     }
-    ck(cudaMemcpy(d, bf16 ? (void *)h16 : (void *)h, n * (bf16 ? 2 : sizeof(float)), cudaMemcpyHostToDevice), "cudaMemcpy");
+    ck(cudaMemcpy(d, bf16 ? (void *)h16 : (void *)h, n * (bf16 ? 2 : sizeof(float)), cudaMemcpyHostToDevice),
+       "cudaMemcpy");
     free(h);
     free(h16);
     return d;
@@ -97,19 +117,24 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed calls; the median is reported"},
         {"warmup", CLI_INT, &a->warmup, 0, 1e9, .arg = "N", .help = "untimed calls first"},
     };
-    const cli_spec spec = {"bench_cuda",
-                           "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N]\n"
-                           "                  [--config mta830m|mta830m-heads|normgate|plain] [--precision fp32|bf16]\n"
-                           "                  [--dtype fp32|bf16] [--nondeterministic] [--rows R] [--reps 5] [--warmup 1]\n",
-                           "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
-                           "prints one JSON row per T.\n",
-                           NULL, opts, sizeof opts / sizeof opts[0], NULL};
+    const cli_spec spec = {
+        "bench_cuda",
+        "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N]\n"
+        "                  [--config mta830m|mta830m-heads|normgate|plain] [--precision fp32|bf16]\n"
+        "                  [--dtype fp32|bf16] [--nondeterministic] [--rows R] [--reps 5] [--warmup 1]\n",
+        "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
+        "prints one JSON row per T.\n",
+        NULL,
+        opts,
+        sizeof opts / sizeof opts[0],
+        NULL};
     int first;
     const int st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     const tc_case *t;
     if (!a->nT)
-        while (a->nT < 32 && (t = tc_nth(TC_PERF, a->nT))) a->Ts[a->nT++] = (uint64_t)t->T;
+        while (a->nT < 32 && (t = tc_nth(TC_PERF, a->nT)))
+            a->Ts[a->nT++] = (uint64_t)t->T;
     return -1;
 }
 
@@ -147,10 +172,12 @@ static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
     float *hw[MTA_N_PARAMS] = {0};
     for (int i = 0; i < MTA_N_PARAMS; i++)
         if (ps.w[i] && !(hw[i] = calloc(ps.w[i], sizeof(float)))) exit(1);
-    for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(c, i, hw[i]);
+    for (int i = 0; i < MTA_N_PARAMS; i++)
+        mta_param_init_identity(c, i, hw[i]);
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         if (!ps.w[i]) continue;
-        for (size_t e = 0; e < ps.w[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
+        for (size_t e = 0; e < ps.w[i]; e++)
+            hw[i][e] += 0.1f * tu_randn(&seed);
         float *w = dev_alloc(ps.w[i], 0), *gw = dev_alloc(ps.w[i], 0);
         ck(cudaMemcpy(w, hw[i], ps.w[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
         free(hw[i]);
@@ -159,7 +186,8 @@ static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
 }
 
 static void problem_free(problem *pr) {
-    for (int i = 0; i < MTA_N_PARAMS; i++) cudaFree((void *)pr->p.w[i]), cudaFree(pr->g.w[i]);
+    for (int i = 0; i < MTA_N_PARAMS; i++)
+        cudaFree((void *)pr->p.w[i]), cudaFree(pr->g.w[i]);
     cudaFree(pr->q), cudaFree(pr->k), cudaFree(pr->v), cudaFree(pr->dout), cudaFree(pr->out);
     cudaFree(pr->dq), cudaFree(pr->dk), cudaFree(pr->dv);
 }
@@ -215,8 +243,8 @@ static int bench_T(const bench_args *a, int T, const char *device) {
            "\"deterministic\": %s, \"T\": %d, \"B\": %d, \"H\": %d, \"H_kv\": %d, \"d\": %d, \"fwd_bwd_s\": %.6f, "
            "\"peak_mb\": %.1f, \"workspace_mb\": %.1f, \"reps\": %d}\n",
            impl[a->config], CONFIGS[a->config], device, a->dtype ? "bfloat16" : "float32", CLI_PRECISIONS[a->bf16],
-           a->nondeterministic ? "false" : "true", T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t, (free0 - free1) / 1e6,
-           ws / 1e6, a->reps);
+           a->nondeterministic ? "false" : "true", T, a->B, a->H, a->H_kv ? a->H_kv : a->H, a->d, t,
+           (free0 - free1) / 1e6, ws / 1e6, a->reps);
     fflush(stdout);
     mta_destroy(ctx);
     problem_free(&pr);
@@ -224,8 +252,12 @@ static int bench_T(const bench_args *a, int T, const char *device) {
 }
 
 int main(int argc, char **argv) {
-    const tc_case *perf = tc_nth(TC_PERF, 0);  // the default sizes and layer
-    bench_args a = {.B = perf->B, .H = perf->H, .d = perf->d, .reps = 5, .warmup = 1,
+    const tc_case *perf = tc_nth(TC_PERF, 0); // the default sizes and layer
+    bench_args a = {.B = perf->B,
+                    .H = perf->H,
+                    .d = perf->d,
+                    .reps = 5,
+                    .warmup = 1,
                     .config = perf->l830m ? CFG_MTA830M : CFG_PLAIN};
     const int st = parse(argc, argv, &a);
     if (st >= 0) return st;
