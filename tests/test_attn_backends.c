@@ -748,6 +748,34 @@ static void test_bf16_smem_optin(void **s) {
     }
     tu_case_free(f);
 }
+
+// The every-step dK/dV kernel runs in chunks of key-tile pairs sized by the device's
+// multiprocessors (fe_kv_pairs), its dK, dV buffers a chunk's rows: with 1, 2 and 1000 emulated
+// SMs (chunks of 2 and 4 tiles of 5, the middle tile alone in its pair, a chunk's last pair empty;
+// one chunk of all), the same bits in every output, and buffers 2 x B*H x rows x d floats: rows
+// 32, 64, T.
+static void test_bf16_kv_chunks(void **s) {
+    (void)s;
+    if (backend != MTA_BACKEND_CUDA_EMU) skip();
+    mta_config c = tu_config_830m(1, 16, 76, 32);
+    c.backend = backend, c.precision = MTA_BF16;
+    const int sms[3] = {1000, 2, 1}, rows[3] = {76, 64, 32};
+    tu_case *r[3];
+    size_t ws[3];
+    for (int n = 0; n < 3; n++) {
+        mta_cuda_emu_set_sms(sms[n]);  // a context asks on its first call
+        r[n] = tu_case_new(&c, 92, 1.0f, 0.3f);
+        ws[n] = run(r[n]);
+    }
+    mta_cuda_emu_set_sms(0);
+    for (int n = 1; n < 3; n++) {
+        if (!tu_same_bits(r[0], r[n])) fail_msg("with %d SMs the bits differ from one chunk's", sms[n]);
+        const size_t less = 2 * (size_t)c.B * c.H * (rows[0] - rows[n]) * c.d * sizeof(float);
+        if (ws[0] - ws[n] != less)
+            fail_msg("with %d SMs the workspace is %zu bytes, not %zu less than one chunk's %zu", sms[n], ws[n], less, ws[0]);
+    }
+    for (int n = 0; n < 3; n++) tu_case_free(r[n]);
+}
 #endif
 
 // More (batch, head) pairs than a CUDA grid has blocks along y (65,535), on either path: a clear
@@ -853,6 +881,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_grid_limit),
 #ifdef MTAC_HAVE_CUDA_EMU
         cmocka_unit_test(test_bf16_smem_optin),
+        cmocka_unit_test(test_bf16_kv_chunks),
 #endif
     };
     if (only) cmocka_set_test_filter(only);

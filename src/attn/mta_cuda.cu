@@ -43,6 +43,9 @@ struct cuda_state {
     size_t smem_max;  // the device's opt-in limit of shared memory per block (bytes)
     int tc;           // the config runs on the tensor-core path on this device (tc_covers, asked once)
     int clusters;     // the device launches this build's cluster kernels (device_clusters, asked once)
+    int sms;          // the device's multiprocessors (asked once: the bf16 dK/dV kernel's chunks)
+    void *kv_full;    // the bf16 every-step backward without determinism: each query head's whole
+                      // float32 dK, dV (fe_kv_full_bytes), allocated by the first such call, or NULL
     int R, cap;       // strip rows, ring rows
     size_t ld;        // map row stride (floats)
     float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
@@ -66,7 +69,7 @@ struct grad_layout {
 // MTA_BF16 whose every use its allow-list names, on a device with smem_max bytes of shared memory
 // per block), and its workspace.
 int tc_covers(const mta_config *c, size_t smem_max);
-size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters);
+size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters, int sms);
 
 int imin(int a, int b) { return a < b ? a : b; }
 
@@ -148,6 +151,7 @@ void cuda_release(mta_ctx *ctx) {
         if (st->mem) cudaFree(st->mem);
         if (st->io) cudaFree(st->io);
         if (st->copies) cudaFree(st->copies);
+        if (st->kv_full) cudaFree(st->kv_full);
         if (st->blas) cublasDestroy(st->blas);
         free(st);
     }
@@ -191,6 +195,14 @@ cudaError_t device_smem_optin(size_t *bytes) {
     return e;
 }
 
+// The current device's multiprocessors.
+cudaError_t device_sms(int *n) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev);
+    return e;
+}
+
 // 1 when the build has the cluster kernels' code (cluster_ptx.cuh: sm_90 and later; an sm_80
 // build's bodies trap): nvcc's __CUDA_ARCH_LIST__ has an entry of 9.0 or more.
 #if defined(MTAC_CUDA_EMU) || !defined(__CUDA_ARCH_LIST__)
@@ -231,9 +243,10 @@ mta_status cuda_setup(mta_ctx *ctx) {
         // asked once: what the tensor-core path's tiles may use, and so whether it runs the config
         cudaError_t e = device_smem_optin(&st->smem_max);
         if (e == cudaSuccess) e = device_clusters(&st->clusters);
+        if (e == cudaSuccess) e = device_sms(&st->sms);
         if (e != cudaSuccess) {
             cuda_release(ctx);
-            return cuda_fail(ctx, e, "the query of the device's shared memory per block and clusters");
+            return cuda_fail(ctx, e, "the query of the device's shared memory per block, clusters and multiprocessors");
         }
         st->tc = tc_covers(c, st->smem_max);
     }
@@ -249,7 +262,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
         return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
     st->R = st->tc ? 0 : strip_rows_of(c);
-    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max, st->clusters) : bytes_of(c, st->R, &st->cap);
+    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max, st->clusters, st->sms) : bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;

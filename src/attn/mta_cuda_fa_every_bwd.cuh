@@ -205,6 +205,8 @@ struct feb_blk {
     tc_heads hd;
     const float *w_pre, *w_post;
     int b, bh0, h0, i0, j0, kind;  // h0: bh0's head in its batch
+    size_t kv_hs;                  // dK, dV: the buffers' head stride; their first row is row kv_row0
+    int kv_row0;                   // (the whole tensor's; k_fa_every_dkdv's, a chunk's slot: kv_slots)
 };
 
 // The document starts of a region's rows, from its first (st holds the rows from z's first, i0 - z.top).
@@ -305,7 +307,7 @@ __device__ __forceinline__ void feb_probs(const tc_args &a, const feb_blk &k) {
 template <typename X>
 __device__ __forceinline__ void feb_kv_acc(const tc_args &a, const feb_blk &k, X x_at, const bf16 *ys, float *dst) {
     if (k.kind == FEB_DQKV) fh_rows_acc<1, 1, true>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
-    else fh_rows_acc<1>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32);
+    else fh_rows_acc<1>(a, k.j0, x_at, ys, dst, 1.0f, (const float *)NULL, blockDim.x / 32, k.kv_row0);
 }
 
 // dP2 = dropout(dO v^T) on pb, every head, masked, one bf16 part; dK/dV: each head's dv += P2^T dO
@@ -319,7 +321,7 @@ __device__ __forceinline__ void feb_dp2(const tc_args &a, const feb_blk &k, floa
                           k.s.pb + h * g.pb.hs, (bf16 *)NULL, fp_dropout{&a, k.bh0 + h});
         if (dvp)  // (the block's warps split the columns)
             feb_kv_acc(a, k, [&](int q, int c) { return k.s.c_hi + fe_at(g.c, h, q, c); }, k.s.stage,
-                       dvp + (size_t)(k.bh0 + h) * a.T * a.d);
+                       dvp + (size_t)(k.bh0 + h) * k.kv_hs);
     }
     __syncthreads();
 }
@@ -428,7 +430,7 @@ __device__ __forceinline__ void feb_dz(const tc_args &a, const feb_blk &k, float
         if (dq)  // (the block's warps split the columns)
             fh_rows_acc<0, 1>(a, k.i0, at, k.s.stage + (zr + g.L1) * ld, dq + (size_t)(k.bh0 + h) * a.T * a.d, 1.0f,
                               (const float *)NULL, blockDim.x / 32);
-        if (dkp) feb_kv_acc(a, k, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * a.T * a.d);
+        if (dkp) feb_kv_acc(a, k, at, k.s.stage + g.q1 * ld, dkp + (size_t)(k.bh0 + h) * k.kv_hs);
     }
     __syncthreads();
 }
@@ -455,7 +457,7 @@ __device__ __forceinline__ void feb_dv_add(const tc_args &a, const feb_blk &k, f
         __syncthreads();  // the last head's dO is read (the first: P2 is stored)
         fp_load_now(dO, feb_qs(a, k, a.dO, h), k.i0, FE_M, a, blockDim.x);
         feb_kv_acc(a, k, [&](int q, int col) { return k.s.c_hi + fe_at(c, h, q, col); }, dO,
-                   dvp + (size_t)(k.bh0 + h) * a.T * a.d);
+                   dvp + (size_t)(k.bh0 + h) * k.kv_hs);
     }
 }
 
@@ -509,6 +511,7 @@ __device__ __forceinline__ void feb_setup(const tc_args &a, const tc_heads &hd, 
     feb_carve(k.g, kind, a.dp, sh, &k.s);
     k.hd = hd, k.kind = kind, k.w_pre = w_pre, k.w_post = w_post;
     k.bh0 = blockIdx.y * hd.G, k.b = k.bh0 / a.H, k.h0 = k.bh0 % a.H;
+    k.kv_hs = (size_t)a.T * a.d, k.kv_row0 = 0;
     fh_weights<1>(a, hd, k.h0, k.s.w, blockDim.x);
     fe_zero_pad(fe_planes{k.s.pa_hi, k.s.pa_lo, k.g.pa}, hd.G);
     fe_zero_pad(fe_planes{k.s.pb, NULL, k.g.pb}, hd.G);
@@ -608,19 +611,23 @@ __global__ void __launch_bounds__(FE_BWD_THREADS, 1)
     feb_dq_walk(a, hd, FEB_DQKV, w_pre, w_post, dq, dwp, hwp, dkp, dvp);
 }
 
-// Each query head's dK and dV of a key tile of FE_N keys (grid: x key tiles, y B*H/G) into dkp, dvp
-// (B*H, T, d), over the query tiles from the diagonal while their documents reach the keys.
-__global__ void __launch_bounds__(FE_BWD_THREADS, 1)
-    k_fa_every_dkdv(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, float *dkp, float *dvp) {
+// Each query head's dK and dV of a key tile of FE_N keys (grid: x slots of s, y B*H/G) into slot x's
+// rows of dkp, dvp ((B*H, s.rows, d): kv_slots; the key tile kv_tile(s, x), none where -1), over
+// the query tiles from the diagonal while their documents reach the keys.
+__global__ void __launch_bounds__(FE_BWD_THREADS, 1) k_fa_every_dkdv(tc_args a, tc_heads hd, const float *w_pre,
+                                                                     const float *w_post, kv_slots s, float *dkp,
+                                                                     float *dvp) {
+    const int t = kv_tile(s, blockIdx.x);
+    if (t < 0) return;
     MTA_DYNAMIC_SHARED(unsigned char, sh);
     feb_blk k;
     feb_setup(a, hd, TC_DKDV, w_pre, w_post, sh, k);
-    k.j0 = blockIdx.x * FE_N;
+    k.j0 = t * FE_N, k.kv_hs = (size_t)s.rows * a.d, k.kv_row0 = k.j0 - (int)blockIdx.x * FE_N;
     const int jlast = (k.j0 + FE_N < a.T ? k.j0 + FE_N : a.T) - 1;
     const size_t n = (size_t)FE_N * a.d;
     for (size_t e = threadIdx.x; e < hd.G * n; e += blockDim.x) {
         const int h = (int)(e / n), j = k.j0 + (int)(e % n / a.d);
-        const size_t at = ((size_t)(k.bh0 + h) * a.T + j) * a.d + e % a.d;
+        const size_t at = (size_t)(k.bh0 + h) * k.kv_hs + (size_t)(j - k.kv_row0) * a.d + e % a.d;
         if (j <= jlast) dkp[at] = dvp[at] = 0.0f;
     }
     mma_c acc[2][2];
@@ -630,6 +637,22 @@ __global__ void __launch_bounds__(FE_BWD_THREADS, 1)
         fe_bwd_tile(a, k, acc, NULL, dkp, dvp);
     }
 }
+
+// The dK/dV kernel's chunks: pairs of key tiles (t, nt - 1 - t: the longest walk with the shortest,
+// each pair the same work) in chunks of enough pairs that two blocks of each run on every one of
+// sms multiprocessors (one block per multiprocessor: FE_BWD_THREADS), each chunk's per-query-head
+// dK, dV summed into dk, dv before the next, so that those buffers hold a chunk's rows, not T.
+int fe_kv_pairs(int B, int H, int G, int sms) {
+    const int groups = B * H / G;
+    return (sms + groups - 1) / groups;
+}
+// The chunk of pairs from rank r0 (rows T, all in one, where one chunk has them all).
+kv_slots fe_kv_slots(int T, int pairs, int r0) {
+    const int nt = (T + FE_N - 1) / FE_N;
+    return 2 * pairs >= nt ? kv_whole(T) : kv_slots{2 * pairs * FE_N, FE_N, nt, pairs, r0};
+}
+// Rows per head of the per-query-head dK, dV buffers of c on a device of sms multiprocessors.
+int fe_kv_rows(const mta_config *c, int G, int sms) { return fe_kv_slots(c->T, fe_kv_pairs(c->B, c->H, G, sms), 0).rows; }
 
 // 1 when the backward's kernels fit in smem_max bytes of shared memory per block (fe_fits checks
 // the shapes and the forward's).
@@ -645,27 +668,39 @@ int feb_atomic_kv(const mta_config *c, int atomics, size_t smem_max) {
     return atomics && fe_bwd_smem_bytes(FEB_DQKV, tc_dp(c->d), c->pre_cq, c->pre_ck, c->post_cq, c->post_ck) <= smem_max;
 }
 
-// The backward's launches: D (into a.D), dQ (with the partials), dK/dV (per query head into dkp,
-// dvp), or with atomic_kv (feb_atomic_kv; dkp, dvp cleared by the caller) D and k_fa_every_dqkv;
-// w_pre, w_post NULL for an absent convolution; dwp: the pre-softmax kernel's partials, then the
-// post-softmax one's. The caller checks the shared memory fits.
+// The backward's launches: D (into a.D), dQ (with the partials), then dK/dV per chunk of key tiles
+// (fe_kv_pairs of sms multiprocessors) into dkp, dvp (a chunk's rows: fe_kv_slots) and their sums
+// into dk, dv; or with atomic_kv (feb_atomic_kv; dkp, dvp then (B*H, T, d) and cleared by the
+// caller) D and k_fa_every_dqkv, then the sums. w_pre, w_post NULL for an absent convolution; dwp:
+// the pre-softmax kernel's partials, then the post-softmax one's. The caller checks the shared
+// memory fits.
 void fe_backward(const call *cl, const tc_args &a, const tc_heads &hd, int B, const float *w_pre, const float *w_post,
-                 int atomic_kv, float *dq, float *dwp, float *hwp, float *dkp, float *dvp) {
+                 int atomic_kv, int sms, float *dq, float *dwp, float *hwp, float *dkp, float *dvp, float *dk,
+                 float *dv) {
     const int kinds[4] = {FEB_D, TC_DQ, TC_DKDV, FEB_DQKV};
     size_t sm[4];
     for (int n = 0; n < 4; n++) sm[n] = fe_bwd_smem_bytes(kinds[n], a.dp, a.cq, a.ck, a.pcq, a.pck);
-    const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), (unsigned)(B * a.H / hd.G));
+    const unsigned groups = (unsigned)(B * a.H / hd.G);
+    const dim3 grid((unsigned)((a.T + FE_M - 1) / FE_M), groups);
     tc_smem_optin(k_fa_every_D, sm[0]);
     MTA_LAUNCH(k_fa_every_D, grid, TC_THREADS, sm[0], cl->s)(a, hd, w_pre, w_post);
     if (atomic_kv) {
         tc_smem_optin(k_fa_every_dqkv, sm[3]);
         MTA_LAUNCH(k_fa_every_dqkv, grid, FE_BWD_THREADS, sm[3], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp, dkp, dvp);
+        tc_kv_sums(cl, a, dkp, dvp, kv_whole(a.T), dk, dv);
         return;
     }
     tc_smem_optin(k_fa_every_dq, sm[1]);
     tc_smem_optin(k_fa_every_dkdv, sm[2]);
     MTA_LAUNCH(k_fa_every_dq, grid, FE_BWD_THREADS, sm[1], cl->s)(a, hd, w_pre, w_post, dq, dwp, hwp);
-    MTA_LAUNCH(k_fa_every_dkdv, grid, FE_BWD_THREADS, sm[2], cl->s)(a, hd, w_pre, w_post, dkp, dvp);
+    const int pairs = fe_kv_pairs(B, a.H, hd.G, sms), nt = (a.T + FE_N - 1) / FE_N;
+    for (int r0 = 0; r0 < (nt + 1) / 2; r0 += pairs) {
+        const kv_slots s = fe_kv_slots(a.T, pairs, r0);
+        MTA_LAUNCH(k_fa_every_dkdv, dim3((unsigned)(s.pc ? 2 * s.pc : nt), groups), FE_BWD_THREADS, sm[2], cl->s)(
+            a, hd, w_pre, w_post, s, dkp, dvp);
+        tc_kv_sums(cl, a, dkp, dvp, s, dk, dv);
+        if (!s.pc) break;  // (one chunk had every tile)
+    }
 }
 
 #endif

@@ -382,10 +382,11 @@ __device__ __forceinline__ void fh_softmax(const tc_args &a, const tc_heads &hd,
 // ... (each entry one lane's: the same sums for any nw). With TR, X^T y instead: X (16 x 16) read
 // transposed by ldmatrix .trans (fhq_wgrad's addresses), y 16 rows. KC: X's 16-column chunks
 // without TR (fh_kc; the every-step kernels' tiles have one). ATOMIC: dst += f X y by atomicAdd
-// (alpha NULL), for sums whose terms several blocks add in no fixed order.
+// (alpha NULL), for sums whose terms several blocks add in no fixed order. dst's first row is row
+// row0 (a buffer of some rows of the slab: k_fa_every_dkdv's chunks).
 template <int TR, int KC = FH_N / 16, bool ATOMIC = false, typename X>
 __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, const bf16 *ys, float *dst, float f,
-                                            const float *alpha, int nw = 2) {
+                                            const float *alpha, int nw = 2, int row0 = 0) {
     const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t = l % 4, ld = fa_ld(a.dp);
     for (int cb = w % nw; cb < a.dp / 16; cb += nw) {
         mma_c acc[2] = {};
@@ -404,7 +405,7 @@ __device__ __forceinline__ void fh_rows_acc(const tc_args &a, int i0, X x_at, co
         for (int x = 0; x < 8; x++) {
             const int row = g + 8 * (x % 4 / 2), c = 16 * cb + 8 * (x / 4) + 2 * t + x % 2, i = i0 + row;
             if (i >= a.T || c >= a.d) continue;
-            float *y = dst + (size_t)i * a.d + c;
+            float *y = dst + (size_t)(i - row0) * a.d + c;
             if (ATOMIC) atomicAdd(y, f * acc[x / 4].x[x % 4]);
             else *y = (alpha ? *y * alpha[row] : *y) + f * acc[x / 4].x[x % 4];
         }

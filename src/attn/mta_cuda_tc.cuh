@@ -174,16 +174,38 @@ struct tc_heads {
     const float *w2;    // w_post_head (H/c_h, c_h, c_h) [group, in, out]
 };
 
-// dk, dv of each kv head += its query heads' dkp, dvp in order (grid: x entries of 128, y B*H_kv).
-__global__ void k_tc_head_kv(tc_args a, const float *dkp, const float *dvp, size_t n, float *dk, float *dv) {
-    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x, kvs = blockIdx.y;
+// The rows of per-query-head dK, dV buffers (dkp, dvp: (B*H, rows, d)): slots of tr rows, slot x
+// holding key tile kv_tile(s, x) (rows from its tr x). pc 0: slot x is tile x (rows T: the whole
+// tensor). Else a chunk of pc pair ranks from r0 of nt tiles (fe_kv_slots): slot x < pc holds
+// tile r0 + x, slot pc + x its mirror nt - 1 - (r0 + x), each tile in one chunk's slot once.
+struct kv_slots {
+    int rows, tr, nt, pc, r0;
+};
+__host__ __device__ inline int kv_tile(const kv_slots &s, int x) {
+    if (!s.pc) return x;
+    const int r = s.r0 + x % s.pc, t = x < s.pc ? r : s.nt - 1 - r;
+    return (x < s.pc ? r <= s.nt - 1 - r : t > r) ? t : -1;
+}
+// Every row of (B*H, T, d) buffers.
+inline kv_slots kv_whole(int T) { return kv_slots{T, 1, T, 0, 0}; }
+
+// dk, dv of each kv head += its query heads' dkp, dvp (rows of s) in order (grid: x entries of
+// 128 of s.rows * d, y B*H_kv).
+__global__ void k_tc_head_kv(tc_args a, const float *dkp, const float *dvp, kv_slots s, float *dk, float *dv) {
+    const size_t n = (size_t)s.rows * a.d, e = (size_t)blockIdx.x * blockDim.x + threadIdx.x, kvs = blockIdx.y;
     if (e >= n) return;
+    const int row = (int)(e / a.d), t = kv_tile(s, row / s.tr), j = t * s.tr + row % s.tr;
+    if (t < 0 || j >= a.T) return;
     const int rep = a.H / a.Hkv;
-    const size_t h0 = kvs / a.Hkv * a.H + kvs % a.Hkv * rep;
+    const size_t h0 = kvs / a.Hkv * a.H + kvs % a.Hkv * rep, to = (kvs * a.T + j) * a.d + e % a.d;
     float x = 0.0f, y = 0.0f;
     for (int r = 0; r < rep; r++) x += dkp[(h0 + r) * n + e], y += dvp[(h0 + r) * n + e];
-    tc_add_kv(a, dk, kvs * n + e, x);
-    tc_add_kv(a, dv, kvs * n + e, y);
+    tc_add_kv(a, dk, to, x);
+    tc_add_kv(a, dv, to, y);
+}
+void tc_kv_sums(const call *cl, const tc_args &a, const float *dkp, const float *dvp, kv_slots s, float *dk, float *dv) {
+    MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)(((size_t)s.rows * a.d + 127) / 128), (unsigned)(cl->c->B * a.Hkv)), 128, 0,
+               cl->s)(a, dkp, dvp, s, dk, dv);
 }
 
 // The head kernels' gradients from the dQ tiles' partials, one thread per entry of a block's nw
@@ -307,7 +329,8 @@ struct tc_ws {
     int *start;            // document starts (B, T)
     double *acc;           // norm and gate gradients per (batch, head, chunk of rows): 2d+1 each
     float *dwp;            // the conv kernel gradient's partial sums per (batch, head, query tile)
-    float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d); NULL where tc_adds_kv
+    float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d); the every-step kernels':
+                           // (B*H, fe_kv_rows, d), a chunk's; NULL where tc_adds_kv
     float *hwp;            // head steps: the head kernels' partial sums per (batch, group, query tile)
 };
 
@@ -320,8 +343,9 @@ int tc_adds_kv(const mta_config *c, size_t smem_max, int clusters) {
 }
 
 // Carves w from mem (NULL: counts) and returns the bytes, for a device with smem_max bytes of
-// shared memory per block (the head steps' tiles: tc_heads_of) that launches clusters or not.
-size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, void *mem, tc_ws *w) {
+// shared memory per block (the head steps' tiles: tc_heads_of) that launches clusters or not and
+// has sms multiprocessors (the every-step dK/dV kernel's chunks: fe_kv_rows).
+size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, int sms, void *mem, tc_ws *w) {
     const size_t BH = (size_t)c->B * c->H, BHkv = (size_t)c->B * mta_kv_heads(c), T = c->T, d = c->d;
     const size_t padded = (size_t)tc_tp(c->T) * tc_dp(c->d);
     carver cv = {(unsigned char *)mem, 0};
@@ -341,15 +365,16 @@ size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, void *mem, t
     x.dkp = x.dvp = x.hwp = NULL;
     if (c->pre_head_mix || c->post_ch || fe_takes(c)) {
         const tc_heads hd = fe_takes(c) ? fe_heads_of(c, NULL) : tc_heads_of(c, NULL, smem_max);
-        if (!tc_adds_kv(c, smem_max, clusters)) x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
+        const size_t rows = fe_takes(c) ? (size_t)fe_kv_rows(c, hd.G, sms) : T;
+        if (!tc_adds_kv(c, smem_max, clusters)) x.dkp = cv.take<float>(BH * rows * d), x.dvp = cv.take<float>(BH * rows * d);
         // k_fa_head_dq's (k_fa_every_dq's) query tiles of FH_M (FE_M) rows
         x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + FH_M - 1) / FH_M) * hd.nw);
     }
     if (w) *w = x;
     return cv.at;
 }
-size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters) {
-    return tc_carve(c, smem_max, clusters, NULL, NULL);
+size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters, int sms) {
+    return tc_carve(c, smem_max, clusters, sms, NULL, NULL);
 }
 
 // The copy buffer (cuda_state.copies): a padded slot for each input the workspace has none for
@@ -433,7 +458,7 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     const mta_config *c = cl.c;
     cuda_state *st = cl.st;
     tc_ws w;
-    tc_carve(c, st->smem_max, st->clusters, st->mem, &w);
+    tc_carve(c, st->smem_max, st->clusters, st->sms, st->mem, &w);
     // bfloat16 storage: the kernels write their out to O itself (the same values they write to O),
     // which the norm and gate or k_bf16_narrow round into the caller's out once
     float *const caller_out = out;
@@ -466,16 +491,10 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     return finish(&cl, "tensor-core forward");
 }
 
-// dK, dV of each kv head from the per-query-head dkp, dvp (where the workspace has them), and the
-// head kernels' gradients from their partials per (batch, group, query tile of FH_M rows), in order.
-void tc_head_sums(const call *cl, const tc_ws *w, const tc_args &a, const tc_heads &hd, float *dk, float *dv,
-                  const mta_grads *g) {
+// The head kernels' gradients from their partials per (batch, group, query tile of FH_M rows), in order.
+void tc_head_wgrads(const call *cl, const tc_ws *w, const tc_heads &hd, const mta_grads *g) {
     const mta_config *c = cl->c;
     const int groups = c->H / hd.G, tiles = (c->T + FH_M - 1) / FH_M;
-    const size_t n = (size_t)c->T * c->d;
-    if (w->dkp)
-        MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)((n + 127) / 128), (unsigned)(c->B * a.Hkv)), 128, 0, cl->s)(
-            a, w->dkp, w->dvp, n, dk, dv);
     if (hd.nw && (g->w_pre_head || g->w_post_head))
         MTA_LAUNCH(k_tc_head_wgrad, dim3((unsigned)((hd.nw + 127) / 128), (unsigned)groups), 128, 0, cl->s)(
             w->hwp, c->B, groups, tiles, hd, g->w_pre_head, g->w_post_head);
@@ -492,25 +511,33 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
     if (!clq || !clk) fh_backward(cl, a, hd, cl->c->B, dq, w->hwp, w->dkp, w->dvp, !clq, !clk);
     const int kv = !w->dkp;  // tc_carve took none: tc_adds_kv, which implies clk
     if (clk) fh_cl_dkdv(cl, a, hd, cl->c->B, kv, kv ? dk : w->dkp, kv ? dv : w->dvp);
-    tc_head_sums(cl, w, a, hd, dk, dv, g);
+    if (w->dkp) tc_kv_sums(cl, a, w->dkp, w->dvp, kv_whole(a.T), dk, dv);
+    tc_head_wgrads(cl, w, hd, g);
 }
 
-// The every-step kernels' backward (fe_backward), then the sums of their partials: dK, dV, the
-// head kernels' gradients (tc_head_sums) and each convolution's kernel gradient (the pre-softmax
-// one's partials first in dwp, per query tile of FE_M rows).
+// The every-step kernels' backward (fe_backward, which sums dK, dV into dk, dv), then the sums of
+// their partials: the head kernels' gradients and each convolution's kernel gradient (the
+// pre-softmax one's partials first in dwp, per query tile of FE_M rows). Without determinism
+// (feb_atomic_kv) dK, dV are whole tensors, cl->st->kv_full, allocated by the first such call.
 mta_status tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq,
                              float *dk, float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
     const tc_heads hd = fe_heads_of(c, p);
     const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
     const int atomic_kv = feb_atomic_kv(c, cl->ctx->atomics, cl->st->smem_max);
-    for (int n = 0; n < 2 * atomic_kv; n++) {  // (k_fa_every_dqkv adds into them)
-        const cudaError_t e = cudaMemsetAsync(n ? w->dvp : w->dkp, 0, (size_t)c->B * c->H * c->T * c->d * sizeof(float), cl->s);
+    float *dkp = w->dkp, *dvp = w->dvp;
+    if (atomic_kv) {  // (k_fa_every_dqkv adds into them)
+        const size_t n = (size_t)c->B * c->H * c->T * c->d;
+        const mta_status s = alloc_once(cl->ctx, &cl->st->kv_full, 2 * n * sizeof(float),
+                                        "each query head's dK, dV (the backward without determinism)");
+        if (s) return s;
+        dkp = (float *)cl->st->kv_full, dvp = dkp + n;
+        const cudaError_t e = cudaMemsetAsync(dkp, 0, 2 * n * sizeof(float), cl->s);
         if (e != cudaSuccess) return cuda_fail(cl->ctx, e, "the backward's clearing of dK, dV");
     }
-    fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, atomic_kv, dq, w->dwp,
-                w->hwp, w->dkp, w->dvp);
-    tc_head_sums(cl, w, a, hd, dk, dv, g);
+    fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, atomic_kv, cl->st->sms, dq,
+                w->dwp, w->hwp, dkp, dvp, dk, dv);
+    tc_head_wgrads(cl, w, hd, g);
     float *gw[2] = {g->w_pre, g->w_post};
     const float *dwp = w->dwp;
     for (int n = 0; n < 2; n++) {
@@ -530,7 +557,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const mta_config *c = cl.c;
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
-    tc_carve(c, cl.st->smem_max, cl.st->clusters, cl.st->mem, &w);
+    tc_carve(c, cl.st->smem_max, cl.st->clusters, cl.st->sms, cl.st->mem, &w);
     if ((s = tc_inputs(&cl, &w, dout))) return s;
     const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
     // dO rounded into w.dO: through the gate and norm (their parameter gradients summed per head

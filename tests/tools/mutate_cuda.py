@@ -222,6 +222,11 @@ MUTATIONS = [
      '        if (dkp) feb_kv_acc(a, k, at,', '        if (dkp && k.i0 != k.j0) feb_kv_acc(a, k, at,'),
     ('tensor cores: P2\'s padding heads left over the stage (k_fa_every_dqkv; 0 * NaN in the mixing)', FEB,
      '    fe_zero_pad(fe_planes{k.s.c_hi, k.s.c_lo, c}, k.hd.G);\n', ''),
+    # k_fa_every_dkdv's chunks of key-tile pairs: --only test_bf16_kv_chunks
+    ('tensor cores: a chunk\'s mirror tiles one tile off (kv_tile)', TC,
+     't = x < s.pc ? r : s.nt - 1 - r;', 't = x < s.pc ? r : s.nt - 2 - r;'),
+    ('tensor cores: a chunk slot\'s rows not offset in dK, dV (k_fa_every_dkdv)', FEB,
+     'k.kv_row0 = k.j0 - (int)blockIdx.x * FE_N;', 'k.kv_row0 = k.j0;'),
     # k_fa_head_cl_dkdv (mta_cuda_fa_heads_cl_dkdv.cuh, groups of 9-16 heads): --only test_bf16_tensor_cores
     ('tensor cores: the cluster barrier after the S1, dP2 exchange removed (k_fa_head_cl_dkdv)', FHD,
      '    fhd_share(k, k.s.x1, 3);\n    cl_sync();  // and every block\'s\n', '    fhd_share(k, k.s.x1, 3);\n'),

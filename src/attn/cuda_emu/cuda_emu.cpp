@@ -45,6 +45,7 @@ const size_t SHARED_DEFAULT = 48 * 1024, SHARED_OPTIN = 227 * 1024;
 const size_t DEVICE_MEMORY = (size_t)4 << 30;  // the emulated device's memory
 size_t shared_optin = SHARED_OPTIN;  // the opt-in limit per block (mta_cuda_emu_set_shared_optin)
 int clusters_on = 1;                 // cudaDevAttrClusterLaunch (mta_cuda_emu_set_clusters)
+int sm_count = 1;                    // cudaDevAttrMultiProcessorCount (mta_cuda_emu_set_sms)
 
 void fatal(const char *fmt, const char *kernel, const char *what) {
     fprintf(stderr, "cuda-emu: kernel %s: ", kernel);
@@ -1031,7 +1032,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int dev) {
     prop->totalGlobalMem = DEVICE_MEMORY;
     prop->sharedMemPerBlock = SHARED_DEFAULT, prop->sharedMemPerBlockOptin = shared_optin;
     prop->major = MTAC_CUDA_EMU_ARCH / 10, prop->minor = MTAC_CUDA_EMU_ARCH % 10;
-    prop->multiProcessorCount = 1, prop->maxThreadsPerBlock = (int)MAX_THREADS, prop->warpSize = 32;
+    prop->multiProcessorCount = sm_count, prop->maxThreadsPerBlock = (int)MAX_THREADS, prop->warpSize = 32;
     prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = (int)MAX_BLOCK_XY, prop->maxThreadsDim[2] = (int)MAX_BLOCK_Z;
     prop->maxGridSize[0] = (int)MAX_GRID_X, prop->maxGridSize[1] = prop->maxGridSize[2] = (int)MAX_GRID_YZ;
     return cudaSuccess;
@@ -1044,6 +1045,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     else if (attr == cudaDevAttrComputeCapabilityMinor) *value = MTAC_CUDA_EMU_ARCH % 10;
     else if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = (int)shared_optin;
     else if (attr == cudaDevAttrClusterLaunch) *value = clusters_on;
+    else if (attr == cudaDevAttrMultiProcessorCount) *value = sm_count;
     else return fail(cudaErrorInvalidValue);
     return cudaSuccess;
 }
@@ -1138,4 +1140,5 @@ extern "C" void mta_cuda_emu_set_shared_optin(size_t bytes) {
     shared_optin = bytes ? (bytes > SHARED_DEFAULT ? bytes : SHARED_DEFAULT) : SHARED_OPTIN;
 }
 extern "C" void mta_cuda_emu_set_clusters(int on) { clusters_on = on != 0; }
+extern "C" void mta_cuda_emu_set_sms(int n) { sm_count = n > 0 ? n : 1; }
 extern "C" uint64_t mta_cuda_emu_launches(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }

@@ -37,6 +37,10 @@ void mta_cuda_emu_set_shared_optin(size_t bytes);
 // backend runs its kernels without clusters (k_fa_head_forward for k_fa_head_cl_forward,
 // k_fa_head_dkdv for k_fa_head_cl_dkdv). A CUDA backend's context asks on its first call.
 void mta_cuda_emu_set_clusters(int on);
+// The emulated device's multiprocessors (what cudaDevAttrMultiProcessorCount and
+// cudaGetDeviceProperties report; the blocks still run as they do): n > 0, else 1, the default.
+// A CUDA backend's context asks on its first call (the bf16 dK/dV kernel's chunks: fe_kv_chunks_of).
+void mta_cuda_emu_set_sms(int n);
 // Kernel launches so far, in this process.
 uint64_t mta_cuda_emu_launches(void);
 
