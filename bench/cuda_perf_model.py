@@ -1359,7 +1359,7 @@ BUILT_ASSUMPTIONS = (
     "layer, whose cluster dK/dV kernel adds into dk, dv itself) and (d)'s FA2-class "
     "norm/gate backward, dQ conversion and kernel-gradient sums. Memory as built: the caller's q, k, v, out, dout, "
     "dq, dk, dv in bf16 and the backend's device memory with bf16 storage (built_workspace: its float32 O, dK, "
-    "dV per query head (none in the head-only layer; the conv layer's for a chunk of key tiles, whole ones besides "
+    "dV per query head (none in the head-only layer; the conv layer's for a chunk of key tiles, whole ones "
     "without determinism) and dq buffer, q, k, v read in place; tc_carve's part checked against mta_ctx_workspace_bytes), the larger layer's; "
     "SDPA's: the same eight bf16 tensors, lse and D and FA2's float32 dq accumulator. A model, not a measurement.")
 
@@ -1415,10 +1415,10 @@ def built_workspace(c, B, H, Hkv, T, d, bf16_storage, sms=SMS, atomic=False):
     buffer of the backend's, tc_copy_carve, allocated then and not counted here); O in float32;
     lse, D; document starts; the norm/gate partials, 2d + 1 doubles per
     ng_slots chunk; the convolutions' kernel-gradient partials per query tile; with head steps each
-    query head's float32 dK, dV (none where cluster_adds_kv; the every-step kernels' of a chunk's rows,
-    fe_kv_rows on a device of sms multiprocessors, and with atomic, the mode without determinism,
-    whole ones besides: alloc_once's, not rounded) and the head kernels' partials per 16-row tile)
-    and, with bf16
+    query head's float32 dK, dV (none where cluster_adds_kv; the every-step kernels' are the first
+    backward's allocation, alloc_once's, not rounded: a chunk's rows, fe_kv_rows on a device of sms
+    multiprocessors, or with atomic, the mode without determinism, whole ones) and the head
+    kernels' partials per 16-row tile) and, with bf16
     storage (mta_config.dtype: the caller's tensors bf16), io_carve's float32 dq (dout is read as
     it is; out, dk, dv are rounded where written: tc_forward, tc_add_kv), each piece rounded
     up to 32 bytes (carver). --check compares it with mta_ctx_workspace_bytes of the fixtures' runs
@@ -1440,8 +1440,10 @@ def built_workspace(c, B, H, Hkv, T, d, bf16_storage, sms=SMS, atomic=False):
     if c.get("mix") or c.get("ch") or every:
         G = c["G"]
         nw = (G * G if c.get("mix") else 0) + (G * c["ch"] if c.get("ch") else 0)
-        rows = fe_kv_rows(B, H, G, T, sms) if every else T
-        out += 0 if cluster_adds_kv(c, H, Hkv) else 2 * take(BH * rows * d, 4) + (2 * BH * T * d * 4 if atomic else 0)
+        if every:
+            out += 2 * BH * (T if atomic else fe_kv_rows(B, H, G, T, sms)) * d * 4
+        elif not cluster_adds_kv(c, H, Hkv):
+            out += 2 * take(BH * T * d, 4)
         out += take(B * (H // G) * -(-T // FH_M) * nw, 4)
     return out + (take(BH * T * d, 4) if bf16_storage else 0)
 

@@ -44,8 +44,8 @@ struct cuda_state {
     int tc;           // the config runs on the tensor-core path on this device (tc_covers, asked once)
     int clusters;     // the device launches this build's cluster kernels (device_clusters, asked once)
     int sms;          // the device's multiprocessors (asked once: the bf16 dK/dV kernel's chunks)
-    void *kv_full;    // the bf16 every-step backward without determinism: each query head's whole
-                      // float32 dK, dV (fe_kv_full_bytes), allocated by the first such call, or NULL
+    void *kv_chunk;   // the bf16 every-step backward's per-query-head float32 dK, dV of a chunk of
+    void *kv_full;    // key tiles, and without determinism whole ones (tc_every_backward), or NULL
     int R, cap;       // strip rows, ring rows
     size_t ld;        // map row stride (floats)
     float *mx, *inv;  // (B*H, T) softmax row max and 1/sum of the last forward
@@ -69,7 +69,7 @@ struct grad_layout {
 // MTA_BF16 whose every use its allow-list names, on a device with smem_max bytes of shared memory
 // per block), and its workspace.
 int tc_covers(const mta_config *c, size_t smem_max);
-size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters, int sms);
+size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters);
 
 int imin(int a, int b) { return a < b ? a : b; }
 
@@ -151,6 +151,7 @@ void cuda_release(mta_ctx *ctx) {
         if (st->mem) cudaFree(st->mem);
         if (st->io) cudaFree(st->io);
         if (st->copies) cudaFree(st->copies);
+        if (st->kv_chunk) cudaFree(st->kv_chunk);
         if (st->kv_full) cudaFree(st->kv_full);
         if (st->blas) cublasDestroy(st->blas);
         free(st);
@@ -262,7 +263,7 @@ mta_status cuda_setup(mta_ctx *ctx) {
         return mta_fail(ctx, MTA_ERR_DEVICE, "cublasSetStream failed");
     if (st->mem) return MTA_OK;
     st->R = st->tc ? 0 : strip_rows_of(c);
-    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max, st->clusters, st->sms) : bytes_of(c, st->R, &st->cap);
+    st->mem_bytes = st->tc ? tc_bytes(c, st->smem_max, st->clusters) : bytes_of(c, st->R, &st->cap);
     cudaError_t e = cudaMalloc(&st->mem, st->mem_bytes);
     if (e != cudaSuccess) {
         st->mem = NULL;

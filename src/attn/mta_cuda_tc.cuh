@@ -329,8 +329,8 @@ struct tc_ws {
     int *start;            // document starts (B, T)
     double *acc;           // norm and gate gradients per (batch, head, chunk of rows): 2d+1 each
     float *dwp;            // the conv kernel gradient's partial sums per (batch, head, query tile)
-    float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d); the every-step kernels':
-                           // (B*H, fe_kv_rows, d), a chunk's; NULL where tc_adds_kv
+    float *dkp, *dvp;      // head steps: each query head's dK, dV (B*H, T, d); NULL where tc_adds_kv and
+                           // for the every-step kernels (tc_every_backward allocates theirs)
     float *hwp;            // head steps: the head kernels' partial sums per (batch, group, query tile)
 };
 
@@ -343,9 +343,8 @@ int tc_adds_kv(const mta_config *c, size_t smem_max, int clusters) {
 }
 
 // Carves w from mem (NULL: counts) and returns the bytes, for a device with smem_max bytes of
-// shared memory per block (the head steps' tiles: tc_heads_of) that launches clusters or not and
-// has sms multiprocessors (the every-step dK/dV kernel's chunks: fe_kv_rows).
-size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, int sms, void *mem, tc_ws *w) {
+// shared memory per block (the head steps' tiles: tc_heads_of) that launches clusters or not.
+size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, void *mem, tc_ws *w) {
     const size_t BH = (size_t)c->B * c->H, BHkv = (size_t)c->B * mta_kv_heads(c), T = c->T, d = c->d;
     const size_t padded = (size_t)tc_tp(c->T) * tc_dp(c->d);
     carver cv = {(unsigned char *)mem, 0};
@@ -365,16 +364,16 @@ size_t tc_carve(const mta_config *c, size_t smem_max, int clusters, int sms, voi
     x.dkp = x.dvp = x.hwp = NULL;
     if (c->pre_head_mix || c->post_ch || fe_takes(c)) {
         const tc_heads hd = fe_takes(c) ? fe_heads_of(c, NULL) : tc_heads_of(c, NULL, smem_max);
-        const size_t rows = fe_takes(c) ? (size_t)fe_kv_rows(c, hd.G, sms) : T;
-        if (!tc_adds_kv(c, smem_max, clusters)) x.dkp = cv.take<float>(BH * rows * d), x.dvp = cv.take<float>(BH * rows * d);
+        if (!fe_takes(c) && !tc_adds_kv(c, smem_max, clusters))
+            x.dkp = cv.take<float>(BH * T * d), x.dvp = cv.take<float>(BH * T * d);
         // k_fa_head_dq's (k_fa_every_dq's) query tiles of FH_M (FE_M) rows
         x.hwp = cv.take<float>((size_t)c->B * (c->H / hd.G) * ((c->T + FH_M - 1) / FH_M) * hd.nw);
     }
     if (w) *w = x;
     return cv.at;
 }
-size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters, int sms) {
-    return tc_carve(c, smem_max, clusters, sms, NULL, NULL);
+size_t tc_bytes(const mta_config *c, size_t smem_max, int clusters) {
+    return tc_carve(c, smem_max, clusters, NULL, NULL);
 }
 
 // The copy buffer (cuda_state.copies): a padded slot for each input the workspace has none for
@@ -458,7 +457,7 @@ mta_status tc_forward(mta_ctx *ctx, const float *q, const float *k, const float 
     const mta_config *c = cl.c;
     cuda_state *st = cl.st;
     tc_ws w;
-    tc_carve(c, st->smem_max, st->clusters, st->sms, st->mem, &w);
+    tc_carve(c, st->smem_max, st->clusters, st->mem, &w);
     // bfloat16 storage: the kernels write their out to O itself (the same values they write to O),
     // which the norm and gate or k_bf16_narrow round into the caller's out once
     float *const caller_out = out;
@@ -517,22 +516,26 @@ void tc_head_backward(const call *cl, const tc_ws *w, const tc_args &a, const mt
 
 // The every-step kernels' backward (fe_backward, which sums dK, dV into dk, dv), then the sums of
 // their partials: the head kernels' gradients and each convolution's kernel gradient (the
-// pre-softmax one's partials first in dwp, per query tile of FE_M rows). Without determinism
-// (feb_atomic_kv) dK, dV are whole tensors, cl->st->kv_full, allocated by the first such call.
+// pre-softmax one's partials first in dwp, per query tile of FE_M rows). Each query head's dK, dV
+// are allocated by the first backward that needs them (a forward needs none): a chunk's rows
+// (fe_kv_rows, cl->st->kv_chunk), or without determinism (feb_atomic_kv) whole tensors, cleared
+// (cl->st->kv_full).
 mta_status tc_every_backward(const call *cl, const tc_ws *w, const tc_args &a, const mta_params *p, float *dq,
                              float *dk, float *dv, const mta_grads *g) {
     const mta_config *c = cl->c;
     const tc_heads hd = fe_heads_of(c, p);
     const int tiles = (c->T + FE_M - 1) / FE_M, taps[2] = {c->pre_cq * c->pre_ck, c->post_cq * c->post_ck};
     const int atomic_kv = feb_atomic_kv(c, cl->ctx->atomics, cl->st->smem_max);
-    float *dkp = w->dkp, *dvp = w->dvp;
+    const size_t rows = atomic_kv ? (size_t)c->T : (size_t)fe_kv_rows(c, hd.G, cl->st->sms);
+    const size_t kvn = (size_t)c->B * c->H * rows * c->d;
+    void **buf = atomic_kv ? &cl->st->kv_full : &cl->st->kv_chunk;
+    const mta_status s = alloc_once(cl->ctx, buf, 2 * kvn * sizeof(float),
+                                    atomic_kv ? "each query head's dK, dV (the backward without determinism)"
+                                              : "each query head's dK, dV of a chunk of key tiles");
+    if (s) return s;
+    float *dkp = (float *)*buf, *dvp = dkp + kvn;
     if (atomic_kv) {  // (k_fa_every_dqkv adds into them)
-        const size_t n = (size_t)c->B * c->H * c->T * c->d;
-        const mta_status s = alloc_once(cl->ctx, &cl->st->kv_full, 2 * n * sizeof(float),
-                                        "each query head's dK, dV (the backward without determinism)");
-        if (s) return s;
-        dkp = (float *)cl->st->kv_full, dvp = dkp + n;
-        const cudaError_t e = cudaMemsetAsync(dkp, 0, 2 * n * sizeof(float), cl->s);
+        const cudaError_t e = cudaMemsetAsync(dkp, 0, 2 * kvn * sizeof(float), cl->s);
         if (e != cudaSuccess) return cuda_fail(cl->ctx, e, "the backward's clearing of dK, dV");
     }
     fe_backward(cl, a, hd, c->B, c->pre_cq ? p->w_pre : NULL, c->post_cq ? p->w_post : NULL, atomic_kv, cl->st->sms, dq,
@@ -557,7 +560,7 @@ mta_status tc_backward(mta_ctx *ctx, const float *q, const float *k, const float
     const mta_config *c = cl.c;
     const int B = c->B, H = c->H, T = c->T, d = c->d, BH = B * H;
     tc_ws w;
-    tc_carve(c, cl.st->smem_max, cl.st->clusters, cl.st->sms, cl.st->mem, &w);
+    tc_carve(c, cl.st->smem_max, cl.st->clusters, cl.st->mem, &w);
     if ((s = tc_inputs(&cl, &w, dout))) return s;
     const tc_args a = tc_args_of(&cl, &w, cl.st->docs ? w.start : NULL, dout);
     // dO rounded into w.dO: through the gate and norm (their parameter gradients summed per head
