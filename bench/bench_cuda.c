@@ -14,10 +14,11 @@
 // config, docs/cuda.md); --dtype bf16 stores q, k, v, out, dout, dq, dk, dv as bfloat16
 // (mta_config.dtype), as a bf16 model holds them; --nondeterministic: mta_set_deterministic(ctx, 0).
 // --H_kv: key/value heads (grouped-query attention). Inputs are random normal (pool_normal: never
-// zeros; rounded to bfloat16 with --dtype bf16), parameters identity plus noise. fwd_bwd_s is the median over --reps of
-// one forward and one backward, timed with CUDA events after --warmup untimed calls. peak_mb is the GPU memory in use
-// after the timed calls (cudaMemGetInfo) minus that before anything was allocated: q, k, v, out, dout, dq, dk, dv, the
-// parameters and the backend's workspace (which it keeps between calls), and cuBLAS's.
+// zeros; rounded to bfloat16 with --dtype bf16), parameters identity plus noise. fwd_bwd_s is the
+// median over --reps of one forward and one backward, timed with CUDA events after --warmup
+// untimed calls. peak_mb is the GPU memory in use after the timed calls (cudaMemGetInfo) minus
+// that before anything was allocated: q, k, v, out, dout, dq, dk, dv, the parameters and the
+// backend's workspace (which it keeps between calls), and cuBLAS's.
 #include "cli_opts.h"
 #include "model/mta_layers.h"
 #include "testutil.h"
@@ -54,10 +55,9 @@ static float pool_normal(uint64_t salt, size_t i) {
     if (!pool) {
         uint64_t s = 42;
         if (!(pool = malloc(sizeof(float) << POOL_BITS))) exit(1);
-        for (size_t e = 0; e < (size_t)1 << POOL_BITS; e++)
-            pool[e] = tu_randn(&s);
+        for (size_t e = 0; e < (size_t)1 << POOL_BITS; e++) pool[e] = tu_randn(&s);
     }
-    uint64_t z = (salt << 40) ^ (uint64_t)i; // (splitmix64's finalizer)
+    uint64_t z = (salt << 40) ^ (uint64_t)i;  // (splitmix64's finalizer)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return pool[(z ^ (z >> 31)) >> (64 - POOL_BITS)];
@@ -72,15 +72,9 @@ static float *dev_randn(size_t n, int bf16, uint64_t *seed) {
     if (!h || (bf16 && !h16)) exit(1);
     for (size_t i = 0; i < n; i++) {
         h[i] = pool_normal(salt, i);
-        if (bf16) {
-            const float r = tu_bf16_round(h[i]);
-            uint32_t u;
-            memcpy(&u, &r, sizeof u);
-            h16[i] = (uint16_t)(u >> 16);
-        }
+        if (bf16) h16[i] = tu_bf16_bits(h[i]);
     }
-    ck(cudaMemcpy(d, bf16 ? (void *)h16 : (void *)h, n * (bf16 ? 2 : sizeof(float)), cudaMemcpyHostToDevice),
-       "cudaMemcpy");
+    ck(cudaMemcpy(d, bf16 ? (void *)h16 : (void *)h, n * (bf16 ? 2 : sizeof(float)), cudaMemcpyHostToDevice), "cudaMemcpy");
     free(h);
     free(h16);
     return d;
@@ -117,24 +111,19 @@ static int parse(int argc, char **argv, bench_args *a) {
         {"reps", CLI_INT, &a->reps, 1, 1e9, .arg = "N", .help = "timed calls; the median is reported"},
         {"warmup", CLI_INT, &a->warmup, 0, 1e9, .arg = "N", .help = "untimed calls first"},
     };
-    const cli_spec spec = {
-        "bench_cuda",
-        "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N]\n"
-        "                  [--config mta830m|mta830m-heads|normgate|plain] [--precision fp32|bf16]\n"
-        "                  [--dtype fp32|bf16] [--nondeterministic] [--rows R] [--reps 5] [--warmup 1]\n",
-        "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
-        "prints one JSON row per T.\n",
-        NULL,
-        opts,
-        sizeof opts / sizeof opts[0],
-        NULL};
+    const cli_spec spec = {"bench_cuda",
+                           "usage: bench_cuda [--T 2048,4096] [--B 1] [--H 8] [--d 64] [--H_kv N]\n"
+                           "                  [--config mta830m|mta830m-heads|normgate|plain] [--precision fp32|bf16]\n"
+                           "                  [--dtype fp32|bf16] [--nondeterministic] [--rows R] [--reps 5] [--warmup 1]\n",
+                           "Times forward + backward of the CUDA backend (median of --reps, CUDA events) and its GPU memory;\n"
+                           "prints one JSON row per T.\n",
+                           NULL, opts, sizeof opts / sizeof opts[0], NULL};
     int first;
     const int st = cli_parse(&spec, argc, argv, &first);
     if (st >= 0) return st;
     const tc_case *t;
     if (!a->nT)
-        while (a->nT < 32 && (t = tc_nth(TC_PERF, a->nT)))
-            a->Ts[a->nT++] = (uint64_t)t->T;
+        while (a->nT < 32 && (t = tc_nth(TC_PERF, a->nT))) a->Ts[a->nT++] = (uint64_t)t->T;
     return -1;
 }
 
@@ -172,12 +161,10 @@ static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
     float *hw[MTA_N_PARAMS] = {0};
     for (int i = 0; i < MTA_N_PARAMS; i++)
         if (ps.w[i] && !(hw[i] = calloc(ps.w[i], sizeof(float)))) exit(1);
-    for (int i = 0; i < MTA_N_PARAMS; i++)
-        mta_param_init_identity(c, i, hw[i]);
+    for (int i = 0; i < MTA_N_PARAMS; i++) mta_param_init_identity(c, i, hw[i]);
     for (int i = 0; i < MTA_N_PARAMS; i++) {
         if (!ps.w[i]) continue;
-        for (size_t e = 0; e < ps.w[i]; e++)
-            hw[i][e] += 0.1f * tu_randn(&seed);
+        for (size_t e = 0; e < ps.w[i]; e++) hw[i][e] += 0.1f * tu_randn(&seed);
         float *w = dev_alloc(ps.w[i], 0), *gw = dev_alloc(ps.w[i], 0);
         ck(cudaMemcpy(w, hw[i], ps.w[i] * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
         free(hw[i]);
@@ -186,8 +173,7 @@ static void problem_make(const mta_config *c, uint64_t seed, problem *pr) {
 }
 
 static void problem_free(problem *pr) {
-    for (int i = 0; i < MTA_N_PARAMS; i++)
-        cudaFree((void *)pr->p.w[i]), cudaFree(pr->g.w[i]);
+    for (int i = 0; i < MTA_N_PARAMS; i++) cudaFree((void *)pr->p.w[i]), cudaFree(pr->g.w[i]);
     cudaFree(pr->q), cudaFree(pr->k), cudaFree(pr->v), cudaFree(pr->dout), cudaFree(pr->out);
     cudaFree(pr->dq), cudaFree(pr->dk), cudaFree(pr->dv);
 }
@@ -252,12 +238,8 @@ static int bench_T(const bench_args *a, int T, const char *device) {
 }
 
 int main(int argc, char **argv) {
-    const tc_case *perf = tc_nth(TC_PERF, 0); // the default sizes and layer
-    bench_args a = {.B = perf->B,
-                    .H = perf->H,
-                    .d = perf->d,
-                    .reps = 5,
-                    .warmup = 1,
+    const tc_case *perf = tc_nth(TC_PERF, 0);  // the default sizes and layer
+    bench_args a = {.B = perf->B, .H = perf->H, .d = perf->d, .reps = 5, .warmup = 1,
                     .config = perf->l830m ? CFG_MTA830M : CFG_PLAIN};
     const int st = parse(argc, argv, &a);
     if (st >= 0) return st;

@@ -23,12 +23,7 @@
 
 static mta_backend backend = MTA_BACKEND_CUDA_EMU;
 
-// The upper half of x, which the caller has made a bf16 value (tu_bf16_round), and back.
-static uint16_t to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (uint16_t)(u >> 16);
-}
+// A bf16 tensor's entry as a float32 (the inverse of tu_bf16_bits).
 static float from_bf16(uint16_t h) {
     const uint32_t u = (uint32_t)h << 16;
     float x;
@@ -64,7 +59,7 @@ static void run_stored(tu_case *t, int dtype, mta_ctx *ctx, int view) {
     assert_non_null(h);
     for (int i = 0; i < NT; i++)
         for (size_t e = 0; e < len[i]; e++) {
-            if (es == 2) ((uint16_t *)(h + at[i]))[e] = to_bf16(x[i][e]);
+            if (es == 2) ((uint16_t *)(h + at[i]))[e] = tu_bf16_bits(x[i][e]);
             else ((float *)(h + at[i]))[e] = x[i][e];
         }
     for (int i = 0; i < MTA_N_PARAMS; i++) {
@@ -94,7 +89,7 @@ static void run_stored(tu_case *t, int dtype, mta_ctx *ctx, int view) {
     // q, k, v, dout are inputs (the tensor-core path may read bf16 ones in place): same bytes
     for (int i = 0; i < 4; i++)
         for (size_t e = 0; e < len[i]; e++)
-            if (es == 2 ? to_bf16(x[i][e]) != ((const uint16_t *)(h + at[i]))[e]
+            if (es == 2 ? tu_bf16_bits(x[i][e]) != ((const uint16_t *)(h + at[i]))[e]
                         : memcmp(&x[i][e], (const float *)(h + at[i]) + e, sizeof(float)))
                 fail_msg("input %d changed at %zu", i, e);
     for (int i = 4; i < NT; i++)

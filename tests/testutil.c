@@ -67,6 +67,13 @@ float tu_bf16_round(float x) {
     return x;
 }
 
+uint16_t tu_bf16_bits(float x) {
+    const float r = tu_bf16_round(x);
+    uint32_t u;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
 mta_config tu_config_default(int B, int H, int T, int d) {
     mta_config c = mta_config_default(B, H, T, d);
     c.backend = tu_backend();

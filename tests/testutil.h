@@ -55,6 +55,8 @@ int tu_same_bits_but_kv(const tu_case *a, const tu_case *b);
 float tu_randn(uint64_t *s);
 // x rounded to bfloat16, to nearest even (as __float2bfloat16_rn; finite x), as a float32.
 float tu_bf16_round(float x);
+// x rounded to bfloat16 (tu_bf16_round) as its 16 bits, a float32's upper half: a bf16 tensor's entry.
+uint16_t tu_bf16_bits(float x);
 // Largest |a| and largest |a - b|; +INFINITY when a (or b) holds a NaN or an infinity, so that
 // both `e > tol` and `e <= tol` checks fail on it (fmax would drop a NaN and pass a backend that
 // never wrote its output). No reference tensor of these tests is legitimately non-finite.
