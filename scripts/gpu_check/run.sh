@@ -379,19 +379,23 @@ else
     elif [ "$rc" != 0 ]; then
         note torch SKIPPED "$secs" "torch is not importable here (see torch.log)"
     else
+        # sdpa_rows PATTERN: "bfloat16 T=2048 0.0012s 52MB, ..." from torch.log's SDPA rows that match PATTERN.
+        sdpa_rows() {
+            grep '^{' "$log" | grep '"torch_sdpa"' | grep -e "$1" |
+                sed -n 's/.*"dtype": "\([a-z0-9]*\)".*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/\1 T=\2 \3s \4MB/p' |
+                tr '\n' ',' | sed 's/,$//; s/,/, /g'
+        }
         # the goal rows' bar: SDPA in bf16 at their shape
         run 15 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --sdpa-dtypes bfloat16 --T 4096,32768 --B 2 --H 16 --d 96 --reps 5
         s=$(status $rc)
         [ "$rc" = 77 ] && s=SKIPPED
-        note goal:sdpa "$s" "$secs" "B=2 H=16 d=96 bf16: $(grep '^{' "$log" | grep '"torch_sdpa"' | grep '"B": 2, "H": 16,' |
-            sed -n 's/.*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/T=\1 \2s \3MB/p' | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+        note goal:sdpa "$s" "$secs" "B=2 H=16 d=96: $(sdpa_rows '"B": 2, "H": 16, "d": 96,')"
         for shape in "8 64" "16 96"; do
             set -- $shape
             run 8 "$log" python3 "$bin/bench_torch_cuda.py" --impl sdpa --T 2048,4096,16384 --B 1 --H "$1" --d "$2" --reps 5
             s=$(status $rc)
             [ "$rc" = 77 ] && s=SKIPPED
-            note torch:sdpa "$s" "$secs" "H=$1 d=$2 bf16, fp32: $(grep '^{' "$log" | grep '"torch_sdpa"' | grep "\"H\": $1," |
-                sed -n 's/.*"dtype": "\([a-z0-9]*\)".*"T": \([0-9]*\).*"fwd_bwd_s": \([0-9.e+-]*\).*"peak_mb": \([0-9.]*\).*/\1 T=\2 \3s \4MB/p' | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+            note torch:sdpa "$s" "$secs" "H=$1 d=$2: $(sdpa_rows "\"B\": 1, \"H\": $1, \"d\": $2,")"
             run 6 "$log" python3 "$bin/bench_torch_cuda.py" --impl naive --T 2048,4096 --B 1 --H "$1" --d "$2" --reps 3
             s=$(status $rc)
             [ "$rc" = 77 ] && s=SKIPPED
