@@ -614,9 +614,8 @@ __global__ void __launch_bounds__(FE_BWD_THREADS, 1)
 // Each query head's dK and dV of a key tile of FE_N keys (grid: x slots of s, y B*H/G) into slot x's
 // rows of dkp, dvp ((B*H, s.rows, d): kv_slots; the key tile kv_tile(s, x), none where -1), over
 // the query tiles from the diagonal while their documents reach the keys.
-__global__ void __launch_bounds__(FE_BWD_THREADS, 1) k_fa_every_dkdv(tc_args a, tc_heads hd, const float *w_pre,
-                                                                     const float *w_post, kv_slots s, float *dkp,
-                                                                     float *dvp) {
+__global__ void __launch_bounds__(FE_BWD_THREADS, 1)
+    k_fa_every_dkdv(tc_args a, tc_heads hd, const float *w_pre, const float *w_post, kv_slots s, float *dkp, float *dvp) {
     const int t = kv_tile(s, blockIdx.x);
     if (t < 0) return;
     MTA_DYNAMIC_SHARED(unsigned char, sh);

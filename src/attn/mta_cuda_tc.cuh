@@ -203,6 +203,7 @@ __global__ void k_tc_head_kv(tc_args a, const float *dkp, const float *dvp, kv_s
     tc_add_kv(a, dk, to, x);
     tc_add_kv(a, dv, to, y);
 }
+// Launches k_tc_head_kv on the call's stream.
 void tc_kv_sums(const call *cl, const tc_args &a, const float *dkp, const float *dvp, kv_slots s, float *dk, float *dv) {
     MTA_LAUNCH(k_tc_head_kv, dim3((unsigned)(((size_t)s.rows * a.d + 127) / 128), (unsigned)(cl->c->B * a.Hkv)), 128, 0,
                cl->s)(a, dkp, dvp, s, dk, dv);
